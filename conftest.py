@@ -1,0 +1,3 @@
+"""Root conftest: load the shared real-nats-server fixtures for every test tree."""
+
+pytest_plugins = ["shared.testing"]

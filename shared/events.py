@@ -1,0 +1,58 @@
+"""Publishing and following fabric events (DESIGN §3).
+
+Events go through the project's events stream so that a follower that was
+down (a restarting Weft) can resume where it left off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import BadRequestError
+
+from shared.models import Event, EventKind
+from shared.names import ProjectNames
+
+EVENTS_MAX_AGE_S = 7 * 24 * 3600
+EVENTS_MAX_MSGS = 1_000_000
+
+
+async def ensure_events_stream(js: JetStreamContext, names: ProjectNames, replicas: int = 1) -> None:
+    config = StreamConfig(
+        name=names.events_stream,
+        subjects=[names.events_subjects],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        max_age=EVENTS_MAX_AGE_S,
+        max_msgs=EVENTS_MAX_MSGS,
+        num_replicas=replicas,
+    )
+    try:
+        await js.add_stream(config)
+    except BadRequestError:
+        await js.update_stream(config)
+
+
+async def publish_event(
+    js: JetStreamContext,
+    names: ProjectNames,
+    kind: EventKind,
+    action: str,
+    subject_id: str,
+    data: dict[str, Any] | None = None,
+) -> Event:
+    event = Event(
+        kind=kind,
+        action=action,
+        project_id=names.project_id,
+        subject_id=subject_id,
+        data=data or {},
+    )
+    await js.publish(
+        names.event_subject(kind, action),
+        event.to_json_bytes(),
+        headers={"Nats-Msg-Id": event.id},
+    )
+    return event

@@ -1,0 +1,414 @@
+"""Pydantic models shared by every part: the one definition of each record.
+
+Records are what is stored in JetStream (KV values, stream payloads) and what
+Weft's REST API returns, so changing a field here changes the wire format of
+the whole fabric.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shared import names
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """Ids for work items, targets, spin-ups and events: 32 lowercase hex."""
+    return uuid.uuid4().hex
+
+
+class Scope(StrEnum):
+    PRIVATE = "private"
+    PERSONAL = "personal"
+    TEAM = "team"
+    PUBLIC = "public"
+
+
+class LoomModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def to_json_bytes(self) -> bytes:
+        return self.model_dump_json().encode()
+
+
+# -- agents --------------------------------------------------------------------
+
+
+class AgentStatus(StrEnum):
+    ONLINE = "online"
+    BUSY = "busy"
+    OFFLINE = "offline"
+
+
+HEARTBEATS_BEFORE_STALE = 3
+
+
+def _token_list(values: list[str], field: str) -> list[str]:
+    return sorted({names.validate_token(v, field) for v in values})
+
+
+class AgentEntry(LoomModel):
+    """A registry entry, written by Warp and read by everyone else."""
+
+    agent_id: str
+    handle: str
+    agent_type: str = "generic"
+    project_id: str
+    user_id: str
+    hostname: str = ""
+    capabilities: list[str] = Field(default_factory=list)
+    boundaries: list[str] = Field(default_factory=lambda: ["default"])
+    status: AgentStatus = AgentStatus.ONLINE
+    current_tasks: int = Field(default=0, ge=0)
+    max_concurrent_tasks: int = Field(default=1, ge=1, le=1000)
+    scope: Scope = Scope.TEAM
+    parent_id: str | None = None
+    instance: int = 0
+    target_id: str | None = None
+    spinup_id: str | None = None
+    heartbeat_interval_s: float = Field(default=10.0, gt=0)
+    registered_at: datetime = Field(default_factory=utcnow)
+    last_heartbeat: datetime = Field(default_factory=utcnow)
+    last_activity: datetime = Field(default_factory=utcnow)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("agent_id", "parent_id")
+    @classmethod
+    def _agent_id(cls, v: str | None) -> str | None:
+        return None if v is None else names.validate_agent_id(v)
+
+    @field_validator("handle")
+    @classmethod
+    def _handle(cls, v: str) -> str:
+        return names.validate_handle(v)
+
+    @field_validator("agent_type")
+    @classmethod
+    def _agent_type(cls, v: str) -> str:
+        return names.validate_agent_type(v)
+
+    @field_validator("project_id")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        return names.validate_project_id(v)
+
+    @field_validator("capabilities")
+    @classmethod
+    def _caps(cls, v: list[str]) -> list[str]:
+        return _token_list(v, "capabilities")
+
+    @field_validator("boundaries")
+    @classmethod
+    def _bounds(cls, v: list[str]) -> list[str]:
+        return _token_list(v, "boundaries")
+
+    def is_stale(self, now: datetime | None = None) -> bool:
+        horizon = timedelta(seconds=self.heartbeat_interval_s * HEARTBEATS_BEFORE_STALE)
+        return (now or utcnow()) - self.last_heartbeat > horizon
+
+    def effective_status(self, now: datetime | None = None) -> AgentStatus:
+        """Offline when heartbeats stopped, whatever the entry last said."""
+        return AgentStatus.OFFLINE if self.is_stale(now) else self.status
+
+    def visible_to(self, *, project_id: str, user_id: str, agent_id: str) -> bool:
+        """Visibility by scope (DESIGN §2)."""
+        if self.agent_id == agent_id:
+            return True
+        if self.scope is Scope.PUBLIC:
+            return True
+        if self.scope is Scope.PERSONAL:
+            return self.user_id == user_id
+        if self.scope is Scope.TEAM:
+            return self.project_id == project_id
+        return False
+
+    def redacted_for(self, *, project_id: str, user_id: str) -> AgentEntry:
+        """What someone outside the owner's project and user sees: no host or metadata."""
+        if self.project_id == project_id or self.user_id == user_id:
+            return self
+        return self.model_copy(update={"hostname": "", "metadata": {}})
+
+
+# -- work ----------------------------------------------------------------------
+
+
+class WorkStatus(StrEnum):
+    SUBMITTED = "submitted"
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    IN_PROGRESS = "in-progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    DEAD_LETTERED = "dead-lettered"
+
+
+FINAL_WORK_STATES = frozenset(
+    {WorkStatus.COMPLETED, WorkStatus.CANCELLED, WorkStatus.EXPIRED, WorkStatus.DEAD_LETTERED}
+)
+
+WORK_TRANSITIONS: dict[WorkStatus, frozenset[WorkStatus]] = {
+    WorkStatus.SUBMITTED: frozenset({WorkStatus.QUEUED, WorkStatus.CANCELLED}),
+    WorkStatus.QUEUED: frozenset(
+        {WorkStatus.CLAIMED, WorkStatus.CANCELLED, WorkStatus.EXPIRED}
+    ),
+    WorkStatus.CLAIMED: frozenset(
+        {WorkStatus.IN_PROGRESS, WorkStatus.COMPLETED, WorkStatus.FAILED, WorkStatus.CANCELLED,
+         WorkStatus.QUEUED}
+    ),
+    WorkStatus.IN_PROGRESS: frozenset(
+        {WorkStatus.COMPLETED, WorkStatus.FAILED, WorkStatus.CANCELLED, WorkStatus.QUEUED}
+    ),
+    WorkStatus.FAILED: frozenset({WorkStatus.QUEUED, WorkStatus.DEAD_LETTERED}),
+    WorkStatus.DEAD_LETTERED: frozenset({WorkStatus.QUEUED}),
+    WorkStatus.COMPLETED: frozenset(),
+    WorkStatus.CANCELLED: frozenset(),
+    WorkStatus.EXPIRED: frozenset(),
+}
+"""Allowed moves. ``claimed/in-progress -> queued`` is a redelivery after a silent
+claim; ``dead-lettered -> queued`` is a retry from the DLQ."""
+
+
+def can_transition(current: WorkStatus, new: WorkStatus) -> bool:
+    return new in WORK_TRANSITIONS[current]
+
+
+class AttemptError(LoomModel):
+    attempt: int
+    agent_id: str | None = None
+    error: str
+    at: datetime = Field(default_factory=utcnow)
+
+
+class Progress(LoomModel):
+    percent: int = Field(default=0, ge=0, le=100)
+    note: str = Field(default="", max_length=2000)
+    at: datetime = Field(default_factory=utcnow)
+
+
+class WorkSubmission(LoomModel):
+    """What a caller submits (REST ``POST /api/work`` or ``warp_work_broadcast``)."""
+
+    task_id: str = Field(min_length=1, max_length=200)
+    description: str = Field(min_length=1, max_length=32_000)
+    capability: str
+    boundary: str = "default"
+    priority: int = Field(default=5, ge=names.PRIORITY_MIN, le=names.PRIORITY_MAX)
+    required_agent_type: str | None = None
+    preferred_agent_type: str | None = None
+    deadline: datetime | None = None
+    context: dict[str, Any] = Field(default_factory=dict)
+    scope: Scope = Scope.TEAM
+    max_attempts: int = Field(default=3, ge=1, le=100)
+
+    @field_validator("capability")
+    @classmethod
+    def _cap(cls, v: str) -> str:
+        return names.validate_capability(v)
+
+    @field_validator("boundary")
+    @classmethod
+    def _boundary(cls, v: str) -> str:
+        return names.validate_boundary(v)
+
+    @field_validator("required_agent_type", "preferred_agent_type")
+    @classmethod
+    def _types(cls, v: str | None) -> str | None:
+        return None if v is None else names.validate_agent_type(v)
+
+    @field_validator("deadline")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
+            raise ValueError("deadline must include a timezone (e.g. 2026-01-01T12:00:00Z)")
+        return v
+
+
+class WorkItem(WorkSubmission):
+    """The durable work record (KV) and the queue payload."""
+
+    id: str = Field(default_factory=new_id)
+    project_id: str
+    status: WorkStatus = WorkStatus.SUBMITTED
+    attempts: int = Field(default=0, ge=0)
+    assigned_to: str | None = None
+    submitted_by: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    claimed_at: datetime | None = None
+    finished_at: datetime | None = None
+    result: Any = None
+    error: str | None = None
+    errors: list[AttemptError] = Field(default_factory=list)
+    progress: Progress | None = None
+    waiting_reason: str | None = None
+
+    @model_validator(mode="after")
+    def _assigned(self) -> WorkItem:
+        if self.assigned_to is not None:
+            names.validate_agent_id(self.assigned_to, "assigned_to")
+        return self
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_WORK_STATES
+
+
+# -- targets and spin-up -------------------------------------------------------
+
+Mechanism = Literal["local", "ssh", "kubernetes", "github-actions", "webhook"]
+
+
+class TargetHealth(StrEnum):
+    UNKNOWN = "unknown"
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+
+
+class HealthCheck(LoomModel):
+    interval_s: float = Field(default=60.0, ge=1, le=86_400)
+    timeout_s: float = Field(default=10.0, gt=0, le=600)
+
+
+class TargetSpec(LoomModel):
+    """A spin-up target as registered; mechanism-specific ``config`` is
+    validated by the spin-up package."""
+
+    name: str
+    agent_type: str = "generic"
+    capabilities: list[str] = Field(default_factory=list)
+    boundaries: list[str] = Field(default_factory=lambda: ["default"])
+    mechanism: Mechanism
+    config: dict[str, Any] = Field(default_factory=dict)
+    max_concurrent: int = Field(default=1, ge=1, le=1000)
+    cooldown_s: float = Field(default=0, ge=0, le=86_400)
+    idle_timeout_s: float = Field(default=300, ge=0, le=604_800)
+    health_check: HealthCheck = Field(default_factory=HealthCheck)
+    enabled: bool = True
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return names.validate_token(v, "name")
+
+    @field_validator("agent_type")
+    @classmethod
+    def _agent_type(cls, v: str) -> str:
+        return names.validate_agent_type(v)
+
+    @field_validator("capabilities")
+    @classmethod
+    def _caps(cls, v: list[str]) -> list[str]:
+        return _token_list(v, "capabilities")
+
+    @field_validator("boundaries")
+    @classmethod
+    def _bounds(cls, v: list[str]) -> list[str]:
+        return _token_list(v, "boundaries")
+
+
+class Target(TargetSpec):
+    id: str = Field(default_factory=new_id)
+    project_id: str
+    health: TargetHealth = TargetHealth.UNKNOWN
+    health_detail: str | None = None
+    last_health_check: datetime | None = None
+    last_spinup_at: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class SpinupState(StrEnum):
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    REGISTERED = "registered"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    TIMED_OUT = "timed-out"
+
+
+class SpinupOperation(LoomModel):
+    id: str = Field(default_factory=new_id)
+    project_id: str
+    target_id: str
+    target_name: str
+    agent_id: str
+    work_id: str | None = None
+    reason: Literal["routing", "manual"] = "manual"
+    state: SpinupState = SpinupState.PENDING
+    handle: dict[str, str] = Field(default_factory=dict)
+    """What the mechanism needs to stop it again: pid, remote pid, Job name, run id."""
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    registered_at: datetime | None = None
+    stopped_at: datetime | None = None
+
+
+# -- events --------------------------------------------------------------------
+
+EventKind = Literal["work", "agent", "target", "spinup"]
+
+
+class Event(LoomModel):
+    """Every transition is published as one of these (DESIGN §3)."""
+
+    id: str = Field(default_factory=new_id)
+    kind: EventKind
+    action: str
+    project_id: str
+    subject_id: str
+    """The work id, agent id, target id or spin-up id the event is about."""
+    at: datetime = Field(default_factory=utcnow)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def type(self) -> str:
+        return f"{self.kind}.{self.action}"
+
+
+# -- channel messages and direct messages --------------------------------------
+
+
+class ChannelMessage(LoomModel):
+    channel: str
+    sender_id: str
+    sender_handle: str
+    body: str = Field(max_length=64_000)
+    scope: Scope = Scope.TEAM
+    sent_at: datetime = Field(default_factory=utcnow)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class DirectMessage(LoomModel):
+    id: str = Field(default_factory=new_id)
+    sender_id: str
+    sender_handle: str
+    recipient_id: str
+    message_type: str = "text"
+    body: str = Field(max_length=64_000)
+    sent_at: datetime = Field(default_factory=utcnow)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ControlRequest(LoomModel):
+    """Sent by Weft on an agent's control subject."""
+
+    action: Literal["shutdown"]
+    reason: str = ""
+    requested_by: str = "weft"
+    grace_s: float = Field(default=30, ge=0, le=3600)

@@ -1,0 +1,230 @@
+"""Every NATS subject, stream, KV bucket and consumer name Loom uses.
+
+One module so that isolation between projects is a property of a handful of
+functions rather than of every call site: every name that holds project data
+embeds the validated project id, and every token that becomes part of a
+subject is validated as a single NATS token first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+PROJECT_ID_RULE: Final = "lowercase letters, digits and '-', starting with a letter or digit, 1-63 characters"
+AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
+HANDLE_RULE: Final = "lowercase letters, digits and '-', 1-64 characters"
+TOKEN_RULE: Final = "lowercase letters, digits, '-' and '_', starting with a letter or digit, 1-64 characters"
+USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
+
+_PROJECT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+_AGENT_ID = re.compile(r"[0-9a-f]{32}")
+_USER_ID = re.compile(r"[0-9a-f]{16}")
+_HANDLE = re.compile(r"[a-z0-9-]{1,64}")
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+PRIORITY_MIN: Final = 1
+PRIORITY_MAX: Final = 10
+
+SUBJECT_ROOT: Final = "loom"
+
+
+class InvalidNameError(ValueError):
+    """A name that cannot safely become part of a NATS subject or bucket."""
+
+    def __init__(self, field: str, value: object, rule: str) -> None:
+        self.field = field
+        self.value = value
+        self.rule = rule
+        super().__init__(f"{field}: {value!r} is invalid; must be {rule}")
+
+
+def _check(pattern: re.Pattern[str], value: object, field: str, rule: str) -> str:
+    if not isinstance(value, str) or pattern.fullmatch(value) is None:
+        raise InvalidNameError(field, value, rule)
+    return value
+
+
+def validate_project_id(value: object, field: str = "project_id") -> str:
+    return _check(_PROJECT_ID, value, field, PROJECT_ID_RULE)
+
+
+def validate_agent_id(value: object, field: str = "agent_id") -> str:
+    return _check(_AGENT_ID, value, field, AGENT_ID_RULE)
+
+
+def validate_user_id(value: object, field: str = "user_id") -> str:
+    return _check(_USER_ID, value, field, USER_ID_RULE)
+
+
+def validate_handle(value: object, field: str = "handle") -> str:
+    return _check(_HANDLE, value, field, HANDLE_RULE)
+
+
+def validate_token(value: object, field: str) -> str:
+    """A single subject token: capability, boundary, channel name, agent type, category."""
+    return _check(_TOKEN, value, field, TOKEN_RULE)
+
+
+def validate_capability(value: object, field: str = "capability") -> str:
+    return validate_token(value, field)
+
+
+def validate_boundary(value: object, field: str = "boundary") -> str:
+    return validate_token(value, field)
+
+
+def validate_channel(value: object, field: str = "channel") -> str:
+    return validate_token(value, field)
+
+
+def validate_agent_type(value: object, field: str = "agent_type") -> str:
+    return validate_token(value, field)
+
+
+def validate_priority(value: object, field: str = "priority") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+        PRIORITY_MIN <= value <= PRIORITY_MAX
+    ):
+        raise InvalidNameError(field, value, f"an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
+    return value
+
+
+class ProjectNames:
+    """All names for one project. Construct once; every method is pure."""
+
+    def __init__(self, project_id: str) -> None:
+        self.project_id = validate_project_id(project_id)
+        self._p = self.project_id
+        self._root = f"{SUBJECT_ROOT}.{self._p}"
+
+    def __repr__(self) -> str:
+        return f"ProjectNames({self.project_id!r})"
+
+    # -- channels: one stream per channel so each has its own limits ---------
+    def channel_stream(self, channel: str) -> str:
+        return f"LOOM-{self._p}-CHAN-{validate_channel(channel)}"
+
+    def channel_subject(self, channel: str) -> str:
+        return f"{self._root}.chan.{validate_channel(channel)}"
+
+    @property
+    def channel_stream_prefix(self) -> str:
+        return f"LOOM-{self._p}-CHAN-"
+
+    # -- registry -------------------------------------------------------------
+    @property
+    def registry_bucket(self) -> str:
+        return f"loom-{self._p}-agents"
+
+    # -- direct messages ------------------------------------------------------
+    @property
+    def inbox_stream(self) -> str:
+        return f"LOOM-{self._p}-INBOX"
+
+    @property
+    def inbox_subjects(self) -> str:
+        return f"{self._root}.inbox.>"
+
+    def inbox_subject(self, agent_id: str) -> str:
+        return f"{self._root}.inbox.{validate_agent_id(agent_id)}"
+
+    def inbox_consumer(self, agent_id: str) -> str:
+        return f"inbox-{validate_agent_id(agent_id)}"
+
+    # -- agent control (shutdown requests from Weft) --------------------------
+    def control_subject(self, agent_id: str) -> str:
+        return f"{self._root}.control.{validate_agent_id(agent_id)}"
+
+    # -- work -----------------------------------------------------------------
+    @property
+    def work_stream(self) -> str:
+        return f"LOOM-{self._p}-WORK"
+
+    @property
+    def work_subjects(self) -> str:
+        return f"{self._root}.work.q.>"
+
+    def work_subject(self, capability: str, priority: int) -> str:
+        """Queue subject: one per (capability, priority) so claims can take highest first."""
+        cap = validate_capability(capability)
+        prio = validate_priority(priority)
+        return f"{self._root}.work.q.{cap}.p{prio:02d}"
+
+    def work_consumer(self, capability: str, priority: int) -> str:
+        cap = validate_capability(capability)
+        prio = validate_priority(priority)
+        return f"work-{cap}-p{prio:02d}"
+
+    @property
+    def work_records_bucket(self) -> str:
+        return f"loom-{self._p}-work"
+
+    @property
+    def dlq_stream(self) -> str:
+        return f"LOOM-{self._p}-DLQ"
+
+    @property
+    def dlq_subjects(self) -> str:
+        return f"{self._root}.dlq.>"
+
+    def dlq_subject(self, capability: str) -> str:
+        return f"{self._root}.dlq.{validate_capability(capability)}"
+
+    # -- targets and spin-up --------------------------------------------------
+    @property
+    def targets_bucket(self) -> str:
+        return f"loom-{self._p}-targets"
+
+    @property
+    def spinups_bucket(self) -> str:
+        return f"loom-{self._p}-spinups"
+
+    # -- memory ---------------------------------------------------------------
+    @property
+    def memory_bucket(self) -> str:
+        return f"loom-{self._p}-memory"
+
+    # -- events ---------------------------------------------------------------
+    @property
+    def events_stream(self) -> str:
+        return f"LOOM-{self._p}-EVENTS"
+
+    @property
+    def events_subjects(self) -> str:
+        return f"{self._root}.events.>"
+
+    def event_subject(self, kind: str, action: str) -> str:
+        """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup)."""
+        if kind not in EVENT_KINDS:
+            raise InvalidNameError("kind", kind, f"one of {', '.join(EVENT_KINDS)}")
+        return f"{self._root}.events.{kind}.{validate_token(action, 'action')}"
+
+    def event_filter(self, kind: str | None = None) -> str:
+        if kind is None:
+            return self.events_subjects
+        if kind not in EVENT_KINDS:
+            raise InvalidNameError("kind", kind, f"one of {', '.join(EVENT_KINDS)}")
+        return f"{self._root}.events.{kind}.>"
+
+
+EVENT_KINDS: Final = ("work", "agent", "target", "spinup")
+
+# -- names not tied to one project --------------------------------------------
+GLOBAL_REGISTRY_BUCKET: Final = "loom-global-agents"
+"""Registry entries of scope ``personal`` and ``public``, visible across projects."""
+
+PUBLIC_MEMORY_BUCKET: Final = "loom-public-memory"
+
+
+def user_memory_bucket(user_id: str) -> str:
+    """Personal memories follow a user across projects."""
+    return f"loom-user-{validate_user_id(user_id)}-memory"
+
+
+def project_of_subject(subject: str) -> str | None:
+    """The project id embedded in a Loom subject, or None for a foreign subject."""
+    parts = subject.split(".")
+    if len(parts) < 2 or parts[0] != SUBJECT_ROOT:
+        return None
+    return parts[1] if _PROJECT_ID.fullmatch(parts[1]) else None

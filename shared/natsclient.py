@@ -1,0 +1,277 @@
+"""The one NATS connection factory every Loom part uses.
+
+Two modes: ``bounded`` (CLI-style callers and tests: a clear error within the
+timeout when the server is down or refuses us) and ``service`` (long-running
+processes: reconnect forever with exponential backoff, each state change
+logged). Credentials never reach a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.client import Server
+
+from shared.redact import redact, register_secret
+from shared.settings import NatsSettings
+
+log = logging.getLogger("loom.nats")
+
+Mode = Literal["bounded", "service"]
+StateCallback = Callable[[str], Awaitable[None] | None]
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+_SCHEMES = ("nats", "tls", "ws", "wss")
+_BACKOFF_BASE_S = 0.25
+_BACKOFF_MAX_S = 10.0
+
+
+class NatsConnectError(ConnectionError):
+    """NATS could not be reached or refused us. The message is safe to show."""
+
+
+@dataclass
+class ParsedUrl:
+    servers: list[str]
+    scheme: str
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    display: str = ""
+
+    @property
+    def secure(self) -> bool:
+        return self.scheme in ("tls", "wss")
+
+
+def parse_url(url: str) -> ParsedUrl:
+    """Split a (possibly comma-separated) NATS URL into credential-free servers
+    and the percent-decoded credentials of the first URL that carries them."""
+    servers: list[str] = []
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    schemes: set[str] = set()
+    for raw in (part.strip() for part in url.split(",") if part.strip()):
+        parts = urlsplit(raw)
+        if parts.scheme not in _SCHEMES:
+            raise NatsConnectError(
+                f"NATS_URL: scheme {parts.scheme!r} is not supported; "
+                "use nats://, tls://, ws:// or wss://"
+            )
+        if not parts.hostname:
+            raise NatsConnectError(f"NATS_URL: {redact(raw)!r} has no host")
+        schemes.add(parts.scheme)
+        if parts.username is not None and user is None and token is None:
+            if parts.password is not None:
+                user, password = unquote(parts.username), unquote(parts.password)
+            else:
+                token = unquote(parts.username)
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        servers.append(urlunsplit((parts.scheme, netloc, parts.path, "", "")))
+    if not servers:
+        raise NatsConnectError("NATS_URL: no server given")
+    if len({s in ("ws", "wss") for s in schemes}) > 1:
+        raise NatsConnectError("NATS_URL: cannot mix WebSocket and TCP servers in one URL")
+    for secret in (password, token):
+        register_secret(secret)
+    return ParsedUrl(
+        servers=servers,
+        scheme=sorted(schemes)[0] if len(schemes) == 1 else ("tls" if "tls" in schemes else "nats"),
+        user=user,
+        password=password,
+        token=token,
+        display=", ".join(servers),
+    )
+
+
+def _tls_context(settings: NatsSettings) -> ssl.SSLContext:
+    context = ssl.create_default_context(
+        cafile=str(settings.tls_ca) if settings.tls_ca else None
+    )
+    if settings.tls_cert:
+        context.load_cert_chain(
+            str(settings.tls_cert), str(settings.tls_key) if settings.tls_key else None
+        )
+    return context
+
+
+@dataclass
+class ConnectOptions:
+    """What :func:`connect` passes to nats-py, minus the callbacks."""
+
+    servers: list[str]
+    display: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    require_tls: bool = False
+
+
+def build_options(settings: NatsSettings, *, url: str | None = None) -> ConnectOptions:
+    parsed = parse_url(url or settings.url or DEFAULT_URL)
+    kwargs: dict[str, Any] = {}
+    if parsed.user is not None:
+        kwargs["user"] = parsed.user
+        kwargs["password"] = parsed.password
+    elif parsed.token is not None:
+        kwargs["token"] = parsed.token
+    elif settings.user:
+        kwargs["user"] = settings.user
+        kwargs["password"] = settings.password.get_secret_value() if settings.password else ""
+        register_secret(kwargs["password"])
+    elif settings.token:
+        kwargs["token"] = settings.token.get_secret_value()
+        register_secret(kwargs["token"])
+    if settings.creds and "user" not in kwargs and "token" not in kwargs:
+        if not settings.creds.is_file():
+            raise NatsConnectError(f"NATS_CREDS: {settings.creds} is not a readable file")
+        kwargs["user_credentials"] = str(settings.creds)
+    if parsed.secure or settings.tls_ca or settings.tls_cert:
+        try:
+            kwargs["tls"] = _tls_context(settings)
+        except (OSError, ssl.SSLError) as exc:
+            raise NatsConnectError(f"NATS TLS settings: cannot load certificates: {exc}") from None
+        hostname = urlsplit(parsed.servers[0]).hostname
+        if hostname:
+            kwargs["tls_hostname"] = hostname
+    return ConnectOptions(
+        servers=parsed.servers,
+        display=parsed.display,
+        kwargs=kwargs,
+        require_tls=parsed.scheme == "tls",
+    )
+
+
+def _backoff_handler(
+    servers: list[Server], _info: dict[str, Any]
+) -> tuple[Server | None, float]:
+    """Pick the least-tried server; wait exponentially longer the more it failed."""
+    chosen = min(servers, key=lambda s: s.reconnects)
+    delay = min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * (2 ** min(chosen.reconnects, 8)))
+    return chosen, delay * (0.5 + random.random() / 2)
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no response"
+    name = type(exc).__name__
+    text = str(exc).strip()
+    if "Authorization" in name or "authorization" in text.lower():
+        return "authorization failed (check the user, password, token or creds)"
+    if isinstance(exc, ssl.SSLError) or "SSL" in name or "certificate" in text.lower():
+        return f"TLS handshake failed: {text or name}"
+    if isinstance(exc, ConnectionRefusedError) or "refused" in text.lower():
+        return "connection refused (is nats-server running?)"
+    return text or name
+
+
+async def connect(
+    settings: NatsSettings | None = None,
+    *,
+    url: str | None = None,
+    name: str = "loom",
+    mode: Mode = "bounded",
+    timeout: float = 5.0,
+    on_state: StateCallback | None = None,
+) -> NatsClient:
+    """Open a NATS connection.
+
+    ``bounded``: fail with :class:`NatsConnectError` within ``timeout`` seconds.
+    ``service``: retry the first connect until ``timeout`` (``0`` means forever)
+    and then reconnect forever with exponential backoff.
+    """
+    s = settings if settings is not None else NatsSettings()
+    options = build_options(s, url=url)
+    last_error: list[BaseException] = []
+
+    async def notify(state: str) -> None:
+        log.info("NATS %s: %s", state, options.display)
+        if on_state is not None:
+            result = on_state(state)
+            if asyncio.iscoroutine(result):
+                await result
+
+    async def error_cb(exc: Exception) -> None:
+        last_error.append(exc)
+        del last_error[:-1]
+        log.warning("NATS error (%s): %s", options.display, redact(_describe(exc)))
+
+    async def disconnected_cb() -> None:
+        await notify("disconnected")
+
+    async def reconnected_cb() -> None:
+        await notify("reconnected")
+
+    async def closed_cb() -> None:
+        await notify("closed")
+
+    common: dict[str, Any] = dict(
+        servers=options.servers,
+        name=name,
+        error_cb=error_cb,
+        disconnected_cb=disconnected_cb,
+        reconnected_cb=reconnected_cb,
+        closed_cb=closed_cb,
+        **options.kwargs,
+    )
+    if mode == "bounded":
+        common.update(
+            connect_timeout=max(1, min(int(timeout), 2)),
+            reconnect_time_wait=0.25,
+            max_reconnect_attempts=2,
+        )
+    else:
+        common.update(
+            connect_timeout=2,
+            reconnect_time_wait=1,
+            max_reconnect_attempts=-1,
+            reconnect_to_server_handler=_backoff_handler,
+        )
+
+    try:
+        if mode == "service" and timeout == 0:
+            nc = await nats.connect(**common)
+        else:
+            nc = await asyncio.wait_for(nats.connect(**common), timeout)
+    except TimeoutError:
+        reason = _describe(last_error[-1] if last_error else None)
+        raise NatsConnectError(
+            f"cannot connect to NATS at {options.display} within {timeout:g}s: {reason}"
+        ) from None
+    except NatsConnectError:
+        raise
+    except Exception as exc:  # nats-py raises a variety of types here
+        reason = _describe(last_error[-1] if last_error else exc)
+        raise NatsConnectError(
+            redact(f"cannot connect to NATS at {options.display}: {reason}")
+        ) from None
+
+    if options.require_tls and not _tls_in_use(nc):
+        await nc.close()
+        raise NatsConnectError(
+            f"NATS at {options.display}: tls:// was requested but the server does not offer TLS"
+        )
+    await notify("connected")
+    return nc
+
+
+def _tls_in_use(nc: NatsClient) -> bool:
+    info: dict[str, Any] = getattr(nc, "_server_info", {}) or {}
+    return bool(info.get("tls_required"))
+
+
+def display_url(url: str | None) -> str:
+    """A credential-free rendering of a NATS URL, for banners and messages."""
+    try:
+        return parse_url(url or DEFAULT_URL).display
+    except NatsConnectError:
+        return redact(url or DEFAULT_URL)

