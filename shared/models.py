@@ -159,12 +159,15 @@ FINAL_WORK_STATES = frozenset(
 
 WORK_TRANSITIONS: dict[WorkStatus, frozenset[WorkStatus]] = {
     WorkStatus.SUBMITTED: frozenset({WorkStatus.QUEUED, WorkStatus.CANCELLED}),
-    WorkStatus.QUEUED: frozenset(
-        {WorkStatus.CLAIMED, WorkStatus.CANCELLED, WorkStatus.EXPIRED}
-    ),
+    WorkStatus.QUEUED: frozenset({WorkStatus.CLAIMED, WorkStatus.CANCELLED, WorkStatus.EXPIRED}),
     WorkStatus.CLAIMED: frozenset(
-        {WorkStatus.IN_PROGRESS, WorkStatus.COMPLETED, WorkStatus.FAILED, WorkStatus.CANCELLED,
-         WorkStatus.QUEUED}
+        {
+            WorkStatus.IN_PROGRESS,
+            WorkStatus.COMPLETED,
+            WorkStatus.FAILED,
+            WorkStatus.CANCELLED,
+            WorkStatus.QUEUED,
+        }
     ),
     WorkStatus.IN_PROGRESS: frozenset(
         {WorkStatus.COMPLETED, WorkStatus.FAILED, WorkStatus.CANCELLED, WorkStatus.QUEUED}

@@ -83,9 +83,7 @@ def validate_agent_type(value: object, field: str = "agent_type") -> str:
 
 
 def validate_priority(value: object, field: str = "priority") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not (
-        PRIORITY_MIN <= value <= PRIORITY_MAX
-    ):
+    if isinstance(value, bool) or not isinstance(value, int) or not (PRIORITY_MIN <= value <= PRIORITY_MAX):
         raise InvalidNameError(field, value, f"an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
     return value
 

@@ -65,8 +65,7 @@ def parse_url(url: str) -> ParsedUrl:
         parts = urlsplit(raw)
         if parts.scheme not in _SCHEMES:
             raise NatsConnectError(
-                f"NATS_URL: scheme {parts.scheme!r} is not supported; "
-                "use nats://, tls://, ws:// or wss://"
+                f"NATS_URL: scheme {parts.scheme!r} is not supported; use nats://, tls://, ws:// or wss://"
             )
         if not parts.hostname:
             raise NatsConnectError(f"NATS_URL: {redact(raw)!r} has no host")
@@ -96,13 +95,9 @@ def parse_url(url: str) -> ParsedUrl:
 
 
 def _tls_context(settings: NatsSettings) -> ssl.SSLContext:
-    context = ssl.create_default_context(
-        cafile=str(settings.tls_ca) if settings.tls_ca else None
-    )
+    context = ssl.create_default_context(cafile=str(settings.tls_ca) if settings.tls_ca else None)
     if settings.tls_cert:
-        context.load_cert_chain(
-            str(settings.tls_cert), str(settings.tls_key) if settings.tls_key else None
-        )
+        context.load_cert_chain(str(settings.tls_cert), str(settings.tls_key) if settings.tls_key else None)
     return context
 
 
@@ -151,9 +146,7 @@ def build_options(settings: NatsSettings, *, url: str | None = None) -> ConnectO
     )
 
 
-def _backoff_handler(
-    servers: list[Server], _info: dict[str, Any]
-) -> tuple[Server | None, float]:
+def _backoff_handler(servers: list[Server], _info: dict[str, Any]) -> tuple[Server | None, float]:
     """Pick the least-tried server; wait exponentially longer the more it failed."""
     chosen = min(servers, key=lambda s: s.reconnects)
     delay = min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * (2 ** min(chosen.reconnects, 8)))
@@ -251,9 +244,7 @@ async def connect(
         raise
     except Exception as exc:  # nats-py raises a variety of types here
         reason = _describe(last_error[-1] if last_error else exc)
-        raise NatsConnectError(
-            redact(f"cannot connect to NATS at {options.display}: {reason}")
-        ) from None
+        raise NatsConnectError(redact(f"cannot connect to NATS at {options.display}: {reason}")) from None
 
     if options.require_tls and not _tls_in_use(nc):
         await nc.close()

@@ -96,9 +96,7 @@ def render_config(config: ServerConfig, store_dir: Path) -> str:
     if config.jetstream:
         lines.append(f"jetstream {{ store_dir: {_q(store_dir)} }}")
     if config.user is not None:
-        lines.append(
-            f"authorization {{ user: {_q(config.user)}, password: {_q(config.password or '')} }}"
-        )
+        lines.append(f"authorization {{ user: {_q(config.user)}, password: {_q(config.password or '')} }}")
     elif config.token is not None:
         lines.append(f"authorization {{ token: {_q(config.token)} }}")
     if config.tls is not None:
@@ -117,8 +115,7 @@ def render_config(config: ServerConfig, store_dir: Path) -> str:
         c = config.cluster
         routes = ", ".join(_q(r) for r in c.routes)
         lines.append(
-            f"cluster {{ name: {_q(c.name)}, listen: {_q(f'{config.host}:{c.port}')}, "
-            f"routes: [{routes}] }}"
+            f"cluster {{ name: {_q(c.name)}, listen: {_q(f'{config.host}:{c.port}')}, routes: [{routes}] }}"
         )
     if config.extra:
         lines.append(config.extra)

@@ -27,15 +27,9 @@ class NatsSettings(BaseSettings):
     password: SecretStr | None = Field(default=None, validation_alias="NATS_PASS")
     token: SecretStr | None = Field(default=None, validation_alias="NATS_TOKEN")
     creds: Path | None = Field(default=None, validation_alias="NATS_CREDS")
-    tls_ca: Path | None = Field(
-        default=None, validation_alias=AliasChoices("NATS_TLS_CA", "NATS_CA")
-    )
-    tls_cert: Path | None = Field(
-        default=None, validation_alias=AliasChoices("NATS_TLS_CERT", "NATS_CERT")
-    )
-    tls_key: Path | None = Field(
-        default=None, validation_alias=AliasChoices("NATS_TLS_KEY", "NATS_KEY")
-    )
+    tls_ca: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_CA", "NATS_CA"))
+    tls_cert: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_CERT", "NATS_CERT"))
+    tls_key: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_KEY", "NATS_KEY"))
 
     @field_validator("url")
     @classmethod
@@ -45,9 +39,7 @@ class NatsSettings(BaseSettings):
         for part in value.split(","):
             scheme = part.strip().split("://", 1)[0] if "://" in part else ""
             if scheme not in ("nats", "tls", "ws", "wss"):
-                raise ValueError(
-                    "NATS_URL must use one of the schemes nats://, tls://, ws://, wss://"
-                )
+                raise ValueError("NATS_URL must use one of the schemes nats://, tls://, ws://, wss://")
         return value
 
 
