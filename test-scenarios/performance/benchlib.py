@@ -98,7 +98,10 @@ def render_table(results: list[BenchResult]) -> str:
     def f(v: float | None, digits: int = 2) -> str:
         return "-" if v is None else f"{v:.{digits}f}"
 
-    header = f"{'benchmark':<44} {'unit':>5} {'n':>6} {'p50':>9} {'p95':>9} {'p99':>9} {'ops/s':>9} {'value':>9} {'x raw':>6}  target"
+    header = (
+        f"{'benchmark':<44} {'unit':>5} {'n':>6} {'p50':>9} {'p95':>9} {'p99':>9} "
+        f"{'ops/s':>9} {'value':>9} {'x raw':>6}  target"
+    )
     lines = [header, "-" * len(header)]
     for r in results:
         lines.append(
