@@ -10,8 +10,8 @@ from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import BadRequestError
 
+from shared.jsutil import ensure_stream
 from shared.models import Event, EventKind
 from shared.names import ProjectNames
 
@@ -19,20 +19,19 @@ EVENTS_MAX_AGE_S = 7 * 24 * 3600
 EVENTS_MAX_MSGS = 1_000_000
 
 
-async def ensure_events_stream(js: JetStreamContext, names: ProjectNames, replicas: int = 1) -> None:
-    config = StreamConfig(
-        name=names.events_stream,
-        subjects=[names.events_subjects],
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        max_age=EVENTS_MAX_AGE_S,
-        max_msgs=EVENTS_MAX_MSGS,
-        num_replicas=replicas,
+async def ensure_events_stream(js: JetStreamContext, names: ProjectNames) -> None:
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=names.events_stream,
+            subjects=[names.events_subjects],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            max_age=EVENTS_MAX_AGE_S,
+            max_msgs=EVENTS_MAX_MSGS,
+            duplicate_window=120,
+        ),
     )
-    try:
-        await js.add_stream(config)
-    except BadRequestError:
-        await js.update_stream(config)
 
 
 async def publish_event(

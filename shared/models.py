@@ -411,7 +411,9 @@ class DirectMessage(LoomModel):
 class ControlRequest(LoomModel):
     """Sent by Weft on an agent's control subject."""
 
-    action: Literal["shutdown"]
+    action: Literal["shutdown", "cancel-work"]
+    work_id: str | None = None
+    """For ``cancel-work``: the item the agent should stop working on."""
     reason: str = ""
     requested_by: str = "weft"
     grace_s: float = Field(default=30, ge=0, le=3600)

@@ -8,8 +8,9 @@ subject is validated as a single NATS token first.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from typing import Final
+from typing import Final, NamedTuple
 
 PROJECT_ID_RULE: Final = "lowercase letters, digits and '-', starting with a letter or digit, 1-63 characters"
 AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
@@ -27,6 +28,15 @@ PRIORITY_MIN: Final = 1
 PRIORITY_MAX: Final = 10
 
 SUBJECT_ROOT: Final = "loom"
+ANY_AGENT_TYPE: Final = "_any"
+"""Queue-subject token for work without a required agent type (never a valid agent type)."""
+
+
+class WorkSubjectParts(NamedTuple):
+    capability: str
+    boundary: str
+    agent_type: str | None
+    priority: int
 
 
 class InvalidNameError(ValueError):
@@ -143,16 +153,48 @@ class ProjectNames:
     def work_subjects(self) -> str:
         return f"{self._root}.work.q.>"
 
-    def work_subject(self, capability: str, priority: int) -> str:
-        """Queue subject: one per (capability, priority) so claims can take highest first."""
-        cap = validate_capability(capability)
-        prio = validate_priority(priority)
-        return f"{self._root}.work.q.{cap}.p{prio:02d}"
+    def work_subject(self, capability: str, boundary: str, agent_type: str | None, priority: int) -> str:
+        """Queue subject ``loom.<p>.work.q.<capability>.<boundary>.<type|_any>.p<NN>``.
 
-    def work_consumer(self, capability: str, priority: int) -> str:
+        Boundary, required agent type and priority are subject tokens so that a
+        claim can see which queues hold eligible work (one stream-info call)
+        and take the highest priority first without fetching ineligible items.
+        """
         cap = validate_capability(capability)
+        bnd = validate_boundary(boundary)
+        typ = ANY_AGENT_TYPE if agent_type is None else validate_agent_type(agent_type, "required_agent_type")
         prio = validate_priority(priority)
-        return f"work-{cap}-p{prio:02d}"
+        return f"{self._root}.work.q.{cap}.{bnd}.{typ}.p{prio:02d}"
+
+    def parse_work_subject(self, subject: str) -> WorkSubjectParts | None:
+        """Inverse of :meth:`work_subject`; None for anything else."""
+        prefix = f"{self._root}.work.q."
+        if not subject.startswith(prefix):
+            return None
+        parts = subject[len(prefix) :].split(".")
+        if len(parts) != 4 or not parts[3].startswith("p") or not parts[3][1:].isdigit():
+            return None
+        cap, bnd, typ, prio = parts
+        return WorkSubjectParts(
+            capability=cap,
+            boundary=bnd,
+            agent_type=None if typ == ANY_AGENT_TYPE else typ,
+            priority=int(prio[1:]),
+        )
+
+    def work_consumer(self, subject: str) -> str:
+        """Durable consumer shared by every claimant of one queue subject.
+
+        Hashed so the name stays short whatever the token lengths.
+        """
+        if not subject.startswith(f"{self._root}.work.q."):
+            raise InvalidNameError("subject", subject, "a work queue subject of this project")
+        return "wq-" + hashlib.sha256(subject.encode()).hexdigest()[:24]
+
+    @property
+    def config_bucket(self) -> str:
+        """Project-wide settings shared through NATS (the boundary policy)."""
+        return f"loom-{self._p}-config"
 
     @property
     def work_records_bucket(self) -> str:

@@ -1,0 +1,65 @@
+"""Idempotent creation of the streams and buckets Loom needs.
+
+Every part may be the first to touch a project, so each ensures what it uses;
+these helpers make "create or keep" a single call with the same semantics
+everywhere. Replicas come from ``LOOM_JS_REPLICAS`` (3 on a cluster).
+"""
+
+from __future__ import annotations
+
+import os
+
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+
+
+def default_replicas() -> int:
+    raw = os.environ.get("LOOM_JS_REPLICAS", "1")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"LOOM_JS_REPLICAS: {raw!r} is not an integer from 1 to 5") from None
+    if not 1 <= value <= 5:
+        raise ValueError(f"LOOM_JS_REPLICAS: {value} is not an integer from 1 to 5")
+    return value
+
+
+async def ensure_kv(
+    js: JetStreamContext,
+    bucket: str,
+    *,
+    history: int = 1,
+    replicas: int | None = None,
+    ttl: float | None = None,
+    description: str | None = None,
+) -> KeyValue:
+    """Bind to ``bucket``, creating it on first use."""
+    try:
+        return await js.key_value(bucket)
+    except (BucketNotFoundError, NotFoundError):
+        pass
+    config = KeyValueConfig(
+        bucket=bucket,
+        history=history,
+        replicas=replicas or default_replicas(),
+        storage=StorageType.FILE,
+        ttl=ttl,
+        description=description,
+    )
+    try:
+        return await js.create_key_value(config)
+    except BadRequestError:
+        # Another process created it between our lookup and create.
+        return await js.key_value(bucket)
+
+
+async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    """Create the stream, or update it when it exists (limits may have changed)."""
+    if config.num_replicas is None:
+        config.num_replicas = default_replicas()
+    try:
+        await js.add_stream(config)
+    except BadRequestError:
+        await js.update_stream(config)

@@ -1,0 +1,221 @@
+"""The agent registry on JetStream KV (written by Warp, read by everyone).
+
+Entries live in the project's bucket, keyed by agent id. Entries of scope
+``personal`` or ``public`` are mirrored into the global bucket so agents of
+other projects can discover them. Every write is revision-checked: a heartbeat
+and a presence update racing each other both land instead of one clobbering
+the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from shared.jsutil import ensure_kv
+from shared.models import AgentEntry, AgentStatus, Scope, utcnow
+from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, validate_agent_id
+
+_CAS_RETRIES = 20
+
+
+class RegistryError(RuntimeError):
+    pass
+
+
+class AgentNotFound(RegistryError):
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        super().__init__(f"agent_id: no agent {agent_id!r} is registered in this project")
+
+
+@dataclass(frozen=True)
+class AgentFilter:
+    """Discover filters; every given field must match (DESIGN §4)."""
+
+    capability: str | None = None
+    agent_type: str | None = None
+    status: AgentStatus | None = None
+    boundary: str | None = None
+    handle: str | None = None
+
+    def matches(self, entry: AgentEntry, effective: AgentStatus) -> bool:
+        return (
+            (self.capability is None or self.capability in entry.capabilities)
+            and (self.agent_type is None or entry.agent_type == self.agent_type)
+            and (self.status is None or effective == self.status)
+            and (self.boundary is None or self.boundary in entry.boundaries)
+            and (self.handle is None or entry.handle == self.handle)
+        )
+
+
+class Registry:
+    def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
+        self._js = js
+        self.names = names
+        self._kv: KeyValue | None = None
+        self._global: KeyValue | None = None
+
+    async def ensure(self) -> None:
+        if self._kv is None:
+            self._kv = await ensure_kv(self._js, self.names.registry_bucket, description="Loom agents")
+        if self._global is None:
+            self._global = await ensure_kv(
+                self._js, GLOBAL_REGISTRY_BUCKET, description="Loom personal/public agents"
+            )
+
+    async def _bucket(self) -> KeyValue:
+        await self.ensure()
+        assert self._kv is not None
+        return self._kv
+
+    async def _global_bucket(self) -> KeyValue:
+        await self.ensure()
+        assert self._global is not None
+        return self._global
+
+    # -- writes ---------------------------------------------------------------
+    async def put(self, entry: AgentEntry) -> int:
+        """Write the entry unconditionally (registration) and sync the global mirror."""
+        if entry.project_id != self.names.project_id:
+            raise RegistryError("project_id: an entry can only be written to its own project's registry")
+        revision = int(await (await self._bucket()).put(entry.agent_id, entry.to_json_bytes()))
+        await self._mirror(entry)
+        return revision
+
+    async def update(self, agent_id: str, mutate: Callable[[AgentEntry], AgentEntry]) -> AgentEntry:
+        """Apply ``mutate`` to the current entry with compare-and-set, retrying on conflict."""
+        validate_agent_id(agent_id)
+        kv = await self._bucket()
+        for attempt in range(_CAS_RETRIES):
+            try:
+                current = await kv.get(agent_id)
+            except KeyNotFoundError:
+                raise AgentNotFound(agent_id) from None
+            if not current.value:
+                raise AgentNotFound(agent_id)
+            entry = AgentEntry.model_validate_json(current.value)
+            updated = mutate(entry.model_copy(deep=True))
+            try:
+                await kv.update(agent_id, updated.to_json_bytes(), last=current.revision)
+            except KeyWrongLastSequenceError:
+                await asyncio.sleep(0.001 * (attempt + 1))
+                continue
+            await self._mirror(updated, previous=entry)
+            return updated
+        raise RegistryError(f"agent_id: could not update {agent_id} after {_CAS_RETRIES} concurrent writes")
+
+    async def heartbeat(self, agent_id: str, status: AgentStatus | None = None) -> AgentEntry:
+        def beat(entry: AgentEntry) -> AgentEntry:
+            entry.last_heartbeat = utcnow()
+            if status is not None:
+                entry.status = status
+            elif entry.status is AgentStatus.OFFLINE:
+                entry.status = AgentStatus.ONLINE
+            return entry
+
+        return await self.update(agent_id, beat)
+
+    async def mark_offline(self, agent_id: str) -> AgentEntry:
+        def offline(entry: AgentEntry) -> AgentEntry:
+            entry.status = AgentStatus.OFFLINE
+            entry.last_activity = utcnow()
+            return entry
+
+        return await self.update(agent_id, offline)
+
+    async def remove(self, agent_id: str) -> None:
+        validate_agent_id(agent_id)
+        kv = await self._bucket()
+        try:
+            await kv.get(agent_id)
+        except KeyNotFoundError:
+            raise AgentNotFound(agent_id) from None
+        await kv.delete(agent_id)
+        await self._unmirror(agent_id)
+
+    async def _mirror(self, entry: AgentEntry, previous: AgentEntry | None = None) -> None:
+        if entry.scope in (Scope.PERSONAL, Scope.PUBLIC):
+            await (await self._global_bucket()).put(_global_key(entry), entry.to_json_bytes())
+        elif previous is not None and previous.scope in (Scope.PERSONAL, Scope.PUBLIC):
+            await self._unmirror(entry.agent_id)
+
+    async def _unmirror(self, agent_id: str) -> None:
+        kv = await self._global_bucket()
+        key = f"{self.names.project_id}.{agent_id}"
+        try:
+            await kv.get(key)
+        except KeyNotFoundError:
+            return
+        await kv.delete(key)
+
+    # -- reads ----------------------------------------------------------------
+    async def get(self, agent_id: str) -> AgentEntry:
+        validate_agent_id(agent_id)
+        kv = await self._bucket()
+        try:
+            entry = await kv.get(agent_id)
+        except KeyNotFoundError:
+            raise AgentNotFound(agent_id) from None
+        if not entry.value:
+            raise AgentNotFound(agent_id)
+        return AgentEntry.model_validate_json(entry.value)
+
+    async def list_project(self) -> list[AgentEntry]:
+        """Every entry of this project, in one pass over the bucket."""
+        return await _read_all(await self._bucket())
+
+    async def list_global(self) -> list[AgentEntry]:
+        return await _read_all(await self._global_bucket())
+
+    async def discover(
+        self,
+        *,
+        viewer_agent_id: str,
+        viewer_user_id: str,
+        filters: AgentFilter | None = None,
+    ) -> list[tuple[AgentEntry, AgentStatus]]:
+        """Entries this viewer may see (by scope), redacted, with their effective status."""
+        now = utcnow()
+        wanted = filters or AgentFilter()
+        seen: dict[str, AgentEntry] = {}
+        for entry in await self.list_project():
+            seen[entry.agent_id] = entry
+        for entry in await self.list_global():
+            seen.setdefault(entry.agent_id, entry)
+        results: list[tuple[AgentEntry, AgentStatus]] = []
+        for entry in seen.values():
+            if not entry.visible_to(
+                project_id=self.names.project_id, user_id=viewer_user_id, agent_id=viewer_agent_id
+            ):
+                continue
+            effective = entry.effective_status(now)
+            if wanted.matches(entry, effective):
+                shown = entry.redacted_for(project_id=self.names.project_id, user_id=viewer_user_id)
+                results.append((shown, effective))
+        results.sort(key=lambda pair: (pair[0].handle, pair[0].agent_id))
+        return results
+
+
+def _global_key(entry: AgentEntry) -> str:
+    return f"{entry.project_id}.{entry.agent_id}"
+
+
+async def _read_all(kv: KeyValue) -> list[AgentEntry]:
+    """Current value of every key via one watcher (no per-key get)."""
+    watcher = await kv.watchall(ignore_deletes=True)
+    entries: list[AgentEntry] = []
+    try:
+        async for update in watcher:
+            if update is None:
+                break
+            if update.value:
+                entries.append(AgentEntry.model_validate_json(update.value))
+    finally:
+        await watcher.stop()  # type: ignore[no-untyped-call]
+    return entries
