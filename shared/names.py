@@ -138,7 +138,7 @@ class ProjectNames:
         return f"{self._root}.inbox.{validate_agent_id(agent_id)}"
 
     def inbox_consumer(self, agent_id: str) -> str:
-        return f"inbox-{validate_agent_id(agent_id)}"
+        return f"inbox-{self._p}-{validate_agent_id(agent_id)}"
 
     # -- agent control (shutdown requests from Weft) --------------------------
     def control_subject(self, agent_id: str) -> str:
@@ -251,15 +251,18 @@ class ProjectNames:
 EVENT_KINDS: Final = ("work", "agent", "target", "spinup")
 
 # -- names not tied to one project --------------------------------------------
-GLOBAL_REGISTRY_BUCKET: Final = "loom-global-agents"
+# The segment after ``loom-`` starts with '_', which no project id can, so no
+# project (not even one called ``global``, ``public`` or ``user-...``) can own
+# a bucket with one of these names.
+GLOBAL_REGISTRY_BUCKET: Final = "loom-_global-agents"
 """Registry entries of scope ``personal`` and ``public``, visible across projects."""
 
-PUBLIC_MEMORY_BUCKET: Final = "loom-public-memory"
+PUBLIC_MEMORY_BUCKET: Final = "loom-_public-memory"
 
 
 def user_memory_bucket(user_id: str) -> str:
     """Personal memories follow a user across projects."""
-    return f"loom-user-{validate_user_id(user_id)}-memory"
+    return f"loom-_user-{validate_user_id(user_id)}-memory"
 
 
 def project_of_subject(subject: str) -> str | None:
