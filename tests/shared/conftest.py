@@ -1,0 +1,61 @@
+"""Fixtures for the shared-package tests.
+
+The servers themselves come from ``shared.testing`` (loaded by the root
+conftest); what is here is only needed by these tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_")
+_ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings read the environment; a developer's own NATS_URL or LOOM_* must not leak in."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def other_ca_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA that did not sign the test server's certificate."""
+    import trustme
+
+    path = tmp_path_factory.mktemp("other-ca") / "ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(path))
+    return path
+
+
+@pytest.fixture
+def debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Capture every logger (loom.*, nats.*, asyncio) at DEBUG, without the redacting
+    filter, so a test sees what the code itself emits."""
+    caplog.set_level(logging.DEBUG)
+    for name in ("loom", "loom.nats", "loom.nats-server", "nats", "nats.aio.client", "nats.js.kv"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    yield caplog
+
+
+@pytest.fixture
+def log_text(debug_logs: pytest.LogCaptureFixture) -> Callable[[], str]:
+    """Everything captured so far: formatted text (with tracebacks), raw messages and arguments."""
+
+    def collect() -> str:
+        parts = [debug_logs.text]
+        for record in debug_logs.records:
+            parts.append(record.getMessage())
+            parts.append(repr(record.args))
+            if record.exc_text:
+                parts.append(record.exc_text)
+        return "\n".join(parts)
+
+    return collect
