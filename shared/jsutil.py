@@ -7,7 +7,9 @@ everywhere. Replicas come from ``LOOM_JS_REPLICAS`` (3 on a cluster).
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
@@ -63,3 +65,12 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         await js.add_stream(config)
     except BadRequestError:
         await js.update_stream(config)
+
+
+CAS_RETRIES = 60
+
+
+async def cas_backoff(attempt: int) -> None:
+    """Sleep before retrying a lost compare-and-set: jittered and growing, so
+    many writers racing on one key spread out instead of colliding forever."""
+    await asyncio.sleep(random.uniform(0, 0.001 * (2 ** min(attempt, 7))))

@@ -9,7 +9,6 @@ the other.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,11 +16,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from shared.jsutil import ensure_kv
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, validate_agent_id
-
-_CAS_RETRIES = 20
 
 
 class RegistryError(RuntimeError):
@@ -92,7 +89,7 @@ class Registry:
         """Apply ``mutate`` to the current entry with compare-and-set, retrying on conflict."""
         validate_agent_id(agent_id)
         kv = await self._bucket()
-        for attempt in range(_CAS_RETRIES):
+        for attempt in range(CAS_RETRIES):
             try:
                 current = await kv.get(agent_id)
             except KeyNotFoundError:
@@ -104,11 +101,11 @@ class Registry:
             try:
                 await kv.update(agent_id, updated.to_json_bytes(), last=current.revision)
             except KeyWrongLastSequenceError:
-                await asyncio.sleep(0.001 * (attempt + 1))
+                await cas_backoff(attempt)
                 continue
             await self._mirror(updated, previous=entry)
             return updated
-        raise RegistryError(f"agent_id: could not update {agent_id} after {_CAS_RETRIES} concurrent writes")
+        raise RegistryError(f"agent_id: could not update {agent_id} after {CAS_RETRIES} concurrent writes")
 
     async def heartbeat(self, agent_id: str, status: AgentStatus | None = None) -> AgentEntry:
         def beat(entry: AgentEntry) -> AgentEntry:

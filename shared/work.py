@@ -43,7 +43,7 @@ from nats.js.kv import KeyValue
 from pydantic import Field
 
 from shared.events import ensure_events_stream, publish_event
-from shared.jsutil import ensure_kv, ensure_stream
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, ensure_stream
 from shared.models import (
     AttemptError,
     ControlRequest,
@@ -65,7 +65,6 @@ JS_API = "$JS.API"
 DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
 DLQ_MAX_AGE_S = 30 * 24 * 3600
-_CAS_RETRIES = 50
 CLAIMABLE = frozenset({WorkStatus.SUBMITTED, WorkStatus.QUEUED, WorkStatus.FAILED})
 HELD = frozenset({WorkStatus.CLAIMED, WorkStatus.IN_PROGRESS})
 
@@ -268,7 +267,7 @@ class WorkQueue:
         ``change`` may raise to refuse, or return None to leave the record alone.
         """
         kv = await self.records_bucket()
-        for attempt in range(_CAS_RETRIES):
+        for attempt in range(CAS_RETRIES):
             record, revision = await self._load(work_id)
             updated = change(record.model_copy(deep=True))
             if updated is None:
@@ -277,7 +276,7 @@ class WorkQueue:
             try:
                 await kv.update(work_id, updated.to_json_bytes(), last=revision)
             except KeyWrongLastSequenceError:
-                await asyncio.sleep(0.001 * (attempt + 1))
+                await cas_backoff(attempt)
                 continue
             return record, updated
         raise WorkConflict(f"work_id: {work_id} is being changed concurrently; try again", field="work_id")

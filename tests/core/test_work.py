@@ -28,7 +28,9 @@ B = "b" * 32
 
 
 def coder(agent_id: str = A, agent_type: str = "claude-code", caps: tuple[str, ...] = ("code",)) -> Claimant:
-    return Claimant(agent_id=agent_id, agent_type=agent_type, capabilities=caps, boundaries=("default", "corporate"))
+    return Claimant(
+        agent_id=agent_id, agent_type=agent_type, capabilities=caps, boundaries=("default", "corporate")
+    )
 
 
 def sub(task: str = "t1", **kw: object) -> WorkSubmission:
