@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import os
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -107,11 +110,33 @@ class Identity:
         )
 
 
+_ALIASES = {
+    "LOOM_PROJECT_ID": "LOOMINAL_PROJECT_ID",
+    "LOOM_AGENT_ID": "LOOMINAL_AGENT_ID",
+    "LOOM_PROJECT_PATH": "MCP_PROJECT_PATH",
+}
+
+
+def _problem(err: Mapping[str, Any]) -> str:
+    """One validation error as ``<VARIABLE>: <rule>``, naming the alias if that is what was set."""
+    msg = str(err.get("msg", "")).removeprefix("Value error, ")
+    loc = err.get("loc") or ()
+    variable = str(loc[0]) if loc else ""
+    if not variable:
+        return msg
+    if variable not in msg:
+        msg = f"{variable}: {msg}"
+    alias = _ALIASES.get(variable)
+    if alias and alias in os.environ and variable not in os.environ:
+        msg = msg.replace(variable, f"{alias} (alias of {variable})", 1)
+    return msg
+
+
 def load_settings() -> IdentitySettings:
     try:
         return IdentitySettings()
     except ValidationError as exc:
-        problems = "; ".join(str(err.get("msg", err)).removeprefix("Value error, ") for err in exc.errors())
+        problems = "; ".join(_problem(err) for err in exc.errors())
         raise IdentityError(f"invalid identity configuration: {problems}") from None
 
 
