@@ -11,10 +11,14 @@ import logging
 import re
 import threading
 
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^@/\s]+)@")
+# userinfo runs to the last '@' before the host, so an unencoded '@' in a password is covered too
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s]+)@")
+# key=value, key: value, "key": "value" and Python reprs ('key': 'value'); a quoted
+# value is masked up to its closing quote, spaces and all.
 _KEY_VALUE = re.compile(
-    r"(?i)(?P<key>\"?(?:pass(?:word)?|token|secret|api[_-]?key|auth_token|nats_pass|nats_token)\"?"
-    r"\s*[:=]\s*\"?)(?P<value>[^\s\",}&]+)"
+    r"(?i)(?P<key>[\"']?(?:pass(?:word)?|token|secret|api[_-]?key|auth_token|nats_pass|nats_token)[\"']?"
+    r"\s*[:=]\s*)"
+    r"(?:(?P<q>[\"'])(?:\\.|(?!(?P=q))[^\\])*(?P=q)|[\"']?[^\s\"',}&]+)"
 )
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+")
 MASK = "***"
@@ -34,15 +38,21 @@ def redact(text: object) -> str:
     """Return ``text`` as a string with URL credentials, known secrets and
     password/token assignments masked."""
     s = str(text)
-    s = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", s)
-    s = _KEY_VALUE.sub(lambda m: f"{m.group('key')}{MASK}", s)
-    s = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    # known secrets first: the patterns below may cut a secret in two and leave part of it
     with _lock:
         secrets = sorted(_known_secrets, key=len, reverse=True)
     for secret in secrets:
         if secret in s:
             s = s.replace(secret, MASK)
+    s = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", s)
+    s = _KEY_VALUE.sub(_mask_value, s)
+    s = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", s)
     return s
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    quote = match.group("q") or ""
+    return f"{match.group('key')}{quote}{MASK}{quote}"
 
 
 class RedactingFilter(logging.Filter):
@@ -58,6 +68,10 @@ class RedactingFilter(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
 
 

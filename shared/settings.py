@@ -20,7 +20,8 @@ from shared.names import (
 class NatsSettings(BaseSettings):
     """How to reach NATS. Credentials embedded in ``NATS_URL`` win over the separate variables."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    # hide_input_in_errors: a rejected NATS_URL may carry a password; keep it out of the error.
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
 
     url: str | None = Field(default=None, validation_alias="NATS_URL")
     user: str | None = Field(default=None, validation_alias="NATS_USER")
