@@ -140,6 +140,11 @@ class ProjectNames:
     def inbox_consumer(self, agent_id: str) -> str:
         return f"inbox-{self._p}-{validate_agent_id(agent_id)}"
 
+    @property
+    def instance_locks_bucket(self) -> str:
+        """Which instance ids are taken by live Warp processes (keys are agent ids, TTL'd)."""
+        return f"loom-{self._p}-instances"
+
     # -- agent control (shutdown requests from Weft) --------------------------
     def control_subject(self, agent_id: str) -> str:
         return f"{self._root}.control.{validate_agent_id(agent_id)}"
