@@ -9,6 +9,8 @@ logged). Credentials never reach a log line or an error message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import random
 import ssl
@@ -167,6 +169,48 @@ def _describe(exc: BaseException | None) -> str:
     return text or name
 
 
+def _most_telling(errors: list[BaseException]) -> BaseException | None:
+    """The error to report after several attempts: a refusal of our credentials or
+    certificate explains more than the connection reset that often follows it."""
+    for kind in ("authorization", "TLS"):
+        for exc in reversed(errors):
+            if _describe(exc).startswith(kind):
+                return exc
+    return errors[-1] if errors else None
+
+
+async def _server_requires_tls(server: str, timeout: float) -> bool | None:
+    """Read the INFO line a NATS server sends first, before any credential leaves us.
+
+    None when the server cannot be reached or does not answer like NATS; the
+    connect itself then reports what is wrong.
+    """
+    parts = urlsplit(server)
+    if not parts.hostname:
+        return None
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(parts.hostname, parts.port or 4222), timeout
+        )
+    except (OSError, TimeoutError):
+        return None
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+    except (OSError, TimeoutError):
+        return None
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    if not line.startswith(b"INFO "):
+        return None
+    try:
+        info = json.loads(line[5:])
+    except ValueError:
+        return None
+    return bool(isinstance(info, dict) and info.get("tls_required"))
+
+
 async def connect(
     settings: NatsSettings | None = None,
     *,
@@ -184,7 +228,20 @@ async def connect(
     """
     s = settings if settings is not None else NatsSettings()
     options = build_options(s, url=url)
-    last_error: list[BaseException] = []
+    errors: list[BaseException] = []
+    fatal: list[BaseException] = []
+    connecting = True
+    cancelled_by_us: list[asyncio.Task[Any]] = []
+
+    if options.require_tls:
+        # nats-py only upgrades when the server asks for TLS; a plaintext server would
+        # receive our CONNECT, credentials included, so ask the server first.
+        for server in (s for s in options.servers if urlsplit(s).scheme == "tls"):
+            if await _server_requires_tls(server, min(2.0, timeout or 2.0)) is False:
+                raise NatsConnectError(
+                    f"NATS at {server}: tls:// was requested but the server does not offer TLS "
+                    "(nothing was sent to it)"
+                )
 
     async def notify(state: str) -> None:
         log.info("NATS %s: %s", state, options.display)
@@ -194,9 +251,17 @@ async def connect(
                 await result
 
     async def error_cb(exc: Exception) -> None:
-        last_error.append(exc)
-        del last_error[:-1]
+        errors.append(exc)
+        del errors[:-20]
         log.warning("NATS error (%s): %s", options.display, redact(_describe(exc)))
+        if connecting and isinstance(exc, ssl.SSLError) and not fatal:
+            # After a failed TLS upgrade nats-py waits forever for a socket that can no
+            # longer close, and a rejected certificate will not fix itself: stop here.
+            fatal.append(exc)
+            task = asyncio.current_task()
+            if task is not None:
+                cancelled_by_us.append(task)
+                task.cancel()
 
     async def disconnected_cb() -> None:
         await notify("disconnected")
@@ -236,15 +301,25 @@ async def connect(
         else:
             nc = await asyncio.wait_for(nats.connect(**common), timeout)
     except TimeoutError:
-        reason = _describe(last_error[-1] if last_error else None)
+        reason = _describe(_most_telling(errors))
         raise NatsConnectError(
-            f"cannot connect to NATS at {options.display} within {timeout:g}s: {reason}"
+            redact(f"cannot connect to NATS at {options.display} within {timeout:g}s: {reason}")
         ) from None
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current in cancelled_by_us:
+            current.uncancel()
+        if not fatal or (current is not None and current.cancelling() > 0):
+            raise  # a real cancellation from our caller
+        reason = _describe(fatal[0])
+        raise NatsConnectError(redact(f"cannot connect to NATS at {options.display}: {reason}")) from None
     except NatsConnectError:
         raise
     except Exception as exc:  # nats-py raises a variety of types here
-        reason = _describe(last_error[-1] if last_error else exc)
+        reason = _describe(_most_telling(errors) or exc)
         raise NatsConnectError(redact(f"cannot connect to NATS at {options.display}: {reason}")) from None
+    finally:
+        connecting = False
 
     if options.require_tls and not _tls_in_use(nc):
         await nc.close()

@@ -85,6 +85,22 @@ def nats_auth_server() -> Iterator[AuthServer]:
         yield AuthServer(server=server, url=server.url, user=user, password=password)
 
 
+@dataclass
+class TokenServer:
+    server: EmbeddedNatsServer
+    url: str
+    token: str
+
+
+@pytest.fixture(scope="session")
+def nats_token_server() -> Iterator[TokenServer]:
+    """nats-server that requires a token (with characters a URL must percent-encode)."""
+    token = "t0k:en/with@specials%"
+    config = ServerConfig(token=token, websocket_port=-1)
+    with EmbeddedNatsServer(config) as server:
+        yield TokenServer(server=server, url=server.url, token=token)
+
+
 @pytest.fixture
 def project_id() -> str:
     """A project id no other test uses, so tests share a server without sharing data."""
