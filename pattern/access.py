@@ -1,0 +1,53 @@
+"""Who may read and change which memory (DESIGN §2 scopes, issue rules).
+
+- private: the creator; a sub-agent also reads its parent's private memories
+  except the parent's core memories.
+- personal: every agent of the same user (the bucket is the user's); only
+  top-level agents may change another agent's personal memories.
+- team: everyone in the project reads; only the creator changes.
+- public: everyone reads; only the creator changes.
+- Sub-agents never see core memories other than their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pattern.keys import KeyParts
+from pattern.models import Category, Scope
+from shared.identity import Identity
+
+
+@dataclass(frozen=True)
+class Viewer:
+    agent_id: str
+    parent_id: str | None = None
+
+    @classmethod
+    def of(cls, identity: Identity) -> Viewer:
+        return cls(agent_id=identity.agent_id, parent_id=identity.parent_id)
+
+    @property
+    def is_subagent(self) -> bool:
+        return self.parent_id is not None
+
+    def can_read(self, parts: KeyParts) -> bool:
+        if parts.owner == self.agent_id:
+            return True
+        if parts.category is Category.CORE and self.is_subagent:
+            return False
+        if parts.scope is Scope.PRIVATE:
+            return parts.owner == self.parent_id
+        return True
+
+    def can_modify(self, parts: KeyParts) -> bool:
+        if parts.owner == self.agent_id:
+            return True
+        return parts.scope is Scope.PERSONAL and not self.is_subagent
+
+    def why_not_modify(self, parts: KeyParts) -> str:
+        if parts.scope is Scope.PRIVATE and parts.owner == self.parent_id:
+            return "it is your parent agent's private memory; sub-agents may read it but not change it"
+        if parts.scope is Scope.PERSONAL:
+            return "sub-agents may only change personal memories they created"
+        return f"only its creator (agent {parts.owner}) may change a {parts.scope.value} memory"

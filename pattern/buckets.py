@@ -1,0 +1,58 @@
+"""Create or bind the memory buckets.
+
+Buckets allow per-message TTL (``recent`` and ``tasks`` expire on the server)
+and keep expiry markers for ``expired_window_s`` so watchers learn about
+expiries and the "recently expired" count survives a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+
+log = logging.getLogger("loom.pattern.buckets")
+
+MAX_VALUE_BYTES = 256 * 1024
+"""A record holds at most 32 KB of content plus tags and metadata; JSON escaping can grow it."""
+
+
+async def server_supports_ttl(js: JetStreamContext) -> bool:
+    """nats-server 2.11+ (JetStream API level >= 1) has per-message TTL and expiry markers."""
+    info = await js.account_info()
+    level = getattr(info.api, "level", None)
+    return bool(level and level >= 1)
+
+
+async def ensure_bucket(
+    js: JetStreamContext,
+    bucket: str,
+    *,
+    marker_ttl_s: float | None,
+    replicas: int = 1,
+    description: str = "",
+) -> KeyValue:
+    """Bind to ``bucket``, creating it on first use (races with another creator are fine)."""
+    try:
+        return await js.key_value(bucket)
+    except (BucketNotFoundError, NotFoundError):
+        pass
+    config = KeyValueConfig(
+        bucket=bucket,
+        description=description or None,
+        history=1,
+        max_value_size=MAX_VALUE_BYTES,
+        storage=StorageType.FILE,
+        replicas=replicas,
+        limit_marker_ttl=marker_ttl_s,
+    )
+    try:
+        kv = await js.create_key_value(config)
+        log.info("created memory bucket %s", bucket)
+        return kv
+    except BadRequestError:
+        # Someone else created it meanwhile (possibly with other settings): use theirs.
+        return await js.key_value(bucket)

@@ -1,0 +1,654 @@
+"""The memory service: Pattern's domain logic over NATS KV, without MCP.
+
+One instance serves one identity. :meth:`MemoryService.start` binds (or
+creates) the three buckets and loads the index; every tool is one method that
+takes the validated input model and returns the result model. Errors are
+:class:`pattern.errors.PatternError` subclasses whose messages name the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from pattern.access import Viewer
+from pattern.buckets import ensure_bucket, server_supports_ttl
+from pattern.config import PatternConfig, SecretScanMode
+from pattern.errors import (
+    AccessDeniedError,
+    InvalidInputError,
+    LimitExceededError,
+    NotFoundError,
+    PatternError,
+    ProtectedMemoryError,
+    SecretBlockedError,
+    UnavailableError,
+)
+from pattern.index import Entry, MemoryIndex
+from pattern.inputs import (
+    MAX_TAGS,
+    CleanupInput,
+    CommitInsightInput,
+    CoreMemoryInput,
+    ExportInput,
+    ForgetBulkInput,
+    ForgetInput,
+    ImportInput,
+    RecallInput,
+    RememberBulkInput,
+    RememberInput,
+    RememberLearningInput,
+    RememberTaskInput,
+    ShareLearningInput,
+)
+from pattern.keys import BucketNames, memory_key, owner_filter, scope_filter
+from pattern.models import EXPIRING, SHARED_CATEGORIES, Category, MemoryRecord, Scope, new_id, utcnow
+from pattern.recall import recall
+from pattern.results import (
+    BulkForgetItem,
+    BulkForgetResult,
+    BulkRememberItem,
+    BulkRememberResult,
+    CleanupResult,
+    CommitInsightResult,
+    ExportResult,
+    ForgetResult,
+    HealthIdentity,
+    HealthResult,
+    ImportResult,
+    MemoryView,
+    RecallResult,
+    RememberResult,
+    ShareResult,
+)
+from pattern.secretscan import scan
+from pattern.watch import BucketWatch, kv_stream, kv_subject
+from shared.identity import Identity
+from shared.redact import redact
+
+log = logging.getLogger("loom.pattern")
+
+Clock = Callable[[], datetime]
+
+
+class MemoryService:
+    """Hierarchical agent memory for one identity, over NATS KV."""
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        identity: Identity,
+        config: PatternConfig | None = None,
+        *,
+        nats_url: str = "",
+        clock: Clock = utcnow,
+    ) -> None:
+        self._nc = nc
+        self._js = nc.jetstream(timeout=5.0)
+        self.identity = identity
+        self.config = config or PatternConfig()
+        self.viewer = Viewer.of(identity)
+        self.buckets = BucketNames.for_identity(identity.project_id, identity.user_id)
+        self.index = MemoryIndex(self.config.expired_window_s)
+        self.nats_url = nats_url
+        self._clock = clock
+        self._watches: list[BucketWatch] = []
+        self._ttl_buckets: set[str] = set()
+        self._write_lock = asyncio.Lock()
+        self.ready = False
+
+    @property
+    def agent_id(self) -> str:
+        return self.identity.agent_id
+
+    @property
+    def server_ttl(self) -> bool:
+        return bool(self._ttl_buckets)
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def start(self, timeout: float = 60.0) -> None:
+        """Bind the buckets and load the index (idempotent)."""
+        if self.ready:
+            return
+        async with self._nats("starting the memory service"):
+            use_ttl = self.config.server_ttl
+            if use_ttl is None:
+                use_ttl = await server_supports_ttl(self._js)
+            marker = float(self.config.expired_window_s) if use_ttl else None
+            for bucket, what in (
+                (self.buckets.project, f"Loom memory of project {self.identity.project_id}"),
+                (self.buckets.user, "Loom personal memory of one user"),
+                (self.buckets.public, "Loom public memory"),
+            ):
+                kv = await ensure_bucket(
+                    self._js, bucket, marker_ttl_s=marker, replicas=self.config.replicas, description=what
+                )
+                status = await kv.status()
+                if use_ttl and status.stream_info.config.allow_msg_ttl:
+                    self._ttl_buckets.add(bucket)
+            filters = [(self.buckets.project, owner_filter(Scope.PRIVATE, self.agent_id))]
+            if self.identity.parent_id:
+                filters.append((self.buckets.project, owner_filter(Scope.PRIVATE, self.identity.parent_id)))
+            filters += [
+                (self.buckets.project, scope_filter(Scope.TEAM)),
+                (self.buckets.user, scope_filter(Scope.PERSONAL)),
+                (self.buckets.public, scope_filter(Scope.PUBLIC)),
+            ]
+            self.index.begin_bulk()
+            try:
+                for bucket, key_filter in filters:
+                    watch = BucketWatch(self._js, bucket, key_filter, self.index)
+                    await watch.start()
+                    self._watches.append(watch)
+                await asyncio.wait_for(asyncio.gather(*(w.ready.wait() for w in self._watches)), timeout)
+            finally:
+                self.index.end_bulk()
+        self.ready = True
+        log.info(
+            "memory ready: %d memories visible (project %s, agent %s)",
+            len(self.index),
+            self.identity.project_id,
+            self.agent_id,
+        )
+
+    async def close(self) -> None:
+        """Stop following the buckets; the NATS connection belongs to the caller."""
+        watches, self._watches = self._watches, []
+        for watch in watches:
+            await watch.stop()
+        self.ready = False
+
+    @asynccontextmanager
+    async def _nats(self, doing: str) -> AsyncIterator[None]:
+        """Turn NATS failures into one clear :class:`UnavailableError`."""
+        if not self._nc.is_connected:
+            raise UnavailableError(
+                f"NATS is not connected ({self.nats_url or 'server'}); reconnecting in the background — "
+                "try again shortly"
+            )
+        try:
+            yield
+        except PatternError:
+            raise
+        except (nats.errors.TimeoutError, TimeoutError) as exc:
+            raise UnavailableError(f"NATS did not answer in time while {doing}") from exc
+        except (nats.errors.ConnectionClosedError, nats.errors.NoRespondersError) as exc:
+            raise UnavailableError(f"NATS is unreachable while {doing}") from exc
+        except nats.js.errors.NoStreamResponseError as exc:
+            raise UnavailableError(
+                f"JetStream did not respond while {doing} (is JetStream enabled?)"
+            ) from exc
+        except nats.js.errors.APIError as exc:
+            raise PatternError(redact(f"NATS refused the request while {doing}: {exc.description}")) from exc
+        except nats.errors.Error as exc:
+            raise UnavailableError(redact(f"NATS error while {doing}: {exc}")) from exc
+
+    def _require_ready(self) -> None:
+        if not self.ready:
+            raise UnavailableError("the memory service is still loading; try again shortly")
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    # -- storage --------------------------------------------------------------------
+    def _where(self, record: MemoryRecord) -> tuple[str, str]:
+        bucket = self.buckets.for_scope(record.scope)
+        return bucket, memory_key(record.scope, record.agent_id, record.category, record.id)
+
+    async def _put(self, record: MemoryRecord) -> None:
+        bucket, key = self._where(record)
+        ttl: int | None = None
+        if record.expires_at is not None and bucket in self._ttl_buckets:
+            ttl = max(1, math.ceil((record.expires_at - self.now()).total_seconds()))
+        ack = await self._js.publish(
+            kv_subject(bucket, key), record.model_dump_json().encode(), stream=kv_stream(bucket), msg_ttl=ttl
+        )
+        self.index.put(bucket, key, record, ack.seq)
+
+    async def _purge(self, bucket: str, key: str) -> None:
+        ttl = self.config.expired_window_s if bucket in self._ttl_buckets else None
+        ack = await self._js.publish(
+            kv_subject(bucket, key),
+            b"",
+            stream=kv_stream(bucket),
+            headers={"KV-Operation": "PURGE", "Nats-Rollup": "sub"},
+            msg_ttl=ttl,
+        )
+        self.index.remove(bucket, key, ack.seq)
+
+    # -- lookups and rules ------------------------------------------------------------
+    def _find(self, memory_id: str, field: str = "memory_id") -> Entry:
+        now = self.now()
+        self.index.expire(now)
+        found = [
+            e
+            for e in self.index.get(memory_id)
+            if self.viewer.can_read(e.parts) and not e.record.is_expired(now)
+        ]
+        if not found:
+            raise NotFoundError(
+                f"no memory {memory_id} that you can see (it may have expired, been forgotten, "
+                "or belong to another agent)",
+                field=field,
+            )
+        return max(found, key=lambda e: (e.record.updated_at, e.revision))
+
+    def _own_count(self) -> int:
+        return sum(n for (_, owner, _), n in self.index.counts().items() if owner == self.agent_id)
+
+    def _check_limits(
+        self,
+        *,
+        own: int = 0,
+        core: int = 0,
+        team: int = 0,
+        field: str = "content",
+    ) -> None:
+        """Refuse a write that would add ``own``/``core``/``team`` memories past a limit."""
+        limits = self.config.limits
+        self.index.expire(self.now())
+        counts = self.index.counts()
+        mine = self._own_count()
+        if own and mine + own > limits.max_per_agent:
+            raise LimitExceededError(
+                f"you already have {mine} memories; the limit is {limits.max_per_agent} per agent "
+                "— forget some or run pattern_cleanup",
+                field=field,
+            )
+        if core:
+            n = sum(c for (_, o, cat), c in counts.items() if o == self.agent_id and cat is Category.CORE)
+            if n + core > limits.max_core_per_agent:
+                raise LimitExceededError(
+                    f"you already have {n} core memories; the limit is {limits.max_core_per_agent} "
+                    "— forget one with force=true first",
+                    field=field,
+                )
+        if team:
+            n = sum(c for (s, _, _), c in counts.items() if s is Scope.TEAM)
+            if n + team > limits.max_shared_per_project:
+                raise LimitExceededError(
+                    f"project {self.identity.project_id} already has {n} team memories; the limit is "
+                    f"{limits.max_shared_per_project}",
+                    field=field,
+                )
+
+    def _check_new(self, scope: Scope, category: Category, field: str = "content") -> None:
+        self._check_limits(
+            own=1,
+            core=1 if category is Category.CORE else 0,
+            team=1 if scope is Scope.TEAM else 0,
+            field=field,
+        )
+
+    def scan_secrets(self, text: str, field: str = "content") -> list[str]:
+        mode = self.config.secret_scan
+        if mode is SecretScanMode.OFF:
+            return []
+        findings = scan(text)
+        if not findings:
+            return []
+        if mode is SecretScanMode.BLOCK:
+            kinds = ", ".join(f"{f.kind} at character {f.offset}" for f in findings)
+            raise SecretBlockedError(
+                f"looks like it contains a secret ({kinds}); not stored because PATTERN_SECRET_SCAN=block",
+                field=field,
+            )
+        return [f.warning(field) for f in findings]
+
+    def _new_record(
+        self,
+        *,
+        content: str,
+        category: Category,
+        scope: Scope,
+        tags: list[str],
+        priority: int,
+        metadata: dict[str, str],
+        source_id: str | None = None,
+        memory_id: str | None = None,
+    ) -> MemoryRecord:
+        now = self.now()
+        return MemoryRecord(
+            id=memory_id or new_id(),
+            scope=scope,
+            category=category,
+            content=content,
+            tags=tags,
+            priority=priority,
+            metadata=metadata,
+            agent_id=self.agent_id,
+            project_id=self.identity.project_id,
+            user_id=self.identity.user_id,
+            handle=self.identity.handle,
+            parent_id=self.identity.parent_id,
+            created_at=now,
+            updated_at=now,
+            expires_at=now + timedelta(seconds=self.config.temporary_ttl_s) if category in EXPIRING else None,
+            source_id=source_id,
+        )
+
+    async def _remember(
+        self,
+        *,
+        content: str,
+        category: Category,
+        scope: Scope,
+        tags: list[str],
+        priority: int,
+        metadata: dict[str, str],
+    ) -> RememberResult:
+        self._require_ready()
+        if category is Category.CORE and scope not in (Scope.PRIVATE, Scope.PERSONAL):
+            raise InvalidInputError("core memories must be private or personal", field="scope")
+        warnings = self.scan_secrets(content)
+        record = self._new_record(
+            content=content, category=category, scope=scope, tags=tags, priority=priority, metadata=metadata
+        )
+        async with self._write_lock, self._nats("storing the memory"):
+            self._check_new(scope, category)
+            await self._put(record)
+        return RememberResult(memory=MemoryView.of(record, self.agent_id), warnings=warnings)
+
+    # -- tools ------------------------------------------------------------------------
+    async def remember(self, req: RememberInput) -> RememberResult:
+        return await self._remember(
+            content=req.content,
+            category=req.category,
+            scope=req.scope,
+            tags=req.tags,
+            priority=req.priority,
+            metadata=req.metadata,
+        )
+
+    async def remember_task(self, req: RememberTaskInput) -> RememberResult:
+        return await self._remember(
+            content=req.content,
+            category=Category.TASKS,
+            scope=req.scope,
+            tags=req.tags,
+            priority=req.priority,
+            metadata=req.metadata,
+        )
+
+    async def remember_learning(self, req: RememberLearningInput) -> RememberResult:
+        return await self._remember(
+            content=req.content,
+            category=Category.LEARNINGS,
+            scope=req.scope,
+            tags=req.tags,
+            priority=req.priority,
+            metadata=req.metadata,
+        )
+
+    async def core_memory(self, req: CoreMemoryInput) -> RememberResult:
+        return await self._remember(
+            content=req.content,
+            category=Category.CORE,
+            scope=Scope(req.scope),
+            tags=req.tags,
+            priority=req.priority,
+            metadata=req.metadata,
+        )
+
+    async def commit_insight(self, req: CommitInsightInput) -> CommitInsightResult:
+        self._require_ready()
+        entry = self._find(req.memory_id)
+        if not self.viewer.can_modify(entry.parts):
+            raise AccessDeniedError(self.viewer.why_not_modify(entry.parts), field="memory_id")
+        old = entry.record
+        if old.category is Category.CORE:
+            raise InvalidInputError("is a core memory, which is already permanent", field="memory_id")
+        tags = list(old.tags)
+        for tag in req.tags or ():
+            if tag not in tags:
+                tags.append(tag)
+        if len(tags) > MAX_TAGS:
+            raise InvalidInputError(
+                f"the memory would have {len(tags)} tags; at most {MAX_TAGS}", field="tags"
+            )
+        if req.content is not None:
+            self.scan_secrets(req.content)
+        record = old.model_copy(
+            update={
+                "category": Category.LONGTERM,
+                "content": req.content if req.content is not None else old.content,
+                "tags": tags,
+                "priority": req.priority if req.priority is not None else old.priority,
+                "updated_at": self.now(),
+                "expires_at": None,
+            }
+        )
+        async with self._write_lock, self._nats("committing the insight"):
+            await self._put(record)
+            new_where = self._where(record)
+            if (entry.bucket, entry.key) != new_where:
+                await self._purge(entry.bucket, entry.key)
+        return CommitInsightResult(
+            memory=MemoryView.of(record, self.agent_id), previous_category=old.category
+        )
+
+    async def forget(self, req: ForgetInput) -> ForgetResult:
+        self._require_ready()
+        entry = self._forgettable(req.memory_id, req.force)
+        async with self._write_lock, self._nats("forgetting the memory"):
+            await self._purge(entry.bucket, entry.key)
+        return ForgetResult(memory_id=entry.record.id, scope=entry.parts.scope, category=entry.parts.category)
+
+    def _forgettable(self, memory_id: str, force: bool, field: str = "memory_id") -> Entry:
+        entry = self._find(memory_id, field)
+        if not self.viewer.can_modify(entry.parts):
+            raise AccessDeniedError(self.viewer.why_not_modify(entry.parts), field=field)
+        if entry.parts.category is Category.CORE and not force:
+            raise ProtectedMemoryError(
+                f"memory {memory_id} is a core memory and protected; pass force=true to forget it",
+                field="force",
+            )
+        return entry
+
+    async def recall_context(self, req: RecallInput) -> RecallResult:
+        self._require_ready()
+        if not self._nc.is_connected:
+            raise UnavailableError(f"NATS is not connected ({self.nats_url or 'server'}); try again shortly")
+        return recall(self.index, self.viewer, req, self.now(), self.config.limits.summary_bytes)
+
+    async def share_learning(self, req: ShareLearningInput) -> ShareResult:
+        self._require_ready()
+        entry = self._find(req.memory_id)
+        old = entry.record
+        if entry.parts.owner != self.agent_id:
+            raise AccessDeniedError("you can only share memories you created", field="memory_id")
+        if old.category is Category.CORE:
+            raise InvalidInputError(
+                "core memories cannot be shared; store a copy with pattern_remember_learning",
+                field="memory_id",
+            )
+        scope = Scope(req.scope)
+        if req.category is not None:
+            category = Category(req.category)
+        else:
+            category = old.category if old.category in SHARED_CATEGORIES else Category.LEARNINGS
+        if old.scope is scope and old.category is category and req.mode == "move":
+            raise InvalidInputError(
+                f"memory is already a {scope.value} {category.value} memory", field="scope"
+            )
+        warnings = self.scan_secrets(old.content)
+        now = self.now()
+        if req.mode == "copy":
+            record = self._new_record(
+                content=old.content,
+                category=category,
+                scope=scope,
+                tags=list(old.tags),
+                priority=old.priority,
+                metadata=dict(old.metadata),
+                source_id=old.id,
+            )
+        else:
+            record = old.model_copy(
+                update={"scope": scope, "category": category, "updated_at": now, "expires_at": None}
+            )
+        async with self._write_lock, self._nats("sharing the memory"):
+            if req.mode == "copy":
+                self._check_new(scope, category, field="scope")
+            elif scope is Scope.TEAM and old.scope is not Scope.TEAM:
+                self._check_limits(team=1, field="scope")
+            await self._put(record)
+            if req.mode == "move" and (entry.bucket, entry.key) != self._where(record):
+                await self._purge(entry.bucket, entry.key)
+        return ShareResult(
+            memory=MemoryView.of(record, self.agent_id), source_id=old.id, mode=req.mode, warnings=warnings
+        )
+
+    async def cleanup(self, req: CleanupInput) -> CleanupResult:
+        """Remove the caller's own expired (or, with ``older_than_hours``, old) temporary memories.
+
+        Reads NATS rather than the index: this is the backstop for a server
+        that did not expire them, and the index already hides expired ones.
+        """
+        self._require_ready()
+        now = self.now()
+        cutoff = now - timedelta(hours=req.older_than_hours) if req.older_than_hours is not None else None
+        victims: list[Entry] = []
+        async with self._nats("cleaning up"):
+            for scope in Scope:
+                bucket = self.buckets.for_scope(scope)
+                for cat in sorted(set(req.categories)):
+                    key_filter = f"{scope.value}.{self.agent_id}.{cat}.*"
+                    for entry in await _scan(self._js, bucket, key_filter):
+                        r = entry.record
+                        if r.agent_id != self.agent_id:
+                            continue
+                        if r.is_expired(now) or (cutoff is not None and r.created_at <= cutoff):
+                            victims.append(entry)
+            if not req.dry_run:
+                async with self._write_lock:
+                    for entry in victims:
+                        await self._purge(entry.bucket, entry.key)
+        ids = [e.record.id for e in victims]
+        return CleanupResult(dry_run=req.dry_run, removed=ids, count=len(ids))
+
+    async def remember_bulk(self, req: RememberBulkInput) -> BulkRememberResult:
+        self._require_ready()
+        items: list[BulkRememberItem] = []
+        for i, m in enumerate(req.memories):
+            try:
+                res = await self._remember(
+                    content=m.content,
+                    category=m.category,
+                    scope=m.scope,
+                    tags=m.tags,
+                    priority=m.priority,
+                    metadata=m.metadata,
+                )
+            except UnavailableError:
+                raise
+            except PatternError as exc:
+                items.append(BulkRememberItem(index=i, error=f"memories.{i}.{exc}"))
+                continue
+            items.append(BulkRememberItem(index=i, memory_id=res.memory.id, warnings=res.warnings))
+        stored = sum(1 for i in items if i.memory_id)
+        return BulkRememberResult(stored=stored, failed=len(items) - stored, items=items)
+
+    async def forget_bulk(self, req: ForgetBulkInput) -> BulkForgetResult:
+        self._require_ready()
+        items: list[BulkForgetItem] = []
+        for memory_id in dict.fromkeys(req.memory_ids):
+            try:
+                entry = self._forgettable(memory_id, req.force)
+                async with self._write_lock, self._nats("forgetting memories"):
+                    await self._purge(entry.bucket, entry.key)
+            except UnavailableError:
+                raise
+            except PatternError as exc:
+                items.append(BulkForgetItem(memory_id=memory_id, forgotten=False, error=str(exc)))
+                continue
+            items.append(BulkForgetItem(memory_id=memory_id, forgotten=True))
+        done = sum(1 for i in items if i.forgotten)
+        return BulkForgetResult(forgotten=done, failed=len(items) - done, items=items)
+
+    async def export_memories(self, req: ExportInput) -> ExportResult:
+        from pattern.transfer import export_memories
+
+        self._require_ready()
+        return await export_memories(self, req)
+
+    async def import_memories(self, req: ImportInput) -> ImportResult:
+        from pattern.transfer import import_memories
+
+        self._require_ready()
+        return await import_memories(self, req)
+
+    def own_entries(self) -> list[Entry]:
+        now = self.now()
+        self.index.expire(now)
+        return [
+            e for e in self.index.entries() if e.parts.owner == self.agent_id and not e.record.is_expired(now)
+        ]
+
+    async def store_imported(self, record: MemoryRecord, *, dry_run: bool) -> None:
+        """Check limits for, and unless ``dry_run`` write, one re-homed record (used by import)."""
+        async with self._write_lock, self._nats("importing memories"):
+            self._check_new(record.scope, record.category, field="path")
+            if not dry_run:
+                await self._put(record)
+
+    def health(self) -> HealthResult:
+        i = self.identity
+        limits = self.config.limits
+        return HealthResult(
+            status="ok"
+            if self.ready and self._nc.is_connected
+            else ("starting" if not self.ready else "unavailable"),
+            nats_url=self.nats_url,
+            connected=self._nc.is_connected,
+            error=None if self._nc.is_connected else "NATS connection lost; reconnecting",
+            identity=HealthIdentity(
+                agent_id=i.agent_id,
+                project_id=i.project_id,
+                user_id=i.user_id,
+                handle=i.handle,
+                parent_id=i.parent_id,
+                subagent_type=i.subagent_type,
+            ),
+            buckets={
+                "project": self.buckets.project,
+                "user": self.buckets.user,
+                "public": self.buckets.public,
+            },
+            index_ready=self.ready,
+            memories_indexed=len(self.index),
+            own_memories=self._own_count(),
+            server_ttl=self.server_ttl,
+            temporary_ttl_s=self.config.temporary_ttl_s,
+            secret_scan=self.config.secret_scan.value,
+            export_dir=str(self.config.export_root(i.project_path)),
+            limits={
+                "content_bytes": limits.max_content_bytes,
+                "per_agent": limits.max_per_agent,
+                "team_per_project": limits.max_shared_per_project,
+                "core_per_agent": limits.max_core_per_agent,
+                "recall_limit": limits.max_recall,
+                "summary_bytes": limits.summary_bytes,
+            },
+        )
+
+
+async def _scan(js: JetStreamContext, bucket: str, key_filter: str, timeout: float = 30.0) -> list[Entry]:
+    """Current values under ``key_filter``, read from NATS (not the index)."""
+    temp = MemoryIndex()
+    watch = BucketWatch(js, bucket, key_filter, temp)
+    await watch.start()
+    try:
+        await asyncio.wait_for(watch.ready.wait(), timeout)
+    finally:
+        await watch.stop()
+    return list(temp.entries())
