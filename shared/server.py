@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -36,8 +37,13 @@ def find_binary() -> Path:
     interpreter's scripts; ``LOOM_NATS_SERVER`` overrides for odd layouts.
     """
     override = os.environ.get("LOOM_NATS_SERVER")
-    candidates = [Path(override)] if override else []
-    candidates.append(Path(sysconfig.get_path("scripts")) / "nats-server")
+    if override:
+        # An explicit choice that does not work is an error, not a hint to use something else.
+        path = Path(override).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise NatsServerError(f"LOOM_NATS_SERVER: {str(path)!r} is not an executable file")
+    candidates = [Path(sysconfig.get_path("scripts")) / "nats-server"]
     candidates.append(Path(sys.executable).parent / "nats-server")
     found = shutil.which("nats-server")
     if found:
@@ -188,8 +194,11 @@ class EmbeddedNatsServer:
         if log_path.exists():
             text += log_path.read_text(errors="replace")
         if "address already in use" in text:
-            port = self.config.port
-            return f"nats-server could not start: port {port} on {self.config.host} is already in use"
+            # name the listener that failed: client, websocket or cluster port
+            found = _IN_USE.findall(text)
+            host, port = found[-1] if found else (self.config.host, str(self.config.port))
+            what = "websocket port" if "websocket" in (_line_with(text, f":{port}: bind") or "") else "port"
+            return f"nats-server could not start: {what} {port} on {host} is already in use"
         last = [line for line in text.strip().splitlines() if line.strip()][-3:]
         detail = " | ".join(last) or "no output"
         return f"nats-server exited with code {code} during start-up: {detail}"
@@ -247,6 +256,13 @@ class EmbeddedNatsServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+_IN_USE = re.compile(r"listen tcp ([^\s\"]+):(\d+): bind: address already in use")
+
+
+def _line_with(text: str, needle: str) -> str | None:
+    return next((line for line in text.splitlines() if needle in line), None)
 
 
 def _port_of(urls: object) -> int | None:
