@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help install run test lint typecheck pytest scenarios bench clean
+.PHONY: help install run test lint typecheck lint-deploy pytest scenarios bench clean
 
 help:
 	@echo "make run        start embedded NATS (JetStream) + Weft in the foreground"
@@ -34,10 +34,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+lint-deploy: $(STAMP)
+	$(BIN)/mypy deploy
+	$(BIN)/python -m deploy.checks
+
 pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: lint typecheck lint-deploy pytest
 
 scenarios: $(STAMP)
 	$(BIN)/pytest test-scenarios -m "scenario or not scenario" $(PYTEST_ARGS)
