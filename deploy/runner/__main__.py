@@ -1,0 +1,5 @@
+import sys
+
+from deploy.runner.cli import main
+
+sys.exit(main())

@@ -1,0 +1,86 @@
+"""Tell the fabric how the run went, through the same work API Warp and Weft use.
+
+* Items the agent still holds (claimed or in progress under its agent id) when
+  it fails or exits are failed on its behalf: a real failed attempt, so the
+  item is retried or dead-lettered by the normal rules, never lost or stuck.
+* When the agent failed before claiming anything, the item stays queued for
+  another agent and a ``spinup.failed`` event tells Weft (and watchers) why.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client as NatsClient
+
+from deploy.runner.config import RunnerConfig
+from shared.events import ensure_events_stream, publish_event
+from shared.models import WorkItem, WorkStatus
+from shared.names import ProjectNames
+from shared.redact import redact
+from shared.work import HELD, WorkError, WorkFilter, WorkQueue
+
+log = logging.getLogger("loom.runner")
+
+
+@dataclass
+class Report:
+    failed: list[str] = field(default_factory=list)
+    """Work ids failed on the agent's behalf."""
+    work_status: WorkStatus | None = None
+    """Status of the work item the run was started for, after the report."""
+    event_published: bool = False
+
+
+async def held_items(queue: WorkQueue, agent_id: str) -> list[WorkItem]:
+    page = await queue.list_items(WorkFilter(assigned_to=agent_id), limit=1000)
+    return [item for item in page.items if item.status in HELD]
+
+
+async def work_status(queue: WorkQueue, work_id: str) -> WorkStatus | None:
+    try:
+        return (await queue.get(work_id)).status
+    except WorkError:
+        return None
+
+
+async def report_failure(nc: NatsClient, config: RunnerConfig, reason: str) -> Report:
+    """Fail whatever the agent still holds; if it held nothing, publish ``spinup.failed``."""
+    names = ProjectNames(config.project_id)
+    queue = WorkQueue(nc, names)
+    report = Report()
+    message = redact(f"agent run {config.correlation_id} failed: {reason}")[:2000]
+    for item in await held_items(queue, config.agent_id):
+        try:
+            await queue.fail(item.id, config.agent_id, message)
+        except WorkError as exc:  # finished or redelivered meanwhile: nothing left to report
+            log.info("work %s not failed: %s", item.id, exc.message)
+            continue
+        report.failed.append(item.id)
+        log.warning("work %s failed on behalf of agent %s: %s", item.id, config.agent_id, message)
+    report.work_status = await work_status(queue, config.work_id)
+    if not report.failed:
+        await ensure_events_stream(nc.jetstream(), names)
+        await publish_event(
+            nc.jetstream(),
+            names,
+            "spinup",
+            "failed",
+            config.spinup_id or config.correlation_id,
+            {
+                "correlation_id": config.correlation_id,
+                "work_id": config.work_id,
+                "agent_id": config.agent_id,
+                "target_id": config.target_id,
+                "error": message,
+                "work_status": report.work_status.value if report.work_status else None,
+            },
+        )
+        report.event_published = True
+    return report
+
+
+async def unfinished_after_success(nc: NatsClient, config: RunnerConfig) -> list[WorkItem]:
+    """Items a successfully exited agent left claimed: it forgot to complete them."""
+    return await held_items(WorkQueue(nc, ProjectNames(config.project_id)), config.agent_id)
