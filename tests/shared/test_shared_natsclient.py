@@ -226,7 +226,7 @@ async def test_user_and_password_from_settings_over_websocket(
 ) -> None:
     ws = nats_auth_server.server.websocket_url
     assert ws is not None
-    settings = NatsSettings(user=nats_auth_server.user, password=nats_auth_server.password)  # type: ignore[arg-type]
+    settings = NatsSettings(user=nats_auth_server.user, password=nats_auth_server.password)
     await _connect_ok(closing, url=ws, settings=settings)
 
 
@@ -266,7 +266,7 @@ async def test_token_from_env(
 
 async def test_wrong_token_fails(nats_token_server: TokenServer, log_text: Callable[[], str]) -> None:
     wrong = "wrong-token-" + uuid.uuid4().hex[:8]
-    error, elapsed = await _connect_fails(url=nats_token_server.url, settings=NatsSettings(token=wrong))  # type: ignore[arg-type]
+    error, elapsed = await _connect_fails(url=nats_token_server.url, settings=NatsSettings(token=wrong))
     assert "authorization failed" in str(error)
     assert elapsed < BOUND_S
     for text in (_error_texts(error), log_text()):
@@ -475,12 +475,12 @@ def test_display_url_never_shows_credentials() -> None:
 
 
 def test_build_options_prefers_url_credentials(tmp_path: Path) -> None:
-    settings = NatsSettings(user="env-user", password="env-pw", token="env-token")  # type: ignore[arg-type]
+    settings = NatsSettings(user="env-user", password="env-pw", token="env-token")
     from_url = build_options(settings, url="nats://u:p@h:1").kwargs
     assert (from_url["user"], from_url["password"]) == ("u", "p") and "token" not in from_url
     from_env = build_options(settings, url="nats://h:1").kwargs
     assert (from_env["user"], from_env["password"]) == ("env-user", "env-pw")
-    token_only = build_options(NatsSettings(token="tk-1"), url="nats://h:1").kwargs  # type: ignore[arg-type]
+    token_only = build_options(NatsSettings(token="tk-1"), url="nats://h:1").kwargs
     assert token_only["token"] == "tk-1" and "user" not in token_only
 
 

@@ -93,7 +93,7 @@ def test_short_tls_aliases(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 
 def test_constructor_names_work_alongside_env(tmp_path: Path) -> None:
-    s = NatsSettings(tls_ca=tmp_path / "ca.pem", user="u", password="p")  # type: ignore[arg-type]
+    s = NatsSettings(tls_ca=tmp_path / "ca.pem", user="u", password="p")
     assert s.tls_ca == tmp_path / "ca.pem"
     assert s.password is not None and s.password.get_secret_value() == "p"
 
