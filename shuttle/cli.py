@@ -1,8 +1,162 @@
-"""Console entry point for `shuttle` (placeholder until its issue lands)."""
+"""``shuttle``: the root command, global flags and the error contract.
 
+Command groups live in :mod:`shuttle.commands` (one module each); this module
+wires them together and turns every expected failure into one stderr line and
+an exit code (0 ok, 1 Weft refused, 2 usage, 3 Weft unreachable).
+"""
+
+from __future__ import annotations
+
+import os
 import sys
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from shuttle import __version__
+from shuttle.app import State, state
+from shuttle.errors import EXIT_REFUSED, EXIT_USAGE, ShuttleError
+from shuttle.output import error_line, set_no_color
+
+
+class ShuttleGroup(TyperGroup):
+    """Root group whose ``main`` maps failures onto one line and an exit code,
+    both for the console script and for ``CliRunner``."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+        try:
+            rv = super().main(args, prog_name or "shuttle", complete_var, False, windows_expand_args, **extra)
+        except ShuttleError as exc:
+            error_line(exc.message)
+            sys.exit(exc.exit_code)
+        except NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(EXIT_USAGE)
+        except UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            error_line(f"{exc.format_message().rstrip('.')}{hint}")
+            sys.exit(EXIT_USAGE)
+        except ClickException as exc:
+            error_line(exc.format_message())
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            error_line("aborted")
+            sys.exit(EXIT_REFUSED)
+        except BrokenPipeError:
+            # `shuttle work list | head`: the reader left; exit quietly.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(EXIT_REFUSED)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(
+    cls=ShuttleGroup,
+    name="shuttle",
+    help="Operate a Loom fleet through Weft: submit and follow work, watch agents, manage targets.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"shuttle {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    api_url: Annotated[
+        str | None, typer.Option("--api-url", help="Weft's URL [env LOOM_API_URL]", show_default=False)
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option("--token", help="Bearer token [env LOOM_API_TOKEN; prefer the env]", show_default=False),
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", "-p", help="Project id sent as X-Loom-Project [env LOOM_PROJECT_ID]"),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option("--config", help="Config file [env LOOM_CONFIG; default ~/.loom/config.toml]"),
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="HTTP timeout in seconds [env LOOM_API_TIMEOUT]")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON output for every command.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only ids (or nothing).")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colours (also: NO_COLOR).")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Operate a Loom fleet through Weft."""
+    st = State(
+        flags={"api_url": api_url, "api_token": token, "project_id": project, "timeout": timeout},
+        config_flag=config,
+        json=json_out,
+        quiet=quiet,
+    )
+    ctx.obj = st
+    set_no_color(no_color or bool(os.environ.get("NO_COLOR")))
+    ctx.call_on_close(st.close)
+
+
+def _register() -> None:
+    from shuttle.commands import (
+        agents,
+        config_cmd,
+        dlq,
+        fleet,
+        projects,
+        spinup,
+        stats,
+        submit,
+        targets,
+        version,
+        watch,
+        work,
+    )
+
+    submit.register(app)
+    watch.register(app)
+    fleet.register(app)
+    app.add_typer(agents.app, name="agents")
+    app.add_typer(work.app, name="work")
+    app.add_typer(targets.app, name="targets")
+    spinup.register(app)
+    app.add_typer(dlq.app, name="dlq")
+    stats.register(app)
+    projects.register(app)
+    app.add_typer(config_cmd.app, name="config")
+    version.register(app)
+
+
+_register()
 
 
 def main() -> None:
-    print("shuttle: not yet implemented", file=sys.stderr)
-    sys.exit(2)
+    """Console-script entry point."""
+    app(prog_name="shuttle")
+
+
+__all__ = ["app", "main", "state"]

@@ -1,0 +1,190 @@
+"""The one place Shuttle talks HTTP to Weft: base URL, bearer token, project
+header and timeouts, and the mapping of every failure onto the exit-code
+contract (1 Weft refused, 3 Weft unreachable).
+
+httpx is imported on first use so commands that never call Weft start fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+
+from shuttle.config import Settings
+from shuttle.errors import Refused, Unreachable
+
+if TYPE_CHECKING:
+    import httpx
+
+PROJECT_HEADER = "X-Loom-Project"
+USER_AGENT = "shuttle"
+
+
+def seg(value: str) -> str:
+    """One path segment, percent-encoded so an id can never change the route."""
+    return quote(value, safe="")
+
+
+def _clean(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not params:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if value is None or value == [] or value == "":
+            continue
+        out[key] = str(value).lower() if isinstance(value, bool) else value
+    return out
+
+
+def describe_error_body(status: int, reason: str, body: Any) -> tuple[str, str, Any]:
+    """(code, message, details) from Weft's ``{"error", "message", "details"}`` body,
+    tolerating FastAPI's ``{"detail": ...}`` and bodies that are not JSON."""
+    if isinstance(body, dict):
+        if isinstance(body.get("message"), str):
+            return str(body.get("error") or reason), body["message"], body.get("details")
+        detail = body.get("detail")
+        if isinstance(detail, str):
+            return reason, detail, None
+        if isinstance(detail, list):
+            parts = []
+            for entry in detail:
+                if isinstance(entry, dict):
+                    loc = ".".join(str(p) for p in entry.get("loc", ()) if p not in ("body", "query"))
+                    parts.append(f"{loc}: {entry.get('msg', '')}" if loc else str(entry.get("msg", "")))
+            if parts:
+                return "invalid", "; ".join(parts), detail
+    return reason.lower().replace(" ", "_") or "error", f"{status} {reason}".strip(), None
+
+
+class WeftClient:
+    """Synchronous client for Weft's REST API (a CLI runs one request at a time)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.base_url = settings.api_url
+        self._http: httpx.Client | None = None
+
+    # -- plumbing ------------------------------------------------------------
+    def headers(self) -> dict[str, str]:
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if self.settings.api_token:
+            headers["Authorization"] = f"Bearer {self.settings.api_token}"
+        if self.settings.project_id:
+            headers[PROJECT_HEADER] = self.settings.project_id
+        return headers
+
+    @property
+    def http(self) -> httpx.Client:
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.Client(
+                base_url=self.base_url,
+                headers=self.headers(),
+                timeout=httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 5.0)),
+                follow_redirects=False,
+            )
+        return self._http
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    def __enter__(self) -> WeftClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+    ) -> Any:
+        """One call; returns the decoded JSON (None for an empty body) or raises
+        :class:`Refused` / :class:`Unreachable`."""
+        import httpx
+
+        try:
+            response = self.http.request(
+                method,
+                path,
+                params=_clean(params),
+                content=None if body is None else json.dumps(body).encode(),
+                headers=None if body is None else {"Content-Type": "application/json"},
+            )
+        except httpx.TimeoutException:
+            raise Unreachable(
+                f"Weft at {self.base_url} did not answer within {self.settings.timeout:g}s"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"cannot reach Weft at {self.base_url} ({_reason(exc)})") from None
+        return self._decode(method, path, response)
+
+    def _decode(self, method: str, path: str, response: httpx.Response) -> Any:
+        try:
+            body: Any = response.json() if response.content else None
+        except ValueError:
+            body = None
+            if response.is_success:
+                raise Refused(
+                    f"{method} {path}: {self.base_url} answered with something that is not JSON "
+                    "(is this Weft?)",
+                    status=response.status_code,
+                    code="bad_response",
+                ) from None
+        if response.is_success:
+            return body
+        code, message, details = describe_error_body(response.status_code, response.reason_phrase, body)
+        if body is None and response.status_code == 404:
+            message = f"{method} {path}: not found at {self.base_url} (is this Weft?)"
+        raise Refused(message, status=response.status_code, code=code, details=details)
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params=params)
+
+    def post(self, path: str, body: Any = None, **params: Any) -> Any:
+        return self.request("POST", path, params=params, body=body)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body=body)
+
+    def delete(self, path: str, **params: Any) -> Any:
+        return self.request("DELETE", path, params=params)
+
+    def pages(self, path: str, params: Mapping[str, Any], *, limit: int, follow: bool) -> Iterator[Any]:
+        """Yield every page of a paged listing; with ``follow`` pass ``next_cursor``
+        back until the listing is exhausted."""
+        query = dict(params)
+        query["limit"] = limit
+        while True:
+            page = self.get(path, **query)
+            yield page
+            cursor = page.get("next_cursor") if isinstance(page, dict) else None
+            if not follow or not cursor:
+                return
+            query["cursor"] = cursor
+
+    # -- WebSocket -----------------------------------------------------------
+    def ws_url(self, path: str = "/api/ws", params: Mapping[str, Any] | None = None) -> str:
+        parts = urlsplit(self.base_url)
+        scheme = "wss" if parts.scheme == "https" else "ws"
+        query = urlencode(_clean(params))
+        return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, query, ""))
+
+
+def _reason(exc: Exception) -> str:
+    """A short cause without the request line (which httpx puts in some messages)."""
+    text = str(exc).strip() or type(exc).__name__
+    text = text.splitlines()[0]
+    if "[Errno" in text:
+        text = text.split("]", 1)[-1].strip() or text
+    from shared.redact import redact
+
+    return redact(text)

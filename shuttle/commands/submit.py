@@ -1,0 +1,187 @@
+"""``shuttle submit``: offer work to the fleet (flags, a JSON/YAML batch file,
+or interactive prompts), optionally following it to the end with ``--wait``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from shuttle import validate as v
+from shuttle.app import JsonOpt, Out, QuietOpt, out, state
+from shuttle.client import WeftClient
+from shuttle.errors import OutcomeFailed, ShuttleError, UsageError
+from shuttle.output import emit_json, escape, say, styled
+
+
+def _prompt(label: str, check: Any, default: Any = None) -> Any:
+    """Ask until the answer passes ``check`` (empty keeps the default)."""
+    while True:
+        raw = typer.prompt(
+            label, default="" if default is None else str(default), show_default=default is not None
+        )
+        if raw == "" and default is None:
+            return None
+        try:
+            return check(raw)
+        except v.Invalid as exc:
+            typer.echo(f"  {exc}", err=True)
+
+
+def _interactive() -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "description": _prompt("Description", v.description),
+        "capability": _prompt("Capability", lambda x: v.token(x, "capability")),
+        "boundary": _prompt("Boundary", lambda x: v.token(x, "boundary"), "default"),
+        "priority": _prompt("Priority (1-10)", lambda x: v.priority(_int(x, "priority")), 5),
+        "required_agent_type": _prompt(
+            "Required agent type (empty: any)", lambda x: v.token(x, "required_agent_type")
+        ),
+        "deadline": _prompt("Deadline (ISO time or 30m/2h/1d; empty: none)", v.deadline),
+        "context": _prompt("Context JSON object (empty: none)", v.context),
+        "task_id": _prompt("Task id", v.task_id, v.new_task_id()),
+    }
+    while raw["description"] is None:
+        typer.echo("  description: is required", err=True)
+        raw["description"] = _prompt("Description", v.description)
+    while raw["capability"] is None:
+        typer.echo("  capability: is required", err=True)
+        raw["capability"] = _prompt("Capability", lambda x: v.token(x, "capability"))
+    return v.submission({k: val for k, val in raw.items() if val is not None})
+
+
+def _int(text: str, field: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise v.Invalid(f"{field}: {text!r} is not a whole number") from None
+
+
+def _submit_all(client: WeftClient, batch: list[dict[str, Any]], o: Out) -> list[dict[str, Any]]:
+    done: list[dict[str, Any]] = []
+    for n, submission in enumerate(batch, 1):
+        try:
+            item = client.post("/api/work", submission)
+        except ShuttleError as exc:
+            if done:
+                exc.message = (
+                    f"item {n} ({submission['task_id']}): {exc.message} "
+                    f"[{len(done)} submitted before it: {', '.join(i.get('id', '') for i in done)}]"
+                )
+            raise
+        done.append(item)
+        if not o.json:
+            if o.quiet:
+                typer.echo(item.get("id", ""))
+            else:
+                say(
+                    f"submitted {escape(item.get('id', ''))} ({escape(item.get('task_id', ''))}) "
+                    f"{styled(item.get('status'))}"
+                )
+    return done
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("submit")
+    def submit(
+        ctx: typer.Context,
+        description: Annotated[
+            str | None, typer.Argument(help="What to do (the agent reads this).", show_default=False)
+        ] = None,
+        capability: Annotated[
+            str | None, typer.Option("--capability", "-c", help="Capability an agent needs (one token).")
+        ] = None,
+        boundary: Annotated[
+            str, typer.Option("--boundary", "-b", help="Boundary (policy zone).")
+        ] = "default",
+        priority: Annotated[int, typer.Option("--priority", "-P", min=1, max=10, help="10 runs first.")] = 5,
+        task_id: Annotated[
+            str | None, typer.Option("--task-id", help="Your own id for the task [default: generated].")
+        ] = None,
+        required_type: Annotated[
+            str | None, typer.Option("--required-type", help="Only this agent type may take it.")
+        ] = None,
+        preferred_type: Annotated[
+            str | None, typer.Option("--preferred-type", help="Prefer this type.")
+        ] = None,
+        deadline: Annotated[
+            str | None, typer.Option("--deadline", help="ISO time with timezone, or 30m / 2h / 1d from now.")
+        ] = None,
+        context: Annotated[
+            str | None, typer.Option("--context", help="JSON object, or @file.json.", show_default=False)
+        ] = None,
+        scope: Annotated[str, typer.Option("--scope", help="private, personal, team or public.")] = "team",
+        max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=100)] = 3,
+        file: Annotated[
+            str | None,
+            typer.Option("--file", "-f", help="JSON/YAML file with one item or a list ('-' for stdin)."),
+        ] = None,
+        interactive: Annotated[
+            bool, typer.Option("--interactive", "-i", help="Ask for each field, validating as you go.")
+        ] = False,
+        wait: Annotated[
+            bool, typer.Option("--wait", "-w", help="Follow until done; exit 0 only if completed.")
+        ] = False,
+        wait_timeout: Annotated[
+            float | None,
+            typer.Option("--wait-timeout", min=0.1, help="With --wait: give up after N seconds."),
+        ] = None,
+        json_out: JsonOpt = False,
+        quiet: QuietOpt = False,
+    ) -> None:
+        """Submit work: from flags, from a batch file (--file) or interactively (-i)."""
+        o = out(ctx, json_out, quiet)
+        modes = sum([file is not None, interactive, description is not None])
+        if modes > 1:
+            raise UsageError("give a DESCRIPTION, --file or --interactive, not several")
+        if file is not None:
+            batch = v.load_batch(file)
+        elif interactive:
+            batch = [_interactive()]
+        else:
+            if description is None:
+                raise UsageError("DESCRIPTION is required (or use --file / --interactive)")
+            if capability is None:
+                raise UsageError("--capability is required")
+            raw: dict[str, Any] = {
+                "task_id": task_id,
+                "description": description,
+                "capability": capability,
+                "boundary": boundary,
+                "priority": priority,
+                "required_agent_type": required_type,
+                "preferred_agent_type": preferred_type,
+                "deadline": deadline,
+                "context": context,
+                "scope": scope,
+                "max_attempts": max_attempts,
+            }
+            batch = [v.submission(raw)]
+        client = state(ctx).client()
+        items = _submit_all(client, batch, o)
+        if wait:
+            items = _wait_all(client, items, o, wait_timeout)
+        if o.json:
+            emit_json(items[0] if len(items) == 1 and file is None else {"items": items})
+
+
+def _wait_all(
+    client: WeftClient, items: list[dict[str, Any]], o: Out, timeout: float | None
+) -> list[dict[str, Any]]:
+    """Follow each item in turn; fail (exit 1) if any did not complete."""
+    from shuttle.follow import follow
+
+    quiet_follow = Out(json=False, quiet=o.quiet or o.json)
+    finals: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for item in items:
+        try:
+            finals.append(follow(client, item["id"], quiet_follow, timeout=timeout))
+        except OutcomeFailed as exc:
+            failures.append(exc.message)
+            finals.append(client.get(f"/api/work/{item['id']}"))
+    if failures:
+        if o.json:
+            emit_json(finals[0] if len(finals) == 1 else {"items": finals})
+        raise OutcomeFailed("; ".join(failures))
+    return finals

@@ -1,0 +1,129 @@
+"""``shuttle work list|show|cancel|retry``: work items in the project."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.client import seg
+from shuttle.listing import fetch, more_hint
+from shuttle.output import console, emit_json, escape, say, styled
+from shuttle.views import work_fields, work_table
+
+app = typer.Typer(help="List, inspect, cancel and retry work items.", no_args_is_help=True)
+
+STATUSES = [
+    "submitted",
+    "queued",
+    "claimed",
+    "in-progress",
+    "completed",
+    "failed",
+    "cancelled",
+    "expired",
+    "dead-lettered",
+]
+
+
+def _status(value: str | None) -> str | None:
+    if value is not None and value not in STATUSES:
+        raise typer.BadParameter(f"must be one of {', '.join(STATUSES)}")
+    return value
+
+
+WorkIdArg = Annotated[str, typer.Argument(help="Work item id.", show_default=False)]
+
+
+@app.command("list")
+def list_cmd(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None, typer.Option("--status", "-s", callback=_status, help=f"One of: {', '.join(STATUSES)}.")
+    ] = None,
+    capability: Annotated[str | None, typer.Option("--capability", "-c")] = None,
+    boundary: Annotated[str | None, typer.Option("--boundary", "-b")] = None,
+    assigned_to: Annotated[str | None, typer.Option("--assigned-to", help="Agent id.")] = None,
+    limit: LimitOpt = 50,
+    cursor: CursorOpt = None,
+    all_pages: AllOpt = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Work items, newest first, filtered by status, capability, boundary or agent."""
+    o = out(ctx, json_out, quiet)
+    result = fetch(
+        state(ctx).client(),
+        "/api/work",
+        {"status": status, "capability": capability, "boundary": boundary, "assigned_to": assigned_to},
+        limit=limit,
+        cursor=cursor,
+        follow=all_pages,
+    )
+    if o.json:
+        emit_json(result)
+    elif o.quiet:
+        for item in result["items"]:
+            typer.echo(item.get("id", ""))
+    else:
+        console().print(work_table(result["items"]))
+        hint = more_hint(result)
+        if hint:
+            say(hint)
+
+
+@app.command("show")
+def show_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
+    """One work item with its progress, result and error history."""
+    item = state(ctx).client().get(f"/api/work/{seg(work_id)}")
+    if out(ctx, json_out).json:
+        emit_json(item)
+    else:
+        work_fields(item)
+
+
+@app.command("cancel")
+def cancel_cmd(
+    ctx: typer.Context,
+    work_ids: Annotated[list[str], typer.Argument(help="One or more work item ids.", show_default=False)],
+    reason: Annotated[str, typer.Option("--reason", help="Recorded with the cancellation.")] = "",
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Cancel queued, claimed or in-progress work (several ids use the batch route)."""
+    o = out(ctx, json_out, quiet)
+    client = state(ctx).client()
+    body = {"reason": reason} if reason else {}
+    if len(work_ids) == 1:
+        result = client.post(f"/api/work/{seg(work_ids[0])}/cancel", body)
+        items = [result]
+    else:
+        result = client.post("/api/work/cancel-batch", {"ids": work_ids, **body})
+        items = result.get("cancelled", []) if isinstance(result, dict) else []
+    if o.json:
+        emit_json(result)
+        return
+    for item in items:
+        if o.quiet:
+            typer.echo(item.get("id", ""))
+        else:
+            say(f"{escape(item.get('id', ''))} {styled(item.get('status'))}")
+    if isinstance(result, dict) and result.get("errors"):
+        for error in result["errors"]:
+            say(f"[red]{escape(error)}[/red]")
+
+
+@app.command("retry")
+def retry_cmd(
+    ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False, quiet: QuietOpt = False
+) -> None:
+    """Queue a failed, dead-lettered, cancelled or expired item again."""
+    o = out(ctx, json_out, quiet)
+    item = state(ctx).client().post(f"/api/work/{seg(work_id)}/retry")
+    if o.json:
+        emit_json(item)
+    elif o.quiet:
+        typer.echo(item.get("id", ""))
+    else:
+        say(f"{escape(item.get('id', ''))} {styled(item.get('status'))}")

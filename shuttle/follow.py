@@ -1,0 +1,94 @@
+"""Following one work item to a final state (``watch`` and ``submit --wait``).
+
+Subscribe first, then read the item, so no transition can fall between the
+two; while the stream is quiet the item is re-read now and then, so a missed
+event cannot leave the follower waiting forever.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from shuttle.app import Out
+from shuttle.client import WeftClient, seg
+from shuttle.errors import OutcomeFailed
+from shuttle.output import console, escape, parse_time, styled
+from shuttle.stream import Deadline, EventStream, event_type, work_of
+from shuttle.views import FINAL_WORK_STATES, SUCCESS_STATE, progress_text
+
+RECHECK_S = 5.0
+
+
+def _line(kind: str, item: dict[str, Any], event: dict[str, Any] | None, o: Out) -> None:
+    """One human line, or one JSON line per event with ``--json`` (NDJSON)."""
+    data = dict(event.get("data") or {}) if event else {}
+    data.pop("item", None)
+    if o.json:
+        record = {
+            "type": kind,
+            "at": (event or {}).get("at") or item.get("updated_at"),
+            "work_id": item.get("id"),
+            "status": item.get("status"),
+            "data": data,
+            "item": item,
+        }
+        sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.flush()
+        return
+    if o.quiet:
+        return
+    moment = parse_time((event or {}).get("at") or item.get("updated_at"))
+    clock = moment.astimezone().strftime("%H:%M:%S") if moment else "--:--:--"
+    detail = ""
+    if kind.endswith(".claimed") and item.get("assigned_to"):
+        detail = (
+            f"by {item['assigned_to']} (attempt {item.get('attempts', '?')}/{item.get('max_attempts', '?')})"
+        )
+    elif kind.endswith(".progress"):
+        detail = progress_text(item)
+    elif kind.endswith(".failed") or item.get("status") == "dead-lettered":
+        detail = str(data.get("error") or item.get("error") or "")
+    elif kind.endswith(".completed") and item.get("result") is not None:
+        detail = f"result: {json.dumps(item['result'], ensure_ascii=False, default=str)[:200]}"
+    elif kind.endswith(".cancelled") and data.get("reason"):
+        detail = f"reason: {data['reason']}"
+    console().print(f"{clock}  {escape(kind):<22} {styled(item.get('status'))}  {escape(detail)}")
+
+
+def follow(client: WeftClient, work_id: str, o: Out, *, timeout: float | None = None) -> dict[str, Any]:
+    """Print the item's transitions until it is final; return the final item.
+    Raises :class:`OutcomeFailed` for any ending but completed, or on timeout."""
+    path = f"/api/work/{seg(work_id)}"
+    deadline = Deadline(timeout)
+    with EventStream(client, ["work"], {"work_id": work_id}) as stream:
+        item: dict[str, Any] = client.get(path)
+        work_id = item.get("id", work_id)
+        _line("snapshot", item, None, o)
+        seen = item.get("updated_at")
+        while item.get("status") not in FINAL_WORK_STATES:
+            wait = RECHECK_S if deadline.remaining() is None else min(RECHECK_S, deadline.remaining() or 0.0)
+            event = next(stream.events(timeout=max(wait, 0.05)))
+            if event is None:
+                if deadline.passed():
+                    raise OutcomeFailed(
+                        f"work {work_id} is still {item.get('status')} after {timeout:g}s (stopped watching)"
+                    )
+                fresh = client.get(path)
+                if fresh.get("updated_at") != seen:
+                    item, seen = fresh, fresh.get("updated_at")
+                    _line("recheck", item, None, o)
+                continue
+            if event.get("subject_id") not in (None, work_id):
+                continue
+            updated = work_of(event)
+            if updated is None or updated.get("id", work_id) != work_id:
+                continue
+            item, seen = updated, updated.get("updated_at")
+            _line(event_type(event), item, event, o)
+    status = item.get("status")
+    if status != SUCCESS_STATE:
+        reason = item.get("error") or ""
+        raise OutcomeFailed(f"work {work_id} ended {status}" + (f": {reason}" if reason else ""))
+    return item

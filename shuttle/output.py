@@ -1,0 +1,183 @@
+"""Everything Shuttle prints: JSON for machines, rich tables for people.
+
+``--json`` writes exactly one JSON document to stdout and nothing else; tables
+and chatter go through a rich console created on first use (rich honours
+NO_COLOR and turns colour off when stdout is not a terminal).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+_console: Console | None = None
+_no_color = False
+
+STATUS_STYLES = {
+    "online": "green",
+    "busy": "yellow",
+    "offline": "dim",
+    "completed": "green",
+    "queued": "cyan",
+    "submitted": "cyan",
+    "claimed": "yellow",
+    "in-progress": "yellow",
+    "failed": "red",
+    "dead-lettered": "red",
+    "cancelled": "dim",
+    "expired": "dim",
+    "healthy": "green",
+    "unhealthy": "red",
+    "unknown": "dim",
+    "registered": "green",
+    "running": "green",
+    "stopped": "dim",
+    "timed-out": "red",
+}
+
+
+def set_no_color(value: bool) -> None:
+    global _no_color, _console
+    _no_color = value
+    _console = None
+
+
+def console() -> Console:
+    global _console
+    if _console is None:
+        from rich.console import Console
+
+        _console = Console(no_color=_no_color or None, highlight=False, soft_wrap=False)
+    return _console
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def error_line(message: str) -> None:
+    """The one line an expected failure prints (stderr, no markup)."""
+    sys.stderr.write(f"shuttle: error: {message}\n")
+    sys.stderr.flush()
+
+
+def say(message: str, *, quiet: bool = False) -> None:
+    """Human chatter on stdout (suppressed by ``-q``); rich markup allowed."""
+    if not quiet:
+        console().print(message)
+
+
+def escape(text: object) -> str:
+    from rich.markup import escape as _escape
+
+    return _escape(str(text))
+
+
+def styled(value: object) -> str:
+    text = "-" if value is None or value == "" else str(value)
+    style = STATUS_STYLES.get(text)
+    return f"[{style}]{escape(text)}[/{style}]" if style else escape(text)
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def ago(value: Any, now: datetime | None = None) -> str:
+    """``2m ago`` / ``in 5m`` for ISO timestamps; ``-`` when absent."""
+    moment = parse_time(value)
+    if moment is None:
+        return "-"
+    seconds = int(((now or datetime.now(UTC)) - moment).total_seconds())
+    future = seconds < 0
+    seconds = abs(seconds)
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            text = f"{seconds // size}{unit}"
+            break
+    else:
+        text = f"{seconds}s"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def short(value: Any, width: int = 12) -> str:
+    text = "-" if value is None else str(value)
+    return text if len(text) <= width else text[:width]
+
+
+def join(values: Any) -> str:
+    if not values:
+        return "-"
+    if isinstance(values, list | tuple | set):
+        return ",".join(str(v) for v in values)
+    return str(values)
+
+
+def make_table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    empty: str = "nothing to show",
+) -> RenderableType:
+    """Rows (values may carry rich markup) as a table, or a dim ``empty`` line when none."""
+    rows = list(rows)
+    from rich.table import Table
+    from rich.text import Text
+
+    if not rows:
+        label = f"[bold]{escape(title)}[/bold]: " if title else ""
+        return Text.from_markup(f"{label}[dim]{escape(empty)}[/dim]")
+    grid = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
+    for column in columns:
+        grid.add_column(column, overflow="fold")
+    for row in rows:
+        grid.add_row(*(str(cell) for cell in row))
+    return grid
+
+
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    empty: str = "nothing to show",
+) -> None:
+    console().print(make_table(title, columns, rows, empty=empty))
+
+
+def fields(title: str | None, pairs: Iterable[tuple[str, Any]]) -> None:
+    """A two-column key/value view for ``show`` commands."""
+    from rich.table import Table
+
+    grid = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None)
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for key, value in pairs:
+        if isinstance(value, dict | list):
+            text = escape(json.dumps(value, ensure_ascii=False, default=str)) if value else "-"
+        else:
+            text = styled(value)
+        grid.add_row(escape(key), text)
+    console().print(grid)
+
+
+def count_rows(mapping: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    return [(styled(k), v) for k, v in (mapping or {}).items()]
+
+
+def counts(title: str, mapping: dict[str, Any] | None) -> None:
+    table(title, ["", "count"], count_rows(mapping), empty="none")

@@ -1,0 +1,201 @@
+"""Client-side checks of a work submission, so that a batch file with one bad
+entry is refused before anything is sent (Weft validates again).
+
+The rules are the fabric's own (``shared.names``); the checks stay free of
+pydantic so that ``shuttle submit`` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from shuttle.errors import UsageError
+
+SCOPES = ("private", "personal", "team", "public")
+SUBMISSION_FIELDS = (
+    "task_id",
+    "description",
+    "capability",
+    "boundary",
+    "priority",
+    "required_agent_type",
+    "preferred_agent_type",
+    "deadline",
+    "context",
+    "scope",
+    "max_attempts",
+)
+_RELATIVE = re.compile(r"\+?(\d+(?:\.\d+)?)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+class Invalid(ValueError):
+    """One field's problem; the message names the field and the rule."""
+
+
+def new_task_id() -> str:
+    return f"shuttle-{uuid.uuid4().hex[:12]}"
+
+
+def token(value: Any, field: str) -> str:
+    from shared.names import InvalidNameError, validate_token
+
+    try:
+        return validate_token(value, field)
+    except InvalidNameError as exc:
+        raise Invalid(str(exc)) from None
+
+
+def task_id(value: Any) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise Invalid("task_id: must be a string of 1-200 characters")
+    return value
+
+
+def description(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 32_000:
+        raise Invalid("description: must be non-empty text of at most 32000 characters")
+    return value
+
+
+def priority(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
+        raise Invalid(f"priority: {value!r} is invalid; must be an integer from 1 to 10")
+    return int(value)
+
+
+def max_attempts(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise Invalid(f"max_attempts: {value!r} is invalid; must be an integer from 1 to 100")
+    return int(value)
+
+
+def scope(value: Any) -> str:
+    if value not in SCOPES:
+        raise Invalid(f"scope: {value!r} is invalid; must be one of {', '.join(SCOPES)}")
+    return str(value)
+
+
+def deadline(value: Any, now: datetime | None = None) -> str:
+    """An ISO 8601 time with a timezone, or a duration from now: ``30m``, ``+2h``, ``1d``."""
+    if isinstance(value, datetime):  # YAML turns unquoted timestamps into datetimes
+        if value.tzinfo is None:
+            raise Invalid("deadline: must include a timezone (e.g. 2026-01-01T12:00:00Z)")
+        return value.isoformat()
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("deadline: must be an ISO time with timezone or a duration like 30m, 2h, 1d")
+    text = value.strip()
+    relative = _RELATIVE.fullmatch(text)
+    if relative:
+        seconds = float(relative.group(1)) * _UNITS[relative.group(2)]
+        if seconds <= 0:
+            raise Invalid("deadline: a duration must be more than zero")
+        return ((now or datetime.now(UTC)) + timedelta(seconds=seconds)).isoformat()
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise Invalid(
+            f"deadline: {value!r} is invalid; must be an ISO time with timezone "
+            "(2026-01-01T12:00:00Z) or a duration like 30m, 2h, 1d"
+        ) from None
+    if moment.tzinfo is None:
+        raise Invalid("deadline: must include a timezone (e.g. 2026-01-01T12:00:00Z)")
+    return moment.isoformat()
+
+
+def context(value: Any) -> dict[str, Any]:
+    """A JSON object, given as a dict, as JSON text, or as ``@path`` to a JSON file."""
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str):
+        raise Invalid("context: must be a JSON object")
+    text = value
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise Invalid(f"context: cannot read {text[1:]} ({exc.strerror or exc})") from None
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise Invalid(f"context: not valid JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise Invalid('context: must be a JSON object, e.g. \'{"repo": "acme/app"}\'')
+    return parsed
+
+
+def submission(raw: Any, where: str = "") -> dict[str, Any]:
+    """Check one submission dict; fills ``task_id`` when absent. Raises :class:`UsageError`."""
+    prefix = f"{where}: " if where else ""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{prefix}must be an object with at least description and capability")
+    unknown = sorted(set(raw) - set(SUBMISSION_FIELDS))
+    if unknown:
+        raise UsageError(f"{prefix}unknown field {unknown[0]!r} (known: {', '.join(SUBMISSION_FIELDS)})")
+    for required in ("description", "capability"):
+        if raw.get(required) in (None, ""):
+            raise UsageError(f"{prefix}{required}: is required")
+    checks = {
+        "task_id": task_id,
+        "description": description,
+        "capability": lambda v: token(v, "capability"),
+        "boundary": lambda v: token(v, "boundary"),
+        "priority": priority,
+        "required_agent_type": lambda v: token(v, "required_agent_type"),
+        "preferred_agent_type": lambda v: token(v, "preferred_agent_type"),
+        "deadline": deadline,
+        "context": context,
+        "scope": scope,
+        "max_attempts": max_attempts,
+    }
+    clean: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        try:
+            clean[key] = checks[key](value)
+        except Invalid as exc:
+            raise UsageError(f"{prefix}{exc}") from None
+    clean.setdefault("task_id", new_task_id())
+    return clean
+
+
+def load_batch(path: str) -> list[dict[str, Any]]:
+    """A JSON or YAML file holding one submission, a list of them, or ``{"items": [...]}``;
+    ``-`` reads stdin. Every entry is checked before anything is sent."""
+    import sys
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--file {path}: cannot read it ({exc.strerror or exc})") from None
+    data: Any
+    if path.endswith((".yaml", ".yml")) or (path == "-" and not text.lstrip().startswith(("{", "["))):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise UsageError(f"--file {path}: not valid YAML ({_first_line(exc)})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"--file {path}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        data = data["items"]
+    entries = data if isinstance(data, list) else [data]
+    if not entries:
+        raise UsageError(f"--file {path}: holds no work items")
+    if len(entries) > 1000:
+        raise UsageError(f"--file {path}: at most 1000 items per batch (has {len(entries)})")
+    return [submission(entry, f"--file {path}: item {n}") for n, entry in enumerate(entries, 1)]
+
+
+def _first_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

@@ -1,0 +1,41 @@
+"""Helpers for Shuttle's tests: run the CLI in-process (CliRunner) or as the
+real console script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from shuttle.cli import app
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+    """Invoke the Typer app in-process (CliRunner)."""
+    runner = CliRunner()
+    result = runner.invoke(app, list(args), input=input, env=env, catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def run_process(
+    *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
+) -> Result:
+    """Run the real ``shuttle`` console script as a subprocess."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))}
+    full_env.update(env or {})
+    exe = Path(sys.executable).with_name("shuttle")
+    proc = subprocess.run(
+        [str(exe), *args], input=input, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,190 @@
+"""Shuttle's settings: precedence, the file format, validation, and the
+``config`` command group (no Weft needed)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+from shuttle_helpers import run, run_process
+
+from shuttle.config import DEFAULT_API_URL, dump_toml, read_file, resolve
+from shuttle.errors import UsageError
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_defaults_when_nothing_is_set(clean_env: Path) -> None:
+    settings = resolve({}, env={})
+    assert settings.api_url == DEFAULT_API_URL
+    assert settings.api_token is None and settings.project_id is None
+    assert settings.path == clean_env / ".loom" / "config.toml"
+    assert set(settings.sources.values()) == {"default"}
+
+
+def test_precedence_flag_over_env_over_file_over_default(clean_env: Path) -> None:
+    write(
+        clean_env / ".loom" / "config.toml",
+        'api_url = "http://file:1"\nproject_id = "from-file"\ntimeout = 7\n',
+    )
+    env = {"LOOM_API_URL": "http://env:2", "LOOM_API_TOKEN": "env-token"}
+    s = resolve({"api_url": "http://flag:3"}, env=env)
+    assert s.api_url == "http://flag:3" and s.sources["api_url"] == "flag"
+    assert s.api_token == "env-token" and s.sources["api_token"] == "env:LOOM_API_TOKEN"
+    assert s.project_id == "from-file" and s.sources["project_id"] == "file"
+    assert s.timeout == 7.0
+    s = resolve({}, env=env)
+    assert s.api_url == "http://env:2"
+    s = resolve({}, env={})
+    assert s.api_url == "http://file:1"
+
+
+def test_project_alias_env(clean_env: Path) -> None:
+    s = resolve({}, env={"LOOMINAL_PROJECT_ID": "alias-proj"})
+    assert s.project_id == "alias-proj" and s.sources["project_id"] == "env:LOOMINAL_PROJECT_ID"
+
+
+def test_config_flag_and_loom_config_env_pick_the_file(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", 'api_url = "http://a:1"\n')
+    b = write(tmp_path / "b.json", json.dumps({"api_url": "http://b:2"}))
+    assert resolve({}, config_flag=str(a), env={"LOOM_CONFIG": str(b)}).api_url == "http://a:1"
+    assert resolve({}, env={"LOOM_CONFIG": str(b)}).api_url == "http://b:2"
+
+
+def test_json_file_is_used_when_no_toml_exists(clean_env: Path) -> None:
+    write(clean_env / ".loom" / "config.json", json.dumps({"project_id": "jsonproj"}))
+    s = resolve({}, env={})
+    assert s.path.name == "config.json" and s.project_id == "jsonproj"
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "expected"),
+    [
+        ({"api_url": "ftp://x"}, {}, "--api-url: api_url 'ftp://x' must be an http:// or https:// URL"),
+        ({}, {"LOOM_API_URL": "localhost:8080"}, "LOOM_API_URL: api_url 'localhost:8080' must be an http://"),
+        (
+            {},
+            {"LOOM_PROJECT_ID": "Bad_Project"},
+            "LOOM_PROJECT_ID: project_id 'Bad_Project' must be lowercase",
+        ),
+        ({"timeout": 0}, {}, "--timeout: timeout 0 must be more than 0"),
+        ({}, {"LOOM_API_TIMEOUT": "soon"}, "LOOM_API_TIMEOUT: timeout 'soon' must be a number"),
+        ({}, {"LOOM_API_TOKEN": "has space"}, "LOOM_API_TOKEN: api_token *** must be 1-4096 printable"),
+        ({"api_url": "http://u:p@host"}, {}, "must not carry credentials"),
+    ],
+)
+def test_bad_values_name_their_source_and_rule(
+    flags: dict[str, object], env: dict[str, str], expected: str
+) -> None:
+    with pytest.raises(UsageError) as err:
+        resolve(flags, env=env)
+    assert expected in err.value.message
+    assert err.value.exit_code == 2
+
+
+def test_token_value_never_appears_in_its_error() -> None:
+    with pytest.raises(UsageError) as err:
+        resolve({}, env={"LOOM_API_TOKEN": "sekr3t value"})
+    assert "sekr3t" not in err.value.message
+
+
+def test_bad_file_errors(clean_env: Path) -> None:
+    path = write(clean_env / ".loom" / "config.toml", "api_url = \n")
+    with pytest.raises(UsageError, match=r"config file .*config.toml: not valid TOML"):
+        resolve({}, env={})
+    write(path, 'colour = "red"\n')
+    with pytest.raises(
+        UsageError, match=r"unknown key 'colour' \(known: api_url, api_token, project_id, timeout\)"
+    ):
+        resolve({}, env={})
+    write(path, "timeout = true\n")
+    with pytest.raises(UsageError, match="timeout must be a number"):
+        resolve({}, env={})
+    write(path, 'project_id = "UPPER"\n')
+    with pytest.raises(UsageError, match=r"config file .*: project_id 'UPPER' must be lowercase"):
+        resolve({}, env={})
+
+
+def test_toml_writer_round_trips_awkward_strings(tmp_path: Path) -> None:
+    data = {"api_token": 'q"uo\\te\t\x7fé😀', "timeout": 2.5, "api_url": "http://h:1"}
+    assert tomllib.loads(dump_toml(data)) == data
+
+
+def test_cli_config_set_get_list_unset_path(clean_env: Path) -> None:
+    path = clean_env / ".loom" / "config.toml"
+    r = run("config", "path")
+    assert r.exit_code == 0 and r.stdout.strip() == str(path)
+    r = run("config", "set", "api_url", "http://weft.example:9000/")
+    assert r.exit_code == 0, r.stderr
+    assert tomllib.loads(path.read_text())["api_url"] == "http://weft.example:9000"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    r = run("config", "set", "api_token", "-", input="tok-123\n")
+    assert r.exit_code == 0
+    assert read_file(path)["api_token"] == "tok-123"
+    r = run("config", "get", "api_url")
+    assert r.stdout == "http://weft.example:9000\n"
+    r = run("config", "get", "api_token")
+    assert r.stdout == "***\n"
+    r = run("config", "get", "api_token", "--show-secrets")
+    assert r.stdout == "tok-123\n"
+    r = run("config", "list", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["settings"]["api_url"] == {"value": "http://weft.example:9000", "source": "file"}
+    assert doc["settings"]["api_token"]["value"] == "***"
+    assert doc["settings"]["timeout"] == {"value": 10.0, "source": "default"}
+    r = run("config", "list")
+    assert r.exit_code == 0 and "weft.example" in r.stdout and "tok-123" not in r.stdout
+    r = run("config", "unset", "api_token")
+    assert r.exit_code == 0 and "api_token" not in read_file(path)
+    r = run("config", "get", "api_url", "--json")
+    assert json.loads(r.stdout) == {"key": "api_url", "value": "http://weft.example:9000", "source": "file"}
+    r = run("--json", "config", "path")
+    assert json.loads(r.stdout) == {"path": str(path), "exists": True}
+
+
+def test_cli_config_env_overrides_and_is_reported(clean_env: Path) -> None:
+    run("config", "set", "project_id", "filed")
+    r = run("config", "get", "project_id", "--json", env={"LOOM_PROJECT_ID": "envd"})
+    assert json.loads(r.stdout) == {"key": "project_id", "value": "envd", "source": "env:LOOM_PROJECT_ID"}
+    r = run("config", "set", "project_id", "other", env={"LOOM_PROJECT_ID": "envd"})
+    assert r.exit_code == 0 and "LOOM_PROJECT_ID is set and takes precedence" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["config", "set", "colour", "red"], "config: unknown key 'colour'"),
+        (["config", "get", "nope"], "config: unknown key 'nope'"),
+        (["config", "set", "api_url", "not a url"], "config set: api_url 'not a url' must be an http://"),
+        (["config", "set", "timeout", "0"], "config set: timeout '0' must be more than 0"),
+        (["config", "set", "project_id", "X_y"], "config set: project_id 'X_y' must be lowercase"),
+    ],
+)
+def test_cli_config_rejects_bad_keys_and_values(clean_env: Path, args: list[str], message: str) -> None:
+    r = run(*args)
+    assert r.exit_code == 2
+    assert r.stderr.startswith("shuttle: error: ") and message in r.stderr
+    assert r.stderr.count("\n") == 1
+    assert not (clean_env / ".loom" / "config.toml").exists()
+
+
+def test_cli_config_in_a_broken_file_is_a_usage_error(clean_env: Path) -> None:
+    write(clean_env / ".loom" / "config.toml", "[[[")
+    r = run("config", "list")
+    assert r.exit_code == 2 and "not valid TOML" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_config_as_subprocess_with_loom_config(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "shuttle.toml"
+    r = run_process("config", "set", "timeout", "3", env={"LOOM_CONFIG": str(target), "HOME": str(tmp_path)})
+    assert r.exit_code == 0, r.stderr
+    assert tomllib.loads(target.read_text()) == {"timeout": 3.0}
+    r = run_process("config", "path", env={"LOOM_CONFIG": str(target), "HOME": str(tmp_path)})
+    assert r.stdout.strip() == str(target)

@@ -1,0 +1,238 @@
+"""Usage errors (exit 2), Weft down (exit 3 naming the URL) and answers that
+are not Weft's: everything that can be checked without a Weft."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from shuttle_helpers import run, run_process
+
+WORK_ID = "0" * 32
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "No such option: --bogus"),
+        (["work", "list", "--status", "sleeping"], "must be one of submitted, queued"),
+        (["agents", "list", "--status", "asleep"], "must be one of online, busy, offline"),
+        (["work", "list", "--limit", "0"], "--limit"),
+        (["submit", "do it"], "--capability is required"),
+        (["submit", "-c", "code"], "DESCRIPTION is required"),
+        (["submit", "do it", "-c", "code", "--priority", "11"], "--priority"),
+        (["submit", "do it", "-c", "Bad Cap"], "capability: 'Bad Cap' is invalid; must be lowercase letters"),
+        (["submit", "do it", "-c", "code", "--deadline", "tomorrow"], "deadline: 'tomorrow' is invalid"),
+        (
+            ["submit", "do it", "-c", "code", "--deadline", "2030-01-01T00:00:00"],
+            "deadline: must include a timezone",
+        ),
+        (["submit", "do it", "-c", "code", "--context", "[1]"], "context: must be a JSON object"),
+        (["submit", "do it", "-c", "code", "--context", "{bad"], "context: not valid JSON"),
+        (["submit", "do it", "-c", "code", "--scope", "galaxy"], "scope: 'galaxy' is invalid"),
+        (
+            ["submit", "do it", "-c", "code", "--required-type", "A B"],
+            "required_agent_type: 'A B' is invalid",
+        ),
+        (["submit", "do it", "--file", "x.json"], "give a DESCRIPTION, --file or --interactive, not several"),
+        (["submit", "--file", "/nonexistent/batch.json"], "--file /nonexistent/batch.json: cannot read it"),
+        (["watch"], "Missing argument 'work_id' (see 'shuttle watch --help')"),
+        (["targets", "add", "t1"], "--mechanism: is required; must be one of local, ssh"),
+        (["targets", "add", "t1", "-m", "carrier-pigeon"], "--mechanism: 'carrier-pigeon' is invalid"),
+        (["targets", "add", "-m", "local"], "NAME is required"),
+        (["targets", "add", "t1", "-m", "local", "--env", "NOEQUALS"], "--env: 'NOEQUALS' must be KEY=VALUE"),
+        (["targets", "add", "t1", "-m", "local", "--command", "'unclosed"], "--command: cannot split"),
+        (["targets", "update", "t1"], "nothing to change"),
+        (["targets", "remove", "t1"], "refusing to remove 't1' without --yes"),
+        (
+            ["targets", "add", "--from-file", "/nonexistent.yaml"],
+            "--from-file /nonexistent.yaml: cannot read it",
+        ),
+        (["--api-url", "nope", "work", "list"], "--api-url: api_url 'nope' must be an http://"),
+        (["--project", "NOT OK", "stats"], "--project: project_id 'NOT OK' must be lowercase"),
+        (["fleet", "--watch", "--bogus"], "No such option: --bogus"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(args: list[str], message: str) -> None:
+    r = run(*args)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert r.stderr.startswith("shuttle: error: ") and r.stderr.count("\n") == 1
+    assert r.stdout == ""
+
+
+def test_no_arguments_shows_help_and_exits_2() -> None:
+    r = run()
+    assert r.exit_code == 2 and "submit" in r.stderr + r.stdout
+
+
+def test_help_and_version() -> None:
+    r = run("--help")
+    assert r.exit_code == 0 and "fleet" in r.stdout and "targets" in r.stdout
+    for group in ("agents", "work", "targets", "dlq", "config"):
+        assert run(group, "--help").exit_code == 0
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.startswith("shuttle ")
+    r = run("version", "--json")
+    assert r.exit_code == 0 and set(json.loads(r.stdout)) == {"shuttle"}
+
+
+def test_completion_script_is_offered() -> None:
+    r = run_process("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+    assert r.exit_code == 0 and "_SHUTTLE_COMPLETE" in r.stdout
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("b.json", "{", "not valid JSON"),
+        ("b.yaml", "a: [", "not valid YAML"),
+        ("b.json", "[]", "holds no work items"),
+        (
+            "b.json",
+            '[{"description": "x", "capability": "code"}, {"description": "y"}]',
+            "item 2: capability: is required",
+        ),
+        ("b.yaml", "- description: x\n  capability: code\n  colour: red\n", "item 1: unknown field 'colour'"),
+        ("b.yaml", "- description: x\n  capability: code\n  priority: 0\n", "item 1: priority: 0 is invalid"),
+        ("b.yaml", "- 42\n", "item 1: must be an object"),
+        (
+            "b.yaml",
+            "- {description: x, capability: code, deadline: 2030-01-01 10:00:00}\n",
+            "must include a timezone",
+        ),
+    ],
+)
+def test_bad_batch_files_are_refused_before_anything_is_sent(
+    tmp_path: Path, dead_url: str, name: str, text: str, message: str
+) -> None:
+    # dead_url: were anything sent, the exit code would be 3, not 2
+    r = run("--api-url", dead_url, "submit", "--file", _write(tmp_path, name, text))
+    assert r.exit_code == 2, r.stderr
+    assert message in r.stderr and r.stderr.count("\n") == 1
+
+
+# -- Weft down -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["work", "list"],
+        ["work", "show", WORK_ID],
+        ["work", "cancel", WORK_ID],
+        ["work", "retry", WORK_ID],
+        ["agents", "list"],
+        ["agents", "show", "a" * 32],
+        ["agents", "shutdown", "a" * 32],
+        ["submit", "do it", "-c", "code"],
+        ["watch", WORK_ID],
+        ["fleet"],
+        ["fleet", "--json"],
+        ["stats"],
+        ["projects"],
+        ["targets", "list"],
+        ["targets", "show", "t1"],
+        ["targets", "add", "t1", "-m", "local", "--command", "true"],
+        ["targets", "update", "t1", "--max-concurrent", "2"],
+        ["targets", "remove", "t1", "--yes"],
+        ["targets", "enable", "t1"],
+        ["targets", "disable", "t1"],
+        ["targets", "test", "t1"],
+        ["spin-up", "t1"],
+        ["dlq", "list"],
+        ["dlq", "retry", WORK_ID],
+        ["dlq", "discard", WORK_ID],
+        ["version", "--server"],
+    ],
+)
+def test_weft_down_exits_3_naming_the_url(dead_url: str, args: list[str]) -> None:
+    r = run("--api-url", dead_url, *args)
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    assert dead_url in r.stderr
+    assert r.stderr.startswith("shuttle: error: cannot reach Weft") and r.stderr.count("\n") == 1
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_weft_down_as_a_process_uses_env_url(dead_url: str) -> None:
+    r = run_process("fleet", "--json", env={"LOOM_API_URL": dead_url})
+    assert r.exit_code == 3
+    assert r.stderr == f"shuttle: error: cannot reach Weft at {dead_url} (Connection refused)\n"
+    assert r.stdout == ""
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts connections and never answers (a hung Weft)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+                held.append(conn)
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    sock.close()
+
+
+def test_a_weft_that_does_not_answer_is_exit_3_with_the_timeout(silent_server: str) -> None:
+    r = run("--api-url", silent_server, "--timeout", "0.3", "stats")
+    assert r.exit_code == 3
+    assert r.stderr == f"shuttle: error: Weft at {silent_server} did not answer within 0.3s\n"
+
+
+class _NotWeft(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"<html>hello</html>"
+        self.send_response(200 if self.path.startswith("/api/stats") else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def not_weft() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotWeft)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_server_that_is_not_weft_is_exit_1_with_a_hint(not_weft: str) -> None:
+    r = run("--api-url", not_weft, "stats")
+    assert r.exit_code == 1
+    assert "is not JSON (is this Weft?)" in r.stderr and r.stderr.count("\n") == 1
+    r = run("--api-url", not_weft, "work", "show", WORK_ID)
+    assert r.exit_code == 1
+    assert f"not found at {not_weft} (is this Weft?)" in r.stderr
