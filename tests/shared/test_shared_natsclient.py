@@ -17,7 +17,7 @@ from nats.aio.client import Client as NatsClient
 from shared.natsclient import NatsConnectError, build_options, connect, display_url, parse_url
 from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
-from shared.testing import AuthServer, TlsServer, TokenServer
+from shared.testing import AuthServer, CredsServer, TlsServer, TokenServer
 
 # The bound for "wrong password / server down -> clear error". Not a timing
 # assertion about speed: it only proves the call returns instead of hanging.
@@ -317,6 +317,37 @@ async def test_successful_connect_logs_no_password(
     text = log_text()
     assert "NATS connected" in text and "NATS closed" in text
     assert nats_auth_server.password not in text and _enc(nats_auth_server.password) not in text
+
+
+async def test_creds_file_from_settings(nats_creds_server: CredsServer, closing: list[NatsClient]) -> None:
+    await _connect_ok(
+        closing, url=nats_creds_server.url, settings=NatsSettings(creds=nats_creds_server.creds_file)
+    )
+
+
+async def test_creds_file_from_env(
+    nats_creds_server: CredsServer, closing: list[NatsClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NATS_URL", nats_creds_server.url)
+    monkeypatch.setenv("NATS_CREDS", str(nats_creds_server.creds_file))
+    await _connect_ok(closing)
+
+
+async def test_creds_of_an_unknown_account_refused_without_leaking(
+    nats_creds_server: CredsServer, log_text: Callable[[], str]
+) -> None:
+    foreign = nats_creds_server.foreign_creds_file
+    error, elapsed = await _connect_fails(url=nats_creds_server.url, settings=NatsSettings(creds=foreign))
+    assert "authorization failed" in str(error)
+    assert elapsed < BOUND_S
+    seed_line = next(line for line in foreign.read_text().splitlines() if line.startswith("SU"))
+    for text in (_error_texts(error), log_text()):
+        assert seed_line not in text and nats_creds_server.user_seed not in text
+
+
+async def test_no_creds_refused_by_an_operator_mode_server(nats_creds_server: CredsServer) -> None:
+    error, _ = await _connect_fails(url=nats_creds_server.url)
+    assert "authorization failed" in str(error)
 
 
 # -- server down -----------------------------------------------------------------
