@@ -127,7 +127,7 @@ def _problem(err: Mapping[str, Any]) -> str:
     if variable not in msg:
         msg = f"{variable}: {msg}"
     alias = _ALIASES.get(variable)
-    if alias and alias in os.environ and variable not in os.environ:
+    if alias and os.environ.get(alias) and not os.environ.get(variable):
         msg = msg.replace(variable, f"{alias} (alias of {variable})", 1)
     return msg
 

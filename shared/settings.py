@@ -21,7 +21,10 @@ class NatsSettings(BaseSettings):
     """How to reach NATS. Credentials embedded in ``NATS_URL`` win over the separate variables."""
 
     # hide_input_in_errors: a rejected NATS_URL may carry a password; keep it out of the error.
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
+    # env_ignore_empty: NATS_CREDS= (as templating often leaves it) means unset, not the path '.'.
+    model_config = SettingsConfigDict(
+        extra="ignore", populate_by_name=True, hide_input_in_errors=True, env_ignore_empty=True
+    )
 
     url: str | None = Field(default=None, validation_alias="NATS_URL")
     user: str | None = Field(default=None, validation_alias="NATS_USER")
@@ -43,11 +46,17 @@ class NatsSettings(BaseSettings):
                 raise ValueError("NATS_URL must use one of the schemes nats://, tls://, ws://, wss://")
         return value
 
+    @field_validator("creds", "tls_ca", "tls_cert", "tls_key", mode="before")
+    @classmethod
+    def _empty_path_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
 
 class IdentitySettings(BaseSettings):
     """Identity inputs; :mod:`shared.identity` turns them into ids (DESIGN §2)."""
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    # an empty variable means unset (LOOM_INSTANCE= is instance 0, not an error)
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
 
     project_id: str | None = Field(
         default=None, validation_alias=AliasChoices("LOOM_PROJECT_ID", "LOOMINAL_PROJECT_ID")

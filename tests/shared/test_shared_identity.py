@@ -90,11 +90,33 @@ def test_project_path_from_env(variable: str, tmp_path: Path, monkeypatch: pytes
 
 
 def test_empty_variables_mean_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for variable in ("LOOM_PROJECT_ID", "LOOM_AGENT_ID", "LOOM_HANDLE", "LOOM_SUBAGENT_TYPE"):
+    for variable in (
+        "LOOM_PROJECT_ID",
+        "LOOM_AGENT_ID",
+        "LOOM_HANDLE",
+        "LOOM_SUBAGENT_TYPE",
+        "LOOM_INSTANCE",
+        "LOOM_AGENT_TYPE",
+        "LOOM_USER_ID",
+        "LOOM_PROJECT_PATH",
+    ):
         monkeypatch.setenv(variable, "")
     identity = _resolve(tmp_path)
     assert identity.project_id == project_id_for_path(tmp_path)
+    assert identity.project_path == tmp_path.resolve()
     assert not identity.is_subagent
+    assert identity.instance == 0 and identity.agent_type == "generic"
+
+
+def test_empty_primary_variable_lets_the_alias_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOM_PROJECT_ID", "")
+    monkeypatch.setenv("LOOMINAL_PROJECT_ID", "from-alias")
+    assert _resolve(tmp_path).project_id == "from-alias"
+    monkeypatch.setenv("LOOMINAL_PROJECT_ID", "Bad_Alias")
+    with pytest.raises(IdentityError, match="LOOMINAL_PROJECT_ID"):
+        load_settings()
 
 
 @pytest.mark.parametrize("value", ["Bad_Project", "-x", "a.b", "x" * 64])

@@ -82,6 +82,24 @@ async def test_nats_url_from_env(
     await _connect_ok(closing)
 
 
+async def test_empty_optional_variables_do_not_break_connecting(
+    nats_server: EmbeddedNatsServer, closing: list[NatsClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NATS_URL", nats_server.url)
+    for name in (
+        "NATS_USER",
+        "NATS_PASS",
+        "NATS_TOKEN",
+        "NATS_CREDS",
+        "NATS_TLS_CA",
+        "NATS_TLS_CERT",
+        "NATS_TLS_KEY",
+    ):
+        monkeypatch.setenv(name, "")
+    nc = await _connect_ok(closing)
+    assert not nc._server_info.get("tls_required")
+
+
 async def test_ws_scheme(nats_server: EmbeddedNatsServer, closing: list[NatsClient]) -> None:
     assert nats_server.websocket_url is not None and nats_server.websocket_url.startswith("ws://")
     await _connect_ok(closing, url=nats_server.websocket_url)

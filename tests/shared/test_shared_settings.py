@@ -55,9 +55,13 @@ def test_good_urls_accepted(url: str) -> None:
     assert NatsSettings(url=url).url == url
 
 
-def test_empty_url_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NATS_URL", "")
-    assert NatsSettings().url is None
+def test_empty_variables_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Templating (compose, Helm) often leaves NATS_CREDS= behind: that is not the path '.'."""
+    for name in ("NATS_URL", "NATS_USER", "NATS_PASS", "NATS_TOKEN", "NATS_CREDS", "NATS_TLS_CA", "NATS_CA"):
+        monkeypatch.setenv(name, "")
+    s = NatsSettings()
+    assert (s.url, s.user, s.password, s.token, s.creds, s.tls_ca, s.tls_cert, s.tls_key) == (None,) * 8
+    assert NatsSettings(creds="", tls_ca="", url="").creds is None
 
 
 def test_all_variables_read_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
