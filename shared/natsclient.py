@@ -232,12 +232,17 @@ async def connect(
     fatal: list[BaseException] = []
     connecting = True
     cancelled_by_us: list[asyncio.Task[Any]] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    def remaining() -> float:
+        return max(0.1, timeout - (loop.time() - started))
 
     if options.require_tls:
         # nats-py only upgrades when the server asks for TLS; a plaintext server would
         # receive our CONNECT, credentials included, so ask the server first.
-        for server in (s for s in options.servers if urlsplit(s).scheme == "tls"):
-            if await _server_requires_tls(server, min(2.0, timeout or 2.0)) is False:
+        for server in (srv for srv in options.servers if urlsplit(srv).scheme == "tls"):
+            if await _server_requires_tls(server, min(2.0, remaining()) if timeout else 2.0) is False:
                 raise NatsConnectError(
                     f"NATS at {server}: tls:// was requested but the server does not offer TLS "
                     "(nothing was sent to it)"
@@ -299,7 +304,7 @@ async def connect(
         if mode == "service" and timeout == 0:
             nc = await nats.connect(**common)
         else:
-            nc = await asyncio.wait_for(nats.connect(**common), timeout)
+            nc = await asyncio.wait_for(nats.connect(**common), remaining())
     except TimeoutError:
         reason = _describe(_most_telling(errors))
         raise NatsConnectError(
