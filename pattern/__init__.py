@@ -1,0 +1,6 @@
+"""Pattern: hierarchical agent memory over NATS KV (DESIGN §8).
+
+``pattern.service.MemoryService`` is the domain layer; ``pattern.tools``
+mounts the MCP tools on any ``MCPServer`` (the ``pattern`` console script, or
+Warp with ``--with-memory``).
+"""

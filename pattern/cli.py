@@ -1,8 +1,86 @@
-"""Console entry point for `pattern` (placeholder until its issue lands)."""
+"""``pattern``: the Pattern memory MCP server on stdio.
 
+Everything except MCP frames goes to stderr. Configuration comes from the
+environment (identity as for Warp: ``LOOM_PROJECT_ID``, ``LOOM_PROJECT_PATH``,
+``LOOM_AGENT_ID``, ``LOOM_SUBAGENT_TYPE``, ``LOOM_USER_ID``; NATS as
+everywhere: ``NATS_URL`` ...; and ``PATTERN_*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
 import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from pydantic import ValidationError
+
+from pattern.config import PatternConfig, PatternConfigError
+from pattern.runtime import PatternRuntime
+from pattern.server import build_server
+from shared.identity import IdentityError, resolve_identity
+from shared.names import InvalidNameError
+from shared.redact import configure_logging, redact
+from shared.settings import NatsSettings
+
+log = logging.getLogger("loom.pattern")
 
 
-def main() -> None:
-    print("pattern: not yet implemented", file=sys.stderr)
-    sys.exit(2)
+def _version() -> str:
+    try:
+        return version("loom-fabric")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="pattern", description="Loom Pattern memory MCP server (stdio).")
+    parser.add_argument("--version", action="version", version=f"pattern {_version()}")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="stderr log level (default INFO)",
+    )
+    return parser.parse_args(argv)
+
+
+async def _serve(runtime: PatternRuntime) -> None:
+    server = build_server(runtime, _version())
+    runtime.start()
+    try:
+        await server.run_stdio_async()
+    finally:
+        await runtime.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    configure_logging(args.log_level)
+    try:
+        identity = resolve_identity()
+        config = PatternConfig.from_env()
+        nats_settings = NatsSettings()
+    except (IdentityError, PatternConfigError, InvalidNameError) as exc:
+        print(f"pattern: {redact(exc)}", file=sys.stderr)
+        sys.exit(2)
+    except ValidationError as exc:
+        problems = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
+        print(f"pattern: invalid NATS configuration: {redact(problems)}", file=sys.stderr)
+        sys.exit(2)
+    log.info(
+        "pattern %s: agent %s, project %s%s",
+        _version(),
+        identity.agent_id,
+        identity.project_id,
+        f", sub-agent of {identity.parent_id}" if identity.parent_id else "",
+    )
+    runtime = PatternRuntime(identity, config, nats_settings=nats_settings)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(runtime))
+
+
+if __name__ == "__main__":
+    main()

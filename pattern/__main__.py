@@ -1,0 +1,5 @@
+"""``python -m pattern``: same as the ``pattern`` console script."""
+
+from pattern.cli import main
+
+main()

@@ -1,0 +1,332 @@
+"""The Pattern MCP tools: a thin adapter from MCP calls to :class:`MemoryService`.
+
+:func:`register_pattern_tools` adds every tool to any ``MCPServer`` — the
+standalone ``pattern`` server and Warp (``warp --with-memory``), which shares
+its NATS connection and identity by passing its own ``get_service``.
+
+Each tool's parameters are generated from its input model (``pattern.inputs``),
+so the schema in ``tools/list`` carries the model's constraints and the SDK
+enforces them before the call; the model is validated again here for the
+rules a JSON schema cannot express. Results are the result models as
+structured output plus their readable text.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import PydanticUndefined
+
+from pattern import inputs as i
+from pattern import results as r
+from pattern.errors import PatternError, UnavailableError
+from pattern.service import MemoryService
+
+log = logging.getLogger("loom.pattern.tools")
+
+GetService = Callable[[], MemoryService]
+"""Returns the ready service or raises :class:`UnavailableError` with a reason."""
+HealthFallback = Callable[[], r.HealthResult]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input_model: type[i.InputModel]
+    output_model: type[BaseModel]
+    run: Callable[[MemoryService, Any], Awaitable[Any]]
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "pattern_remember",
+        "Remember",
+        "Store a memory. category recent (default) and tasks expire after 24 h; longterm, core, decisions, "
+        "architecture and learnings do not. scope private (default), personal (you, any project), team "
+        "(this project) or public. Content is scanned for secrets (a warning, not a refusal).",
+        i.RememberInput,
+        r.RememberResult,
+        lambda s, q: s.remember(q),
+    ),
+    ToolSpec(
+        "pattern_remember_task",
+        "Remember a task",
+        "Store a task note (category tasks); it expires after 24 h unless committed with "
+        "pattern_commit_insight.",
+        i.RememberTaskInput,
+        r.RememberResult,
+        lambda s, q: s.remember_task(q),
+    ),
+    ToolSpec(
+        "pattern_remember_learning",
+        "Remember a learning",
+        "Store something learned (category learnings, never expires). Private by default; share it with "
+        "the team later with pattern_share_learning.",
+        i.RememberLearningInput,
+        r.RememberResult,
+        lambda s, q: s.remember_learning(q),
+    ),
+    ToolSpec(
+        "pattern_commit_insight",
+        "Commit an insight",
+        "Promote one of your memories to longterm and remove its expiry, optionally rewriting its content, "
+        "adding tags or changing its priority. The id stays the same.",
+        i.CommitInsightInput,
+        r.CommitInsightResult,
+        lambda s, q: s.commit_insight(q),
+        idempotent=True,
+    ),
+    ToolSpec(
+        "pattern_core_memory",
+        "Remember a core memory",
+        "Store a core memory: who you are and rules you always follow. Recalled first, never expires, "
+        "protected (forgetting needs force=true), at most 100 per agent, private or personal only; "
+        "your sub-agents do not see it.",
+        i.CoreMemoryInput,
+        r.RememberResult,
+        lambda s, q: s.core_memory(q),
+    ),
+    ToolSpec(
+        "pattern_forget",
+        "Forget a memory",
+        "Delete one memory you created (a personal one of your user also works). Core memories need "
+        "force=true.",
+        i.ForgetInput,
+        r.ForgetResult,
+        lambda s, q: s.forget(q),
+        destructive=True,
+    ),
+    ToolSpec(
+        "pattern_recall_context",
+        "Recall context",
+        "Recall the memories you can see, ordered core > longterm > shared (decisions, architecture, "
+        "learnings) > recent > tasks, newest first within each, with a summary of at most 4 KB and counts "
+        "(visible, by category and scope, recently expired). Filters combine with AND; tags must all match.",
+        i.RecallInput,
+        r.RecallResult,
+        lambda s, q: s.recall_context(q),
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "pattern_share_learning",
+        "Share a learning",
+        "Copy (default) or move one of your memories to team (default) or public scope. The shared "
+        "memory does not expire; core memories cannot be shared.",
+        i.ShareLearningInput,
+        r.ShareResult,
+        lambda s, q: s.share_learning(q),
+    ),
+    ToolSpec(
+        "pattern_cleanup",
+        "Clean up temporary memories",
+        "Remove your own expired recent/tasks memories (nats-server normally expires them; this is the "
+        "backstop), or with older_than_hours also younger ones. Never touches other agents' memories.",
+        i.CleanupInput,
+        r.CleanupResult,
+        lambda s, q: s.cleanup(q),
+        destructive=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "pattern_export_memories",
+        "Export memories",
+        "Write your own memories to a versioned JSON file in the export directory (PATTERN_EXPORT_DIR, "
+        "default <project>/.loom/memory-exports).",
+        i.ExportInput,
+        r.ExportResult,
+        lambda s, q: s.export_memories(q),
+    ),
+    ToolSpec(
+        "pattern_import_memories",
+        "Import memories",
+        "Import a JSON export from the export directory. Every record becomes yours (this agent, project "
+        "and user) whatever the file says; each record is validated and skipped ones are reported. "
+        "Importing the same file twice adds nothing.",
+        i.ImportInput,
+        r.ImportResult,
+        lambda s, q: s.import_memories(q),
+        idempotent=True,
+    ),
+    ToolSpec(
+        "pattern_remember_bulk",
+        "Remember many",
+        "Store 1 to 100 memories in one call; each item succeeds or fails on its own.",
+        i.RememberBulkInput,
+        r.BulkRememberResult,
+        lambda s, q: s.remember_bulk(q),
+    ),
+    ToolSpec(
+        "pattern_forget_bulk",
+        "Forget many",
+        "Forget 1 to 500 memories by id; each id succeeds or fails on its own. Core memories need "
+        "force=true.",
+        i.ForgetBulkInput,
+        r.BulkForgetResult,
+        lambda s, q: s.forget_bulk(q),
+        destructive=True,
+    ),
+    ToolSpec(
+        "pattern_health",
+        "Memory health",
+        "Connection state, identity, buckets, index size, TTL mode and limits. Answers even while NATS is "
+        "unreachable.",
+        i.HealthInput,
+        r.HealthResult,
+        lambda s, q: _health(s),
+        read_only=True,
+        idempotent=True,
+    ),
+)
+
+TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
+
+
+async def _health(service: MemoryService) -> r.HealthResult:
+    return service.health()
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """One line per problem, each starting with the field it is about."""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        problems.append(f"{loc}: {msg}" if loc else msg)
+    return "invalid arguments: " + "; ".join(problems)
+
+
+def _signature(model: type[BaseModel], output: type[BaseModel]) -> inspect.Signature:
+    """Keyword parameters mirroring ``model``'s fields and their constraints."""
+    params = []
+    for name, info in model.model_fields.items():
+        annotation: Any = Annotated[(info.annotation, *info.metadata, Field(description=info.description))]
+        default = inspect.Parameter.empty if info.default is PydanticUndefined else info.default
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        )
+    return inspect.Signature(params, return_annotation=Annotated[CallToolResult, output])
+
+
+def _to_result(result: Any) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=result.text())],
+        structured_content=result.model_dump(mode="json"),
+    )
+
+
+_unknown_arguments: ContextVar[tuple[str, ...]] = ContextVar("pattern_unknown_arguments", default=())
+
+
+class StrictArguments:
+    """Server middleware: unknown argument names are an error, and ``tools/list``
+    says so (``additionalProperties: false``) — the SDK would drop them silently,
+    and a mistyped filter name must not turn into an unfiltered answer."""
+
+    def __init__(self, allowed: Mapping[str, frozenset[str]]) -> None:
+        self._allowed = dict(allowed)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params or {}
+        if ctx.method == "tools/call" and params.get("name") in self._allowed:
+            arguments = params.get("arguments")
+            if isinstance(arguments, Mapping):
+                unknown = tuple(sorted(set(arguments) - self._allowed[params["name"]]))
+                if unknown:
+                    token = _unknown_arguments.set(unknown)
+                    try:
+                        return await call_next(ctx)
+                    finally:
+                        _unknown_arguments.reset(token)
+        result = await call_next(ctx)
+        if ctx.method == "tools/list" and isinstance(result, dict):
+            for tool in result.get("tools", ()):
+                schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+                if isinstance(schema, dict) and tool.get("name") in self._allowed:
+                    schema["additionalProperties"] = False
+        return result
+
+
+def _handler(spec: ToolSpec, get_service: GetService, health: HealthFallback | None) -> Callable[..., Any]:
+    fields = ", ".join(spec.input_model.model_fields) or "none"
+
+    async def handler(**kwargs: Any) -> CallToolResult:
+        unknown = _unknown_arguments.get()
+        if unknown:
+            raise ToolError(
+                f"invalid arguments: {', '.join(unknown)}: unknown field (this tool takes: {fields})"
+            )
+        try:
+            req = spec.input_model.model_validate(kwargs)
+        except ValidationError as exc:
+            raise ToolError(describe_validation(exc)) from None
+        try:
+            service = get_service()
+        except UnavailableError as exc:
+            if spec.name == "pattern_health":
+                fallback = health() if health is not None else _unavailable(str(exc))
+                return _to_result(fallback)
+            raise ToolError(str(exc)) from None
+        try:
+            result = await spec.run(service, req)
+        except PatternError as exc:
+            raise ToolError(str(exc)) from None
+        return _to_result(result)
+
+    handler.__name__ = spec.name
+    handler.__doc__ = spec.description
+    handler.__signature__ = _signature(spec.input_model, spec.output_model)  # type: ignore[attr-defined]
+    return handler
+
+
+def _unavailable(reason: str) -> r.HealthResult:
+    return r.HealthResult(status="unavailable", nats_url="", connected=False, error=reason)
+
+
+def register_pattern_tools(
+    server: MCPServer[Any],
+    get_service: GetService,
+    *,
+    health: HealthFallback | None = None,
+) -> list[str]:
+    """Add the 14 ``pattern_*`` tools to ``server``; returns their names.
+
+    ``get_service`` is called on every tool call and must return a started
+    :class:`MemoryService` or raise :class:`UnavailableError` saying why
+    (tools then answer with that error). ``health`` describes the state for
+    ``pattern_health`` while there is no service yet.
+    """
+    server.middleware.append(
+        StrictArguments({spec.name: frozenset(spec.input_model.model_fields) for spec in TOOLS})
+    )
+    for spec in TOOLS:
+        server.add_tool(
+            _handler(spec, get_service, health),
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            annotations=ToolAnnotations(
+                title=spec.title,
+                read_only_hint=spec.read_only,
+                destructive_hint=spec.destructive,
+                idempotent_hint=spec.idempotent,
+                open_world_hint=False,
+            ),
+            structured_output=True,
+        )
+    return list(TOOL_NAMES)
