@@ -41,7 +41,12 @@ async def publish_event(
     action: str,
     subject_id: str,
     data: dict[str, Any] | None = None,
+    *,
+    msg_id: str | None = None,
 ) -> Event:
+    """Publish one event. ``msg_id`` (default: the event id) lets several
+    publishers of the same fact (two Weft replicas deriving one agent event)
+    be deduplicated by the stream."""
     event = Event(
         kind=kind,
         action=action,
@@ -52,6 +57,6 @@ async def publish_event(
     await js.publish(
         names.event_subject(kind, action),
         event.to_json_bytes(),
-        headers={"Nats-Msg-Id": event.id},
+        headers={"Nats-Msg-Id": msg_id or event.id},
     )
     return event

@@ -1,0 +1,102 @@
+"""Fixtures for Weft's tests: a real Weft (uvicorn, in-process, on a free port) over the real
+nats-server from ``shared.testing``, and HTTP/WebSocket clients for it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from nats.aio.client import Client as NatsClient
+
+from shared.server import EmbeddedNatsServer, free_port
+from shared.settings import NatsSettings
+from weft.app import create_app
+from weft.settings import WeftSettings
+from weft.spinup import SpinupService
+
+_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")
+_ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's own NATS_URL, LOOM_* or WEFT_* must not leak into the settings under test."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+            monkeypatch.delenv(name)
+
+
+@dataclass
+class RunningWeft:
+    base_url: str
+    ws_url: str
+    settings: WeftSettings
+    server: uvicorn.Server
+
+    def client(self, token: str | None = None, project: str | None = None) -> httpx.AsyncClient:
+        headers: dict[str, str] = {}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if project is not None:
+            headers["X-Loom-Project"] = project
+        return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=10)
+
+
+WeftFactory = Callable[..., AbstractAsyncContextManager[RunningWeft]]
+
+
+@pytest.fixture
+def weft_factory(nats_server: EmbeddedNatsServer) -> WeftFactory:
+    """``async with weft_factory(project_id=..., api_tokens=...) as weft:`` runs a real Weft."""
+
+    @asynccontextmanager
+    async def start(
+        *, spinup: SpinupService | None = None, nc: NatsClient | None = None, **overrides: Any
+    ) -> AsyncIterator[RunningWeft]:
+        values: dict[str, Any] = {
+            "sweep_interval_s": 0.2,
+            "stale_check_interval_s": 0.2,
+            "nats": NatsSettings(url=nats_server.url),
+        }
+        values.update(overrides)
+        settings = WeftSettings(**values)
+        port = free_port()
+        app = create_app(settings, spinup=spinup, nc=nc)
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
+        task = asyncio.create_task(server.serve())
+        try:
+            for _ in range(500):
+                if server.started or task.done():
+                    break
+                await asyncio.sleep(0.01)
+            if task.done():
+                task.result()
+            assert server.started, "Weft did not start"
+            yield RunningWeft(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", settings, server)
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, 15)
+
+    return start
+
+
+@pytest.fixture
+async def weft(weft_factory: WeftFactory, project_id: str) -> AsyncIterator[RunningWeft]:
+    async with weft_factory(project_id=project_id) as running:
+        yield running
+
+
+@pytest.fixture
+async def api(weft: RunningWeft) -> AsyncIterator[httpx.AsyncClient]:
+    async with weft.client() as client:
+        yield client

@@ -1,0 +1,123 @@
+"""The FastAPI application: :func:`create_app` wires settings, NATS, projects and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from nats.aio.client import Client as NatsClient
+
+from shared.natsclient import NatsConnectError
+from shared.policy import BoundaryPolicy, load_policy_file
+from shared.server import NatsServerError
+from weft import __version__, errors
+from weft.banner import print_banner
+from weft.deps import require_token
+from weft.metrics import Metrics, RequestTimer
+from weft.project import ProjectHub
+from weft.routes import agents, channels, dlq, health, stats, targets, work, ws
+from weft.routing import Router
+from weft.runtime import NatsRuntime, open_nats
+from weft.settings import WeftSettings
+from weft.spinup import SpinupService, default_service
+from weft.state import NatsInfo, WeftState
+from weft.sweeper import run_sweeper
+
+log = logging.getLogger("loom.weft")
+
+DESCRIPTION = """Weft coordinates a Loom fleet: work submission and routing, the agent registry,
+spin-up targets, dead letters and live events, over NATS JetStream.
+
+Every route but `/health` and `/metrics` needs `Authorization: Bearer <token>` when
+`WEFT_API_TOKENS` is set. Name the project with the `X-Loom-Project` header or the
+`project` query parameter. Errors are `{"error": code, "message": ..., "details": ...}`."""
+
+
+def load_policy(settings: WeftSettings) -> BoundaryPolicy | None:
+    """The policy file's content, or None (keep whatever the projects already have)."""
+    return None if settings.policy_file is None else load_policy_file(settings.policy_file)
+
+
+def create_app(
+    settings: WeftSettings | None = None,
+    *,
+    nc: NatsClient | None = None,
+    spinup: SpinupService | None = None,
+) -> FastAPI:
+    """Build a Weft app. ``nc``: use this connection (not closed on shutdown) instead of
+    opening one; ``spinup``: the spin-up service (default: :func:`weft.spinup.default_service`)."""
+    config = settings or WeftSettings()
+    policy = load_policy(config)  # fail before serving anything when the file is bad
+    service = spinup or default_service(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime: NatsRuntime | None = None
+        if nc is None:
+            try:
+                runtime = await open_nats(config)
+            except (NatsServerError, NatsConnectError) as exc:
+                log.error("weft cannot start: %s", exc)
+                raise
+            connection, info = runtime.nc, runtime.info
+        else:
+            connection = nc
+            info = NatsInfo(url="(provided connection)", embedded=False)
+        metrics: Metrics = app.state.metrics
+        hub = ProjectHub(connection, config, metrics, policy)
+        state = WeftState(
+            settings=config, hub=hub, router=Router(service), spinup=service, metrics=metrics, nats=info
+        )
+        app.state.weft = state
+        sweeper: asyncio.Task[None] | None = None
+        try:
+            await hub.get(config.project_id)
+            await service.start(hub)
+            sweeper = asyncio.create_task(
+                run_sweeper(hub, state.router, config.sweep_interval_s), name="sweeper"
+            )
+            if config.banner:
+                print_banner(config, info, policy)
+            yield
+        finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
+            await state.drain()
+            with contextlib.suppress(Exception):
+                await service.stop()
+            await hub.close()
+            if runtime is not None:
+                await runtime.close()
+
+    docs_deps = [] if config.public_docs else [Depends(require_token)]
+    app = FastAPI(
+        title="Weft",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.metrics = Metrics()
+    errors.install(app)
+    app.add_middleware(RequestTimer, metrics=app.state.metrics)
+    for module in (health, agents, work, dlq, targets, stats, channels, ws):
+        app.include_router(module.router)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=docs_deps)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=docs_deps)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Weft API")
+
+    return app

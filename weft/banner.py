@@ -1,0 +1,73 @@
+"""The start-up banner (stderr): where the API is, where NATS is, how to attach an agent."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from shared.policy import BoundaryPolicy
+from weft import __version__
+from weft.settings import WeftSettings
+from weft.state import NatsInfo
+
+
+def warp_command() -> str:
+    """Absolute path of the ``warp`` console script next to this interpreter, if installed."""
+    beside = Path(sys.executable).parent / "warp"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("warp") or "warp"
+
+
+def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy | None) -> str:
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    base = f"http://{host}:{settings.port}"
+    project = settings.project_id
+    warp = warp_command()
+    nats_line = nats.url + (f"  (embedded; data in {nats.store_dir})" if nats.embedded else "")
+    auth = (
+        "bearer token required (WEFT_API_TOKENS)"
+        if settings.auth_enabled
+        else "open - set WEFT_API_TOKENS to require a token"
+    )
+    policy_line = (
+        f"{settings.policy_file} ({len(policy.boundaries)} boundary rules)"
+        if policy is not None and settings.policy_file is not None
+        else "none given - projects keep their published policy (default: any agent, any boundary)"
+    )
+    mcp_json = json.dumps(
+        {
+            "mcpServers": {
+                "warp": {"command": warp, "env": {"NATS_URL": nats.url, "LOOM_PROJECT_ID": project}}
+            }
+        },
+        indent=2,
+    )
+    lines = [
+        f"Weft {__version__} - Loom coordinator",
+        f"  REST API    {base}/api",
+        f"  API docs    {base}/docs   (OpenAPI: {base}/openapi.json)",
+        f"  Events      ws://{host}:{settings.port}/api/ws",
+        f"  Health      {base}/health   Metrics: {base}/metrics",
+        f"  NATS        {nats_line}",
+    ]
+    if nats.websocket_url:
+        lines.append(f"  NATS (WS)   {nats.websocket_url}")
+    lines += [
+        f"  Project     {project}",
+        f"  Auth        {auth}",
+        f"  Policy      {policy_line}",
+        "",
+        "Attach an agent: run Warp as an MCP server of your MCP client, e.g. Claude Code:",
+        f"  claude mcp add warp -e NATS_URL={nats.url} -e LOOM_PROJECT_ID={project} -- {warp}",
+        "or add this to the client's MCP configuration (.mcp.json):",
+        *("  " + line for line in mcp_json.splitlines()),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def print_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy | None) -> None:
+    print(render_banner(settings, nats, policy), file=sys.stderr, flush=True)

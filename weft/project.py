@@ -1,0 +1,130 @@
+"""Per-project services, started lazily the first time a request names a project.
+
+A :class:`ProjectContext` bundles everything Weft does for one project (work
+queue, registry mirror, work index, targets, events relay) over the one NATS
+connection; the :class:`ProjectHub` creates them on demand, publishes the
+boundary policy to each, and drops the least recently used beyond a cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.names import ProjectNames
+from shared.policy import BoundaryPolicy, config_bucket, publish_policy
+from shared.registry import Registry
+from shared.work import WorkQueue
+from weft.agents import AgentDirectory
+from weft.metrics import Metrics
+from weft.relay import EventRelay
+from weft.settings import WeftSettings
+from weft.targets.store import TargetStore
+from weft.workview import WorkIndex
+
+log = logging.getLogger("loom.weft.project")
+
+
+class ProjectContext:
+    def __init__(self, nc: NatsClient, js: JetStreamContext, names: ProjectNames, metrics: Metrics) -> None:
+        self.nc = nc
+        self.js = js
+        self.names = names
+        self.queue = WorkQueue(nc, names, js=js)
+        self.registry = Registry(js, names)
+        self.agents = AgentDirectory(nc, js, names)
+        self.work = WorkIndex(js, self.queue)
+        self.targets = TargetStore(js, names)
+        self.relay = EventRelay(js, names, metrics)
+        self.last_used = time.monotonic()
+
+    @property
+    def project_id(self) -> str:
+        return self.names.project_id
+
+    async def start(self, settings: WeftSettings, policy: BoundaryPolicy | None) -> None:
+        await self.queue.ensure()
+        if policy is not None:
+            await publish_policy(await config_bucket(self.js, self.names), policy)
+            self.queue.forget_policy_cache()
+        await self.relay.start()
+        await self.agents.start(settings.stale_check_interval_s)
+        await self.work.start()
+        await self.targets.start()
+
+    async def stop(self) -> None:
+        for part in (self.targets, self.work, self.agents, self.relay):
+            with contextlib.suppress(Exception):
+                await part.stop()
+
+
+class ProjectHub:
+    def __init__(
+        self,
+        nc: NatsClient,
+        settings: WeftSettings,
+        metrics: Metrics,
+        policy: BoundaryPolicy | None,
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.settings = settings
+        self.metrics = metrics
+        self.policy = policy
+        self.default_project = settings.project_id
+        self._contexts: dict[str, ProjectContext] = {}
+        self._starting: dict[str, asyncio.Task[ProjectContext]] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, project_id: str) -> ProjectContext:
+        context = self._contexts.get(project_id)
+        if context is not None:
+            context.last_used = time.monotonic()
+            return context
+        async with self._lock:
+            task = self._starting.get(project_id)
+            if task is None:
+                task = asyncio.create_task(self._start(project_id), name=f"project:{project_id}")
+                self._starting[project_id] = task
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._starting.pop(project_id, None)
+
+    async def _start(self, project_id: str) -> ProjectContext:
+        context = ProjectContext(self.nc, self.js, ProjectNames(project_id), self.metrics)
+        try:
+            await context.start(self.settings, self.policy)
+        except BaseException:
+            await context.stop()
+            raise
+        self._contexts[project_id] = context
+        log.info("serving project %s", project_id)
+        await self._evict()
+        return context
+
+    async def _evict(self) -> None:
+        while len(self._contexts) > self.settings.max_projects:
+            candidates = [c for c in self._contexts.values() if c.project_id != self.default_project]
+            if not candidates:
+                return
+            oldest = min(candidates, key=lambda c: c.last_used)
+            self._contexts.pop(oldest.project_id, None)
+            log.info("no longer serving project %s (least recently used)", oldest.project_id)
+            await oldest.stop()
+
+    def served(self) -> list[ProjectContext]:
+        return list(self._contexts.values())
+
+    async def close(self) -> None:
+        for task in list(self._starting.values()):
+            task.cancel()
+        contexts, self._contexts = list(self._contexts.values()), {}
+        for context in contexts:
+            await context.stop()

@@ -1,0 +1,106 @@
+"""Follows one project's events stream and fans events out to WebSocket clients and metrics.
+
+One ordered consumer per served project (it survives reconnects by resuming
+after the last event it saw); listeners get each event once, in stream order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy
+
+from shared.names import ProjectNames
+from weft.metrics import Metrics
+
+log = logging.getLogger("loom.weft.relay")
+
+LISTENER_QUEUE = 1000
+
+
+@dataclass
+class RelayedEvent:
+    kind: str
+    action: str
+    seq: int
+    event: dict[str, Any]
+
+
+@dataclass
+class Listener:
+    """A bounded queue of events; when a slow client lets it fill, the oldest are dropped and counted."""
+
+    accepts: Callable[[str], bool]
+    queue: asyncio.Queue[RelayedEvent] = field(default_factory=lambda: asyncio.Queue(LISTENER_QUEUE))
+    dropped: int = 0
+
+    def offer(self, event: RelayedEvent) -> None:
+        if not self.accepts(event.kind):
+            return
+        while True:
+            try:
+                self.queue.put_nowait(event)
+                return
+            except asyncio.QueueFull:
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    self.queue.get_nowait()
+                    self.dropped += 1
+
+
+class EventRelay:
+    def __init__(self, js: JetStreamContext, names: ProjectNames, metrics: Metrics) -> None:
+        self._js = js
+        self.names = names
+        self._metrics = metrics
+        self._listeners: set[Listener] = set()
+        self._sub: Any = None
+        self._prefix = f"{names.events_subjects[:-1]}"
+
+    async def start(self) -> None:
+        self._sub = await self._js.subscribe(
+            self.names.events_subjects,
+            stream=self.names.events_stream,
+            cb=self._on_message,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+        )
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+
+    def listen(self, accepts: Callable[[str], bool]) -> Listener:
+        listener = Listener(accepts)
+        self._listeners.add(listener)
+        return listener
+
+    def unlisten(self, listener: Listener) -> None:
+        self._listeners.discard(listener)
+
+    async def _on_message(self, msg: Msg) -> None:
+        tail = msg.subject[len(self._prefix) :] if msg.subject.startswith(self._prefix) else ""
+        kind, _, action = tail.partition(".")
+        if not kind:
+            return
+        self._metrics.observe_event(self.names.project_id, kind, action)
+        if not self._listeners:
+            return
+        try:
+            event = json.loads(msg.data)
+        except ValueError:
+            log.warning("unreadable event on %s", msg.subject)
+            return
+        seq = int(msg.metadata.sequence.stream) if msg.metadata else 0
+        relayed = RelayedEvent(kind=kind, action=action, seq=seq, event=event)
+        for listener in list(self._listeners):
+            listener.offer(relayed)

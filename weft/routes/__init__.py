@@ -1,0 +1,1 @@
+"""REST and WebSocket routes: thin adapters over the domain modules, one module per resource."""

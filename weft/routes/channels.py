@@ -1,0 +1,92 @@
+"""``/api/channels``: read Warp's project channels (operator view: every scope)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
+
+from shared.models import ChannelMessage
+from weft.channels import MAX_PAGE, list_channels, read_messages
+from weft.deps import Cursor, ProjectDep, require_token
+from weft.errors import ERROR_RESPONSES
+from weft.routes.common import ChannelName
+
+router = APIRouter(
+    prefix="/api/channels",
+    tags=["channels"],
+    dependencies=[Depends(require_token)],
+    responses=ERROR_RESPONSES,
+)
+
+
+class ChannelOut(BaseModel):
+    name: str
+    messages: int
+    bytes: int
+    first_seq: int
+    last_seq: int
+    last_message_at: datetime | None
+
+
+class ChannelsOut(BaseModel):
+    channels: list[ChannelOut]
+
+
+class ChannelMessageOut(BaseModel):
+    seq: int
+    stored_at: datetime | None
+    message: ChannelMessage | None = Field(description="null when the stored payload is not a Loom message")
+    raw: str | None = Field(default=None, description="The payload as text when it is not a Loom message")
+
+
+class ChannelMessagesOut(BaseModel):
+    channel: str
+    items: list[ChannelMessageOut]
+    next_cursor: str | None = Field(description="More stored messages follow; null on the last page")
+    follow_cursor: str = Field(description="Pass back later to get only messages sent since this page")
+
+
+@router.get("", response_model=ChannelsOut, summary="Channels of a project")
+async def channels(project: ProjectDep) -> ChannelsOut:
+    found = await list_channels(project.nc, project.names)
+    return ChannelsOut(
+        channels=[
+            ChannelOut(
+                name=c.name,
+                messages=c.messages,
+                bytes=c.bytes,
+                first_seq=c.first_seq,
+                last_seq=c.last_seq,
+                last_message_at=c.last_message_at,
+            )
+            for c in found
+        ]
+    )
+
+
+@router.get(
+    "/{name}/messages", response_model=ChannelMessagesOut, summary="Messages of a channel, oldest first"
+)
+async def messages(
+    name: ChannelName,
+    project: ProjectDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Cursor = None,
+    from_beginning: bool = False,
+) -> ChannelMessagesOut:
+    """Without a cursor: the latest ``limit`` messages (the first ones with ``from_beginning``)."""
+    page = await read_messages(
+        project.nc, project.names, name, limit=limit, cursor=cursor, from_beginning=from_beginning
+    )
+    return ChannelMessagesOut(
+        channel=page.channel,
+        items=[
+            ChannelMessageOut(seq=m.seq, stored_at=m.stored_at, message=m.message, raw=m.raw)
+            for m in page.items
+        ],
+        next_cursor=page.next_cursor,
+        follow_cursor=page.follow_cursor,
+    )

@@ -1,0 +1,67 @@
+"""``/health`` and ``/metrics``: open (no token), for probes and Prometheus."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from typing import Literal
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from shared.models import AgentStatus, utcnow
+from weft import __version__
+from weft.deps import StateDep
+from weft.metrics import CONTENT_TYPE
+
+router = APIRouter(tags=["health"])
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    nats: Literal["connected", "reconnecting", "disconnected"]
+    version: str
+    project_id: str
+    projects_served: int
+    started_at: datetime
+    uptime_s: float
+
+
+@router.get(
+    "/health",
+    response_model=Health,
+    summary="Liveness and NATS connectivity",
+    responses={503: {"model": Health, "description": "NATS is not connected"}},
+)
+async def health(state: StateDep) -> Response:
+    nc = state.hub.nc
+    nats = "connected" if nc.is_connected else ("reconnecting" if nc.is_reconnecting else "disconnected")
+    body = Health(
+        status="ok" if nats == "connected" else "degraded",
+        nats=nats,
+        version=__version__,
+        project_id=state.settings.project_id,
+        projects_served=len(state.hub.served()),
+        started_at=state.started_at,
+        uptime_s=(utcnow() - state.started_at).total_seconds(),
+    )
+    return JSONResponse(body.model_dump(mode="json"), status_code=200 if body.status == "ok" else 503)
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}},
+)
+async def metrics(state: StateDep) -> Response:
+    for context in state.hub.served():
+        with contextlib.suppress(Exception):  # a scrape must still answer while NATS is away
+            state.metrics.set_queue_depths(context.project_id, await context.queue.queue_depths())
+        counts = {status.value: 0 for status in AgentStatus}
+        for agent in context.agents.states():
+            counts[agent.status.value] += 1
+        for status, count in counts.items():
+            state.metrics.agents.labels(context.project_id, status).set(count)
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)

@@ -1,0 +1,108 @@
+"""Idle shutdown of agents that a target started.
+
+An agent is idle when it holds no work (``current_tasks == 0`` in its registry
+entry and no claimed or in-progress item assigned to it in the work records).
+Its idle time runs from its latest activity: the registry's
+``last_activity`` (task count and status changes), its registration, and the
+last change to any work item assigned to it. Heartbeats only prove it is
+alive; they are not activity.
+
+Steps, each an event: past the target's ``idle_timeout_s`` (0 = never) the
+agent is asked to shut down through Warp (``spinup.shutdown-requested``, a
+``ControlRequest`` on its control subject); when it has gone, or is still
+there after the grace period, its mechanism stops it (``spinup.stopping``,
+``spinup.stopped``). An agent holding work is never stopped: if it claimed
+something after the request, Weft waits for it to finish.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared.models import AgentEntry, AgentStatus, SpinupState, Target
+from shared.work import HELD, WorkQueue
+from weft.spinup.manager import SpinupManager
+from weft.spinup.store import SpinupRecord
+
+log = logging.getLogger("loom.weft.spinup.idle")
+
+
+@dataclass
+class WorkActivity:
+    held: int = 0
+    last: datetime | None = None
+
+
+async def work_activity(work: WorkQueue, agent_ids: set[str]) -> dict[str, WorkActivity]:
+    """Held items and latest work change per agent, from one pass over the work records."""
+    activity: dict[str, WorkActivity] = {}
+    if not agent_ids:
+        return activity
+    for record in await work.all_records():
+        item = record.item
+        if item.assigned_to not in agent_ids:
+            continue
+        entry = activity.setdefault(item.assigned_to, WorkActivity())
+        if item.status in HELD:
+            entry.held += 1
+        if entry.last is None or item.updated_at > entry.last:
+            entry.last = item.updated_at
+    return activity
+
+
+def idle_since(record: SpinupRecord, agent: AgentEntry, work: WorkActivity | None) -> datetime:
+    moments = [agent.last_activity, agent.registered_at]
+    if record.op.registered_at is not None:
+        moments.append(record.op.registered_at)
+    if work is not None and work.last is not None:
+        moments.append(work.last)
+    return max(moments)
+
+
+class IdleMonitor:
+    def __init__(self, manager: SpinupManager, work: WorkQueue) -> None:
+        self.manager = manager
+        self.work = work
+
+    async def check(
+        self,
+        live: list[SpinupRecord],
+        agents: Mapping[str, AgentEntry],
+        targets: Mapping[str, Target],
+        now: datetime,
+    ) -> None:
+        watched = [r for r in live if r.op.state in (SpinupState.REGISTERED, SpinupState.STOPPING)]
+        if not watched:
+            return
+        activity = await work_activity(self.work, {r.op.agent_id for r in watched})
+        grace = self.manager.settings.shutdown_grace_s
+        for record in watched:
+            op = record.op
+            agent = agents.get(op.agent_id)
+            work = activity.get(op.agent_id)
+            held = (work.held if work else 0) + (agent.current_tasks if agent else 0)
+            online = agent is not None and agent.effective_status(now) is not AgentStatus.OFFLINE
+            if op.state is SpinupState.REGISTERED:
+                target = targets.get(op.target_id)
+                if target is None or target.idle_timeout_s == 0 or held or agent is None or not online:
+                    continue
+                idle_s = (now - idle_since(record, agent, work)).total_seconds()
+                if idle_s > target.idle_timeout_s:
+                    reason = f"idle for {idle_s:.1f}s (idle_timeout_s {target.idle_timeout_s:g})"
+                    await self.manager.request_shutdown(op.id, reason, grace)
+            elif record.shutdown_requested_at is not None and record.stop_started_at is None:
+                if not online:
+                    await self.manager.finish(
+                        op.id, SpinupState.STOPPING, reason="left after its shutdown request"
+                    )
+                elif held:
+                    continue  # never stop an agent holding work; it drains first
+                elif (now - record.shutdown_requested_at).total_seconds() > grace:
+                    await self.manager.finish(
+                        op.id,
+                        SpinupState.STOPPING,
+                        reason=f"still running {grace:g}s after its shutdown request",
+                    )

@@ -1,0 +1,573 @@
+"""The spin-up manager of one project: decide, start, link, time out, stop.
+
+Every decision and transition goes through the spinups bucket with
+compare-and-set (see :mod:`weft.spinup.store`), so several Weft replicas can
+run a manager for the same project: admission is atomic per target, and each
+transition of an operation happens once. Nothing is kept only in memory; a
+restarted Weft picks up every live operation from the bucket on its next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.events import ensure_events_stream, publish_event
+from shared.models import (
+    AgentEntry,
+    AgentStatus,
+    ControlRequest,
+    SpinupOperation,
+    SpinupState,
+    Target,
+    WorkItem,
+    utcnow,
+)
+from shared.names import ProjectNames
+from shared.policy import BoundaryPolicy, config_bucket, read_policy
+from shared.redact import redact
+from shared.registry import Registry
+from weft.spinup.config import MechanismConfig, TargetConfigError, parse_config
+from weft.spinup.mechanisms.base import Launch, Mechanism, MechanismError
+from weft.spinup.selection import Need, rank
+from weft.spinup.settings import SpinupSettings
+from weft.spinup.store import (
+    FINAL_STATES,
+    IN_FLIGHT_STATES,
+    Refusal,
+    SpinupNotFound,
+    SpinupRecord,
+    SpinupStore,
+)
+from weft.spinup.targets import TargetMissing, TargetSource
+
+log = logging.getLogger("loom.weft.spinup")
+
+POLICY_CACHE_S = 2.0
+
+
+class SpinupRefused(Exception):
+    """A manual spin-up that cannot happen now; ``code`` maps to an HTTP status."""
+
+    def __init__(self, code: str, message: str, retry_after_s: float | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+@dataclass
+class SpinupDecision:
+    """What a routing request led to."""
+
+    outcome: Literal["started", "deferred", "no-target"]
+    detail: str
+    operation: SpinupOperation | None = None
+    refusals: list[tuple[str, Refusal]] = field(default_factory=list)
+    decision_ms: float = 0.0
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, MechanismError | TargetConfigError):
+        return str(exc)
+    return redact(f"{type(exc).__name__}: {exc}")
+
+
+class SpinupManager:
+    def __init__(
+        self,
+        nc: NatsClient,
+        names: ProjectNames,
+        targets: TargetSource,
+        mechanisms: Mapping[str, Mechanism],
+        *,
+        agent_nats_url: str,
+        settings: SpinupSettings | None = None,
+        js: JetStreamContext | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self._nc = nc
+        self._js = js or nc.jetstream()
+        self.names = names
+        self.targets = targets
+        self.mechanisms = mechanisms
+        self.settings = settings or SpinupSettings()
+        self.agent_nats_url = agent_nats_url
+        self.store = SpinupStore(self._js, names)
+        self.registry = registry or Registry(self._js, names)
+        self.host = socket.gethostname()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping: set[str] = set()
+        self._ensured = False
+        self._policy: BoundaryPolicy | None = None
+        self._policy_at = 0.0
+
+    # -- plumbing ------------------------------------------------------------------
+    async def ensure(self) -> None:
+        if not self._ensured:
+            await ensure_events_stream(self._js, self.names)
+            await self.store.bucket()
+            self._ensured = True
+
+    async def policy(self) -> BoundaryPolicy:
+        now = time.monotonic()
+        if self._policy is None or now - self._policy_at > POLICY_CACHE_S:
+            self._policy = await read_policy(await config_bucket(self._js, self.names))
+            self._policy_at = now
+        return self._policy
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Wait for background starts and stops (tests, orderly shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self._tasks and time.monotonic() < deadline:
+            await asyncio.wait(set(self._tasks), timeout=max(0.0, deadline - time.monotonic()))
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _event(self, action: str, record: SpinupRecord, **extra: Any) -> None:
+        data: dict[str, Any] = {"operation": record.op.model_dump(mode="json")}
+        data.update(extra)
+        try:
+            await publish_event(self._js, self.names, "spinup", action, record.op.id, data)
+        except Exception as exc:  # an event lost is bad, a transition undone would be worse
+            log.warning("spin-up event %s for %s not published: %s", action, record.op.id, redact(exc))
+
+    def config_of(self, target: Target) -> MechanismConfig:
+        return parse_config(target.mechanism, target.config)
+
+    def mechanism_of(self, target: Target) -> Mechanism:
+        mechanism = self.mechanisms.get(target.mechanism)
+        if mechanism is None:
+            raise MechanismError(f"mechanism: {target.mechanism} is not available in this Weft")
+        return mechanism
+
+    # -- decisions -------------------------------------------------------------------
+    async def request_for_work(self, item: WorkItem) -> SpinupDecision:
+        """Routing found no eligible agent online for ``item``: start one if a target allows."""
+        need = Need(
+            capability=item.capability,
+            boundary=item.boundary,
+            required_agent_type=item.required_agent_type,
+            preferred_agent_type=item.preferred_agent_type,
+        )
+        return await self.request(need, work_id=item.id)
+
+    async def request(self, need: Need, *, work_id: str | None = None) -> SpinupDecision:
+        started = time.perf_counter()
+        await self.ensure()
+        candidates = rank(await self.targets.list_targets(), need, await self.policy())
+        if not candidates:
+            return SpinupDecision(
+                "no-target",
+                f"no enabled, healthy target offers capability {need.capability} "
+                f"for boundary {need.boundary}",
+                decision_ms=(time.perf_counter() - started) * 1000,
+            )
+        refusals: list[tuple[str, Refusal]] = []
+        for target in candidates:
+            outcome = await self._admit(target, work_id=work_id, reason="routing")
+            if isinstance(outcome, Refusal):
+                refusals.append((target.name, outcome))
+                continue
+            return SpinupDecision(
+                "started",
+                f"starting an agent on target {target.name}",
+                operation=outcome.op,
+                decision_ms=(time.perf_counter() - started) * 1000,
+            )
+        detail = "; ".join(r.message for _, r in refusals)
+        log.debug("spin-up deferred for %s: %s", work_id, detail)
+        return SpinupDecision(
+            "deferred", detail, refusals=refusals, decision_ms=(time.perf_counter() - started) * 1000
+        )
+
+    async def spin_up(self, target_id: str, *, work_id: str | None = None) -> SpinupOperation:
+        """Manual spin-up (``POST /api/targets/{id}/spin-up``): caps and cool-down still apply."""
+        await self.ensure()
+        try:
+            target = await self.targets.get_target(target_id)
+        except TargetMissing:
+            raise SpinupRefused("not_found", f"target: no target {target_id!r} in this project") from None
+        if not target.enabled:
+            raise SpinupRefused("conflict", f"target {target.name} is disabled; enable it first")
+        try:
+            self.config_of(target)
+        except TargetConfigError as exc:
+            raise SpinupRefused("invalid", str(exc)) from None
+        outcome = await self._admit(target, work_id=work_id, reason="manual")
+        if isinstance(outcome, Refusal):
+            raise SpinupRefused("conflict", outcome.message, outcome.retry_after_s)
+        return outcome.op
+
+    def _register_timeout(self, target: Target) -> float:
+        try:
+            configured = self.config_of(target).register_timeout_s
+        except TargetConfigError:
+            configured = None
+        return configured or self.settings.register_timeout_s
+
+    async def _admit(
+        self, target: Target, *, work_id: str | None, reason: Literal["routing", "manual"]
+    ) -> SpinupRecord | Refusal:
+        now = utcnow()
+        op = SpinupOperation(
+            project_id=self.names.project_id,
+            target_id=target.id,
+            target_name=target.name,
+            agent_id=uuid.uuid4().hex,
+            work_id=work_id,
+            reason=reason,
+        )
+        record = SpinupRecord(
+            op=op,
+            register_deadline=now + timedelta(seconds=self._register_timeout(target)),
+            started_by=self.host,
+            mechanism=target.mechanism,
+            config=dict(target.config),
+        )
+        refusal = await self.store.admit(target, record)
+        if refusal is not None:
+            return refusal
+        await self._event("requested", record, target=target.name, work_id=work_id)
+        self._spawn(self._start(target, record), f"spinup-start-{op.id}")
+        return record
+
+    # -- starting ------------------------------------------------------------------------
+    async def _start(self, target: Target, record: SpinupRecord) -> None:
+        op_id = record.op.id
+        try:
+            mechanism = self.mechanism_of(target)
+            config = self.config_of(target)
+        except (MechanismError, TargetConfigError) as exc:
+            await self.finish(op_id, SpinupState.FAILED, reason="could not start", error=_error_text(exc))
+            return
+
+        def to_starting(r: SpinupRecord) -> SpinupRecord | None:
+            if r.op.state is not SpinupState.PENDING:
+                return None
+            r.op.state = SpinupState.STARTING
+            return r
+
+        _, current = await self.store.mutate(op_id, to_starting)
+        await self._event("starting", current, mechanism=target.mechanism)
+        launch = Launch(
+            spinup_id=op_id,
+            agent_id=record.op.agent_id,
+            project_id=self.names.project_id,
+            target_id=target.id,
+            target_name=target.name,
+            nats_url=config.nats_url or self.agent_nats_url,
+            work_id=record.op.work_id,
+            agent_type=target.agent_type,
+            capabilities=tuple(target.capabilities),
+            boundaries=tuple(target.boundaries),
+            extra_env=dict(config.env),
+        )
+
+        async def on_handle(handle: dict[str, str]) -> None:
+            def to_running(r: SpinupRecord) -> SpinupRecord | None:
+                r.op.handle = dict(handle)
+                if r.op.started_at is None:
+                    r.op.started_at = utcnow()
+                if r.op.state in (SpinupState.PENDING, SpinupState.STARTING):
+                    r.op.state = SpinupState.RUNNING
+                return r
+
+            before, after = await self.store.mutate(op_id, to_running)
+            if before.op.state is not after.op.state:
+                await self._event("running", after)
+
+        try:
+            handle = await mechanism.start(config, launch, on_handle)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, MechanismError):
+                log.exception("mechanism %s failed to start %s", target.mechanism, op_id)
+            await self.finish(op_id, SpinupState.FAILED, reason="start failed", error=_error_text(exc))
+            return
+        await on_handle(handle)
+        with contextlib.suppress(TargetMissing):
+            await self.targets.record_spinup(target.id, utcnow())
+
+    # -- registration ------------------------------------------------------------------------
+    async def link(self, entry: AgentEntry) -> SpinupOperation | None:
+        """An agent registered: if it is the one an operation started, mark that operation registered."""
+        if not entry.spinup_id:
+            return None
+        try:
+            record = await self.store.get(entry.spinup_id)
+        except SpinupNotFound:
+            return None
+        return await self._link(record, entry)
+
+    async def _link(self, record: SpinupRecord, entry: AgentEntry) -> SpinupOperation | None:
+        if record.op.agent_id != entry.agent_id:
+            log.warning(
+                "agent %s claims spin-up %s, which started agent %s; not linked",
+                entry.agent_id,
+                record.op.id,
+                record.op.agent_id,
+            )
+            return None
+        if record.op.state not in IN_FLIGHT_STATES or entry.effective_status() is AgentStatus.OFFLINE:
+            return None
+
+        def registered(r: SpinupRecord) -> SpinupRecord | None:
+            if r.op.state not in IN_FLIGHT_STATES:
+                return None
+            r.op.state = SpinupState.REGISTERED
+            r.op.registered_at = utcnow()
+            return r
+
+        before, after = await self.store.mutate(record.op.id, registered)
+        if before.op.state is after.op.state:
+            return None
+        await self.store.release(after.op.target_id, after.op.id, keep_live=True)
+        await self._event("registered", after, handle_name=entry.handle)
+        return after.op
+
+    # -- ending ------------------------------------------------------------------------------------
+    async def finish(
+        self,
+        spinup_id: str,
+        state: SpinupState,
+        *,
+        reason: str,
+        error: str | None = None,
+    ) -> SpinupRecord | None:
+        """Move an operation to ``state`` (failed, timed-out or stopping) and stop what it started.
+
+        Returns None when the operation had already ended.
+        """
+        assert state in (SpinupState.FAILED, SpinupState.TIMED_OUT, SpinupState.STOPPING)
+
+        def end(r: SpinupRecord) -> SpinupRecord | None:
+            if r.op.state in FINAL_STATES or r.op.state is state:
+                return None
+            r.op.state = state
+            if error is not None:
+                r.op.error = error
+            r.shutdown_reason = r.shutdown_reason or reason
+            return r
+
+        before, after = await self.store.mutate(spinup_id, end)
+        if before.op.state in FINAL_STATES:
+            return None
+        if before.op.state is not after.op.state:
+            await self.store.release(after.op.target_id, spinup_id, keep_live=True)
+            if state is not SpinupState.STOPPING:  # "stopping" is published when the stop begins
+                await self._event(state.value, after, reason=reason, error=error)
+        await self.stop_through_mechanism(spinup_id)
+        return after
+
+    async def stop_through_mechanism(self, spinup_id: str) -> None:
+        """Claim the stop of an operation (once across replicas) and run it in the background."""
+        if spinup_id in self._stopping:
+            return
+        now = utcnow()
+        retry = timedelta(seconds=self.settings.stop_retry_s)
+
+        def claim(r: SpinupRecord) -> SpinupRecord | None:
+            if r.stop_done_at is not None:
+                return None
+            if r.stop_started_at is not None and now - r.stop_started_at < retry:
+                return None
+            r.stop_started_at = now
+            return r
+
+        before, after = await self.store.mutate(spinup_id, claim)
+        if after.stop_started_at is None or after.stop_started_at == before.stop_started_at:
+            if after.stop_done_at is not None and after.op.state in FINAL_STATES:
+                await self.store.release(after.op.target_id, spinup_id, keep_live=False)
+            return
+        self._stopping.add(spinup_id)
+        await self._event(
+            "stopping",
+            after,
+            reason=after.shutdown_reason,
+            retry=before.stop_started_at is not None,
+        )
+        self._spawn(self._run_stop(after), f"spinup-stop-{spinup_id}")
+
+    async def _run_stop(self, record: SpinupRecord) -> None:
+        op = record.op
+        try:
+            note = "nothing was started" if not op.handle else await self._mechanism_stop(record)
+            failed = False
+        except asyncio.CancelledError:
+            self._stopping.discard(op.id)
+            raise
+        except Exception as exc:
+            note, failed = f"stop failed: {_error_text(exc)}", True
+            log.warning("could not stop spin-up %s: %s", op.id, note)
+
+        def done(r: SpinupRecord) -> SpinupRecord:
+            r.stop_note = note
+            if not failed:
+                r.stop_done_at = utcnow()
+                if r.op.state is SpinupState.STOPPING:
+                    r.op.state = SpinupState.STOPPED
+                    r.op.stopped_at = r.stop_done_at
+            return r
+
+        try:
+            before, after = await self.store.mutate(op.id, done)
+            if not failed:
+                await self.store.release(op.target_id, op.id, keep_live=False)
+            if before.op.state is not after.op.state:
+                await self._event("stopped", after, note=note, reason=after.shutdown_reason)
+            elif not failed:
+                await self._event("cleaned-up", after, note=note)
+            else:
+                await self._event("stop-failed", after, note=note)
+        finally:
+            self._stopping.discard(op.id)
+
+    async def _mechanism_stop(self, record: SpinupRecord) -> str:
+        mechanism, config = self._snapshot(record)
+        return await mechanism.stop(config, record.op.handle)
+
+    def _snapshot(self, record: SpinupRecord) -> tuple[Mechanism, MechanismConfig]:
+        """The mechanism and config the operation was started with (the target may have changed since)."""
+        mechanism = self.mechanisms.get(record.mechanism)
+        if mechanism is None:
+            raise MechanismError(f"mechanism: {record.mechanism} is not available in this Weft")
+        return mechanism, parse_config(record.mechanism, record.config)
+
+    async def request_shutdown(self, spinup_id: str, reason: str, grace_s: float) -> SpinupRecord | None:
+        """Ask the agent to shut down itself (through Warp); its mechanism stops it after the grace period."""
+
+        def ask(r: SpinupRecord) -> SpinupRecord | None:
+            if r.op.state is not SpinupState.REGISTERED:
+                return None
+            r.op.state = SpinupState.STOPPING
+            r.shutdown_requested_at = utcnow()
+            r.shutdown_reason = reason
+            return r
+
+        before, after = await self.store.mutate(spinup_id, ask)
+        if before.op.state is after.op.state:
+            return None
+        request = ControlRequest(action="shutdown", reason=reason, grace_s=grace_s)
+        await self._nc.publish(self.names.control_subject(after.op.agent_id), request.to_json_bytes())
+        await self._event("shutdown-requested", after, reason=reason, grace_s=grace_s)
+        return after
+
+    async def stop(self, spinup_id: str, reason: str = "stopped by an operator") -> SpinupRecord:
+        """Stop an operation now through its mechanism (manual stop)."""
+        record = await self.store.get(spinup_id)
+        if record.op.state in FINAL_STATES:
+            return record
+        if record.op.state in IN_FLIGHT_STATES:
+            await self.finish(spinup_id, SpinupState.FAILED, reason=reason, error=reason)
+        else:
+            await self.finish(spinup_id, SpinupState.STOPPING, reason=reason)
+        return await self.store.get(spinup_id)
+
+    # -- reconciliation ----------------------------------------------------------------------------
+    async def tick(
+        self,
+        agents: Mapping[str, AgentEntry] | None = None,
+        on_registered: Callable[[SpinupRecord, AgentEntry], Awaitable[None]] | None = None,
+    ) -> list[SpinupRecord]:
+        """Bring every live operation up to date; returns the live records after the pass.
+
+        Links registered agents, times out operations whose agent never registered,
+        fails starts whose process is gone, notices agents that went away, retries
+        stops that did not finish, and repairs slots that point at ended operations.
+        """
+        await self.ensure()
+        if agents is None:
+            agents = {a.agent_id: a for a in await self.registry.list_project()}
+        now = utcnow()
+        live: list[SpinupRecord] = []
+        for slot in await self.store.slots():
+            ids = list(dict.fromkeys([*slot.live, *([slot.in_flight] if slot.in_flight else [])]))
+            for spinup_id in ids:
+                try:
+                    record = await self.store.get(spinup_id)
+                except SpinupNotFound:
+                    await self.store.release(slot.target_id, spinup_id, keep_live=False)
+                    continue
+                try:
+                    current = await self._reconcile(record, agents.get(record.op.agent_id), now)
+                except Exception as exc:
+                    log.warning("reconciling spin-up %s failed: %s", spinup_id, redact(exc))
+                    current = record
+                if current is not None:
+                    live.append(current)
+        return live
+
+    async def _reconcile(
+        self, record: SpinupRecord, agent: AgentEntry | None, now: datetime
+    ) -> SpinupRecord | None:
+        op = record.op
+        if op.state in FINAL_STATES:
+            if op.handle and record.stop_done_at is None:
+                await self.stop_through_mechanism(op.id)
+                return record
+            await self.store.release(op.target_id, op.id, keep_live=False)
+            return None
+        online = agent is not None and agent.effective_status(now) is not AgentStatus.OFFLINE
+        if op.state in IN_FLIGHT_STATES:
+            if online and agent is not None and await self._link(record, agent) is not None:
+                return await self.store.get(op.id)
+            if record.register_deadline is not None and now > record.register_deadline:
+                await self.finish(
+                    op.id,
+                    SpinupState.TIMED_OUT,
+                    reason="never registered",
+                    error=f"the agent did not register within {self._timeout_of(record):g}s",
+                )
+                return None
+            if op.state is SpinupState.RUNNING and op.handle and record.started_by == self.host:
+                await self._check_alive(record)
+            return record
+        if op.state is SpinupState.REGISTERED and not online:
+            await self.finish(op.id, SpinupState.STOPPING, reason="the agent went offline")
+            return None
+        stop_unfinished = record.stop_started_at is not None and record.stop_done_at is None
+        if op.state is SpinupState.STOPPING and stop_unfinished:
+            await self.stop_through_mechanism(op.id)  # retried once stop_retry_s has passed
+        return record
+
+    def _timeout_of(self, record: SpinupRecord) -> float:
+        if record.register_deadline is None:
+            return self.settings.register_timeout_s
+        return (record.register_deadline - record.op.created_at).total_seconds()
+
+    async def _check_alive(self, record: SpinupRecord) -> None:
+        """A started process that is gone before registering is a failed start (not a time-out)."""
+        try:
+            mechanism, config = self._snapshot(record)
+            alive = await mechanism.alive(config, record.op.handle)
+        except (MechanismError, TargetConfigError):
+            return
+        if alive is False:
+            exit_note = getattr(mechanism, "exit_note", None)
+            detail = exit_note(record.op.handle) if callable(exit_note) else ""
+            error = "the agent exited before registering" + (f" ({detail})" if detail else "")
+            await self.finish(record.op.id, SpinupState.FAILED, reason="exited", error=error)

@@ -1,0 +1,236 @@
+"""Spin-up for every project a Weft serves: the piece Weft's lifespan starts and stops.
+
+Per project it keeps a :class:`SpinupManager`, a :class:`HealthMonitor`, an
+:class:`IdleMonitor` and a registry watcher (so a spawned agent is linked to
+its operation the moment it registers). One loop ticks every project every
+``WEFT_SPINUP_TICK_S``; projects are those Weft has been asked about plus those
+found in JetStream with a targets bucket, so a restarted Weft resumes every
+project's operations without being told.
+
+It is also what routing calls (``request_for_work``) when no eligible agent is
+online, and what the ``/test`` and ``/spin-up`` target routes call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.jsutil import ensure_kv
+from shared.models import AgentEntry, SpinupOperation, WorkItem, utcnow
+from shared.names import ProjectNames
+from shared.redact import redact
+from shared.work import WorkQueue
+from weft.spinup.health import HealthMonitor, HealthReport
+from weft.spinup.idle import IdleMonitor
+from weft.spinup.manager import SpinupDecision, SpinupManager, SpinupRefused
+from weft.spinup.mechanisms import default_mechanisms
+from weft.spinup.mechanisms.base import Mechanism
+from weft.spinup.settings import SpinupSettings
+from weft.spinup.targets import KvTargets, TargetMissing, TargetSource
+
+log = logging.getLogger("loom.weft.spinup")
+
+_TARGETS_STREAM = re.compile(r"KV_loom-([a-z0-9][a-z0-9-]{0,62})-targets")
+
+TargetSourceFactory = Callable[[JetStreamContext, ProjectNames], TargetSource]
+
+
+@dataclass
+class ProjectSpinup:
+    manager: SpinupManager
+    health: HealthMonitor
+    idle: IdleMonitor
+    work: WorkQueue
+    watcher: asyncio.Task[None] | None = None
+    health_task: asyncio.Task[Any] | None = None
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+class SpinupService:
+    def __init__(
+        self,
+        nc: NatsClient,
+        *,
+        agent_nats_url: str,
+        settings: SpinupSettings | None = None,
+        mechanisms: Mapping[str, Mechanism] | None = None,
+        target_source: TargetSourceFactory | None = None,
+        work_queue: Callable[[ProjectNames], WorkQueue] | None = None,
+        projects: Iterable[str] = (),
+        discover: bool = True,
+    ) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
+        self.settings = settings or SpinupSettings()
+        self.agent_nats_url = self.settings.agent_nats_url or agent_nats_url
+        self.mechanisms = dict(mechanisms or default_mechanisms(self.settings.log_dir))
+        self._target_source = target_source or (lambda js, names: KvTargets(js, names))
+        self._work_queue = work_queue or (lambda names: WorkQueue(nc, names))
+        self._projects: dict[str, ProjectSpinup] = {}
+        self._initial = list(projects)
+        self._discover = discover
+        self._loop: asyncio.Task[None] | None = None
+        self._last_discovery = 0.0
+
+    # -- projects ---------------------------------------------------------------------
+    def project(self, project_id: str) -> ProjectSpinup:
+        existing = self._projects.get(project_id)
+        if existing is not None:
+            return existing
+        names = ProjectNames(project_id)
+        manager = SpinupManager(
+            self._nc,
+            names,
+            self._target_source(self._js, names),
+            self.mechanisms,
+            agent_nats_url=self.agent_nats_url,
+            settings=self.settings,
+            js=self._js,
+        )
+        work = self._work_queue(names)
+        project = ProjectSpinup(
+            manager=manager, health=HealthMonitor(manager), idle=IdleMonitor(manager, work), work=work
+        )
+        self._projects[project_id] = project
+        if self._loop is not None:
+            project.watcher = asyncio.create_task(
+                self._watch_registry(project), name=f"spinup-watch-{project_id}"
+            )
+        return project
+
+    def manager(self, project_id: str) -> SpinupManager:
+        return self.project(project_id).manager
+
+    @property
+    def project_ids(self) -> list[str]:
+        return list(self._projects)
+
+    async def discover_projects(self) -> list[str]:
+        """Projects with a targets bucket in JetStream (so a restarted Weft resumes them)."""
+        found: list[str] = []
+        try:
+            streams = await self._js.streams_info()
+        except Exception as exc:
+            log.warning("cannot list streams to discover projects: %s", redact(exc))
+            return found
+        for info in streams:
+            match = _TARGETS_STREAM.fullmatch(info.config.name or "")
+            if match:
+                found.append(match.group(1))
+                self.project(match.group(1))
+        return found
+
+    # -- what routing and the REST routes call ---------------------------------------
+    async def request_for_work(self, project_id: str, item: WorkItem) -> SpinupDecision:
+        return await self.manager(project_id).request_for_work(item)
+
+    async def spin_up(
+        self, project_id: str, target_id: str, *, work_id: str | None = None
+    ) -> SpinupOperation:
+        return await self.manager(project_id).spin_up(target_id, work_id=work_id)
+
+    async def test_target(self, project_id: str, target_id: str) -> HealthReport:
+        project = self.project(project_id)
+        try:
+            target = await project.manager.targets.get_target(target_id)
+        except TargetMissing:
+            raise SpinupRefused("not_found", f"target: no target {target_id!r} in this project") from None
+        return await project.health.check(target)
+
+    async def operations(self, project_id: str) -> list[SpinupOperation]:
+        records = await self.manager(project_id).store.all()
+        return sorted((r.op for r in records), key=lambda op: op.created_at, reverse=True)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._loop is not None:
+            return
+        self._loop = asyncio.create_task(self._run(), name="spinup-loop")
+        for project_id in self._initial:
+            self.project(project_id)
+        for project in self._projects.values():
+            if project.watcher is None:
+                project.watcher = asyncio.create_task(self._watch_registry(project))
+
+    async def stop(self) -> None:
+        tasks: list[asyncio.Task[Any]] = []
+        if self._loop is not None:
+            tasks.append(self._loop)
+            self._loop = None
+        for project in self._projects.values():
+            for task in (project.watcher, project.health_task):
+                if task is not None:
+                    tasks.append(task)
+            project.watcher = project.health_task = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for project in self._projects.values():
+            await project.manager.close()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._discover and loop.time() - self._last_discovery >= self.settings.discover_interval_s:
+                self._last_discovery = loop.time()
+                await self.discover_projects()
+            for project_id in list(self._projects):
+                try:
+                    await self.tick(project_id)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning("spin-up tick for project %s failed: %s", project_id, redact(exc))
+            await asyncio.sleep(self.settings.tick_s)
+
+    async def tick(self, project_id: str, *, health: bool | None = None) -> None:
+        """One pass for a project: reconcile operations, idle shutdown, due health checks."""
+        project = self.project(project_id)
+        manager = project.manager
+        agents = {a.agent_id: a for a in await manager.registry.list_project()}
+        live = await manager.tick(agents)
+        targets = {t.id: t for t in await manager.targets.list_targets()}
+        await project.idle.check(live, agents, targets, utcnow())
+        if health if health is not None else self.settings.health_checks:
+            running = project.health_task is not None and not project.health_task.done()
+            if not running and project.health.due(targets.values()):
+                project.health_task = asyncio.create_task(project.health.run_due(targets.values()))
+
+    async def _watch_registry(self, project: ProjectSpinup) -> None:
+        """Link each spawned agent to its operation the moment it registers."""
+        manager = project.manager
+        while True:
+            try:
+                kv = await ensure_kv(self._js, manager.names.registry_bucket, description="Loom agents")
+                watcher = await kv.watchall()
+                try:
+                    async for update in watcher:
+                        if update is None or not update.value:
+                            continue
+                        try:
+                            entry = AgentEntry.model_validate_json(update.value)
+                        except ValueError:
+                            continue
+                        if entry.spinup_id:
+                            await manager.link(entry)
+                finally:
+                    with contextlib.suppress(Exception):
+                        await watcher.stop()  # type: ignore[no-untyped-call]
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "registry watch for %s failed (retrying): %s", manager.names.project_id, redact(exc)
+                )
+                await asyncio.sleep(1.0)

@@ -1,0 +1,44 @@
+"""Spin-up settings (``WEFT_SPINUP_*``, ``WEFT_AGENT_NATS_URL``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SpinupSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
+
+    register_timeout_s: float = Field(
+        default=120.0, gt=0, le=86_400, validation_alias="WEFT_SPINUP_REGISTER_TIMEOUT_S"
+    )
+    """A started agent that has not registered by then is timed out and stopped."""
+    tick_s: float = Field(default=1.0, gt=0, le=600, validation_alias="WEFT_SPINUP_TICK_S")
+    """How often operations are reconciled (registrations, time-outs, idle agents, health checks)."""
+    shutdown_grace_s: float = Field(
+        default=30.0, ge=0, le=3600, validation_alias="WEFT_SPINUP_SHUTDOWN_GRACE_S"
+    )
+    """After asking an idle agent to shut down, how long to wait before its mechanism stops it."""
+    stop_retry_s: float = Field(default=120.0, gt=0, le=86_400, validation_alias="WEFT_SPINUP_STOP_RETRY_S")
+    """A stop that a replica began but did not finish is retried after this long."""
+    health_checks: bool = Field(default=True, validation_alias="WEFT_SPINUP_HEALTH_CHECKS")
+    discover_interval_s: float = Field(
+        default=30.0, gt=0, le=3600, validation_alias="WEFT_SPINUP_DISCOVER_INTERVAL_S"
+    )
+    """How often projects with targets are discovered from JetStream (so a restarted Weft resumes them)."""
+    agent_nats_url: str | None = Field(default=None, validation_alias="WEFT_AGENT_NATS_URL")
+    """NATS URL handed to spawned agents (default: the URL Weft itself uses)."""
+    log_dir: Path | None = Field(default=None, validation_alias="WEFT_SPINUP_LOG_DIR")
+    """Where local agents' output goes (default: ``<data home>/spinup-logs/<project>``)."""
+
+    @field_validator("agent_nats_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        for part in value.split(","):
+            if part.strip().split("://", 1)[0] not in ("nats", "tls", "ws", "wss"):
+                raise ValueError("WEFT_AGENT_NATS_URL must use nats://, tls://, ws:// or wss://")
+        return value

@@ -1,0 +1,251 @@
+"""Spin-up operations and per-target admission state in the project's spinups bucket.
+
+Two kinds of keys:
+
+* ``op.<spinup-id>``: the :class:`SpinupRecord` (the public
+  :class:`~shared.models.SpinupOperation` plus bookkeeping);
+* ``slot.<target-id>``: the :class:`TargetSlot` that admission control reads
+  and writes with compare-and-set: the one in-flight start, the live
+  operations and the time of the last start. Because the slot is the only
+  place a start is admitted, two Weft replicas racing for the same target
+  cannot both start (the loser's write fails and it re-reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from nats.js import JetStreamContext
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+from pydantic import Field
+
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
+from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
+from shared.names import ProjectNames
+
+IN_FLIGHT_STATES = frozenset({SpinupState.PENDING, SpinupState.STARTING, SpinupState.RUNNING})
+"""Started but not yet registered: at most one per target."""
+FINAL_STATES = frozenset({SpinupState.STOPPED, SpinupState.FAILED, SpinupState.TIMED_OUT})
+LIVE_STATES = frozenset(set(SpinupState) - FINAL_STATES)
+"""Counted against the target's ``max_concurrent``."""
+
+
+class SpinupStoreError(RuntimeError):
+    pass
+
+
+class SpinupNotFound(SpinupStoreError):
+    def __init__(self, spinup_id: str) -> None:
+        self.spinup_id = spinup_id
+        super().__init__(f"spinup_id: no spin-up operation {spinup_id!r} in this project")
+
+
+class SpinupRecord(LoomModel):
+    op: SpinupOperation
+    mechanism: str = "local"
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Snapshot of the target's mechanism and config at start, so the agent can be
+    stopped the way it was started even after the target changed or was removed."""
+    register_deadline: datetime | None = None
+    shutdown_requested_at: datetime | None = None
+    shutdown_reason: str | None = None
+    stop_started_at: datetime | None = None
+    """When a replica began stopping the agent through its mechanism."""
+    stop_done_at: datetime | None = None
+    stop_note: str | None = None
+    started_by: str = ""
+    """The Weft replica (host) that ran the mechanism's start."""
+
+
+class TargetSlot(LoomModel):
+    target_id: str
+    in_flight: str | None = None
+    live: list[str] = Field(default_factory=list)
+    last_start_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a target cannot start another agent right now."""
+
+    code: str
+    """``in-flight``, ``max-concurrent`` or ``cooldown``."""
+    message: str
+    retry_after_s: float | None = None
+
+
+def _op_key(spinup_id: str) -> str:
+    return f"op.{spinup_id}"
+
+
+def _slot_key(target_id: str) -> str:
+    return f"slot.{target_id}"
+
+
+def admission(target: Target, slot: TargetSlot, now: datetime) -> Refusal | None:
+    """The one rule: one in-flight start, ``max_concurrent`` live, ``cooldown_s`` between starts."""
+    if slot.in_flight is not None:
+        return Refusal("in-flight", f"target {target.name} is already starting an agent ({slot.in_flight})")
+    if len(slot.live) >= target.max_concurrent:
+        return Refusal(
+            "max-concurrent",
+            f"target {target.name} already runs {len(slot.live)} of max_concurrent "
+            f"{target.max_concurrent} agents",
+        )
+    if slot.last_start_at is not None and target.cooldown_s > 0:
+        ready = slot.last_start_at + timedelta(seconds=target.cooldown_s)
+        if ready > now:
+            wait = (ready - now).total_seconds()
+            return Refusal("cooldown", f"target {target.name} is cooling down for {wait:.1f}s more", wait)
+    return None
+
+
+class SpinupStore:
+    def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
+        self._js = js
+        self.names = names
+        self._kv: KeyValue | None = None
+
+    async def bucket(self) -> KeyValue:
+        if self._kv is None:
+            self._kv = await ensure_kv(self._js, self.names.spinups_bucket, description="Loom spin-ups")
+        return self._kv
+
+    # -- admission ---------------------------------------------------------------
+    async def _slot(self, target_id: str) -> tuple[TargetSlot, int | None]:
+        kv = await self.bucket()
+        try:
+            entry = await kv.get(_slot_key(target_id))
+        except KeyNotFoundError:
+            return TargetSlot(target_id=target_id), None
+        if not entry.value:
+            return TargetSlot(target_id=target_id), int(entry.revision or 0) or None
+        return TargetSlot.model_validate_json(entry.value), int(entry.revision or 0)
+
+    async def _write_slot(self, slot: TargetSlot, revision: int | None) -> bool:
+        kv = await self.bucket()
+        try:
+            if revision is None:
+                await kv.create(_slot_key(slot.target_id), slot.to_json_bytes())
+            else:
+                await kv.update(_slot_key(slot.target_id), slot.to_json_bytes(), last=revision)
+        except KeyWrongLastSequenceError:
+            return False
+        except Exception as exc:  # create() on an existing key reports a wrong-last-sequence API error
+            if "wrong last sequence" in str(exc).lower() or "key exists" in str(exc).lower():
+                return False
+            raise
+        return True
+
+    async def slot(self, target_id: str) -> TargetSlot:
+        return (await self._slot(target_id))[0]
+
+    async def admit(self, target: Target, record: SpinupRecord) -> Refusal | None:
+        """Reserve the target for ``record`` (and store it) or say why not; atomic per target."""
+        kv = await self.bucket()
+        stored = False
+        try:
+            for attempt in range(CAS_RETRIES):
+                slot, revision = await self._slot(target.id)
+                now = utcnow()
+                refusal = admission(target, slot, now)
+                if refusal is not None:
+                    return refusal
+                if not stored:
+                    await kv.create(_op_key(record.op.id), record.to_json_bytes())
+                    stored = True
+                slot.in_flight = record.op.id
+                slot.live.append(record.op.id)
+                slot.last_start_at = now
+                if await self._write_slot(slot, revision):
+                    stored = False  # admitted: keep the record
+                    return None
+                await cas_backoff(attempt)
+            return Refusal("in-flight", f"target {target.name} is being started concurrently; try again")
+        finally:
+            if stored:
+                await kv.purge(_op_key(record.op.id))
+
+    async def release(self, target_id: str, spinup_id: str, *, keep_live: bool) -> TargetSlot:
+        """Clear the in-flight mark of ``spinup_id``; also drop it from ``live`` unless ``keep_live``."""
+        for attempt in range(CAS_RETRIES):
+            slot, revision = await self._slot(target_id)
+            changed = False
+            if slot.in_flight == spinup_id:
+                slot.in_flight = None
+                changed = True
+            if not keep_live and spinup_id in slot.live:
+                slot.live.remove(spinup_id)
+                changed = True
+            if not changed or await self._write_slot(slot, revision):
+                return slot
+            await cas_backoff(attempt)
+        raise SpinupStoreError(f"target_id: could not update the slot of {target_id} under contention")
+
+    async def slots(self) -> list[TargetSlot]:
+        return [TargetSlot.model_validate_json(v) for v in await self._values("slot.*")]
+
+    # -- operations ----------------------------------------------------------------
+    async def get(self, spinup_id: str) -> SpinupRecord:
+        kv = await self.bucket()
+        try:
+            entry = await kv.get(_op_key(spinup_id))
+        except KeyNotFoundError:
+            raise SpinupNotFound(spinup_id) from None
+        except Exception as exc:  # a malformed key
+            if "key" in str(exc).lower():
+                raise SpinupNotFound(spinup_id) from None
+            raise
+        if not entry.value:
+            raise SpinupNotFound(spinup_id)
+        return SpinupRecord.model_validate_json(entry.value)
+
+    async def mutate(
+        self, spinup_id: str, change: Callable[[SpinupRecord], SpinupRecord | None]
+    ) -> tuple[SpinupRecord, SpinupRecord]:
+        """Compare-and-set ``change`` onto the record; returns (before, after).
+        ``change`` returns None to leave the record as it is."""
+        kv = await self.bucket()
+        for attempt in range(CAS_RETRIES):
+            try:
+                entry = await kv.get(_op_key(spinup_id))
+            except KeyNotFoundError:
+                raise SpinupNotFound(spinup_id) from None
+            if not entry.value:
+                raise SpinupNotFound(spinup_id)
+            before = SpinupRecord.model_validate_json(entry.value)
+            after = change(before.model_copy(deep=True))
+            if after is None:
+                return before, before
+            after.op.updated_at = utcnow()
+            try:
+                await kv.update(_op_key(spinup_id), after.to_json_bytes(), last=entry.revision)
+            except KeyWrongLastSequenceError:
+                await cas_backoff(attempt)
+                continue
+            return before, after
+        raise SpinupStoreError(f"spinup_id: {spinup_id} is being changed concurrently")
+
+    async def all(self) -> list[SpinupRecord]:
+        return [SpinupRecord.model_validate_json(v) for v in await self._values("op.*")]
+
+    async def remove(self, spinup_id: str) -> None:
+        await (await self.bucket()).purge(_op_key(spinup_id))
+
+    async def _values(self, keys: str) -> list[bytes]:
+        kv = await self.bucket()
+        watcher = await kv.watch(keys, ignore_deletes=True)
+        values: list[bytes] = []
+        try:
+            async for update in watcher:
+                if update is None:
+                    break
+                if update.value:
+                    values.append(update.value)
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return values

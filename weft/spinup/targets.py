@@ -1,0 +1,107 @@
+"""How the spin-up package reads targets and reports on them.
+
+Targets are owned by Weft's target store (``weft/targets/store.py``); the
+spin-up package needs only a narrow view of it, so it depends on this
+protocol and the store (or :class:`KvTargets`, a minimal reader of the same
+bucket) provides it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from nats.js import JetStreamContext
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
+from shared.models import Target, TargetHealth, utcnow
+from shared.names import ProjectNames
+
+
+class TargetMissing(LookupError):
+    def __init__(self, target_id: str) -> None:
+        self.target_id = target_id
+        super().__init__(f"target: no target {target_id!r} in this project")
+
+
+class TargetSource(Protocol):
+    async def list_targets(self) -> list[Target]: ...
+
+    async def get_target(self, target_id: str) -> Target: ...
+
+    async def record_health(
+        self, target_id: str, health: TargetHealth, detail: str | None, at: datetime
+    ) -> Target: ...
+
+    async def record_spinup(self, target_id: str, at: datetime) -> None: ...
+
+
+class KvTargets:
+    """Targets as :class:`~shared.models.Target` JSON in the project's targets bucket, keyed by id."""
+
+    def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
+        self._js = js
+        self.names = names
+        self._kv: KeyValue | None = None
+
+    async def bucket(self) -> KeyValue:
+        if self._kv is None:
+            self._kv = await ensure_kv(self._js, self.names.targets_bucket, description="Loom targets")
+        return self._kv
+
+    async def put(self, target: Target) -> Target:
+        await (await self.bucket()).put(target.id, target.to_json_bytes())
+        return target
+
+    async def list_targets(self) -> list[Target]:
+        kv = await self.bucket()
+        watcher = await kv.watchall(ignore_deletes=True)
+        targets: list[Target] = []
+        try:
+            async for update in watcher:
+                if update is None:
+                    break
+                if update.value:
+                    targets.append(Target.model_validate_json(update.value))
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return targets
+
+    async def get_target(self, target_id: str) -> Target:
+        kv = await self.bucket()
+        try:
+            entry = await kv.get(target_id)
+        except KeyNotFoundError:
+            raise TargetMissing(target_id) from None
+        if not entry.value:
+            raise TargetMissing(target_id)
+        return Target.model_validate_json(entry.value)
+
+    async def _update(self, target_id: str, **changes: object) -> Target:
+        kv = await self.bucket()
+        for attempt in range(CAS_RETRIES):
+            try:
+                entry = await kv.get(target_id)
+            except KeyNotFoundError:
+                raise TargetMissing(target_id) from None
+            if not entry.value:
+                raise TargetMissing(target_id)
+            target = Target.model_validate_json(entry.value).model_copy(update=changes)
+            target.updated_at = utcnow()
+            try:
+                await kv.update(target_id, target.to_json_bytes(), last=entry.revision)
+            except KeyWrongLastSequenceError:
+                await cas_backoff(attempt)
+                continue
+            return target
+        raise RuntimeError(f"target_id: could not update {target_id} under contention")
+
+    async def record_health(
+        self, target_id: str, health: TargetHealth, detail: str | None, at: datetime
+    ) -> Target:
+        return await self._update(target_id, health=health, health_detail=detail, last_health_check=at)
+
+    async def record_spinup(self, target_id: str, at: datetime) -> None:
+        await self._update(target_id, last_spinup_at=at)

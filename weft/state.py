@@ -1,0 +1,57 @@
+"""What one running Weft holds: settings, the project hub, routing, spin-up, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shared.models import utcnow
+from weft.metrics import Metrics
+from weft.project import ProjectHub
+from weft.routing import Router
+from weft.settings import WeftSettings
+from weft.spinup.base import SpinupService
+
+log = logging.getLogger("loom.weft")
+
+
+@dataclass
+class NatsInfo:
+    url: str
+    """Credential-free URL Weft connected to."""
+    embedded: bool
+    websocket_url: str | None = None
+    store_dir: str | None = None
+
+
+@dataclass
+class WeftState:
+    settings: WeftSettings
+    hub: ProjectHub
+    router: Router
+    spinup: SpinupService
+    metrics: Metrics
+    nats: NatsInfo
+    started_at: datetime = field(default_factory=utcnow)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        """Run ``coro`` in the background, keeping a reference and logging a failure."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("background task %s failed: %s", task.get_name(), task.exception())
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+        for task in list(self._tasks):
+            task.cancel()

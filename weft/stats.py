@@ -1,0 +1,171 @@
+"""Counts for ``GET /api/stats`` and the WebSocket ``stats`` topic, and project discovery."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from nats.js.errors import NotFoundError
+from pydantic import BaseModel
+
+from shared.models import AgentStatus, TargetHealth
+from shared.names import InvalidNameError, ProjectNames
+from weft.jsapi import stream_names
+from weft.project import ProjectContext, ProjectHub
+from weft.spinup.base import SpinupService
+
+
+class AgentCounts(BaseModel):
+    total: int
+    by_status: dict[str, int]
+    by_type: dict[str, dict[str, int]]
+    """agent type -> effective status -> count"""
+
+
+class WorkCounts(BaseModel):
+    total: int
+    by_status: dict[str, int]
+    waiting_for_agent: int
+    """Queued items that routing found no online agent for."""
+
+
+class TargetCounts(BaseModel):
+    total: int
+    enabled: int
+    by_health: dict[str, int]
+    by_mechanism: dict[str, int]
+
+
+class SpinupCounts(BaseModel):
+    total: int
+    by_state: dict[str, int]
+    mechanism: str
+    """Name of the installed spin-up service ("none" until one is installed)."""
+
+
+class Stats(BaseModel):
+    project_id: str
+    agents: AgentCounts
+    work: WorkCounts
+    queue_depths: dict[str, int]
+    dead_letters: int
+    targets: TargetCounts
+    spinups: SpinupCounts
+
+
+async def project_stats(context: ProjectContext, spinup: SpinupService) -> Stats:
+    await context.agents.mirror.sync()
+    await context.work.mirror.sync()
+    states = context.agents.states()
+    by_status = Counter(s.status.value for s in states)
+    by_type: dict[str, dict[str, int]] = {}
+    for s in states:
+        bucket = by_type.setdefault(s.entry.agent_type, {})
+        bucket[s.status.value] = bucket.get(s.status.value, 0) + 1
+    items = context.work.mirror.values()
+    targets = context.targets.all()
+    operations = await spinup.operations(context)
+    try:
+        dlq = await context.js.stream_info(context.names.dlq_stream)
+        dead_letters = int(dlq.state.messages or 0)
+    except NotFoundError:
+        dead_letters = 0
+    return Stats(
+        project_id=context.project_id,
+        agents=AgentCounts(
+            total=len(states),
+            by_status={status.value: by_status.get(status.value, 0) for status in AgentStatus},
+            by_type=by_type,
+        ),
+        work=WorkCounts(
+            total=len(items),
+            by_status=context.work.counts_by_status(),
+            waiting_for_agent=sum(1 for i in items if i.waiting_reason and i.status.value == "queued"),
+        ),
+        queue_depths=await context.queue.queue_depths(),
+        dead_letters=dead_letters,
+        targets=TargetCounts(
+            total=len(targets),
+            enabled=sum(1 for t in targets if t.enabled),
+            by_health={h.value: sum(1 for t in targets if t.health is h) for h in TargetHealth},
+            by_mechanism=dict(Counter(t.mechanism for t in targets)),
+        ),
+        spinups=SpinupCounts(
+            total=len(operations),
+            by_state=dict(Counter(op.state.value for op in operations)),
+            mechanism=spinup.name,
+        ),
+    )
+
+
+class ProjectSummary(BaseModel):
+    project_id: str
+    served: bool
+    """Weft has this project's services running (it was named by a request)."""
+    default: bool
+    streams: list[str]
+    buckets: list[str]
+
+
+_STREAM = re.compile(r"LOOM-(?P<p>[a-z0-9][a-z0-9-]*)-(?P<what>WORK|DLQ|EVENTS|INBOX|CHAN-.+)")
+_BUCKET = re.compile(r"KV_loom-(?P<p>[a-z0-9][a-z0-9-]*)-(?P<what>agents|config|work|targets|spinups|memory)")
+
+
+def _owner(stream: str) -> tuple[str, str] | None:
+    """(project id, resource name) for a stream or KV bucket that belongs to a project."""
+    for pattern, is_bucket in ((_STREAM, False), (_BUCKET, True)):
+        match = pattern.fullmatch(stream)
+        if match is None:
+            continue
+        try:
+            names = ProjectNames(match["p"])
+        except InvalidNameError:
+            return None
+        what = match["what"]
+        if is_bucket:
+            expected: dict[str, Any] = {
+                "agents": names.registry_bucket,
+                "config": names.config_bucket,
+                "work": names.work_records_bucket,
+                "targets": names.targets_bucket,
+                "spinups": names.spinups_bucket,
+                "memory": names.memory_bucket,
+            }
+            bucket = stream.removeprefix("KV_")
+            return (names.project_id, bucket) if expected[what] == bucket else None
+        if what.startswith("CHAN-"):
+            try:
+                ok = names.channel_stream(what.removeprefix("CHAN-")) == stream
+            except InvalidNameError:
+                ok = False
+        else:
+            ok = stream in (names.work_stream, names.dlq_stream, names.events_stream, names.inbox_stream)
+        return (names.project_id, stream) if ok else None
+    return None
+
+
+async def known_projects(hub: ProjectHub) -> list[ProjectSummary]:
+    """Every project with data on this NATS account (found by the names its resources carry)."""
+    found: dict[str, ProjectSummary] = {}
+    served = {c.project_id for c in hub.served()}
+    for stream in await stream_names(hub.nc):
+        owner = _owner(stream)
+        if owner is None:
+            continue
+        project_id, resource = owner
+        summary = found.setdefault(
+            project_id,
+            ProjectSummary(
+                project_id=project_id,
+                served=project_id in served,
+                default=project_id == hub.default_project,
+                streams=[],
+                buckets=[],
+            ),
+        )
+        (summary.buckets if stream.startswith("KV_") else summary.streams).append(resource)
+    for summary in found.values():
+        summary.streams.sort()
+        summary.buckets.sort()
+    return sorted(found.values(), key=lambda s: (not s.default, s.project_id))

@@ -1,0 +1,1 @@
+"""Spin-up targets: the registry of places Weft can start agents from."""

@@ -1,0 +1,291 @@
+"""Spin-up targets of one project, in its targets KV bucket.
+
+Layout: ``t.<id>`` holds the :class:`~shared.models.Target`; ``n.<name>``
+holds the id that owns the name. Creating the name key with ``create``
+(compare-and-set on "does not exist") is what keeps names unique per project
+even with several Weft replicas writing at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from nats.js import JetStreamContext
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from shared.events import publish_event
+from shared.jsutil import ensure_kv
+from shared.models import Target, TargetSpec, utcnow
+from shared.names import ProjectNames
+from shared.paging import CursorError, Page, decode_cursor, encode_cursor
+from weft.mirror import BucketMirror
+from weft.targets.redaction import merge_masked, redact_config
+
+log = logging.getLogger("loom.weft.targets")
+
+_CAS_RETRIES = 20
+_ID_LEN = 32
+SPEC_FIELDS = tuple(TargetSpec.model_fields)
+
+
+class TargetError(Exception):
+    status = 400
+    code = "invalid"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class TargetNotFound(TargetError):
+    status = 404
+    code = "not_found"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"target: no target with id or name {ref!r} in this project", field="target")
+
+
+class TargetNameTaken(TargetError):
+    status = 409
+    code = "conflict"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"name: a target called {name!r} already exists in this project", field="name")
+
+
+class TargetConflict(TargetError):
+    status = 409
+    code = "conflict"
+
+
+def _target_key(target_id: str) -> str:
+    return f"t.{target_id}"
+
+
+def _name_key(name: str) -> str:
+    return f"n.{name}"
+
+
+def _parse(raw: bytes) -> Target:
+    return Target.model_validate_json(raw)
+
+
+def public_view(target: Target) -> dict[str, Any]:
+    """What responses and events show: the target with secrets in ``config`` masked."""
+    data = target.model_dump(mode="json")
+    data["config"] = redact_config(data.get("config", {}))
+    return data
+
+
+class TargetStore:
+    def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
+        self._js = js
+        self.names = names
+        self._kv: KeyValue | None = None
+        self._mirror: BucketMirror[Target] | None = None
+
+    async def start(self) -> None:
+        self._kv = await ensure_kv(self._js, self.names.targets_bucket, description="Loom spin-up targets")
+        self._mirror = BucketMirror(
+            self._js, self._kv, self.names.targets_bucket, _parse, key_filter=lambda k: k.startswith("t.")
+        )
+        await self._mirror.start()
+
+    async def stop(self) -> None:
+        if self._mirror is not None:
+            await self._mirror.stop()
+
+    @property
+    def kv(self) -> KeyValue:
+        assert self._kv is not None, "TargetStore.start() was not awaited"
+        return self._kv
+
+    @property
+    def mirror(self) -> BucketMirror[Target]:
+        assert self._mirror is not None, "TargetStore.start() was not awaited"
+        return self._mirror
+
+    # -- reads -------------------------------------------------------------------
+    def all(self) -> list[Target]:
+        """Every target as last seen (no round trip; for routing)."""
+        return sorted(self.mirror.values(), key=lambda t: t.name)
+
+    async def list_page(
+        self,
+        *,
+        mechanism: str | None = None,
+        enabled: bool | None = None,
+        capability: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Target]:
+        await self.mirror.sync()
+        after = decode_cursor(cursor)
+        last: str | None = None
+        if after is not None:
+            if not isinstance(after.get("name"), str):
+                raise CursorError()
+            last = after["name"]
+        matching = [
+            t
+            for t in self.all()
+            if (mechanism is None or t.mechanism == mechanism)
+            and (enabled is None or t.enabled == enabled)
+            and (capability is None or capability in t.capabilities)
+        ]
+        total = len(matching)
+        if last is not None:
+            matching = [t for t in matching if t.name > last]
+        page = matching[:limit]
+        more = len(matching) > limit
+        return Page(
+            items=page, next_cursor=encode_cursor({"name": page[-1].name}) if more else None, total=total
+        )
+
+    async def resolve(self, ref: str) -> Target:
+        """A target by id or, failing that, by name."""
+        await self.mirror.sync()
+        if len(ref) == _ID_LEN:
+            found = self.mirror.get(_target_key(ref))
+            if found is not None:
+                return found
+        for target in self.mirror.values():
+            if target.name == ref:
+                return target
+        raise TargetNotFound(ref)
+
+    # -- writes --------------------------------------------------------------------
+    async def create(self, spec: TargetSpec) -> Target:
+        target = Target(**spec.model_dump(), project_id=self.names.project_id)
+        await self._claim_name(target.name, target.id)
+        await self.kv.create(_target_key(target.id), target.to_json_bytes())
+        await self._event("created", target)
+        return target
+
+    async def _claim_name(self, name: str, target_id: str) -> None:
+        key = _name_key(name)
+        for _ in range(_CAS_RETRIES):
+            try:
+                await self.kv.create(key, target_id.encode())
+                return
+            except KeyWrongLastSequenceError:
+                pass
+            try:
+                entry = await self.kv.get(key)
+            except KeyNotFoundError:
+                continue  # released meanwhile; try again
+            owner = (entry.value or b"").decode()
+            if owner == target_id:
+                return
+            if owner and await self._exists(owner):
+                raise TargetNameTaken(name)
+            try:  # a name left behind by an interrupted delete or rename: take it over
+                await self.kv.update(key, target_id.encode(), last=entry.revision)
+                return
+            except KeyWrongLastSequenceError:
+                continue
+        raise TargetConflict(f"name: {name!r} is being changed concurrently; try again", field="name")
+
+    async def _release_name(self, name: str, target_id: str) -> None:
+        key = _name_key(name)
+        try:
+            entry = await self.kv.get(key)
+        except KeyNotFoundError:
+            return
+        if (entry.value or b"").decode() == target_id:
+            with contextlib.suppress(KeyWrongLastSequenceError):
+                await self.kv.delete(key, last=entry.revision)
+
+    async def _exists(self, target_id: str) -> bool:
+        try:
+            entry = await self.kv.get(_target_key(target_id))
+        except KeyNotFoundError:
+            return False
+        return bool(entry.value)
+
+    async def update(
+        self, ref: str, change: Callable[[Target], Target], *, action: str = "updated"
+    ) -> Target:
+        """Compare-and-set ``change`` onto a target (renames keep the name index right)."""
+        current = await self.resolve(ref)
+        key = _target_key(current.id)
+        for attempt in range(_CAS_RETRIES):
+            try:
+                entry = await self.kv.get(key)
+            except KeyNotFoundError:
+                raise TargetNotFound(ref) from None
+            if not entry.value:
+                raise TargetNotFound(ref)
+            before = Target.model_validate_json(entry.value)
+            after = change(before.model_copy(deep=True))
+            after.id, after.project_id, after.created_at = before.id, before.project_id, before.created_at
+            after.updated_at = utcnow()
+            if after.name != before.name:
+                await self._claim_name(after.name, after.id)
+            try:
+                await self.kv.update(key, after.to_json_bytes(), last=entry.revision)
+            except KeyWrongLastSequenceError:
+                if after.name != before.name:
+                    await self._release_name(after.name, after.id)
+                await asyncio.sleep(0.001 * (attempt + 1))
+                continue
+            if after.name != before.name:
+                await self._release_name(before.name, before.id)
+            await self._event(action, after, previous_name=before.name if after.name != before.name else None)
+            return after
+        raise TargetConflict(f"target: {ref!r} is being changed concurrently; try again", field="target")
+
+    async def patch(
+        self, ref: str, changes: dict[str, Any], *, check: Callable[[TargetSpec], None] | None = None
+    ) -> Target:
+        """Apply a partial spec; the result is validated as a whole :class:`TargetSpec`.
+
+        Raises pydantic's ``ValidationError`` (field-level) for an invalid result.
+        """
+        unknown = sorted(set(changes) - set(SPEC_FIELDS))
+        if unknown:
+            raise TargetError(f"{unknown[0]}: not a target field", field=unknown[0])
+
+        def apply(target: Target) -> Target:
+            spec = target.model_dump(include=set(SPEC_FIELDS))
+            for name, value in changes.items():
+                spec[name] = merge_masked(value, spec.get("config")) if name == "config" else value
+            checked = TargetSpec.model_validate(spec)
+            if check is not None:
+                check(checked)
+            return Target.model_validate({**target.model_dump(), **checked.model_dump()})
+
+        # Validate once up front so a bad patch fails before any write.
+        apply((await self.resolve(ref)).model_copy(deep=True))
+        return await self.update(ref, apply)
+
+    async def set_enabled(self, ref: str, enabled: bool) -> Target:
+        def toggle(target: Target) -> Target:
+            target.enabled = enabled
+            return target
+
+        return await self.update(ref, toggle, action="enabled" if enabled else "disabled")
+
+    async def delete(self, ref: str) -> Target:
+        target = await self.resolve(ref)
+        try:
+            await self.kv.delete(_target_key(target.id))
+        except KeyNotFoundError:
+            raise TargetNotFound(ref) from None
+        await self._release_name(target.name, target.id)
+        await self._event("deleted", target)
+        return target
+
+    async def _event(self, action: str, target: Target, **extra: Any) -> None:
+        data: dict[str, Any] = {"target": public_view(target)}
+        data.update({k: v for k, v in extra.items() if v is not None})
+        try:
+            await publish_event(self._js, self.names, "target", action, target.id, data)
+        except Exception as exc:
+            log.warning("could not publish target.%s for %s: %s", action, target.id, exc)
