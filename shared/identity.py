@@ -60,6 +60,15 @@ def user_id_for(username: str) -> str:
     return _sha(f"loom-user\0{username}")[:16]
 
 
+def _username() -> str:
+    """The login name; a container user without a passwd entry (Kubernetes ``runAsUser``)
+    has none, so fall back to the uid rather than failing to start."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"
+
+
 def default_handle(hostname: str, project_path: Path) -> str:
     """Readable default handle: ``<host>-<folder>`` squeezed into ``[a-z0-9-]{1,64}``."""
     raw = f"{hostname.split('.')[0]}-{project_path.name}".lower()
@@ -153,7 +162,7 @@ def resolve_identity(
     project_id = validate_project_id(s.project_id) if s.project_id else project_id_for_path(path)
     base = s.agent_id or base_agent_id(host, path)
     handle = s.handle or default_handle(host, path)
-    user = s.user_id or user_id_for(getpass.getuser())
+    user = s.user_id or user_id_for(_username())
     identity = Identity(
         project_id=project_id,
         project_path=path,

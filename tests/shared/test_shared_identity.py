@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,16 @@ from shared.identity import (
     load_settings,
     project_id_for_path,
     resolve_identity,
+    user_id_for,
 )
-from shared.names import AGENT_ID_RULE, HANDLE_RULE, PROJECT_ID_RULE, validate_agent_id, validate_handle
+from shared.names import (
+    AGENT_ID_RULE,
+    HANDLE_RULE,
+    PROJECT_ID_RULE,
+    validate_agent_id,
+    validate_handle,
+    validate_user_id,
+)
 
 OVERRIDE = "abcdefabcdefabcdefabcdefabcdef12"
 
@@ -241,3 +250,25 @@ def test_handle_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert _resolve(tmp_path).handle == "alice-bot"
     monkeypatch.delenv("LOOM_HANDLE")
     assert _resolve(tmp_path, hostname="odd_HOST").handle == default_handle("odd_HOST", tmp_path)
+
+
+def test_user_id_is_stable_and_overridable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _resolve(tmp_path)
+    assert first.user_id == _resolve(tmp_path / "..").user_id  # same user, any project
+    monkeypatch.setenv("LOOM_USER_ID", "00112233445566ff")
+    assert _resolve(tmp_path).user_id == "00112233445566ff"
+
+
+def test_user_without_a_passwd_entry_still_gets_an_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Containers run as an arbitrary uid often have no name for it; getpass then raises."""
+    import getpass
+
+    def no_name() -> str:
+        raise KeyError("getpwuid(): uid not found: 1000123")
+
+    monkeypatch.setattr(getpass, "getuser", no_name)
+    identity = _resolve(tmp_path)
+    validate_user_id(identity.user_id)
+    assert identity.user_id == user_id_for(f"uid-{os.getuid()}")
