@@ -66,29 +66,36 @@ def follow(client: WeftClient, work_id: str, o: Out, *, timeout: float | None = 
         item: dict[str, Any] = client.get(path)
         work_id = item.get("id", work_id)
         _line("snapshot", item, None, o)
-        seen = item.get("updated_at")
+        frames = stream.frames(timeout=RECHECK_S if timeout is None else min(RECHECK_S, timeout))
         while item.get("status") not in FINAL_WORK_STATES:
-            wait = RECHECK_S if deadline.remaining() is None else min(RECHECK_S, deadline.remaining() or 0.0)
-            event = next(stream.events(timeout=max(wait, 0.05)))
-            if event is None:
-                if deadline.passed():
-                    raise OutcomeFailed(
-                        f"work {work_id} is still {item.get('status')} after {timeout:g}s (stopped watching)"
-                    )
-                fresh = client.get(path)
-                if fresh.get("updated_at") != seen:
-                    item, seen = fresh, fresh.get("updated_at")
+            frame = next(frames)
+            if deadline.passed():
+                raise OutcomeFailed(
+                    f"work {work_id} is still {item.get('status')} after {timeout:g}s (stopped watching)"
+                )
+            if frame is None or frame.get("type") == "lagged":
+                # quiet for a while, or Weft skipped events for us: read the record itself
+                fresh: dict[str, Any] = client.get(path)
+                if fresh.get("updated_at") != item.get("updated_at"):
+                    item = fresh
                     _line("recheck", item, None, o)
                 continue
-            if event.get("subject_id") not in (None, work_id):
+            event = frame.get("event")
+            if not isinstance(event, dict) or event.get("subject_id") != work_id:
                 continue
             updated = work_of(event)
-            if updated is None or updated.get("id", work_id) != work_id:
+            if updated is None or _older(updated, item):
                 continue
-            item, seen = updated, updated.get("updated_at")
+            item = updated
             _line(event_type(event), item, event, o)
     status = item.get("status")
     if status != SUCCESS_STATE:
         reason = item.get("error") or ""
         raise OutcomeFailed(f"work {work_id} ended {status}" + (f": {reason}" if reason else ""))
     return item
+
+
+def _older(candidate: dict[str, Any], current: dict[str, Any]) -> bool:
+    """An event emitted before the snapshot we already hold (it must not move the state back)."""
+    a, b = parse_time(candidate.get("updated_at")), parse_time(current.get("updated_at"))
+    return a is not None and b is not None and a < b

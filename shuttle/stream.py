@@ -1,8 +1,11 @@
-"""Following Weft's WebSocket (``/api/ws``): the event feed behind ``watch``,
+"""Following Weft's WebSocket (``/api/ws``): the feed behind ``watch``,
 ``submit --wait`` and ``fleet --watch``.
 
-The token travels in ``Sec-WebSocket-Protocol: bearer, <token>`` (never in the
-URL, where proxies log it) and the project in ``X-Loom-Project``.
+Subscriptions are made at connect time (``?topics=work&work_id=...``), and
+:meth:`EventStream.open` returns only after Weft's ``welcome`` frame, so every
+event after that moment reaches us. The token travels in
+``Sec-WebSocket-Protocol: bearer, <token>`` (never in the URL, where proxies
+log it) and the project in ``X-Loom-Project``.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from shuttle.errors import Refused, Unreachable
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
+FRAMES_OUT = frozenset({"event", "stats", "lagged"})
+"""Frame types handed to the caller; welcome/subscribed/ping/pong are handled here."""
+
 
 class EventStream:
-    """A subscription to some topics; iterate :meth:`events` for event dicts."""
+    """A live subscription; iterate :meth:`frames` for event, stats and lagged frames."""
 
     def __init__(
         self,
@@ -30,9 +36,10 @@ class EventStream:
     ) -> None:
         self.client = client
         self.topics = list(topics)
-        self.filters = dict(filters or {})
-        self.url = client.ws_url()
+        self.filters = {k: v for k, v in (filters or {}).items() if v is not None}
+        self.url = client.ws_url("/api/ws", {"topics": ",".join(self.topics), **self.filters})
         self._ws: ClientConnection | None = None
+        self.welcome: dict[str, Any] = {}
 
     def __enter__(self) -> EventStream:
         self.open()
@@ -57,6 +64,7 @@ class EventStream:
                 open_timeout=settings.timeout,
                 proxy=None,
                 compression=None,
+                max_size=16 * 2**20,
             )
         except InvalidStatus as exc:
             response = exc.response
@@ -69,22 +77,33 @@ class EventStream:
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise Unreachable(
-                f"cannot reach Weft at {self.client.base_url} (WebSocket {self.url}: {reason})"
+                f"cannot reach Weft at {self.client.base_url} (WebSocket {self._shown_url()}: {reason})"
             ) from None
-        self._send({"action": "subscribe", "topics": self.topics, "filters": self.filters})
+        self._await_welcome(settings.timeout)
 
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self._ws is not None
-        self._ws.send(json.dumps(message))
+    def _shown_url(self) -> str:
+        return self.url.split("?", 1)[0]
+
+    def _await_welcome(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self._recv(max(0.0, deadline - time.monotonic()))
+            if frame is None:
+                raise Unreachable(
+                    f"Weft at {self.client.base_url} accepted the WebSocket but sent no welcome "
+                    f"within {timeout:g}s"
+                )
+            if frame.get("type") == "welcome":
+                self.welcome = frame
+                return
 
     def close(self) -> None:
         if self._ws is not None:
             self._ws.close()
             self._ws = None
 
-    def events(self, timeout: float | None = None) -> Iterator[dict[str, Any] | None]:
-        """Yield each event; yields ``None`` when ``timeout`` seconds pass without one
-        (so a caller can redraw or give up). Ends only by raising."""
+    def _recv(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next frame Weft sends (None on timeout); raises on error frames and closes."""
         from websockets.exceptions import ConnectionClosed
 
         assert self._ws is not None
@@ -92,56 +111,46 @@ class EventStream:
             try:
                 raw = self._ws.recv(timeout=timeout)
             except TimeoutError:
-                yield None
-                continue
+                return None
             except ConnectionClosed as exc:
-                reason = exc.rcvd.reason if exc.rcvd is not None and exc.rcvd.reason else "connection closed"
-                code = exc.rcvd.code if exc.rcvd is not None else None
-                if code in (4401, 4403, 1008):
-                    raise Refused(f"Weft closed the event stream: {reason}", status=code or 0) from None
+                rcvd = exc.rcvd
+                reason = rcvd.reason if rcvd is not None and rcvd.reason else "connection closed"
+                if rcvd is not None and rcvd.code in (1008, 4401, 4403):
+                    raise Refused(f"Weft closed the event stream: {reason}", status=rcvd.code) from None
                 raise Unreachable(
                     f"lost the connection to Weft at {self.client.base_url} (WebSocket: {reason})"
                 ) from None
-            message = _decode(raw)
-            if message is None:
+            try:
+                frame = json.loads(raw)
+            except ValueError:
                 continue
-            if message.get("type") == "error" or ("error" in message and "message" in message):
+            if not isinstance(frame, dict):
+                continue
+            kind = frame.get("type")
+            if kind == "ping":
+                self._ws.send(json.dumps({"type": "pong"}))
+                continue
+            if kind == "error":
                 raise Refused(
-                    str(message.get("message") or message.get("error")),
+                    f"Weft refused the event stream: {frame.get('message') or frame.get('error')}",
                     status=400,
-                    code=str(message.get("error") or "error"),
-                    details=message.get("details"),
+                    code=str(frame.get("error") or "error"),
+                    details=frame.get("details"),
                 )
-            event = unwrap(message)
-            if event is not None:
-                yield event
+            return frame
 
-
-def _decode(raw: str | bytes) -> dict[str, Any] | None:
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
-
-
-def unwrap(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The event inside a frame, or None for frames that carry none (acks, pings)."""
-    inner = message.get("event")
-    if isinstance(inner, dict):
-        if "topic" in message and "topic" not in inner:
-            inner = {**inner, "topic": message["topic"]}
-        return inner
-    if "kind" in message or "action" in message or ("type" in message and message["type"] != "subscribed"):
-        return message
-    return None
+    def frames(self, timeout: float | None = None) -> Iterator[dict[str, Any] | None]:
+        """Yield event/stats/lagged frames; yield ``None`` whenever ``timeout`` seconds pass
+        without one (so a caller can redraw, re-check or give up). Ends only by raising."""
+        while True:
+            frame = self._recv(timeout)
+            if frame is None or frame.get("type") in FRAMES_OUT:
+                yield frame
 
 
 def event_type(event: Mapping[str, Any]) -> str:
     kind, action = event.get("kind"), event.get("action")
-    if kind and action:
-        return f"{kind}.{action}"
-    return str(event.get("type") or "event")
+    return f"{kind}.{action}" if kind and action else "event"
 
 
 def work_of(event: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from shuttle.output import ago, escape, fields, join, make_table, short, styled
+from shuttle.output import ago, count_rows, escape, fields, join, make_table, short, styled
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -137,22 +137,79 @@ def target_fields(t: dict[str, Any]) -> None:
     fields(f"target {t.get('name', '')}", list(t.items()))
 
 
-def spinup_table(items: Iterable[dict[str, Any]], title: str | None = "recent spin-ups") -> RenderableType:
-    return make_table(
-        title,
-        ["id", "target", "state", "reason", "agent", "work", "error", "when"],
-        [
+def spinup_table(events: Iterable[dict[str, Any]], title: str | None = "recent spin-ups") -> RenderableType:
+    """Spin-up events seen on the stream (newest first): ``spinup.*`` with the operation in data."""
+    rows = []
+    for event in events:
+        data = _dict(event.get("data"))
+        op = _dict(data.get("operation")) or data
+        rows.append(
             (
-                escape(s.get("id", "")),
-                escape(s.get("target_name", "-")),
-                styled(s.get("state")),
-                escape(s.get("reason", "-")),
-                escape(short(s.get("agent_id"))),
-                escape(short(s.get("work_id"))),
-                escape(short(s.get("error"), 40)),
-                ago(s.get("created_at")),
+                ago(event.get("at")),
+                escape(event.get("action", "-")),
+                escape(op.get("target_name") or op.get("target_id") or "-"),
+                styled(op.get("state")),
+                escape(short(op.get("agent_id"))),
+                escape(short(op.get("work_id"))),
+                escape(short(op.get("error"), 40)),
             )
-            for s in items
+        )
+    return make_table(
+        title, ["when", "event", "target", "state", "agent", "work", "error"], rows, empty="none seen"
+    )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def stats_view(stats: dict[str, Any]) -> RenderableType:
+    """``GET /api/stats`` as a row of small tables: agents by status and type, work by
+    status, queue depths by capability, targets by health, spin-ups by state."""
+    from rich.columns import Columns
+
+    agents, work = _dict(stats.get("agents")), _dict(stats.get("work"))
+    targets, spinups = _dict(stats.get("targets")), _dict(stats.get("spinups"))
+    by_type = _dict(agents.get("by_type"))
+    agent_statuses = ["online", "busy", "offline"]
+    work_rows = count_rows({k: v for k, v in _dict(work.get("by_status")).items() if v})
+    work_rows.append(("[bold]total[/bold]", work.get("total", 0)))
+    if work.get("waiting_for_agent"):
+        work_rows.append(("waiting for an agent", work["waiting_for_agent"]))
+    work_rows.append(("dead letters", stats.get("dead_letters", 0)))
+    target_rows = count_rows({k: v for k, v in _dict(targets.get("by_health")).items() if v})
+    target_rows += [(escape(k), v) for k, v in _dict(targets.get("by_mechanism")).items()]
+    target_rows.append(
+        ("[bold]enabled/total[/bold]", f"{targets.get('enabled', 0)}/{targets.get('total', 0)}")
+    )
+    spin_rows = count_rows(_dict(spinups.get("by_state")))
+    spin_rows.append(("[bold]total[/bold]", spinups.get("total", 0)))
+    spin_rows.append(("mechanism", escape(spinups.get("mechanism", "-"))))
+    return Columns(
+        [
+            make_table(
+                "agents",
+                ["status", "n"],
+                [*count_rows(_dict(agents.get("by_status"))), ("[bold]total[/bold]", agents.get("total", 0))],
+            ),
+            make_table(
+                "agents by type",
+                ["type", *agent_statuses],
+                [
+                    (escape(t), *(_dict(c).get(s, 0) for s in agent_statuses))
+                    for t, c in sorted(by_type.items())
+                ],
+                empty="none",
+            ),
+            make_table("work", ["status", "n"], work_rows),
+            make_table(
+                "queues",
+                ["capability", "depth"],
+                [(escape(k), v) for k, v in sorted(_dict(stats.get("queue_depths")).items())],
+                empty="empty",
+            ),
+            make_table("targets", ["", "n"], target_rows),
+            make_table("spin-ups", ["state", "n"], spin_rows),
         ],
-        empty="none",
+        padding=(0, 2),
     )

@@ -7,9 +7,10 @@ from typing import Annotated, Any
 import typer
 
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.batch import report
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
-from shuttle.output import console, emit_json, escape, say
+from shuttle.output import console, emit_json, escape, say, styled
 from shuttle.views import agent_fields, agent_table
 
 app = typer.Typer(help="List, inspect and shut down agents.", no_args_is_help=True)
@@ -93,15 +94,17 @@ def shutdown_cmd(
         body["reason"] = reason
     if grace is not None:
         body["grace_s"] = grace
-    if len(agent_ids) == 1:
-        result = client.post(f"/api/agents/{seg(agent_ids[0])}/shutdown", body)
-    else:
-        result = client.post("/api/agents/shutdown-batch", {"agent_ids": agent_ids, **body})
+    if len(agent_ids) > 1:
+        report(
+            client.post("/api/agents/shutdown-batch", {"agent_ids": agent_ids, **body}),
+            o,
+            "asked to shut down",
+        )
+        return
+    result = client.post(f"/api/agents/{seg(agent_ids[0])}/shutdown", body)
     if o.json:
         emit_json(result)
-        return
-    for agent_id in agent_ids:
-        if o.quiet:
-            typer.echo(agent_id)
-        else:
-            say(f"{escape(agent_id)} asked to shut down")
+    elif o.quiet:
+        typer.echo(result.get("agent_id", ""))
+    else:
+        say(f"{escape(result.get('agent_id', ''))} asked to shut down ({styled(result.get('status'))})")

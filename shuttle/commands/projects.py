@@ -1,8 +1,6 @@
-"""``shuttle projects``: every project Weft knows of, with its counts."""
+"""``shuttle projects``: every project with data on Weft's NATS account."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import typer
 
@@ -14,23 +12,29 @@ from shuttle.views import items_of
 def register(app: typer.Typer) -> None:
     @app.command("projects")
     def projects(ctx: typer.Context, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
-        """Projects with agents and work (GET /api/stats/projects)."""
+        """Projects Weft can see, which is its default and which it serves (GET /api/stats/projects)."""
         data = state(ctx).client().get("/api/stats/projects")
         o = out(ctx, json_out, quiet)
         if o.json:
             emit_json(data)
             return
-        rows: list[dict[str, Any]] = items_of(data.get("projects", data) if isinstance(data, dict) else data)
+        rows = items_of(data.get("projects", []) if isinstance(data, dict) else data)
         if o.quiet:
             for row in rows:
                 typer.echo(row.get("project_id", ""))
             return
-        columns = sorted(
-            {k for row in rows for k, v in row.items() if not isinstance(v, dict | list)} - {"project_id"}
-        )
         table(
             "projects",
-            ["project", *columns],
-            [(escape(r.get("project_id", "-")), *(escape(r.get(c, "-")) for c in columns)) for r in rows],
+            ["project", "default", "served", "streams", "buckets"],
+            [
+                (
+                    escape(r.get("project_id", "-")),
+                    "yes" if r.get("default") else "",
+                    "yes" if r.get("served") else "",
+                    len(r.get("streams") or []),
+                    len(r.get("buckets") or []),
+                )
+                for r in rows
+            ],
             empty="no projects",
         )

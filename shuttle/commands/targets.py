@@ -37,34 +37,75 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Mechanism config KEY=VALUE (VALUE parsed as JSON when it can be; repeat)."),
 ]
-# per mechanism
-CommandOpt = Annotated[str | None, typer.Option("--command", help="[local, ssh] command line to run.")]
-CwdOpt = Annotated[str | None, typer.Option("--cwd", help="[local] working directory.")]
+# per mechanism (keys of the mechanism's config object in Weft)
+CommandOpt = Annotated[str | None, typer.Option("--command", help="[local, ssh, kubernetes] command line.")]
+CwdOpt = Annotated[str | None, typer.Option("--cwd", help="[local, ssh] absolute working directory.")]
 EnvOpt = Annotated[
-    list[str] | None, typer.Option("--env", help="[local, ssh] KEY=VALUE for the agent (repeat).")
+    list[str] | None, typer.Option("--env", help="KEY=VALUE for the agent, no secrets (repeat).")
 ]
+NatsUrlOpt = Annotated[str | None, typer.Option("--nats-url", help="NATS URL the agent should use.")]
 HostOpt = Annotated[str | None, typer.Option("--host", help="[ssh] host name or address.")]
 PortOpt = Annotated[int | None, typer.Option("--port", min=1, max=65535, help="[ssh] port.")]
-UserOpt = Annotated[str | None, typer.Option("--user", help="[ssh] user.")]
-KeyFileOpt = Annotated[
-    str | None, typer.Option("--key-file", help="[ssh] private key file (else the agent).")
+UserOpt = Annotated[str | None, typer.Option("--user", help="[ssh] user name.")]
+KeyFileOpt = Annotated[str | None, typer.Option("--key-file", help="[ssh] private key file.")]
+UseAgentOpt = Annotated[
+    bool | None, typer.Option("--use-agent/--no-use-agent", help="[ssh] use ssh-agent keys.")
 ]
 KnownHostsOpt = Annotated[str | None, typer.Option("--known-hosts", help="[ssh] known_hosts file.")]
-HostKeyOpt = Annotated[
-    str | None, typer.Option("--host-key-policy", help="[ssh] strict or accept-new (explicit, never off).")
+HostKeyOpt = Annotated[str | None, typer.Option("--host-key", help="[ssh] pinned public key.")]
+HostKeyPolicyOpt = Annotated[
+    str | None, typer.Option("--host-key-policy", help="[ssh] strict, accept-new or insecure.")
 ]
 NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="[kubernetes] namespace.")]
 ImageOpt = Annotated[str | None, typer.Option("--image", help="[kubernetes] container image.")]
+ServiceAccountOpt = Annotated[
+    str | None, typer.Option("--service-account", help="[kubernetes] service account.")
+]
 RepoOpt = Annotated[str | None, typer.Option("--repo", help="[github-actions] owner/name.")]
 WorkflowOpt = Annotated[str | None, typer.Option("--workflow", help="[github-actions] workflow file or id.")]
 RefOpt = Annotated[str | None, typer.Option("--ref", help="[github-actions] branch or tag.")]
 InputOpt = Annotated[list[str] | None, typer.Option("--input", help="[github-actions] KEY=VALUE (repeat).")]
-UrlOpt = Annotated[str | None, typer.Option("--url", help="[webhook] URL to call to start an agent.")]
-StopUrlOpt = Annotated[str | None, typer.Option("--stop-url", help="[webhook] URL to call to stop it.")]
-SecretEnvOpt = Annotated[
+TokenEnvOpt = Annotated[
     str | None,
-    typer.Option("--secret-env", help="[webhook, github-actions] env var on Weft holding the secret."),
+    typer.Option("--token-env", help="[github-actions, kubernetes] env var on Weft with the token."),
 ]
+UrlOpt = Annotated[str | None, typer.Option("--url", help="[webhook] URL called to start an agent.")]
+MethodOpt = Annotated[str | None, typer.Option("--method", help="[webhook] HTTP method.")]
+BodyOpt = Annotated[
+    str | None, typer.Option("--body", help="[webhook] body template ({work_id}, {agent_id}, ...).")
+]
+StopUrlOpt = Annotated[str | None, typer.Option("--stop-url", help="[webhook] URL called to stop it.")]
+HealthUrlOpt = Annotated[str | None, typer.Option("--health-url", help="[webhook] URL for `targets test`.")]
+SecretEnvOpt = Annotated[
+    str | None, typer.Option("--secret-env", help="[webhook] env var on Weft holding the HMAC secret.")
+]
+
+CONFIG_KEYS = {
+    "cwd": "cwd",
+    "nats_url": "nats_url",
+    "host": "host",
+    "port": "port",
+    "user": "username",
+    "key_file": "key_file",
+    "use_agent": "use_agent",
+    "known_hosts": "known_hosts",
+    "host_key": "host_key",
+    "host_key_policy": "host_key_policy",
+    "namespace": "namespace",
+    "image": "image",
+    "service_account": "service_account",
+    "repo": "repository",
+    "workflow": "workflow",
+    "ref": "ref",
+    "token_env": "token_env",
+    "url": "url",
+    "method": "method",
+    "body": "body",
+    "stop_url": "stop_url",
+    "health_url": "health_url",
+    "secret_env": "secret_env",
+}
+"""Flag (parameter name) -> key in the target's ``config``."""
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -77,41 +118,24 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     return out_
 
 
-def _mechanism_config(**flags: Any) -> dict[str, Any]:
-    """Per-mechanism flags to the target's ``config`` object."""
+def _mechanism_config(flags: dict[str, Any]) -> dict[str, Any]:
+    """Per-mechanism flags to the target's ``config`` object (Weft validates it per mechanism)."""
     import shlex
 
     config: dict[str, Any] = {}
-    if flags["command"] is not None:
+    if flags.get("command") is not None:
         try:
             config["command"] = shlex.split(flags["command"])
         except ValueError as exc:
             raise UsageError(f"--command: cannot split {flags['command']!r} ({exc})") from None
-    simple = {
-        "cwd": "cwd",
-        "host": "host",
-        "port": "port",
-        "user": "user",
-        "key_file": "key_file",
-        "known_hosts": "known_hosts",
-        "host_key_policy": "host_key_policy",
-        "namespace": "namespace",
-        "image": "image",
-        "repo": "repo",
-        "workflow": "workflow",
-        "ref": "ref",
-        "url": "url",
-        "stop_url": "stop_url",
-        "secret_env": "secret_env",
-    }
-    for flag, key in simple.items():
-        if flags[flag] is not None:
+    for flag, key in CONFIG_KEYS.items():
+        if flags.get(flag) is not None:
             config[key] = flags[flag]
-    if flags["env"]:
+    if flags.get("env"):
         config["env"] = _pairs(flags["env"], "--env")
-    if flags["input"]:
-        config["inputs"] = _pairs(flags["input"], "--input")
-    for key, value in _pairs(flags["set_"], "--set").items():
+    if flags.get("input_"):
+        config["inputs"] = _pairs(flags["input_"], "--input")
+    for key, value in _pairs(flags.get("set_"), "--set").items():
         try:
             config[key] = json.loads(value)
         except ValueError:
@@ -236,53 +260,54 @@ def add_cmd(
     command: CommandOpt = None,
     cwd: CwdOpt = None,
     env: EnvOpt = None,
+    nats_url: NatsUrlOpt = None,
     host: HostOpt = None,
     port: PortOpt = None,
     user: UserOpt = None,
     key_file: KeyFileOpt = None,
+    use_agent: UseAgentOpt = None,
     known_hosts: KnownHostsOpt = None,
-    host_key_policy: HostKeyOpt = None,
+    host_key: HostKeyOpt = None,
+    host_key_policy: HostKeyPolicyOpt = None,
     namespace: NamespaceOpt = None,
     image: ImageOpt = None,
+    service_account: ServiceAccountOpt = None,
     repo: RepoOpt = None,
     workflow: WorkflowOpt = None,
     ref: RefOpt = None,
     input_: InputOpt = None,
+    token_env: TokenEnvOpt = None,
     url: UrlOpt = None,
+    method: MethodOpt = None,
+    body: BodyOpt = None,
     stop_url: StopUrlOpt = None,
+    health_url: HealthUrlOpt = None,
     secret_env: SecretEnvOpt = None,
     set_: SetOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Register a target from per-mechanism flags or --from-file."""
-    body: dict[str, Any] = _load_spec(from_file) if from_file else {}
+    spec: dict[str, Any] = _load_spec(from_file) if from_file else {}
     if name is not None:
-        body["name"] = name
+        spec["name"] = name
     if mechanism is not None:
-        body["mechanism"] = mechanism
-    if body.get("mechanism") not in MECHANISMS:
-        given = body.get("mechanism")
+        spec["mechanism"] = mechanism
+    if spec.get("mechanism") not in MECHANISMS:
+        given = spec.get("mechanism")
         raise UsageError(
             f"--mechanism: {'is required' if given is None else repr(given) + ' is invalid'}; "
             f"must be one of {', '.join(MECHANISMS)}"
         )
-    if not body.get("name"):
+    if not spec.get("name"):
         raise UsageError("NAME is required (or a name in --from-file)")
-    body.update(_common(agent_type, capability, boundary, max_concurrent, cooldown, idle_timeout, tag))
-    config = dict(body.get("config") or {})
-    config.update(
-        _mechanism_config(
-            command=command, cwd=cwd, env=env, host=host, port=port, user=user, key_file=key_file,
-            known_hosts=known_hosts, host_key_policy=host_key_policy, namespace=namespace, image=image,
-            repo=repo, workflow=workflow, ref=ref, input=input_, url=url, stop_url=stop_url,
-            secret_env=secret_env, set_=set_,
-        )
-    )  # fmt: skip
-    body["config"] = config
+    spec.update(_common(agent_type, capability, boundary, max_concurrent, cooldown, idle_timeout, tag))
+    config = dict(spec.get("config") or {})
+    config.update(_mechanism_config(ctx.params))
+    spec["config"] = config
     if disabled:
-        body["enabled"] = False
-    created = state(ctx).client().post("/api/targets", body)
+        spec["enabled"] = False
+    created = state(ctx).client().post("/api/targets", spec)
     _done(ctx, created, "added", json_out, quiet)
 
 
@@ -303,20 +328,28 @@ def update_cmd(
     command: CommandOpt = None,
     cwd: CwdOpt = None,
     env: EnvOpt = None,
+    nats_url: NatsUrlOpt = None,
     host: HostOpt = None,
     port: PortOpt = None,
     user: UserOpt = None,
     key_file: KeyFileOpt = None,
+    use_agent: UseAgentOpt = None,
     known_hosts: KnownHostsOpt = None,
-    host_key_policy: HostKeyOpt = None,
+    host_key: HostKeyOpt = None,
+    host_key_policy: HostKeyPolicyOpt = None,
     namespace: NamespaceOpt = None,
     image: ImageOpt = None,
+    service_account: ServiceAccountOpt = None,
     repo: RepoOpt = None,
     workflow: WorkflowOpt = None,
     ref: RefOpt = None,
     input_: InputOpt = None,
+    token_env: TokenEnvOpt = None,
     url: UrlOpt = None,
+    method: MethodOpt = None,
+    body: BodyOpt = None,
     stop_url: StopUrlOpt = None,
+    health_url: HealthUrlOpt = None,
     secret_env: SecretEnvOpt = None,
     set_: SetOpt = None,
     json_out: JsonOpt = False,
@@ -325,12 +358,7 @@ def update_cmd(
     """Change some fields of a target; config flags are merged into its config."""
     patch: dict[str, Any] = _load_spec(from_file) if from_file else {}
     patch.update(_common(agent_type, capability, boundary, max_concurrent, cooldown, idle_timeout, tag))
-    config = _mechanism_config(
-        command=command, cwd=cwd, env=env, host=host, port=port, user=user, key_file=key_file,
-        known_hosts=known_hosts, host_key_policy=host_key_policy, namespace=namespace, image=image,
-        repo=repo, workflow=workflow, ref=ref, input=input_, url=url, stop_url=stop_url,
-        secret_env=secret_env, set_=set_,
-    )  # fmt: skip
+    config = _mechanism_config(ctx.params)
     client = state(ctx).client()
     if config:
         current = client.get(f"/api/targets/{seg(target)}")
@@ -390,7 +418,7 @@ def disable_cmd(
 
 @app.command("test")
 def test_cmd(ctx: typer.Context, target: TargetArg, json_out: JsonOpt = False) -> None:
-    """Run the target's health check now; exit 1 when it is unhealthy."""
+    """Check the target can start agents now; exit 1 when it cannot."""
     result = state(ctx).client().post(f"/api/targets/{seg(target)}/test")
     if out(ctx, json_out).json:
         emit_json(result)
@@ -398,10 +426,8 @@ def test_cmd(ctx: typer.Context, target: TargetArg, json_out: JsonOpt = False) -
         fields(
             f"test of {target}", list(result.items()) if isinstance(result, dict) else [("result", result)]
         )
-    health = result.get("health") if isinstance(result, dict) else None
-    healthy = result.get("healthy") if isinstance(result, dict) else None
-    if healthy is False or health == "unhealthy":
+    if isinstance(result, dict) and result.get("ok") is False:
         from shuttle.errors import Refused
 
-        detail = result.get("health_detail") or result.get("detail") or "health check failed"
-        raise Refused(f"target {target} is unhealthy: {detail}", status=200, code="unhealthy")
+        detail = result.get("detail") or result.get("health") or "check failed"
+        raise Refused(f"target {target} failed its test: {detail}", status=200, code="unhealthy")

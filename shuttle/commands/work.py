@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.batch import report
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
@@ -95,23 +96,16 @@ def cancel_cmd(
     o = out(ctx, json_out, quiet)
     client = state(ctx).client()
     body = {"reason": reason} if reason else {}
-    if len(work_ids) == 1:
-        result = client.post(f"/api/work/{seg(work_ids[0])}/cancel", body)
-        items = [result]
-    else:
-        result = client.post("/api/work/cancel-batch", {"ids": work_ids, **body})
-        items = result.get("cancelled", []) if isinstance(result, dict) else []
-    if o.json:
-        emit_json(result)
+    if len(work_ids) > 1:
+        report(client.post("/api/work/cancel-batch", {"work_ids": work_ids, **body}), o, "cancelled")
         return
-    for item in items:
-        if o.quiet:
-            typer.echo(item.get("id", ""))
-        else:
-            say(f"{escape(item.get('id', ''))} {styled(item.get('status'))}")
-    if isinstance(result, dict) and result.get("errors"):
-        for error in result["errors"]:
-            say(f"[red]{escape(error)}[/red]")
+    item = client.post(f"/api/work/{seg(work_ids[0])}/cancel", body)
+    if o.json:
+        emit_json(item)
+    elif o.quiet:
+        typer.echo(item.get("id", ""))
+    else:
+        say(f"{escape(item.get('id', ''))} {styled(item.get('status'))}")
 
 
 @app.command("retry")
