@@ -249,6 +249,9 @@ class MemoryIndex:
                 if entry is not None:
                     yield entry
 
+    def tag_count(self, tag: str) -> int:
+        return len(self._tags.get(tag, ()))
+
     def tagged(self, tags: list[str]) -> set[str] | None:
         """Uids carrying every tag (None when a tag is unknown: nothing matches)."""
         sets = []

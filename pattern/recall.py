@@ -21,6 +21,8 @@ from pattern.results import MemoryView, RecallCounts, RecallResult
 ALL_SCOPES = tuple(Scope)
 ALL_CATEGORIES = tuple(Category)
 SNIPPET_CHARS = 200
+TAG_SET_SORT_FACTOR = 8
+"""Sort a tag's memories when there are at most this many per requested memory; otherwise walk."""
 
 
 def _matches(entry: Entry, req: RecallInput, scopes: set[Scope], needle: str | None, now: datetime) -> bool:
@@ -53,7 +55,9 @@ def recall(
     needle = req.search.lower() if req.search else None
 
     candidates: Iterable[Entry]
-    if req.tags:
+    smallest = min((index.tag_count(t) for t in req.tags), default=None)
+    if smallest is not None and smallest <= TAG_SET_SORT_FACTOR * req.limit:
+        # A selective tag: sorting its few memories beats walking past many others.
         uids = index.tagged(req.tags)
         found = [e for e in (index.entry(u) for u in uids or ()) if e is not None]
         found = [e for e in found if e.parts.category in categories]
