@@ -1,8 +1,159 @@
-"""Console entry point for `warp` (placeholder until its issue lands)."""
+"""``warp``: run the Warp MCP server (stdio by default, ``--http`` for streamable HTTP).
 
+Start-up errors (a bad identity or setting) are one line on stderr and exit
+code 2; stdout carries nothing but MCP frames. Imports are kept lazy so the
+process answers ``initialize`` quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from warp.runtime import WarpRuntime
+
+SIGNAL_GRACE_S = 2.0
+EXIT_USAGE = 2
 
 
-def main() -> None:
-    print("warp: not yet implemented", file=sys.stderr)
-    sys.exit(2)
+def _parser() -> argparse.ArgumentParser:
+    from warp import __version__
+
+    p = argparse.ArgumentParser(
+        prog="warp",
+        description="Loom Warp: per-agent MCP server (channels, registry, direct messages, work, DLQ).",
+        epilog="Configuration comes from the environment: NATS_URL, LOOM_PROJECT_ID, LOOM_AGENT_ID, "
+        "LOOM_HANDLE, LOOM_AGENT_TYPE, LOOM_CAPABILITIES, LOOM_BOUNDARIES, LOOM_HEARTBEAT_S, "
+        "LOOM_AUTO_REGISTER, ... (see docs/warp.md).",
+    )
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    p.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    p.add_argument("--with-memory", action="store_true", help="also serve Pattern's memory tools")
+    p.add_argument("--version", action="version", version=f"warp {__version__}")
+    return p
+
+
+def _fail(message: str) -> int:
+    print(f"warp: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Tool errors go to agents: the rule and the field, not a link to pydantic's docs.
+    os.environ.setdefault("PYDANTIC_ERRORS_INCLUDE_URL", "0")
+    args = _parser().parse_args(argv)
+    if not 1 <= args.port <= 65535:
+        return _fail("--port: must be between 1 and 65535")
+
+    from pydantic import ValidationError
+
+    from shared.identity import IdentityError, load_settings, resolve_identity
+    from shared.names import InvalidNameError
+    from shared.redact import configure_logging, redact
+    from shared.settings import NatsSettings
+    from warp.settings import WarpSettingsError, load_warp_settings
+
+    try:
+        identity_settings = load_settings()
+        identity = resolve_identity(identity_settings)
+        settings = load_warp_settings()
+        NatsSettings()
+    except (IdentityError, WarpSettingsError, InvalidNameError) as exc:
+        return _fail(str(exc))
+    except ValidationError as exc:
+        return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
+    configure_logging(settings.log_level)
+
+    from warp.runtime import WarpRuntime
+    from warp.server import build_server
+
+    rt = WarpRuntime(
+        identity,
+        settings,
+        nats_url=os.environ.get("NATS_URL") or None,
+        explicit_instance=identity_settings.instance,
+    )
+    server = build_server(rt)
+    if args.with_memory:
+        problem = _mount_memory(server, rt)
+        if problem:
+            return _fail(problem)
+
+    import anyio
+
+    if args.http:
+        anyio.run(_serve_http, server, rt, args.host, args.port, args.path)
+    else:
+        anyio.run(_serve_stdio, server, rt)
+    return 0
+
+
+def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> str | None:
+    """Pattern's tools in this server, sharing its NATS connection and identity."""
+    try:
+        from pattern import mount as pattern_mount  # type: ignore[attr-defined]
+    except ImportError:
+        return (
+            "--with-memory: Pattern's memory tools are not available in this installation "
+            "(pattern.mount.register_pattern_tools is missing); run `pattern` as its own MCP server instead"
+        )
+    register = getattr(pattern_mount, "register_pattern_tools", None)
+    if register is None:
+        return "--with-memory: pattern.mount has no register_pattern_tools"
+    register(server, rt)
+    return None
+
+
+def _install_signals(rt: WarpRuntime) -> None:
+    import asyncio
+    import signal
+
+    from shared.models import ControlRequest
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        request = ControlRequest(
+            action="shutdown", reason=signal.Signals(sig).name, requested_by="signal", grace_s=SIGNAL_GRACE_S
+        )
+        loop.add_signal_handler(sig, rt.request_shutdown, request)
+
+
+async def _serve_stdio(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> None:
+    def leave() -> None:
+        # Offline already. The stdio reader may sit in a blocking read of stdin
+        # that nothing can interrupt, so leave without waiting for it.
+        import logging
+
+        logging.shutdown()
+        os._exit(0)
+
+    rt.on_exit = leave
+    _install_signals(rt)
+    await server.run_stdio_async()
+
+
+async def _serve_http(
+    server: MCPServer[WarpRuntime], rt: WarpRuntime, host: str, port: int, path: str
+) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    http = uvicorn.Server(config)
+
+    def leave() -> None:
+        http.should_exit = True
+
+    rt.on_exit = leave
+    await http.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Fixtures for the Warp tests (real nats-server from ``shared.testing``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from shared.identity import Identity
+from shared.server import EmbeddedNatsServer
+
+_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_")
+_ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Warp reads the environment; a developer's NATS_URL, LOOM_* or ~/.loom must not leak in."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def make_identity(project_id: str, project_dir: Path, agent_id: str, **kw: object) -> Identity:
+    data: dict[str, object] = {
+        "project_id": project_id,
+        "project_path": project_dir,
+        "agent_id": agent_id,
+        "base_agent_id": agent_id,
+        "hostname": "test-host",
+        "handle": f"agent-{agent_id[:4]}",
+        "agent_type": "claude-code",
+        "user_id": "1" * 16,
+    }
+    data.update(kw)
+    return Identity(**data)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def warp_env(nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for a spawned Warp in this test's project (HOME is a scratch dir)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    return {
+        "NATS_URL": nats_server.url,
+        "LOOM_PROJECT_ID": project_id,
+        "LOOM_PROJECT_PATH": str(project),
+        "HOME": str(home),
+        "LOOM_LOG_LEVEL": "INFO",
+    }

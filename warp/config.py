@@ -1,0 +1,176 @@
+"""Channel configuration: built-in defaults, the user file and the project file.
+
+Files, later ones overriding earlier ones channel by channel:
+
+1. built-in defaults: ``roadmap``, ``parallel-work``, ``errors``;
+2. the user file ``~/.loom/config.json`` (or ``config.toml``);
+3. the project file ``.loom/config.json`` (or ``.toml``), the nearest one found
+   walking up from the project path (the home directory's own ``.loom`` is the
+   user file, never a project file).
+
+Only the ``channels`` table is Warp's; other top-level keys (Shuttle keeps its
+settings in the same user file) are left alone. The files are re-checked on
+every channel operation (a few small reads), so an edit takes effect on the
+next call and Warp updates the streams' limits to match.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.names import TOKEN_RULE, InvalidNameError, validate_channel
+
+CONFIG_DIR = ".loom"
+CONFIG_NAMES = ("config.json", "config.toml")
+
+DAY_S = 24 * 3600
+
+
+class ConfigError(ValueError):
+    """A configuration file is unreadable or invalid; the message names the file and field."""
+
+
+class ChannelSpec(BaseModel):
+    """One channel's description and retention limits (applied to its stream)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = Field(default="", max_length=500)
+    max_messages: int = Field(default=10_000, ge=1, le=100_000_000)
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=1 << 40)
+    max_age_s: float = Field(default=30 * DAY_S, ge=0, le=10 * 365 * DAY_S)
+    """0 keeps messages until the count or size limit pushes them out."""
+
+
+DEFAULT_CHANNELS: dict[str, ChannelSpec] = {
+    "roadmap": ChannelSpec(description="Plans, priorities and direction of the project"),
+    "parallel-work": ChannelSpec(description="Who is doing what right now, to avoid duplicate work"),
+    "errors": ChannelSpec(description="Errors and failures the team should know about"),
+}
+
+
+class _ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    channels: dict[str, ChannelSpec] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChannelConfig:
+    channels: dict[str, ChannelSpec]
+    sources: tuple[Path, ...]
+
+    def get(self, name: str) -> ChannelSpec | None:
+        return self.channels.get(name)
+
+
+def _parse(path: Path) -> dict[str, ChannelSpec]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data: Any = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "TOML" if path.suffix == ".toml" else "JSON"
+        raise ConfigError(f"{path}: not valid {kind}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be an object/table")
+    try:
+        parsed = _ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"{path}: {problems}") from None
+    for name in parsed.channels:
+        try:
+            validate_channel(name, f"channels.{name}")
+        except InvalidNameError:
+            raise ConfigError(
+                f"{path}: channels.{name}: invalid channel name; must be {TOKEN_RULE}"
+            ) from None
+    return parsed.channels
+
+
+def _config_file_in(directory: Path) -> Path | None:
+    found = [
+        directory / CONFIG_DIR / name for name in CONFIG_NAMES if (directory / CONFIG_DIR / name).is_file()
+    ]
+    if len(found) > 1:
+        raise ConfigError(f"{directory / CONFIG_DIR}: both config.json and config.toml exist; keep only one")
+    return found[0] if found else None
+
+
+def find_project_file(project_path: Path, home: Path) -> Path | None:
+    home = home.resolve()
+    for directory in (project_path, *project_path.parents):
+        if directory == home:
+            return None
+        found = _config_file_in(directory)
+        if found is not None:
+            return found
+    return None
+
+
+def load_channel_config(project_path: Path, home: Path | None = None) -> ChannelConfig:
+    home_dir = (home or Path.home()).expanduser()
+    channels = dict(DEFAULT_CHANNELS)
+    sources: list[Path] = []
+    for path in (_config_file_in(home_dir), find_project_file(project_path.resolve(), home_dir)):
+        if path is not None:
+            channels.update(_parse(path))
+            sources.append(path)
+    return ChannelConfig(channels=channels, sources=tuple(sources))
+
+
+class ConfigLoader:
+    """Re-reads the files when any candidate file appears, changes or disappears."""
+
+    def __init__(self, project_path: Path, home: Path | None = None) -> None:
+        self.project_path = project_path.resolve()
+        self.home = (home or Path.home()).expanduser()
+        self._fingerprint: tuple[tuple[str, bytes], ...] | None = None
+        self._config: ChannelConfig | None = None
+        self._error: ConfigError | None = None
+
+    def _candidates(self) -> list[Path]:
+        dirs = [self.home]
+        home = self.home.resolve()
+        for directory in (self.project_path, *self.project_path.parents):
+            if directory == home:
+                break
+            dirs.append(directory)
+        return [d / CONFIG_DIR / name for d in dirs for name in CONFIG_NAMES]
+
+    def _stat(self) -> tuple[tuple[str, bytes], ...]:
+        """Path and content of every candidate file that exists (they are small; content
+        rather than mtime, whose granularity can hide a quick second edit)."""
+        marks: list[tuple[str, bytes]] = []
+        for path in self._candidates():
+            try:
+                marks.append((str(path), path.read_bytes()))
+            except OSError:
+                continue
+        return tuple(marks)
+
+    def current(self) -> ChannelConfig:
+        """The configuration now; raises :class:`ConfigError` while a file is invalid."""
+        fingerprint = self._stat()
+        if fingerprint != self._fingerprint:
+            self._fingerprint = fingerprint
+            try:
+                self._config = load_channel_config(self.project_path, self.home)
+                self._error = None
+            except ConfigError as exc:
+                self._error = exc
+        if self._error is not None:
+            raise self._error
+        assert self._config is not None
+        return self._config

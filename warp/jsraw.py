@@ -1,0 +1,132 @@
+"""Two JetStream requests nats-py does not offer in the shape Warp needs.
+
+* batched direct get: up to N stored messages from a sequence in one round
+  trip (channel reads, inbox peeks), ending with an ``EOB`` status;
+* a no-wait pull of up to N messages from a durable consumer, ending as soon
+  as the server has nothing more (inbox reads: no 30 s wait).
+
+Both use a one-shot inbox subscription, since several replies answer one
+request. Acks that must be on record before a call returns are sent as
+requests and awaited together (one round trip for the whole batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+
+JS_API = "$JS.API"
+
+
+class JetStreamReplyError(RuntimeError):
+    """The server answered with an error status (no stream, no consumer, ...)."""
+
+    def __init__(self, status: str, description: str) -> None:
+        self.status = status
+        self.description = description
+        super().__init__(f"JetStream answered {status}: {description}")
+
+
+@dataclass
+class StoredMsg:
+    seq: int
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    time: datetime
+    pending: int
+    """Messages after this one that match the request (Nats-Num-Pending)."""
+
+
+def _parse_time(raw: str | None) -> datetime:
+    if not raw:
+        return datetime.now(UTC)
+    # RFC 3339 with nanoseconds: trim to microseconds for fromisoformat.
+    text = raw.rstrip("Z")
+    if "." in text:
+        head, frac = text.split(".", 1)
+        text = f"{head}.{frac[:6]}"
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    except ValueError:
+        return datetime.now(UTC)
+
+
+async def direct_get_batch(
+    nc: NatsClient,
+    stream: str,
+    *,
+    start_seq: int,
+    batch: int,
+    subject: str | None = None,
+    timeout: float = 5.0,
+) -> list[StoredMsg]:
+    """Up to ``batch`` messages with sequence >= ``start_seq`` (optionally only ``subject``)."""
+    request: dict[str, object] = {"seq": max(1, start_seq), "batch": batch}
+    if subject is not None:
+        request["next_by_subj"] = subject
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    out: list[StoredMsg] = []
+    try:
+        await nc.publish(f"{JS_API}.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
+        async with asyncio.timeout(timeout):
+            while len(out) < batch:
+                msg = await sub.next_msg(timeout=timeout)
+                headers = dict(msg.headers or {})
+                status = headers.get("Status")
+                if status is not None:
+                    if status in ("204", "404"):
+                        break  # end of batch / nothing (more) stored
+                    raise JetStreamReplyError(status, headers.get("Description", ""))
+                out.append(
+                    StoredMsg(
+                        seq=int(headers.get("Nats-Sequence", "0")),
+                        subject=headers.get("Nats-Subject", msg.subject),
+                        data=msg.data,
+                        headers=headers,
+                        time=_parse_time(headers.get("Nats-Time-Stamp")),
+                        pending=int(headers.get("Nats-Num-Pending", "0") or 0),
+                    )
+                )
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def consumer_next(
+    nc: NatsClient, stream: str, consumer: str, *, batch: int, timeout: float = 5.0
+) -> list[Msg]:
+    """Whatever the durable consumer can deliver right now, up to ``batch`` messages."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    out: list[Msg] = []
+    try:
+        request = json.dumps({"batch": batch, "no_wait": True}).encode()
+        await nc.publish(f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{consumer}", request, reply=inbox)
+        async with asyncio.timeout(timeout):
+            while len(out) < batch:
+                msg = await sub.next_msg(timeout=timeout)
+                status = (msg.headers or {}).get("Status")
+                if status is not None:
+                    if status in ("404", "408"):
+                        break  # no (more) messages
+                    raise JetStreamReplyError(status, (msg.headers or {}).get("Description", ""))
+                if msg.reply:
+                    out.append(msg)
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def ack_all(nc: NatsClient, msgs: list[Msg], verb: bytes, *, timeout: float = 5.0) -> None:
+    """Send ``verb`` (+ACK, -NAK, +TERM) for every message and wait until the server has
+    recorded each one, so the next read already sees the result."""
+    if not msgs:
+        return
+    await asyncio.gather(*(nc.request(m.reply, verb, timeout=timeout) for m in msgs))

@@ -1,0 +1,322 @@
+"""One Warp process: its NATS connection, identity, services and lifecycle.
+
+The connection is opened in the background so the MCP handshake never waits
+for NATS; tools ask :meth:`WarpRuntime.services` for a live connection and get
+a clear error while NATS is away. nats-py reconnects on its own; after a
+reconnect Warp forgets what it believed existed on the server and writes a
+heartbeat at once.
+
+Exit paths, all of which mark the agent offline first:
+stdin closed (the MCP session ends), SIGTERM, and a ``shutdown`` control
+request (drain within its grace period, then exit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from shared.identity import Identity
+from shared.names import ProjectNames
+from warp.config import ConfigLoader
+from warp.errors import Unavailable
+from warp.settings import WarpSettings
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NatsClient
+
+    from shared.models import ControlRequest
+    from warp.control import CancelledWork, ControlListener
+    from warp.services import Services
+
+log = logging.getLogger("loom.warp")
+
+_BACKOFF_MAX_S = 5.0
+_STOP_STEP_S = 3.0
+
+
+class WarpRuntime:
+    def __init__(
+        self,
+        identity: Identity,
+        settings: WarpSettings,
+        *,
+        nats_url: str | None = None,
+        explicit_instance: int | None = None,
+        loader: ConfigLoader | None = None,
+    ) -> None:
+        self.base_identity = identity
+        self.identity = identity
+        self.handle = identity.handle
+        self.settings = settings
+        self.names = ProjectNames(identity.project_id)
+        self.loader = loader or ConfigLoader(identity.project_path)
+        self.nats_url = nats_url
+        self.explicit_instance = explicit_instance
+        self.display_url = "NATS"
+        self.state = "starting"
+        self.last_error: str | None = None
+        self.inflight = 0
+        self.draining: ControlRequest | None = None
+        self.drain_deadline: float | None = None
+        self.on_exit: Callable[[], None] | None = None
+        """Called once the agent is marked offline after a shutdown request or SIGTERM."""
+        self._svc: Services | None = None
+        self._cancelled: CancelledWork | None = None
+        self._control: ControlListener | None = None
+        self._ready = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = False
+        self._recovered = False
+        self._stop_lock = asyncio.Lock()
+        self._nc: NatsClient | None = None
+
+    # -- start -------------------------------------------------------------------
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._connect_loop(), name="warp-connect"))
+
+    async def _connect_loop(self) -> None:
+        # Load nats-py and the JetStream layer off the event loop, so the MCP
+        # handshake is answered meanwhile.
+        await asyncio.to_thread(importlib.import_module, "warp.services")
+        from shared.natsclient import NatsConnectError, connect, display_url
+
+        self.display_url = display_url(self.nats_url)
+        delay = 0.25
+        while self._nc is None and not self._stopped:
+            try:
+                self._nc = await connect(
+                    url=self.nats_url,
+                    name=f"warp-{self.handle}",
+                    mode="service",
+                    timeout=5.0,
+                    on_state=self._on_state,
+                )
+            except NatsConnectError as exc:
+                self.last_error = str(exc)
+                log.warning("%s (retrying)", exc)
+                await asyncio.sleep(delay)
+                delay = min(_BACKOFF_MAX_S, delay * 2)
+        delay = 0.25
+        while self._svc is None and not self._stopped:
+            try:
+                await self._setup()
+            except Exception as exc:  # JetStream not ready yet, a lost connection, ...
+                self.last_error = f"setting up on NATS failed: {exc}"
+                log.warning("%s (retrying)", self.last_error)
+                await asyncio.sleep(delay)
+                delay = min(_BACKOFF_MAX_S, delay * 2)
+
+    async def _setup(self) -> None:
+        from warp.control import CancelledWork, ControlListener
+        from warp.instances import REFRESH_S
+        from warp.services import build
+
+        assert self._nc is not None
+        svc = await build(
+            self._nc,
+            self.names,
+            self.base_identity,
+            self.settings,
+            self.loader,
+            explicit_instance=self.explicit_instance,
+            handle=lambda: self.handle,
+        )
+        self.identity = svc.identity
+        self._cancelled = CancelledWork()
+        self._control = ControlListener(self._nc, self.names, svc.agent_id, self._on_control)
+        await self._control.start()
+        self._svc = svc
+        self.state = "ready"
+        self.last_error = None
+        self._ready.set()
+        log.info(
+            "Warp ready: project %s, agent %s (instance %d), NATS %s",
+            self.names.project_id,
+            svc.agent_id,
+            svc.identity.instance,
+            self.display_url,
+        )
+        self._tasks.append(asyncio.create_task(self._refresh_lock(REFRESH_S), name="warp-instance-lock"))
+        if self.settings.auto_register:
+            await self.recover_held_work(svc)
+            entry = await svc.presence.register(svc.presence.defaults())
+            log.info(
+                "auto-registered as %s (%s)", entry.handle, ", ".join(entry.capabilities) or "no capabilities"
+            )
+
+    async def recover_held_work(self, svc: Services) -> None:
+        """Claims this agent id still holds from a previous run count as its tasks (once)."""
+        if self._recovered:
+            return
+        from shared.work import HELD, WorkFilter
+
+        page = await svc.work.list_items(WorkFilter(assigned_to=svc.agent_id), limit=1000)
+        for item in page.items:
+            if item.status in HELD:
+                svc.presence.held.add(item.id)
+        self._recovered = True
+
+    async def _refresh_lock(self, every: float) -> None:
+        while not self._stopped:
+            await asyncio.sleep(every)
+            svc = self._svc
+            if svc is None or not svc.nc.is_connected:
+                continue
+            try:
+                await svc.lock.refresh()
+            except Exception as exc:
+                log.warning("instance lock refresh failed: %s", exc)
+
+    async def _on_state(self, state: str) -> None:
+        if state == "disconnected":
+            self.last_error = f"lost the connection to NATS at {self.display_url}"
+        elif state == "reconnected":
+            self.last_error = None
+            svc = self._svc
+            if svc is not None:
+                svc.rebuild_after_reconnect()
+                self._tasks.append(asyncio.create_task(self._after_reconnect(svc), name="warp-reconnected"))
+
+    async def _after_reconnect(self, svc: Services) -> None:
+        try:
+            await svc.lock.refresh()
+            if svc.presence.registered:
+                await svc.presence.beat()
+        except Exception as exc:
+            log.warning("re-announcing after reconnect failed: %s", exc)
+
+    # -- access for tools ---------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self._svc is not None
+
+    @property
+    def cancelled(self) -> CancelledWork | None:
+        return self._cancelled
+
+    async def services(self) -> Services:
+        """The live services, or :class:`Unavailable` saying why not."""
+        if self._stopped:
+            raise Unavailable("Warp is shutting down")
+        if self._svc is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), self.settings.ready_wait_s)
+        svc = self._svc
+        if svc is None:
+            reason = self.last_error or f"still connecting to NATS at {self.display_url}"
+            raise Unavailable(f"NATS is not reachable yet: {reason}. Warp keeps retrying; try again shortly.")
+        if not svc.nc.is_connected:
+            for _ in range(10):  # a short blip: give the reconnect a moment
+                await asyncio.sleep(0.1)
+                if svc.nc.is_connected:
+                    break
+            else:
+                raise Unavailable(
+                    f"NATS at {self.display_url} is unreachable right now "
+                    f"({self.last_error or 'disconnected'}); Warp keeps reconnecting, try again shortly."
+                )
+        return svc
+
+    def services_now(self) -> Services:
+        """The services without waiting (for state that needs no round trip)."""
+        if self._svc is None:
+            raise Unavailable(f"NATS is not reachable yet: {self.last_error or 'still connecting'}")
+        return self._svc
+
+    def call_started(self) -> None:
+        self.inflight += 1
+        self._idle.clear()
+        if self._svc is not None:
+            self._svc.presence.touch()
+
+    def call_finished(self) -> None:
+        self.inflight -= 1
+        if self.inflight <= 0:
+            self.inflight = 0
+            self._idle.set()
+
+    def drain_notice(self) -> str | None:
+        if self.draining is None or self.drain_deadline is None:
+            return None
+        left = max(0.0, self.drain_deadline - time.monotonic())
+        why = f" ({self.draining.reason})" if self.draining.reason else ""
+        return (
+            f"NOTICE: shutdown requested by {self.draining.requested_by}{why}; this Warp claims no new work "
+            f"and exits in at most {left:.0f}s. Complete or fail the work you hold now."
+        )
+
+    # -- control ------------------------------------------------------------------
+    async def _on_control(self, request: ControlRequest) -> None:
+        if request.action == "shutdown":
+            self.request_shutdown(request)
+        elif request.action == "cancel-work" and request.work_id and self._cancelled is not None:
+            self._cancelled.add(request)
+            if self._svc is not None and request.work_id in self._svc.presence.held:
+                await self._svc.presence.tasks_changed(released=request.work_id)
+
+    def request_shutdown(self, request: ControlRequest) -> None:
+        """Drain, mark offline, then call :attr:`on_exit` (idempotent)."""
+        if self.draining is not None:
+            return
+        self.draining = request
+        self.drain_deadline = time.monotonic() + request.grace_s
+        log.info("draining: shutdown requested by %s (grace %.0fs)", request.requested_by, request.grace_s)
+        self._tasks.append(asyncio.create_task(self._drain_and_exit(request), name="warp-drain"))
+
+    async def _drain_and_exit(self, request: ControlRequest) -> None:
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(request.grace_s):
+                    while True:
+                        await self._idle.wait()
+                        held = self._svc.presence.held if self._svc is not None else set()
+                        if not held and self.inflight == 0:
+                            break
+                        await asyncio.sleep(0.05)
+            await self.stop(
+                f"shutdown requested by {request.requested_by}"
+                + (f": {request.reason}" if request.reason else "")
+            )
+        finally:
+            if self.on_exit is not None:
+                self.on_exit()
+
+    # -- stop ---------------------------------------------------------------------
+    async def stop(self, reason: str = "stopped") -> None:
+        """Mark offline, release the instance id, close NATS. Safe to call twice."""
+        async with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            self.state = "stopped"
+            current = asyncio.current_task()
+            for task in self._tasks:
+                if task is not current and not task.done() and task.get_name() != "warp-drain":
+                    task.cancel()
+            svc = self._svc
+            if svc is not None:
+                svc.presence.stop_heartbeat()
+                try:
+                    await asyncio.wait_for(svc.presence.deregister(reason), _STOP_STEP_S)
+                except Exception as exc:
+                    log.warning("marking offline while stopping (%s): %s", reason, exc)
+                try:
+                    await asyncio.wait_for(svc.lock.release(), _STOP_STEP_S)
+                except Exception as exc:
+                    log.warning("releasing the instance id while stopping (%s): %s", reason, exc)
+            if self._control is not None:
+                await self._control.stop()
+            if self._nc is not None:
+                try:
+                    await asyncio.wait_for(self._nc.close(), _STOP_STEP_S)
+                except Exception as exc:
+                    log.debug("closing NATS: %s", exc)
+            log.info("Warp stopped: %s", reason)

@@ -1,0 +1,218 @@
+"""Input types and structured outputs of Warp's tools.
+
+Input constraints live in the types, so the JSON schema a client sees in
+``tools/list`` is exactly what is enforced on a call (unknown arguments are
+refused too). Outputs are the ``structuredContent`` of each result; each tool
+also renders a short text for agents that read text only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.models import Scope, WorkItem, WorkStatus
+from shared.names import AGENT_ID_RULE, HANDLE_RULE, TOKEN_RULE
+
+TOKEN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+HEX32_PATTERN = r"^[0-9a-f]{32}$"
+
+AgentId = Annotated[
+    str, Field(pattern=HEX32_PATTERN, description=f"An agent id as discover shows it: {AGENT_ID_RULE}")
+]
+WorkId = Annotated[
+    str, Field(pattern=HEX32_PATTERN, description="A work item id: 32 lowercase hex characters")
+]
+Handle = Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$", description=f"A handle: {HANDLE_RULE}")]
+Channel = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"Channel name: {TOKEN_RULE}")]
+Capability = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"A capability: {TOKEN_RULE}")]
+Boundary = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"A boundary: {TOKEN_RULE}")]
+AgentType = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"An agent type: {TOKEN_RULE}")]
+MessageType = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"Message type: {TOKEN_RULE}")]
+Cursor = Annotated[
+    str, Field(min_length=1, max_length=2000, description="next_cursor from a previous call, unchanged")
+]
+Body = Annotated[
+    str, Field(min_length=1, max_length=64_000, description="Message text (up to 64,000 characters)")
+]
+Metadata = Annotated[
+    dict[str, Annotated[str, Field(max_length=1000)]],
+    Field(max_length=32, description="Up to 32 string key/values"),
+]
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- handle -------------------------------------------------------------------------
+
+
+class HandleInfo(Out):
+    handle: str
+    agent_id: str
+    project_id: str
+    instance: int
+    registered: bool
+    connected: bool
+
+
+# -- channels -------------------------------------------------------------------------
+
+
+class ChannelInfo(Out):
+    name: str
+    description: str
+    max_messages: int
+    max_bytes: int
+    max_age_s: float
+    messages: int = 0
+    bytes: int = 0
+    first_seq: int = 0
+    last_seq: int = 0
+    last_message_at: datetime | None = None
+
+
+class ChannelList(Out):
+    channels: list[ChannelInfo]
+    config_files: list[str] = Field(description="Config files in effect, lowest precedence first")
+
+
+class ChannelMessageOut(Out):
+    seq: int
+    channel: str
+    sender_id: str
+    sender_handle: str
+    body: str
+    scope: Scope
+    sent_at: datetime
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ChannelSendOut(Out):
+    channel: str
+    seq: int
+    scope: Scope
+    sent_at: datetime
+
+
+class ChannelReadOut(Out):
+    channel: str
+    messages: list[ChannelMessageOut]
+    next_cursor: str = Field(description="Pass back to read what arrives after this page")
+    has_more: bool = Field(description="More messages are already waiting after this page")
+    skipped_expired: int = Field(0, description="Messages that expired before this cursor reached them")
+    hidden: int = Field(0, description="Messages on this page you may not see (private/personal scope)")
+
+
+# -- registry -------------------------------------------------------------------------
+
+
+class AgentOut(Out):
+    agent_id: str
+    handle: str
+    agent_type: str
+    status: str = Field(description="Effective status: offline once 3 heartbeats are missed")
+    capabilities: list[str]
+    boundaries: list[str]
+    current_tasks: int
+    max_concurrent_tasks: int
+    hostname: str
+    scope: Scope
+    project_id: str
+    instance: int
+    parent_id: str | None = None
+    target_id: str | None = None
+    spinup_id: str | None = None
+    registered_at: datetime
+    last_heartbeat: datetime
+    last_activity: datetime
+    metadata: dict[str, str] = Field(default_factory=dict)
+    is_self: bool = False
+
+
+class AgentList(Out):
+    agents: list[AgentOut]
+    count: int
+    next_cursor: str | None = None
+
+
+class Deregistered(Out):
+    agent_id: str
+    status: str
+    was_registered: bool
+
+
+# -- direct messages --------------------------------------------------------------------
+
+
+class DirectSendOut(Out):
+    message_id: str
+    recipient_id: str
+    recipient_status: Literal["online", "busy", "offline", "unregistered"]
+    seq: int
+    sent_at: datetime
+
+
+class DirectMessageOut(Out):
+    id: str
+    seq: int
+    sender_id: str
+    sender_handle: str
+    message_type: str
+    body: str
+    sent_at: datetime
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class DirectReadOut(Out):
+    messages: list[DirectMessageOut]
+    next_cursor: str | None = Field(None, description="Present when more matching messages are waiting")
+    has_more: bool
+    left_waiting: int = Field(0, description="Waiting messages this read left for later (filtered or paged)")
+    acknowledged: bool = Field(description="False for a peek: nothing was marked read")
+
+
+# -- work ------------------------------------------------------------------------------
+
+
+class WorkOut(Out):
+    item: WorkItem
+
+
+class ClaimOut(Out):
+    claimed: bool
+    item: WorkItem | None = None
+    reason: str | None = None
+
+
+class WorkListOut(Out):
+    items: list[WorkItem]
+    next_cursor: str | None = None
+    total: int | None = None
+
+
+class QueueStatusOut(Out):
+    depths: dict[str, int] = Field(description="Items waiting or in flight, per capability")
+    total: int
+    dead_letters: int
+    held_by_me: list[str]
+    draining: bool
+
+
+class DeadLetterOut(Out):
+    item: WorkItem
+    dlq_seq: int
+    dead_lettered_at: datetime
+
+
+class DlqListOut(Out):
+    items: list[DeadLetterOut]
+    next_cursor: str | None = None
+
+
+WorkStatusArg = WorkStatus
+ScopeArg = Scope
+JsonObject = dict[str, Any]

@@ -1,0 +1,83 @@
+"""Everything that needs a live NATS connection, built once it is up.
+
+Imported lazily (off the event loop) by :mod:`warp.runtime`, so that the MCP
+handshake is answered before nats-py and the JetStream layer are even loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.identity import Identity
+from shared.names import ProjectNames
+from shared.registry import Registry
+from shared.work import WorkQueue
+from warp.channels import ChannelService
+from warp.config import ConfigLoader
+from warp.instances import InstanceLock
+from warp.messages import InboxService
+from warp.presence import Presence
+from warp.settings import WarpSettings
+
+
+@dataclass
+class Services:
+    nc: NatsClient
+    js: JetStreamContext
+    names: ProjectNames
+    identity: Identity
+    lock: InstanceLock
+    registry: Registry
+    channels: ChannelService
+    inbox: InboxService
+    work: WorkQueue
+    presence: Presence
+
+    @property
+    def agent_id(self) -> str:
+        return self.identity.agent_id
+
+    def rebuild_after_reconnect(self) -> None:
+        """The server may have lost its state (a fresh server): forget every cached
+        "this stream/bucket/consumer exists" so the next call ensures it again."""
+        self.channels.forget()
+        self.inbox.forget()
+        self.lock.forget()
+        self.registry = Registry(self.js, self.names)
+        self.presence.registry = self.registry
+        self.presence.forget_events()
+        self.work = WorkQueue(self.nc, self.names, js=self.js)
+
+
+async def build(
+    nc: NatsClient,
+    names: ProjectNames,
+    base: Identity,
+    settings: WarpSettings,
+    loader: ConfigLoader,
+    *,
+    explicit_instance: int | None,
+    handle: Callable[[], str],
+) -> Services:
+    """Take an instance id, then wire the services for it."""
+    js = nc.jetstream(timeout=settings.op_timeout_s)
+    lock = InstanceLock(js, names, hostname=base.hostname)
+    identity = await lock.acquire(base, explicit_instance)
+    registry = Registry(js, names)
+    presence = Presence(registry, js, names, identity, settings, handle=handle)
+    return Services(
+        nc=nc,
+        js=js,
+        names=names,
+        identity=identity,
+        lock=lock,
+        registry=registry,
+        channels=ChannelService(nc, js, names, loader),
+        inbox=InboxService(nc, js, names, timeout=settings.op_timeout_s),
+        work=WorkQueue(nc, names, js=js),
+        presence=presence,
+    )

@@ -1,0 +1,139 @@
+"""warp_messages_send_direct, warp_messages_read_direct: the durable per-agent inbox."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult
+from pydantic import Field
+
+from warp.schemas import (
+    AgentId,
+    Body,
+    Cursor,
+    DirectMessageOut,
+    DirectReadOut,
+    DirectSendOut,
+    MessageType,
+    Metadata,
+)
+from warp.tools.base import make_tool, result
+
+if TYPE_CHECKING:
+    from warp.messages import InboxMessage
+    from warp.runtime import WarpRuntime
+    from warp.services import Services
+
+
+def _out(m: InboxMessage) -> DirectMessageOut:
+    d = m.message
+    return DirectMessageOut(
+        id=d.id,
+        seq=m.seq,
+        sender_id=d.sender_id,
+        sender_handle=d.sender_handle,
+        message_type=d.message_type,
+        body=d.body,
+        sent_at=d.sent_at,
+        metadata=d.metadata,
+    )
+
+
+async def _recipient_status(svc: Services, agent_id: str) -> str:
+    from shared.registry import AgentNotFound
+
+    try:
+        entry = await svc.registry.get(agent_id)
+    except AgentNotFound:
+        return "unregistered"
+    return entry.effective_status().value
+
+
+def tools(rt: WarpRuntime) -> list[Tool]:
+    async def warp_messages_send_direct(
+        recipient_id: Annotated[AgentId, Field(description="The recipient's agent id (from discover)")],
+        message: Body,
+        message_type: Annotated[
+            MessageType, Field(description="Lets the recipient filter (default text)")
+        ] = "text",
+        metadata: Metadata | None = None,
+    ) -> CallToolResult:
+        """Send a direct message to one agent's inbox. It waits there, durably, until that agent
+        reads it, even if the agent is offline right now."""
+        import asyncio
+
+        svc = await rt.services()
+        sent, status = await asyncio.gather(
+            svc.inbox.send(
+                sender_id=svc.agent_id,
+                sender_handle=rt.handle,
+                recipient_id=recipient_id,
+                body=message,
+                message_type=message_type,
+                metadata=metadata,
+            ),
+            _recipient_status(svc, recipient_id),
+        )
+        out = DirectSendOut(
+            message_id=sent.message.id,
+            recipient_id=recipient_id,
+            recipient_status=status,
+            seq=sent.seq,
+            sent_at=sent.message.sent_at,
+        )
+        note = {
+            "online": "",
+            "busy": " (recipient is busy)",
+            "offline": " (recipient is offline; it will read it when it is back)",
+            "unregistered": " (no agent with this id is registered in this project; it waits in that inbox)",
+        }[status]
+        return result(out, f"Delivered to {recipient_id}'s inbox{note}. Message id {sent.message.id}.")
+
+    async def warp_messages_read_direct(
+        limit: Annotated[int, Field(ge=1, le=100, description="Messages per read (1-100)")] = 20,
+        cursor: Cursor | None = None,
+        sender_id: Annotated[AgentId | None, Field(description="Only messages from this agent")] = None,
+        message_type: Annotated[MessageType | None, Field(description="Only messages of this type")] = None,
+        peek: Annotated[
+            bool, Field(description="Look without marking anything read (the messages stay waiting)")
+        ] = False,
+    ) -> CallToolResult:
+        """Read your inbox: returns what is waiting now (oldest first) and marks exactly those
+        messages read. Messages a filter leaves out stay waiting for a later read."""
+        from warp.messages import InboxFilter
+
+        svc = await rt.services()
+        page = await svc.inbox.read(
+            svc.agent_id,
+            limit=limit,
+            cursor=cursor,
+            filters=InboxFilter(sender=sender_id, message_type=message_type),
+            peek=peek,
+        )
+        out = DirectReadOut(
+            messages=[_out(m) for m in page.messages],
+            next_cursor=page.next_cursor,
+            has_more=page.has_more,
+            left_waiting=page.skipped,
+            acknowledged=not peek,
+        )
+        if not out.messages:
+            text = "No messages waiting." if not (sender_id or message_type) else "No matching messages."
+        else:
+            lines = [
+                f"[{m.sent_at:%Y-%m-%d %H:%M:%S}] from {m.sender_handle} ({m.sender_id}) "
+                f"<{m.message_type}>: {m.body}"
+                for m in out.messages
+            ]
+            text = f"{len(lines)} message(s){' (peek: still unread)' if peek else ''}\n" + "\n".join(lines)
+        if page.has_more:
+            text += f"\nMore waiting: pass next_cursor: {page.next_cursor}"
+        if page.skipped:
+            text += f"\n{page.skipped} other message(s) left waiting."
+        return result(out, text)
+
+    return [
+        make_tool(rt, warp_messages_send_direct, title="Send a direct message"),
+        make_tool(rt, warp_messages_read_direct, title="Read direct messages"),
+    ]
