@@ -4,6 +4,7 @@ way to pass credentials, and every way it can fail (DESIGN §9)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import traceback
 import uuid
@@ -447,15 +448,30 @@ async def test_service_mode_reconnects_after_server_restart(tmp_path: Path) -> N
             second.stop()
 
 
+class _FailedAttempt(logging.Handler):
+    """Sets an event when connect logs a failed attempt (logged on the event loop's thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("NATS error"):
+            self.seen.set()
+
+
 async def test_service_mode_waits_for_a_server_that_starts_later(tmp_path: Path) -> None:
     from shared.server import ServerConfig
 
     config = ServerConfig(port=free_port(), store_dir=tmp_path / "js")
     url = f"nats://127.0.0.1:{config.port}"
+    failed = _FailedAttempt()
+    logging.getLogger("loom.nats").addHandler(failed)
     task = asyncio.create_task(connect(url=url, mode="service", timeout=30))
     server: EmbeddedNatsServer | None = None
     try:
-        await asyncio.sleep(0.3)  # let the first attempts fail: the point of the test
+        # the server starts only after connect has failed at least once: the point of the test
+        await asyncio.wait_for(failed.seen.wait(), 10)
         assert not task.done()
         server = EmbeddedNatsServer(config).start()
         nc = await asyncio.wait_for(task, 30)
@@ -464,6 +480,7 @@ async def test_service_mode_waits_for_a_server_that_starts_later(tmp_path: Path)
         finally:
             await nc.close()
     finally:
+        logging.getLogger("loom.nats").removeHandler(failed)
         task.cancel()
         if server is not None:
             server.stop()
