@@ -1,0 +1,187 @@
+"""The agents view: Warp's registry read correctly, derived agent events, shutdown requests."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_connect
+
+from shared.models import AgentStatus, ControlRequest, Scope, utcnow
+from shared.names import ProjectNames
+from shared.registry import Registry
+
+
+async def test_listing_shows_every_field_and_stale_agents_offline(
+    api: Any, nc: NatsClient, project_id: str
+) -> None:
+    parent = agent_id()
+    entry = await register(
+        nc,
+        project_id,
+        handle="alpha",
+        agent_type="copilot",
+        capabilities=("code", "review"),
+        boundaries=("corporate", "default"),
+        status=AgentStatus.BUSY,
+        current_tasks=1,
+        max_concurrent_tasks=3,
+        scope=Scope.PERSONAL,
+        parent_id=parent,
+        instance=2,
+        heartbeat_interval_s=5,
+        metadata={"model": "gpt"},
+    )
+    stale = await register(nc, project_id, handle="beta", stale=True)
+    body = (await api.get("/api/agents")).json()
+    assert body["total"] == 2 and [a["handle"] for a in body["items"]] == ["alpha", "beta"]
+    shown = body["items"][0]
+    expected = entry.model_dump(mode="json")
+    for field, value in expected.items():
+        if field in ("registered_at", "last_heartbeat", "last_activity"):
+            continue
+        assert shown[field] == value, field
+    assert shown["reported_status"] == "busy" and shown["stale"] is False
+    assert body["items"][1]["status"] == "offline" and body["items"][1]["reported_status"] == "online"
+    assert body["items"][1]["stale"] is True
+
+    one = (await api.get(f"/api/agents/{stale.agent_id}")).json()
+    assert one["agent_id"] == stale.agent_id and one["status"] == "offline"
+    missing = await api.get(f"/api/agents/{agent_id()}")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    malformed = await api.get("/api/agents/XYZ")
+    assert malformed.status_code == 422 and malformed.json()["details"]["errors"][0]["field"] == "agent_id"
+
+
+async def test_filters_and_paging(api: Any, nc: NatsClient, project_id: str) -> None:
+    await register(nc, project_id, handle="a1", agent_type="copilot", capabilities=("code",))
+    await register(nc, project_id, handle="a2", capabilities=("docs",), boundaries=("corporate",))
+    await register(nc, project_id, handle="a3", status=AgentStatus.BUSY)
+    await register(nc, project_id, handle="a4", stale=True)
+
+    async def handles(**params: Any) -> list[str]:
+        return [a["handle"] for a in (await api.get("/api/agents", params=params)).json()["items"]]
+
+    assert await handles(type="copilot") == ["a1"]
+    assert await handles(capability="docs") == ["a2"]
+    assert await handles(boundary="corporate") == ["a2"]
+    assert await handles(status="busy") == ["a3"]
+    assert await handles(status="offline") == ["a4"]
+    assert await handles(status="online") == ["a1", "a2"]
+    assert await handles(handle="a3") == ["a3"]
+    pages: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 3}
+        if cursor:
+            params["cursor"] = cursor
+        body = (await api.get("/api/agents", params=params)).json()
+        pages += [a["handle"] for a in body["items"]]
+        cursor = body["next_cursor"]
+        if not cursor:
+            break
+    assert pages == ["a1", "a2", "a3", "a4"]
+    bad = await api.get("/api/agents", params={"type": "Not Valid"})
+    assert bad.status_code == 400 and bad.json()["details"]["field"] == "type"
+    assert (await api.get("/api/agents", params={"status": "asleep"})).status_code == 422
+
+
+async def test_agent_events_are_derived_from_registry_changes(
+    weft: Any, nc: NatsClient, project_id: str
+) -> None:
+    registry = Registry(nc.jetstream(), ProjectNames(project_id))
+    async with ws_connect(f"{weft.ws_url}/api/ws?topics=agents") as conn:
+        ws = WsClient(conn)
+        await ws.next_of("welcome")
+        entry = await register(nc, project_id, heartbeat_interval_s=0.5)
+        aid = entry.agent_id
+        await registry.heartbeat(aid)  # a plain heartbeat is not news
+        await registry.heartbeat(aid, AgentStatus.BUSY)
+        await registry.update(aid, lambda e: e.model_copy(update={"capabilities": ["code", "docs"]}))
+        # heartbeats stop: Weft notices within 3 intervals and says so once
+        events = await ws.events_until(lambda evs: "agent.offline" in actions(evs, aid))
+        await registry.heartbeat(aid, AgentStatus.ONLINE)
+        await registry.remove(aid)
+        events += await ws.events_until(lambda evs: "agent.deregistered" in actions(evs, aid))
+    assert actions(events, aid) == [
+        "agent.registered",
+        "agent.status-changed",
+        "agent.updated",
+        "agent.offline",
+        "agent.status-changed",
+        "agent.deregistered",
+    ]
+    offline = next(e for e in events if e["action"] == "offline")
+    assert offline["data"]["reason"] == "heartbeats stopped" and offline["data"]["previous_status"] == "busy"
+    assert events[1]["data"]["status"] == "busy" and events[1]["data"]["previous_status"] == "online"
+    assert events[2]["data"]["agent"]["capabilities"] == ["code", "docs"]
+
+
+async def test_two_replicas_publish_each_agent_event_once(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    names = ProjectNames(project_id)
+    async with weft_factory(project_id=project_id), weft_factory(project_id=project_id):
+        entry = await register(nc, project_id)
+        await Registry(nc.jetstream(), names).heartbeat(entry.agent_id, AgentStatus.BUSY)
+        await Registry(nc.jetstream(), names).remove(entry.agent_id)
+        js = nc.jetstream()
+
+        async def all_three() -> list[str] | None:
+            info = await js.stream_info(names.events_stream, subjects_filter=names.event_filter("agent"))
+            subjects = info.state.subjects or {}
+            return list(subjects) if sum(subjects.values()) >= 3 and len(subjects) >= 3 else None
+
+        await eventually(all_three, what="three agent events")
+    info = await js.stream_info(names.events_stream, subjects_filter=names.event_filter("agent"))
+    assert info.state.subjects == {
+        names.event_subject("agent", "registered"): 1,
+        names.event_subject("agent", "status-changed"): 1,
+        names.event_subject("agent", "deregistered"): 1,
+    }
+
+
+async def test_shutdown_publishes_a_control_request(api: Any, nc: NatsClient, project_id: str) -> None:
+    names = ProjectNames(project_id)
+    first = await register(nc, project_id)
+    second = await register(nc, project_id)
+    inbox = await nc.subscribe(f"loom.{project_id}.control.*")
+    response = await api.post(f"/api/agents/{first.agent_id}/shutdown", json={"reason": "idle", "grace_s": 5})
+    assert response.status_code == 202 and response.json() == {
+        "agent_id": first.agent_id,
+        "requested": True,
+        "status": "online",
+    }
+    message = await inbox.next_msg(timeout=5)
+    assert message.subject == names.control_subject(first.agent_id)
+    request = ControlRequest.model_validate_json(message.data)
+    assert request.action == "shutdown" and request.reason == "idle" and request.grace_s == 5
+
+    unknown = agent_id()
+    batch = await api.post("/api/agents/shutdown-batch", json={"agent_ids": [second.agent_id, unknown]})
+    assert batch.status_code == 200
+    results = {r["id"]: r for r in batch.json()["results"]}
+    assert results[second.agent_id]["ok"] and not results[unknown]["ok"]
+    assert results[unknown]["error"]["error"] == "not_found"
+    message = await inbox.next_msg(timeout=5)
+    assert message.subject == names.control_subject(second.agent_id)
+    assert json.loads(message.data)["action"] == "shutdown"
+    await inbox.unsubscribe()
+
+    missing = await api.post(f"/api/agents/{unknown}/shutdown")
+    assert missing.status_code == 404
+    bad = await api.post(f"/api/agents/{first.agent_id}/shutdown", json={"grace_s": -1})
+    assert bad.status_code == 422 and bad.json()["details"]["errors"][0]["field"] == "grace_s"
+
+
+async def test_agent_that_stops_heartbeating_shows_offline(api: Any, nc: NatsClient, project_id: str) -> None:
+    entry = await register(nc, project_id, heartbeat_interval_s=0.1)
+    assert (await api.get(f"/api/agents/{entry.agent_id}")).json()["status"] == "online"
+
+    async def offline() -> bool:
+        return bool((await api.get(f"/api/agents/{entry.agent_id}")).json()["status"] == "offline")
+
+    await eventually(offline, what="the agent to be shown offline")
+    assert utcnow() - entry.last_heartbeat > timedelta(seconds=0.3)

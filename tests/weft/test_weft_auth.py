@@ -1,0 +1,88 @@
+"""Bearer-token auth: every /api route and the WebSocket need a token when WEFT_API_TOKENS is set."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from weft_helpers import WsClient, ws_connect
+
+TOKENS = "first-token,second-token"
+
+
+def api_operations(openapi: dict[str, Any]) -> list[tuple[str, str]]:
+    """(method, concrete path) for every /api operation in the contract."""
+    ops: list[tuple[str, str]] = []
+    for path, methods in openapi["paths"].items():
+        if not path.startswith("/api"):
+            continue
+        concrete = re.sub(r"\{[^}]+\}", "0123456789abcdef0123456789abcdef", path)
+        ops.extend((method.upper(), concrete) for method in methods)
+    return ops
+
+
+async def test_every_api_route_needs_a_valid_token(weft_factory: Any, project_id: str) -> None:
+    async with weft_factory(project_id=project_id, api_tokens=TOKENS) as weft:
+        async with weft.client() as anonymous:
+            spec = (await anonymous.get("/openapi.json")).json()
+            operations = api_operations(spec)
+            assert len(operations) >= 25
+            for method, path in operations:
+                response = await anonymous.request(method, path, json={})
+                assert response.status_code == 401, (method, path, response.status_code)
+                assert response.json()["error"] == "unauthorized"
+                assert response.headers["www-authenticate"] == "Bearer"
+            assert (await anonymous.get("/health")).status_code == 200
+            assert (await anonymous.get("/metrics")).status_code == 200
+        async with weft.client(token="wrong-token") as wrong:
+            for method, path in operations:
+                assert (await wrong.request(method, path, json={})).status_code == 401, (method, path)
+        for token in TOKENS.split(","):
+            async with weft.client(token=token) as allowed:
+                for method, path in operations:
+                    response = await allowed.request(method, path, json={})
+                    assert response.status_code != 401, (method, path, response.text)
+                    assert response.status_code < 500, (method, path, response.text)
+                listed = await allowed.get("/api/work")
+                assert listed.status_code == 200
+
+
+async def test_docs_can_require_the_token_too(weft_factory: Any, project_id: str) -> None:
+    async with weft_factory(project_id=project_id, api_tokens="tok-1", public_docs=False) as weft:
+        async with weft.client() as anonymous:
+            assert (await anonymous.get("/openapi.json")).status_code == 401
+            assert (await anonymous.get("/docs")).status_code == 401
+        async with weft.client(token="tok-1") as allowed:
+            assert (await allowed.get("/openapi.json")).status_code == 200
+            assert "swagger" in (await allowed.get("/docs")).text.lower()
+
+
+async def test_websocket_rejects_bad_or_missing_token_and_accepts_good_ones(
+    weft_factory: Any, project_id: str
+) -> None:
+    async with weft_factory(project_id=project_id, api_tokens=TOKENS) as weft:
+        for url in (f"{weft.ws_url}/api/ws", f"{weft.ws_url}/api/ws?token=nope"):
+            with pytest.raises(InvalidStatus) as refused:
+                async with ws_connect(url):
+                    pass
+            assert refused.value.response.status_code == 401
+            assert b"unauthorized" in refused.value.response.body
+        with pytest.raises(InvalidStatus):
+            async with ws_connect(f"{weft.ws_url}/api/ws", subprotocols=["bearer", "nope"]):  # type: ignore[list-item]
+                pass
+        async with ws_connect(f"{weft.ws_url}/api/ws?token=first-token") as conn:
+            assert (await WsClient(conn).next_of("welcome"))["project_id"] == project_id
+        async with ws_connect(f"{weft.ws_url}/api/ws", subprotocols=["bearer", "second-token"]) as conn:  # type: ignore[list-item]
+            assert conn.subprotocol == "bearer"
+            assert (await WsClient(conn).next_of("welcome"))["project_id"] == project_id
+        async with ws_connect(
+            f"{weft.ws_url}/api/ws", additional_headers={"Authorization": "Bearer first-token"}
+        ) as conn:
+            assert (await WsClient(conn).next_of("welcome"))["type"] == "welcome"
+
+
+async def test_without_tokens_configured_everything_is_open(api: Any) -> None:
+    assert (await api.get("/api/work")).status_code == 200
+    assert (await api.get("/api/agents")).status_code == 200

@@ -1,0 +1,52 @@
+"""Weft keeps nothing it would lose: a restart between submit and claim loses nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from weft_helpers import claimant, register
+
+from shared.names import ProjectNames
+from shared.work import WorkQueue
+
+
+async def test_restart_between_submit_and_claim(weft_factory: Any, nc: NatsClient, project_id: str) -> None:
+    async with weft_factory(project_id=project_id) as first, first.client() as api:
+        work = (
+            await api.post("/api/work", json={"task_id": "t", "description": "d", "capability": "code"})
+        ).json()
+        target = (await api.post("/api/targets", json={"name": "box", "mechanism": "local"})).json()
+    # Weft was down between the submit and the claim.
+    async with weft_factory(project_id=project_id) as second, second.client() as api:
+        shown = (await api.get(f"/api/work/{work['id']}")).json()
+        assert shown["status"] == "queued" and shown["created_at"] == work["created_at"]
+        assert [i["id"] for i in (await api.get("/api/work")).json()["items"]] == [work["id"]]
+        assert (await api.get("/api/targets/box")).json()["id"] == target["id"]
+
+        agent = await register(nc, project_id)
+        queue = WorkQueue(nc, ProjectNames(project_id))
+        claimed = await queue.claim(claimant(agent))
+        assert claimed is not None and claimed.id == work["id"]
+        assert (await api.get(f"/api/work/{work['id']}")).json()["status"] == "claimed"
+        await queue.complete(work["id"], agent.agent_id, "done")
+        assert (await api.get(f"/api/work/{work['id']}")).json()["status"] == "completed"
+        assert (await api.get("/api/agents")).json()["total"] == 1
+
+
+async def test_restart_while_claimed_then_complete(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    agent = await register(nc, project_id)
+    queue = WorkQueue(nc, ProjectNames(project_id))
+    async with weft_factory(project_id=project_id) as first, first.client() as api:
+        work = (
+            await api.post("/api/work", json={"task_id": "t", "description": "d", "capability": "code"})
+        ).json()
+    assert (await queue.claim(claimant(agent))) is not None
+    await queue.progress(work["id"], agent.agent_id, 30, "while Weft was down")
+    async with weft_factory(project_id=project_id) as second, second.client() as api:
+        shown = (await api.get(f"/api/work/{work['id']}")).json()
+        assert shown["status"] == "in-progress" and shown["progress"]["note"] == "while Weft was down"
+        await queue.complete(work["id"], agent.agent_id)
+        assert (await api.get(f"/api/work/{work['id']}")).json()["status"] == "completed"
