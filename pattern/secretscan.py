@@ -30,8 +30,9 @@ _RULES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "password or token assignment",
         re.compile(
-            r"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token"
-            r"|client[_-]?secret|private[_-]?key|token)\b[\"']?\s*[:=]\s*[\"']?(?![<$*{\[])[^\s\"',;]{6,}"
+            r"(?i)(?<![a-z0-9])(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key"
+            r"|access[_-]?token|auth[_-]?token|client[_-]?secret|private[_-]?key|token)(?![a-z0-9])"
+            r"[\"']?\s*[:=]\s*[\"']?(?![<$*{\[])[^\s\"',;]{6,}"
         ),
     ),
 )
