@@ -51,9 +51,14 @@ def set_no_color(value: bool) -> None:
 def console() -> Console:
     global _console
     if _console is None:
+        import os
+
         from rich.console import Console
 
-        _console = Console(no_color=_no_color or None, highlight=False, soft_wrap=False)
+        width = None
+        if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+            width = 160  # piped or captured: do not squeeze tables into 80 columns
+        _console = Console(no_color=_no_color or None, highlight=False, soft_wrap=False, width=width)
     return _console
 
 
@@ -142,8 +147,9 @@ def make_table(
         label = f"[bold]{escape(title)}[/bold]: " if title else ""
         return Text.from_markup(f"{label}[dim]{escape(empty)}[/dim]")
     grid = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
-    for column in columns:
-        grid.add_column(column, overflow="fold")
+    for index, column in enumerate(columns):
+        # ids (first column) are never cut: people copy them into the next command
+        grid.add_column(column, no_wrap=True, overflow="fold" if index == 0 else "ellipsis")
     for row in rows:
         grid.add_row(*(str(cell) for cell in row))
     return grid

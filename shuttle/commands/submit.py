@@ -14,14 +14,18 @@ from shuttle.errors import OutcomeFailed, ShuttleError, UsageError
 from shuttle.output import emit_json, escape, say, styled
 
 
-def _prompt(label: str, check: Any, default: Any = None) -> Any:
-    """Ask until the answer passes ``check`` (empty keeps the default)."""
+def _prompt(label: str, check: Any, default: Any = None, *, field: str | None = None) -> Any:
+    """Ask until the answer passes ``check``. Empty keeps the default; for a required
+    ``field`` (no default) empty asks again."""
     while True:
         raw = typer.prompt(
-            label, default="" if default is None else str(default), show_default=default is not None
+            label, default="" if default is None else str(default), show_default=default is not None, err=True
         )
         if raw == "" and default is None:
-            return None
+            if field is None:
+                return None
+            typer.echo(f"  {field}: is required", err=True)
+            continue
         try:
             return check(raw)
         except v.Invalid as exc:
@@ -30,8 +34,8 @@ def _prompt(label: str, check: Any, default: Any = None) -> Any:
 
 def _interactive() -> dict[str, Any]:
     raw: dict[str, Any] = {
-        "description": _prompt("Description", v.description),
-        "capability": _prompt("Capability", lambda x: v.token(x, "capability")),
+        "description": _prompt("Description", v.description, field="description"),
+        "capability": _prompt("Capability", lambda x: v.token(x, "capability"), field="capability"),
         "boundary": _prompt("Boundary", lambda x: v.token(x, "boundary"), "default"),
         "priority": _prompt("Priority (1-10)", lambda x: v.priority(_int(x, "priority")), 5),
         "required_agent_type": _prompt(
@@ -41,12 +45,6 @@ def _interactive() -> dict[str, Any]:
         "context": _prompt("Context JSON object (empty: none)", v.context),
         "task_id": _prompt("Task id", v.task_id, v.new_task_id()),
     }
-    while raw["description"] is None:
-        typer.echo("  description: is required", err=True)
-        raw["description"] = _prompt("Description", v.description)
-    while raw["capability"] is None:
-        typer.echo("  capability: is required", err=True)
-        raw["capability"] = _prompt("Capability", lambda x: v.token(x, "capability"))
     return v.submission({k: val for k, val in raw.items() if val is not None})
 
 

@@ -112,7 +112,7 @@ def cancel_cmd(
 def retry_cmd(
     ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False, quiet: QuietOpt = False
 ) -> None:
-    """Queue a failed, dead-lettered, cancelled or expired item again."""
+    """Queue a failed or dead-lettered item again (attempts start over)."""
     o = out(ctx, json_out, quiet)
     item = state(ctx).client().post(f"/api/work/{seg(work_id)}/retry")
     if o.json:

@@ -3,11 +3,13 @@ real console script."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -39,3 +41,35 @@ def run_process(
         [str(exe), *args], input=input, env=full_env, capture_output=True, text=True, timeout=timeout
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass
+class Cli:
+    """The CLI bound to one Weft and project through LOOM_* variables."""
+
+    env: dict[str, str]
+    weft: Any
+    project: str
+
+    def __call__(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+        return run(*args, input=input, env={**self.env, **(env or {})})
+
+    def proc(self, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+        return run_process(*args, input=input, env={**self.env, **(env or {})})
+
+    def json(self, *args: str) -> Any:
+        """Run with --json; the command must succeed and print exactly one JSON document."""
+        result = self(*args, "--json")
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))}
+        full_env.update(self.env)
+        return subprocess.Popen(
+            [str(Path(sys.executable).with_name("shuttle")), *args],
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
