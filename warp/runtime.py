@@ -67,6 +67,7 @@ class WarpRuntime:
         self.on_exit: Callable[[], None] | None = None
         """Called once the agent is marked offline after a shutdown request or SIGTERM."""
         self._svc: Services | None = None
+        self._built: Services | None = None
         self._cancelled: CancelledWork | None = None
         self._control: ControlListener | None = None
         self._ready = asyncio.Event()
@@ -115,24 +116,38 @@ class WarpRuntime:
                 delay = min(_BACKOFF_MAX_S, delay * 2)
 
     async def _setup(self) -> None:
+        """Take an instance id, listen for control requests, auto-register; then ready.
+
+        Retried by the connect loop until it succeeds, so each step is done once.
+        """
         from warp.control import CancelledWork, ControlListener
         from warp.instances import REFRESH_S
         from warp.services import build
 
         assert self._nc is not None
-        svc = await build(
-            self._nc,
-            self.names,
-            self.base_identity,
-            self.settings,
-            self.loader,
-            explicit_instance=self.explicit_instance,
-            handle=lambda: self.handle,
-        )
-        self.identity = svc.identity
-        self._cancelled = CancelledWork()
-        self._control = ControlListener(self._nc, self.names, svc.agent_id, self._on_control)
-        await self._control.start()
+        if self._built is None:
+            self._built = await build(
+                self._nc,
+                self.names,
+                self.base_identity,
+                self.settings,
+                self.loader,
+                explicit_instance=self.explicit_instance,
+                handle=lambda: self.handle,
+            )
+            self.identity = self._built.identity
+            self._tasks.append(asyncio.create_task(self._refresh_lock(REFRESH_S), name="warp-instance-lock"))
+        svc = self._built
+        if self._control is None:
+            self._cancelled = CancelledWork()
+            control = ControlListener(self._nc, self.names, svc.agent_id, self._on_control)
+            await control.start()
+            self._control = control
+        if self.settings.auto_register and not svc.presence.registered:
+            await self.recover_held_work(svc)
+            entry = await svc.presence.register(svc.presence.defaults())
+            caps = ", ".join(entry.capabilities) or "no capabilities"
+            log.info("auto-registered as %s (%s)", entry.handle, caps)
         self._svc = svc
         self.state = "ready"
         self.last_error = None
@@ -144,13 +159,6 @@ class WarpRuntime:
             svc.identity.instance,
             self.display_url,
         )
-        self._tasks.append(asyncio.create_task(self._refresh_lock(REFRESH_S), name="warp-instance-lock"))
-        if self.settings.auto_register:
-            await self.recover_held_work(svc)
-            entry = await svc.presence.register(svc.presence.defaults())
-            log.info(
-                "auto-registered as %s (%s)", entry.handle, ", ".join(entry.capabilities) or "no capabilities"
-            )
 
     async def recover_held_work(self, svc: Services) -> None:
         """Claims this agent id still holds from a previous run count as its tasks (once)."""
@@ -167,7 +175,7 @@ class WarpRuntime:
     async def _refresh_lock(self, every: float) -> None:
         while not self._stopped:
             await asyncio.sleep(every)
-            svc = self._svc
+            svc = self._built
             if svc is None or not svc.nc.is_connected:
                 continue
             try:
@@ -180,7 +188,7 @@ class WarpRuntime:
             self.last_error = f"lost the connection to NATS at {self.display_url}"
         elif state == "reconnected":
             self.last_error = None
-            svc = self._svc
+            svc = self._built
             if svc is not None:
                 svc.rebuild_after_reconnect()
                 self._tasks.append(asyncio.create_task(self._after_reconnect(svc), name="warp-reconnected"))
@@ -259,8 +267,8 @@ class WarpRuntime:
             self.request_shutdown(request)
         elif request.action == "cancel-work" and request.work_id and self._cancelled is not None:
             self._cancelled.add(request)
-            if self._svc is not None and request.work_id in self._svc.presence.held:
-                await self._svc.presence.tasks_changed(released=request.work_id)
+            if self._built is not None and request.work_id in self._built.presence.held:
+                await self._built.presence.tasks_changed(released=request.work_id)
 
     def request_shutdown(self, request: ControlRequest) -> None:
         """Drain, mark offline, then call :attr:`on_exit` (idempotent)."""
@@ -277,7 +285,7 @@ class WarpRuntime:
                 async with asyncio.timeout(request.grace_s):
                     while True:
                         await self._idle.wait()
-                        held = self._svc.presence.held if self._svc is not None else set()
+                        held = self._built.presence.held if self._built is not None else set()
                         if not held and self.inflight == 0:
                             break
                         await asyncio.sleep(0.05)
@@ -301,7 +309,7 @@ class WarpRuntime:
             for task in self._tasks:
                 if task is not current and not task.done() and task.get_name() != "warp-drain":
                     task.cancel()
-            svc = self._svc
+            svc = self._built
             if svc is not None:
                 svc.presence.stop_heartbeat()
                 try:

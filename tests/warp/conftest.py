@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from shared.identity import Identity
 from shared.server import EmbeddedNatsServer
 
 _ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_")
@@ -30,21 +29,6 @@ def project_dir(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     return path
-
-
-def make_identity(project_id: str, project_dir: Path, agent_id: str, **kw: object) -> Identity:
-    data: dict[str, object] = {
-        "project_id": project_id,
-        "project_path": project_dir,
-        "agent_id": agent_id,
-        "base_agent_id": agent_id,
-        "hostname": "test-host",
-        "handle": f"agent-{agent_id[:4]}",
-        "agent_type": "claude-code",
-        "user_id": "1" * 16,
-    }
-    data.update(kw)
-    return Identity(**data)  # type: ignore[arg-type]
 
 
 @pytest.fixture

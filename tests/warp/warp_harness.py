@@ -12,17 +12,19 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import mcp_types as types
 from anyio.abc import Process
 from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
+
+from shared.identity import Identity
 
 WARP = str(Path(sys.executable).parent / "warp")
 
@@ -87,14 +89,18 @@ class WarpProc:
             return int(await self.proc.wait())
 
 
+def _stderr_file(tmp: Path, name: str) -> tuple[Path, BinaryIO]:
+    path = tmp / f"{name}-{len(list(tmp.glob(name + '-*.stderr')))}.stderr"
+    return path, path.open("wb")
+
+
 @asynccontextmanager
 async def spawn_warp(
     env: dict[str, str], tmp: Path, *, args: tuple[str, ...] = (), name: str = "warp"
 ) -> AsyncIterator[WarpProc]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_", "LOOMINAL_"))}
     full_env.update(env)
-    stderr_path = tmp / f"{name}-{len(list(tmp.glob(name + '-*.stderr')))}.stderr"
-    stderr_file = stderr_path.open("wb")
+    stderr_path, stderr_file = _stderr_file(tmp, name)
     proc = await anyio.open_process(
         [WARP, *args],
         stdin=-1,
@@ -170,3 +176,29 @@ def stdout_frames_only(lines: list[str]) -> None:
     for line in lines:
         data = json.loads(line)
         assert data.get("jsonrpc") == "2.0", line
+
+
+def make_identity(project_id: str, project_dir: Path, agent_id: str, **kw: object) -> Identity:
+    data: dict[str, object] = {
+        "project_id": project_id,
+        "project_path": project_dir,
+        "agent_id": agent_id,
+        "base_agent_id": agent_id,
+        "hostname": "test-host",
+        "handle": f"agent-{agent_id[:4]}",
+        "agent_type": "claude-code",
+        "user_id": "1" * 16,
+    }
+    data.update(kw)
+    return Identity(**data)  # type: ignore[arg-type]
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float = 15.0, what: str = "condition"
+) -> None:
+    """Poll ``check`` until it holds (a bounded wait on a real event, never a bare sleep)."""
+    with anyio.fail_after(timeout):
+        while True:
+            if await check():
+                return
+            await anyio.sleep(0.05)
