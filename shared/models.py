@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shared import names
 
@@ -76,9 +76,9 @@ class AgentEntry(LoomModel):
     target_id: str | None = None
     spinup_id: str | None = None
     heartbeat_interval_s: float = Field(default=10.0, gt=0)
-    registered_at: datetime = Field(default_factory=utcnow)
-    last_heartbeat: datetime = Field(default_factory=utcnow)
-    last_activity: datetime = Field(default_factory=utcnow)
+    registered_at: AwareDatetime = Field(default_factory=utcnow)
+    last_heartbeat: AwareDatetime = Field(default_factory=utcnow)
+    last_activity: AwareDatetime = Field(default_factory=utcnow)
     metadata: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("agent_id", "parent_id")
