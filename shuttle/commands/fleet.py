@@ -91,6 +91,13 @@ def _watch(client: WeftClient, *, as_json: bool) -> None:
                     data = collect(client)
                     _print_json(data)
             return
+        if not console().is_terminal:  # piped: append one screen per change instead of redrawing
+            console().print(render(data, client.base_url, list(recent)))
+            for dirty in _bursts(stream, recent):
+                if dirty:
+                    data = collect(client)
+                    console().print(render(data, client.base_url, list(recent)))
+            return
         from rich.live import Live
 
         with Live(render(data, client.base_url, list(recent)), console=console(), auto_refresh=False) as live:
