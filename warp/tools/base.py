@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 import typing
 from collections.abc import Awaitable, Callable
@@ -121,7 +122,7 @@ def make_tool(
         guarded,
         name=name,
         title=title,
-        description=(fn.__doc__ or "").strip(),
+        description=inspect.cleandoc(fn.__doc__ or ""),
         annotations=ToolAnnotations(
             title=title,
             read_only_hint=read_only,

@@ -91,14 +91,14 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         sources = statuses[0].sources if statuses else []
         return ChannelList(channels=[_info(s) for s in statuses], config_files=sources)
 
-    async def warp_channels_list() -> CallToolResult:
+    async def warp_channels_list() -> Annotated[CallToolResult, ChannelList]:
         """List this project's channels with their descriptions and message counts."""
         listing = await _listing(None)
         return result(listing, _channel_lines(listing, detail=False))
 
     async def warp_channels_status(
         channel: Annotated[Channel | None, Field(description="One channel; omit for all")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ChannelList]:
         """Channel details: message count, sequence range, size, last message time and limits."""
         listing = await _listing(channel)
         return result(listing, _channel_lines(listing, detail=True))
@@ -111,7 +111,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             Field(description="Who may read it: private (you), personal (your user), team/public (project)"),
         ] = Scope.TEAM,
         metadata: Metadata | None = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ChannelSendOut]:
         """Post a message to a project channel (roadmap, parallel-work, errors or a configured one)."""
         svc = await rt.services()
         sent = await svc.channels.send(
@@ -135,7 +135,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         from_beginning: Annotated[
             bool, Field(description="Without a cursor: start at the oldest stored message, not the latest")
         ] = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ChannelReadOut]:
         """Read a channel, oldest first. Without a cursor: the latest messages; pass next_cursor back
         to get only newer ones."""
         from warp.channels import Viewer

@@ -21,7 +21,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         capability: Capability | None = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
         cursor: Cursor | None = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, DlqListOut]:
         """Work that failed all its attempts, oldest first, with each attempt's error."""
         svc = await rt.services()
         page = await svc.work.dlq_list(capability=capability, limit=limit, cursor=cursor)
@@ -40,13 +40,13 @@ def tools(rt: WarpRuntime) -> list[Tool]:
                 text += "\nMore: pass next_cursor."
         return result(out, text)
 
-    async def warp_dlq_retry(work_id: WorkId) -> CallToolResult:
+    async def warp_dlq_retry(work_id: WorkId) -> Annotated[CallToolResult, WorkOut]:
         """Put a dead-lettered item back in its queue with its attempts reset."""
         svc = await rt.services()
         item = await svc.work.dlq_retry(work_id)
         return result(WorkOut(item=item), f"Back in the queue.\n{item_text(item)}")
 
-    async def warp_dlq_discard(work_id: WorkId) -> CallToolResult:
+    async def warp_dlq_discard(work_id: WorkId) -> Annotated[CallToolResult, WorkOut]:
         """Remove an item from the dead-letter queue for good (its record stays, dead-lettered)."""
         svc = await rt.services()
         item = await svc.work.dlq_discard(work_id)

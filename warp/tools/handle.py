@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
@@ -36,7 +36,7 @@ def _text(info: HandleInfo) -> str:
 
 
 def tools(rt: WarpRuntime) -> list[Tool]:
-    async def warp_handle_set(handle: Handle) -> CallToolResult:
+    async def warp_handle_set(handle: Handle) -> Annotated[CallToolResult, HandleInfo]:
         """Set this session's handle (the name other agents see). Updates the registry entry
         when registered."""
         rt.handle = handle
@@ -46,7 +46,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         info = _info(rt)
         return result(info, f"Handle set.\n{_text(info)}")
 
-    async def warp_handle_get() -> CallToolResult:
+    async def warp_handle_get() -> Annotated[CallToolResult, HandleInfo]:
         """This session's handle, agent id, project and instance."""
         info = _info(rt)
         return result(info, _text(info))

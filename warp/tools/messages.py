@@ -58,7 +58,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             MessageType, Field(description="Lets the recipient filter (default text)")
         ] = "text",
         metadata: Metadata | None = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, DirectSendOut]:
         """Send a direct message to one agent's inbox. It waits there, durably, until that agent
         reads it, even if the agent is offline right now."""
         import asyncio
@@ -98,7 +98,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         peek: Annotated[
             bool, Field(description="Look without marking anything read (the messages stay waiting)")
         ] = False,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, DirectReadOut]:
         """Read your inbox: returns what is waiting now (oldest first) and marks exactly those
         messages read. Messages a filter leaves out stay waiting for a later read."""
         from warp.messages import InboxFilter

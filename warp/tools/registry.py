@@ -97,7 +97,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             Scope | None, Field(description="Who can discover you (default team: this project)")
         ] = None,
         metadata: Metadata | None = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, AgentOut]:
         """Register (or re-register) this agent in the project's registry and start its heartbeat.
         Work claims use the capabilities, boundaries and agent type registered here."""
         svc = await rt.services()
@@ -130,7 +130,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         handle: Handle | None = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 100,
         cursor: Cursor | None = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, AgentList]:
         """Find agents you can see, by capability, agent type, status, boundary and handle (all given
         filters must match). Status is effective: an agent that stopped heartbeating shows offline."""
         from shared.registry import AgentFilter
@@ -168,7 +168,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
 
     async def warp_registry_get_info(
         agent_id: Annotated[AgentId | None, Field(description="Omit for yourself")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, AgentOut]:
         """Full registry entry of one agent (yourself by default)."""
         from shared.registry import AgentNotFound
         from warp.errors import NotFound
@@ -206,14 +206,14 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         note: Annotated[
             str | None, Field(max_length=500, description="Short status note ('' clears it)")
         ] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, AgentOut]:
         """Update your status (online/busy) and an optional note; also counts as a heartbeat."""
         svc = await rt.services()
         entry = await svc.presence.update_presence(AgentStatus(status) if status else None, note)
         out = agent_out(entry, entry.effective_status(), svc.agent_id)
         return result(out, f"Presence updated.\n{agent_text(out)}")
 
-    async def warp_registry_deregister() -> CallToolResult:
+    async def warp_registry_deregister() -> Annotated[CallToolResult, Deregistered]:
         """Mark this agent offline and stop its heartbeat (register again to come back)."""
         svc = await rt.services()
         entry = await svc.presence.deregister("deregistered by the agent")

@@ -97,7 +97,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         ] = None,
         scope: Scope = Scope.TEAM,
         max_attempts: Annotated[int, Field(ge=1, le=100)] = 3,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, WorkOut]:
         """Offer a work item to every agent with the capability (same queue as Weft's REST API)."""
         from shared.models import WorkSubmission
 
@@ -122,7 +122,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         capability: Annotated[
             Capability | None, Field(description="Only this one of your registered capabilities")
         ] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ClaimOut]:
         """Claim the highest-priority work you are eligible for (your registered capabilities,
         boundaries and agent type). Report on it with warp_work_progress, then complete or fail it."""
         from shared.work import Claimant
@@ -179,7 +179,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         mine: Annotated[bool, Field(description="Only items assigned to you")] = False,
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
         cursor: Cursor | None = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, WorkListOut]:
         """List the project's work items, newest first, with filters."""
         from shared.work import WorkFilter
 
@@ -202,7 +202,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             text += "\nMore: pass next_cursor."
         return tool_result(out, f"{page.total} item(s)\n{text}")
 
-    async def warp_work_queue_status() -> CallToolResult:
+    async def warp_work_queue_status() -> Annotated[CallToolResult, QueueStatusOut]:
         """Items waiting per capability, dead letters, and the items you hold."""
         svc = await rt.services()
         depths = await svc.work.queue_depths()
@@ -223,7 +223,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         work_id: WorkId,
         percent: Annotated[int, Field(ge=0, le=100)],
         note: Annotated[str, Field(max_length=2000)] = "",
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, WorkOut]:
         """Report progress on work you claimed; this also extends its deadline (keeps the claim)."""
         _check_cancelled(work_id)
         svc = await rt.services()
@@ -233,7 +233,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
     async def warp_work_complete(
         work_id: WorkId,
         result: Annotated[Any, Field(description="Any JSON value describing the outcome")] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, WorkOut]:
         """Mark work you claimed as completed, with an optional result."""
         _check_cancelled(work_id)
         svc = await rt.services()
@@ -246,7 +246,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         retryable: Annotated[
             bool, Field(description="false sends it straight to the dead-letter queue")
         ] = True,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, WorkOut]:
         """Report that work you claimed failed: it is queued again, or dead-lettered once its
         attempts are used up (or at once when retryable is false)."""
         _check_cancelled(work_id)

@@ -1,0 +1,168 @@
+"""Every Warp tool through a real MCP session with a spawned ``warp`` process."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from warp_harness import WARP, spawn_warp, stdout_frames_only
+
+TOOLS = {
+    "warp_handle_set",
+    "warp_handle_get",
+    "warp_channels_list",
+    "warp_channels_send",
+    "warp_channels_read",
+    "warp_channels_status",
+    "warp_registry_register",
+    "warp_registry_discover",
+    "warp_registry_get_info",
+    "warp_registry_update_presence",
+    "warp_registry_deregister",
+    "warp_messages_send_direct",
+    "warp_messages_read_direct",
+    "warp_work_broadcast",
+    "warp_work_claim",
+    "warp_work_list",
+    "warp_work_queue_status",
+    "warp_work_progress",
+    "warp_work_complete",
+    "warp_work_fail",
+    "warp_dlq_list",
+    "warp_dlq_retry",
+    "warp_dlq_discard",
+}
+
+
+def names_field(text: str, field: str) -> bool:
+    """A tool error names the field: ``<field>: ...`` or pydantic's ``\\n<field>\\n  rule``."""
+    return re.search(rf"(?:^|\n|: ){re.escape(field)}(?:\n|:|\.\d)", text) is not None
+
+
+async def test_tools_list_through_the_sdk_stdio_client(warp_env: dict[str, str]) -> None:
+    params = StdioServerParameters(command=WARP, env=warp_env, cwd=warp_env["LOOM_PROJECT_PATH"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        assert init.server_info.name == "warp"
+        listed = await session.list_tools()
+    by_name = {t.name: t for t in listed.tools}
+    assert set(by_name) == TOOLS
+    for tool in listed.tools:
+        schema = tool.input_schema
+        assert schema["type"] == "object" and schema["additionalProperties"] is False, tool.name
+        assert tool.description and tool.output_schema is not None, tool.name
+    send = by_name["warp_channels_send"].input_schema
+    assert send["required"] == ["channel", "message"]
+    assert send["properties"]["channel"]["pattern"] == "^[a-z0-9][a-z0-9_-]{0,63}$"
+    read = by_name["warp_channels_read"].input_schema["properties"]["limit"]
+    assert (read["minimum"], read["maximum"]) == (1, 200)
+
+
+async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**warp_env, "LOOM_HANDLE": "tester", "LOOM_CAPABILITIES": "code"}
+    async with spawn_warp(env, tmp_path) as w:
+        calls: list[tuple[str, dict[str, Any], dict[str, Any], str]] = []
+
+        async def check(tool: str, good: dict[str, Any], bad: dict[str, Any], field: str) -> dict[str, Any]:
+            out = await w.ready_ok(tool, good)
+            text = await w.err(tool, bad)
+            assert names_field(text, field), f"{tool}: error does not name {field!r}: {text}"
+            calls.append((tool, good, bad, field))
+            return out
+
+        me = await check("warp_handle_get", {}, {"x": 1}, "x")
+        assert me["project_id"] == warp_env["LOOM_PROJECT_ID"] and me["handle"] == "tester"
+        assert (await check("warp_handle_set", {"handle": "tester-2"}, {"handle": "Bad Handle"}, "handle"))[
+            "handle"
+        ] == "tester-2"
+        listing = await check("warp_channels_list", {}, {"channel": "roadmap"}, "channel")
+        assert {c["name"] for c in listing["channels"]} == {"roadmap", "parallel-work", "errors"}
+        await check("warp_channels_status", {"channel": "roadmap"}, {"channel": "nope"}, "channel")
+        sent = await check(
+            "warp_channels_send",
+            {"channel": "roadmap", "message": "plan"},
+            {"channel": "roadmap", "message": ""},
+            "message",
+        )
+        read = await check(
+            "warp_channels_read", {"channel": "roadmap"}, {"channel": "roadmap", "limit": 0}, "limit"
+        )
+        assert [m["seq"] for m in read["messages"]] == [sent["seq"]]
+        reg = await check(
+            "warp_registry_register",
+            {"capabilities": ["code"]},
+            {"capabilities": ["Not Valid"]},
+            "capabilities",
+        )
+        agent_id = reg["agent_id"]
+        assert reg["handle"] == "tester-2" and reg["status"] == "online"
+        found = await check("warp_registry_discover", {"capability": "code"}, {"status": "asleep"}, "status")
+        assert [a["agent_id"] for a in found["agents"]] == [agent_id]
+        await check("warp_registry_get_info", {}, {"agent_id": "xyz"}, "agent_id")
+        busy = await check(
+            "warp_registry_update_presence", {"status": "busy", "note": "n"}, {"status": "offline"}, "status"
+        )
+        assert busy["status"] == "busy"
+        await check(
+            "warp_messages_send_direct",
+            {"recipient_id": agent_id, "message": "note to self"},
+            {"recipient_id": "ABC", "message": "x"},
+            "recipient_id",
+        )
+        inbox = await check("warp_messages_read_direct", {}, {"cursor": "!!!"}, "cursor")
+        assert [m["body"] for m in inbox["messages"]] == ["note to self"]
+        queued = await check(
+            "warp_work_broadcast",
+            {"description": "write tests", "capability": "code", "priority": 8},
+            {"description": "d", "capability": "code", "priority": 11},
+            "priority",
+        )
+        work_id = queued["item"]["id"]
+        claim = await check("warp_work_claim", {}, {"capability": "review"}, "capability")
+        assert claim["claimed"] and claim["item"]["id"] == work_id
+        listed = await check("warp_work_list", {"mine": True}, {"status": "nope"}, "status")
+        assert [i["id"] for i in listed["items"]] == [work_id]
+        status = await check("warp_work_queue_status", {}, {"verbose": True}, "verbose")
+        assert status["held_by_me"] == [work_id] and status["depths"] == {"code": 1}
+        await check(
+            "warp_work_progress",
+            {"work_id": work_id, "percent": 10},
+            {"work_id": work_id, "percent": 101},
+            "percent",
+        )
+        done = await check(
+            "warp_work_complete",
+            {"work_id": work_id, "result": {"ok": True}},
+            {"work_id": "0" * 32},
+            "work_id",
+        )
+        assert done["item"]["status"] == "completed" and done["item"]["result"] == {"ok": True}
+        second = (await w.ok("warp_work_broadcast", {"description": "flaky", "capability": "code"}))["item"][
+            "id"
+        ]
+        assert (await w.ok("warp_work_claim"))["item"]["id"] == second
+        failed = await check(
+            "warp_work_fail",
+            {"work_id": second, "error": "broken", "retryable": False},
+            {"work_id": second, "error": ""},
+            "error",
+        )
+        assert failed["item"]["status"] == "dead-lettered"
+        letters = await check("warp_dlq_list", {}, {"limit": 0}, "limit")
+        assert [d["item"]["id"] for d in letters["items"]] == [second]
+        retried = await check("warp_dlq_retry", {"work_id": second}, {"work_id": "nothex"}, "work_id")
+        assert retried["item"]["status"] == "queued"
+        assert (await w.ok("warp_work_claim"))["item"]["id"] == second
+        await w.ok("warp_work_fail", {"work_id": second, "error": "still broken", "retryable": False})
+        discarded = await check("warp_dlq_discard", {"work_id": second}, {"work_id": "f" * 32}, "work_id")
+        assert discarded["item"]["id"] == second
+        assert (await w.ok("warp_dlq_list"))["items"] == []
+        gone = await check("warp_registry_deregister", {}, {"now": True}, "now")
+        assert gone["was_registered"] is True
+        assert {c[0] for c in calls} == TOOLS
+        claim_text = await w.err("warp_work_claim")
+        assert "registration: register first" in claim_text
+    stdout_frames_only(w.stdout_lines)
