@@ -47,25 +47,32 @@ def create_app(
     settings: WeftSettings | None = None,
     *,
     nc: NatsClient | None = None,
+    runtime: NatsRuntime | None = None,
     spinup: SpinupService | None = None,
 ) -> FastAPI:
-    """Build a Weft app. ``nc``: use this connection (not closed on shutdown) instead of
-    opening one; ``spinup``: the spin-up service (default: :func:`weft.spinup.default_service`)."""
+    """Build a Weft app.
+
+    NATS: ``nc`` is a connection to use (left open on shutdown); ``runtime`` one already
+    opened by :func:`weft.runtime.open_nats` (closed on shutdown, with its embedded server);
+    neither: the lifespan opens one. ``spinup``: the spin-up service (default:
+    :func:`weft.spinup.default_service`)."""
     config = settings or WeftSettings()
     policy = load_policy(config)  # fail before serving anything when the file is bad
     service = spinup or default_service(config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime: NatsRuntime | None = None
-        if nc is None:
+        owned = runtime
+        if nc is None and owned is None:
             try:
-                runtime = await open_nats(config)
+                owned = await open_nats(config)
             except (NatsServerError, NatsConnectError) as exc:
                 log.error("weft cannot start: %s", exc)
                 raise
-            connection, info = runtime.nc, runtime.info
+        if owned is not None:
+            connection, info = owned.nc, owned.info
         else:
+            assert nc is not None
             connection = nc
             info = NatsInfo(url="(provided connection)", embedded=False)
         metrics: Metrics = app.state.metrics
@@ -93,8 +100,8 @@ def create_app(
             with contextlib.suppress(Exception):
                 await service.stop()
             await hub.close()
-            if runtime is not None:
-                await runtime.close()
+            if owned is not None:
+                await owned.close()
 
     docs_deps = [] if config.public_docs else [Depends(require_token)]
     app = FastAPI(

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
+import uvicorn
 from pydantic import ValidationError
 
 from shared.identity import IdentityError
-from shared.names import InvalidNameError
+from shared.names import InvalidNameError, validate_project_id
+from shared.natsclient import NatsConnectError
 from shared.policy import PolicyError, load_policy_file
 from shared.redact import configure_logging, redact
 from shared.server import NatsServerError
 from weft import __version__
+from weft.app import create_app
+from weft.runtime import open_nats
+from weft.settings import WeftSettings
 
 app = typer.Typer(
     name="weft",
@@ -25,14 +31,12 @@ app = typer.Typer(
 )
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     print(f"weft: {redact(message)}", file=sys.stderr)
     raise typer.Exit(code)
 
 
-def _settings(**overrides: object) -> object:
-    from weft.settings import WeftSettings
-
+def _settings(**overrides: object) -> WeftSettings:
     try:
         return WeftSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -44,7 +48,6 @@ def _settings(**overrides: object) -> object:
         _fail(f"invalid settings: {problems}")
     except (IdentityError, InvalidNameError) as exc:
         _fail(str(exc))
-    raise AssertionError("unreachable")
 
 
 @app.callback()
@@ -62,12 +65,6 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the REST API and WebSocket (starts a bundled nats-server when NATS_URL is unset)."""
-    import uvicorn
-
-    from shared.names import validate_project_id
-    from weft.app import create_app
-    from weft.settings import WeftSettings
-
     if project is not None:
         try:
             validate_project_id(project, "--project")
@@ -79,26 +76,38 @@ def serve(
         except PolicyError as exc:
             _fail(str(exc))
     settings = _settings(host=host, port=port, project_id=project, policy_file=policy, banner=True)
-    assert isinstance(settings, WeftSettings)
     configure_logging(settings.log_level)
+    config = uvicorn.Config(
+        "weft.app:create_app",  # replaced below; Config needs an app to compute loop settings
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        ws_ping_interval=settings.ws_ping_interval_s,
+        ws_ping_timeout=settings.ws_ping_interval_s,
+        lifespan="on",
+    )
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        started = runner.run(_serve(settings, config))
+    if not started:
+        raise typer.Exit(3)
+
+
+async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
+    """Open NATS first (so a start-up failure is one clear line), then serve until signalled."""
     try:
-        application = create_app(settings)
-    except PolicyError as exc:
-        _fail(str(exc))
-    try:
-        uvicorn.run(
-            application,
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            log_level=settings.log_level.lower(),
-            access_log=False,
-            ws_ping_interval=settings.ws_ping_interval_s,
-            ws_ping_timeout=settings.ws_ping_interval_s,
-            lifespan="on",
-        )
-    except NatsServerError as exc:
+        runtime = await open_nats(settings)
+    except (NatsServerError, NatsConnectError) as exc:
         _fail(str(exc), 3)
+    try:
+        config.app = create_app(settings, runtime=runtime)
+    except PolicyError as exc:
+        await runtime.close()
+        _fail(str(exc))
+    server = uvicorn.Server(config)
+    await server.serve()
+    return server.started
 
 
 @app.command("check-policy")
@@ -108,18 +117,13 @@ def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or
         policy = load_policy_file(path)
     except PolicyError as exc:
         _fail(str(exc))
-        return
     print(json.dumps(policy.model_dump(mode="json"), indent=2))
 
 
 @app.command()
 def openapi() -> None:
     """Print the OpenAPI document (the REST contract) without starting a server."""
-    from weft.app import create_app
-    from weft.settings import WeftSettings
-
     settings = _settings()
-    assert isinstance(settings, WeftSettings)
     print(json.dumps(create_app(settings.model_copy(update={"policy_file": None})).openapi(), indent=2))
 
 

@@ -34,7 +34,7 @@ class RelayedEvent:
     event: dict[str, Any]
 
 
-@dataclass
+@dataclass(eq=False)
 class Listener:
     """A bounded queue of events; when a slow client lets it fill, the oldest are dropped and counted."""
 

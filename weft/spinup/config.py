@@ -29,6 +29,22 @@ NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 TEMPLATE_FIELDS = ("work_id", "target_id", "target_name", "agent_id", "project_id", "spinup_id")
 """Placeholders a webhook body, URL or header may use."""
 
+RESERVED_ENV = frozenset(
+    {
+        "NATS_URL",
+        "LOOM_PROJECT_ID",
+        "LOOM_TARGET_ID",
+        "LOOM_SPINUP_ID",
+        "LOOM_WORK_ID",
+        "LOOM_AGENT_ID",
+        "LOOM_AGENT_TYPE",
+        "LOOM_CAPABILITIES",
+        "LOOM_BOUNDARIES",
+        "LOOM_AUTO_REGISTER",
+    }
+)
+"""Variables Weft sets for every spawned agent (the join contract)."""
+
 SECRET_KEYS = ("token", "secret", "password", "passphrase", "api_key", "private_key")
 """Keys that would put a secret into the stored target; each has an ``*_env`` form instead."""
 
@@ -88,7 +104,7 @@ class _Config(BaseModel):
         for key in v:
             if ENV_NAME.fullmatch(key) is None:
                 raise ValueError(f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
-            if key.startswith("LOOM_") or key == "NATS_URL":
+            if key in RESERVED_ENV:
                 raise ValueError(f"{key!r} is set by Weft for every spawned agent and cannot be overridden")
         return v
 

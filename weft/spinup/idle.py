@@ -18,12 +18,12 @@ something after the request, Weft waits for it to finish.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from shared.models import AgentEntry, AgentStatus, SpinupState, Target
-from shared.work import HELD, WorkQueue
+from shared.work import HELD, WorkQueue, WorkRecord
 from weft.spinup.manager import SpinupManager
 from weft.spinup.store import SpinupRecord
 
@@ -36,12 +36,12 @@ class WorkActivity:
     last: datetime | None = None
 
 
-async def work_activity(work: WorkQueue, agent_ids: set[str]) -> dict[str, WorkActivity]:
+def work_activity(records: Iterable[WorkRecord], agent_ids: set[str]) -> dict[str, WorkActivity]:
     """Held items and latest work change per agent, from one pass over the work records."""
     activity: dict[str, WorkActivity] = {}
     if not agent_ids:
         return activity
-    for record in await work.all_records():
+    for record in records:
         item = record.item
         if item.assigned_to not in agent_ids:
             continue
@@ -63,9 +63,9 @@ def idle_since(record: SpinupRecord, agent: AgentEntry, work: WorkActivity | Non
 
 
 class IdleMonitor:
-    def __init__(self, manager: SpinupManager, work: WorkQueue) -> None:
+    def __init__(self, manager: SpinupManager) -> None:
         self.manager = manager
-        self.work = work
+        self.work = WorkQueue(manager._nc, manager.names, js=manager._js)
 
     async def check(
         self,
@@ -73,11 +73,13 @@ class IdleMonitor:
         agents: Mapping[str, AgentEntry],
         targets: Mapping[str, Target],
         now: datetime,
+        work_records: Iterable[WorkRecord] | None = None,
     ) -> None:
         watched = [r for r in live if r.op.state in (SpinupState.REGISTERED, SpinupState.STOPPING)]
         if not watched:
             return
-        activity = await work_activity(self.work, {r.op.agent_id for r in watched})
+        records = work_records if work_records is not None else await self.work.all_records()
+        activity = work_activity(records, {r.op.agent_id for r in watched})
         grace = self.manager.settings.shutdown_grace_s
         for record in watched:
             op = record.op

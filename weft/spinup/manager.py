@@ -232,6 +232,7 @@ class SpinupManager:
         self, target: Target, *, work_id: str | None, reason: Literal["routing", "manual"]
     ) -> SpinupRecord | Refusal:
         now = utcnow()
+        timeout = self._register_timeout(target)
         op = SpinupOperation(
             project_id=self.names.project_id,
             target_id=target.id,
@@ -242,7 +243,8 @@ class SpinupManager:
         )
         record = SpinupRecord(
             op=op,
-            register_deadline=now + timedelta(seconds=self._register_timeout(target)),
+            register_deadline=now + timedelta(seconds=timeout),
+            register_timeout_s=timeout,
             started_by=self.host,
             mechanism=target.mechanism,
             config=dict(target.config),
@@ -555,9 +557,7 @@ class SpinupManager:
         return record
 
     def _timeout_of(self, record: SpinupRecord) -> float:
-        if record.register_deadline is None:
-            return self.settings.register_timeout_s
-        return (record.register_deadline - record.op.created_at).total_seconds()
+        return record.register_timeout_s or self.settings.register_timeout_s
 
     async def _check_alive(self, record: SpinupRecord) -> None:
         """A started process that is gone before registering is a failed start (not a time-out)."""

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -28,9 +28,10 @@ from shared.jsutil import ensure_kv
 from shared.models import AgentEntry, SpinupOperation, WorkItem, utcnow
 from shared.names import ProjectNames
 from shared.redact import redact
-from shared.work import WorkQueue
+from shared.work import WorkRecord
 from weft.spinup.health import HealthMonitor, HealthReport
 from weft.spinup.idle import IdleMonitor
+from weft.spinup.kvmirror import KvMirror
 from weft.spinup.manager import SpinupDecision, SpinupManager, SpinupRefused
 from weft.spinup.mechanisms import default_mechanisms
 from weft.spinup.mechanisms.base import Mechanism
@@ -49,10 +50,53 @@ class ProjectSpinup:
     manager: SpinupManager
     health: HealthMonitor
     idle: IdleMonitor
-    work: WorkQueue
-    watcher: asyncio.Task[None] | None = None
+    agents: KvMirror[AgentEntry] | None = None
+    work: KvMirror[WorkRecord] | None = None
     health_task: asyncio.Task[Any] | None = None
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    started: bool = False
+
+    async def start(self, js: JetStreamContext) -> None:
+        """Live copies of the registry and work records (one watcher each); the registry
+        copy also links each spawned agent to its operation the moment it registers."""
+        if self.started:
+            return
+        names = self.manager.names
+        manager = self.manager
+        pending: set[asyncio.Task[Any]] = set()
+
+        async def on_agent(_key: str, entry: AgentEntry | None) -> None:
+            if entry is not None and entry.spinup_id:
+                task = asyncio.create_task(manager.link(entry))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+
+        registry_kv = await ensure_kv(js, names.registry_bucket, description="Loom agents")
+        work_kv = await ensure_kv(js, names.work_records_bucket, description="Loom work")
+        self.agents = KvMirror(registry_kv, AgentEntry.model_validate_json, on_update=on_agent)
+        self.work = KvMirror(work_kv, WorkRecord.model_validate_json)
+        await self.agents.start()
+        await self.work.start()
+        await manager.store.start_mirrors()
+        start_mirror = getattr(manager.targets, "start_mirror", None)
+        if callable(start_mirror):
+            await start_mirror()
+        self.started = True
+
+    async def stop(self) -> None:
+        if self.health_task is not None:
+            self.health_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.health_task
+            self.health_task = None
+        for mirror in (self.agents, self.work):
+            if mirror is not None:
+                await mirror.stop()
+        await self.manager.store.stop_mirrors()
+        stop_mirror = getattr(self.manager.targets, "stop_mirror", None)
+        if callable(stop_mirror):
+            await stop_mirror()
+        await self.manager.close()
+        self.started = False
 
 
 class SpinupService:
@@ -64,7 +108,6 @@ class SpinupService:
         settings: SpinupSettings | None = None,
         mechanisms: Mapping[str, Mechanism] | None = None,
         target_source: TargetSourceFactory | None = None,
-        work_queue: Callable[[ProjectNames], WorkQueue] | None = None,
         projects: Iterable[str] = (),
         discover: bool = True,
     ) -> None:
@@ -74,41 +117,41 @@ class SpinupService:
         self.agent_nats_url = self.settings.agent_nats_url or agent_nats_url
         self.mechanisms = dict(mechanisms or default_mechanisms(self.settings.log_dir))
         self._target_source = target_source or (lambda js, names: KvTargets(js, names))
-        self._work_queue = work_queue or (lambda names: WorkQueue(nc, names))
         self._projects: dict[str, ProjectSpinup] = {}
         self._initial = list(projects)
         self._discover = discover
         self._loop: asyncio.Task[None] | None = None
         self._last_discovery = 0.0
+        self._lock = asyncio.Lock()
 
     # -- projects ---------------------------------------------------------------------
-    def project(self, project_id: str) -> ProjectSpinup:
+    async def project(self, project_id: str) -> ProjectSpinup:
         existing = self._projects.get(project_id)
-        if existing is not None:
+        if existing is not None and (existing.started or self._loop is None):
             return existing
-        names = ProjectNames(project_id)
-        manager = SpinupManager(
-            self._nc,
-            names,
-            self._target_source(self._js, names),
-            self.mechanisms,
-            agent_nats_url=self.agent_nats_url,
-            settings=self.settings,
-            js=self._js,
-        )
-        work = self._work_queue(names)
-        project = ProjectSpinup(
-            manager=manager, health=HealthMonitor(manager), idle=IdleMonitor(manager, work), work=work
-        )
-        self._projects[project_id] = project
-        if self._loop is not None:
-            project.watcher = asyncio.create_task(
-                self._watch_registry(project), name=f"spinup-watch-{project_id}"
-            )
-        return project
+        async with self._lock:
+            project = self._projects.get(project_id)
+            if project is None:
+                names = ProjectNames(project_id)
+                manager = SpinupManager(
+                    self._nc,
+                    names,
+                    self._target_source(self._js, names),
+                    self.mechanisms,
+                    agent_nats_url=self.agent_nats_url,
+                    settings=self.settings,
+                    js=self._js,
+                )
+                project = ProjectSpinup(
+                    manager=manager, health=HealthMonitor(manager), idle=IdleMonitor(manager)
+                )
+                self._projects[project_id] = project
+            if self._loop is not None:
+                await project.start(self._js)
+            return project
 
-    def manager(self, project_id: str) -> SpinupManager:
-        return self.project(project_id).manager
+    async def manager(self, project_id: str) -> SpinupManager:
+        return (await self.project(project_id)).manager
 
     @property
     def project_ids(self) -> list[str]:
@@ -126,20 +169,20 @@ class SpinupService:
             match = _TARGETS_STREAM.fullmatch(info.config.name or "")
             if match:
                 found.append(match.group(1))
-                self.project(match.group(1))
+                await self.project(match.group(1))
         return found
 
     # -- what routing and the REST routes call ---------------------------------------
     async def request_for_work(self, project_id: str, item: WorkItem) -> SpinupDecision:
-        return await self.manager(project_id).request_for_work(item)
+        return await (await self.manager(project_id)).request_for_work(item)
 
     async def spin_up(
         self, project_id: str, target_id: str, *, work_id: str | None = None
     ) -> SpinupOperation:
-        return await self.manager(project_id).spin_up(target_id, work_id=work_id)
+        return await (await self.manager(project_id)).spin_up(target_id, work_id=work_id)
 
     async def test_target(self, project_id: str, target_id: str) -> HealthReport:
-        project = self.project(project_id)
+        project = await self.project(project_id)
         try:
             target = await project.manager.targets.get_target(target_id)
         except TargetMissing:
@@ -147,7 +190,7 @@ class SpinupService:
         return await project.health.check(target)
 
     async def operations(self, project_id: str) -> list[SpinupOperation]:
-        records = await self.manager(project_id).store.all()
+        records = await (await self.manager(project_id)).store.all()
         return sorted((r.op for r in records), key=lambda op: op.created_at, reverse=True)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -155,29 +198,17 @@ class SpinupService:
         if self._loop is not None:
             return
         self._loop = asyncio.create_task(self._run(), name="spinup-loop")
-        for project_id in self._initial:
-            self.project(project_id)
-        for project in self._projects.values():
-            if project.watcher is None:
-                project.watcher = asyncio.create_task(self._watch_registry(project))
+        for project_id in [*self._initial, *self._projects]:
+            await self.project(project_id)
 
     async def stop(self) -> None:
-        tasks: list[asyncio.Task[Any]] = []
         if self._loop is not None:
-            tasks.append(self._loop)
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop
             self._loop = None
         for project in self._projects.values():
-            for task in (project.watcher, project.health_task):
-                if task is not None:
-                    tasks.append(task)
-            project.watcher = project.health_task = None
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        for project in self._projects.values():
-            await project.manager.close()
+            await project.stop()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -196,41 +227,17 @@ class SpinupService:
 
     async def tick(self, project_id: str, *, health: bool | None = None) -> None:
         """One pass for a project: reconcile operations, idle shutdown, due health checks."""
-        project = self.project(project_id)
+        project = await self.project(project_id)
         manager = project.manager
-        agents = {a.agent_id: a for a in await manager.registry.list_project()}
+        if project.agents is not None:
+            agents = {a.agent_id: a for a in project.agents.values()}
+        else:
+            agents = {a.agent_id: a for a in await manager.registry.list_project()}
         live = await manager.tick(agents)
         targets = {t.id: t for t in await manager.targets.list_targets()}
-        await project.idle.check(live, agents, targets, utcnow())
+        work = project.work.values() if project.work is not None else None
+        await project.idle.check(live, agents, targets, utcnow(), work)
         if health if health is not None else self.settings.health_checks:
             running = project.health_task is not None and not project.health_task.done()
             if not running and project.health.due(targets.values()):
                 project.health_task = asyncio.create_task(project.health.run_due(targets.values()))
-
-    async def _watch_registry(self, project: ProjectSpinup) -> None:
-        """Link each spawned agent to its operation the moment it registers."""
-        manager = project.manager
-        while True:
-            try:
-                kv = await ensure_kv(self._js, manager.names.registry_bucket, description="Loom agents")
-                watcher = await kv.watchall()
-                try:
-                    async for update in watcher:
-                        if update is None or not update.value:
-                            continue
-                        try:
-                            entry = AgentEntry.model_validate_json(update.value)
-                        except ValueError:
-                            continue
-                        if entry.spinup_id:
-                            await manager.link(entry)
-                finally:
-                    with contextlib.suppress(Exception):
-                        await watcher.stop()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning(
-                    "registry watch for %s failed (retrying): %s", manager.names.project_id, redact(exc)
-                )
-                await asyncio.sleep(1.0)

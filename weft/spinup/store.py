@@ -26,6 +26,10 @@ from pydantic import Field
 from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
 from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
+from weft.spinup.kvmirror import KvMirror
+
+ONE_SHOT_INACTIVE_S = 5.0
+"""A one-shot listing's consumer goes away this soon after it is done (the server caps consumers)."""
 
 IN_FLIGHT_STATES = frozenset({SpinupState.PENDING, SpinupState.STARTING, SpinupState.RUNNING})
 """Started but not yet registered: at most one per target."""
@@ -51,6 +55,7 @@ class SpinupRecord(LoomModel):
     """Snapshot of the target's mechanism and config at start, so the agent can be
     stopped the way it was started even after the target changed or was removed."""
     register_deadline: datetime | None = None
+    register_timeout_s: float | None = None
     shutdown_requested_at: datetime | None = None
     shutdown_reason: str | None = None
     stop_started_at: datetime | None = None
@@ -109,6 +114,23 @@ class SpinupStore:
         self._js = js
         self.names = names
         self._kv: KeyValue | None = None
+        self._ops: KvMirror[SpinupRecord] | None = None
+        self._slots: KvMirror[TargetSlot] | None = None
+
+    async def start_mirrors(self) -> None:
+        """Serve :meth:`slots` and :meth:`all` from live copies (one watcher each, for good)."""
+        kv = await self.bucket()
+        if self._ops is None:
+            self._ops = KvMirror(kv, SpinupRecord.model_validate_json, keys="op.*")
+            self._slots = KvMirror(kv, TargetSlot.model_validate_json, keys="slot.*")
+        assert self._slots is not None
+        await self._ops.start()
+        await self._slots.start()
+
+    async def stop_mirrors(self) -> None:
+        for mirror in (self._ops, self._slots):
+            if mirror is not None:
+                await mirror.stop()
 
     async def bucket(self) -> KeyValue:
         if self._kv is None:
@@ -187,6 +209,8 @@ class SpinupStore:
         raise SpinupStoreError(f"target_id: could not update the slot of {target_id} under contention")
 
     async def slots(self) -> list[TargetSlot]:
+        if self._slots is not None and self._slots.running:
+            return self._slots.values()
         return [TargetSlot.model_validate_json(v) for v in await self._values("slot.*")]
 
     # -- operations ----------------------------------------------------------------
@@ -231,6 +255,8 @@ class SpinupStore:
         raise SpinupStoreError(f"spinup_id: {spinup_id} is being changed concurrently")
 
     async def all(self) -> list[SpinupRecord]:
+        if self._ops is not None and self._ops.running:
+            return self._ops.values()
         return [SpinupRecord.model_validate_json(v) for v in await self._values("op.*")]
 
     async def remove(self, spinup_id: str) -> None:
@@ -238,7 +264,7 @@ class SpinupStore:
 
     async def _values(self, keys: str) -> list[bytes]:
         kv = await self.bucket()
-        watcher = await kv.watch(keys, ignore_deletes=True)
+        watcher = await kv.watch(keys, ignore_deletes=True, inactive_threshold=ONE_SHOT_INACTIVE_S)
         values: list[bytes] = []
         try:
             async for update in watcher:

@@ -18,6 +18,7 @@ from nats.js.kv import KeyValue
 from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
 from shared.models import Target, TargetHealth, utcnow
 from shared.names import ProjectNames
+from weft.spinup.kvmirror import KvMirror
 
 
 class TargetMissing(LookupError):
@@ -45,6 +46,16 @@ class KvTargets:
         self._js = js
         self.names = names
         self._kv: KeyValue | None = None
+        self._mirror: KvMirror[Target] | None = None
+
+    async def start_mirror(self) -> None:
+        if self._mirror is None:
+            self._mirror = KvMirror(await self.bucket(), Target.model_validate_json)
+        await self._mirror.start()
+
+    async def stop_mirror(self) -> None:
+        if self._mirror is not None:
+            await self._mirror.stop()
 
     async def bucket(self) -> KeyValue:
         if self._kv is None:
@@ -52,12 +63,19 @@ class KvTargets:
         return self._kv
 
     async def put(self, target: Target) -> Target:
-        await (await self.bucket()).put(target.id, target.to_json_bytes())
+        revision = await (await self.bucket()).put(target.id, target.to_json_bytes())
+        await self._seen(int(revision))
         return target
 
+    async def _seen(self, revision: int) -> None:
+        if self._mirror is not None and self._mirror.running:
+            await self._mirror.wait_for(revision)
+
     async def list_targets(self) -> list[Target]:
+        if self._mirror is not None and self._mirror.running:
+            return self._mirror.values()
         kv = await self.bucket()
-        watcher = await kv.watchall(ignore_deletes=True)
+        watcher = await kv.watchall(ignore_deletes=True, inactive_threshold=5.0)
         targets: list[Target] = []
         try:
             async for update in watcher:
@@ -91,10 +109,11 @@ class KvTargets:
             target = Target.model_validate_json(entry.value).model_copy(update=changes)
             target.updated_at = utcnow()
             try:
-                await kv.update(target_id, target.to_json_bytes(), last=entry.revision)
+                revision = await kv.update(target_id, target.to_json_bytes(), last=entry.revision)
             except KeyWrongLastSequenceError:
                 await cas_backoff(attempt)
                 continue
+            await self._seen(int(revision))
             return target
         raise RuntimeError(f"target_id: could not update {target_id} under contention")
 

@@ -1,0 +1,166 @@
+"""``weft`` as an operator runs it: a real process, the bundled nats-server, a real port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.server import EmbeddedNatsServer, free_port
+
+WEFT = str(Path(sys.executable).parent / "weft")
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")) and k != "XDG_DATA_HOME"
+    }
+    env.update(LOOM_DATA_DIR=str(tmp_path / "data"), WEFT_NATS_PORT="-1", WEFT_NATS_WS_PORT="-1", **extra)
+    return env
+
+
+@contextmanager
+def weft_process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [WEFT, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+async def wait_healthy(base: str, proc: subprocess.Popen[str]) -> dict[str, object]:
+    async with httpx.AsyncClient(base_url=base, timeout=2) as client:
+        for _ in range(300):
+            if proc.poll() is not None:
+                raise AssertionError(
+                    f"weft exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+                )
+            try:
+                response = await client.get("/health")
+                if response.status_code == 200:
+                    return dict(response.json())
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise AssertionError("weft did not become healthy")
+
+
+async def test_serve_without_nats_url_starts_bundled_nats_prints_banner_and_keeps_data(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    env = clean_env(tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    with weft_process(["serve", "--port", str(port), "--project", "demo-project"], env) as proc:
+        health = await wait_healthy(base, proc)
+        assert health["project_id"] == "demo-project" and health["nats"] == "connected"
+        async with httpx.AsyncClient(base_url=base) as client:
+            work = (
+                await client.post(
+                    "/api/work", json={"task_id": "t", "description": "d", "capability": "code"}
+                )
+            ).json()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean shutdown
+        banner = proc.stderr.read() if proc.stderr else ""
+    assert "Application shutdown complete" in banner
+    assert f"REST API    {base}/api" in banner and f"{base}/docs" in banner
+    assert "NATS        nats://127.0.0.1:" in banner and "embedded" in banner
+    assert (
+        "claude mcp add warp -e NATS_URL=nats://127.0.0.1:" in banner
+        and "LOOM_PROJECT_ID=demo-project" in banner
+    )
+    assert '"mcpServers"' in banner
+    assert (tmp_path / "data" / "nats" / "jetstream").is_dir()
+
+    # the second run finds the first run's work in the same data directory
+    with weft_process(["serve", "--port", str(port), "--project", "demo-project"], env) as proc:
+        await wait_healthy(base, proc)
+        async with httpx.AsyncClient(base_url=base) as client:
+            again = await client.get(f"/api/work/{work['id']}")
+        assert again.status_code == 200 and again.json()["status"] == "queued"
+
+
+async def test_serve_with_nats_url_and_tokens(tmp_path: Path, nats_server: EmbeddedNatsServer) -> None:
+    port = free_port()
+    env = clean_env(tmp_path, NATS_URL=nats_server.url, WEFT_API_TOKENS="t1,t2", WEFT_PORT=str(port))
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"boundaries": {"corporate": {"allowed_agent_types": ["copilot"]}}}))
+    with weft_process(["serve", "--policy", str(policy)], env) as proc:
+        await wait_healthy(f"http://127.0.0.1:{port}", proc)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            assert (await client.get("/api/work")).status_code == 401
+            assert (await client.get("/api/work", headers={"Authorization": "Bearer t2"})).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        banner = proc.stderr.read() if proc.stderr else ""
+    assert "bearer token required" in banner and "t1" not in banner.replace("http", "")
+    assert (
+        f"NATS        {nats_server.url}" in banner
+        and "embedded" not in banner.split("NATS")[1].split("\n")[0]
+    )
+    assert "1 boundary rules" in banner
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([WEFT, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_bad_configuration_is_one_clear_line(tmp_path: Path, nats_server: EmbeddedNatsServer) -> None:
+    env = clean_env(tmp_path)
+    bad_policy = tmp_path / "bad.yaml"
+    bad_policy.write_text("default:\n  allowed_agent_types: [Not Valid]\n")
+    result = run(["serve", "--policy", str(bad_policy)], env)
+    assert result.returncode == 2 and "weft:" in result.stderr and "allowed_agent_types" in result.stderr
+    result = run(["serve", "--project", "Bad Project"], env)
+    assert result.returncode == 2 and "--project" in result.stderr and "lowercase" in result.stderr
+    result = run(["serve"], {**env, "WEFT_PORT": "99999"})
+    assert result.returncode == 2 and "WEFT_PORT" in result.stderr and "65535" in result.stderr
+    busy = nats_server.client_port
+    assert busy is not None
+    result = run(["serve", "--port", str(free_port())], {**env, "WEFT_NATS_PORT": str(busy)})
+    assert result.returncode != 0 and f"port {busy}" in result.stderr and "NATS_URL" in result.stderr
+
+
+def test_check_policy_openapi_and_version(tmp_path: Path) -> None:
+    env = clean_env(tmp_path)
+    policy = tmp_path / "p.yaml"
+    policy.write_text("boundaries:\n  corporate:\n    allowed_agent_types: [copilot]\n")
+    checked = run(["check-policy", str(policy)], env)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["boundaries"]["corporate"][
+        "allowed_agent_types"
+    ] == ["copilot"]
+    assert run(["check-policy", str(tmp_path / "missing.yaml")], env).returncode == 2
+    spec = run(["openapi"], env)
+    assert spec.returncode == 0 and "/api/work/{work_id}/cancel" in json.loads(spec.stdout)["paths"]
+    assert run(["version"], env).stdout.strip() == "0.1.0"
+
+
+@pytest.mark.parametrize("args", [[], ["--help"]])
+def test_help(args: list[str], tmp_path: Path) -> None:
+    result = run(args, clean_env(tmp_path))
+    assert "serve" in result.stdout + result.stderr
