@@ -308,7 +308,14 @@ class SpinupManager:
         except Exception as exc:
             if not isinstance(exc, MechanismError):
                 log.exception("mechanism %s failed to start %s", target.mechanism, op_id)
-            await self.finish(op_id, SpinupState.FAILED, reason="start failed", error=_error_text(exc))
+            # an agent that registered before its start-up check ended is not a failed start
+            await self.finish(
+                op_id,
+                SpinupState.FAILED,
+                reason="start failed",
+                error=_error_text(exc),
+                only_from=IN_FLIGHT_STATES,
+            )
             return
         await on_handle(handle)
         with contextlib.suppress(TargetMissing):
@@ -359,6 +366,7 @@ class SpinupManager:
         *,
         reason: str,
         error: str | None = None,
+        only_from: frozenset[SpinupState] | None = None,
     ) -> SpinupRecord | None:
         """Move an operation to ``state`` (failed, timed-out or stopping) and stop what it started.
 
@@ -369,6 +377,8 @@ class SpinupManager:
         def end(r: SpinupRecord) -> SpinupRecord | None:
             if r.op.state in FINAL_STATES or r.op.state is state:
                 return None
+            if only_from is not None and r.op.state not in only_from:
+                return None
             r.op.state = state
             if error is not None:
                 r.op.error = error
@@ -376,7 +386,7 @@ class SpinupManager:
             return r
 
         before, after = await self.store.mutate(spinup_id, end)
-        if before.op.state in FINAL_STATES:
+        if before.op.state in FINAL_STATES or (only_from is not None and before.op.state not in only_from):
             return None
         if before.op.state is not after.op.state:
             await self.store.release(after.op.target_id, spinup_id, keep_live=True)

@@ -1,0 +1,135 @@
+"""Fixtures for the spin-up tests: targets in a real KV bucket, a spin-up service
+with short timings, and a poll helper (no sleeps as synchronisation)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from shared.models import Event, Target
+from shared.names import ProjectNames
+from shared.server import EmbeddedNatsServer
+from weft.spinup.config import validate_target_config
+from weft.spinup.service import SpinupService
+from weft.spinup.settings import SpinupSettings
+from weft.spinup.targets import KvTargets
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's own NATS_URL, LOOM_* or WEFT_* must not leak into the tests (or the agents)."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES):
+            monkeypatch.delenv(name)
+
+
+def demo_agent_command() -> list[str]:
+    return [sys.executable, "-m", "weft.spinup.demo_agent"]
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float = 30.0, interval: float = 0.05, what: str = ""
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or probe}")
+        await asyncio.sleep(interval)
+
+
+@pytest.fixture
+def names(project_id: str) -> ProjectNames:
+    return ProjectNames(project_id)
+
+
+@pytest.fixture
+def targets(nc: NatsClient, names: ProjectNames) -> KvTargets:
+    return KvTargets(nc.jetstream(), names)
+
+
+@pytest.fixture
+def make_target(targets: KvTargets, project_id: str) -> Callable[..., Awaitable[Target]]:
+    async def make(**fields: Any) -> Target:
+        fields.setdefault("name", "t1")
+        fields.setdefault("capabilities", ["code"])
+        fields.setdefault("mechanism", "local")
+        fields.setdefault("config", {"command": demo_agent_command(), "cwd": str(ROOT)})
+        if fields["mechanism"] == "local":
+            fields["config"].setdefault("env", {"LOOM_HEARTBEAT_S": "1"})
+        fields["config"] = validate_target_config(fields["mechanism"], fields["config"])
+        return await targets.put(Target(project_id=project_id, **fields))
+
+    return make
+
+
+@pytest.fixture
+def spinup_settings(tmp_path: Path) -> SpinupSettings:
+    return SpinupSettings(
+        register_timeout_s=30,
+        tick_s=0.1,
+        shutdown_grace_s=3,
+        stop_retry_s=30,
+        health_checks=False,
+        log_dir=tmp_path / "agent-logs",
+    )
+
+
+@pytest.fixture
+async def service(
+    nc: NatsClient, nats_server: EmbeddedNatsServer, spinup_settings: SpinupSettings
+) -> AsyncIterator[SpinupService]:
+    svc = SpinupService(nc, agent_nats_url=nats_server.url, settings=spinup_settings, discover=False)
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        for project_id in svc.project_ids:
+            manager = await svc.manager(project_id)
+            for record in await manager.store.all():
+                if record.op.handle.get("pid"):
+                    await manager.stop(record.op.id, "test cleanup")
+            await manager.drain(15)
+        await svc.stop()
+
+
+async def published_events(nc: NatsClient, names: ProjectNames, kind: str) -> list[Event]:
+    """Every event of ``kind`` in the project's events stream so far, in order."""
+    js = nc.jetstream()
+    sub = await js.subscribe(names.event_filter(kind), ordered_consumer=True)
+    events: list[Event] = []
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=0.3)
+            except Exception:
+                break
+            events.append(Event.model_validate_json(msg.data))
+    finally:
+        await sub.unsubscribe()
+    return events
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"

@@ -1,0 +1,137 @@
+"""``local`` mechanism end to end against a real nats-server and real agent processes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+
+from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
+from shared.names import ProjectNames
+from shared.work import WorkQueue
+from tests.spinup.conftest import eventually, pid_alive, published_events
+from weft.spinup.service import SpinupService
+
+MakeTarget = Callable[..., Awaitable[Target]]
+
+
+async def _op_state(service: SpinupService, project_id: str, spinup_id: str, *states: SpinupState) -> Any:
+    record = await (await service.manager(project_id)).store.get(spinup_id)
+    return record if record.op.state in states else None
+
+
+async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idles_out(
+    service: SpinupService, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
+) -> None:
+    target = await make_target(idle_timeout_s=1)
+    work = WorkQueue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="local-1", description="do it", capability="code"))
+
+    decision = await service.request_for_work(project_id, item)
+    assert decision.outcome == "started", decision.detail
+    op = decision.operation
+    assert op is not None and op.target_id == target.id and op.work_id == item.id
+
+    registered = await eventually(
+        lambda: _op_state(service, project_id, op.id, SpinupState.REGISTERED, SpinupState.STOPPING),
+        what="the agent to register",
+    )
+    pid = int(registered.op.handle["pid"])
+    assert registered.op.registered_at is not None and registered.op.started_at is not None
+
+    async def completed() -> Any:
+        current = await work.get(item.id)
+        return current if current.status is WorkStatus.COMPLETED else None
+
+    done = await eventually(completed, what="the work to be completed")
+    assert done.assigned_to == op.agent_id
+    assert done.result == {"done_by": op.agent_id, "task_id": "local-1"}
+
+    stopped = await eventually(
+        lambda: _op_state(service, project_id, op.id, SpinupState.STOPPED), what="idle shutdown"
+    )
+    assert stopped.shutdown_reason and "idle" in stopped.shutdown_reason
+    assert not pid_alive(pid)
+    entry = await (await service.manager(project_id)).registry.get(op.agent_id)
+    assert entry.status.value == "offline"
+
+    actions = [e.action for e in await published_events(nc, names, "spinup") if e.subject_id == op.id]
+    expected = ["requested", "starting", "running", "registered", "shutdown-requested", "stopping", "stopped"]
+    assert [a for a in actions if a in expected] == expected
+    slot = await (await service.manager(project_id)).store.slot(target.id)
+    assert slot.live == [] and slot.in_flight is None
+
+
+async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_stderr(
+    service: SpinupService, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
+) -> None:
+    script = "import sys; print('cannot reach the model API', file=sys.stderr); sys.exit(3)"
+    await make_target(config={"command": [sys.executable, "-c", script]})
+    work = WorkQueue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="dies", description="x", capability="code"))
+
+    decision = await service.request_for_work(project_id, item)
+    assert decision.operation is not None
+    failed = await eventually(
+        lambda: _op_state(service, project_id, decision.operation.id, SpinupState.FAILED),  # type: ignore[union-attr]
+        what="the failed start",
+    )
+    assert "exited with code 3" in (failed.op.error or "")
+    assert "cannot reach the model API" in (failed.op.error or "")
+    # the work waits in its queue, not lost
+    assert (await work.get(item.id)).status is WorkStatus.QUEUED
+    assert (await work.queue_depths()).get("code") == 1
+
+
+async def test_missing_program_fails_the_start_with_the_field(
+    service: SpinupService, make_target: MakeTarget, project_id: str
+) -> None:
+    target = await make_target(config={"command": ["/nonexistent/loom-agent", "--x"]})
+    op = await service.spin_up(project_id, target.id)
+    failed = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.FAILED))
+    assert failed.op.error.startswith("config.command:")
+    assert "not an executable program" in failed.op.error
+
+
+async def test_stop_escalates_to_sigkill_after_the_grace_period(
+    service: SpinupService, make_target: MakeTarget, project_id: str
+) -> None:
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    target = await make_target(
+        config={"command": [sys.executable, "-c", stubborn], "stop_grace_s": 0.5, "startup_check_s": 0.5},
+    )
+    op = await service.spin_up(project_id, target.id)
+    running = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.RUNNING))
+    pid = int(running.op.handle["pid"])
+    assert pid_alive(pid)
+    manager = await service.manager(project_id)
+    await manager.stop(op.id, "operator stop")
+    await manager.drain(10)
+    record = await manager.store.get(op.id)
+    assert record.op.state is SpinupState.FAILED  # stopped before it ever registered
+    assert record.stop_note == "killed with SIGKILL after 0.5s"
+    assert not pid_alive(pid)
+
+
+async def test_agent_that_never_registers_is_timed_out_and_stopped(
+    service: SpinupService, make_target: MakeTarget, project_id: str
+) -> None:
+    silent = "import time; time.sleep(600)"
+    target = await make_target(
+        config={"command": [sys.executable, "-c", silent], "startup_check_s": 0.2, "register_timeout_s": 1},
+    )
+    op = await service.spin_up(project_id, target.id)
+    timed_out = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.TIMED_OUT))
+    assert "did not register within 1s" in (timed_out.op.error or "")
+    manager = await service.manager(project_id)
+
+    async def cleaned() -> Any:
+        record = await manager.store.get(op.id)
+        return record if record.stop_done_at else None
+
+    record = await eventually(cleaned, what="the timed-out process to be stopped")
+    assert record.stop_note == "stopped with SIGTERM"
+    assert not pid_alive(int(record.op.handle["pid"]))
+    assert (await manager.store.slot(target.id)).live == []
