@@ -1,0 +1,134 @@
+"""The ``warp`` process itself: start-up errors, stdout hygiene, streamable HTTP, spin-up env."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from nats.aio.client import Client as NatsClient
+from warp_harness import WARP, eventually, spawn_warp, stdout_frames_only
+
+from shared.models import AgentStatus
+from shared.names import ProjectNames
+from shared.registry import AgentNotFound, Registry
+from shared.server import free_port
+
+A_ID = "a" * 32
+
+
+def run_warp(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [WARP, *args], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def test_bad_configuration_is_one_line_on_stderr_and_nothing_on_stdout(warp_env: dict[str, str]) -> None:
+    cases = {
+        "LOOM_PROJECT_ID": ("Not_Valid", "LOOM_PROJECT_ID"),
+        "LOOM_AGENT_ID": ("xyz", "LOOM_AGENT_ID"),
+        "LOOM_CAPABILITIES": ("code,Bad Cap", "LOOM_CAPABILITIES"),
+        "LOOM_HEARTBEAT_S": ("never", "LOOM_HEARTBEAT_S"),
+        "NATS_URL": ("http://user:hunter2@example:4222", "NATS_URL"),
+    }
+    for name, (value, expected) in cases.items():
+        done = run_warp({**warp_env, name: value})
+        assert done.returncode == 2, (name, done.stderr)
+        assert done.stdout == ""
+        assert expected in done.stderr and done.stderr.startswith("warp: ")
+        assert "hunter2" not in done.stderr
+    usage = run_warp(warp_env, "--port", "0", "--http")
+    assert usage.returncode == 2 and "--port" in usage.stderr
+
+
+async def test_stdout_carries_only_mcp_frames(warp_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**warp_env, "LOOM_LOG_LEVEL": "DEBUG", "LOOM_AUTO_REGISTER": "1", "LOOM_CAPABILITIES": "code"}
+    async with spawn_warp(env, tmp_path) as w:
+        await w.ready_ok("warp_channels_send", {"channel": "errors", "message": "print('noise')"})
+        await w.err("warp_channels_send", {"channel": "nope", "message": "x"})
+        await w.ok("warp_work_broadcast", {"description": "d", "capability": "code"})
+        await w.ok("warp_work_claim")
+    assert w.stdout_lines, "the server wrote no frames at all"
+    stdout_frames_only(w.stdout_lines)
+    assert "DEBUG" in w.stderr()  # the logging went to stderr
+
+
+async def test_spun_up_agent_registers_by_itself(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient
+) -> None:
+    env = {
+        **warp_env,
+        "LOOM_AGENT_ID": A_ID,
+        "LOOM_AUTO_REGISTER": "1",
+        "LOOM_CAPABILITIES": "code,review",
+        "LOOM_BOUNDARIES": "corporate",
+        "LOOM_AGENT_TYPE": "copilot",
+        "LOOM_TARGET_ID": "target-1",
+        "LOOM_SPINUP_ID": "spin-1",
+        "LOOM_WORK_ID": "f" * 32,
+    }
+    registry = Registry(nc.jetstream(), ProjectNames(warp_env["LOOM_PROJECT_ID"]))
+    async with spawn_warp(env, tmp_path):
+
+        async def registered() -> bool:
+            try:
+                await registry.get(A_ID)
+            except AgentNotFound:
+                return False
+            return True
+
+        await eventually(registered)  # no tool was called
+        entry = await registry.get(A_ID)
+        assert (entry.target_id, entry.spinup_id) == ("target-1", "spin-1")
+        assert entry.metadata["work_id"] == "f" * 32
+        assert (entry.capabilities, entry.boundaries, entry.agent_type) == (
+            ["code", "review"],
+            ["corporate"],
+            "copilot",
+        )
+        assert entry.status is AgentStatus.ONLINE
+    assert (await registry.get(A_ID)).status is AgentStatus.OFFLINE
+
+
+async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: NatsClient) -> None:
+    port = free_port()
+    env = {**warp_env, "LOOM_AGENT_ID": A_ID, "LOOM_AUTO_REGISTER": "1"}
+    log = (tmp_path / "http.log").open("wb")
+    proc = await anyio.open_process([WARP, "--http", "--port", str(port)], env=env, stdout=log, stderr=log)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+
+        async def listening() -> bool:
+            try:
+                async with httpx2.AsyncClient() as client:
+                    await client.get(f"http://127.0.0.1:{port}/")
+            except httpx2.TransportError:
+                return False
+            return True
+
+        await eventually(listening, timeout=30)
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = await session.list_tools()
+            assert len(tools.tools) == 23
+            res = await session.call_tool(
+                "warp_channels_send", {"channel": "roadmap", "message": "over http"}
+            )
+            assert not res.is_error, res.content
+            res = await session.call_tool("warp_channels_read", {"channel": "roadmap"})
+            assert res.structured_content is not None
+            assert [m["body"] for m in res.structured_content["messages"]] == ["over http"]
+        proc.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            await proc.wait()
+        registry = Registry(nc.jetstream(), ProjectNames(warp_env["LOOM_PROJECT_ID"]))
+        assert (await registry.get(A_ID)).status is AgentStatus.OFFLINE
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        log.close()

@@ -1,0 +1,112 @@
+"""Work and dead letters across Warp processes, over real MCP stdio sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nats.aio.client import Client as NatsClient
+from warp_harness import eventually, spawn_warp
+
+from shared.names import ProjectNames
+from shared.work import WorkQueue
+
+A_ID = "a" * 32
+B_ID = "b" * 32
+C_ID = "c" * 32
+D_ID = "d" * 32
+
+
+def env_for(base: dict[str, str], agent_id: str, **extra: str) -> dict[str, str]:
+    return {
+        **base,
+        "LOOM_AGENT_ID": agent_id,
+        "LOOM_CAPABILITIES": "code",
+        "LOOM_AUTO_REGISTER": "1",
+        **extra,
+    }
+
+
+async def test_priorities_failures_dead_letters_and_retry(warp_env: dict[str, str], tmp_path: Path) -> None:
+    async with (
+        spawn_warp(env_for(warp_env, A_ID), tmp_path, name="a") as a,
+        spawn_warp(env_for(warp_env, B_ID, LOOM_MAX_CONCURRENT_TASKS="3"), tmp_path, name="b") as b,
+    ):
+        ids = {}
+        for prio in (2, 9, 5):
+            out = await a.ready_ok(
+                "warp_work_broadcast", {"description": f"p{prio}", "capability": "code", "priority": prio}
+            )
+            ids[prio] = out["item"]["id"]
+        order = [(await b.ready_ok("warp_work_claim"))["item"]["priority"] for _ in range(3)]
+        assert order == [9, 5, 2]
+        me = await b.ok("warp_registry_get_info")
+        assert (me["current_tasks"], me["status"]) == (3, "busy")
+        assert "max_concurrent_tasks" in await b.err("warp_work_claim")
+        top = ids[9]
+        for attempt in (1, 2, 3):
+            if attempt > 1:
+                again = await b.ok("warp_work_claim")
+                assert again["item"]["id"] == top and again["item"]["attempts"] == attempt
+            failed = await b.ok("warp_work_fail", {"work_id": top, "error": f"boom {attempt}"})
+        assert failed["item"]["status"] == "dead-lettered"
+        for prio in (5, 2):
+            await b.ok("warp_work_complete", {"work_id": ids[prio], "result": "done"})
+        assert (await b.ok("warp_registry_get_info"))["current_tasks"] == 0
+        letters = await a.ok("warp_dlq_list", {"capability": "code"})
+        assert [d["item"]["id"] for d in letters["items"]] == [top]
+        assert [e["error"] for e in letters["items"][0]["item"]["errors"]] == ["boom 1", "boom 2", "boom 3"]
+        assert (await a.ok("warp_work_queue_status"))["dead_letters"] == 1
+        retried = await a.ok("warp_dlq_retry", {"work_id": top})
+        assert (retried["item"]["status"], retried["item"]["attempts"]) == ("queued", 0)
+        back = await b.ok("warp_work_claim")
+        assert back["item"]["id"] == top and back["item"]["attempts"] == 1
+        assert (await a.ok("warp_dlq_list"))["items"] == []
+
+
+async def test_claim_of_a_killed_agent_is_redelivered(warp_env: dict[str, str], tmp_path: Path) -> None:
+    fast = {"LOOM_WORK_ACK_WAIT_S": "1.5"}
+    async with spawn_warp(env_for(warp_env, C_ID, **fast), tmp_path, name="c") as c:
+        item = (await c.ready_ok("warp_work_broadcast", {"description": "fragile", "capability": "code"}))[
+            "item"
+        ]
+        assert (await c.ok("warp_work_claim"))["item"]["id"] == item["id"]
+        c.kill9()
+        await c.wait_exit()
+    async with spawn_warp(env_for(warp_env, D_ID, **fast), tmp_path, name="d") as d:
+        claimed: dict[str, object] = {}
+
+        async def got_it() -> bool:
+            out = await d.ready_ok("warp_work_claim")
+            claimed.update(out)
+            return bool(out["claimed"])
+
+        await eventually(got_it, timeout=30)
+        redelivered = claimed["item"]
+        assert isinstance(redelivered, dict)
+        assert redelivered["id"] == item["id"] and redelivered["attempts"] == 2
+        assert redelivered["assigned_to"] == D_ID
+        assert "claim expired" in redelivered["errors"][0]["error"]
+        done = await d.ok("warp_work_complete", {"work_id": item["id"]})
+        assert done["item"]["status"] == "completed"
+
+
+async def test_cancelled_work_is_reported_on_the_next_call(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient
+) -> None:
+    async with spawn_warp(env_for(warp_env, B_ID), tmp_path, name="b") as b:
+        item = (await b.ready_ok("warp_work_broadcast", {"description": "maybe", "capability": "code"}))[
+            "item"
+        ]
+        assert (await b.ok("warp_work_claim"))["item"]["id"] == item["id"]
+        queue = WorkQueue(nc, ProjectNames(warp_env["LOOM_PROJECT_ID"]))
+        await queue.cancel(item["id"], reason="no longer needed", by="operator")
+
+        async def told() -> bool:
+            res = await b.call("warp_work_progress", {"work_id": item["id"], "percent": 50})
+            text = res.content[0].text if res.content else ""  # type: ignore[union-attr]
+            return bool(res.is_error) and "was cancelled by operator: no longer needed" in text
+
+        await eventually(told)
+        assert (await b.ok("warp_registry_get_info"))["current_tasks"] == 0
+        text = await b.err("warp_work_complete", {"work_id": item["id"]})
+        assert "stop working on it" in text
