@@ -34,7 +34,7 @@ def fuzz(spec: dict[str, Any], base_url: str, project: str) -> tuple[int, list[s
                 phases=[Phase.generate],
                 suppress_health_check=list(HealthCheck),
             )
-            def check(case: Any, mode: GenerationMode = mode) -> None:
+            def check(case: Any) -> None:
                 nonlocal sent
                 headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "x-loom-project"}
                 headers["X-Loom-Project"] = project
@@ -43,7 +43,7 @@ def fuzz(spec: dict[str, Any], base_url: str, project: str) -> tuple[int, list[s
                     case.query = {k: v for k, v in case.query.items() if k != "project"}
                 response = case.call(base_url=base_url, session=session, timeout=20)
                 sent += 1
-                label = f"{case.method} {case.formatted_path} [{mode.value}] -> {response.status_code}"
+                label = f"{case.method} {case.formatted_path} -> {response.status_code}"
                 if response.status_code >= 500:
                     problems.append(f"{label}: {response.text[:300]}")
                 elif response.status_code >= 400:
