@@ -22,6 +22,19 @@ PROJECT_HEADER = "X-Loom-Project"
 USER_AGENT = "shuttle"
 
 
+def import_httpx() -> Any:
+    """httpx, without its optional command line: ``import httpx`` also loads
+    ``httpx._main`` (click, rich, pygments: ~45 ms) whenever those are installed,
+    and httpx falls back to a stub when that module cannot be imported."""
+    import sys
+
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    import httpx
+
+    return httpx
+
+
 def seg(value: str) -> str:
     """One path segment, percent-encoded so an id can never change the route."""
     return quote(value, safe="")
@@ -78,7 +91,7 @@ class WeftClient:
     @property
     def http(self) -> httpx.Client:
         if self._http is None:
-            import httpx
+            httpx = import_httpx()
 
             self._http = httpx.Client(
                 base_url=self.base_url,
@@ -109,7 +122,7 @@ class WeftClient:
     ) -> Any:
         """One call; returns the decoded JSON (None for an empty body) or raises
         :class:`Refused` / :class:`Unreachable`."""
-        import httpx
+        httpx = import_httpx()
 
         try:
             response = self.http.request(

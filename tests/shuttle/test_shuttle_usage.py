@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from shuttle_helpers import run, run_process
@@ -236,3 +239,39 @@ def test_a_server_that_is_not_weft_is_exit_1_with_a_hint(not_weft: str) -> None:
     r = run("--api-url", not_weft, "work", "show", WORK_ID)
     assert r.exit_code == 1
     assert f"not found at {not_weft} (is this Weft?)" in r.stderr
+
+
+def _imported(*args: str) -> set[str]:
+    """Top-level packages a shuttle process imported (from ``python -X importtime``)."""
+    exe = str(Path(sys.executable).with_name("shuttle"))
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", exe, *args], capture_output=True, text=True, timeout=60
+    )
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def test_heavy_imports_stay_lazy(dead_url: str) -> None:
+    heavy = {"httpx", "rich", "websockets", "yaml", "pydantic"}
+    assert not heavy & _imported("config", "path")
+    assert heavy & _imported("--api-url", dead_url, "work", "list", "--json") == {"httpx"}
+    assert "websockets" not in _imported("--api-url", dead_url, "stats")
+
+
+def test_fast_parameter_coercion_matches_typer_rules() -> None:
+    from shuttle import fastparams
+
+    assert fastparams.install() is True
+    info = SimpleNamespace(min=1, max=10, clamp=False)
+    assert fastparams._convert(int, "7", info) == 7
+    with pytest.raises(ValueError, match="less than or equal to 10"):
+        fastparams._convert(int, "11", info)
+    with pytest.raises(ValueError, match="'x' is not an integer"):
+        fastparams._convert(int, "x", info)
+    assert fastparams._convert(float, "0", SimpleNamespace(min=1, max=10, clamp=True)) == 1.0
+    assert fastparams._convert(bool, "yes", None) is True and fastparams._convert(bool, "off", None) is False
+    assert fastparams._plain(list[str]) == (str, True) and fastparams._plain(int | None) == (int, False)
+    assert fastparams._plain(list[int]) is None and fastparams._plain(Path) is None

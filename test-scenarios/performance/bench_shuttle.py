@@ -1,0 +1,160 @@
+"""Shuttle start-up: wall time of ``shuttle --help``, ``shuttle fleet --json`` and
+``shuttle submit`` as fresh processes against a Weft started here, plus what
+Python spends importing (``-X importtime``).
+
+Baselines in the same run: a bare interpreter (``python -c pass``) for
+``--help``, and a raw httpx script doing the same HTTP calls for ``fleet`` and
+``submit`` — the difference is what Shuttle itself costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchlib import BenchContext, BenchResult, summarize
+
+TARGET = "<= 400 ms"
+TOKEN = "bench-token"
+SHUTTLE = str(Path(sys.executable).with_name("shuttle"))
+
+RAW_FLEET = """
+import httpx, json, sys
+h = {"Authorization": "Bearer %(token)s", "X-Loom-Project": "%(project)s"}
+with httpx.Client(base_url="%(url)s", headers=h) as c:
+    doc = {"stats": c.get("/api/stats").json(),
+           "agents": c.get("/api/agents", params={"limit": 1000}).json()["items"],
+           "targets": c.get("/api/targets", params={"limit": 1000}).json()["items"]}
+sys.stdout.write(json.dumps(doc))
+"""
+
+RAW_SUBMIT = """
+import httpx, sys
+h = {"Authorization": "Bearer %(token)s", "X-Loom-Project": "%(project)s"}
+r = httpx.post("%(url)s/api/work", headers=h,
+               json={"task_id": "raw", "description": "bench", "capability": "bench"})
+sys.stdout.write(r.json()["id"] + "\\n")
+"""
+
+
+@contextlib.contextmanager
+def weft_running(nats_url: str) -> Iterator[str]:
+    """A real Weft (uvicorn in its own thread and loop) on the suite's nats-server."""
+    import uvicorn
+
+    from shared.server import free_port
+    from shared.settings import NatsSettings
+    from weft.app import create_app
+    from weft.settings import WeftSettings
+
+    settings = WeftSettings(nats=NatsSettings(url=nats_url), project_id="bench-shuttle", api_tokens=[TOKEN])
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), name="weft", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("Weft did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def _env(url: str, project: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))}
+    env.update(LOOM_API_URL=url, LOOM_API_TOKEN=TOKEN, LOOM_PROJECT_ID=project, NO_COLOR="1")
+    return env
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    elapsed = (time.perf_counter() - start) * 1000
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[1:]} exited {proc.returncode}: {proc.stderr.strip()}")
+    return elapsed
+
+
+def _series(name: str, argv: list[str], env: dict[str, str], n: int, **kwargs: object) -> BenchResult:
+    """The first run (coldest we can get) as ``value``, then ``n`` more for percentiles."""
+    first = _timed(argv, env)
+    samples = [_timed(argv, env) for _ in range(n)]
+    result = summarize(name, samples, **kwargs)  # type: ignore[arg-type]
+    result.value = first
+    result.extra["first_run_ms"] = round(first, 1)
+    return result
+
+
+_IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
+
+
+def import_profile(argv: list[str], env: dict[str, str]) -> dict[str, object]:
+    """Total import time of a command and its heaviest top-level imports (ms)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], env=env, capture_output=True, text=True, timeout=60
+    )
+    top: list[tuple[str, float]] = []
+    for line in proc.stderr.splitlines():
+        match = _IMPORT_LINE.match(line)
+        if match and len(match.group(3)) == 1:  # one space of indent: a top-level import
+            top.append((match.group(4), int(match.group(2)) / 1000))
+    total = sum(ms for _, ms in top)
+    heaviest = sorted(top, key=lambda t: t[1], reverse=True)[:6]
+    return {"total_ms": round(total, 1), "heaviest_ms": {k: round(v, 1) for k, v in heaviest}}
+
+
+async def run(ctx: BenchContext) -> list[BenchResult]:
+    return await asyncio.to_thread(_run, ctx)
+
+
+def _run(ctx: BenchContext) -> list[BenchResult]:
+    n = ctx.iterations(15, quick=3)
+    project = f"bench-{uuid.uuid4().hex[:8]}"
+    results: list[BenchResult] = []
+    with weft_running(ctx.nats_url) as url:
+        env = _env(url, project)
+        fill = {"token": TOKEN, "project": project, "url": url}
+        results.append(_series("shuttle baseline: python -c pass", [sys.executable, "-c", "pass"], env, n))
+        results.append(
+            _series("shuttle baseline: raw httpx fleet calls", [sys.executable, "-c", RAW_FLEET % fill], env, n)
+        )
+        results.append(
+            _series("shuttle baseline: raw httpx submit", [sys.executable, "-c", RAW_SUBMIT % fill], env, n)
+        )
+        commands = {
+            "shuttle --help": ([SHUTTLE, "--help"], "shuttle baseline: python -c pass"),
+            "shuttle fleet --json": ([SHUTTLE, "fleet", "--json"], "shuttle baseline: raw httpx fleet calls"),
+            "shuttle submit": (
+                [SHUTTLE, "submit", "bench", "-c", "bench", "-q"],
+                "shuttle baseline: raw httpx submit",
+            ),
+        }
+        for name, (argv, baseline) in commands.items():
+            result = _series(name, argv, env, n, target=TARGET, baseline=baseline)
+            result.extra["imports"] = import_profile(argv, env)
+            results.append(result)
+        profile = import_profile([SHUTTLE, "config", "path"], env)
+        results.append(
+            BenchResult(
+                name="shuttle import time (config path)",
+                value=float(profile["total_ms"]),  # type: ignore[arg-type]
+                extra={"imports": profile},
+            )
+        )
+    return results
