@@ -4,22 +4,31 @@ with short timings, and a poll helper (no sleeps as synchronisation)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
+import uvicorn
 from nats.aio.client import Client as NatsClient
 
 from shared.models import Event, Target
 from shared.names import ProjectNames
-from shared.server import EmbeddedNatsServer
+from shared.server import EmbeddedNatsServer, free_port
+from shared.settings import NatsSettings
+from weft.app import create_app
+from weft.settings import WeftSettings
 from weft.spinup.config import validate_target_config
-from weft.spinup.service import SpinupService
+from weft.spinup.service import SpinupEngine
 from weft.spinup.settings import SpinupSettings
 from weft.spinup.targets import KvTargets
+from weft.spinup.weft_service import WeftSpinup
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -94,8 +103,8 @@ def spinup_settings(tmp_path: Path) -> SpinupSettings:
 @pytest.fixture
 async def service(
     nc: NatsClient, nats_server: EmbeddedNatsServer, spinup_settings: SpinupSettings
-) -> AsyncIterator[SpinupService]:
-    svc = SpinupService(nc, agent_nats_url=nats_server.url, settings=spinup_settings, discover=False)
+) -> AsyncIterator[SpinupEngine]:
+    svc = SpinupEngine(nc, agent_nats_url=nats_server.url, settings=spinup_settings, discover=False)
     await svc.start()
     try:
         yield svc
@@ -133,3 +142,68 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+@dataclass
+class RunningWeft:
+    base_url: str
+    spinup: WeftSpinup
+
+    def client(self, project: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base_url, headers={"X-Loom-Project": project}, timeout=15)
+
+
+@asynccontextmanager
+async def running_weft(
+    nats_url: str, project_id: str, settings: SpinupSettings, **overrides: Any
+) -> AsyncIterator[RunningWeft]:
+    """A real Weft (uvicorn in-process, free port) with the managed spin-up service installed."""
+    values: dict[str, Any] = {
+        "project_id": project_id,
+        "sweep_interval_s": 0.2,
+        "stale_check_interval_s": 0.2,
+        "nats": NatsSettings(url=nats_url),
+    }
+    values.update(overrides)
+    spinup = WeftSpinup(settings, discover=False)
+    app = create_app(WeftSettings(**values), spinup=spinup)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    try:
+        await eventually(lambda: _started(server, task), timeout=20, interval=0.01, what="Weft to start")
+        yield RunningWeft(f"http://127.0.0.1:{port}", spinup)
+    finally:
+        for project in spinup.engine.project_ids:
+            manager = await spinup.engine.manager(project)
+            for record in await manager.store.all():
+                if record.op.handle.get("pid") and record.op.state.value not in (
+                    "stopped",
+                    "failed",
+                    "timed-out",
+                ):
+                    await manager.stop(record.op.id, "test cleanup")
+            await manager.drain(15)
+        server.should_exit = True
+        await asyncio.wait_for(task, 20)
+
+
+async def _started(server: uvicorn.Server, task: asyncio.Task[Any]) -> bool:
+    if task.done():
+        task.result()
+    return bool(server.started)
+
+
+@pytest.fixture
+async def weft(
+    nats_server: EmbeddedNatsServer, project_id: str, spinup_settings: SpinupSettings
+) -> AsyncIterator[RunningWeft]:
+    async with running_weft(nats_server.url, project_id, spinup_settings) as running:
+        yield running
+
+
+@pytest.fixture
+async def api(weft: RunningWeft, project_id: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with weft.client(project_id) as client:
+        yield client

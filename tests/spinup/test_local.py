@@ -12,18 +12,18 @@ from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.work import WorkQueue
 from tests.spinup.conftest import eventually, pid_alive, published_events
-from weft.spinup.service import SpinupService
+from weft.spinup.service import SpinupEngine
 
 MakeTarget = Callable[..., Awaitable[Target]]
 
 
-async def _op_state(service: SpinupService, project_id: str, spinup_id: str, *states: SpinupState) -> Any:
+async def _op_state(service: SpinupEngine, project_id: str, spinup_id: str, *states: SpinupState) -> Any:
     record = await (await service.manager(project_id)).store.get(spinup_id)
     return record if record.op.state in states else None
 
 
 async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idles_out(
-    service: SpinupService, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
+    service: SpinupEngine, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
     target = await make_target(idle_timeout_s=1)
     work = WorkQueue(nc, names)
@@ -65,7 +65,7 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
 
 
 async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_stderr(
-    service: SpinupService, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
+    service: SpinupEngine, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
     script = "import sys; print('cannot reach the model API', file=sys.stderr); sys.exit(3)"
     await make_target(config={"command": [sys.executable, "-c", script]})
@@ -86,7 +86,7 @@ async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_s
 
 
 async def test_missing_program_fails_the_start_with_the_field(
-    service: SpinupService, make_target: MakeTarget, project_id: str
+    service: SpinupEngine, make_target: MakeTarget, project_id: str
 ) -> None:
     target = await make_target(config={"command": ["/nonexistent/loom-agent", "--x"]})
     op = await service.spin_up(project_id, target.id)
@@ -96,7 +96,7 @@ async def test_missing_program_fails_the_start_with_the_field(
 
 
 async def test_stop_escalates_to_sigkill_after_the_grace_period(
-    service: SpinupService, make_target: MakeTarget, project_id: str
+    service: SpinupEngine, make_target: MakeTarget, project_id: str
 ) -> None:
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
     target = await make_target(
@@ -116,7 +116,7 @@ async def test_stop_escalates_to_sigkill_after_the_grace_period(
 
 
 async def test_agent_that_never_registers_is_timed_out_and_stopped(
-    service: SpinupService, make_target: MakeTarget, project_id: str
+    service: SpinupEngine, make_target: MakeTarget, project_id: str
 ) -> None:
     silent = "import time; time.sleep(600)"
     target = await make_target(

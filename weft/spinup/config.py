@@ -2,7 +2,7 @@
 
 Each mechanism has one pydantic model; :func:`validate_target_config` turns a
 raw ``config`` dict into its normalised form or raises
-:class:`TargetConfigError` whose errors name the field (``config.command``)
+:class:`InvalidTargetConfig` whose errors name the field (``config.command``)
 and the rule. Secrets are never stored in a target: tokens, webhook secrets
 and passphrases are read at use time from environment variables whose *names*
 the config carries (``token_env``, ``secret_env``), so a target can be listed,
@@ -58,7 +58,7 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
-class TargetConfigError(ValueError):
+class InvalidTargetConfig(ValueError):
     """A target config that does not fit its mechanism; ``errors`` name each field."""
 
     def __init__(self, errors: list[FieldError]) -> None:
@@ -521,23 +521,23 @@ def _secret_hint(key: str) -> str | None:
 
 
 def parse_config(mechanism: str, config: dict[str, Any]) -> MechanismConfig:
-    """The typed config of ``mechanism``; :class:`TargetConfigError` names each bad field."""
+    """The typed config of ``mechanism``; :class:`InvalidTargetConfig` names each bad field."""
     model = CONFIG_MODELS.get(mechanism)
     if model is None:
-        raise TargetConfigError([FieldError("mechanism", f"must be one of {', '.join(CONFIG_MODELS)}")])
+        raise InvalidTargetConfig([FieldError("mechanism", f"must be one of {', '.join(CONFIG_MODELS)}")])
     if not isinstance(config, dict):
-        raise TargetConfigError([FieldError("config", "must be an object")])
+        raise InvalidTargetConfig([FieldError("config", "must be an object")])
     errors: list[FieldError] = []
     for key in config:
         hint = _secret_hint(str(key))
         if hint is not None:
             errors.append(FieldError(f"config.{key}", hint))
     if errors:
-        raise TargetConfigError(errors)
+        raise InvalidTargetConfig(errors)
     try:
         parsed = model.model_validate(config)
     except ValidationError as exc:
-        raise TargetConfigError(_field_errors(exc)) from None
+        raise InvalidTargetConfig(_field_errors(exc)) from None
     assert isinstance(
         parsed, LocalConfig | SshConfig | KubernetesConfig | GithubActionsConfig | WebhookConfig
     )

@@ -5,8 +5,8 @@ command is executable; ssh: connect and run a no-op; kubernetes: the namespace
 is reachable and Jobs may be created; webhook: its health URL answers;
 github-actions: the workflow exists and the token may dispatch it). Results
 are written to the target (``health``, ``health_detail``,
-``last_health_check``) and published as ``target.health-checked`` (every
-check) and ``target.health-changed`` (when the verdict changes). Automatic
+``last_health_check``; the target source publishes ``target.health-checked``)
+and ``target.health-changed`` is published when the verdict changes. Automatic
 spin-up skips unhealthy targets.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from shared.events import publish_event
 from shared.models import Target, TargetHealth, utcnow
 from shared.redact import redact
-from weft.spinup.config import TargetConfigError, parse_config
+from weft.spinup.config import InvalidTargetConfig, parse_config
 from weft.spinup.manager import SpinupManager
 from weft.spinup.mechanisms.base import ProbeResult, Stopwatch
 from weft.spinup.targets import TargetMissing
@@ -49,7 +49,7 @@ class HealthMonitor:
         timeout = target.health_check.timeout_s
         try:
             config = parse_config(target.mechanism, target.config)
-        except TargetConfigError as exc:
+        except InvalidTargetConfig as exc:
             return ProbeResult(False, f"invalid config: {exc}", watch.ms)
         mechanism = self.manager.mechanisms.get(target.mechanism)
         if mechanism is None:
@@ -78,13 +78,11 @@ class HealthMonitor:
             "detail": detail,
             "duration_ms": round(result.duration_ms, 2),
         }
-        js = self.manager._js
-        try:
-            await publish_event(js, names, "target", "health-checked", target.id, data)
-            if health is not target.health:
-                await publish_event(js, names, "target", "health-changed", target.id, data)
-        except Exception as exc:
-            log.warning("health events for %s not published: %s", target.name, redact(exc))
+        if health is not target.health:
+            try:
+                await publish_event(self.manager._js, names, "target", "health-changed", target.id, data)
+            except Exception as exc:
+                log.warning("health event for %s not published: %s", target.name, redact(exc))
         return HealthReport(target=updated, result=result, previous=target.health)
 
     def due(self, targets: Iterable[Target]) -> list[Target]:

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.models import AgentEntry, AgentStatus, SpinupState, Target
-from shared.work import HELD, WorkQueue, WorkRecord
+from shared.models import AgentEntry, AgentStatus, SpinupState, Target, WorkItem
+from shared.work import HELD, WorkQueue
 from weft.spinup.manager import SpinupManager
 from weft.spinup.store import SpinupRecord
 
@@ -36,13 +36,12 @@ class WorkActivity:
     last: datetime | None = None
 
 
-def work_activity(records: Iterable[WorkRecord], agent_ids: set[str]) -> dict[str, WorkActivity]:
-    """Held items and latest work change per agent, from one pass over the work records."""
+def work_activity(items: Iterable[WorkItem], agent_ids: set[str]) -> dict[str, WorkActivity]:
+    """Held items and latest work change per agent, from one pass over the work items."""
     activity: dict[str, WorkActivity] = {}
     if not agent_ids:
         return activity
-    for record in records:
-        item = record.item
+    for item in items:
         if item.assigned_to not in agent_ids:
             continue
         entry = activity.setdefault(item.assigned_to, WorkActivity())
@@ -73,13 +72,14 @@ class IdleMonitor:
         agents: Mapping[str, AgentEntry],
         targets: Mapping[str, Target],
         now: datetime,
-        work_records: Iterable[WorkRecord] | None = None,
+        work_items: Iterable[WorkItem] | None = None,
     ) -> None:
         watched = [r for r in live if r.op.state in (SpinupState.REGISTERED, SpinupState.STOPPING)]
         if not watched:
             return
-        records = work_records if work_records is not None else await self.work.all_records()
-        activity = work_activity(records, {r.op.agent_id for r in watched})
+        if work_items is None:
+            work_items = [r.item for r in await self.work.all_records()]
+        activity = work_activity(work_items, {r.op.agent_id for r in watched})
         grace = self.manager.settings.shutdown_grace_s
         for record in watched:
             op = record.op

@@ -38,7 +38,7 @@ from shared.names import ProjectNames
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
 from shared.redact import redact
 from shared.registry import Registry
-from weft.spinup.config import MechanismConfig, TargetConfigError, parse_config
+from weft.spinup.config import InvalidTargetConfig, MechanismConfig, parse_config
 from weft.spinup.mechanisms.base import Launch, Mechanism, MechanismError
 from weft.spinup.selection import Need, rank
 from weft.spinup.settings import SpinupSettings
@@ -79,7 +79,7 @@ class SpinupDecision:
 
 
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, MechanismError | TargetConfigError):
+    if isinstance(exc, MechanismError | InvalidTargetConfig):
         return str(exc)
     return redact(f"{type(exc).__name__}: {exc}")
 
@@ -214,7 +214,7 @@ class SpinupManager:
             raise SpinupRefused("conflict", f"target {target.name} is disabled; enable it first")
         try:
             self.config_of(target)
-        except TargetConfigError as exc:
+        except InvalidTargetConfig as exc:
             raise SpinupRefused("invalid", str(exc)) from None
         outcome = await self._admit(target, work_id=work_id, reason="manual")
         if isinstance(outcome, Refusal):
@@ -224,7 +224,7 @@ class SpinupManager:
     def _register_timeout(self, target: Target) -> float:
         try:
             configured = self.config_of(target).register_timeout_s
-        except TargetConfigError:
+        except InvalidTargetConfig:
             configured = None
         return configured or self.settings.register_timeout_s
 
@@ -262,7 +262,7 @@ class SpinupManager:
         try:
             mechanism = self.mechanism_of(target)
             config = self.config_of(target)
-        except (MechanismError, TargetConfigError) as exc:
+        except (MechanismError, InvalidTargetConfig) as exc:
             await self.finish(op_id, SpinupState.FAILED, reason="could not start", error=_error_text(exc))
             return
 
@@ -300,6 +300,9 @@ class SpinupManager:
             before, after = await self.store.mutate(op_id, to_running)
             if before.op.state is not after.op.state:
                 await self._event("running", after)
+            if before.op.started_at is None:
+                with contextlib.suppress(TargetMissing):
+                    await self.targets.record_spinup(target.id, after.op.started_at or utcnow())
 
         try:
             handle = await mechanism.start(config, launch, on_handle)
@@ -318,8 +321,6 @@ class SpinupManager:
             )
             return
         await on_handle(handle)
-        with contextlib.suppress(TargetMissing):
-            await self.targets.record_spinup(target.id, utcnow())
 
     # -- registration ------------------------------------------------------------------------
     async def link(self, entry: AgentEntry) -> SpinupOperation | None:
@@ -574,7 +575,7 @@ class SpinupManager:
         try:
             mechanism, config = self._snapshot(record)
             alive = await mechanism.alive(config, record.op.handle)
-        except (MechanismError, TargetConfigError):
+        except (MechanismError, InvalidTargetConfig):
             return
         if alive is False:
             exit_note = getattr(mechanism, "exit_note", None)

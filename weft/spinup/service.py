@@ -1,14 +1,17 @@
-"""Spin-up for every project a Weft serves: the piece Weft's lifespan starts and stops.
+"""Spin-up for every project: one loop that keeps each project's operations moving.
 
-Per project it keeps a :class:`SpinupManager`, a :class:`HealthMonitor`, an
-:class:`IdleMonitor` and a registry watcher (so a spawned agent is linked to
-its operation the moment it registers). One loop ticks every project every
-``WEFT_SPINUP_TICK_S``; projects are those Weft has been asked about plus those
-found in JetStream with a targets bucket, so a restarted Weft resumes every
-project's operations without being told.
+Per project the :class:`SpinupEngine` keeps a :class:`SpinupManager`, a
+:class:`HealthMonitor`, an :class:`IdleMonitor` and a live copy of the agent
+registry that links each spawned agent to its operation the moment it
+registers. Every ``WEFT_SPINUP_TICK_S`` it reconciles each project's
+operations, shuts idle agents down and runs due health checks. Projects are
+those it has been asked about plus those found in JetStream with a targets
+bucket, so a restarted Weft resumes every project without being told.
 
-It is also what routing calls (``request_for_work``) when no eligible agent is
-online, and what the ``/test`` and ``/spin-up`` target routes call.
+Where targets and work records come from is pluggable: on its own the engine
+reads the buckets itself (:class:`~weft.spinup.targets.KvTargets`, a work
+copy); inside Weft it uses Weft's target store and work index
+(:mod:`weft.spinup.weft_service`).
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -42,7 +45,23 @@ log = logging.getLogger("loom.weft.spinup")
 
 _TARGETS_STREAM = re.compile(r"KV_loom-([a-z0-9][a-z0-9-]{0,62})-targets")
 
-TargetSourceFactory = Callable[[JetStreamContext, ProjectNames], TargetSource]
+WorkItems = Callable[[], Awaitable[list[WorkItem]]]
+
+
+@dataclass
+class ProjectSources:
+    """Where one project's targets and work items come from."""
+
+    targets: TargetSource
+    work_items: WorkItems | None = None
+    """None: the engine keeps its own copy of the work records bucket."""
+
+
+SourcesFactory = Callable[[JetStreamContext, ProjectNames], ProjectSources]
+
+
+def standalone_sources(js: JetStreamContext, names: ProjectNames) -> ProjectSources:
+    return ProjectSources(targets=KvTargets(js, names))
 
 
 @dataclass
@@ -50,37 +69,46 @@ class ProjectSpinup:
     manager: SpinupManager
     health: HealthMonitor
     idle: IdleMonitor
+    sources: ProjectSources
     agents: KvMirror[AgentEntry] | None = None
     work: KvMirror[WorkRecord] | None = None
     health_task: asyncio.Task[Any] | None = None
     started: bool = False
+    _linking: set[asyncio.Task[Any]] = field(default_factory=set)
 
     async def start(self, js: JetStreamContext) -> None:
-        """Live copies of the registry and work records (one watcher each); the registry
-        copy also links each spawned agent to its operation the moment it registers."""
+        """Live copies (one watcher each) of the registry, this project's operations and,
+        standalone, the work records; the registry copy links each spawned agent."""
         if self.started:
             return
         names = self.manager.names
         manager = self.manager
-        pending: set[asyncio.Task[Any]] = set()
 
         async def on_agent(_key: str, entry: AgentEntry | None) -> None:
             if entry is not None and entry.spinup_id:
                 task = asyncio.create_task(manager.link(entry))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
+                self._linking.add(task)
+                task.add_done_callback(self._linking.discard)
 
         registry_kv = await ensure_kv(js, names.registry_bucket, description="Loom agents")
-        work_kv = await ensure_kv(js, names.work_records_bucket, description="Loom work")
         self.agents = KvMirror(registry_kv, AgentEntry.model_validate_json, on_update=on_agent)
-        self.work = KvMirror(work_kv, WorkRecord.model_validate_json)
         await self.agents.start()
-        await self.work.start()
+        if self.sources.work_items is None:
+            work_kv = await ensure_kv(js, names.work_records_bucket, description="Loom work")
+            self.work = KvMirror(work_kv, WorkRecord.model_validate_json)
+            await self.work.start()
         await manager.store.start_mirrors()
-        start_mirror = getattr(manager.targets, "start_mirror", None)
+        start_mirror = getattr(self.sources.targets, "start_mirror", None)
         if callable(start_mirror):
             await start_mirror()
         self.started = True
+
+    async def work_items(self) -> list[WorkItem]:
+        if self.sources.work_items is not None:
+            return await self.sources.work_items()
+        if self.work is not None:
+            return [r.item for r in self.work.values()]
+        return [r.item for r in await self.idle.work.all_records()]
 
     async def stop(self) -> None:
         if self.health_task is not None:
@@ -92,14 +120,14 @@ class ProjectSpinup:
             if mirror is not None:
                 await mirror.stop()
         await self.manager.store.stop_mirrors()
-        stop_mirror = getattr(self.manager.targets, "stop_mirror", None)
+        stop_mirror = getattr(self.sources.targets, "stop_mirror", None)
         if callable(stop_mirror):
             await stop_mirror()
         await self.manager.close()
         self.started = False
 
 
-class SpinupService:
+class SpinupEngine:
     def __init__(
         self,
         nc: NatsClient,
@@ -107,7 +135,7 @@ class SpinupService:
         agent_nats_url: str,
         settings: SpinupSettings | None = None,
         mechanisms: Mapping[str, Mechanism] | None = None,
-        target_source: TargetSourceFactory | None = None,
+        sources: SourcesFactory = standalone_sources,
         projects: Iterable[str] = (),
         discover: bool = True,
     ) -> None:
@@ -116,12 +144,12 @@ class SpinupService:
         self.settings = settings or SpinupSettings()
         self.agent_nats_url = self.settings.agent_nats_url or agent_nats_url
         self.mechanisms = dict(mechanisms or default_mechanisms(self.settings.log_dir))
-        self._target_source = target_source or (lambda js, names: KvTargets(js, names))
+        self._sources = sources
         self._projects: dict[str, ProjectSpinup] = {}
         self._initial = list(projects)
         self._discover = discover
         self._loop: asyncio.Task[None] | None = None
-        self._last_discovery = 0.0
+        self._last_discovery: float | None = None
         self._lock = asyncio.Lock()
 
     # -- projects ---------------------------------------------------------------------
@@ -133,17 +161,18 @@ class SpinupService:
             project = self._projects.get(project_id)
             if project is None:
                 names = ProjectNames(project_id)
+                sources = self._sources(self._js, names)
                 manager = SpinupManager(
                     self._nc,
                     names,
-                    self._target_source(self._js, names),
+                    sources.targets,
                     self.mechanisms,
                     agent_nats_url=self.agent_nats_url,
                     settings=self.settings,
                     js=self._js,
                 )
                 project = ProjectSpinup(
-                    manager=manager, health=HealthMonitor(manager), idle=IdleMonitor(manager)
+                    manager=manager, health=HealthMonitor(manager), idle=IdleMonitor(manager), sources=sources
                 )
                 self._projects[project_id] = project
             if self._loop is not None:
@@ -172,7 +201,7 @@ class SpinupService:
                 await self.project(match.group(1))
         return found
 
-    # -- what routing and the REST routes call ---------------------------------------
+    # -- what routing and the target routes call --------------------------------------
     async def request_for_work(self, project_id: str, item: WorkItem) -> SpinupDecision:
         return await (await self.manager(project_id)).request_for_work(item)
 
@@ -213,7 +242,10 @@ class SpinupService:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            if self._discover and loop.time() - self._last_discovery >= self.settings.discover_interval_s:
+            due = self._last_discovery is None or (
+                loop.time() - self._last_discovery >= self.settings.discover_interval_s
+            )
+            if self._discover and due:
                 self._last_discovery = loop.time()
                 await self.discover_projects()
             for project_id in list(self._projects):
@@ -235,8 +267,8 @@ class SpinupService:
             agents = {a.agent_id: a for a in await manager.registry.list_project()}
         live = await manager.tick(agents)
         targets = {t.id: t for t in await manager.targets.list_targets()}
-        work = project.work.values() if project.work is not None else None
-        await project.idle.check(live, agents, targets, utcnow(), work)
+        if live:
+            await project.idle.check(live, agents, targets, utcnow(), await project.work_items())
         if health if health is not None else self.settings.health_checks:
             running = project.health_task is not None and not project.health_task.done()
             if not running and project.health.due(targets.values()):

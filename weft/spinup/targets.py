@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from shared.events import publish_event
 from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
 from shared.models import Target, TargetHealth, utcnow
 from shared.names import ProjectNames
@@ -34,7 +35,9 @@ class TargetSource(Protocol):
 
     async def record_health(
         self, target_id: str, health: TargetHealth, detail: str | None, at: datetime
-    ) -> Target: ...
+    ) -> Target:
+        """Write the verdict to the target and publish ``target.health-checked``."""
+        ...
 
     async def record_spinup(self, target_id: str, at: datetime) -> None: ...
 
@@ -120,7 +123,10 @@ class KvTargets:
     async def record_health(
         self, target_id: str, health: TargetHealth, detail: str | None, at: datetime
     ) -> Target:
-        return await self._update(target_id, health=health, health_detail=detail, last_health_check=at)
+        target = await self._update(target_id, health=health, health_detail=detail, last_health_check=at)
+        data = {"target_name": target.name, "health": health.value, "detail": detail}
+        await publish_event(self._js, self.names, "target", "health-checked", target_id, data)
+        return target
 
     async def record_spinup(self, target_id: str, at: datetime) -> None:
         await self._update(target_id, last_spinup_at=at)
