@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -594,12 +595,26 @@ class MemoryService:
             e for e in self.index.entries() if e.parts.owner == self.agent_id and not e.record.is_expired(now)
         ]
 
-    async def store_imported(self, record: MemoryRecord, *, dry_run: bool) -> None:
-        """Check limits for, and unless ``dry_run`` write, one re-homed record (used by import)."""
+    async def store_imported(self, record: MemoryRecord, *, dry_run: bool, planned: Counter[str]) -> None:
+        """Check limits for, and unless ``dry_run`` write, one re-homed record (used by import).
+
+        ``planned`` counts what a dry run has admitted so far, so the limits see it too.
+        """
+        is_core = record.category is Category.CORE
+        is_team = record.scope is Scope.TEAM
         async with self._write_lock, self._nats("importing memories"):
-            self._check_new(record.scope, record.category, field="path")
+            self._check_limits(
+                own=1 + planned["own"],
+                core=(1 + planned["core"]) if is_core else 0,
+                team=(1 + planned["team"]) if is_team else 0,
+                field="path",
+            )
             if not dry_run:
                 await self._put(record)
+                return
+        planned["own"] += 1
+        planned["core"] += int(is_core)
+        planned["team"] += int(is_team)
 
     def health(self) -> HealthResult:
         i = self.identity

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -174,6 +175,7 @@ async def import_memories(service: MemoryService, req: ImportInput) -> ImportRes
     warnings: list[str] = []
     ids: list[str] = []
     foreign = 0
+    planned: Counter[str] = Counter()
     for i, raw in enumerate(records):
         original = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
         try:
@@ -195,7 +197,7 @@ async def import_memories(service: MemoryService, req: ImportInput) -> ImportRes
             continue
         try:
             found = service.scan_secrets(record.content, field=f"memories.{i}.content")
-            await service.store_imported(record, dry_run=req.dry_run)
+            await service.store_imported(record, dry_run=req.dry_run, planned=planned)
         except LimitExceededError as exc:
             skipped.append(SkippedRecord(index=i, original_id=original, reason=str(exc)))
             continue

@@ -581,3 +581,28 @@ async def test_health(make_service, project_id: str, project_path: Path) -> None
     assert h.buckets["project"] == f"loom-{project_id}-memory"
     assert h.own_memories == 1 and h.limits["core_per_agent"] == 100
     assert "Pattern ok" in h.text()
+
+
+async def test_public_memory_is_visible_everywhere(make_service, project_path: Path) -> None:
+    a = await make_service(make_identity("t-pub-a-" + new_user_id(), project_path))
+    b = await make_service(make_identity("t-pub-b-" + new_user_id(), project_path))
+    learning = (
+        await a.remember_learning(RememberLearningInput(content="public lesson", tags=["unique-pub-tag"]))
+    ).memory
+    shared = await a.share_learning(ShareLearningInput(memory_id=learning.id, scope="public"))
+    assert shared.memory.scope is Scope.PUBLIC
+    await eventually(lambda: shared.memory.id in ids_sync(b))
+    got = await b.recall_context(RecallInput(scopes=[Scope.PUBLIC], tags=["unique-pub-tag"]))
+    assert [m.id for m in got.memories] == [shared.memory.id]
+    with pytest.raises(AccessDeniedError):
+        await b.forget(ForgetInput(memory_id=shared.memory.id))
+    await a.forget(ForgetInput(memory_id=shared.memory.id))
+
+
+async def test_commit_insight_tag_limit(make_service, project_id: str, project_path: Path) -> None:
+    a = await make_service(make_identity(project_id, project_path))
+    m = (await a.remember(RememberInput(content="x", tags=[f"t{i}" for i in range(15)]))).memory
+    with pytest.raises(InvalidInputError) as err:
+        await a.commit_insight(CommitInsightInput(memory_id=m.id, tags=[f"n{i}" for i in range(10)]))
+    assert str(err.value).startswith("tags:") and "at most 20" in str(err.value)
+    assert ids(await a.recall_context(RecallInput(categories=[Category.RECENT]))) == {m.id}

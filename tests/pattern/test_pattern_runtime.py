@@ -1,0 +1,80 @@
+"""The background runtime and mounting the tools on another MCPServer (as Warp does)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from nats.aio.client import Client as NatsClient
+from pattern_helpers import make_identity
+
+from pattern.config import PatternConfig
+from pattern.errors import UnavailableError
+from pattern.inputs import RecallInput, RememberInput
+from pattern.runtime import PatternRuntime
+from pattern.tools import TOOL_NAMES, register_pattern_tools
+from shared.server import EmbeddedNatsServer, ServerConfig, free_port
+from shared.settings import NatsSettings
+
+
+async def test_runtime_keeps_retrying_until_nats_appears(
+    project_id: str, project_path: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    runtime = PatternRuntime(
+        make_identity(project_id, project_path),
+        PatternConfig(export_dir=tmp_path),
+        nats_settings=NatsSettings(NATS_URL=url),
+        connect_timeout=1,
+    )
+    runtime.start()
+    try:
+        with pytest.raises(UnavailableError) as err:
+            runtime.get_service()
+        assert url in str(err.value) and "retrying" in str(err.value)
+        health = runtime.health()
+        assert health.status in ("starting", "unavailable") and not health.connected
+        assert health.identity is not None and health.identity.project_id == project_id
+        with EmbeddedNatsServer(ServerConfig(port=port)):
+            service = await runtime.wait_ready(30)
+            assert runtime.get_service() is service
+            await service.remember(RememberInput(content="arrived late"))
+            assert runtime.health().status == "ok"
+            await runtime.close()
+    finally:
+        await runtime.close()
+
+
+async def test_tools_mount_on_a_host_server(
+    nc: NatsClient, project_id: str, project_path: Path, tmp_path: Path
+) -> None:
+    """Warp's ``--with-memory``: the host owns the server, the connection and the identity."""
+    host: MCPServer[Any] = MCPServer("warp-like")
+
+    @host.tool()
+    def warp_handle_get() -> str:
+        return "host tool"
+
+    runtime = PatternRuntime(make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path))
+    names = register_pattern_tools(host, runtime.get_service, health=runtime.health)
+    assert names == list(TOOL_NAMES)
+    async with Client(host) as client:
+        listed = {t.name for t in (await client.list_tools()).tools}
+        assert listed == {"warp_handle_get", *TOOL_NAMES}
+        early = await client.call_tool("pattern_recall_context", {})
+        assert early.is_error
+        runtime.use_connection(nc)
+        service = await runtime.wait_ready(30)
+        res = await client.call_tool("pattern_remember", {"content": "through the host", "scope": "team"})
+        assert not res.is_error and res.structured_content is not None
+        memory_id = res.structured_content["memory"]["id"]
+        got = await service.recall_context(RecallInput())
+        assert [m.id for m in got.memories] == [memory_id]
+        host_tool = await client.call_tool("warp_handle_get", {"anything": 1})
+        assert not host_tool.is_error  # the strict-arguments rule applies to pattern tools only
+    await runtime.close()
+    assert nc.is_connected  # the borrowed connection stays open
