@@ -1,13 +1,17 @@
-"""A minimal agent that a spin-up target can start: joins, claims, completes, idles.
+"""A minimal agent a spin-up target can start: it runs Warp and works through it.
 
-Run as ``python -m weft.spinup.demo_agent``. It reads the spin-up contract
-from the environment (``NATS_URL``, ``LOOM_PROJECT_ID``, ``LOOM_AGENT_ID``,
-``LOOM_TARGET_ID``, ``LOOM_SPINUP_ID``, ``LOOM_AGENT_TYPE``,
-``LOOM_CAPABILITIES``, ``LOOM_BOUNDARIES``), registers, claims eligible work,
-completes it (after ``LOOM_DEMO_WORK_S`` seconds, default 0), and obeys a
-shutdown request from Weft on its control subject (or SIGTERM): it finishes
-the item it holds, marks itself offline and exits 0. Useful as a smoke-test
-agent for a new target, and used by the spin-up tests and benchmark.
+Run as ``python -m weft.spinup.demo_agent`` (as a target's ``command``). It
+starts Warp (``warp`` next to this Python, or ``LOOM_WARP_COMMAND``) as an MCP
+server over stdio, passing on the spin-up contract it was given
+(``NATS_URL``, ``LOOM_PROJECT_ID``, ``LOOM_AGENT_ID``, ``LOOM_TARGET_ID``,
+``LOOM_SPINUP_ID``, ``LOOM_CAPABILITIES``, ``LOOM_AUTO_REGISTER=1``, ...), so
+Warp registers the agent under the id Weft chose. Then, as an MCP client, it
+claims work with ``warp_work_claim`` and completes it with
+``warp_work_complete`` (after ``LOOM_DEMO_WORK_S`` seconds, default 0), idling
+between claims. A shutdown request from Weft reaches Warp on its control
+subject: Warp drains, marks the agent offline and exits, and so does this
+runner. Useful as a smoke-test agent for a new target; the spin-up tests and
+benchmark use it.
 """
 
 from __future__ import annotations
@@ -17,107 +21,79 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sys
-from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from shared.models import AgentEntry, AgentStatus, ControlRequest, utcnow
-from shared.names import ProjectNames
-from shared.natsclient import connect
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
 from shared.redact import configure_logging
-from shared.registry import Registry
-from shared.work import Claimant, WorkQueue
 
 log = logging.getLogger("loom.demo-agent")
 
+NATS_NOT_READY_RETRIES = 150
 
-def _list(name: str, default: str) -> list[str]:
-    return [part.strip() for part in os.environ.get(name, default).split(",") if part.strip()]
+
+class WarpGone(Exception):
+    """Warp exited (after a shutdown request, or it failed)."""
+
+
+def warp_command() -> str:
+    return os.environ.get("LOOM_WARP_COMMAND") or str(Path(sys.executable).parent / "warp")
+
+
+async def call(session: ClientSession, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Call a Warp tool; retried while Warp is still reaching NATS."""
+    for _ in range(NATS_NOT_READY_RETRIES):
+        try:
+            result = await session.call_tool(tool, arguments or {})
+        except Exception as exc:  # the transport closed under us: Warp exited
+            raise WarpGone(f"{tool}: {type(exc).__name__}") from None
+        text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        if not result.is_error:
+            return dict(result.structured_content or {})
+        if "shutting down" in text:
+            raise WarpGone(text)
+        if "NATS" not in text:
+            raise RuntimeError(f"{tool} failed: {text}")
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"{tool}: Warp never reached NATS")
+
+
+async def work_loop(session: ClientSession, stop: asyncio.Event) -> None:
+    work_s = float(os.environ.get("LOOM_DEMO_WORK_S", "0"))
+    poll_s = float(os.environ.get("LOOM_DEMO_POLL_S", "0.1"))
+    while not stop.is_set():
+        claim = await call(session, "warp_work_claim")
+        item = claim.get("item") if claim.get("claimed") else None
+        if not item:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), poll_s)
+            continue
+        log.info("claimed %s (%s)", item["id"], item["task_id"])
+        if work_s:
+            await asyncio.sleep(work_s)
+        result = {"done_by": os.environ.get("LOOM_AGENT_ID", ""), "task_id": item["task_id"]}
+        await call(session, "warp_work_complete", {"work_id": item["id"], "result": result})
 
 
 async def run() -> int:
-    project_id = os.environ["LOOM_PROJECT_ID"]
-    agent_id = os.environ["LOOM_AGENT_ID"]
-    agent_type = os.environ.get("LOOM_AGENT_TYPE", "generic")
-    capabilities = _list("LOOM_CAPABILITIES", "")
-    boundaries = _list("LOOM_BOUNDARIES", "default")
-    work_s = float(os.environ.get("LOOM_DEMO_WORK_S", "0"))
-    heartbeat_s = float(os.environ.get("LOOM_HEARTBEAT_S", "2"))
-    poll_s = float(os.environ.get("LOOM_DEMO_POLL_S", "0.1"))
-
-    nc = await connect(name=f"loom-demo-agent-{agent_id[:8]}", mode="service", timeout=10)
-    names = ProjectNames(project_id)
-    registry = Registry(nc.jetstream(), names)
-    work = WorkQueue(nc, names)
     stop = asyncio.Event()
-
-    async def on_control(msg: object) -> None:
-        data = getattr(msg, "data", b"")
-        try:
-            request = ControlRequest.model_validate_json(data)
-        except ValueError:
-            return
-        if request.action == "shutdown":
-            log.info("shutdown requested: %s", request.reason)
-            stop.set()
-
-    await nc.subscribe(names.control_subject(agent_id), cb=on_control)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-
-    entry = AgentEntry(
-        agent_id=agent_id,
-        handle=f"demo-{agent_id[:8]}",
-        agent_type=agent_type,
-        project_id=project_id,
-        user_id="0" * 16,
-        hostname=socket.gethostname(),
-        capabilities=capabilities,
-        boundaries=boundaries,
-        target_id=os.environ.get("LOOM_TARGET_ID") or None,
-        spinup_id=os.environ.get("LOOM_SPINUP_ID") or None,
-        heartbeat_interval_s=heartbeat_s,
-    )
-    await registry.put(entry)
-    log.info("registered %s in project %s", agent_id, project_id)
-
-    async def heartbeat() -> None:
-        while True:
-            await asyncio.sleep(heartbeat_s)
-            with contextlib.suppress(Exception):
-                await registry.heartbeat(agent_id)
-
-    beat = asyncio.create_task(heartbeat())
-    claimant = Claimant(agent_id, agent_type, tuple(capabilities), tuple(boundaries))
-
-    def busy(count: int) -> Callable[[AgentEntry], AgentEntry]:
-        def change(e: AgentEntry) -> AgentEntry:
-            e.current_tasks = count
-            e.status = AgentStatus.BUSY if count else AgentStatus.ONLINE
-            e.last_activity = utcnow()
-            return e
-
-        return change
-
-    try:
-        while not stop.is_set():
-            item = await work.claim(claimant)
-            if item is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), poll_s)
-                continue
-            await registry.update(agent_id, busy(1))
-            if work_s:
-                await asyncio.sleep(work_s)
-            await work.complete(item.id, agent_id, {"done_by": agent_id, "task_id": item.task_id})
-            await registry.update(agent_id, busy(0))
-    finally:
-        beat.cancel()
-        with contextlib.suppress(Exception):
-            await registry.mark_offline(agent_id)
-        await nc.drain()
-    log.info("agent %s stopped", agent_id)
+    params = StdioServerParameters(command=warp_command(), env=dict(os.environ), cwd=os.getcwd())
+    async with (
+        stdio_client(params, errlog=sys.stderr) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        try:
+            await work_loop(session, stop)
+        except WarpGone as exc:
+            log.info("Warp has exited (%s); stopping", exc)
     return 0
 
 

@@ -579,6 +579,6 @@ class SpinupManager:
             return
         if alive is False:
             exit_note = getattr(mechanism, "exit_note", None)
-            detail = exit_note(record.op.handle) if callable(exit_note) else ""
-            error = "the agent exited before registering" + (f" ({detail})" if detail else "")
+            error = str(exit_note(record.op.handle)) if callable(exit_note) else ""
+            error = error or "the agent exited before registering"
             await self.finish(record.op.id, SpinupState.FAILED, reason="exited", error=error)

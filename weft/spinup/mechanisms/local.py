@@ -226,12 +226,12 @@ class LocalMechanism(Mechanism):
         return self._same_process(int(handle["pid"]), handle)
 
     def exit_note(self, handle: dict[str, str]) -> str:
-        """Exit code and stderr tail of an agent that is gone, for the operation's error."""
+        """Why an agent that is gone before registering went: exit code and stderr tail."""
         pid = int(handle.get("pid", "0"))
         code = self._exit_codes.get(pid)
-        note = f"exit code {code}" if code is not None else "exit code unknown"
+        note = f"the agent exited with code {code}" if code is not None else "the agent exited"
         err = handle.get("stderr_log")
-        return note + (self._stderr_note(Path(err)) if err else "")
+        return note + " before registering" + (self._stderr_note(Path(err)) if err else "")
 
     async def probe(self, config: Any, timeout_s: float) -> ProbeResult:
         assert isinstance(config, LocalConfig)
