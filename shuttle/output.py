@@ -137,21 +137,43 @@ def make_table(
     rows: Iterable[Sequence[Any]],
     *,
     empty: str = "nothing to show",
+    flex: int | None = -1,
+    drop: Sequence[int] = (),
 ) -> RenderableType:
-    """Rows (values may carry rich markup) as a table, or a dim ``empty`` line when none."""
-    rows = list(rows)
+    """Rows (values may carry rich markup) as a table, or a dim ``empty`` line when none.
+
+    Every column keeps the width of its widest cell (ids are never cut: people copy
+    them into the next command) except ``flex``, the free-text column shortened with
+    an ellipsis. When even that does not fit the terminal, the columns in ``drop``
+    are left out, in that order."""
+    cells = [[str(cell) for cell in row] for row in rows]
     from rich.table import Table
     from rich.text import Text
 
-    if not rows:
+    if not cells:
         label = f"[bold]{escape(title)}[/bold]: " if title else ""
         return Text.from_markup(f"{label}[dim]{escape(empty)}[/dim]")
-    grid = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
+    flexible = None if flex is None else range(len(columns))[flex]
+    widths = []
     for index, column in enumerate(columns):
-        # ids (first column) are never cut: people copy them into the next command
-        grid.add_column(column, no_wrap=True, overflow="fold" if index == 0 else "ellipsis")
-    for row in rows:
-        grid.add_row(*(str(cell) for cell in row))
+        if index == flexible:
+            widths.append(min(len(column), 8))
+        else:
+            widths.append(max([len(column), *(Text.from_markup(row[index]).cell_len for row in cells)]))
+    shown = list(range(len(columns)))
+    budget = console().width
+    for index in drop:
+        if sum(widths[i] + 3 for i in shown) + 1 <= budget:
+            break
+        shown.remove(index)
+    grid = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
+    for index in shown:
+        if index == flexible:
+            grid.add_column(columns[index], overflow="ellipsis", min_width=widths[index])
+        else:
+            grid.add_column(columns[index], no_wrap=True, min_width=widths[index])
+    for row in cells:
+        grid.add_row(*(row[i] for i in shown))
     return grid
 
 
@@ -161,8 +183,10 @@ def table(
     rows: Iterable[Sequence[Any]],
     *,
     empty: str = "nothing to show",
+    flex: int | None = -1,
+    drop: Sequence[int] = (),
 ) -> None:
-    console().print(make_table(title, columns, rows, empty=empty))
+    console().print(make_table(title, columns, rows, empty=empty, flex=flex, drop=drop))
 
 
 def fields(title: str | None, pairs: Iterable[tuple[str, Any]]) -> None:
@@ -186,4 +210,4 @@ def count_rows(mapping: dict[str, Any] | None) -> list[tuple[str, Any]]:
 
 
 def counts(title: str, mapping: dict[str, Any] | None) -> None:
-    table(title, ["", "count"], count_rows(mapping), empty="none")
+    table(title, ["", "count"], count_rows(mapping), empty="none", flex=None)

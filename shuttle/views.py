@@ -33,22 +33,23 @@ def progress_text(item: dict[str, Any]) -> str:
 def work_table(items: Iterable[dict[str, Any]], title: str | None = "work") -> RenderableType:
     return make_table(
         title,
-        ["id", "task", "status", "capability", "boundary", "prio", "tries", "assigned", "updated"],
+        ["id", "status", "capability", "boundary", "prio", "tries", "assigned", "updated", "task"],
         [
             (
                 escape(w.get("id", "")),
-                escape(short(w.get("task_id"), 24)),
                 styled(w.get("status")),
                 escape(w.get("capability", "-")),
                 escape(w.get("boundary", "-")),
                 w.get("priority", "-"),
                 f"{w.get('attempts', 0)}/{w.get('max_attempts', '-')}",
-                escape(short(w.get("assigned_to"))),
+                escape(short(w.get("assigned_to"), 8)),
                 ago(w.get("updated_at")),
+                escape(w.get("task_id") or "-"),
             )
             for w in items
         ],
         empty="no work items",
+        drop=(3, 6, 5, 4, 7),
     )
 
 
@@ -88,7 +89,7 @@ def work_fields(w: dict[str, Any]) -> None:
 def agent_table(items: Iterable[dict[str, Any]], title: str | None = "agents") -> RenderableType:
     return make_table(
         title,
-        ["id", "handle", "type", "status", "tasks", "capabilities", "boundaries", "host", "heartbeat"],
+        ["id", "handle", "type", "status", "tasks", "heartbeat", "host", "boundaries", "capabilities"],
         [
             (
                 escape(a.get("agent_id", "")),
@@ -96,14 +97,15 @@ def agent_table(items: Iterable[dict[str, Any]], title: str | None = "agents") -
                 escape(a.get("agent_type", "-")),
                 styled(a.get("status")),
                 f"{a.get('current_tasks', 0)}/{a.get('max_concurrent_tasks', '-')}",
-                escape(join(a.get("capabilities"))),
-                escape(join(a.get("boundaries"))),
-                escape(a.get("hostname") or "-"),
                 ago(a.get("last_heartbeat")),
+                escape(a.get("hostname") or "-"),
+                escape(join(a.get("boundaries"))),
+                escape(join(a.get("capabilities"))),
             )
             for a in items
         ],
         empty="no agents",
+        drop=(7, 6, 5, 4, 1),
     )
 
 
@@ -114,7 +116,7 @@ def agent_fields(a: dict[str, Any]) -> None:
 def target_table(items: Iterable[dict[str, Any]], title: str | None = "targets") -> RenderableType:
     return make_table(
         title,
-        ["id", "name", "mechanism", "type", "enabled", "health", "capabilities", "max", "last spin-up"],
+        ["id", "name", "mechanism", "type", "enabled", "health", "max", "last spin-up", "capabilities"],
         [
             (
                 escape(t.get("id", "")),
@@ -123,13 +125,14 @@ def target_table(items: Iterable[dict[str, Any]], title: str | None = "targets")
                 escape(t.get("agent_type", "-")),
                 "yes" if t.get("enabled") else "[dim]no[/dim]",
                 styled(t.get("health")),
-                escape(join(t.get("capabilities"))),
                 t.get("max_concurrent", "-"),
                 ago(t.get("last_spinup_at")),
+                escape(join(t.get("capabilities"))),
             )
             for t in items
         ],
         empty="no targets",
+        drop=(7, 6, 3, 4),
     )
 
 
@@ -155,7 +158,11 @@ def spinup_table(events: Iterable[dict[str, Any]], title: str | None = "recent s
             )
         )
     return make_table(
-        title, ["when", "event", "target", "state", "agent", "work", "error"], rows, empty="none seen"
+        title,
+        ["when", "event", "target", "state", "agent", "work", "error"],
+        rows,
+        empty="none seen",
+        drop=(5, 4),
     )
 
 
@@ -191,6 +198,7 @@ def stats_view(stats: dict[str, Any]) -> RenderableType:
                 "agents",
                 ["status", "n"],
                 [*count_rows(_dict(agents.get("by_status"))), ("[bold]total[/bold]", agents.get("total", 0))],
+                flex=None,
             ),
             make_table(
                 "agents by type",
@@ -200,16 +208,18 @@ def stats_view(stats: dict[str, Any]) -> RenderableType:
                     for t, c in sorted(by_type.items())
                 ],
                 empty="none",
+                flex=None,
             ),
-            make_table("work", ["status", "n"], work_rows),
+            make_table("work", ["status", "n"], work_rows, flex=None),
             make_table(
                 "queues",
                 ["capability", "depth"],
                 [(escape(k), v) for k, v in sorted(_dict(stats.get("queue_depths")).items())],
                 empty="empty",
+                flex=None,
             ),
-            make_table("targets", ["", "n"], target_rows),
-            make_table("spin-ups", ["state", "n"], spin_rows),
+            make_table("targets by health", ["", "n"], target_rows, flex=None),
+            make_table("spin-ups", ["state", "n"], spin_rows, flex=None),
         ],
         padding=(0, 2),
     )

@@ -59,6 +59,7 @@ def list_cmd(ctx: typer.Context, json_out: JsonOpt = False, reveal: RevealOpt = 
             (k, escape("-" if r["value"] is None else r["value"]), r["source"], escape(KEYS[k].help))
             for k, r in rows.items()
         ],
+        drop=(2,),
     )
 
 

@@ -51,6 +51,8 @@ def list_cmd(
             for w in [_item(entry)]
         ],
         empty="the dead-letter queue is empty",
+        flex=4,
+        drop=(2, 3, 1),
     )
     hint = more_hint(result)
     if hint:

@@ -37,4 +37,5 @@ def register(app: typer.Typer) -> None:
                 for r in rows
             ],
             empty="no projects",
+            flex=None,
         )
