@@ -190,6 +190,11 @@ async def import_memories(service: MemoryService, req: ImportInput) -> ImportRes
         except PatternError as exc:
             skipped.append(SkippedRecord(index=i, original_id=original, reason=str(exc)))
             continue
+        if item.id is not None and any(e.parts.owner == me for e in service.index.get(item.id)):
+            skipped.append(
+                SkippedRecord(index=i, original_id=original, reason=f"already present as {item.id}")
+            )
+            continue
         if service.index.get(record.id):
             skipped.append(
                 SkippedRecord(index=i, original_id=original, reason=f"already imported as {record.id}")

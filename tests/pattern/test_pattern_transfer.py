@@ -48,6 +48,8 @@ async def test_round_trip_to_another_agent(
     assert only_team.count == 1
     only_longterm = await a.export_memories(ExportInput(path="lt.json", categories=[Category.LONGTERM]))
     assert only_longterm.count == 1
+    restored = await a.import_memories(ImportInput(path="sub/all.json"))
+    assert restored.imported == 0 and all("already present" in s.reason for s in restored.skipped)
     default_name = await a.export_memories(ExportInput())
     assert Path(default_name.path).name.startswith(f"memories-{a.agent_id[:12]}")
 
