@@ -90,15 +90,34 @@ def start_script(config: SshConfig, launch: Launch) -> str:
     )
 
 
+ALIVE_FN = (
+    "alive() {\n"
+    '  kill -0 "$1" 2>/dev/null || return 1\n'
+    '  case "$(ps -o stat= -p "$1" 2>/dev/null)" in Z*) return 1;; esac\n'
+    "}\n"
+)
+"""Shell function: is the process there and not a zombie waiting to be reaped?"""
+
+
+def check_script(pid: int, log_file: str) -> str:
+    return (
+        f"{ALIVE_FN}"
+        f"if alive {pid}; then echo alive; else\n"
+        f"  echo gone; tail -n {LOG_TAIL_LINES} {shlex.quote(log_file)} 2>/dev/null\n"
+        "fi\n"
+    )
+
+
 def stop_script(pid: int, grace_s: float) -> str:
     """TERM to the agent's process group (or the process), wait, then KILL."""
     ticks = max(0, int(grace_s * 10))
     return (
+        f"{ALIVE_FN}"
         f"pid={pid}\n"
-        'if ! kill -0 "$pid" 2>/dev/null; then echo gone; exit 0; fi\n'
+        'if ! alive "$pid"; then echo gone; exit 0; fi\n'
         'kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null\n'
         "i=0\n"
-        'while kill -0 "$pid" 2>/dev/null; do\n'
+        'while alive "$pid"; do\n'
         f"  if [ $i -ge {ticks} ]; then\n"
         '    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; echo killed; exit 0\n'
         "  fi\n"
@@ -122,7 +141,10 @@ class SshMechanism(Mechanism):
         if config.host_key_policy == "insecure":
             known_hosts = None
         elif config.host_key:
-            known_hosts = ([config.host_key], [], [])
+            try:
+                known_hosts = ([asyncssh.import_public_key(config.host_key)], [], [])
+            except (asyncssh.KeyImportError, ValueError):
+                raise MechanismError("config.host_key: not a public key asyncssh can read") from None
         else:
             assert config.known_hosts is not None
             if config.host_key_policy == "accept-new" and not _trusted_keys_in(
@@ -210,12 +232,7 @@ class SshMechanism(Mechanism):
             await on_handle(handle)
             if config.startup_check_s > 0:
                 await asyncio.sleep(config.startup_check_s)
-                check = await self._run(
-                    conn,
-                    f"kill -0 {int(pid)} 2>/dev/null && echo alive || "
-                    f"{{ echo gone; tail -n {LOG_TAIL_LINES} {shlex.quote(log_file)} 2>/dev/null; }}\n",
-                    config.connect_timeout_s,
-                )
+                check = await self._run(conn, check_script(int(pid), log_file), config.connect_timeout_s)
                 lines = str(check.stdout or "").splitlines()
                 if lines and lines[0] == "gone":
                     tail = "\n".join(lines[1:]).strip()
