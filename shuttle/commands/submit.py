@@ -9,7 +9,7 @@ import typer
 
 from shuttle import validate as v
 from shuttle.app import JsonOpt, Out, QuietOpt, out, state
-from shuttle.client import WeftClient
+from shuttle.client import WeftClient, seg
 from shuttle.errors import OutcomeFailed, ShuttleError, UsageError
 from shuttle.output import emit_json, escape, say, styled
 
@@ -156,15 +156,21 @@ def register(app: typer.Typer) -> None:
             }
             batch = [v.submission(raw)]
         client = state(ctx).client()
+        single = file is None
         items = _submit_all(client, batch, o)
         if wait:
-            items = _wait_all(client, items, o, wait_timeout)
+            items = _wait_all(client, items, o, wait_timeout, single=single)
         if o.json:
-            emit_json(items[0] if len(items) == 1 and file is None else {"items": items})
+            _emit(items, single)
+
+
+def _emit(items: list[dict[str, Any]], single: bool) -> None:
+    """One submission prints the item; a batch file prints ``{"items": [...]}``."""
+    emit_json(items[0] if single else {"items": items})
 
 
 def _wait_all(
-    client: WeftClient, items: list[dict[str, Any]], o: Out, timeout: float | None
+    client: WeftClient, items: list[dict[str, Any]], o: Out, timeout: float | None, *, single: bool
 ) -> list[dict[str, Any]]:
     """Follow each item in turn; fail (exit 1) if any did not complete."""
     from shuttle.follow import follow
@@ -177,9 +183,9 @@ def _wait_all(
             finals.append(follow(client, item["id"], quiet_follow, timeout=timeout))
         except OutcomeFailed as exc:
             failures.append(exc.message)
-            finals.append(client.get(f"/api/work/{item['id']}"))
+            finals.append(client.get(f"/api/work/{seg(item['id'])}"))
     if failures:
         if o.json:
-            emit_json(finals[0] if len(finals) == 1 else {"items": finals})
+            _emit(finals, single)
         raise OutcomeFailed("; ".join(failures))
     return finals

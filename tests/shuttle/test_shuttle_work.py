@@ -325,3 +325,18 @@ async def test_dlq_list_retry_discard(cli: Cli, nc: NatsClient) -> None:
     assert cli.json("dlq", "list")["items"] == []
     r = cli("dlq", "retry", dead[1])
     assert r.exit_code == 1
+
+
+async def test_submit_batch_wait_follows_every_item(cli: Cli, nc: NatsClient, tmp_path: Path) -> None:
+    agent = Agent(nc, cli.project)
+    batch = tmp_path / "two.json"
+    batch.write_text(json.dumps({"items": [{"description": "a", "capability": "code"}] * 2}))
+    proc = cli.popen("submit", "--file", str(batch), "--wait", "--json")
+    for _ in range(2):
+        claimed = await agent.claim(timeout=30)
+        await agent.queue.complete(claimed.id, agent.agent_id, claimed.id)
+    stdout, stderr = await asyncio.to_thread(proc.communicate, timeout=60)
+    assert proc.returncode == 0, stderr
+    finals = json.loads(stdout)["items"]
+    assert [i["status"] for i in finals] == ["completed", "completed"]
+    assert [i["result"] for i in finals] == [i["id"] for i in finals]
