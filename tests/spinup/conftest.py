@@ -18,8 +18,10 @@ import pytest
 import uvicorn
 from nats.aio.client import Client as NatsClient
 
-from shared.models import Event, Target
+from shared.models import AgentEntry, Event, Target
 from shared.names import ProjectNames
+from shared.natsclient import connect
+from shared.registry import Registry
 from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from weft.app import create_app
@@ -207,3 +209,58 @@ async def weft(
 async def api(weft: RunningWeft, project_id: str) -> AsyncIterator[httpx.AsyncClient]:
     async with weft.client(project_id) as client:
         yield client
+
+
+EngineFactory = Callable[..., Awaitable[SpinupEngine]]
+
+
+@pytest.fixture
+async def engine_factory(nats_server: EmbeddedNatsServer, tmp_path: Path) -> AsyncIterator[EngineFactory]:
+    """``await engine_factory(shutdown_grace_s=0.5, ...)``: a started engine with its own
+    connection (a separate Weft replica, as far as NATS is concerned)."""
+    made: list[tuple[SpinupEngine, NatsClient]] = []
+
+    async def make(**overrides: Any) -> SpinupEngine:
+        values: dict[str, Any] = {
+            "register_timeout_s": 30,
+            "tick_s": 0.1,
+            "shutdown_grace_s": 3,
+            "stop_retry_s": 30,
+            "health_checks": False,
+            "log_dir": tmp_path / "agent-logs",
+        }
+        values.update(overrides)
+        client = await connect(url=nats_server.url, name="spinup-engine")
+        engine = SpinupEngine(
+            client, agent_nats_url=nats_server.url, settings=SpinupSettings(**values), discover=False
+        )
+        await engine.start()
+        made.append((engine, client))
+        return engine
+
+    yield make
+    for engine, client in made:
+        for project in engine.project_ids:
+            manager = await engine.manager(project)
+            await manager.drain(10)
+        await engine.stop()
+        await client.close()
+
+
+async def register_agent(
+    nc: NatsClient, project_id: str, agent_id: str, *, spinup_id: str, target_id: str, capabilities: list[str]
+) -> AgentEntry:
+    """Write the registry entry a started agent's Warp would write (for mechanisms whose
+    agents run elsewhere: a Job, a workflow run, a webhook's worker)."""
+    entry = AgentEntry(
+        agent_id=agent_id,
+        handle=f"remote-{agent_id[:8]}",
+        project_id=project_id,
+        user_id="0" * 16,
+        capabilities=capabilities,
+        spinup_id=spinup_id,
+        target_id=target_id,
+        heartbeat_interval_s=60,
+    )
+    await Registry(nc.jetstream(), ProjectNames(project_id)).put(entry)
+    return entry
