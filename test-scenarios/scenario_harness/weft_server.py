@@ -1,0 +1,88 @@
+"""A real Weft: the FastAPI app served by uvicorn on a free port, in a thread of its own.
+
+Its own thread and event loop keep Weft answering while a scenario's loop is busy
+driving MCP sessions or waiting for a Shuttle process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+
+from shared.server import free_port
+from shared.settings import NatsSettings
+
+START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class RunningWeft:
+    url: str
+    ws_url: str
+    token: str | None = None
+
+    def client(self, project: str | None = None) -> httpx.AsyncClient:
+        """An HTTP client for Weft's REST API, naming ``project`` with ``X-Loom-Project``."""
+        headers: dict[str, str] = {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if project:
+            headers["X-Loom-Project"] = project
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=15)
+
+
+@contextlib.contextmanager
+def run_weft(nats: NatsSettings, **settings: Any) -> Iterator[RunningWeft]:
+    """Serve Weft with ``WeftSettings(nats=nats, **settings)`` until the block ends.
+
+    Scenario defaults: a fixed default project, short sweep and stale-check intervals."""
+    from weft.app import create_app
+    from weft.settings import WeftSettings
+
+    values: dict[str, Any] = {
+        "project_id": "scenarios-default",
+        "sweep_interval_s": 0.2,
+        "stale_check_interval_s": 0.2,
+        "ws_ping_interval_s": 1.0,
+        "api_tokens": [],
+        "policy_file": None,
+    }
+    values.update(settings)
+    config = WeftSettings(nats=nats, **values)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # not the main thread
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            asyncio.run(server.serve())
+        except BaseException as exc:  # reported by the start-up check below
+            failure.append(exc)
+
+    thread = threading.Thread(target=serve, name=f"weft-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not server.started:
+        server.should_exit = True
+        thread.join(10)
+        raise RuntimeError(f"Weft did not start: {failure!r}")
+    tokens = values.get("api_tokens") or []
+    token = str(tokens[0]) if tokens else None
+    try:
+        yield RunningWeft(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", token=token)
+    finally:
+        server.should_exit = True
+        thread.join(30)
