@@ -62,7 +62,7 @@ class EventStream:
                 subprotocols=subprotocols,
                 user_agent_header=USER_AGENT,
                 open_timeout=settings.timeout,
-                proxy=None,
+                proxy=True,  # like httpx: honour HTTP(S)_PROXY / NO_PROXY
                 compression=None,
                 max_size=16 * 2**20,
             )

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from benchlib import BenchContext, BenchResult, summarize
 
@@ -91,11 +92,11 @@ def _timed(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
-def _series(name: str, argv: list[str], env: dict[str, str], n: int, **kwargs: object) -> BenchResult:
+def _series(name: str, argv: list[str], env: dict[str, str], n: int, **kwargs: Any) -> BenchResult:
     """The first run (coldest we can get) as ``value``, then ``n`` more for percentiles."""
     first = _timed(argv, env)
     samples = [_timed(argv, env) for _ in range(n)]
-    result = summarize(name, samples, **kwargs)  # type: ignore[arg-type]
+    result = summarize(name, samples, **kwargs)
     result.value = first
     result.extra["first_run_ms"] = round(first, 1)
     return result
@@ -131,12 +132,9 @@ def _run(ctx: BenchContext) -> list[BenchResult]:
         env = _env(url, project)
         fill = {"token": TOKEN, "project": project, "url": url}
         results.append(_series("shuttle baseline: python -c pass", [sys.executable, "-c", "pass"], env, n))
-        results.append(
-            _series("shuttle baseline: raw httpx fleet calls", [sys.executable, "-c", RAW_FLEET % fill], env, n)
-        )
-        results.append(
-            _series("shuttle baseline: raw httpx submit", [sys.executable, "-c", RAW_SUBMIT % fill], env, n)
-        )
+        for name, script in (("fleet calls", RAW_FLEET), ("submit", RAW_SUBMIT)):
+            argv = [sys.executable, "-c", script % fill]
+            results.append(_series(f"shuttle baseline: raw httpx {name}", argv, env, n))
         commands = {
             "shuttle --help": ([SHUTTLE, "--help"], "shuttle baseline: python -c pass"),
             "shuttle fleet --json": ([SHUTTLE, "fleet", "--json"], "shuttle baseline: raw httpx fleet calls"),
