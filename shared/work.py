@@ -334,12 +334,32 @@ class WorkQueue:
         )
         record = WorkRecord(item=item)
         kv = await self.records_bucket()
-        await kv.create(item.id, record.to_json_bytes())
-        await self._event("submitted", item)
-        await self._enqueue(item.id)
-        queued = await self.get(item.id)
-        await self._event("queued", queued)
-        return queued
+        subject = self.names.work_subject(
+            item.capability, item.boundary, item.required_agent_type, item.priority
+        )
+        await self._ensure_consumer(subject)
+        revision = await kv.create(item.id, record.to_json_bytes())
+        # Both events before the queue message, so that a claim (and its event) can only
+        # come after them. The two publishes are pipelined: one round trip, order kept.
+        await asyncio.gather(self._event("submitted", item), self._event("queued", item))
+        ack = await self._js.publish(
+            subject,
+            json.dumps({"work_id": item.id, "epoch": 1}).encode(),
+            headers={"Nats-Msg-Id": f"{item.id}.1"},
+        )
+        record.queue_seq = int(ack.seq)
+        record.enqueues = 1
+        try:
+            await kv.update(item.id, record.to_json_bytes(), last=revision)
+        except KeyWrongLastSequenceError:  # claimed (or cancelled) already: record the seq onto that
+
+            def store_seq(r: WorkRecord) -> WorkRecord:
+                r.queue_seq = int(ack.seq)
+                r.enqueues = max(r.enqueues, 1)
+                return r
+
+            await self._mutate(item.id, store_seq)
+        return item
 
     async def _enqueue(self, work_id: str) -> int:
         """Publish the queue message for the record's current state; store its seq."""
