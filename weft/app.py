@@ -112,6 +112,9 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        # Weft has its own Prometheus metrics; FastAPI's built-in OpenTelemetry hooks cost a
+        # fair share of each request and could log rejected input, so they stay off.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     app.state.metrics = Metrics()
     errors.install(app)

@@ -41,14 +41,16 @@ class RoutingDecision:
 
 
 def agent_can_take(entry: AgentEntry, item: WorkItem, policy: BoundaryPolicy, now: datetime) -> bool:
-    """Online (or busy with free capacity) and allowed to claim the item."""
-    if entry.effective_status(now) not in (AgentStatus.ONLINE, AgentStatus.BUSY):
-        return False
-    if entry.current_tasks >= entry.max_concurrent_tasks:
-        return False
+    """Online (or busy with free capacity) and allowed to claim the item.
+
+    Cheapest checks first: routing runs on every submit over every agent of the project."""
     if item.capability not in entry.capabilities or item.boundary not in entry.boundaries:
         return False
     if item.required_agent_type is not None and entry.agent_type != item.required_agent_type:
+        return False
+    if entry.current_tasks >= entry.max_concurrent_tasks:
+        return False
+    if entry.effective_status(now) not in (AgentStatus.ONLINE, AgentStatus.BUSY):
         return False
     return policy.allows_agent(item.boundary, entry.agent_type)
 
@@ -96,7 +98,7 @@ class Router:
         if item.status not in CLAIMABLE:
             return RoutingDecision("not-waiting")
         policy = await project.queue.policy()
-        agents = eligible_agents(item, (s.entry for s in project.agents.states()), policy)
+        agents = eligible_agents(item, project.agents.mirror.values(), policy)
         if agents:
             if item.waiting_reason is not None:
                 await set_waiting_reason(project.js, project.queue, item.id, None)

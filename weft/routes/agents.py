@@ -29,9 +29,11 @@ class AgentView(AgentEntry):
 
 
 def view(state: AgentState) -> AgentView:
-    data = state.entry.model_dump()
+    """The entry was validated when read from the registry; constructing (not re-validating)
+    keeps a 1,000-agent page cheap."""
+    data = dict(state.entry.__dict__)
     data.update(status=state.status, reported_status=state.entry.status, stale=state.stale)
-    return AgentView.model_validate(data)
+    return AgentView.model_construct(**data)
 
 
 class ShutdownRequest(BaseModel):

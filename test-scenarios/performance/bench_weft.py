@@ -1,0 +1,341 @@
+"""Weft under load: a real ``weft serve`` process over the suite's nats-server.
+
+* submit -> claimed: POST /api/work, then an agent (the shared WorkQueue, as Warp
+  claims) takes it; vs raw nats-py JetStream publish -> pull fetch -> ack;
+* sustained submissions/s over REST with concurrent clients; vs raw
+  JetStream publishes with the same concurrency;
+* GET /api/agents with 1,000 registered agents; vs reading the registry
+  bucket with nats-py (what a listing would cost without Weft's mirror);
+* Weft's resident memory with 1,000 agents and 10,000 work records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from benchlib import BenchContext, BenchResult, summarize, time_async
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+
+from shared.models import AgentEntry, WorkSubmission
+from shared.names import ProjectNames
+from shared.natsclient import connect
+from shared.registry import Registry
+from shared.server import free_port
+from shared.work import Claimant, WorkQueue
+
+WEFT = str(Path(sys.executable).parent / "weft")
+AGENT = "a" * 32
+
+
+async def _start_weft(ctx: BenchContext, project: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "LOOM_", "NATS_"))}
+    env.update(
+        NATS_URL=ctx.nats_url,
+        WEFT_PROJECT_ID=project,
+        WEFT_PORT=str(port),
+        WEFT_LOG_LEVEL="WARNING",
+        LOOM_DATA_DIR=str(ctx.scratch / "weft-data"),
+    )
+    log = (ctx.scratch / "weft.log").open("wb")
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child; starting it does not block
+        [WEFT, "serve"], env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as http:
+        for _ in range(400):
+            if proc.poll() is not None:
+                raise RuntimeError(f"weft exited with {proc.returncode}; see {ctx.scratch / 'weft.log'}")
+            try:
+                async with http.get(f"{base}/health") as response:
+                    if response.status == 200:
+                        return proc, base
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("weft did not become healthy")
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def _concurrently(total: int, concurrency: int, op: Callable[[int], Awaitable[Any]]) -> float:
+    """Run ``op(i)`` for i in range(total) with ``concurrency`` workers; returns elapsed seconds."""
+    counter = iter(range(total))
+
+    async def worker() -> None:
+        for i in counter:
+            await op(i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - started
+
+
+async def run(ctx: BenchContext) -> list[BenchResult]:
+    project = f"bench-weft-{uuid.uuid4().hex[:8]}"
+    names = ProjectNames(project)
+    nc = await connect(url=ctx.nats_url, name="bench-weft")
+    js = nc.jetstream()
+    proc, base = await _start_weft(ctx, project)
+    results: list[BenchResult] = []
+    headers = {"X-Loom-Project": project, "Content-Type": "application/json"}
+    try:
+        # The claiming agent is online (registered as Warp does), so routing finds it: no spin-up.
+        await Registry(js, names).put(
+            AgentEntry(
+                agent_id=AGENT,
+                handle="bench-agent",
+                agent_type="bench",
+                project_id=project,
+                user_id="0123456789abcdef",
+                capabilities=["bulk", "direct", "latency", "memory"],
+                heartbeat_interval_s=3600,
+            )
+        )
+        connector = aiohttp.TCPConnector(limit=64)
+        async with aiohttp.ClientSession(base_url=base, headers=headers, connector=connector) as http:
+            results += await _latency(ctx, nc, js, names, http)
+            submitted, throughput = await _throughput(ctx, js, http)
+            results += throughput
+            results += await _agents_listing(ctx, js, names, http)
+            results.append(await _memory(ctx, nc, names, http, proc, submitted))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        await nc.close()
+    return results
+
+
+async def _latency(
+    ctx: BenchContext, nc: Any, js: Any, names: ProjectNames, http: aiohttp.ClientSession
+) -> list[BenchResult]:
+    # raw: publish to a work-queue stream, pull it, ack it
+    await js.add_stream(
+        StreamConfig(
+            name="BENCH-WEFT-RAW",
+            subjects=["bench.weft.raw"],
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+        )
+    )
+    await js.add_consumer(
+        "BENCH-WEFT-RAW", ConsumerConfig(durable_name="raw", ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
+    )
+    psub = await js.pull_subscribe_bind("raw", stream="BENCH-WEFT-RAW")
+
+    async def raw_once() -> None:
+        await js.publish("bench.weft.raw", b'{"work_id":"x"}')
+        msgs = await psub.fetch(1, timeout=5)
+        await msgs[0].ack_sync()
+
+    raw = await time_async(raw_once, ctx.iterations(300))
+    await js.delete_stream("BENCH-WEFT-RAW")
+
+    queue = WorkQueue(nc, names)
+    agent = Claimant(agent_id=AGENT, agent_type="bench", capabilities=("latency",))
+    body = WorkSubmission(task_id="lat", description="measure", capability="latency").model_dump_json()
+
+    async def submit_then_claim() -> None:
+        async with http.post("/api/work", data=body) as response:
+            assert response.status == 201, await response.text()
+            work_id = (await response.json())["id"]
+        while True:
+            item = await queue.claim(agent)
+            if item is not None:
+                break
+        assert item.id == work_id
+        await queue.complete(item.id, AGENT)  # not timed: keeps the queue empty between samples
+
+    samples: list[float] = []
+    for _ in range(5):
+        await submit_then_claim()
+    for _ in range(ctx.iterations(300)):
+        started = time.perf_counter()
+        async with http.post("/api/work", data=body) as response:
+            work_id = (await response.json())["id"]
+        item = None
+        while item is None:
+            item = await queue.claim(agent)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert item.id == work_id
+        await queue.complete(item.id, AGENT)
+
+    async def rest_submit() -> None:
+        async with http.post("/api/work", data=body) as response:
+            assert response.status == 201
+
+    submit_only = await time_async(rest_submit, ctx.iterations(300))
+    direct = await time_async(
+        lambda: queue.submit(WorkSubmission(task_id="d", description="direct", capability="direct")),
+        ctx.iterations(300),
+    )
+    return [
+        summarize("raw: js publish -> pull fetch -> ack", raw),
+        summarize(
+            "weft: REST submit -> agent claimed",
+            samples,
+            baseline="raw: js publish -> pull fetch -> ack",
+            target="p95 <= 20 ms",
+        ),
+        summarize("weft: REST submit (201)", submit_only, baseline="raw: js publish -> pull fetch -> ack"),
+        summarize(
+            "shared: WorkQueue.submit (no HTTP)", direct, baseline="raw: js publish -> pull fetch -> ack"
+        ),
+    ]
+
+
+async def _throughput(
+    ctx: BenchContext, js: Any, http: aiohttp.ClientSession
+) -> tuple[int, list[BenchResult]]:
+    total = 200 if ctx.quick else 5000
+    concurrency = 32
+    body = WorkSubmission(task_id="bulk", description="throughput", capability="bulk").model_dump_json()
+    failures: list[int] = []
+
+    async def submit(_: int) -> None:
+        async with http.post("/api/work", data=body) as response:
+            if response.status != 201:
+                failures.append(response.status)
+            await response.read()
+
+    await _concurrently(20, concurrency, submit)  # warm-up
+    elapsed = await _concurrently(total, concurrency, submit)
+    if failures:
+        raise RuntimeError(f"{len(failures)} submissions failed: {sorted(set(failures))}")
+
+    await js.add_stream(
+        StreamConfig(name="BENCH-WEFT-TPUT", subjects=["bench.weft.tput"], storage=StorageType.FILE)
+    )
+    raw_elapsed = await _concurrently(
+        total, concurrency, lambda _: js.publish("bench.weft.tput", body.encode())
+    )
+    await js.delete_stream("BENCH-WEFT-TPUT")
+    raw = BenchResult(
+        name="raw: js publish (acked), 32 concurrent",
+        unit="ops",
+        samples=total,
+        throughput=total / raw_elapsed,
+    )
+    weft = BenchResult(
+        name="weft: REST submissions, 32 concurrent",
+        unit="ops",
+        samples=total,
+        throughput=total / elapsed,
+        baseline=raw.name,
+        target=">= 500 /s",
+        extra={"raw_throughput": total / raw_elapsed},
+    )
+    return total + 20, [raw, weft]
+
+
+async def _agents_listing(
+    ctx: BenchContext, js: Any, names: ProjectNames, http: aiohttp.ClientSession
+) -> list[BenchResult]:
+    count = 100 if ctx.quick else 1000
+    registry = Registry(js, names)
+    sem = asyncio.Semaphore(32)
+
+    async def register(i: int) -> None:
+        async with sem:
+            await registry.put(
+                AgentEntry(
+                    agent_id=uuid.uuid4().hex,
+                    handle=f"agent-{i:04d}",
+                    agent_type="claude-code" if i % 3 else "copilot",
+                    project_id=names.project_id,
+                    user_id="0123456789abcdef",
+                    hostname=f"host-{i % 20}",
+                    capabilities=["code", "review"] if i % 2 else ["docs"],
+                    boundaries=["default", "corporate"],
+                    heartbeat_interval_s=3600,
+                )
+            )
+
+    await asyncio.gather(*(register(i) for i in range(count)))
+    for _ in range(200):
+        async with http.get("/api/agents", params={"limit": "1"}) as response:
+            if (await response.json())["total"] == count:
+                break
+        await asyncio.sleep(0.05)
+
+    async def listing(params: dict[str, str]) -> None:
+        async with http.get("/api/agents", params=params) as response:
+            assert response.status == 200
+            await response.read()
+
+    default_page = await time_async(lambda: listing({}), ctx.iterations(300))
+    filtered = await time_async(
+        lambda: listing({"type": "copilot", "capability": "code"}), ctx.iterations(300)
+    )
+    everything = await time_async(lambda: listing({"limit": "1000"}), ctx.iterations(100))
+
+    async def raw_read() -> None:
+        await registry.list_project()
+
+    raw = await time_async(raw_read, ctx.iterations(50))
+    raw_name = f"raw: read registry bucket ({count} entries)"
+    return [
+        summarize(raw_name, raw),
+        summarize(
+            f"weft: GET /api/agents, {count} agents (page 50)",
+            default_page,
+            baseline=raw_name,
+            target="p95 <= 25 ms",
+        ),
+        summarize(f"weft: GET /api/agents filtered, {count} agents", filtered, baseline=raw_name),
+        summarize(f"weft: GET /api/agents limit=1000, {count} agents", everything, baseline=raw_name),
+    ]
+
+
+async def _memory(
+    ctx: BenchContext,
+    nc: Any,
+    names: ProjectNames,
+    http: aiohttp.ClientSession,
+    proc: subprocess.Popen[bytes],
+    already: int,
+) -> BenchResult:
+    records = 500 if ctx.quick else 10_000
+    queue = WorkQueue(nc, names)
+    sem = asyncio.Semaphore(64)
+    missing = max(0, records - already)
+
+    async def add(i: int) -> None:
+        async with sem:
+            await queue.submit(
+                WorkSubmission(task_id=f"m{i}", description="memory " * 20, capability="memory")
+            )
+
+    await asyncio.gather(*(add(i) for i in range(missing)))
+    async with http.get("/api/stats") as response:  # every record read (parsed) at least once
+        stats = await response.json()
+    async with http.get("/api/work", params={"limit": "1000"}) as response:
+        await response.read()
+    agents = stats["agents"]["total"]
+    work = stats["work"]["total"]
+    return BenchResult(
+        name=f"weft: RSS with {agents} agents, {work} work records",
+        unit="MB",
+        value=_rss_mb(proc.pid),
+        target="<= 250 MB",
+        extra={"agents": agents, "work_records": work},
+    )
