@@ -22,6 +22,9 @@ from pattern.models import MemoryRecord
 log = logging.getLogger("loom.pattern.watch")
 
 KV_OPERATION = "KV-Operation"
+HEARTBEAT_S = 1.0
+"""nats-py recreates an ordered consumer after two missed heartbeats, e.g. after nats-server restarted
+and lost the ephemeral consumer; a short interval keeps the index stale for seconds, not tens of seconds."""
 MARKER_REASON = "Nats-Marker-Reason"
 
 
@@ -62,6 +65,7 @@ class BucketWatch:
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
             inactive_threshold=300,
+            idle_heartbeat=HEARTBEAT_S,
         )
         info = await self._sub.consumer_info()
         if info.num_pending == 0 and (info.delivered is None or not info.delivered.consumer_seq):

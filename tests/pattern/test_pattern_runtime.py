@@ -13,7 +13,7 @@ from pattern_helpers import make_identity
 
 from pattern.config import PatternConfig
 from pattern.errors import UnavailableError
-from pattern.inputs import RecallInput, RememberInput
+from pattern.inputs import ForgetInput, RecallInput, RememberInput
 from pattern.runtime import PatternRuntime
 from pattern.tools import TOOL_NAMES, register_pattern_tools
 from shared.server import EmbeddedNatsServer, ServerConfig, free_port
@@ -78,3 +78,52 @@ async def test_tools_mount_on_a_host_server(
         assert not host_tool.is_error  # the strict-arguments rule applies to pattern tools only
     await runtime.close()
     assert nc.is_connected  # the borrowed connection stays open
+
+
+async def test_index_follows_again_after_nats_restart(
+    project_id: str, project_path: Path, tmp_path: Path
+) -> None:
+    """nats-server restarts (data kept): the ephemeral consumers are gone; the index must catch up."""
+    from pattern_helpers import eventually
+
+    from pattern.service import MemoryService
+    from shared.natsclient import connect
+
+    port, store = free_port(), tmp_path / "js"
+    server = EmbeddedNatsServer(ServerConfig(port=port, store_dir=store)).start()
+    writer_nc = await connect(url=server.url, mode="service")
+    reader_nc = await connect(url=server.url, mode="service")
+    config = PatternConfig(export_dir=tmp_path)
+    writer = MemoryService(writer_nc, make_identity(project_id, project_path), config)
+    reader = MemoryService(reader_nc, make_identity(project_id, project_path), config)
+    try:
+        await writer.start()
+        await reader.start()
+        before = (await writer.remember(RememberInput(content="before", scope="team"))).memory
+        await eventually(lambda: reader.index.get(before.id))
+        server.stop()
+        server = EmbeddedNatsServer(ServerConfig(port=port, store_dir=store)).start()
+        await eventually(lambda: writer_nc.is_connected and reader_nc.is_connected, timeout=30)
+        written: list[str] = []
+
+        async def write_after() -> bool:
+            # JetStream may still be recovering its streams right after the restart.
+            try:
+                written.append(
+                    (await writer.remember(RememberInput(content="after", scope="team"))).memory.id
+                )
+            except UnavailableError:
+                return False
+            return True
+
+        await eventually(write_after, timeout=60)
+        after_id = written[0]
+        await eventually(lambda: reader.index.get(after_id), timeout=30)
+        await writer.forget(ForgetInput(memory_id=before.id))
+        await eventually(lambda: not reader.index.get(before.id), timeout=30)
+    finally:
+        await writer.close()
+        await reader.close()
+        await writer_nc.close()
+        await reader_nc.close()
+        server.stop()
