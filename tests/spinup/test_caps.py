@@ -1,0 +1,187 @@
+"""Admission control: one start in flight per target, ``max_concurrent`` live agents,
+``cooldown_s`` between starts, held across Weft replicas (compare-and-set in KV)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from shared.models import SpinupState, Target, WorkSubmission
+from shared.names import ProjectNames
+from shared.work import WorkQueue
+from tests.spinup.conftest import (
+    ROOT,
+    EngineFactory,
+    RunningWeft,
+    demo_agent_command,
+    eventually,
+    register_agent,
+)
+from tests.spinup.stubs import Seen, StubServer
+from weft.spinup.selection import Need
+from weft.spinup.service import SpinupEngine
+from weft.spinup.store import LIVE_STATES
+
+MakeTarget = Callable[..., Awaitable[Target]]
+
+
+async def test_ten_queued_items_never_get_more_than_max_concurrent_agents(
+    weft: RunningWeft, api: httpx.AsyncClient, project_id: str, nc: NatsClient
+) -> None:
+    target = {
+        "name": "pair",
+        "capabilities": ["code"],
+        "mechanism": "local",
+        "max_concurrent": 2,
+        "idle_timeout_s": 1,
+        "config": {
+            "command": demo_agent_command(),
+            "cwd": str(ROOT),
+            "env": {"LOOM_HEARTBEAT_S": "1", "LOOM_DEMO_WORK_S": "0.7"},
+        },
+    }
+    assert (await api.post("/api/targets", json=target)).status_code == 201
+    manager = await weft.spinup.engine.manager(project_id)
+    peak_ops = peak_agents = 0
+    watching = True
+
+    async def watch() -> None:
+        nonlocal peak_ops, peak_agents
+        while watching:
+            live = [r for r in await manager.store.all() if r.op.state in LIVE_STATES]
+            agents = (await api.get("/api/agents", params={"status": "online"})).json()["items"]
+            busy = (await api.get("/api/agents", params={"status": "busy"})).json()["items"]
+            peak_ops = max(peak_ops, len(live))
+            peak_agents = max(peak_agents, len(agents) + len(busy))
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.create_task(watch())
+    ids = []
+    for n in range(10):
+        body = {"task_id": f"t{n}", "description": "d", "capability": "code"}
+        ids.append((await api.post("/api/work", json=body)).json()["id"])
+
+    async def all_done() -> bool:
+        items = (await api.get("/api/work", params={"status": "completed", "limit": 50})).json()["items"]
+        return len(items) == 10
+
+    try:
+        await eventually(all_done, timeout=90, what="all ten items to be completed")
+    finally:
+        watching = False
+        await watcher
+    operations = await weft.spinup.engine.operations(project_id)
+    assert peak_ops == 2, peak_ops  # the cap was reached and held
+    assert peak_agents <= 2, peak_agents
+    done_by = {(await api.get(f"/api/work/{i}")).json()["assigned_to"] for i in ids}
+    assert done_by <= {op.agent_id for op in operations}
+    assert len(operations) >= 2
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[StubServer]:
+    def accept(_: Seen) -> tuple[int, Any]:
+        return 200, {"ok": True}
+
+    server = await StubServer(accept).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def _race(engines: list[SpinupEngine], project_id: str, need: Need, n: int) -> list[Any]:
+    managers = [await e.manager(project_id) for e in engines]
+    decisions = await asyncio.gather(*(managers[i % len(managers)].request(need) for i in range(n)))
+    return [d.operation for d in decisions if d.operation is not None]
+
+
+async def test_two_replicas_racing_admit_one_start_at_a_time_and_at_most_max_concurrent(
+    engine_factory: EngineFactory,
+    make_target: MakeTarget,
+    receiver: StubServer,
+    nc: NatsClient,
+    project_id: str,
+) -> None:
+    replicas = [await engine_factory(), await engine_factory()]
+    target = await make_target(
+        name="hooked", mechanism="webhook", config={"url": f"{receiver.url}/spawn"}, max_concurrent=3
+    )
+    need = Need(capability="code")
+    started: list[Any] = []
+    manager = await replicas[0].manager(project_id)
+    for _ in range(5):
+        admitted = await _race(replicas, project_id, need, 20)
+        if len(started) < 3:
+            assert len(admitted) == 1, admitted  # one in flight per target, whichever replica asked
+            started += admitted
+            op = admitted[0]
+            await register_agent(
+                nc, project_id, op.agent_id, spinup_id=op.id, target_id=target.id, capabilities=["code"]
+            )
+
+            async def linked(spinup_id: str = op.id) -> bool:
+                return (await manager.store.get(spinup_id)).op.state is SpinupState.REGISTERED
+
+            await eventually(linked, what="the registration to be linked")
+        else:
+            assert admitted == []  # max_concurrent reached
+    assert len(started) == 3
+    refused = await (await replicas[1].manager(project_id)).request(need)
+    assert refused.outcome == "deferred" and [r.code for _, r in refused.refusals] == ["max-concurrent"]
+    slot = await (await replicas[0].manager(project_id)).store.slot(target.id)
+    assert sorted(slot.live) == sorted(op.id for op in started) and slot.in_flight is None
+    assert len(receiver.calls("POST", "/spawn")) == 3
+
+
+async def test_cooldown_spaces_starts_even_when_a_slot_is_free(
+    engine_factory: EngineFactory,
+    make_target: MakeTarget,
+    receiver: StubServer,
+    nc: NatsClient,
+    names: ProjectNames,
+    project_id: str,
+) -> None:
+    engine = await engine_factory()
+    target = await make_target(
+        name="slow",
+        mechanism="webhook",
+        config={"url": f"{receiver.url}/spawn"},
+        max_concurrent=5,
+        cooldown_s=1.5,
+    )
+    item = await WorkQueue(nc, names).submit(WorkSubmission(task_id="c", description="d", capability="code"))
+    first = await engine.request_for_work(project_id, item)
+    assert first.operation is not None
+    await register_agent(
+        nc,
+        project_id,
+        first.operation.agent_id,
+        spinup_id=first.operation.id,
+        target_id=target.id,
+        capabilities=["code"],
+    )
+    manager = await engine.manager(project_id)
+
+    async def linked() -> bool:
+        return (await manager.store.get(first.operation.id)).op.state is SpinupState.REGISTERED  # type: ignore[union-attr]
+
+    await eventually(linked)
+    soon = await engine.request_for_work(project_id, item)
+    assert soon.outcome == "deferred"
+    [(name, refusal)] = soon.refusals
+    assert name == "slow" and refusal.code == "cooldown" and refusal.retry_after_s is not None
+    assert 0 < refusal.retry_after_s <= 1.5
+
+    async def admitted() -> Any:
+        decision = await engine.request_for_work(project_id, item)
+        return decision.operation
+
+    second = await eventually(admitted, what="the cool-down to pass")
+    gap = (second.created_at - first.operation.created_at).total_seconds()
+    assert gap >= 1.5, gap
