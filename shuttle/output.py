@@ -207,7 +207,3 @@ def fields(title: str | None, pairs: Iterable[tuple[str, Any]]) -> None:
 
 def count_rows(mapping: dict[str, Any] | None) -> list[tuple[str, Any]]:
     return [(styled(k), v) for k, v in (mapping or {}).items()]
-
-
-def counts(title: str, mapping: dict[str, Any] | None) -> None:
-    table(title, ["", "count"], count_rows(mapping), empty="none", flex=None)

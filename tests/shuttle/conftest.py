@@ -3,22 +3,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import socket
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
-import uvicorn
 from shuttle_helpers import Cli
+from weft_runner import WeftServer, running_weft
 
-from shared.server import EmbeddedNatsServer, free_port
+from shared.server import EmbeddedNatsServer
 
 
 @pytest.fixture(autouse=True)
@@ -42,77 +36,11 @@ def dead_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-# -- a real Weft on the real nats-server ------------------------------------------
-
-TOKEN = "shuttle-test-token"
-
-
-@dataclass
-class WeftServer:
-    """Weft served by uvicorn in its own thread and event loop, so that the
-    synchronous CLI under test can block while Weft keeps answering."""
-
-    url: str
-    token: str
-    nats_url: str
-
-    def api(self, project: str | None = None, token: str | None = TOKEN) -> httpx.Client:
-        headers = {}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        if project:
-            headers["X-Loom-Project"] = project
-        return httpx.Client(base_url=self.url, headers=headers, timeout=10)
-
-    def websocket_clients(self) -> float:
-        """Weft's own gauge of connected WebSocket clients (from /metrics)."""
-        text = httpx.get(f"{self.url}/metrics", timeout=10).text
-        for line in text.splitlines():
-            if line.startswith("weft_websocket_clients"):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
-
-
 @pytest.fixture(scope="session")
 def weft_server(nats_server: EmbeddedNatsServer) -> Iterator[WeftServer]:
-    from shared.settings import NatsSettings
-    from weft.app import create_app
-    from weft.settings import WeftSettings
-
-    settings = WeftSettings(
-        nats=NatsSettings(url=nats_server.url),
-        project_id="shuttle-default",
-        api_tokens=[TOKEN],
-        sweep_interval_s=0.2,
-        stale_check_interval_s=0.2,
-        ws_ping_interval_s=1.0,
-    )
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # not the main thread
-    failure: list[BaseException] = []
-
-    def serve() -> None:
-        try:
-            asyncio.run(server.serve())
-        except BaseException as exc:  # surfaced by the fixture below
-            failure.append(exc)
-
-    thread = threading.Thread(target=serve, name="weft", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not server.started:
-        raise RuntimeError(f"Weft did not start: {failure!r}")
-    try:
-        yield WeftServer(url=f"http://127.0.0.1:{port}", token=TOKEN, nats_url=nats_server.url)
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    """One Weft for the session; tests keep apart by project."""
+    with running_weft(nats_server.url) as weft:
+        yield weft
 
 
 @pytest.fixture

@@ -63,9 +63,10 @@ class Cli:
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)
 
-    def popen(self, *args: str) -> subprocess.Popen[str]:
+    def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))}
         full_env.update(self.env)
+        full_env.update(env or {})
         return subprocess.Popen(
             [str(Path(sys.executable).with_name("shuttle")), *args],
             env=full_env,
