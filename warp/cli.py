@@ -126,17 +126,27 @@ def _install_signals(rt: WarpRuntime) -> None:
 
 
 async def _serve_stdio(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> None:
-    def leave() -> None:
-        # Offline already. The stdio reader may sit in a blocking read of stdin
-        # that nothing can interrupt, so leave without waiting for it.
-        import logging
+    import logging
 
-        logging.shutdown()
-        os._exit(0)
+    from warp.stdio import open_pipes, serve_stdio
+
+    try:
+        pipes = await open_pipes()
+    except (OSError, ValueError) as exc:
+        logging.getLogger("loom.warp").info("stdio is not a pipe (%s); using the SDK's transport", exc)
+        pipes = None
+
+    def leave() -> None:
+        # Offline already: end the session from our side.
+        if pipes is not None:
+            pipes.stop_reading()
+        else:  # the SDK's reader thread may sit in a read nothing can interrupt
+            logging.shutdown()
+            os._exit(0)
 
     rt.on_exit = leave
     _install_signals(rt)
-    await server.run_stdio_async()
+    await serve_stdio(server, pipes)
 
 
 async def _serve_http(

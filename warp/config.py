@@ -139,15 +139,18 @@ class ConfigLoader:
         self._fingerprint: tuple[tuple[str, bytes], ...] | None = None
         self._config: ChannelConfig | None = None
         self._error: ConfigError | None = None
+        self._paths: list[Path] | None = None
 
     def _candidates(self) -> list[Path]:
-        dirs = [self.home]
-        home = self.home.resolve()
-        for directory in (self.project_path, *self.project_path.parents):
-            if directory == home:
-                break
-            dirs.append(directory)
-        return [d / CONFIG_DIR / name for d in dirs for name in CONFIG_NAMES]
+        if self._paths is None:
+            dirs = [self.home]
+            home = self.home.resolve()
+            for directory in (self.project_path, *self.project_path.parents):
+                if directory == home:
+                    break
+                dirs.append(directory)
+            self._paths = [d / CONFIG_DIR / name for d in dirs for name in CONFIG_NAMES]
+        return self._paths
 
     def _stat(self) -> tuple[tuple[str, bytes], ...]:
         """Path and content of every candidate file that exists (they are small; content

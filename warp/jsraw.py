@@ -100,14 +100,29 @@ async def direct_get_batch(
 
 
 async def consumer_next(
-    nc: NatsClient, stream: str, consumer: str, *, batch: int, timeout: float = 5.0
+    nc: NatsClient,
+    stream: str,
+    consumer: str,
+    *,
+    batch: int,
+    timeout: float = 5.0,
+    expires_s: float | None = None,
 ) -> list[Msg]:
-    """Whatever the durable consumer can deliver right now, up to ``batch`` messages."""
+    """Whatever the durable consumer can deliver right now, up to ``batch`` messages.
+
+    With ``expires_s`` the server may wait that long for the batch to fill
+    (used when the stream says messages exist that a no-wait pull did not see).
+    """
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
     out: list[Msg] = []
     try:
-        request = json.dumps({"batch": batch, "no_wait": True}).encode()
+        body: dict[str, object] = {"batch": batch}
+        if expires_s is None:
+            body["no_wait"] = True
+        else:
+            body["expires"] = int(expires_s * 1e9)
+        request = json.dumps(body).encode()
         await nc.publish(f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{consumer}", request, reply=inbox)
         async with asyncio.timeout(timeout):
             while len(out) < batch:

@@ -38,6 +38,7 @@ INBOX_ACK_WAIT_S = 30.0
 CONSUMER_INACTIVE_S = 30 * 24 * 3600
 MAX_READ = 100
 SCAN_LIMIT = 2_000
+CATCH_UP_S = 0.1
 _BATCH = 256
 
 
@@ -166,15 +167,30 @@ class InboxService:
             return await self._peek(agent_id, limit, wanted, after)
         consumer = await self.ensure_consumer(agent_id)
         try:
-            return await self._take(consumer, limit, wanted, after)
+            return await self._take(consumer, self.names.inbox_subject(agent_id), limit, wanted, after)
         except JetStreamReplyError as exc:
             if exc.status == "503":
                 self.forget()  # the consumer vanished (fresh server, inactivity): recreate once
                 consumer = await self.ensure_consumer(agent_id)
-                return await self._take(consumer, limit, wanted, after)
+                return await self._take(consumer, self.names.inbox_subject(agent_id), limit, wanted, after)
             raise
 
-    async def _take(self, consumer: str, limit: int, wanted: InboxFilter, after: int) -> InboxPage:
+    async def _catch_up(self, stream: str, consumer: str, subject: str, want: int) -> list[Msg]:
+        """A message stored a moment ago can be invisible to a no-wait pull for a few
+        microseconds (the consumer learns of it asynchronously). When the pull came
+        back empty but the stream holds messages for this agent, pull once more,
+        letting the server wait briefly for them."""
+        info = await self._js.stream_info(stream, subjects_filter=subject)
+        stored = int((info.state.subjects or {}).get(subject, 0))
+        if stored == 0:
+            return []
+        return await consumer_next(
+            self._nc, stream, consumer, batch=min(want, stored), timeout=self._timeout, expires_s=CATCH_UP_S
+        )
+
+    async def _take(
+        self, consumer: str, subject: str, limit: int, wanted: InboxFilter, after: int
+    ) -> InboxPage:
         stream = self.names.inbox_stream
         keep: list[InboxMessage] = []
         keep_msgs: list[Msg] = []
@@ -186,6 +202,8 @@ class InboxService:
         while scanned < SCAN_LIMIT:
             want = limit if plain else min(_BATCH, SCAN_LIMIT - scanned)
             batch = await consumer_next(self._nc, stream, consumer, batch=want, timeout=self._timeout)
+            if not batch and scanned == 0:
+                batch = await self._catch_up(stream, consumer, subject, want)
             scanned += len(batch)
             for msg in batch:
                 seq = int(msg.metadata.sequence.stream)

@@ -67,6 +67,8 @@ class Presence:
         self._task: asyncio.Task[None] | None = None
         self._events_ready = False
         self._lock = asyncio.Lock()
+        self._counts_dirty = False
+        self._count_writer: asyncio.Task[None] | None = None
 
     @property
     def agent_id(self) -> str:
@@ -218,6 +220,7 @@ class Presence:
 
         def change(entry: AgentEntry) -> None:
             entry.status = AgentStatus.OFFLINE
+            entry.current_tasks = len(self.held)
             entry.last_activity = datetime.fromtimestamp(self._last_activity, UTC)
             entry.metadata["offline_reason"] = reason
 
@@ -227,31 +230,43 @@ class Presence:
         return entry
 
     # -- tasks --------------------------------------------------------------------
-    async def tasks_changed(self, *, claimed: str | None = None, released: str | None = None) -> bool:
-        """Record a claim or release and write the new task count.
+    def tasks_changed(self, *, claimed: str | None = None, released: str | None = None) -> None:
+        """Record a claim or release; the new task count is written in the background.
 
-        Never raises: the claim or completion itself already happened, and the
-        next heartbeat writes the count if this write fails.
+        A claim or completion must not wait for (or fail because of) the registry
+        write; readers that need the count call :meth:`flush` first, and the next
+        heartbeat writes it anyway if this write fails.
         """
         if claimed:
             self.held.add(claimed)
         if released:
             self.held.discard(released)
         if not self.registered:
-            return False
+            return
+        self._counts_dirty = True
+        if self._count_writer is None or self._count_writer.done():
+            self._count_writer = asyncio.create_task(self._write_counts(), name="warp-task-count")
 
+    async def _write_counts(self) -> None:
         def change(entry: AgentEntry) -> None:
             entry.current_tasks = len(self.held)
             entry.status = self._status()
             entry.last_activity = utcnow()
 
-        try:
-            async with self._lock:
-                await self._write(change)
-        except Exception as exc:
-            log.warning("task count not written (the next heartbeat will): %s", exc)
-            return False
-        return True
+        while self._counts_dirty and self.registered:
+            self._counts_dirty = False
+            try:
+                async with self._lock:
+                    await self._write(change)
+            except Exception as exc:
+                log.warning("task count not written (the next heartbeat will): %s", exc)
+                return
+
+    async def flush(self) -> None:
+        """Wait until the latest task count is in the registry (or its write failed)."""
+        writer = self._count_writer
+        if writer is not None and not writer.done():
+            await asyncio.wait([writer])
 
     # -- heartbeat ------------------------------------------------------------------
     async def beat(self) -> AgentEntry:

@@ -268,7 +268,7 @@ class WarpRuntime:
         elif request.action == "cancel-work" and request.work_id and self._cancelled is not None:
             self._cancelled.add(request)
             if self._built is not None and request.work_id in self._built.presence.held:
-                await self._built.presence.tasks_changed(released=request.work_id)
+                self._built.presence.tasks_changed(released=request.work_id)
 
     def request_shutdown(self, request: ControlRequest) -> None:
         """Drain, mark offline, then call :attr:`on_exit` (idempotent)."""

@@ -152,3 +152,12 @@ async def test_inboxes_are_per_agent_and_per_project(nc: NatsClient, project_id:
     other = inbox(nc, f"{project_id}-other")
     assert bodies(await other.read(B)) == []
     assert bodies(await svc.read(B)) == ["for b"]
+
+
+async def test_a_message_is_readable_right_after_its_send_returns(nc: NatsClient, project_id: str) -> None:
+    """A no-wait pull can miss a message stored microseconds earlier; the read must not."""
+    sender = inbox(nc, project_id)
+    reader = inbox(nc, project_id)
+    for i in range(400):
+        await dm(sender, f"n{i}")
+        assert bodies(await reader.read(B)) == [f"n{i}"]

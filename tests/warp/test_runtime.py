@@ -129,7 +129,7 @@ async def test_cancel_work_is_remembered_and_stops_counting(
 
         claimed = await svc.work.claim(Claimant(agent_id=A, agent_type="claude-code", capabilities=("code",)))
         assert claimed is not None and claimed.id == item.id
-        await svc.presence.tasks_changed(claimed=item.id)
+        svc.presence.tasks_changed(claimed=item.id)
         await queue.cancel(item.id, reason="requirements changed", by="operator")
 
         async def remembered() -> bool:

@@ -102,7 +102,8 @@ def make_tool(
     async def guarded(**kwargs: Any) -> CallToolResult:
         rt.call_started()
         try:
-            outcome = await asyncio.wait_for(fn(**kwargs), rt.settings.op_timeout_s * 3)
+            async with asyncio.timeout(rt.settings.op_timeout_s * 3):
+                outcome = await fn(**kwargs)
         except ToolError:
             raise
         except Exception as exc:

@@ -136,6 +136,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         from shared.registry import AgentFilter
 
         svc = await rt.services()
+        await svc.presence.flush()
         found = await svc.registry.discover(
             viewer_agent_id=svc.agent_id,
             viewer_user_id=svc.identity.user_id,
@@ -174,6 +175,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         from warp.errors import NotFound
 
         svc = await rt.services()
+        await svc.presence.flush()
         target = agent_id or svc.agent_id
         try:
             entry = await svc.registry.get(target)

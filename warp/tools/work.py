@@ -74,10 +74,10 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         try:
             item = await op
         except (NotClaimant, WorkConflict):
-            await svc.presence.tasks_changed(released=work_id)
+            svc.presence.tasks_changed(released=work_id)
             raise
         if item.status is not WorkStatus.IN_PROGRESS:
-            await svc.presence.tasks_changed(released=work_id)
+            svc.presence.tasks_changed(released=work_id)
         return item
 
     async def warp_work_broadcast(
@@ -168,7 +168,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         if item is None:
             out = ClaimOut(claimed=False, reason="no eligible work is queued")
             return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
-        await presence.tasks_changed(claimed=item.id)
+        presence.tasks_changed(claimed=item.id)
         return tool_result(ClaimOut(claimed=True, item=item), f"Claimed.\n{item_text(item)}")
 
     async def warp_work_list(

@@ -1,0 +1,294 @@
+"""Warp through real MCP stdio sessions vs raw nats-py doing the same NATS operations.
+
+Two ``warp`` processes (agents A and B) in one project, driven by the SDK's
+stdio client, exactly as an agent's MCP client drives them:
+
+* channel send -> visible to the other agent: A ``warp_channels_send``, then B
+  ``warp_channels_read`` with its cursor returns the message. Raw: publish to
+  the channel stream, then a direct get of that sequence from a second client.
+* DM send -> read: A ``warp_messages_send_direct`` to B, then B
+  ``warp_messages_read_direct`` returns it (acknowledged). Raw: publish to the
+  inbox subject, no-wait pull from B's durable consumer, confirmed ack.
+* broadcast -> claim: A ``warp_work_broadcast``, then B ``warp_work_claim``
+  gets it. Raw: the same work-queue operations issued in-process through
+  ``shared.work.WorkQueue`` (nats-py; KV record, queue publish, events, pull).
+* cold start: process spawn -> ``initialize`` answered (plus, for reference,
+  what importing the MCP SDK alone costs on this machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from benchlib import BenchContext, BenchResult, summarize, time_async
+
+WARP = str(Path(sys.executable).parent / "warp")
+A_ID = "a1" * 16
+B_ID = "b2" * 16
+TARGET_MSG = "p50 <= 5 ms and <= 5x raw"
+
+
+def _env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dict[str, str]:
+    home = ctx.scratch / "home"
+    proj = ctx.scratch / "project"
+    home.mkdir(exist_ok=True)
+    proj.mkdir(exist_ok=True)
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "NATS_URL": ctx.nats_url,
+        "LOOM_PROJECT_ID": project,
+        "LOOM_PROJECT_PATH": str(proj),
+        "LOOM_AGENT_ID": agent_id,
+        "LOOM_HANDLE": handle,
+        "LOOM_CAPABILITIES": "code",
+        "LOOM_AUTO_REGISTER": "1",
+        "LOOM_MAX_CONCURRENT_TASKS": "1000",
+        "LOOM_LOG_LEVEL": "WARNING",
+    }
+
+
+async def _session(stack: AsyncExitStack, env: dict[str, str], errlog: Any) -> Any:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=WARP, env=env, cwd=env["LOOM_PROJECT_PATH"])
+    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    return session
+
+
+async def _ok(session: Any, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    res = await session.call_tool(tool, args or {})
+    if res.is_error:
+        raise RuntimeError(f"{tool}: {res.content[0].text}")
+    return dict(res.structured_content)
+
+
+async def _ready(session: Any) -> None:
+    for _ in range(200):
+        res = await session.call_tool("warp_registry_get_info", {})
+        if not res.is_error:
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError("warp did not become ready")
+
+
+async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
+    results: list[BenchResult] = []
+    errlog = (ctx.scratch / "warp-bench.stderr").open("w")
+    async with AsyncExitStack() as stack:
+        a = await _session(stack, _env(ctx, project, A_ID, "bench-a"), errlog)
+        b = await _session(stack, _env(ctx, project, B_ID, "bench-b"), errlog)
+        await _ready(a)
+        await _ready(b)
+
+        cursor = {"value": (await _ok(b, "warp_channels_read", {"channel": "roadmap"}))["next_cursor"]}
+
+        async def channel_round() -> None:
+            sent = await _ok(a, "warp_channels_send", {"channel": "roadmap", "message": "bench"})
+            page = await _ok(b, "warp_channels_read", {"channel": "roadmap", "cursor": cursor["value"]})
+            assert [m["seq"] for m in page["messages"]] == [sent["seq"]], page
+            cursor["value"] = page["next_cursor"]
+
+        samples = await time_async(channel_round, n)
+        results.append(
+            summarize(
+                "warp: channel send -> visible (MCP)",
+                samples,
+                baseline="raw: channel publish -> direct get",
+                target=TARGET_MSG,
+            )
+        )
+
+        async def dm_round() -> None:
+            await _ok(a, "warp_messages_send_direct", {"recipient_id": B_ID, "message": "bench"})
+            page = await _ok(b, "warp_messages_read_direct", {"limit": 10})
+            assert len(page["messages"]) == 1, page
+
+        samples = await time_async(dm_round, n)
+        results.append(
+            summarize(
+                "warp: DM send -> read (MCP)",
+                samples,
+                baseline="raw: inbox publish -> pull + ack",
+                target=TARGET_MSG,
+            )
+        )
+
+        claimed: list[str] = []
+        missed: list[str] = []
+
+        async def work_round() -> None:
+            item = (await _ok(a, "warp_work_broadcast", {"description": "bench", "capability": "code"}))[
+                "item"
+            ]
+            got = await _ok(b, "warp_work_claim")
+            while not got["claimed"]:  # shared.work's no-wait pull can miss a just-queued item
+                missed.append(item["id"])
+                got = await _ok(b, "warp_work_claim")
+            assert got["item"]["id"] == item["id"], got
+            claimed.append(item["id"])
+
+        samples = []
+        for i in range(n + 5):
+            start = time.perf_counter()
+            await work_round()
+            elapsed = (time.perf_counter() - start) * 1000
+            await _ok(b, "warp_work_complete", {"work_id": claimed[-1]})
+            if i >= 5:
+                samples.append(elapsed)
+        results.append(
+            summarize(
+                "warp: broadcast -> claim (MCP)",
+                samples,
+                baseline="raw: WorkQueue submit -> claim",
+                target=TARGET_MSG,
+                extra={"claims_retried": len(missed)},
+            )
+        )
+    errlog.close()
+    return results
+
+
+async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
+    from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+
+    from shared.models import WorkSubmission
+    from shared.names import ProjectNames
+    from shared.natsclient import connect
+    from shared.work import Claimant, WorkQueue
+
+    names = ProjectNames(project)
+    nc_a = await connect(url=ctx.nats_url, name="raw-a")
+    nc_b = await connect(url=ctx.nats_url, name="raw-b")
+    js_a, js_b = nc_a.jetstream(), nc_b.jetstream()
+    results: list[BenchResult] = []
+    try:
+        stream = f"{names.channel_stream('raw')}"
+        subject = names.channel_subject("raw")
+        await js_a.add_stream(
+            StreamConfig(name=stream, subjects=[subject], storage=StorageType.FILE, allow_direct=True)
+        )
+
+        async def channel_round() -> None:
+            ack = await js_a.publish(subject, b'{"body":"bench"}', stream=stream)
+            msg = await js_b.get_msg(stream, seq=ack.seq, direct=True)
+            assert msg.seq == ack.seq
+
+        samples = await time_async(channel_round, n)
+        results.append(summarize("raw: channel publish -> direct get", samples))
+
+        inbox_stream = f"{names.inbox_stream}-RAW"
+        inbox_subject = f"{names.inbox_subject(B_ID)}.raw".replace(".inbox.", ".rawinbox.")
+        await js_a.add_stream(
+            StreamConfig(
+                name=inbox_stream,
+                subjects=[inbox_subject],
+                retention=RetentionPolicy.WORK_QUEUE,
+                storage=StorageType.FILE,
+                allow_direct=True,
+            )
+        )
+        await js_b.add_consumer(
+            inbox_stream,
+            ConsumerConfig(durable_name="raw-b", filter_subject=inbox_subject, ack_policy=AckPolicy.EXPLICIT),
+        )
+        request = json.dumps({"batch": 10, "no_wait": True}).encode()
+
+        async def pull(body: bytes, batch: int) -> list[Any]:
+            inbox = nc_b.new_inbox()
+            sub = await nc_b.subscribe(inbox)
+            await nc_b.publish(f"$JS.API.CONSUMER.MSG.NEXT.{inbox_stream}.raw-b", body, reply=inbox)
+            got = []
+            while len(got) < batch:
+                msg = await sub.next_msg(timeout=5)
+                if msg.headers and msg.headers.get("Status"):
+                    break
+                got.append(msg)
+            await sub.unsubscribe()
+            return got
+
+        async def dm_round() -> None:
+            await js_a.publish(inbox_subject, b'{"body":"bench"}', stream=inbox_stream)
+            got = await pull(request, 10)
+            if not got:  # the same catch-up as Warp: the consumer had not seen the message yet
+                await js_b.stream_info(inbox_stream, subjects_filter=inbox_subject)
+                got = await pull(json.dumps({"batch": 1, "expires": 100_000_000}).encode(), 1)
+            await asyncio.gather(*(nc_b.request(m.reply, b"+ACK", timeout=5) for m in got))
+            assert len(got) == 1, [(m.data, m.headers) for m in got]
+
+        samples = await time_async(dm_round, n)
+        results.append(summarize("raw: inbox publish -> pull + ack", samples))
+
+        raw_names = ProjectNames(f"{project}-raw")
+        qa, qb = WorkQueue(nc_a, raw_names), WorkQueue(nc_b, raw_names)
+        claimant = Claimant(agent_id=B_ID, agent_type="generic", capabilities=("code",))
+        samples = []
+        raw_missed = 0
+        for i in range(n + 5):
+            start = time.perf_counter()
+            item = await qa.submit(WorkSubmission(task_id="t", description="bench", capability="code"))
+            got = await qb.claim(claimant)
+            while got is None:  # shared.work's no-wait pull can miss a just-queued item
+                raw_missed += 1
+                got = await qb.claim(claimant)
+            elapsed = (time.perf_counter() - start) * 1000
+            assert got.id == item.id
+            await qb.complete(item.id, B_ID)
+            if i >= 5:
+                samples.append(elapsed)
+        results.append(
+            summarize("raw: WorkQueue submit -> claim", samples, extra={"claims_retried": raw_missed})
+        )
+    finally:
+        await nc_a.close()
+        await nc_b.close()
+    return results
+
+
+async def _bench_cold_start(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    env = _env(ctx, project, "c3" * 16, "bench-cold")
+    errlog = (ctx.scratch / "warp-cold.stderr").open("w")
+    samples: list[float] = []
+    for _ in range(n):
+        params = StdioServerParameters(command=WARP, env=env, cwd=env["LOOM_PROJECT_PATH"])
+        start = time.perf_counter()
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            samples.append((time.perf_counter() - start) * 1000)
+    errlog.close()
+    floor: list[float] = []
+    for _ in range(max(3, n // 2)):
+        start = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import mcp.server.mcpserver")
+        assert await proc.wait() == 0
+        floor.append((time.perf_counter() - start) * 1000)
+    return [
+        summarize("warp: cold start (spawn -> initialize)", samples, target="<= 1000 ms"),
+        summarize("ref: python -c 'import mcp.server.mcpserver'", floor),
+    ]
+
+
+async def run(ctx: BenchContext) -> list[BenchResult]:
+    project = f"bench-warp-{uuid.uuid4().hex[:8]}"
+    n = ctx.iterations(300, quick=20)
+    results = await _bench_raw(ctx, project, n)
+    results += await _bench_mcp(ctx, project, n)
+    results += await _bench_cold_start(ctx, project, ctx.iterations(15, quick=3))
+    return results
