@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from warp.runtime import WarpRuntime
+    from warp.services import Services
 
 SIGNAL_GRACE_S = 2.0
 EXIT_USAGE = 2
@@ -96,18 +97,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> str | None:
-    """Pattern's tools in this server, sharing its NATS connection and identity."""
+    """Pattern's memory tools in this server, on Warp's NATS connection and identity."""
     try:
-        from pattern import mount as pattern_mount  # type: ignore[attr-defined]
-    except ImportError:
-        return (
-            "--with-memory: Pattern's memory tools are not available in this installation "
-            "(pattern.mount.register_pattern_tools is missing); run `pattern` as its own MCP server instead"
-        )
-    register = getattr(pattern_mount, "register_pattern_tools", None)
-    if register is None:
-        return "--with-memory: pattern.mount has no register_pattern_tools"
-    register(server, rt)
+        from pattern.config import PatternConfig, PatternConfigError
+        from pattern.runtime import PatternRuntime
+        from pattern.tools import register_pattern_tools
+    except ImportError as exc:
+        return f"--with-memory: Pattern is not available in this installation ({exc})"
+    try:
+        config = PatternConfig.from_env()
+    except PatternConfigError as exc:
+        return str(exc)
+    memory = PatternRuntime(rt.base_identity, config)
+    register_pattern_tools(server, memory.get_service, health=memory.health)
+
+    def start(svc: Services) -> None:
+        memory.identity = svc.identity  # the instance id Warp settled on
+        memory.use_connection(svc.nc)
+
+    rt.on_ready.append(start)
+    rt.on_stop.append(memory.close)
     return None
 
 

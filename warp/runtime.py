@@ -18,7 +18,7 @@ import contextlib
 import importlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from shared.identity import Identity
@@ -66,6 +66,10 @@ class WarpRuntime:
         self.drain_deadline: float | None = None
         self.on_exit: Callable[[], None] | None = None
         """Called once the agent is marked offline after a shutdown request or SIGTERM."""
+        self.on_ready: list[Callable[[Services], None]] = []
+        """Called once, when the connection and identity are settled (e.g. to start Pattern on it)."""
+        self.on_stop: list[Callable[[], Awaitable[None]]] = []
+        """Awaited while stopping, before the NATS connection closes."""
         self._svc: Services | None = None
         self._built: Services | None = None
         self._cancelled: CancelledWork | None = None
@@ -151,6 +155,11 @@ class WarpRuntime:
         self._svc = svc
         self.state = "ready"
         self.last_error = None
+        for hook in self.on_ready:
+            try:
+                hook(svc)
+            except Exception:
+                log.exception("a start-up hook failed")
         self._ready.set()
         log.info(
             "Warp ready: project %s, agent %s (instance %d), NATS %s",
@@ -320,6 +329,11 @@ class WarpRuntime:
                     await asyncio.wait_for(svc.lock.release(), _STOP_STEP_S)
                 except Exception as exc:
                     log.warning("releasing the instance id while stopping (%s): %s", reason, exc)
+            for stop_hook in self.on_stop:
+                try:
+                    await asyncio.wait_for(stop_hook(), _STOP_STEP_S)
+                except Exception as exc:
+                    log.warning("while stopping (%s): %s", reason, exc)
             if self._control is not None:
                 await self._control.stop()
             if self._nc is not None:

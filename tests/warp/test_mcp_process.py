@@ -132,3 +132,20 @@ async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: Nat
             proc.kill()
             await proc.wait()
         log.close()
+
+
+async def test_with_memory_serves_pattern_tools_on_the_same_connection(
+    warp_env: dict[str, str], tmp_path: Path
+) -> None:
+    async with spawn_warp({**warp_env, "LOOM_AGENT_ID": A_ID}, tmp_path, args=("--with-memory",)) as w:
+        names = {t.name for t in (await w.session.list_tools()).tools}
+        assert len(names) == 23 + 14
+        assert {"warp_channels_send", "pattern_remember", "pattern_recall_context"} <= names
+        saved = await w.ready_ok("pattern_remember", {"content": "warp and pattern share a process"})
+        recalled = await w.ready_ok("pattern_recall_context", {})
+        assert saved["memory"]["id"] in [m["id"] for m in recalled["memories"]]
+        health = await w.ok("pattern_health", {})
+        assert health["identity"]["agent_id"] == A_ID
+        assert "bogus" in await w.err("warp_handle_get", {"bogus": 1})
+        assert "NATS connected" in w.stderr() and w.stderr().count("NATS connected") == 1  # one connection
+    stdout_frames_only(w.stdout_lines)

@@ -63,7 +63,7 @@ class WarpProc:
         return text
 
     async def ready_ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Like :meth:`ok`, retrying while Warp says NATS is not reachable yet."""
+        """Like :meth:`ok`, retrying while the server says NATS (or the service on it) is not ready."""
         with anyio.fail_after(30):
             while True:
                 res = await self.call(name, arguments)
@@ -71,7 +71,7 @@ class WarpProc:
                     assert res.structured_content is not None
                     return dict(res.structured_content)
                 text = " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
-                assert "NATS" in text, text
+                assert "NATS" in text or "try again shortly" in text, text
                 await anyio.sleep(0.2)
 
     def kill9(self) -> None:
