@@ -14,7 +14,7 @@ from scenario_harness.agents import (
 )
 from scenario_harness.fabric import Fabric, agents_in, drain, eventually, new_project_id
 from scenario_harness.mcp_process import McpProcess, ToolCallError, text_of
-from scenario_harness.shuttle_cli import ShuttleResult, run_shuttle
+from scenario_harness.shuttle_cli import ProcessResult, ShuttleResult, run_command, run_shuttle
 from scenario_harness.weft_server import RunningWeft, run_weft
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Fabric",
     "McpProcess",
     "PatternSession",
+    "ProcessResult",
     "RunningWeft",
     "ShuttleResult",
     "ToolCallError",
@@ -33,6 +34,7 @@ __all__ = [
     "new_project_id",
     "new_user_id",
     "pattern_session",
+    "run_command",
     "run_shuttle",
     "run_weft",
     "text_of",
