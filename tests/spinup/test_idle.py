@@ -1,0 +1,211 @@
+"""Idle shutdown, driven tick by tick (no background loop) so "not yet" is deterministic."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from shared.models import AgentEntry, ControlRequest, SpinupState, Target, WorkSubmission, utcnow
+from shared.names import ProjectNames
+from shared.registry import Registry
+from shared.server import EmbeddedNatsServer
+from shared.work import Claimant, WorkQueue
+from tests.spinup.conftest import eventually, published_events
+from tests.spinup.stubs import Seen, StubServer
+from weft.spinup.manager import SpinupManager
+from weft.spinup.service import SpinupEngine
+from weft.spinup.settings import SpinupSettings
+from weft.spinup.store import SpinupRecord
+
+MakeTarget = Callable[..., Awaitable[Target]]
+LONG_AGO = timedelta(hours=1)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[StubServer]:
+    def accept(_: Seen) -> tuple[int, Any]:
+        return 200, {"id": "remote-1"}
+
+    server = await StubServer(accept).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def engine(nc: NatsClient, nats_server: EmbeddedNatsServer) -> AsyncIterator[SpinupEngine]:
+    """An engine that only moves when the test calls ``tick``."""
+    settings = SpinupSettings(shutdown_grace_s=0.2, health_checks=False, register_timeout_s=60)
+    made = SpinupEngine(nc, agent_nats_url=nats_server.url, settings=settings, discover=False)
+    yield made
+    for project in made.project_ids:
+        await (await made.manager(project)).drain(10)
+    await made.stop()
+
+
+class Fleet:
+    """A target whose agents the test plays: started through the webhook, registered by hand."""
+
+    def __init__(self, engine: SpinupEngine, nc: NatsClient, project_id: str, target: Target) -> None:
+        self.engine = engine
+        self.nc = nc
+        self.project_id = project_id
+        self.target = target
+        self.registry = Registry(nc.jetstream(), ProjectNames(project_id))
+
+    async def manager(self) -> SpinupManager:
+        return await self.engine.manager(self.project_id)
+
+    async def registered_agent(self, **entry: Any) -> tuple[SpinupRecord, AgentEntry]:
+        op = await (await self.manager()).spin_up(self.target.id)
+        await (await self.manager()).drain(10)
+        agent = AgentEntry(
+            agent_id=op.agent_id,
+            handle=f"played-{op.agent_id[:6]}",
+            project_id=self.project_id,
+            user_id="0" * 16,
+            capabilities=["code"],
+            spinup_id=op.id,
+            target_id=self.target.id,
+            heartbeat_interval_s=60,
+            registered_at=utcnow() - LONG_AGO,
+            last_activity=utcnow() - LONG_AGO,
+            **entry,
+        )
+        await self.registry.put(agent)
+        linked = await (await self.manager()).link(agent)
+        assert linked is not None and linked.state is SpinupState.REGISTERED
+        return await self.record(op.id), agent
+
+    async def record(self, spinup_id: str) -> SpinupRecord:
+        return await (await self.manager()).store.get(spinup_id)
+
+    async def tick(self) -> None:
+        await self.engine.tick(self.project_id, health=False)
+        await (await self.manager()).drain(10)
+
+
+@pytest.fixture
+async def fleet(
+    engine: SpinupEngine, make_target: MakeTarget, receiver: StubServer, nc: NatsClient, project_id: str
+) -> Fleet:
+    target = await make_target(
+        name="played",
+        mechanism="webhook",
+        config={"url": f"{receiver.url}/start", "stop_url": f"{receiver.url}/stop"},
+        idle_timeout_s=0.2,
+        max_concurrent=10,
+    )
+    return Fleet(engine, nc, project_id, target)
+
+
+async def test_an_agent_holding_work_is_never_asked_to_stop(
+    fleet: Fleet, nc: NatsClient, names: ProjectNames
+) -> None:
+    record, agent = await fleet.registered_agent()
+    work = WorkQueue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="long", description="d", capability="code"))
+    claimed = await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",)))
+    assert claimed is not None and claimed.id == item.id
+    for _ in range(3):
+        await fleet.tick()
+    assert (
+        await fleet.record(record.op.id)
+    ).op.state is SpinupState.REGISTERED  # held work, though idle long
+
+    busy_record, _ = await fleet.registered_agent(current_tasks=1)
+    await fleet.tick()
+    assert (await fleet.record(busy_record.op.id)).op.state is SpinupState.REGISTERED  # task count says busy
+
+    await work.complete(item.id, agent.agent_id, "ok")
+    requests: list[ControlRequest] = []
+
+    async def heard(msg: Any) -> None:
+        requests.append(ControlRequest.model_validate_json(msg.data))
+
+    await nc.subscribe(names.control_subject(agent.agent_id), cb=heard)
+    await nc.flush()
+
+    async def asked() -> SpinupRecord | None:
+        await fleet.tick()
+        current = await fleet.record(record.op.id)
+        return current if current.shutdown_requested_at else None
+
+    stopping = await eventually(asked, what="the idle timeout after the work finished")
+    assert stopping.op.state is SpinupState.STOPPING and "idle for" in (stopping.shutdown_reason or "")
+    await eventually(lambda: _truthy(requests), what="the shutdown request on the control subject")
+    assert requests[0].action == "shutdown" and requests[0].requested_by == "weft"
+    assert requests[0].grace_s == 0.2
+
+
+async def _truthy(value: Any) -> Any:
+    return value
+
+
+async def test_shutdown_waits_for_work_claimed_after_the_request_then_stops_the_agent(
+    fleet: Fleet, receiver: StubServer, nc: NatsClient, names: ProjectNames
+) -> None:
+    record, agent = await fleet.registered_agent()
+
+    async def asked() -> SpinupRecord | None:
+        await fleet.tick()
+        current = await fleet.record(record.op.id)
+        return current if current.shutdown_requested_at else None
+
+    await eventually(asked, what="the shutdown request")
+    work = WorkQueue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="late", description="d", capability="code"))
+    assert await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",))) is not None
+    await asyncio.sleep(0.3)  # the grace period passes while it holds work
+    await fleet.tick()
+    still = await fleet.record(record.op.id)
+    assert still.op.state is SpinupState.STOPPING and still.stop_started_at is None
+    assert receiver.calls("POST", "/stop") == []
+
+    await work.complete(item.id, agent.agent_id, "done")
+
+    async def stopped() -> SpinupRecord | None:
+        await fleet.tick()
+        now = await fleet.record(record.op.id)
+        return now if now.op.state is SpinupState.STOPPED else None
+
+    final = await eventually(stopped, what="the stop once the work is done")
+    assert "still running" in (final.shutdown_reason or "") or "idle" in (final.shutdown_reason or "")
+    assert len(receiver.calls("POST", "/stop")) == 1
+    assert final.stop_note == "stop webhook answered 200"
+
+
+async def test_idle_timeout_zero_means_never(
+    fleet: Fleet, make_target: MakeTarget, receiver: StubServer
+) -> None:
+    fleet.target = await make_target(
+        name="forever", mechanism="webhook", config={"url": f"{receiver.url}/start"}, idle_timeout_s=0
+    )
+    record, _ = await fleet.registered_agent()
+    for _ in range(3):
+        await fleet.tick()
+    assert (await fleet.record(record.op.id)).op.state is SpinupState.REGISTERED
+
+
+async def test_an_agent_that_went_offline_is_cleaned_up_through_its_mechanism(
+    fleet: Fleet, receiver: StubServer, nc: NatsClient, names: ProjectNames
+) -> None:
+    record, agent = await fleet.registered_agent()
+
+    def crashed(entry: AgentEntry) -> AgentEntry:
+        entry.last_heartbeat = utcnow() - LONG_AGO  # heartbeats stopped; it never said goodbye
+        return entry
+
+    await fleet.registry.update(agent.agent_id, crashed)
+    await fleet.tick()
+    final = await fleet.record(record.op.id)
+    assert final.op.state is SpinupState.STOPPED and final.shutdown_reason == "the agent went offline"
+    assert len(receiver.calls("POST", "/stop")) == 1
+    actions = [e.action for e in await published_events(nc, names, "spinup") if e.subject_id == record.op.id]
+    assert actions[-2:] == ["stopping", "stopped"]
