@@ -49,7 +49,7 @@ def _env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dict[st
         "LOOM_PROJECT_PATH": str(proj),
         "LOOM_AGENT_ID": agent_id,
         "LOOM_HANDLE": handle,
-        "LOOM_CAPABILITIES": "code",
+        "LOOM_CAPABILITIES": "code,rpc",
         "LOOM_AUTO_REGISTER": "1",
         "LOOM_MAX_CONCURRENT_TASKS": "1000",
         "LOOM_LOG_LEVEL": "WARNING",
@@ -157,6 +157,132 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
             )
         )
     errlog.close()
+    return results
+
+
+class _RawRpc:
+    """A bare JSON-RPC client over the process's stdio: what Warp itself costs, without the
+    SDK client's per-call work (it re-validates every structured result with jsonschema)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._id = 0
+
+    @classmethod
+    async def start(cls, env: dict[str, str], errlog: Any) -> _RawRpc:
+        proc = await asyncio.create_subprocess_exec(
+            WARP,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=errlog,
+            env=env,
+            cwd=env["LOOM_PROJECT_PATH"],
+            limit=16 * 1024 * 1024,
+        )
+        rpc = cls(proc)
+        await rpc.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        )
+        await rpc._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return rpc
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._id += 1
+        await self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        while True:
+            reply = json.loads(await self.proc.stdout.readline())
+            if reply.get("id") == self._id:
+                return dict(reply["result"])
+
+    async def tool(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = await self.request("tools/call", {"name": name, "arguments": args or {}})
+        if result.get("isError"):
+            raise RuntimeError(f"{name}: {result['content'][0]['text']}")
+        return dict(result["structuredContent"])
+
+    async def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.wait()
+
+
+async def _bench_rpc(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
+    errlog = (ctx.scratch / "warp-rpc.stderr").open("w")
+    a = await _RawRpc.start(_env(ctx, project, "a3" * 16, "rpc-a"), errlog)
+    b_id = "b4" * 16
+    b = await _RawRpc.start(_env(ctx, project, b_id, "rpc-b"), errlog)
+    results: list[BenchResult] = []
+    try:
+        for rpc in (a, b):
+            for _ in range(200):
+                res = await rpc.request("tools/call", {"name": "warp_registry_get_info", "arguments": {}})
+                if not res.get("isError"):
+                    break
+                await asyncio.sleep(0.05)
+        cursor = {"value": (await b.tool("warp_channels_read", {"channel": "errors"}))["next_cursor"]}
+
+        async def channel_round() -> None:
+            sent = await a.tool("warp_channels_send", {"channel": "errors", "message": "bench"})
+            page = await b.tool("warp_channels_read", {"channel": "errors", "cursor": cursor["value"]})
+            assert [m["seq"] for m in page["messages"]] == [sent["seq"]], page
+            cursor["value"] = page["next_cursor"]
+
+        async def dm_round() -> None:
+            await a.tool("warp_messages_send_direct", {"recipient_id": b_id, "message": "bench"})
+            page = await b.tool("warp_messages_read_direct", {"limit": 10})
+            assert len(page["messages"]) == 1, page
+
+        retried: list[str] = []
+
+        rows = [
+            (
+                "warp: channel send -> visible (raw JSON-RPC)",
+                channel_round,
+                "raw: channel publish -> direct get",
+            ),
+            ("warp: DM send -> read (raw JSON-RPC)", dm_round, "raw: inbox publish -> pull + ack"),
+        ]
+        for name, op, baseline in rows:
+            samples = await time_async(op, n)
+            results.append(summarize(name, samples, baseline=baseline, target=TARGET_MSG))
+        samples = []
+        for i in range(n + 5):
+            start = time.perf_counter()
+            item = (await a.tool("warp_work_broadcast", {"description": "bench", "capability": "rpc"}))[
+                "item"
+            ]
+            got = await b.tool("warp_work_claim", {"capability": "rpc"})
+            while not got["claimed"]:
+                retried.append(item["id"])
+                got = await b.tool("warp_work_claim", {"capability": "rpc"})
+            elapsed = (time.perf_counter() - start) * 1000
+            await b.tool("warp_work_complete", {"work_id": got["item"]["id"]})
+            if i >= 5:
+                samples.append(elapsed)
+        results.append(
+            summarize(
+                "warp: broadcast -> claim (raw JSON-RPC)",
+                samples,
+                baseline="raw: WorkQueue submit -> claim",
+                target=TARGET_MSG,
+                extra={"claims_retried": len(retried)},
+            )
+        )
+    finally:
+        await a.close()
+        await b.close()
+        errlog.close()
     return results
 
 
@@ -290,5 +416,6 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     n = ctx.iterations(300, quick=20)
     results = await _bench_raw(ctx, project, n)
     results += await _bench_mcp(ctx, project, n)
+    results += await _bench_rpc(ctx, project, n)
     results += await _bench_cold_start(ctx, project, ctx.iterations(15, quick=3))
     return results
