@@ -314,14 +314,15 @@ async def workers(agents: dict[str, WarpAgent], **options: Any) -> AsyncIterator
                 raise task.exception()  # type: ignore[misc]
 
 
-async def until(
-    probe: Callable[[], Awaitable[Any]], *, timeout: float, what: str, interval: float = 0.1
-) -> float:
-    """Poll ``probe`` until truthy; returns the seconds it took (for recovery figures)."""
+async def until(probe: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1) -> float:
+    """Poll ``probe`` (sync or async) until truthy; returns the seconds it took (recovery figures)."""
     started = now()
     while True:
-        with contextlib.suppress(httpx.HTTPError, ToolCallError):
-            if await probe():
+        with contextlib.suppress(httpx.HTTPError, ToolCallError, OSError):
+            value = probe()
+            if inspect.isawaitable(value):
+                value = await value
+            if value:
                 return now() - started
         if now() - started > timeout:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
