@@ -65,6 +65,7 @@ class HealthMonitor:
 
     async def check(self, target: Target) -> HealthReport:
         """Probe now, record the verdict on the target and publish events."""
+        await self.manager.ensure()
         async with self._limit:
             result = await self.probe(target)
         health = TargetHealth.HEALTHY if result.ok else TargetHealth.UNHEALTHY

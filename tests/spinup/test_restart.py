@@ -1,0 +1,89 @@
+"""Nothing lives only in a Weft's memory: another replica (or a restarted Weft) picks up
+every operation from KV and carries it on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from shared.models import SpinupState, Target
+from tests.spinup.conftest import EngineFactory, eventually, register_agent
+from tests.spinup.stubs import Seen, StubServer
+
+MakeTarget = Callable[..., Awaitable[Target]]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[StubServer]:
+    def accept(_: Seen) -> tuple[int, Any]:
+        return 200, {"id": "remote-9"}
+
+    server = await StubServer(accept).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def hook(receiver: StubServer) -> dict[str, Any]:
+    return {"url": f"{receiver.url}/start", "stop_url": f"{receiver.url}/stop"}
+
+
+async def test_a_new_replica_links_the_agent_and_shuts_it_down_when_idle(
+    engine_factory: EngineFactory,
+    make_target: MakeTarget,
+    receiver: StubServer,
+    nc: NatsClient,
+    project_id: str,
+) -> None:
+    first = await engine_factory()
+    target = await make_target(name="hooked", mechanism="webhook", config=hook(receiver), idle_timeout_s=0.3)
+    op = await first.spin_up(project_id, target.id)
+    manager = await first.manager(project_id)
+    await manager.drain(10)
+    assert (await manager.store.get(op.id)).op.state is SpinupState.RUNNING
+    await first.stop()  # this Weft goes away before the agent registers
+
+    second = await engine_factory(shutdown_grace_s=0.2)
+    await register_agent(
+        nc, project_id, op.agent_id, spinup_id=op.id, target_id=target.id, capabilities=["code"]
+    )
+    other = await second.manager(project_id)
+
+    async def state(wanted: SpinupState) -> Any:
+        record = await other.store.get(op.id)
+        return record if record.op.state is wanted else None
+
+    await eventually(lambda: state(SpinupState.REGISTERED), what="the new replica to link the agent")
+    final = await eventually(lambda: state(SpinupState.STOPPED), what="the new replica's idle shutdown")
+    assert final.stop_note == "stop webhook answered 200"
+    assert len(receiver.calls("POST", "/stop")) == 1
+    assert (await other.store.slot(target.id)).live == []
+
+
+async def test_a_start_abandoned_by_a_crashed_replica_times_out_and_is_stopped_by_another(
+    engine_factory: EngineFactory, make_target: MakeTarget, receiver: StubServer, project_id: str
+) -> None:
+    first = await engine_factory(register_timeout_s=0.5)
+    target = await make_target(name="hooked", mechanism="webhook", config=hook(receiver))
+    op = await first.spin_up(project_id, target.id)
+    await (await first.manager(project_id)).drain(10)
+    await first.stop()
+
+    second = await engine_factory()
+    other = await second.manager(project_id)
+
+    async def cleaned() -> Any:
+        record = await other.store.get(op.id)
+        return record if record.op.state is SpinupState.TIMED_OUT and record.stop_done_at else None
+
+    record = await eventually(cleaned, what="the time-out and clean-up by the other replica")
+    assert record.op.error == "the agent did not register within 0.5s"
+    assert len(receiver.calls("POST", "/stop")) == 1
+    slot = await other.store.slot(target.id)
+    assert slot.live == [] and slot.in_flight is None
+    again = await other.spin_up(target.id)  # the target is free again
+    assert again.id != op.id
