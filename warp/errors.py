@@ -37,13 +37,21 @@ class Unavailable(WarpError):
 
 def describe(exc: BaseException, *, nats_url: str = "NATS") -> str | None:
     """The agent-facing text for an anticipated exception, or None for a real bug."""
+    from pydantic import ValidationError
+
     from shared.names import InvalidNameError
     from shared.paging import CursorError
+    from warp.config import ConfigError
 
     if isinstance(exc, WarpError):
         return exc.message
-    if isinstance(exc, InvalidNameError | CursorError):
+    if isinstance(exc, InvalidNameError | CursorError | ConfigError):
         return str(exc)
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+            for err in exc.errors(include_url=False)
+        )
     try:
         from shared.registry import RegistryError
         from shared.work import WorkError

@@ -319,7 +319,11 @@ class WarpRuntime:
                 if task is not current and not task.done() and task.get_name() != "warp-drain":
                     task.cancel()
             svc = self._built
-            if svc is not None:
+            connected = self._nc is not None and self._nc.is_connected
+            if svc is not None and not connected:
+                svc.presence.stop_heartbeat()
+                log.warning("NATS is unreachable: not marking offline (the entry goes stale instead)")
+            elif svc is not None:
                 svc.presence.stop_heartbeat()
                 try:
                     await asyncio.wait_for(svc.presence.deregister(reason), _STOP_STEP_S)
