@@ -10,7 +10,7 @@ reading whenever it decides to.
 Like the SDK, the real descriptors are taken over first: fd 0 then reads
 ``/dev/null`` and fd 1 points at stderr, so nothing printed by accident (or by
 a library) can corrupt the MCP stream. If the pipes cannot be set up (stdin is
-a regular file, say), the SDK's own transport is used.
+a terminal or a regular file, say), the SDK's own transport is used.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -68,7 +69,22 @@ class StdioPipes:
         self.reader.feed_eof()
 
 
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 async def open_pipes() -> StdioPipes:
+    """Take over fds 0 and 1 when both are pipes (what MCP clients give a server).
+
+    A terminal or a file is left to the SDK's transport: switching a terminal
+    shared with the shell to non-blocking mode would upset the shell.
+    """
+    if not (_is_pipe(0) and _is_pipe(1)):
+        raise ValueError("stdin/stdout are not both pipes")
     loop = asyncio.get_running_loop()
     in_fd, out_fd = os.dup(0), os.dup(1)
     try:
