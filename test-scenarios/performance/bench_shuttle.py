@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from benchlib import BenchContext, BenchResult, summarize
 
@@ -92,14 +91,17 @@ def _timed(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
-def _series(name: str, argv: list[str], env: dict[str, str], n: int, **kwargs: Any) -> BenchResult:
-    """The first run (coldest we can get) as ``value``, then ``n`` more for percentiles."""
-    first = _timed(argv, env)
-    samples = [_timed(argv, env) for _ in range(n)]
-    result = summarize(name, samples, **kwargs)
-    result.value = first
-    result.extra["first_run_ms"] = round(first, 1)
-    return result
+def _interleaved(
+    cases: dict[str, list[str]], env: dict[str, str], n: int
+) -> dict[str, tuple[float, list[float]]]:
+    """Each case's first run (the coldest we can get), then ``n`` rounds that run every case
+    once in turn, so a baseline and the command it is compared with share the machine's load."""
+    first = {name: _timed(argv, env) for name, argv in cases.items()}
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(n):
+        for name, argv in cases.items():
+            samples[name].append(_timed(argv, env))
+    return {name: (first[name], samples[name]) for name in cases}
 
 
 _IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
@@ -131,10 +133,11 @@ def _run(ctx: BenchContext) -> list[BenchResult]:
     with weft_running(ctx.nats_url) as url:
         env = _env(url, project)
         fill = {"token": TOKEN, "project": project, "url": url}
-        results.append(_series("shuttle baseline: python -c pass", [sys.executable, "-c", "pass"], env, n))
-        for name, script in (("fleet calls", RAW_FLEET), ("submit", RAW_SUBMIT)):
-            argv = [sys.executable, "-c", script % fill]
-            results.append(_series(f"shuttle baseline: raw httpx {name}", argv, env, n))
+        baselines = {
+            "shuttle baseline: python -c pass": [sys.executable, "-c", "pass"],
+            "shuttle baseline: raw httpx fleet calls": [sys.executable, "-c", RAW_FLEET % fill],
+            "shuttle baseline: raw httpx submit": [sys.executable, "-c", RAW_SUBMIT % fill],
+        }
         commands = {
             "shuttle --help": ([SHUTTLE, "--help"], "shuttle baseline: python -c pass"),
             "shuttle fleet --json": ([SHUTTLE, "fleet", "--json"], "shuttle baseline: raw httpx fleet calls"),
@@ -143,8 +146,14 @@ def _run(ctx: BenchContext) -> list[BenchResult]:
                 "shuttle baseline: raw httpx submit",
             ),
         }
+        timings = _interleaved({**baselines, **{k: argv for k, (argv, _) in commands.items()}}, env, n)
+        for name in baselines:
+            first, samples = timings[name]
+            results.append(summarize(name, samples, value=first))
         for name, (argv, baseline) in commands.items():
-            result = _series(name, argv, env, n, target=TARGET, baseline=baseline)
+            first, samples = timings[name]
+            result = summarize(name, samples, value=first, target=TARGET, baseline=baseline)
+            result.extra["first_run_ms"] = round(first, 1)
             result.extra["imports"] = import_profile(argv, env)
             results.append(result)
         profile = import_profile([SHUTTLE, "config", "path"], env)
