@@ -180,8 +180,7 @@ class InboxService:
         microseconds (the consumer learns of it asynchronously). When the pull came
         back empty but the stream holds messages for this agent, pull once more,
         letting the server wait briefly for them."""
-        info = await self._js.stream_info(stream, subjects_filter=subject)
-        stored = int((info.state.subjects or {}).get(subject, 0))
+        stored = await self._stored(subject)
         if stored == 0:
             return []
         return await consumer_next(
@@ -228,6 +227,10 @@ class InboxService:
         await ack_all(self._nc, keep_msgs, b"+ACK", timeout=self._timeout)
         await ack_all(self._nc, junk, b"+TERM", timeout=self._timeout)
         await ack_all(self._nc, hand_back, b"-NAK", timeout=self._timeout)
+        if plain and len(keep) >= limit and not more:
+            # num_pending counts only never-delivered messages; ones handed back by an
+            # earlier filtered read are waiting too. The stream knows (acked ones are gone).
+            more = await self._stored(subject) > 0
         keep.sort(key=lambda m: m.seq)
         last = keep[-1].seq if keep else after
         next_cursor = _encode(wanted, last, peek=False) if more else None
@@ -270,7 +273,9 @@ class InboxService:
     async def waiting(self, agent_id: str) -> int:
         """Messages in the agent's inbox not yet acknowledged (one stream-info call)."""
         await self.ensure_stream()
-        subject = self.names.inbox_subject(agent_id)
+        return await self._stored(self.names.inbox_subject(agent_id))
+
+    async def _stored(self, subject: str) -> int:
         info = await self._js.stream_info(self.names.inbox_stream, subjects_filter=subject)
         return int((info.state.subjects or {}).get(subject, 0))
 

@@ -161,3 +161,19 @@ async def test_a_message_is_readable_right_after_its_send_returns(nc: NatsClient
     for i in range(400):
         await dm(sender, f"n{i}")
         assert bodies(await reader.read(B)) == [f"n{i}"]
+
+
+async def test_paging_after_a_filtered_read_still_says_more_is_waiting(
+    nc: NatsClient, project_id: str
+) -> None:
+    svc = inbox(nc, project_id)
+    for n in range(3):
+        await dm(svc, f"status {n}")
+    await dm(svc, "review", kind="review")
+    review = await svc.read(B, filters=InboxFilter(message_type="review"))
+    assert bodies(review) == ["review"] and review.skipped == 3
+    page = await svc.read(B, limit=2)  # the three were handed back: redeliveries, not "pending"
+    assert bodies(page) == ["status 0", "status 1"]
+    assert page.has_more is True and page.next_cursor
+    last = await svc.read(B, limit=2, cursor=page.next_cursor)
+    assert bodies(last) == ["status 2"] and last.has_more is False and last.next_cursor is None
