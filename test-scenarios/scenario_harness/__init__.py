@@ -15,7 +15,7 @@ from scenario_harness.agents import (
 from scenario_harness.fabric import Fabric, agents_in, drain, eventually, new_project_id
 from scenario_harness.mcp_process import McpProcess, ToolCallError, text_of
 from scenario_harness.shuttle_cli import ProcessResult, ShuttleResult, run_command, run_shuttle
-from scenario_harness.weft_server import RunningWeft, run_weft
+from scenario_harness.weft_server import RunningWeft, managed_spinup, run_weft
 
 __all__ = [
     "Connection",
@@ -30,6 +30,7 @@ __all__ = [
     "agents_in",
     "drain",
     "eventually",
+    "managed_spinup",
     "new_agent_id",
     "new_project_id",
     "new_user_id",

@@ -50,6 +50,10 @@ class Fabric:
         """The same NATS, Weft and folder, acting in another project."""
         return dataclasses.replace(self, project_id=project_id)
 
+    def served_by(self, weft: RunningWeft) -> Fabric:
+        """The same project, with another Weft (one started with other settings)."""
+        return dataclasses.replace(self, weft=weft)
+
     def via(self, conn: Connection) -> Fabric:
         """The same project, reaching NATS another way (TLS, WebSocket)."""
         return dataclasses.replace(self, conn=conn)

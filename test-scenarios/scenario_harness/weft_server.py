@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -40,10 +41,11 @@ class RunningWeft:
 
 
 @contextlib.contextmanager
-def run_weft(nats: NatsSettings, **settings: Any) -> Iterator[RunningWeft]:
+def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iterator[RunningWeft]:
     """Serve Weft with ``WeftSettings(nats=nats, **settings)`` until the block ends.
 
-    Scenario defaults: a fixed default project, short sweep and stale-check intervals."""
+    Scenario defaults: a fixed default project, short sweep and stale-check intervals.
+    ``spinup``: a spin-up service for ``create_app`` (default: the one Weft ships with)."""
     from weft.app import create_app
     from weft.settings import WeftSettings
 
@@ -59,14 +61,21 @@ def run_weft(nats: NatsSettings, **settings: Any) -> Iterator[RunningWeft]:
     config = WeftSettings(nats=nats, **values)
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        uvicorn.Config(
+            create_app(config, spinup=spinup), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        )
     )
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # not the main thread
     failure: list[BaseException] = []
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def main() -> None:
+        loops.append(asyncio.get_running_loop())
+        await server.serve()
 
     def serve() -> None:
         try:
-            asyncio.run(server.serve())
+            asyncio.run(main())
         except BaseException as exc:  # reported by the start-up check below
             failure.append(exc)
 
@@ -84,5 +93,43 @@ def run_weft(nats: NatsSettings, **settings: Any) -> Iterator[RunningWeft]:
     try:
         yield RunningWeft(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", token=token)
     finally:
+        if spinup is not None and loops and thread.is_alive():
+            stopping = asyncio.run_coroutine_threadsafe(stop_spun_up_agents(spinup), loops[0])
+            with contextlib.suppress(Exception):
+                stopping.result(60)
         server.should_exit = True
         thread.join(30)
+
+
+def managed_spinup(log_dir: Path, **overrides: Any) -> Any:
+    """Weft's managed spin-up service with scenario timings (fast ticks, no health checks).
+
+    ``create_app`` installs no spin-up by default (``weft.spinup.default_service``), so a
+    scenario that needs agents spun up passes this to ``run_weft``/``weft_factory``."""
+    from weft.spinup.settings import SpinupSettings
+    from weft.spinup.weft_service import WeftSpinup
+
+    values: dict[str, Any] = {
+        "tick_s": 0.2,
+        "shutdown_grace_s": 3,
+        "health_checks": False,
+        "register_timeout_s": 60,
+        "log_dir": log_dir,
+    }
+    values.update(overrides)
+    return WeftSpinup(SpinupSettings(**values), discover=False)
+
+
+async def stop_spun_up_agents(spinup: Any) -> None:
+    """Stop every agent process a scenario's spin-ups left running (a failed scenario's leftovers)."""
+    engine = spinup.engine
+    for project_id in list(engine.project_ids):
+        manager = await engine.manager(project_id)
+        for record in await manager.store.all():
+            if record.op.handle.get("pid") and record.op.state.value not in (
+                "stopped",
+                "failed",
+                "timed-out",
+            ):
+                await manager.stop(record.op.id, "scenario cleanup")
+        await manager.drain(15)
