@@ -22,7 +22,9 @@ async def worker(agent: WarpAgent, claimed: dict[str, str]) -> list[str]:
     """Claim and complete until the queue has nothing left for this agent."""
     mine: list[str] = []
     while (item := await agent.claim()) is not None:
-        assert item["id"] not in claimed, f"{item['id']} claimed by {claimed.get(item['id'])} and {agent.handle}"
+        assert item["id"] not in claimed, (
+            f"{item['id']} claimed by {claimed.get(item['id'])} and {agent.handle}"
+        )
         claimed[item["id"]] = agent.handle
         done = await agent.call("warp_work_complete", work_id=item["id"], result={"n": item["context"]["n"]})
         assert done["item"]["status"] == "completed"
@@ -44,7 +46,9 @@ async def test_three_agents_share_a_hundred_items_exactly_once(fabric: Fabric) -
     assert len(ids) == ITEMS
 
     async with AsyncExitStack() as stack:
-        agents = await agents_in(stack, fabric, {f"worker-{n}": {"capabilities": ["build"]} for n in range(3)})
+        agents = await agents_in(
+            stack, fabric, {f"worker-{n}": {"capabilities": ["build"]} for n in range(3)}
+        )
         claimed: dict[str, str] = {}
         results = await asyncio.gather(*(worker(agent, claimed) for agent in agents.values()))
 

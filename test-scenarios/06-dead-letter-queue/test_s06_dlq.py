@@ -32,7 +32,9 @@ async def test_failing_work_is_dead_lettered_then_retried_to_completion(fabric: 
         for attempt in (1, 2, 3):
             claimed = await flaky.claim()
             assert claimed is not None and claimed["id"] == work_id and claimed["attempts"] == attempt
-            failed = await flaky.call("warp_work_fail", work_id=work_id, error=f"lock timeout (try {attempt})")
+            failed = await flaky.call(
+                "warp_work_fail", work_id=work_id, error=f"lock timeout (try {attempt})"
+            )
             expected = "dead-lettered" if attempt == 3 else "queued"
             assert failed["item"]["status"] == expected, failed["item"]
         assert await flaky.claim() is None  # nothing left to claim: it is in the DLQ
