@@ -252,13 +252,14 @@ class SpinupManager:
         refusal = await self.store.admit(target, record)
         if refusal is not None:
             return refusal
-        await self._event("requested", record, target=target.name, work_id=work_id)
+        # the decision ends here: announcing it and starting happen in the background
         self._spawn(self._start(target, record), f"spinup-start-{op.id}")
         return record
 
     # -- starting ------------------------------------------------------------------------
     async def _start(self, target: Target, record: SpinupRecord) -> None:
         op_id = record.op.id
+        await self._event("requested", record, target=target.name, work_id=record.op.work_id)
         try:
             mechanism = self.mechanism_of(target)
             config = self.config_of(target)
