@@ -132,6 +132,14 @@ def config_path(flag: str | None = None, env: Mapping[str, str] | None = None) -
     return default_path()
 
 
+def is_foreign_table(raw: Any) -> bool:
+    """Tables in the shared user file belong to other parts (Warp's ``[channels]``);
+    Shuttle's own settings are top-level values, so only those are checked."""
+    return isinstance(raw, dict) or (
+        isinstance(raw, list) and bool(raw) and all(isinstance(v, dict) for v in raw)
+    )
+
+
 def read_file(path: Path) -> dict[str, Any]:
     """The file's raw key/value pairs (empty when it does not exist)."""
     try:
@@ -158,32 +166,17 @@ def _kind(path: Path) -> str:
     return "JSON" if path.suffix == ".json" else "TOML"
 
 
-def _toml_string(value: str) -> str:
-    body = json.dumps(value, ensure_ascii=False)[1:-1].replace("\x7f", "\\u007f")
-    return f'"{body}"'
-
-
-def dump_toml(data: Mapping[str, Any]) -> str:
-    """A flat TOML document of strings and numbers (all Shuttle writes)."""
-    lines = ["# Shuttle settings (see `shuttle config list`)"]
-    for key, value in data.items():
-        if not re.fullmatch(r"[A-Za-z0-9_-]+", key):
-            raise UsageError(f"config: key {key!r} cannot be written")
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, int | float):
-            text = repr(value)
-        elif isinstance(value, str):
-            text = _toml_string(value)
-        else:
-            raise UsageError(f"config: {key} holds a value Shuttle cannot write ({type(value).__name__})")
-        lines.append(f"{key} = {text}")
-    return "\n".join(lines) + "\n"
-
-
 def write_file(path: Path, data: Mapping[str, Any]) -> None:
     """Write atomically, private to the user (the file may hold a token)."""
-    text = json.dumps(dict(data), indent=2) + "\n" if path.suffix == ".json" else dump_toml(data)
+    from shuttle import tomlwrite
+
+    try:
+        if path.suffix == ".json":
+            text = json.dumps(dict(data), indent=2, ensure_ascii=False, default=str) + "\n"
+        else:
+            text = tomlwrite.dumps(data, "Loom user settings (Shuttle's keys: see `shuttle config list`)")
+    except TypeError as exc:
+        raise UsageError(f"config file {path}: cannot be written back ({exc})") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
@@ -233,8 +226,8 @@ def resolve(
     flags = flags or {}
     path = config_path(config_flag, env)
     file_data = read_file(path)
-    for key in file_data:
-        if key not in KEYS:
+    for key, raw in file_data.items():
+        if key not in KEYS and not is_foreign_table(raw):
             raise UsageError(f"config file {path}: unknown key {key!r} (known: {', '.join(KEYS)})")
     settings = Settings(path=path)
     for key, spec in KEYS.items():

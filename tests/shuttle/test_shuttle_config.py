@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import stat
 import tomllib
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 from shuttle_helpers import run, run_process
 
-from shuttle.config import DEFAULT_API_URL, dump_toml, read_file, resolve
+from shuttle.config import DEFAULT_API_URL, read_file, resolve
 from shuttle.errors import UsageError
+from shuttle.tomlwrite import dumps
 
 
 def write(path: Path, text: str) -> Path:
@@ -112,9 +114,54 @@ def test_bad_file_errors(clean_env: Path) -> None:
         resolve({}, env={})
 
 
-def test_toml_writer_round_trips_awkward_strings(tmp_path: Path) -> None:
-    data = {"api_token": 'q"uo\\te\t\x7fé😀', "timeout": 2.5, "api_url": "http://h:1"}
-    assert tomllib.loads(dump_toml(data)) == data
+def test_toml_writer_round_trips_what_tomllib_reads() -> None:
+    data = {
+        "api_token": 'q"uo\\te\t\x7fé😀',
+        "timeout": 2.5,
+        "big": 10**12,
+        "flags": [True, False],
+        "when": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "day": date(2026, 1, 2),
+        "mixed": [1, "two", {"three": 3}],
+        "channels": {
+            "standup": {"description": "Daily notes", "max_messages": 50},
+            "odd key.with dots": {"x": float("inf")},
+        },
+        "servers": [{"name": "a", "tags": ["x"]}, {"name": "b", "meta": {"k": "v"}}],
+    }
+    assert tomllib.loads(dumps(data, "header")) == data
+
+
+def test_tables_of_other_parts_in_the_shared_user_file_are_kept(clean_env: Path) -> None:
+    """~/.loom/config.toml is shared with Warp: its [channels.*] tables are not Shuttle's
+    to judge, and `config set` / `unset` keep them."""
+    path = write(
+        clean_env / ".loom" / "config.toml",
+        '# mine\nproject_id = "shared"\n\n[channels.standup]\ndescription = "Daily standup notes"\n'
+        "max_messages = 50\n",
+    )
+    assert resolve({}, env={}).project_id == "shared"
+    r = run("config", "set", "api_url", "http://weft.example:1")
+    assert r.exit_code == 0, r.stderr
+    r = run("config", "unset", "project_id")
+    assert r.exit_code == 0, r.stderr
+    assert tomllib.loads(path.read_text()) == {
+        "api_url": "http://weft.example:1",
+        "channels": {"standup": {"description": "Daily standup notes", "max_messages": 50}},
+    }
+    json_path = write(
+        clean_env / "shared.json", json.dumps({"channels": {"ops": {"max_messages": 5}}, "timeout": 4})
+    )
+    r = run("--config", str(json_path), "config", "set", "project_id", "p1")
+    assert r.exit_code == 0
+    assert json.loads(json_path.read_text()) == {
+        "channels": {"ops": {"max_messages": 5}},
+        "timeout": 4,
+        "project_id": "p1",
+    }
+    write(path, 'api_ur = "typo"\n[channels.x]\nmax_messages = 1\n')
+    r = run("config", "list")
+    assert r.exit_code == 2 and "unknown key 'api_ur'" in r.stderr
 
 
 def test_cli_config_set_get_list_unset_path(clean_env: Path) -> None:
