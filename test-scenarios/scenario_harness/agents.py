@@ -96,10 +96,12 @@ async def warp_agent(
     heartbeat_s: float | None = None,
     max_concurrent_tasks: int | None = None,
     register: bool = True,
+    wait_ready: bool = True,
     extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[WarpAgent]:
-    """Run ``.venv/bin/warp`` for one agent; registered (with its LOOM_* settings) unless
-    ``register=False``. Leaving the block closes its stdin: Warp marks itself offline and exits."""
+    """Run ``.venv/bin/warp`` for one agent; connected to NATS (unless ``wait_ready=False``) and
+    registered with its LOOM_* settings (unless ``register=False``). Leaving the block closes its
+    stdin: Warp marks itself offline and exits."""
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
     path = project_path or workdir / "projects" / project_id
@@ -130,9 +132,10 @@ async def warp_agent(
         agent = WarpAgent(proc.name, proc.session, proc.stderr_path, proc.env)
         agent.agent_id = ident
         agent.handle = handle
-        await agent.wait_ready()
-        if register:
-            await agent.register()
+        if wait_ready:
+            await agent.wait_ready()
+            if register:
+                await agent.register()
         yield agent
 
 
