@@ -3,15 +3,20 @@
 Five Warp agents in three projects and three users share one NATS. Each discovers the
 others through its own MCP session; the registry answers by scope (private, personal,
 team, public) and strips host and metadata from entries seen from outside the owner's
-project and user. Weft and Shuttle show the project's own registry.
+project and user. Weft and Shuttle show the project's own registry. NATS credentials
+never appear in a registry entry, a log line, a REST answer or a tool error.
 """
 
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
 from typing import Any
+from urllib.parse import quote
 
-from scenario_harness import Fabric, new_project_id, new_user_id
+from scenario_harness import Connection, Fabric, new_project_id, new_user_id
+
+from shared.settings import NatsSettings
+from shared.testing import AuthServer
 
 
 def by_id(listing: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -89,3 +94,44 @@ async def test_discovery_follows_scopes_and_redacts_outsiders(fabric: Fabric) ->
         assert {a["agent_id"] for a in rows} == {alice.agent_id, bob.agent_id, frank.agent_id}
         other = await other_project.shuttle_json("agents", "show", carol.agent_id)
         assert other["scope"] == "personal" and other["handle"] == "carol"
+
+
+async def test_nats_credentials_never_reach_the_registry_logs_or_api(
+    fabric: Fabric, nats_auth_server: AuthServer, weft_factory: Any
+) -> None:
+    secret = nats_auth_server.password
+    forms = {secret, quote(secret, safe="")}
+    host = nats_auth_server.url.split("://", 1)[1]
+    with_creds = Connection(f"nats://{nats_auth_server.user}:{quote(secret, safe='')}@{host}")
+    nats = NatsSettings(url=nats_auth_server.url, user=nats_auth_server.user, password=secret)
+
+    with weft_factory(nats=nats) as weft:
+        fab = fabric.served_by(weft).via(with_creds)
+        async with fab.agent("keeper", capabilities=["code"]) as keeper:
+            entry = await keeper.call("warp_registry_get_info")
+            listing = await keeper.call("warp_registry_discover")
+            async with fab.api() as api:
+                rest = (await api.get("/api/agents")).text + (await api.get("/health")).text
+            shown = await fab.shuttle("--json", "agents", "show", keeper.agent_id)
+            assert shown.exit_code == 0, shown.stderr
+            # A wrong password: refused, and the error does not echo it.
+            wrong = fab.via(Connection(f"nats://{nats_auth_server.user}:not-{quote(secret, safe='')}@{host}"))
+            async with wrong.agent("intruder", wait_ready=False) as intruder:
+                refused = await intruder.error("warp_registry_register")
+                intruder_log = intruder.stderr()
+        keeper_log = keeper.stderr()
+
+    assert entry["agent_id"] == keeper.agent_id
+    assert "NATS" in refused
+    for text in (
+        str(entry),
+        str(listing),
+        rest,
+        shown.stdout,
+        shown.stderr,
+        keeper_log,
+        refused,
+        intruder_log,
+    ):
+        for form in forms:
+            assert form not in text
