@@ -157,9 +157,10 @@ class RunningWeft:
 
 @asynccontextmanager
 async def running_weft(
-    nats_url: str, project_id: str, settings: SpinupSettings, **overrides: Any
+    nats_url: str, project_id: str, settings: SpinupSettings | None, **overrides: Any
 ) -> AsyncIterator[RunningWeft]:
-    """A real Weft (uvicorn in-process, free port) with the managed spin-up service installed."""
+    """A real Weft (uvicorn in-process, free port) with the managed spin-up service installed
+    (``settings=None``: the one ``create_app`` installs by default)."""
     values: dict[str, Any] = {
         "project_id": project_id,
         "sweep_interval_s": 0.2,
@@ -167,17 +168,20 @@ async def running_weft(
         "nats": NatsSettings(url=nats_url),
     }
     values.update(overrides)
-    spinup = WeftSpinup(settings, discover=False)
-    app = create_app(WeftSettings(**values), spinup=spinup)
+    installed = None if settings is None else WeftSpinup(settings, discover=False)
+    app = create_app(WeftSettings(**values), spinup=installed)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(server.serve())
     try:
         await eventually(lambda: _started(server, task), timeout=20, interval=0.01, what="Weft to start")
+        spinup = app.state.weft.spinup
+        assert isinstance(spinup, WeftSpinup)
         yield RunningWeft(f"http://127.0.0.1:{port}", spinup)
     finally:
-        for project in spinup.engine.project_ids:
+        spinup = app.state.weft.spinup
+        for project in spinup.engine.project_ids if isinstance(spinup, WeftSpinup) else []:
             manager = await spinup.engine.manager(project)
             for record in await manager.store.all():
                 if record.op.handle.get("pid") and record.op.state.value not in (

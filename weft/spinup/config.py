@@ -513,9 +513,11 @@ def _secret_hint(key: str) -> str | None:
     lowered = key.lower()
     for word in SECRET_KEYS:
         if lowered == word or lowered.endswith("_" + word):
+            # (the first word goes first: error envelopes mask what follows "token:" and the like)
             return (
-                "secrets are not stored in targets; put it in an environment variable of Weft and "
-                "name that variable in the matching *_env setting (e.g. token_env, secret_env)"
+                "refused. Secrets are not stored in targets: put the value in an environment variable "
+                "of Weft and name that variable in the matching *_env setting (token_env, secret_env, "
+                "key_passphrase_env, headers_env)"
             )
     return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -10,6 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class SpinupSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
+
+    mode: Literal["managed", "none"] = Field(default="managed", validation_alias="WEFT_SPINUP")
+    """``none``: this Weft registers targets but never starts agents (e.g. a read-only replica)."""
 
     register_timeout_s: float = Field(
         default=120.0, gt=0, le=86_400, validation_alias="WEFT_SPINUP_REGISTER_TIMEOUT_S"

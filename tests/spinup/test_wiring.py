@@ -1,0 +1,61 @@
+"""Weft installs the managed spin-up service by default (``WEFT_SPINUP=none`` turns it off)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from shared.server import EmbeddedNatsServer
+from tests.spinup.conftest import eventually, running_weft
+from tests.spinup.stubs import Seen, StubServer
+from weft.settings import WeftSettings
+from weft.spinup import NoSpinup, default_service
+from weft.spinup.weft_service import WeftSpinup
+
+
+def test_default_service_is_managed_and_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = WeftSettings(project_id="wiring")
+    assert isinstance(default_service(settings), WeftSpinup)
+    monkeypatch.setenv("WEFT_SPINUP", "none")
+    assert isinstance(default_service(settings), NoSpinup)
+    monkeypatch.setenv("WEFT_SPINUP", "sometimes")
+    with pytest.raises(ValidationError, match="WEFT_SPINUP"):
+        default_service(settings)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[StubServer]:
+    def accept(_: Seen) -> tuple[int, Any]:
+        return 202, {"id": "queued-1"}
+
+    server = await StubServer(accept).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def test_a_default_weft_spins_up_through_its_routes(
+    nats_server: EmbeddedNatsServer, project_id: str, receiver: StubServer
+) -> None:
+    async with running_weft(nats_server.url, project_id, None) as weft, weft.client(project_id) as api:
+        body = {
+            "name": "hook",
+            "mechanism": "webhook",
+            "capabilities": ["code"],
+            "config": {"url": f"{receiver.url}/go"},
+        }
+        target = (await api.post("/api/targets", json=body)).json()
+        started = await api.post(f"/api/targets/{target['id']}/spin-up")
+        assert started.status_code == 202, started.text
+
+        async def called() -> bool:
+            return bool(receiver.calls("POST", "/go"))
+
+        await eventually(called, what="the webhook call")
+        assert receiver.calls("POST", "/go")[0].json()["spinup_id"] == started.json()["id"]
+        stats = (await api.get("/api/stats")).json()
+        assert stats["spinups"]["mechanism"] == "managed" and stats["spinups"]["total"] == 1
