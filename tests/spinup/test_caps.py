@@ -185,3 +185,46 @@ async def test_cooldown_spaces_starts_even_when_a_slot_is_free(
     second = await eventually(admitted, what="the cool-down to pass")
     gap = (second.created_at - first.operation.created_at).total_seconds()
     assert gap >= 1.5, gap
+
+
+async def test_one_waiting_item_gets_one_start_even_with_several_matching_targets(
+    engine_factory: EngineFactory,
+    make_target: MakeTarget,
+    receiver: StubServer,
+    nc: NatsClient,
+    names: ProjectNames,
+    project_id: str,
+) -> None:
+    replicas = [await engine_factory(), await engine_factory()]
+    for name, agent_type in (("claude-pool", "claude-code"), ("copilot-pool", "copilot")):
+        await make_target(
+            name=name, agent_type=agent_type, mechanism="webhook", config={"url": f"{receiver.url}/{name}"}
+        )
+    work = WorkQueue(nc, names)
+    item = await work.submit(
+        WorkSubmission(task_id="one", description="d", capability="code", preferred_agent_type="copilot")
+    )
+    first = await replicas[0].request_for_work(project_id, item)
+    assert first.operation is not None and first.operation.target_name == "copilot-pool"
+    # every sweep (on either replica) finds the item still waiting while its agent starts
+    again = await asyncio.gather(*(replicas[i % 2].request_for_work(project_id, item) for i in range(10)))
+    assert all(d.outcome == "deferred" for d in again)
+    assert {r.code for d in again for _, r in d.refusals} == {"work-in-flight"}
+    # another item may still use the other target
+    other = await work.submit(WorkSubmission(task_id="two", description="d", capability="code"))
+    second = await replicas[1].request_for_work(project_id, other)
+    assert second.operation is not None and second.operation.target_name == "claude-pool"
+    assert len(receiver.calls("POST", "/copilot-pool")) == 1
+
+    # when the first start fails, the item may get a new one
+    manager = await replicas[0].manager(project_id)
+    await manager.stop(first.operation.id, "gave up on it")
+    retried = await _eventually_admitted(replicas[1], project_id, item)
+    assert retried.id != first.operation.id
+
+
+async def _eventually_admitted(engine: SpinupEngine, project_id: str, item: Any) -> Any:
+    async def admitted() -> Any:
+        return (await engine.request_for_work(project_id, item)).operation
+
+    return await eventually(admitted, what="a new start for the item")

@@ -32,6 +32,7 @@ from shared.models import (
     SpinupState,
     Target,
     WorkItem,
+    new_id,
     utcnow,
 )
 from shared.names import ProjectNames
@@ -185,9 +186,20 @@ class SpinupManager:
                 f"for boundary {need.boundary}",
                 decision_ms=(time.perf_counter() - started) * 1000,
             )
+        spinup_id = new_id()
+        if work_id is not None:
+            holder = await self.store.reserve_work(work_id, spinup_id)
+            if holder is not None:
+                refusal = Refusal("work-in-flight", f"an agent is already starting for this work ({holder})")
+                return SpinupDecision(
+                    "deferred",
+                    refusal.message,
+                    refusals=[("", refusal)],
+                    decision_ms=(time.perf_counter() - started) * 1000,
+                )
         refusals: list[tuple[str, Refusal]] = []
         for target in candidates:
-            outcome = await self._admit(target, work_id=work_id, reason="routing")
+            outcome = await self._admit(target, work_id=work_id, reason="routing", spinup_id=spinup_id)
             if isinstance(outcome, Refusal):
                 refusals.append((target.name, outcome))
                 continue
@@ -197,6 +209,7 @@ class SpinupManager:
                 operation=outcome.op,
                 decision_ms=(time.perf_counter() - started) * 1000,
             )
+        await self.store.release_work(work_id, spinup_id)
         detail = "; ".join(r.message for _, r in refusals)
         log.debug("spin-up deferred for %s: %s", work_id, detail)
         return SpinupDecision(
@@ -229,11 +242,17 @@ class SpinupManager:
         return configured or self.settings.register_timeout_s
 
     async def _admit(
-        self, target: Target, *, work_id: str | None, reason: Literal["routing", "manual"]
+        self,
+        target: Target,
+        *,
+        work_id: str | None,
+        reason: Literal["routing", "manual"],
+        spinup_id: str | None = None,
     ) -> SpinupRecord | Refusal:
         now = utcnow()
         timeout = self._register_timeout(target)
         op = SpinupOperation(
+            id=spinup_id or new_id(),
             project_id=self.names.project_id,
             target_id=target.id,
             target_name=target.name,
@@ -357,6 +376,7 @@ class SpinupManager:
         if before.op.state is after.op.state:
             return None
         await self.store.release(after.op.target_id, after.op.id, keep_live=True)
+        await self.store.release_work(after.op.work_id, after.op.id)
         await self._event("registered", after, handle_name=entry.handle)
         return after.op
 
@@ -392,6 +412,7 @@ class SpinupManager:
             return None
         if before.op.state is not after.op.state:
             await self.store.release(after.op.target_id, spinup_id, keep_live=True)
+            await self.store.release_work(after.op.work_id, spinup_id)
             if state is not SpinupState.STOPPING:  # "stopping" is published when the stop begins
                 await self._event(state.value, after, reason=reason, error=error)
         await self.stop_through_mechanism(spinup_id)

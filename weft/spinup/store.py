@@ -91,6 +91,10 @@ def _slot_key(target_id: str) -> str:
     return f"slot.{target_id}"
 
 
+def _work_key(work_id: str) -> str:
+    return f"work.{work_id}"
+
+
 def admission(target: Target, slot: TargetSlot, now: datetime) -> Refusal | None:
     """The one rule: one in-flight start, ``max_concurrent`` live, ``cooldown_s`` between starts."""
     if slot.in_flight is not None:
@@ -207,6 +211,71 @@ class SpinupStore:
                 return slot
             await cas_backoff(attempt)
         raise SpinupStoreError(f"target_id: could not update the slot of {target_id} under contention")
+
+    # -- one start per waiting work item -------------------------------------------------
+    async def reserve_work(self, work_id: str, spinup_id: str) -> str | None:
+        """Mark ``spinup_id`` as the start made for ``work_id``; returns the id of another
+        start already in flight for it (then nothing is reserved), else None.
+
+        Without this, every sweep that finds the item still waiting while its agent is
+        starting would admit a start on the next matching target too."""
+        if self._ops is not None and self._ops.running:
+            for record in self._ops.values():
+                op = record.op
+                if op.work_id == work_id and op.state in IN_FLIGHT_STATES and op.id != spinup_id:
+                    return op.id
+        kv = await self.bucket()
+        key = _work_key(work_id)
+        for attempt in range(CAS_RETRIES):
+            try:
+                entry = await kv.get(key)
+            except KeyNotFoundError:
+                if await self._create(key, spinup_id.encode()):
+                    return None
+                await cas_backoff(attempt)
+                continue
+            holder = (entry.value or b"").decode()
+            if holder == spinup_id:
+                return None
+            if holder:
+                try:
+                    if (await self.get(holder)).op.state in IN_FLIGHT_STATES:
+                        return holder
+                except SpinupNotFound:
+                    pass
+            try:
+                await kv.update(key, spinup_id.encode(), last=entry.revision)
+                return None
+            except KeyWrongLastSequenceError:
+                await cas_backoff(attempt)
+        return "(concurrent)"
+
+    async def release_work(self, work_id: str | None, spinup_id: str) -> None:
+        """Forget the reservation of ``work_id`` if ``spinup_id`` still holds it."""
+        if not work_id:
+            return
+        kv = await self.bucket()
+        try:
+            entry = await kv.get(_work_key(work_id))
+        except KeyNotFoundError:
+            return
+        if (entry.value or b"").decode() == spinup_id:
+            try:
+                await kv.purge(_work_key(work_id))
+            except Exception:  # a racing writer took it over meanwhile: theirs now
+                return
+
+    async def _create(self, key: str, value: bytes) -> bool:
+        kv = await self.bucket()
+        try:
+            await kv.create(key, value)
+        except KeyWrongLastSequenceError:
+            return False
+        except Exception as exc:
+            if "wrong last sequence" in str(exc).lower() or "key exists" in str(exc).lower():
+                return False
+            raise
+        return True
 
     async def slots(self) -> list[TargetSlot]:
         if self._slots is not None and self._slots.running:
