@@ -10,7 +10,6 @@ publish it once (the events stream drops the duplicate).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +25,7 @@ from shared.names import ProjectNames, validate_agent_id
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
 from shared.registry import AgentNotFound
 from weft.mirror import BucketMirror, Slot
+from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.agents")
 
@@ -92,10 +92,7 @@ class AgentDirectory:
         )
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
         if self._mirror is not None:
             await self._mirror.stop()
 
@@ -233,6 +230,7 @@ class AgentDirectory:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                raise_if_cancelling()
                 log.warning("agent staleness check failed for %s: %s", self.names.project_id, exc)
 
     async def _publish(
@@ -258,4 +256,5 @@ class AgentDirectory:
                 msg_id=f"agent.{msg_id}" if msg_id else None,
             )
         except Exception as exc:  # an event lost to a NATS hiccup must not stop the mirror
+            raise_if_cancelling()
             log.warning("could not publish agent.%s for %s: %s", action, entry.agent_id, exc)

@@ -27,6 +27,7 @@ from weft.settings import WeftSettings
 from weft.spinup import SpinupService, default_service
 from weft.state import NatsInfo, WeftState
 from weft.sweeper import run_sweeper
+from weft.tasks import stop_task
 
 log = logging.getLogger("loom.weft")
 
@@ -92,10 +93,7 @@ def create_app(
                 print_banner(config, info, policy)
             yield
         finally:
-            if sweeper is not None:
-                sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
+            await stop_task(sweeper)
             await state.drain()
             with contextlib.suppress(Exception):
                 await service.stop()

@@ -23,6 +23,8 @@ from typing import Generic, TypeVar
 from nats.js import JetStreamContext
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
+from weft.tasks import raise_if_cancelling, stop_task
+
 log = logging.getLogger("loom.weft.mirror")
 
 T = TypeVar("T")
@@ -73,11 +75,8 @@ class BucketMirror(Generic[T]):
         await self.ready.wait()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     async def _follow(self, watcher: KeyValue.KeyWatcher) -> None:
         try:
@@ -88,6 +87,7 @@ class BucketMirror(Generic[T]):
                 try:
                     await self._apply(entry)
                 except Exception:  # one bad record must not stop the mirror
+                    raise_if_cancelling()
                     log.exception("mirror %s: cannot apply %s", self.bucket, entry.key)
         finally:
             self.ready.set()

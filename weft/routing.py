@@ -19,6 +19,7 @@ from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkIte
 from shared.policy import BoundaryPolicy
 from shared.work import CLAIMABLE
 from weft.spinup.base import SpinupRequester
+from weft.tasks import raise_if_cancelling
 from weft.workview import set_waiting_reason
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ class Router:
             try:
                 decision = await self.route(project, item)
             except Exception as exc:
+                raise_if_cancelling()
                 log.warning("routing %s in %s failed: %s", item.id, project.names.project_id, exc)
                 continue
             outcomes[decision.outcome] = outcomes.get(decision.outcome, 0) + 1

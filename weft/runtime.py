@@ -7,6 +7,7 @@ work, targets and the registry survive a restart of ``weft serve``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from weft.state import NatsInfo
 log = logging.getLogger("loom.weft")
 
 EMBEDDED_HOST = "127.0.0.1"
+DRAIN_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -34,9 +36,11 @@ class NatsRuntime:
     async def close(self) -> None:
         try:
             if not self.nc.is_closed:
-                await self.nc.drain()
+                await asyncio.wait_for(self.nc.drain(), DRAIN_TIMEOUT_S)
         except Exception as exc:
             log.debug("NATS drain on shutdown: %s", exc)
+            with contextlib.suppress(Exception):
+                await self.nc.close()
         if self.server is not None:
             await asyncio.to_thread(self.server.stop)
 

@@ -12,6 +12,7 @@ import logging
 
 from weft.project import ProjectContext, ProjectHub
 from weft.routing import Router
+from weft.tasks import raise_if_cancelling
 
 log = logging.getLogger("loom.weft.sweeper")
 
@@ -34,4 +35,5 @@ async def run_sweeper(hub: ProjectHub, router: Router, interval_s: float) -> Non
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                raise_if_cancelling()
                 log.warning("sweep of project %s failed: %s", context.project_id, exc)

@@ -20,7 +20,6 @@ Server -> client::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -34,6 +33,7 @@ from weft.project import ProjectContext
 from weft.relay import Listener, RelayedEvent
 from weft.state import WeftState
 from weft.stats import project_stats
+from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.ws")
 
@@ -232,10 +232,7 @@ class Session:
         finally:
             self.project.relay.unlisten(self._listener)
             for task in [*tasks, *self._stats_tasks.values()]:
-                task.cancel()
-            for task in [*tasks, *self._stats_tasks.values()]:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await stop_task(task)
 
     def _add(self, sub: Subscription) -> None:
         if len(self.subs) >= MAX_SUBSCRIPTIONS and sub.id not in self.subs:
@@ -331,5 +328,6 @@ class Session:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                raise_if_cancelling()
                 log.info("stats for a WebSocket client failed: %s", exc)
             await asyncio.sleep(sub.interval_s)
