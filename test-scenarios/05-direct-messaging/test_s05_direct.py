@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-import pytest
 from scenario_harness import Fabric, agents_in, eventually, new_agent_id
 
 
@@ -101,12 +100,6 @@ async def test_direct_messages_wait_for_an_offline_agent(fabric: Fabric) -> None
         assert "recipient_id" in bad
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Warp bug: after a filtered read hands messages back (NAK), a paged read reports "
-    "has_more=false and no next_cursor although messages are still waiting (has_more is taken "
-    "from num_pending, which does not count redeliveries) — warp/messages.py InboxService._take",
-)
 async def test_paging_after_a_filtered_read_says_more_is_waiting(fabric: Fabric) -> None:
     async with AsyncExitStack() as stack:
         team = await agents_in(stack, fabric, {"alice": {}, "carol": {}})

@@ -5,8 +5,6 @@ adds another and overrides a default one. Agents started in the project see both
 and the limits hold (a 5-message channel keeps the newest 5). A broken project file
 is reported with the file and the field, an edit takes effect on the next call, and
 bad settings stop ``warp`` and ``weft`` at start-up with one clear line.
-
-Two tests are strict xfails naming real bugs (see their reasons).
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import json
 from contextlib import AsyncExitStack
 
-import pytest
 from scenario_harness import Fabric, agents_in, run_command
 
 USER_TOML = """
@@ -86,12 +83,6 @@ async def test_channels_and_limits_from_the_project_file(fabric: Fabric) -> None
     assert found["incidents"]["messages"] == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Shuttle bug: ~/.loom/config.toml is shared with Warp (Warp owns its 'channels' table, "
-    "DESIGN §7 and warp/config.py), but Shuttle exits 2 with \"config file ...: unknown key 'channels' "
-    '(known: api_url, api_token, project_id, timeout)" (shuttle/config.py load_settings)',
-)
 async def test_shuttle_runs_with_warp_channels_in_the_shared_user_file(fabric: Fabric) -> None:
     user_file = fabric.home / ".loom" / "config.toml"
     user_file.parent.mkdir(parents=True, exist_ok=True)
@@ -100,13 +91,6 @@ async def test_shuttle_runs_with_warp_channels_in_the_shared_user_file(fabric: F
     assert result.exit_code == 0, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Warp bug: an invalid project .loom/config.json makes channel tools fail with "
-    "'warp_channels_send failed unexpectedly (ConfigError); see Warp's log' instead of the "
-    "ConfigError's message naming the file and the field (warp.errors.describe does not map "
-    "warp.config.ConfigError)",
-)
 async def test_a_broken_project_file_is_reported_with_file_and_field(fabric: Fabric) -> None:
     project_file = fabric.project_path / ".loom" / "config.json"
     project_file.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ boundary and ``untrusted`` agents may work nowhere else. Three agents of differe
 claim from one queue; each gets exactly what the policy and the items' required type
 allow, whether the work came from Shuttle or was broadcast by an agent. A preferred type
 does not stop another eligible agent, but it decides which target Weft wakes when no
-agent is online (that part is a strict xfail: see its reason).
+agent is online.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import pytest
-from scenario_harness import Fabric, agents_in, eventually, managed_spinup
+from scenario_harness import Fabric, agents_in, eventually
 
 POLICY = """
 default:
@@ -117,43 +116,31 @@ def demo_target(name: str, agent_type: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Weft spin-up bug: one waiting item gets an agent spun up on EVERY matching target. "
-    "The submit starts the preferred target (copilot-pool); 0.2 s later the sweeper re-routes the "
-    "still-waiting item, SpinupManager.request() finds copilot-pool refused (already in flight) and "
-    "admits the next candidate, claude-pool (weft/spinup/manager.py request: no check for an "
-    "operation already in flight for this work id) — so the preference is not kept and two agents start",
-)
-async def test_preferred_type_picks_the_target_weft_wakes(fabric: Fabric, weft_factory: Any) -> None:
-    with weft_factory(spinup=managed_spinup(fabric.workdir / "spinup-logs")) as weft:
-        fab = fabric.served_by(weft)
-        async with fab.api() as api:
-            targets = {}
-            for name, agent_type in (("claude-pool", "claude-code"), ("copilot-pool", "copilot")):
-                created = await api.post("/api/targets", json=demo_target(name, agent_type))
-                assert created.status_code == 201, created.text
-                targets[name] = created.json()["id"]
+async def test_preferred_type_picks_the_target_weft_wakes(fabric: Fabric) -> None:
+    async with fabric.api() as api:
+        targets = {}
+        for name, agent_type in (("claude-pool", "claude-code"), ("copilot-pool", "copilot")):
+            created = await api.post("/api/targets", json=demo_target(name, agent_type))
+            assert created.status_code == 201, created.text
+            targets[name] = created.json()["id"]
 
-            # No agent online; by name claude-pool would come first, but the item prefers copilot.
-            item = await fab.shuttle_json(
-                "submit", "summarize the incident", "--capability", "summarize", "--preferred-type", "copilot"
-            )
+        # No agent online; by name claude-pool would come first, but the item prefers copilot.
+        item = await fabric.shuttle_json(
+            "submit", "summarize the incident", "--capability", "summarize", "--preferred-type", "copilot"
+        )
 
-            async def completed() -> dict[str, Any] | None:
-                found = dict((await api.get(f"/api/work/{item['id']}")).json())
-                return found if found["status"] == "completed" else None
+        async def completed() -> dict[str, Any] | None:
+            found = dict((await api.get(f"/api/work/{item['id']}")).json())
+            return found if found["status"] == "completed" else None
 
-            done = await eventually(
-                completed, timeout=60, what="an agent spun up from a target to complete it"
-            )
+        done = await eventually(completed, timeout=60, what="an agent spun up from a target to complete it")
 
-            # The spun-up agents idle out and leave.
-            async def all_offline() -> list[dict[str, Any]] | None:
-                listed: list[dict[str, Any]] = (await api.get("/api/agents")).json()["items"]
-                return listed if all(a["status"] == "offline" for a in listed) else None
+        # The spun-up agents idle out and leave.
+        async def all_offline() -> list[dict[str, Any]] | None:
+            listed: list[dict[str, Any]] = (await api.get("/api/agents")).json()["items"]
+            return listed if all(a["status"] == "offline" for a in listed) else None
 
-            agents = await eventually(all_offline, timeout=60, what="the spun-up agents to idle out")
-            # Exactly one agent was started, from the preferred target, and it did the work.
-            assert [a["target_id"] for a in agents] == [targets["copilot-pool"]], agents
-            assert agents[0]["agent_id"] == done["assigned_to"] and agents[0]["agent_type"] == "copilot"
+        agents = await eventually(all_offline, timeout=60, what="the spun-up agents to idle out")
+        # Exactly one agent was started, from the preferred target, and it did the work.
+        assert [a["target_id"] for a in agents] == [targets["copilot-pool"]], agents
+        assert agents[0]["agent_id"] == done["assigned_to"] and agents[0]["agent_type"] == "copilot"

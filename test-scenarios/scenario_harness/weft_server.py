@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -45,7 +46,9 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
     """Serve Weft with ``WeftSettings(nats=nats, **settings)`` until the block ends.
 
     Scenario defaults: a fixed default project, short sweep and stale-check intervals.
-    ``spinup``: a spin-up service for ``create_app`` (default: the one Weft ships with)."""
+    ``spinup``: the spin-up service for ``create_app``; default: Weft's managed spin-up with
+    scenario timings (:func:`managed_spinup`), logs in a temporary folder. Agents it spun up
+    and left running are stopped when the block ends."""
     from weft.app import create_app
     from weft.settings import WeftSettings
 
@@ -59,6 +62,8 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
     }
     values.update(settings)
     config = WeftSettings(nats=nats, **values)
+    if spinup is None:
+        spinup = managed_spinup(Path(tempfile.mkdtemp(prefix="loom-scenario-spinup-")))
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
@@ -93,7 +98,7 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
     try:
         yield RunningWeft(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", token=token)
     finally:
-        if spinup is not None and loops and thread.is_alive():
+        if loops and thread.is_alive():
             stopping = asyncio.run_coroutine_threadsafe(stop_spun_up_agents(spinup), loops[0])
             with contextlib.suppress(Exception):
                 stopping.result(60)
@@ -104,8 +109,8 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
 def managed_spinup(log_dir: Path, **overrides: Any) -> Any:
     """Weft's managed spin-up service with scenario timings (fast ticks, no health checks).
 
-    ``create_app`` installs no spin-up by default (``weft.spinup.default_service``), so a
-    scenario that needs agents spun up passes this to ``run_weft``/``weft_factory``."""
+    Short ticks and no health checks keep scenarios quick; ``run_weft`` uses it unless told
+    otherwise."""
     from weft.spinup.settings import SpinupSettings
     from weft.spinup.weft_service import WeftSpinup
 
@@ -122,7 +127,9 @@ def managed_spinup(log_dir: Path, **overrides: Any) -> Any:
 
 async def stop_spun_up_agents(spinup: Any) -> None:
     """Stop every agent process a scenario's spin-ups left running (a failed scenario's leftovers)."""
-    engine = spinup.engine
+    engine = getattr(spinup, "_engine", None)  # None: not started, or not the managed service
+    if engine is None:
+        return
     for project_id in list(engine.project_ids):
         manager = await engine.manager(project_id)
         for record in await manager.store.all():
