@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 from urllib.parse import quote
 
-from scenario_harness import Connection, Fabric, new_project_id, new_user_id
+from scenario_harness import Connection, Fabric, agents_in, new_project_id, new_user_id
 
 from shared.settings import NatsSettings
 from shared.testing import AuthServer
@@ -30,22 +30,25 @@ async def test_discovery_follows_scopes_and_redacts_outsiders(fabric: Fabric) ->
     secret_meta = {"room": "b-204", "ticket": "LOOM-7"}
 
     async with AsyncExitStack() as stack:
-        alice = await stack.enter_async_context(
-            fabric.agent("alice", capabilities=["code", "review"], agent_type="claude-code", user_id=me)
+        agents = await agents_in(
+            stack,
+            fabric,
+            {
+                "alice": {"capabilities": ["code", "review"], "agent_type": "claude-code", "user_id": me},
+                "bob": {"capabilities": ["code"], "scope": "private", "user_id": me},
+                "frank": {"capabilities": ["docs"], "agent_type": "copilot", "user_id": colleague},
+                # carol: same user as alice, another project, personal scope (follows her user).
+                "carol": {"fabric": other_project, "user_id": me, "register": False},
+                # erin: same user as alice, another project, team scope (stays in that project).
+                "erin": {"fabric": other_project, "user_id": me, "capabilities": ["code"]},
+                # dave: a stranger's public agent in a third project.
+                "dave": {"fabric": third_project, "user_id": stranger, "register": False},
+            },
         )
-        bob = await stack.enter_async_context(
-            fabric.agent("bob", capabilities=["code"], scope="private", user_id=me)
+        alice, bob, frank, carol, erin, dave = (
+            agents[h] for h in ("alice", "bob", "frank", "carol", "erin", "dave")
         )
-        frank = await stack.enter_async_context(
-            fabric.agent("frank", capabilities=["docs"], agent_type="copilot", user_id=colleague)
-        )
-        # carol: same user as alice, another project, personal scope (follows her user).
-        carol = await stack.enter_async_context(other_project.agent("carol", user_id=me, register=False))
         await carol.register(scope="personal", capabilities=["review"], metadata=secret_meta)
-        # erin: same user as alice, another project, team scope (stays in that project).
-        erin = await stack.enter_async_context(other_project.agent("erin", user_id=me, capabilities=["code"]))
-        # dave: a stranger's public agent in a third project.
-        dave = await stack.enter_async_context(third_project.agent("dave", user_id=stranger, register=False))
         await dave.register(scope="public", capabilities=["review"], metadata=secret_meta)
 
         ours = {a.agent_id for a in (alice, bob, frank, carol, erin, dave)}

@@ -1,6 +1,6 @@
 """Scenario 13: two projects on one NATS and one Weft see nothing of each other.
 
-Projects A and B run the same kind of team: agents with the same handles, the same
+Projects A and B run the same kind of team: agents with the same
 capability — and one agent id used in both. Channels, registry, direct messages, work,
 dead letters, Weft's REST API and Shuttle all answer per project; nothing of A is
 visible or reachable from B, and the reverse.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from scenario_harness import Fabric, new_agent_id, new_project_id
+from scenario_harness import Fabric, agents_in, new_agent_id, new_project_id
 
 
 async def test_two_projects_share_nothing(fabric: Fabric) -> None:
@@ -25,9 +25,16 @@ async def test_two_projects_share_nothing(fabric: Fabric) -> None:
     ]
 
     async with AsyncExitStack() as stack:
-        a1 = await stack.enter_async_context(a.agent("builder", capabilities=["code"], agent_id=shared_id))
-        a2 = await stack.enter_async_context(a.agent("reviewer", capabilities=["code"]))
-        b1 = await stack.enter_async_context(b.agent("builder", capabilities=["code"], agent_id=shared_id))
+        agents = await agents_in(
+            stack,
+            a,
+            {
+                "builder": {"capabilities": ["code"], "agent_id": shared_id},
+                "reviewer": {"capabilities": ["code"]},
+                "b-builder": {"fabric": b, "capabilities": ["code"], "agent_id": shared_id},
+            },
+        )
+        a1, a2, b1 = agents["builder"], agents["reviewer"], agents["b-builder"]
         assert a1.agent_id == b1.agent_id == shared_id
 
         # Channels: same channel name, separate conversations.

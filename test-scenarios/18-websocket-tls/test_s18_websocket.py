@@ -13,7 +13,7 @@ import asyncio
 from contextlib import AsyncExitStack
 from typing import Any
 
-from scenario_harness import Connection, Fabric, eventually
+from scenario_harness import Connection, Fabric, agents_in, eventually
 
 from shared.settings import NatsSettings
 from shared.testing import TlsServer
@@ -36,9 +36,16 @@ async def test_wss_agent_works_with_tcp_agents(
         ]
 
         async with AsyncExitStack() as stack:
-            t1 = await stack.enter_async_context(over_tcp.agent("tcp-one", capabilities=["build"]))
-            t2 = await stack.enter_async_context(over_tcp.agent("tcp-two", capabilities=["build"]))
-            ws = await stack.enter_async_context(over_wss.agent("web-one", capabilities=["build"]))
+            agents = await agents_in(
+                stack,
+                over_tcp,
+                {
+                    "tcp-one": {"capabilities": ["build"]},
+                    "tcp-two": {"capabilities": ["build"]},
+                    "web-one": {"fabric": over_wss, "capabilities": ["build"]},
+                },
+            )
+            t1, t2, ws = agents["tcp-one"], agents["tcp-two"], agents["web-one"]
 
             # Everyone sees everyone, whatever the transport.
             seen = {a["handle"] for a in (await t1.call("warp_registry_discover"))["agents"]}

@@ -56,6 +56,14 @@ class WarpAgent(McpProcess):
     agent_id: str
     handle: str
 
+    async def start(self, *, wait_ready: bool = True, register: bool = True) -> None:
+        """Handshake, wait for NATS, register (what :func:`warp_agent` does unless deferred)."""
+        await self.initialize()
+        if wait_ready:
+            await self.wait_ready()
+            if register:
+                await self.register()
+
     async def wait_ready(self) -> None:
         """Until Warp has reached NATS (its agent id is final from then on)."""
         with anyio.fail_after(READY_TIMEOUT_S):
@@ -97,11 +105,13 @@ async def warp_agent(
     max_concurrent_tasks: int | None = None,
     register: bool = True,
     wait_ready: bool = True,
+    defer_start: bool = False,
     extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[WarpAgent]:
     """Run ``.venv/bin/warp`` for one agent; connected to NATS (unless ``wait_ready=False``) and
     registered with its LOOM_* settings (unless ``register=False``). Leaving the block closes its
-    stdin: Warp marks itself offline and exits."""
+    stdin: Warp marks itself offline and exits. ``defer_start=True`` yields the process as soon
+    as it is spawned; the caller then awaits ``agent.start(...)`` (several at once, in any task)."""
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
     path = project_path or workdir / "projects" / project_id
@@ -128,14 +138,14 @@ async def warp_agent(
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stderr_path = logs / f"warp-{handle}-{ident[:8]}.stderr"
-    async with spawn_mcp(str(BIN / "warp"), env, cwd=path, stderr_path=stderr_path, name=handle) as proc:
+    async with spawn_mcp(
+        str(BIN / "warp"), env, cwd=path, stderr_path=stderr_path, name=handle, initialize=False
+    ) as proc:
         agent = WarpAgent(proc.name, proc.session, proc.stderr_path, proc.env)
         agent.agent_id = ident
         agent.handle = handle
-        if wait_ready:
-            await agent.wait_ready()
-            if register:
-                await agent.register()
+        if not defer_start:
+            await agent.start(wait_ready=wait_ready, register=register)
         yield agent
 
 

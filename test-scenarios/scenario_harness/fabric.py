@@ -126,11 +126,18 @@ async def eventually(
 
 
 async def agents_in(stack: Any, fabric: Fabric, specs: dict[str, dict[str, Any]]) -> dict[str, WarpAgent]:
-    """Start several agents at once (``{handle: options}``) inside an ``AsyncExitStack``."""
-    started: dict[str, WarpAgent] = {}
+    """Start several agents (``{handle: options}``) inside an ``AsyncExitStack``, in parallel:
+    every process is spawned first, then all handshakes, NATS waits and registrations run at once.
+    An option ``fabric`` starts that agent in another fabric (another project, another transport)."""
+    spawned: dict[str, tuple[WarpAgent, dict[str, Any]]] = {}
     for handle, options in specs.items():
-        started[handle] = await stack.enter_async_context(fabric.agent(handle, **options))
-    return started
+        opts = dict(options)
+        where: Fabric = opts.pop("fabric", fabric)
+        start = {"wait_ready": opts.pop("wait_ready", True), "register": opts.pop("register", True)}
+        agent = await stack.enter_async_context(where.agent(handle, defer_start=True, **opts))
+        spawned[handle] = (agent, start)
+    await asyncio.gather(*(agent.start(**start) for agent, start in spawned.values()))
+    return {handle: agent for handle, (agent, _) in spawned.items()}
 
 
 async def drain(agent: WarpAgent, capability: str | None = None) -> AsyncIterator[dict[str, Any]]:

@@ -39,6 +39,14 @@ class McpProcess:
         self.session = session
         self.stderr_path = stderr_path
         self.env = env
+        self.initialized = False
+
+    async def initialize(self) -> None:
+        """The MCP handshake (once). Any task may do it, so several servers can start at once."""
+        if not self.initialized:
+            with anyio.fail_after(START_TIMEOUT_S):
+                await self.session.initialize()
+            self.initialized = True
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
@@ -74,15 +82,17 @@ class McpProcess:
 
 @asynccontextmanager
 async def spawn_mcp(
-    command: str, env: dict[str, str], *, cwd: Path, stderr_path: Path, name: str
+    command: str, env: dict[str, str], *, cwd: Path, stderr_path: Path, name: str, initialize: bool = True
 ) -> AsyncIterator[McpProcess]:
-    """Start ``command`` as an MCP stdio server; stops it (stdin closed) on exit."""
+    """Start ``command`` as an MCP stdio server; stops it (stdin closed) on exit.
+    ``initialize=False`` leaves the handshake to the caller (:meth:`McpProcess.initialize`)."""
     params = StdioServerParameters(command=command, env=env, cwd=str(cwd))
     with stderr_path.open("a") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write) as session,
         ):
-            with anyio.fail_after(START_TIMEOUT_S):
-                await session.initialize()
-            yield McpProcess(name, session, stderr_path, env)
+            proc = McpProcess(name, session, stderr_path, env)
+            if initialize:
+                await proc.initialize()
+            yield proc
