@@ -80,6 +80,10 @@ class NatsCluster:
     async def stop_node(self, i: int) -> None:
         await asyncio.to_thread(self.nodes[i].stop)
 
+    def kill_node(self, i: int) -> None:
+        """SIGKILL node ``i`` (a crash; its data folder stays)."""
+        self.nodes[i].kill()
+
     async def start_node(self, i: int) -> None:
         await asyncio.to_thread(self.nodes[i].start)
 

@@ -333,16 +333,29 @@ async def until(probe: Callable[[], Any], *, timeout: float, what: str, interval
 
 
 async def work_records(nats_url: str, project_id: str) -> dict[str, dict[str, Any]]:
-    """Every work record of the project, read straight from NATS KV (not through Weft)."""
+    """Every work record of the project, read straight from NATS KV (not through Weft).
+
+    Read-only on purpose: it binds to the bucket and never "ensures" streams, so an audit
+    cannot change what it audits (stream replicas, for one)."""
     from shared.names import ProjectNames
     from shared.natsclient import connect
-    from shared.work import WorkQueue
+    from shared.work import WorkRecord
 
     nc = await connect(url=nats_url, name="drill-audit", timeout=10)
     try:
-        queue = WorkQueue(nc, ProjectNames(project_id))
-        records = await queue.all_records()
-        return {r.item.id: r.item.model_dump(mode="json") for r in records}
+        kv = await nc.jetstream(timeout=5).key_value(ProjectNames(project_id).work_records_bucket)
+        watcher = await kv.watchall(ignore_deletes=True)
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            async for update in watcher:
+                if update is None:
+                    break
+                if update.value:
+                    item = WorkRecord.model_validate_json(update.value).item
+                    found[item.id] = item.model_dump(mode="json")
+        finally:
+            await watcher.stop()
+        return found
     finally:
         await nc.close()
 
