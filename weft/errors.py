@@ -109,6 +109,9 @@ def problems_from(errors: Sequence[Any], *, default_location: str | None = None)
             loc = (default_location, *loc)
         field, location = _field_name(loc)
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "json_invalid":  # loc holds a character offset, not a field
+            field, location = "body", "body"
+            message = f"not valid JSON (at character {loc[-1] if loc else 0})"
         out.append(
             FieldProblem(field=field, location=location, message=redact(message), type=err.get("type", ""))
         )

@@ -238,6 +238,9 @@ async def test_bad_input_is_a_clear_4xx(api: httpx.AsyncClient) -> None:
 
     raw = await api.post("/api/work", content=b"{not json", headers={"Content-Type": "application/json"})
     assert raw.status_code == 422 and raw.json()["error"] == "validation_error"
+    assert raw.json()["details"]["errors"][0]["field"] == "body" and "not valid JSON" in raw.json()["message"]
+    missing = await api.post("/api/work")
+    assert missing.status_code == 422 and missing.json()["details"]["errors"][0]["field"] == "body"
     bad_id = await api.get("/api/work/not-an-id")
     assert bad_id.status_code == 422 and bad_id.json()["details"]["errors"][0]["field"] == "work_id"
     unknown = await api.get(f"/api/work/{'f' * 32}")
