@@ -137,6 +137,14 @@ async def published_events(nc: NatsClient, names: ProjectNames, kind: str) -> li
     return events
 
 
+def read_text(path: Path) -> str:
+    """A file's text, or "" while it does not exist yet."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def pid_alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -11,7 +12,7 @@ from nats.aio.client import Client as NatsClient
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.work import WorkQueue
-from tests.spinup.conftest import eventually, pid_alive, published_events
+from tests.spinup.conftest import eventually, pid_alive, published_events, read_text
 from weft.spinup.service import SpinupEngine
 
 MakeTarget = Callable[..., Awaitable[Target]]
@@ -25,7 +26,7 @@ async def _op_state(service: SpinupEngine, project_id: str, spinup_id: str, *sta
 async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idles_out(
     service: SpinupEngine, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
-    target = await make_target(idle_timeout_s=1)
+    target = await make_target(idle_timeout_s=2)
     work = WorkQueue(nc, names)
     item = await work.submit(WorkSubmission(task_id="local-1", description="do it", capability="code"))
 
@@ -98,14 +99,22 @@ async def test_missing_program_fails_the_start_with_the_field(
 async def test_stop_escalates_to_sigkill_after_the_grace_period(
     service: SpinupEngine, make_target: MakeTarget, project_id: str
 ) -> None:
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+        "time.sleep(600)"
+    )
     target = await make_target(
         config={"command": [sys.executable, "-c", stubborn], "stop_grace_s": 0.5, "startup_check_s": 0.5},
     )
     op = await service.spin_up(project_id, target.id)
     running = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.RUNNING))
     pid = int(running.op.handle["pid"])
-    assert pid_alive(pid)
+    stdout = Path(running.op.handle["stdout_log"])
+
+    async def ignoring_sigterm() -> bool:
+        return "ready" in read_text(stdout)
+
+    await eventually(ignoring_sigterm, what="the process to ignore SIGTERM")
     manager = await service.manager(project_id)
     await manager.stop(op.id, "operator stop")
     await manager.drain(10)

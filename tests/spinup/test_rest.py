@@ -17,7 +17,7 @@ def local_target(**changes: Any) -> dict[str, Any]:
         "capabilities": ["code"],
         "mechanism": "local",
         "config": {"command": demo_agent_command(), "cwd": str(ROOT), "env": {"LOOM_HEARTBEAT_S": "1"}},
-        "idle_timeout_s": 1,
+        "idle_timeout_s": 2,
     }
     body.update(changes)
     return body

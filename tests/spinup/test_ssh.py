@@ -14,7 +14,7 @@ from nats.aio.client import Client as NatsClient
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.work import WorkQueue
-from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive
+from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive, read_text
 from tests.spinup.sshd import SshServer, start_sshd
 from weft.spinup.config import parse_config
 from weft.spinup.mechanisms.base import Launch
@@ -64,7 +64,7 @@ async def test_ssh_agent_joins_claims_completes_and_is_stopped_when_idle(
     project_id: str,
     tmp_path: Path,
 ) -> None:
-    await make_target(name="remote", mechanism="ssh", config=ssh_config(sshd, tmp_path), idle_timeout_s=1)
+    await make_target(name="remote", mechanism="ssh", config=ssh_config(sshd, tmp_path), idle_timeout_s=2)
     work = WorkQueue(nc, names)
     item = await work.submit(WorkSubmission(task_id="over-ssh", description="d", capability="code"))
     decision = await service.request_for_work(project_id, item)
@@ -92,7 +92,10 @@ async def test_ssh_agent_joins_claims_completes_and_is_stopped_when_idle(
 
 
 async def test_stop_kills_the_remote_process_it_started(sshd: SshServer, tmp_path: Path) -> None:
-    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+        "time.sleep(600)"
+    )
     config = parse_config(
         "ssh",
         ssh_config(
@@ -109,6 +112,11 @@ async def test_stop_kills_the_remote_process_it_started(sshd: SshServer, tmp_pat
     handle = await mechanism.start(config, launch, on_handle)
     pid = int(handle["pid"])
     assert seen and seen[0]["pid"] == handle["pid"] and pid_alive(pid)
+
+    async def ignoring_sigterm() -> bool:
+        return "ready" in read_text(Path(handle["log_file"]))
+
+    await eventually(ignoring_sigterm, what="the remote process to ignore SIGTERM")
     note = await mechanism.stop(config, handle)
     assert note == f"remote process {pid} killed with SIGKILL after 0.3s"
     await eventually(lambda: _gone(pid), what="the remote process to be gone")

@@ -1,11 +1,12 @@
 """Idle shutdown of agents that a target started.
 
-An agent is idle when it holds no work (``current_tasks == 0`` in its registry
-entry and no claimed or in-progress item assigned to it in the work records).
-Its idle time runs from its latest activity: the registry's
-``last_activity`` (task count and status changes), its registration, and the
-last change to any work item assigned to it. Heartbeats only prove it is
-alive; they are not activity.
+An agent is idle when it holds no work: ``current_tasks == 0`` and status not
+``busy`` in its registry entry, and no claimed or in-progress item assigned to
+it in the work records. Its idle time runs from its latest work activity: the
+last change to any work item assigned to it (claim, progress, completion,
+failure), or its registration if it never had any. Heartbeats and tool calls
+only prove it is alive (Warp's ``last_activity`` moves with every tool call,
+including polling for work), so they are not activity.
 
 Steps, each an event: past the target's ``idle_timeout_s`` (0 = never) the
 agent is asked to shut down through Warp (``spinup.shutdown-requested``, a
@@ -53,7 +54,11 @@ def work_activity(items: Iterable[WorkItem], agent_ids: set[str]) -> dict[str, W
 
 
 def idle_since(record: SpinupRecord, agent: AgentEntry, work: WorkActivity | None) -> datetime:
-    moments = [agent.last_activity, agent.registered_at]
+    """When the agent last did something with work (or registered, if it never has).
+
+    Not the entry's ``last_activity``: Warp moves that on every tool call, and an agent
+    that polls ``warp_work_claim`` without getting anything is idle all the same."""
+    moments = [agent.registered_at]
     if record.op.registered_at is not None:
         moments.append(record.op.registered_at)
     if work is not None and work.last is not None:
@@ -86,6 +91,8 @@ class IdleMonitor:
             agent = agents.get(op.agent_id)
             work = activity.get(op.agent_id)
             held = (work.held if work else 0) + (agent.current_tasks if agent else 0)
+            if agent is not None and agent.status is AgentStatus.BUSY:
+                held += 1  # it says it is busy (e.g. with something that is not a work item)
             online = agent is not None and agent.effective_status(now) is not AgentStatus.OFFLINE
             if op.state is SpinupState.REGISTERED:
                 target = targets.get(op.target_id)
