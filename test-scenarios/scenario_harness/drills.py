@@ -354,7 +354,7 @@ async def work_records(nats_url: str, project_id: str) -> dict[str, dict[str, An
                     item = WorkRecord.model_validate_json(update.value).item
                     found[item.id] = item.model_dump(mode="json")
         finally:
-            await watcher.stop()
+            await watcher.stop()  # type: ignore[no-untyped-call]
         return found
     finally:
         await nc.close()
