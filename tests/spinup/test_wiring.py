@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from shared.models import TargetSpec
 from shared.server import EmbeddedNatsServer
 from tests.spinup.conftest import eventually, running_weft
 from tests.spinup.stubs import Seen, StubServer
 from weft.settings import WeftSettings
-from weft.spinup import NoSpinup, default_service
+from weft.spinup import NoSpinup, TargetConfigError, default_service
 from weft.spinup.weft_service import WeftSpinup
 
 
@@ -20,7 +21,10 @@ def test_default_service_is_managed_and_can_be_switched_off(monkeypatch: pytest.
     settings = WeftSettings(project_id="wiring")
     assert isinstance(default_service(settings), WeftSpinup)
     monkeypatch.setenv("WEFT_SPINUP", "none")
-    assert isinstance(default_service(settings), NoSpinup)
+    off = default_service(settings)
+    assert isinstance(off, NoSpinup) and off.name == "none"
+    with pytest.raises(TargetConfigError, match=r"config\.command"):  # targets are still checked
+        off.validate_target(TargetSpec(name="x", mechanism="local", config={}))
     monkeypatch.setenv("WEFT_SPINUP", "sometimes")
     with pytest.raises(ValidationError, match="WEFT_SPINUP"):
         default_service(settings)

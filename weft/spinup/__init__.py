@@ -31,9 +31,9 @@ __all__ = [
 def default_service(settings: WeftSettings) -> SpinupService:
     """The spin-up service ``create_app`` uses when none is passed in."""
     from weft.spinup.settings import SpinupSettings
-    from weft.spinup.weft_service import WeftSpinup  # imported here: it needs the project layer
+    from weft.spinup.weft_service import ValidatingNoSpinup, WeftSpinup  # here: needs the project layer
 
     spinup_settings = SpinupSettings()
     if spinup_settings.mode == "none":
-        return NoSpinup()
+        return ValidatingNoSpinup()
     return WeftSpinup(spinup_settings)

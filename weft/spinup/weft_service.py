@@ -18,7 +18,7 @@ from nats.js import JetStreamContext
 from shared.models import SpinupOperation, Target, TargetHealth, TargetSpec, WorkItem, utcnow
 from shared.names import ProjectNames
 from shared.redact import redact
-from weft.spinup.base import SpinupError, TargetConfigError, TargetTestResult
+from weft.spinup.base import NoSpinup, SpinupError, TargetConfigError, TargetTestResult
 from weft.spinup.config import InvalidTargetConfig, parse_config
 from weft.spinup.manager import SpinupDecision, SpinupRefused
 from weft.spinup.mechanisms.base import Mechanism
@@ -47,6 +47,21 @@ class InvalidConfig(TargetConfigError):
         self.message = str(exc)
         self.args = (self.message,)
         self.errors = exc.details()
+
+
+def check_target(spec: TargetSpec) -> None:
+    """Refuse a target whose ``config`` does not fit its mechanism (every field error)."""
+    try:
+        parse_config(spec.mechanism, spec.config)
+    except InvalidTargetConfig as exc:
+        raise InvalidConfig(exc) from None
+
+
+class ValidatingNoSpinup(NoSpinup):
+    """``WEFT_SPINUP=none``: this Weft starts no agents, but checks targets like any other replica."""
+
+    def validate_target(self, spec: TargetSpec) -> None:
+        check_target(spec)
 
 
 class HubTargets:
@@ -158,10 +173,7 @@ class WeftSpinup:
             await self._engine.stop()
 
     def validate_target(self, spec: TargetSpec) -> None:
-        try:
-            parse_config(spec.mechanism, spec.config)
-        except InvalidTargetConfig as exc:
-            raise InvalidConfig(exc) from None
+        check_target(spec)
 
     async def request_spinup(self, project: ProjectContext, item: WorkItem, target: Target) -> None:
         decision = await self.engine.request_for_work(project.project_id, item)
