@@ -50,3 +50,35 @@ async def test_restart_while_claimed_then_complete(
         assert shown["status"] == "in-progress" and shown["progress"]["note"] == "while Weft was down"
         await queue.complete(work["id"], agent.agent_id)
         assert (await api.get(f"/api/work/{work['id']}")).json()["status"] == "completed"
+
+
+async def test_two_replicas_expire_an_item_once(weft_factory: Any, nc: NatsClient, project_id: str) -> None:
+    from datetime import timedelta
+
+    from weft_helpers import eventually
+
+    from shared.models import utcnow
+
+    names = ProjectNames(project_id)
+    async with (
+        weft_factory(project_id=project_id, sweep_interval_s=0.05) as one,
+        weft_factory(project_id=project_id, sweep_interval_s=0.05),
+        one.client() as api,
+    ):
+        deadline = (utcnow() + timedelta(milliseconds=500)).isoformat()
+        work = (
+            await api.post(
+                "/api/work",
+                json={"task_id": "t", "description": "d", "capability": "code", "deadline": deadline},
+            )
+        ).json()
+
+        async def expired() -> bool:
+            return bool((await api.get(f"/api/work/{work['id']}")).json()["status"] == "expired")
+
+        # both replicas sweep every 50 ms, so both race for the transition; CAS lets one win
+        await eventually(expired, what="the item to expire")
+        info = await nc.jetstream().stream_info(
+            names.events_stream, subjects_filter=names.event_subject("work", "expired")
+        )
+        assert info.state.subjects == {names.event_subject("work", "expired"): 1}
