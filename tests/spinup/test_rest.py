@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
 import httpx
+import pytest
 
 from shared.models import SpinupState
+from shared.redact import install_redaction
 from tests.spinup.conftest import ROOT, RunningWeft, demo_agent_command, eventually, pid_alive
+from tests.spinup.stubs import Seen, StubServer
 
 
 def local_target(**changes: Any) -> dict[str, Any]:
@@ -151,3 +155,53 @@ async def test_manual_spin_up_respects_one_in_flight_and_names_unknown_targets(
     await api.post(f"/api/targets/{target['id']}/disable")
     disabled = await api.post(f"/api/targets/{target['id']}/spin-up")
     assert disabled.status_code == 409 and "disabled" in disabled.json()["message"]
+
+
+async def test_a_token_never_reaches_responses_operations_or_logs(
+    weft: RunningWeft,
+    api: httpx.AsyncClient,
+    project_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A GitHub stub that echoes the Authorization header back in its error messages."""
+    token = "ghp_EchoedBackByAMisbehavingServer0001"
+    monkeypatch.setenv("LOOM_TEST_ECHO_TOKEN", token)
+    caplog.set_level(logging.DEBUG)
+    install_redaction()
+
+    def echo(seen: Seen) -> tuple[int, Any]:
+        return 403, {"message": f"forbidden for {seen.headers.get('Authorization')}"}
+
+    server = await StubServer(echo).start()
+    try:
+        body = {
+            "name": "gh",
+            "capabilities": ["code"],
+            "mechanism": "github-actions",
+            "config": {
+                "repository": "acme/agents",
+                "workflow": "agent.yml",
+                "token_env": "LOOM_TEST_ECHO_TOKEN",
+                "api_url": server.url,
+            },
+        }
+        created = await api.post("/api/targets", json=body)
+        tested = await api.post("/api/targets/gh/test")
+        started = await api.post("/api/targets/gh/spin-up")
+        assert started.status_code == 202
+
+        async def failed() -> Any:
+            ops = await weft.spinup.engine.operations(project_id)
+            return ops[0] if ops and ops[0].state is SpinupState.FAILED else None
+
+        op = await eventually(failed, what="the refused dispatch")
+        texts = [created.text, tested.text, started.text, op.model_dump_json()]
+        texts += [(await api.get(path)).text for path in ("/api/targets", "/api/targets/gh", "/api/stats")]
+    finally:
+        await server.stop()
+    assert server.requests and server.requests[0].headers["Authorization"] == f"Bearer {token}"
+    assert "GitHub refused the workflow dispatch (403)" in (op.error or "")
+    assert "Bearer ***" in (op.error or "")
+    everything = "\n".join([*texts, caplog.text, *(r.getMessage() for r in caplog.records)])
+    assert token not in everything
