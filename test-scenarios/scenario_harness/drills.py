@@ -200,10 +200,21 @@ def _is_descendant(pid: int, ancestor: int) -> bool:
     return False
 
 
-def agent_pid(agent: WarpAgent) -> int:
-    """The pid of the ``warp`` process behind ``agent`` (a child this test process started)."""
-    marker = f"LOOM_AGENT_ID={agent.env['LOOM_AGENT_ID']}".encode()
+def _alive(pid: int) -> bool:
+    """Running (a zombie has exited: only its parent has not collected it yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def pids_with_env(variable: str, value: str) -> list[int]:
+    """Live processes started (directly or not) by this test process whose environment has
+    ``variable=value``: how a scenario finds the agents Weft spun up for it."""
+    marker = f"{variable}={value}".encode()
     me = os.getpid()
+    found: list[int] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -211,9 +222,18 @@ def agent_pid(agent: WarpAgent) -> int:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if marker in environ.split(b"\0") and _is_descendant(int(entry.name), me):
-            return int(entry.name)
-    raise AssertionError(f"no warp process found for {agent.handle}")
+        pid = int(entry.name)
+        if marker in environ.split(b"\0") and _is_descendant(pid, me) and _alive(pid):
+            found.append(pid)
+    return sorted(found)
+
+
+def agent_pid(agent: WarpAgent) -> int:
+    """The pid of the ``warp`` process behind ``agent`` (a child this test process started)."""
+    found = pids_with_env("LOOM_AGENT_ID", agent.env["LOOM_AGENT_ID"])
+    if not found:
+        raise AssertionError(f"no warp process found for {agent.handle}")
+    return found[0]
 
 
 def kill_agent(agent: WarpAgent) -> int:
