@@ -10,8 +10,12 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target
+from shared.names import ProjectNames
+from shared.server import EmbeddedNatsServer
 from tests.spinup.conftest import EngineFactory, eventually, register_agent
 from tests.spinup.stubs import Seen, StubServer
+from weft.spinup.service import SpinupEngine
+from weft.spinup.targets import KvTargets
 
 MakeTarget = Callable[..., Awaitable[Target]]
 
@@ -87,3 +91,29 @@ async def test_a_start_abandoned_by_a_crashed_replica_times_out_and_is_stopped_b
     assert slot.live == [] and slot.in_flight is None
     again = await other.spin_up(target.id)  # the target is free again
     assert again.id != op.id
+
+
+async def test_a_restarted_weft_finds_projects_with_live_operations_by_itself(
+    engine_factory: EngineFactory,
+    make_target: MakeTarget,
+    receiver: StubServer,
+    nc: NatsClient,
+    nats_server: EmbeddedNatsServer,
+    project_id: str,
+) -> None:
+    first = await engine_factory()
+    target = await make_target(name="hooked", mechanism="webhook", config=hook(receiver))
+    await first.spin_up(project_id, target.id)
+    await (await first.manager(project_id)).drain(10)
+    await first.stop()
+
+    restarted = SpinupEngine(nc, agent_nats_url=nats_server.url, discover=True)
+    assert restarted.project_ids == []
+    assert project_id in await restarted.discover_projects()
+    assert project_id in restarted.project_ids
+
+    quiet = f"{project_id}-quiet"  # a project with targets but nothing live is left alone
+    await KvTargets(nc.jetstream(), ProjectNames(quiet)).put(
+        Target(project_id=quiet, name="idle", mechanism="webhook", config=hook(receiver))
+    )
+    assert quiet not in await restarted.discover_projects()

@@ -5,8 +5,9 @@ Per project the :class:`SpinupEngine` keeps a :class:`SpinupManager`, a
 registry that links each spawned agent to its operation the moment it
 registers. Every ``WEFT_SPINUP_TICK_S`` it reconciles each project's
 operations, shuts idle agents down and runs due health checks. Projects are
-those it has been asked about plus those found in JetStream with a targets
-bucket, so a restarted Weft resumes every project without being told.
+those it has been asked about, those Weft serves, and those whose spin-ups
+bucket in JetStream holds live operations, so a restarted Weft carries them on
+without being told.
 
 Where targets and work records come from is pluggable: on its own the engine
 reads the buckets itself (:class:`~weft.spinup.targets.KvTargets`, a work
@@ -39,11 +40,12 @@ from weft.spinup.manager import SpinupDecision, SpinupManager, SpinupRefused
 from weft.spinup.mechanisms import default_mechanisms
 from weft.spinup.mechanisms.base import Mechanism
 from weft.spinup.settings import SpinupSettings
+from weft.spinup.store import SpinupStore
 from weft.spinup.targets import KvTargets, TargetMissing, TargetSource
 
 log = logging.getLogger("loom.weft.spinup")
 
-_TARGETS_STREAM = re.compile(r"KV_loom-([a-z0-9][a-z0-9-]{0,62})-targets")
+_SPINUPS_STREAM = re.compile(r"KV_loom-([a-z0-9][a-z0-9-]{0,62})-spinups")
 
 WorkItems = Callable[[], Awaitable[list[WorkItem]]]
 
@@ -137,6 +139,7 @@ class SpinupEngine:
         mechanisms: Mapping[str, Mechanism] | None = None,
         sources: SourcesFactory = standalone_sources,
         projects: Iterable[str] = (),
+        also_tick: Callable[[], Iterable[str]] | None = None,
         discover: bool = True,
     ) -> None:
         self._nc = nc
@@ -148,6 +151,8 @@ class SpinupEngine:
         self._projects: dict[str, ProjectSpinup] = {}
         self._initial = list(projects)
         self._discover = discover
+        self._extra_projects = also_tick or (lambda: ())
+        """Projects to keep up to date besides those asked about (Weft: the ones it serves)."""
         self._loop: asyncio.Task[None] | None = None
         self._last_discovery: float | None = None
         self._lock = asyncio.Lock()
@@ -187,7 +192,8 @@ class SpinupEngine:
         return list(self._projects)
 
     async def discover_projects(self) -> list[str]:
-        """Projects with a targets bucket in JetStream (so a restarted Weft resumes them)."""
+        """Projects with live spin-up operations in JetStream, so a restarted Weft carries
+        them on (time-outs, links, idle shutdown) without being asked about the project."""
         found: list[str] = []
         try:
             streams = await self._js.streams_info()
@@ -195,8 +201,16 @@ class SpinupEngine:
             log.warning("cannot list streams to discover projects: %s", redact(exc))
             return found
         for info in streams:
-            match = _TARGETS_STREAM.fullmatch(info.config.name or "")
-            if match:
+            match = _SPINUPS_STREAM.fullmatch(info.config.name or "")
+            if match is None or match.group(1) in self._projects:
+                continue
+            store = SpinupStore(self._js, ProjectNames(match.group(1)))
+            try:
+                live = any(slot.live or slot.in_flight for slot in await store.slots())
+            except Exception as exc:
+                log.debug("spin-ups of %s not readable: %s", match.group(1), redact(exc))
+                continue
+            if live:
                 found.append(match.group(1))
                 await self.project(match.group(1))
         return found
@@ -248,7 +262,7 @@ class SpinupEngine:
             if self._discover and due:
                 self._last_discovery = loop.time()
                 await self.discover_projects()
-            for project_id in list(self._projects):
+            for project_id in dict.fromkeys([*self._projects, *self._extra_projects()]):
                 try:
                     await self.tick(project_id)
                 except asyncio.CancelledError:

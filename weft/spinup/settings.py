@@ -31,7 +31,7 @@ class SpinupSettings(BaseSettings):
     discover_interval_s: float = Field(
         default=30.0, gt=0, le=3600, validation_alias="WEFT_SPINUP_DISCOVER_INTERVAL_S"
     )
-    """How often projects with targets are discovered from JetStream (so a restarted Weft resumes them)."""
+    """How often projects with live spin-ups are found in JetStream (so a restarted Weft carries them on)."""
     agent_nats_url: str | None = Field(default=None, validation_alias="WEFT_AGENT_NATS_URL")
     """NATS URL handed to spawned agents (default: the URL Weft itself uses)."""
     log_dir: Path | None = Field(default=None, validation_alias="WEFT_SPINUP_LOG_DIR")

@@ -164,6 +164,7 @@ class WeftSpinup:
             mechanisms=self._mechanisms,
             sources=self._sources,
             projects=[hub.default_project],
+            also_tick=lambda: [context.project_id for context in hub.served()],
             discover=self._discover,
         )
         await self._engine.start()
