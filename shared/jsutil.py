@@ -49,6 +49,7 @@ async def ensure_kv(
         storage=StorageType.FILE,
         ttl=ttl,
         description=description,
+        direct=True,
     )
     try:
         return await js.create_key_value(config)

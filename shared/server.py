@@ -155,8 +155,14 @@ class EmbeddedNatsServer:
         ports_dir.mkdir()
         log_path = self._log_file or (self._workdir / "nats.log")
         cmd = [str(binary), "-c", str(conf), "--ports_file_dir", str(ports_dir), "-l", str(log_path)]
+        # Own session: a Ctrl-C meant for the parent must not stop the server
+        # under it; the parent stops it (SIGTERM) after draining its clients.
         self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
         try:
             self._wait_ready(ports_dir, log_path, timeout)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,6 +17,7 @@ from shared.names import (
     validate_project_id,
     validate_user_id,
 )
+from shared.redact import redact
 
 
 class NatsSettings(BaseSettings):
@@ -34,6 +37,11 @@ class NatsSettings(BaseSettings):
     tls_ca: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_CA", "NATS_CA"))
     tls_cert: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_CERT", "NATS_CERT"))
     tls_key: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_KEY", "NATS_KEY"))
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """Keep URL credentials out of ``repr()`` (SecretStr already hides the rest)."""
+        for name, value in super().__repr_args__():
+            yield name, (redact(value) if name == "url" and value is not None else value)
 
     @field_validator("url")
     @classmethod
