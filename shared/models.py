@@ -10,9 +10,17 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from shared import names
 
@@ -24,6 +32,21 @@ def utcnow() -> datetime:
 def new_id() -> str:
     """Ids for work items, targets, spin-ups and events: 32 lowercase hex."""
     return uuid.uuid4().hex
+
+
+def _schema(pattern: str, description: str) -> WithJsonSchema:
+    """Advertise a naming rule in the JSON schema (OpenAPI, MCP tool schemas).
+
+    The rule itself is enforced by the field validators, whose messages name
+    the field and the rule in words.
+    """
+    return WithJsonSchema({"type": "string", "pattern": f"^{pattern}$", "description": description})
+
+
+Token = Annotated[str, _schema(names.TOKEN_PATTERN, names.TOKEN_RULE)]
+AgentId = Annotated[str, _schema(names.AGENT_ID_PATTERN, names.AGENT_ID_RULE)]
+ProjectId = Annotated[str, _schema(names.PROJECT_ID_PATTERN, names.PROJECT_ID_RULE)]
+Handle = Annotated[str, _schema(names.HANDLE_PATTERN, names.HANDLE_RULE)]
 
 
 class Scope(StrEnum):
@@ -59,14 +82,14 @@ def _token_list(values: list[str], field: str) -> list[str]:
 class AgentEntry(LoomModel):
     """A registry entry, written by Warp and read by everyone else."""
 
-    agent_id: str
-    handle: str
-    agent_type: str = "generic"
-    project_id: str
+    agent_id: AgentId
+    handle: Handle
+    agent_type: Token = "generic"
+    project_id: ProjectId
     user_id: str
     hostname: str = ""
-    capabilities: list[str] = Field(default_factory=list)
-    boundaries: list[str] = Field(default_factory=lambda: ["default"])
+    capabilities: list[Token] = Field(default_factory=list)
+    boundaries: list[Token] = Field(default_factory=lambda: ["default"])
     status: AgentStatus = AgentStatus.ONLINE
     current_tasks: int = Field(default=0, ge=0)
     max_concurrent_tasks: int = Field(default=1, ge=1, le=1000)
@@ -204,11 +227,11 @@ class WorkSubmission(LoomModel):
 
     task_id: str = Field(min_length=1, max_length=200)
     description: str = Field(min_length=1, max_length=32_000)
-    capability: str
-    boundary: str = "default"
+    capability: Token
+    boundary: Token = "default"
     priority: int = Field(default=5, ge=names.PRIORITY_MIN, le=names.PRIORITY_MAX)
-    required_agent_type: str | None = None
-    preferred_agent_type: str | None = None
+    required_agent_type: Token | None = None
+    preferred_agent_type: Token | None = None
     deadline: datetime | None = None
     context: dict[str, Any] = Field(default_factory=dict)
     scope: Scope = Scope.TEAM
@@ -287,10 +310,10 @@ class TargetSpec(LoomModel):
     """A spin-up target as registered; mechanism-specific ``config`` is
     validated by the spin-up package."""
 
-    name: str
-    agent_type: str = "generic"
-    capabilities: list[str] = Field(default_factory=list)
-    boundaries: list[str] = Field(default_factory=lambda: ["default"])
+    name: Token
+    agent_type: Token = "generic"
+    capabilities: list[Token] = Field(default_factory=list)
+    boundaries: list[Token] = Field(default_factory=lambda: ["default"])
     mechanism: Mechanism
     config: dict[str, Any] = Field(default_factory=dict)
     max_concurrent: int = Field(default=1, ge=1, le=1000)

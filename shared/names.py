@@ -18,11 +18,17 @@ HANDLE_RULE: Final = "lowercase letters, digits and '-', 1-64 characters"
 TOKEN_RULE: Final = "lowercase letters, digits, '-' and '_', starting with a letter or digit, 1-64 characters"
 USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
 
-_PROJECT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-_AGENT_ID = re.compile(r"[0-9a-f]{32}")
-_USER_ID = re.compile(r"[0-9a-f]{16}")
-_HANDLE = re.compile(r"[a-z0-9-]{1,64}")
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+PROJECT_ID_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,62}"
+AGENT_ID_PATTERN: Final = r"[0-9a-f]{32}"
+USER_ID_PATTERN: Final = r"[0-9a-f]{16}"
+HANDLE_PATTERN: Final = r"[a-z0-9-]{1,64}"
+TOKEN_PATTERN: Final = r"[a-z0-9][a-z0-9_-]{0,63}"
+
+_PROJECT_ID = re.compile(PROJECT_ID_PATTERN)
+_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+_USER_ID = re.compile(USER_ID_PATTERN)
+_HANDLE = re.compile(HANDLE_PATTERN)
+_TOKEN = re.compile(TOKEN_PATTERN)
 
 PRIORITY_MIN: Final = 1
 PRIORITY_MAX: Final = 10
