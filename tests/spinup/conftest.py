@@ -165,7 +165,12 @@ class RunningWeft:
 
 @asynccontextmanager
 async def running_weft(
-    nats_url: str, project_id: str, settings: SpinupSettings | None, **overrides: Any
+    nats_url: str,
+    project_id: str,
+    settings: SpinupSettings | None,
+    *,
+    expect: type[Any] = WeftSpinup,
+    **overrides: Any,
 ) -> AsyncIterator[RunningWeft]:
     """A real Weft (uvicorn in-process, free port) with the managed spin-up service installed
     (``settings=None``: the one ``create_app`` installs by default)."""
@@ -185,7 +190,7 @@ async def running_weft(
     try:
         await eventually(lambda: _started(server, task), timeout=20, interval=0.01, what="Weft to start")
         spinup = app.state.weft.spinup
-        assert isinstance(spinup, WeftSpinup)
+        assert isinstance(spinup, expect)
         yield RunningWeft(f"http://127.0.0.1:{port}", spinup)
     finally:
         spinup = app.state.weft.spinup

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from shared.models import TargetSpec
 from shared.server import EmbeddedNatsServer
-from tests.spinup.conftest import eventually, running_weft
+from tests.spinup.conftest import EngineFactory, eventually, running_weft
 from tests.spinup.stubs import Seen, StubServer
 from weft.settings import WeftSettings
 from weft.spinup import NoSpinup, TargetConfigError, default_service
@@ -63,3 +63,40 @@ async def test_a_default_weft_spins_up_through_its_routes(
         assert receiver.calls("POST", "/go")[0].json()["spinup_id"] == started.json()["id"]
         stats = (await api.get("/api/stats")).json()
         assert stats["spinups"]["mechanism"] == "managed" and stats["spinups"]["total"] == 1
+
+
+async def test_a_weft_with_spinup_off_checks_targets_and_reports_other_replicas_operations(
+    nats_server: EmbeddedNatsServer,
+    project_id: str,
+    receiver: StubServer,
+    engine_factory: EngineFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WEFT_SPINUP", "none")
+    async with (
+        running_weft(nats_server.url, project_id, None, expect=NoSpinup) as weft,
+        weft.client(project_id) as api,
+    ):
+        bad = await api.post("/api/targets", json={"name": "bad", "mechanism": "local", "config": {}})
+        assert bad.status_code == 422 and bad.json()["details"]["field"] == "config.command"
+        assert (await api.get("/api/stats")).json()["spinups"] == {
+            "total": 0,
+            "by_state": {},
+            "mechanism": "none",
+        }
+        body = {
+            "name": "hook",
+            "mechanism": "webhook",
+            "capabilities": ["code"],
+            "config": {"url": f"{receiver.url}/go"},
+        }
+        target = (await api.post("/api/targets", json=body)).json()
+        refused = await api.post(f"/api/targets/{target['id']}/spin-up")
+        assert refused.status_code == 409 and refused.json()["error"] == "spinup_unavailable"
+
+        other = await engine_factory()  # a managed replica elsewhere starts one
+        monkeypatch.delenv("WEFT_SPINUP")
+        op = await other.spin_up(project_id, target["id"])
+        stats = (await api.get("/api/stats")).json()["spinups"]
+        assert stats["total"] == 1 and stats["mechanism"] == "none"
+        assert op.id

@@ -110,6 +110,7 @@ class SpinupManager:
         self.host = socket.gethostname()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping: set[str] = set()
+        self._alive_checked: dict[str, float] = {}
         self._ensured = False
         self._policy: BoundaryPolicy | None = None
         self._policy_at = 0.0
@@ -377,6 +378,7 @@ class SpinupManager:
             return None
         await self.store.release(after.op.target_id, after.op.id, keep_live=True)
         await self.store.release_work(after.op.work_id, after.op.id)
+        self._alive_checked.pop(after.op.id, None)
         await self._event("registered", after, handle_name=entry.handle)
         return after.op
 
@@ -413,6 +415,7 @@ class SpinupManager:
         if before.op.state is not after.op.state:
             await self.store.release(after.op.target_id, spinup_id, keep_live=True)
             await self.store.release_work(after.op.work_id, spinup_id)
+            self._alive_checked.pop(spinup_id, None)
             if state is not SpinupState.STOPPING:  # "stopping" is published when the stop begins
                 await self._event(state.value, after, reason=reason, error=error)
         await self.stop_through_mechanism(spinup_id)
@@ -596,6 +599,10 @@ class SpinupManager:
         """A started process that is gone before registering is a failed start (not a time-out)."""
         try:
             mechanism, config = self._snapshot(record)
+            now = time.monotonic()
+            if now - self._alive_checked.get(record.op.id, -1e9) < mechanism.alive_check_interval_s:
+                return
+            self._alive_checked[record.op.id] = now
             alive = await mechanism.alive(config, record.op.handle)
         except (MechanismError, InvalidTargetConfig):
             return

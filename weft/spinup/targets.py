@@ -42,8 +42,14 @@ class TargetSource(Protocol):
     async def record_spinup(self, target_id: str, at: datetime) -> None: ...
 
 
+def _key(target_id: str) -> str:
+    return f"t.{target_id}"
+
+
 class KvTargets:
-    """Targets as :class:`~shared.models.Target` JSON in the project's targets bucket, keyed by id."""
+    """Targets in the project's targets bucket, in the layout Weft's target store uses
+    (``t.<id>`` holds the :class:`~shared.models.Target`, ``n.<name>`` the id owning the name),
+    for the engine running outside Weft (a separate spin-up process, tests, benchmarks)."""
 
     def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
         self._js = js
@@ -53,7 +59,7 @@ class KvTargets:
 
     async def start_mirror(self) -> None:
         if self._mirror is None:
-            self._mirror = KvMirror(await self.bucket(), Target.model_validate_json)
+            self._mirror = KvMirror(await self.bucket(), Target.model_validate_json, keys="t.*")
         await self._mirror.start()
 
     async def stop_mirror(self) -> None:
@@ -66,7 +72,10 @@ class KvTargets:
         return self._kv
 
     async def put(self, target: Target) -> Target:
-        revision = await (await self.bucket()).put(target.id, target.to_json_bytes())
+        """Write a target as is (no name-uniqueness check: that is the target store's job)."""
+        kv = await self.bucket()
+        await kv.put(f"n.{target.name}", target.id.encode())
+        revision = await kv.put(_key(target.id), target.to_json_bytes())
         await self._seen(int(revision))
         return target
 
@@ -78,7 +87,7 @@ class KvTargets:
         if self._mirror is not None and self._mirror.running:
             return self._mirror.values()
         kv = await self.bucket()
-        watcher = await kv.watchall(ignore_deletes=True, inactive_threshold=5.0)
+        watcher = await kv.watch("t.*", ignore_deletes=True, inactive_threshold=5.0)
         targets: list[Target] = []
         try:
             async for update in watcher:
@@ -93,9 +102,13 @@ class KvTargets:
     async def get_target(self, target_id: str) -> Target:
         kv = await self.bucket()
         try:
-            entry = await kv.get(target_id)
+            entry = await kv.get(_key(target_id))
         except KeyNotFoundError:
             raise TargetMissing(target_id) from None
+        except Exception as exc:  # not a valid key at all
+            if "key" in str(exc).lower():
+                raise TargetMissing(target_id) from None
+            raise
         if not entry.value:
             raise TargetMissing(target_id)
         return Target.model_validate_json(entry.value)
@@ -104,7 +117,7 @@ class KvTargets:
         kv = await self.bucket()
         for attempt in range(CAS_RETRIES):
             try:
-                entry = await kv.get(target_id)
+                entry = await kv.get(_key(target_id))
             except KeyNotFoundError:
                 raise TargetMissing(target_id) from None
             if not entry.value:
@@ -112,7 +125,7 @@ class KvTargets:
             target = Target.model_validate_json(entry.value).model_copy(update=changes)
             target.updated_at = utcnow()
             try:
-                revision = await kv.update(target_id, target.to_json_bytes(), last=entry.revision)
+                revision = await kv.update(_key(target_id), target.to_json_bytes(), last=entry.revision)
             except KeyWrongLastSequenceError:
                 await cas_backoff(attempt)
                 continue

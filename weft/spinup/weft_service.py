@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlunsplit
 
 from nats.js import JetStreamContext
+from nats.js.errors import BucketNotFoundError, NotFoundError
 
 from shared.models import SpinupOperation, Target, TargetHealth, TargetSpec, WorkItem, utcnow
 from shared.names import ProjectNames
@@ -24,6 +25,7 @@ from weft.spinup.manager import SpinupDecision, SpinupRefused
 from weft.spinup.mechanisms.base import Mechanism
 from weft.spinup.service import ProjectSources, SpinupEngine
 from weft.spinup.settings import SpinupSettings
+from weft.spinup.store import SpinupStore
 from weft.spinup.targets import TargetMissing
 from weft.targets.store import TargetNotFound, TargetStore
 from weft.workview import set_waiting_reason
@@ -62,6 +64,15 @@ class ValidatingNoSpinup(NoSpinup):
 
     def validate_target(self, spec: TargetSpec) -> None:
         check_target(spec)
+
+    async def operations(self, project: ProjectContext) -> list[SpinupOperation]:
+        """Operations other replicas recorded (this one starts none)."""
+        try:
+            await project.js.key_value(project.names.spinups_bucket)
+        except (BucketNotFoundError, NotFoundError):  # nothing was ever started in this project
+            return []
+        records = await SpinupStore(project.js, project.names).all()
+        return sorted((r.op for r in records), key=lambda op: op.created_at, reverse=True)
 
 
 class HubTargets:

@@ -95,6 +95,9 @@ class ProbeResult:
 
 class Mechanism(ABC):
     name: ClassVar[str]
+    alive_check_interval_s: ClassVar[float] = 15.0
+    """How often a started-but-unregistered agent is checked with :meth:`alive` (an API call
+    for remote mechanisms; a local process is cheap to look at)."""
 
     @abstractmethod
     async def start(self, config: Any, launch: Launch, on_handle: HandleCallback) -> dict[str, str]:

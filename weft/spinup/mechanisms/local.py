@@ -78,6 +78,7 @@ def resolve_program(program: str, path: str | None) -> str | None:
 
 class LocalMechanism(Mechanism):
     name = "local"
+    alive_check_interval_s = 0.0
 
     def __init__(self, log_root: Path | None = None) -> None:
         self._log_root = log_root
