@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -10,7 +11,15 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.models import AgentEntry, ControlRequest, SpinupState, Target, WorkSubmission, utcnow
+from shared.models import (
+    AgentEntry,
+    ControlRequest,
+    SpinupOperation,
+    SpinupState,
+    Target,
+    WorkSubmission,
+    utcnow,
+)
 from shared.names import ProjectNames
 from shared.registry import Registry
 from shared.server import EmbeddedNatsServer
@@ -20,7 +29,7 @@ from tests.spinup.stubs import Seen, StubServer
 from weft.spinup.manager import SpinupManager
 from weft.spinup.service import SpinupEngine
 from weft.spinup.settings import SpinupSettings
-from weft.spinup.store import SpinupRecord
+from weft.spinup.store import SpinupNotFound, SpinupRecord
 
 MakeTarget = Callable[..., Awaitable[Target]]
 LONG_AGO = timedelta(hours=1)
@@ -209,3 +218,34 @@ async def test_an_agent_that_went_offline_is_cleaned_up_through_its_mechanism(
     assert len(receiver.calls("POST", "/stop")) == 1
     actions = [e.action for e in await published_events(nc, names, "spinup") if e.subject_id == record.op.id]
     assert actions[-2:] == ["stopping", "stopped"]
+
+
+async def test_ended_operations_are_purged_after_the_retention(fleet: Fleet, nc: NatsClient) -> None:
+    manager = await fleet.manager()
+    store = manager.store
+    kv = await store.bucket()
+    old = utcnow() - timedelta(days=8)
+
+    def ended(state: SpinupState, updated: Any, handle: dict[str, str]) -> SpinupRecord:
+        op = SpinupOperation(
+            project_id=fleet.project_id,
+            target_id=fleet.target.id,
+            target_name=fleet.target.name,
+            agent_id=uuid.uuid4().hex,
+            state=state,
+            handle=handle,
+            created_at=updated,
+            updated_at=updated,
+        )
+        return SpinupRecord(op=op)
+
+    gone = ended(SpinupState.FAILED, old, {})
+    recent = ended(SpinupState.STOPPED, utcnow(), {})
+    uncleaned = ended(SpinupState.TIMED_OUT, old, {"url": "x"})  # its stop never finished
+    for record in (gone, recent, uncleaned):
+        await kv.put(f"op.{record.op.id}", record.to_json_bytes())
+    await fleet.tick()
+    assert (await store.get(recent.op.id)).op.state is SpinupState.STOPPED
+    assert (await store.get(uncleaned.op.id)).op.state is SpinupState.TIMED_OUT
+    with pytest.raises(SpinupNotFound):
+        await store.get(gone.op.id)

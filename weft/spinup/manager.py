@@ -15,7 +15,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -526,11 +526,7 @@ class SpinupManager:
         return await self.store.get(spinup_id)
 
     # -- reconciliation ----------------------------------------------------------------------------
-    async def tick(
-        self,
-        agents: Mapping[str, AgentEntry] | None = None,
-        on_registered: Callable[[SpinupRecord, AgentEntry], Awaitable[None]] | None = None,
-    ) -> list[SpinupRecord]:
+    async def tick(self, agents: Mapping[str, AgentEntry] | None = None) -> list[SpinupRecord]:
         """Bring every live operation up to date; returns the live records after the pass.
 
         Links registered agents, times out operations whose agent never registered,
@@ -557,7 +553,17 @@ class SpinupManager:
                     current = record
                 if current is not None:
                     live.append(current)
+        await self._forget_old(now)
         return live
+
+    async def _forget_old(self, now: datetime) -> None:
+        """Purge ended operations older than ``WEFT_SPINUP_RETENTION_S`` (their events remain)."""
+        horizon = now - timedelta(seconds=self.settings.retention_s)
+        for record in await self.store.all():
+            if record.op.state in FINAL_STATES and record.op.updated_at < horizon:
+                if record.op.handle and record.stop_done_at is None:
+                    continue  # still to be cleaned up
+                await self.store.remove(record.op.id)
 
     async def _reconcile(
         self, record: SpinupRecord, agent: AgentEntry | None, now: datetime

@@ -27,6 +27,10 @@ class SpinupSettings(BaseSettings):
     """After asking an idle agent to shut down, how long to wait before its mechanism stops it."""
     stop_retry_s: float = Field(default=120.0, gt=0, le=86_400, validation_alias="WEFT_SPINUP_STOP_RETRY_S")
     """A stop that a replica began but did not finish is retried after this long."""
+    retention_s: float = Field(
+        default=7 * 24 * 3600, ge=60, le=365 * 24 * 3600, validation_alias="WEFT_SPINUP_RETENTION_S"
+    )
+    """Ended operations are kept this long in the spin-ups bucket (their events stay in the stream)."""
     health_checks: bool = Field(default=True, validation_alias="WEFT_SPINUP_HEALTH_CHECKS")
     discover_interval_s: float = Field(
         default=30.0, gt=0, le=3600, validation_alias="WEFT_SPINUP_DISCOVER_INTERVAL_S"
