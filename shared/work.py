@@ -64,6 +64,7 @@ log = logging.getLogger("loom.work")
 JS_API = "$JS.API"
 DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
+CLAIM_LINGER_S = 0.05
 DLQ_MAX_AGE_S = 30 * 24 * 3600
 CLAIMABLE = frozenset({WorkStatus.SUBMITTED, WorkStatus.QUEUED, WorkStatus.FAILED})
 HELD = frozenset({WorkStatus.CLAIMED, WorkStatus.IN_PROGRESS})
@@ -436,19 +437,23 @@ class WorkQueue:
                 depths[parts.capability] = depths.get(parts.capability, 0) + count
         return depths
 
-    async def _next(self, subject: str) -> Msg | None:
-        """Pull one message without waiting.
+    async def _next(self, subject: str, *, linger_s: float = 0.0) -> Msg | None:
+        """Pull one message; without ``linger_s`` it does not wait at all.
 
         A pulled message keeps its original subject, so nats-py's muxed
         ``request`` cannot route it back; a one-shot inbox subscription can.
         """
         consumer = await self._ensure_consumer(subject)
         request = f"{JS_API}.CONSUMER.MSG.NEXT.{self.names.work_stream}.{consumer}"
+        if linger_s > 0:
+            payload = json.dumps({"batch": 1, "expires": int(linger_s * 1e9)}).encode()
+        else:
+            payload = b'{"batch":1,"no_wait":true}'
         inbox = self._nc.new_inbox()
         sub = await self._nc.subscribe(inbox, max_msgs=1)
         try:
-            await self._nc.publish(request, b'{"batch":1,"no_wait":true}', reply=inbox)
-            msg = await sub.next_msg(timeout=2.0)
+            await self._nc.publish(request, payload, reply=inbox)
+            msg = await sub.next_msg(timeout=2.0 + linger_s)
         except NatsTimeoutError:
             self._consumers.discard(consumer)
             return None
@@ -459,11 +464,23 @@ class WorkQueue:
             return None
         return msg
 
+    async def _undelivered(self, subject: str) -> bool:
+        """Whether the subject's consumer still has messages nobody was handed yet."""
+        info = await self._js.consumer_info(self.names.work_stream, self.names.work_consumer(subject))
+        return bool(info.num_pending)
+
     async def claim(self, claimant: Claimant) -> WorkItem | None:
         """Take the highest-priority eligible item, or None when there is none."""
         for subject in await self.eligible_subjects(claimant):
+            lingered = False
             while True:
                 msg = await self._next(subject)
+                if msg is None and not lingered and await self._undelivered(subject):
+                    # A message stored a moment ago may not have reached the
+                    # consumer yet; a no-wait pull then answers "none". Wait
+                    # briefly for it rather than report an empty queue.
+                    lingered = True
+                    msg = await self._next(subject, linger_s=CLAIM_LINGER_S)
                 if msg is None:
                     break
                 item = await self._take(msg, claimant)

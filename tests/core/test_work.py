@@ -222,3 +222,22 @@ async def test_projects_are_isolated(nc: NatsClient, project_id: str) -> None:
     with pytest.raises(WorkNotFound):
         await q2.get(item.id)
     assert (await q2.list_items()).items == []
+
+
+async def test_lingering_pull_gets_a_message_published_while_waiting(nc: NatsClient, project_id: str) -> None:
+    names = ProjectNames(project_id)
+    q = WorkQueue(nc, names)
+    first = await q.submit(sub("first"))
+    subject = names.work_subject("code", "default", None, 5)
+    assert await q.claim(coder()) is not None  # the only message is now in flight
+    assert not await q._undelivered(subject)
+    assert await q.claim(coder(B)) is None  # nothing undelivered, so no linger either
+
+    async def publish_later() -> None:
+        await asyncio.sleep(0.2)
+        await q.submit(sub("second"))
+
+    publisher = asyncio.create_task(publish_later())
+    msg = await q._next(subject, linger_s=2.0)
+    await publisher
+    assert msg is not None and json.loads(msg.data)["work_id"] != first.id
