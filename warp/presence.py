@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 
-from shared.events import ensure_events_stream, publish_event
 from shared.identity import Identity
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import ProjectNames
@@ -65,7 +64,6 @@ class Presence:
         self._manual_status: AgentStatus | None = None
         self._last_activity = time.time()
         self._task: asyncio.Task[None] | None = None
-        self._events_ready = False
         self._lock = asyncio.Lock()
         self._counts_dirty = False
         self._count_writer: asyncio.Task[None] | None = None
@@ -89,9 +87,6 @@ class Presence:
             metadata=metadata,
         )
 
-    def forget_events(self) -> None:
-        self._events_ready = False
-
     def touch(self) -> None:
         self._last_activity = time.time()
 
@@ -100,22 +95,6 @@ class Presence:
             return self._manual_status
         limit = self.entry.max_concurrent_tasks if self.entry else self.settings.max_concurrent_tasks
         return AgentStatus.BUSY if len(self.held) >= limit else AgentStatus.ONLINE
-
-    async def _event(self, action: str, entry: AgentEntry) -> None:
-        try:
-            if not self._events_ready:
-                await ensure_events_stream(self._js, self.names)
-                self._events_ready = True
-            await publish_event(
-                self._js,
-                self.names,
-                "agent",
-                action,
-                entry.agent_id,
-                {"agent": entry.model_dump(mode="json")},
-            )
-        except Exception as exc:  # an event is a notification; losing one must not fail the call
-            log.warning("agent.%s event not published: %s", action, exc)
 
     # -- registration -----------------------------------------------------------
     async def register(self, request: Registration) -> AgentEntry:
@@ -150,7 +129,6 @@ class Presence:
             await self.registry.put(entry)
             self.entry = entry
             self.registered = True
-        await self._event("registered", entry)
         self.start_heartbeat()
         return entry
 
@@ -196,7 +174,6 @@ class Presence:
 
         async with self._lock:
             entry = await self._write(change)
-        await self._event("updated", entry)
         return entry
 
     async def set_handle(self, handle: str) -> AgentEntry | None:
@@ -208,7 +185,6 @@ class Presence:
 
         async with self._lock:
             entry = await self._write(change)
-        await self._event("updated", entry)
         return entry
 
     async def deregister(self, reason: str = "deregistered") -> AgentEntry | None:
@@ -226,7 +202,6 @@ class Presence:
 
         async with self._lock:
             entry = await self._write(change)
-        await self._event("offline", entry)
         return entry
 
     # -- tasks --------------------------------------------------------------------

@@ -49,7 +49,6 @@ class Services:
         self.lock.forget()
         self.registry = Registry(self.js, self.names)
         self.presence.registry = self.registry
-        self.presence.forget_events()
         self.work = WorkQueue(self.nc, self.names, js=self.js)
 
 

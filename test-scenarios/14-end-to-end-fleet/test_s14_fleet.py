@@ -17,7 +17,6 @@ from collections import Counter
 from contextlib import AsyncExitStack
 from typing import Any
 
-import pytest
 from scenario_harness import Fabric, agents_in, eventually
 from scenario_harness.drills import pids_with_env, rest_items, workers
 from scenario_harness.events import EventStream, event_stream
@@ -59,8 +58,7 @@ def last_work_state(stream: EventStream) -> dict[str, dict[str, Any]]:
 
 
 def last_agent_status(stream: EventStream) -> dict[str, str]:
-    """Each agent's effective status as Weft's last derived ``agent.*`` event gave it (Warp's own
-    copies carry no effective status; see the xfail below)."""
+    """Each agent's effective status as Weft's last derived ``agent.*`` event gave it."""
     return {e["subject_id"]: e["data"]["status"] for e in stream.of("agent") if "status" in e["data"]}
 
 
@@ -182,12 +180,6 @@ async def test_operator_batch_with_a_mixed_fleet(fabric: Fabric) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/weft.md says Warp publishes no agent.* events and Weft derives one per registry change, "
-    "but warp/presence.py also publishes agent.registered/updated/offline, so the WebSocket agents topic "
-    "relays each registration twice, Warp's copy without the effective status",
-)
 async def test_one_agent_event_per_registration(fabric: Fabric) -> None:
     async with event_stream(fabric, "agents") as stream:
         async with fabric.agent("once", capabilities=["code"]) as agent:
