@@ -72,7 +72,20 @@ def test_good_configs_normalise() -> None:
         ("ssh", {**SSH_OK, "username": "root;rm"}, "config.username", "user name"),
         ("ssh", {**SSH_OK, "host_key": "AAAA"}, "config.host_key", "public key line"),
         ("ssh", {**SSH_OK, "log_file": "relative.log"}, "config.log_file", "absolute remote path"),
-        ("ssh", {**SSH_OK, "key_passphrase_env": "has space"}, "config.key_passphrase_env", "variable name"),
+        ("ssh", {**SSH_OK, "key_passphrase_env": "has space"}, "config.key_passphrase_env", "upper-case"),
+        (
+            "github-actions",
+            {**GH_OK, "token_env": "ghp_PastedTokenByMistake0123"},
+            "config.token_env",
+            "upper-case",
+        ),
+        ("webhook", {**HOOK_OK, "secret_env": "whsec-abc"}, "config.secret_env", "upper-case"),
+        (
+            "webhook",
+            {**HOOK_OK, "headers_env": {"Authorization": "Bearer x"}},
+            "config.headers_env",
+            "upper-case",
+        ),
         ("kubernetes", {}, "config.image", "is required"),
         ("kubernetes", {**K8S_OK, "namespace": "Bad_NS"}, "config.namespace", "Kubernetes name"),
         ("kubernetes", {**K8S_OK, "api_url": "ftp://k8s"}, "config.api_url", "http:// or https://"),
@@ -123,6 +136,13 @@ def test_secrets_are_refused_in_config_and_never_echoed(key: str) -> None:
     assert caught.value.errors[0].field == f"config.{key}"
     assert "environment variable" in caught.value.errors[0].message
     assert value not in str(caught.value)
+
+
+def test_a_token_pasted_where_a_variable_name_belongs_is_refused_without_echo() -> None:
+    pasted = "ghp_PastedTokenByMistake0123"
+    with pytest.raises(InvalidTargetConfig) as caught:
+        parse_config("github-actions", {**GH_OK, "token_env": pasted})
+    assert pasted not in str(caught.value)
 
 
 def test_unknown_mechanism_and_non_object_config() -> None:

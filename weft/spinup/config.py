@@ -21,6 +21,10 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+SECRET_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+"""Settings that name the variable holding a secret take upper-case names only, so a token
+pasted there by mistake (mixed case, as tokens are) is refused instead of stored."""
+SECRET_ENV_RULE = "must be the name of an environment variable (upper-case letters, digits and '_')"
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -112,8 +116,8 @@ class _Config(BaseModel):
 def _env_name(v: str | None) -> str | None:
     if v is None:
         return None
-    if ENV_NAME.fullmatch(v) is None:
-        raise ValueError("must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    if SECRET_ENV_NAME.fullmatch(v) is None:
+        raise ValueError(SECRET_ENV_RULE)
     return v
 
 
@@ -464,8 +468,8 @@ class WebhookConfig(_Config):
     @classmethod
     def _header_envs(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
-            if ENV_NAME.fullmatch(value) is None:
-                raise ValueError(f"{key!r}: {value!r} is not an environment variable name")
+            if SECRET_ENV_NAME.fullmatch(value) is None:
+                raise ValueError(f"{key!r}: {SECRET_ENV_RULE}")
         return v
 
     @field_validator("body", "stop_body")
