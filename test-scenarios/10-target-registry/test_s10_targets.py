@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import pytest
 from scenario_harness import Fabric
 
 VOLATILE = ("updated_at", "last_health_check", "health", "health_detail")
@@ -147,12 +146,6 @@ async def test_bad_targets_are_refused_naming_the_field(fabric: Fabric) -> None:
     assert secret not in str(page)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="weft/targets/redaction.py masks every key matching token|secret|passphrase|auth, so the "
-    "*names* of Weft's environment variables (secret_env, token_env) show as *** although "
-    "docs/spinup.md says a target holds no secrets and is returned as it is",
-)
 async def test_the_variable_a_target_reads_its_secret_from_is_shown(fabric: Fabric) -> None:
     hook = await fabric.shuttle_json(
         "targets",

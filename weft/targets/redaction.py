@@ -1,6 +1,7 @@
 """Keep secrets in a target's ``config`` out of every response and event.
 
-Values under secret-looking keys are replaced by ``***``; other strings go
+Values under secret-looking keys are replaced by ``***`` (keys ending in
+``_env`` name environment variables and are shown); other strings go
 through :func:`shared.redact.redact` (URL credentials, ``token=...``). A PATCH
 that sends ``***`` back keeps the stored value, so read-modify-write clients
 cannot overwrite a secret with its mask.
@@ -22,10 +23,23 @@ def is_secret_key(key: str) -> bool:
     return _SECRET_KEY.search(key) is not None
 
 
+def names_a_variable(key: str) -> bool:
+    """``token_env``, ``secret_env``, ``headers_env``: these hold the *names* of
+    environment variables (validated as upper-case names), never secrets, and
+    an operator needs to see which variable a target reads."""
+    return key.endswith("_env")
+
+
 def redact_config(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            k: (MASK if is_secret_key(str(k)) and v not in (None, "", {}, []) else redact_config(v))
+            k: (
+                v
+                if names_a_variable(str(k))
+                else MASK
+                if is_secret_key(str(k)) and v not in (None, "", {}, [])
+                else redact_config(v)
+            )
             for k, v in value.items()
         }
     if isinstance(value, list):
