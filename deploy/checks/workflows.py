@@ -14,7 +14,9 @@ import yaml
 from deploy.checks.common import REPO, Finding, display, find_tool, run_tool
 
 CHECK = "workflow"
-REQUIRED_INPUTS = ("correlation_id", "work_id", "capability", "project_id")
+REQUIRED_INPUTS = ("correlation_id", "project_id")
+# Weft's github-actions mechanism also sends these; an undeclared input makes GitHub refuse the dispatch.
+DECLARED_INPUTS = ("work_id", "capability", "agent_id", "target_id", "nats_url")
 REQUIRED_SECRETS = ("LOOM_NATS_URL", "LOOM_AGENT_API_KEY")
 SCRIPT = "deploy/github-actions/run-agent.sh"
 
@@ -70,6 +72,9 @@ def policy(path: Path) -> list[Finding]:
         for name in REQUIRED_INPUTS:
             if not isinstance(inputs.get(name), dict) or inputs[name].get("required") is not True:
                 problems.append(f"on.{trigger}.inputs.{name} must exist and be required")
+        for name in DECLARED_INPUTS:
+            if not isinstance(inputs.get(name), dict) or inputs[name].get("required") is not False:
+                problems.append(f"on.{trigger}.inputs.{name} must exist and be optional")
     call = triggers.get("workflow_call")
     secrets = (call or {}).get("secrets") or {} if isinstance(call, dict) else {}
     for name in REQUIRED_SECRETS:

@@ -18,17 +18,21 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+
+from nats.aio.client import Client as NatsClient
 
 from deploy.runner import launch
 from deploy.runner.config import ConfigError, RunnerConfig, load
+from deploy.runner.credentials import environment_with_credentials
 from deploy.runner.process import run_agent
 from deploy.runner.report import report_failure, unfinished_after_success, work_status
 from shared.names import ProjectNames
 from shared.natsclient import NatsConnectError, connect
 from shared.redact import configure_logging, redact, register_secret
 from shared.settings import NatsSettings
-from shared.work import WorkQueue
+from shared.work import WorkError, WorkQueue
 
 log = logging.getLogger("loom.runner")
 
@@ -51,16 +55,36 @@ def nats_settings(env: Mapping[str, str]) -> NatsSettings:
     return NatsSettings.model_validate({name: env[name] for name in launch.NATS_VARIABLES if env.get(name)})
 
 
+async def with_capabilities(nc: NatsClient, config: RunnerConfig) -> RunnerConfig:
+    """Without LOOM_CAPABILITIES, the agent registers the capability of the work it was started for."""
+    if config.capabilities:
+        return config
+    assert config.work_id is not None  # load() refuses neither capabilities nor work id
+    try:
+        item = await WorkQueue(nc, ProjectNames(config.project_id)).get(config.work_id)
+    except WorkError:
+        raise ConfigError(
+            f"LOOM_CAPABILITIES: not given, and work item {config.work_id} does not exist in project "
+            f"{config.project_id} to take its capability from"
+        ) from None
+    return replace(config, capabilities=(item.capability,))
+
+
 async def run(config: RunnerConfig, env: Mapping[str, str]) -> int:
     nc = await connect(nats_settings(env), url=config.nats_url, name="loom-runner", timeout=CONNECT_TIMEOUT_S)
     try:
-        status = await work_status(WorkQueue(nc, ProjectNames(config.project_id)), config.work_id)
+        config = await with_capabilities(nc, config)
+        launch.check_warp_environment(launch.warp_environment(config, env))
+        queue = WorkQueue(nc, ProjectNames(config.project_id))
+        status = await work_status(queue, config.work_id)
         log.info(
-            "run %s: work %s is %s; starting the agent as %s",
+            "run %s: starting the agent as %s with capabilities %s%s",
             config.correlation_id,
-            config.work_id,
-            status.value if status else "unknown to this project",
             config.agent_id,
+            ",".join(config.capabilities),
+            f"; work {config.work_id} is {status.value if status else 'unknown to this project'}"
+            if config.work_id
+            else "",
         )
         with tempfile.TemporaryDirectory(prefix="loom-agent-") as folder:
             files = launch.write_files(config, env, Path(folder))
@@ -69,8 +93,8 @@ async def run(config: RunnerConfig, env: Mapping[str, str]) -> int:
         if outcome.ok:
             left = await unfinished_after_success(nc, config)
             if not left:
-                final = await work_status(WorkQueue(nc, ProjectNames(config.project_id)), config.work_id)
-                log.info("agent finished; work %s is %s", config.work_id, final.value if final else "unknown")
+                final = await work_status(queue, config.work_id)
+                log.info("agent finished%s", f"; work {config.work_id} is {final.value}" if final else "")
                 return EXIT_OK
             reason = "the agent exited without completing or failing " + ", ".join(i.id for i in left)
         else:
@@ -91,10 +115,9 @@ async def report_only(config: RunnerConfig, env: Mapping[str, str], reason: str)
     finally:
         await nc.close()
     log.info(
-        "reported: failed %s; work %s is %s",
+        "reported: failed %s%s",
         ", ".join(report.failed) or "nothing",
-        config.work_id,
-        report.work_status.value if report.work_status else "unknown",
+        f"; work {config.work_id} is {report.work_status.value}" if report.work_status else "",
     )
     return EXIT_OK
 
@@ -111,6 +134,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         register_secret(secret)
     command = args.command or "run"
     try:
+        environment = environment_with_credentials(environment)
         config = load(environment, allow_insecure=args.allow_insecure, need_agent=command == "run")
     except ConfigError as exc:
         print(f"run-agent: {redact(exc)}", file=sys.stderr)
@@ -119,6 +143,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         if command == "report-failure":
             return asyncio.run(report_only(config, environment, args.reason))
         return asyncio.run(run(config, environment))
+    except ConfigError as exc:
+        print(f"run-agent: {redact(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
     except NatsConnectError as exc:
         print(f"run-agent: cannot reach NATS: {redact(exc)}", file=sys.stderr)
         return EXIT_NATS

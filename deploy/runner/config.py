@@ -26,17 +26,24 @@ from shared.names import (
 
 # The variables this runner reads itself (besides NatsSettings / IdentitySettings).
 RUNNER_VARIABLES: dict[str, str] = {
-    "LOOM_CORRELATION_ID": "id Weft gave this start; the workflow's run-name carries it",
-    "LOOM_WORK_ID": "the work item the agent was started for",
-    "LOOM_CAPABILITY": "the capability that work item needs",
-    "LOOM_TARGET_ID": "the Weft target that started the agent (optional)",
-    "LOOM_SPINUP_ID": "the spin-up operation in Weft (optional)",
+    "LOOM_CORRELATION_ID": "id Weft gave this start (its spin-up id); the workflow's run-name carries it",
+    "LOOM_CAPABILITY": "a capability to register (added to LOOM_CAPABILITIES)",
     "AGENT_COMMAND": "the agent command line, with {placeholders}",
     "AGENT_TIMEOUT_S": "seconds before the agent is stopped",
     "AGENT_API_KEY": "the agent CLI's API key",
     "AGENT_API_KEY_ENV": "the variable under which the agent CLI expects that key",
     "LOOM_WARP_COMMAND": "how to start Warp (default: the warp script next to this Python)",
-    "LOOM_RUNNER_ALLOW_INSECURE": "1 allows nats:// and ws:// (local testing only)",
+    "LOOM_RUNNER_ALLOW_INSECURE": "1 allows nats:// and ws:// (in-cluster or local testing)",
+    "LOOM_NATS_SECRET_NAME": "Kubernetes Secret with this agent's NATS_URL/NATS_USER/NATS_PASS/NATS_TOKEN",
+    "LOOM_K8S_API_URL": "Kubernetes API for LOOM_NATS_SECRET_NAME (default: the in-cluster service)",
+    "LOOM_K8S_SA_DIR": "service-account token folder for LOOM_NATS_SECRET_NAME (default: the mounted one)",
+}
+# Read by the runner and handed on to Warp (warp/settings.py defines them).
+SHARED_WITH_WARP: dict[str, str] = {
+    "LOOM_WORK_ID": "the work item the agent was started for (may be empty)",
+    "LOOM_CAPABILITIES": "comma-separated capabilities to register",
+    "LOOM_TARGET_ID": "the Weft target that started the agent",
+    "LOOM_SPINUP_ID": "the spin-up operation in Weft (default: LOOM_CORRELATION_ID)",
 }
 
 PLACEHOLDERS = frozenset(
@@ -55,6 +62,7 @@ DEFAULT_TIMEOUT_S = 2880.0
 MAX_TIMEOUT_S = 86_400.0
 _CORRELATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _WORK_ID = re.compile(r"[0-9a-f]{32}")
+_OPAQUE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECURE_SCHEMES = ("wss", "tls")
 
@@ -66,13 +74,14 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class RunnerConfig:
     correlation_id: str
-    work_id: str
-    capability: str
+    work_id: str | None
+    capabilities: tuple[str, ...]
+    """May be empty: then the work item's capability is used (looked up in NATS)."""
     project_id: str
     agent_id: str
     agent_type: str
     target_id: str | None
-    spinup_id: str | None
+    spinup_id: str
     nats_url: str
     agent_command: str
     timeout_s: float
@@ -90,7 +99,8 @@ def agent_id_for(correlation_id: str) -> str:
 def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip()
     if not value:
-        raise ConfigError(f"{name}: is required ({RUNNER_VARIABLES.get(name, 'see docs/deploy.md')})")
+        known = RUNNER_VARIABLES.get(name) or SHARED_WITH_WARP.get(name) or "see docs/deploy.md"
+        raise ConfigError(f"{name}: is required ({known})")
     return value
 
 
@@ -102,6 +112,12 @@ def _checked(name: str, value: str, check: object) -> str:
 
 
 def correlation_id_from(env: Mapping[str, str]) -> str:
+    """LOOM_CORRELATION_ID (the workflow input), else LOOM_SPINUP_ID (a Kubernetes Job's env)."""
+    if not env.get("LOOM_CORRELATION_ID", "").strip() and env.get("LOOM_SPINUP_ID", "").strip():
+        value = env["LOOM_SPINUP_ID"].strip()
+        if not _CORRELATION.fullmatch(value):
+            raise ConfigError("LOOM_SPINUP_ID: must be 1-128 letters, digits, '.', '_' or '-'")
+        return value
     value = _required(env, "LOOM_CORRELATION_ID")
     if not _CORRELATION.fullmatch(value):
         raise ConfigError(
@@ -183,19 +199,34 @@ def optional_id(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name, "").strip()
     if not value:
         return None
-    if not _WORK_ID.fullmatch(value):
-        raise ConfigError(f"{name}: must be 32 lowercase hex characters")
+    if not _OPAQUE_ID.fullmatch(value):
+        raise ConfigError(f"{name}: must be 1-128 letters, digits, '_', '.' or '-'")
     return value
+
+
+def capabilities_from(env: Mapping[str, str]) -> tuple[str, ...]:
+    """LOOM_CAPABILITIES (comma-separated, as Weft's spin-up sets it) plus LOOM_CAPABILITY."""
+    found: set[str] = set()
+    for name in ("LOOM_CAPABILITIES", "LOOM_CAPABILITY"):
+        for part in env.get(name, "").split(","):
+            if part.strip():
+                found.add(_checked(name, part.strip(), validate_capability))
+    return tuple(sorted(found))
 
 
 def load(env: Mapping[str, str], *, allow_insecure: bool = False, need_agent: bool = True) -> RunnerConfig:
     """Validate the environment. ``need_agent=False`` (failure reports) skips the agent command."""
     allow_insecure = allow_insecure or env.get("LOOM_RUNNER_ALLOW_INSECURE", "") == "1"
     correlation_id = correlation_id_from(env)
-    work_id = _required(env, "LOOM_WORK_ID")
-    if not _WORK_ID.fullmatch(work_id):
+    work_id = env.get("LOOM_WORK_ID", "").strip() or None
+    if work_id is not None and not _WORK_ID.fullmatch(work_id):
         raise ConfigError("LOOM_WORK_ID: must be 32 lowercase hex characters (a Loom work id)")
-    capability = _checked("LOOM_CAPABILITY", _required(env, "LOOM_CAPABILITY"), validate_capability)
+    capabilities = capabilities_from(env)
+    if not capabilities and work_id is None:
+        raise ConfigError(
+            "LOOM_CAPABILITIES: give the agent's capabilities "
+            "(or LOOM_WORK_ID, whose capability is then used)"
+        )
     project_id = _checked("LOOM_PROJECT_ID", _required(env, "LOOM_PROJECT_ID"), validate_project_id)
     explicit_agent = env.get("LOOM_AGENT_ID", "").strip()
     agent_id = (
@@ -214,12 +245,12 @@ def load(env: Mapping[str, str], *, allow_insecure: bool = False, need_agent: bo
     return RunnerConfig(
         correlation_id=correlation_id,
         work_id=work_id,
-        capability=capability,
+        capabilities=capabilities,
         project_id=project_id,
         agent_id=agent_id,
         agent_type=agent_type,
         target_id=optional_id(env, "LOOM_TARGET_ID"),
-        spinup_id=optional_id(env, "LOOM_SPINUP_ID"),
+        spinup_id=optional_id(env, "LOOM_SPINUP_ID") or correlation_id,
         nats_url=nats_url_from(env, allow_insecure),
         agent_command=agent_command_from(env) if need_agent else "",
         timeout_s=timeout_from(env),

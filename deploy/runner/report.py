@@ -38,7 +38,9 @@ async def held_items(queue: WorkQueue, agent_id: str) -> list[WorkItem]:
     return [item for item in page.items if item.status in HELD]
 
 
-async def work_status(queue: WorkQueue, work_id: str) -> WorkStatus | None:
+async def work_status(queue: WorkQueue, work_id: str | None) -> WorkStatus | None:
+    if work_id is None:
+        return None
     try:
         return (await queue.get(work_id)).status
     except WorkError:
@@ -67,7 +69,7 @@ async def report_failure(nc: NatsClient, config: RunnerConfig, reason: str) -> R
             names,
             "spinup",
             "failed",
-            config.spinup_id or config.correlation_id,
+            config.spinup_id,
             {
                 "correlation_id": config.correlation_id,
                 "work_id": config.work_id,
