@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deploy.checks.common import DEPLOY, Finding, display, find_tool, run_tool
+from deploy.checks.common import DEPLOY, REPO, Finding, display, find_tool, run_tool
 
 CHECK = "dockerfile"
 HADOLINT_CONFIG = DEPLOY / "docker" / ".hadolint.yaml"
@@ -72,7 +72,8 @@ def _expand(value: str, args: dict[str, str]) -> str:
     return _ARG.sub(lambda m: args.get(m.group(1), m.group(0)), value)
 
 
-def policy(path: Path) -> list[Finding]:
+def policy(path: Path, context: Path = REPO) -> list[Finding]:
+    """The image rules; COPY sources are looked up in ``context`` (the repository root)."""
     where = display(path)
     text = path.read_text(encoding="utf-8")
     args, found = stages(text)
@@ -90,6 +91,14 @@ def policy(path: Path) -> list[Finding]:
             problems.append(
                 f"FROM {image}: pin the base image to an exact version tag (x.y.z) or a sha256 digest"
             )
+    for stage in found:
+        for word, rest in stage.instructions:
+            if word not in ("COPY", "ADD") or "--from=" in rest:
+                continue
+            sources = [p for p in rest.split() if not p.startswith("--")][:-1]
+            problems += [
+                f"{word} {s}: not in the build context" for s in sources if not (context / s).exists()
+            ]
     if found:
         final = found[-1]
         users = [rest for word, rest in final.instructions if word == "USER"]

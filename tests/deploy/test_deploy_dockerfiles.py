@@ -152,3 +152,54 @@ def test_healthcheck_main_exit_codes(http_port: int, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("WEFT_PORT", str(http_port))
     assert hc.main(["healthcheck.py", "http"]) == 0  # type: ignore[attr-defined]
     assert hc.main(["healthcheck.py", "bogus"]) == 1  # type: ignore[attr-defined]
+
+
+def test_a_copy_source_missing_from_the_build_context_fails(broken_copy: BrokenCopy) -> None:
+    bad = broken_copy(
+        "docker/agent.Dockerfile", lambda t: t.replace("COPY deploy/runner ", "COPY deploy/runnr ")
+    )
+    messages = [f.message for f in policy(bad)]
+    assert any("deploy/runnr: not in the build context" in m for m in messages), messages
+
+
+def test_the_agent_images_entrypoint_needs_only_what_the_image_copies(tmp_path: Path) -> None:
+    """The agent image copies deploy/__init__.py and deploy/runner to /opt/loom/app; the
+    entrypoint must work from that alone (not from deploy/checks or the tests)."""
+    import shutil
+    import subprocess
+    import sys
+
+    app = tmp_path / "app"
+    shutil.copy(
+        DEPLOY / "__init__.py", (app / "deploy").mkdir(parents=True) or app / "deploy" / "__init__.py"
+    )
+    shutil.copytree(
+        DEPLOY / "runner", app / "deploy" / "runner", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = {
+        "PYTHONPATH": str(app),
+        "PATH": "/usr/bin:/bin",
+        "LOOM_CORRELATION_ID": "r1",
+        "LOOM_PROJECT_ID": "p",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "deploy.runner", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr  # a configuration error, not an ImportError
+    assert "LOOM_CAPABILITIES" in done.stderr
+    scripted = subprocess.run(
+        [sys.executable, "-m", "deploy.runner.scripted_agent", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert scripted.returncode == 0, scripted.stderr
