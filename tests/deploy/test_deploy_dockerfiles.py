@@ -170,9 +170,8 @@ def test_the_agent_images_entrypoint_needs_only_what_the_image_copies(tmp_path: 
     import sys
 
     app = tmp_path / "app"
-    shutil.copy(
-        DEPLOY / "__init__.py", (app / "deploy").mkdir(parents=True) or app / "deploy" / "__init__.py"
-    )
+    (app / "deploy").mkdir(parents=True)
+    shutil.copy(DEPLOY / "__init__.py", app / "deploy" / "__init__.py")
     shutil.copytree(
         DEPLOY / "runner", app / "deploy" / "runner", ignore=shutil.ignore_patterns("__pycache__")
     )
