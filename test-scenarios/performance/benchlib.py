@@ -9,6 +9,9 @@ referenced by name so the table can show the ratio.
 
 from __future__ import annotations
 
+import itertools
+import math
+import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -108,4 +111,94 @@ def render_table(results: list[BenchResult]) -> str:
             f"{r.name:<44} {r.unit:>5} {r.samples:>6} {f(r.p50):>9} {f(r.p95):>9} {f(r.p99):>9} "
             f"{f(r.throughput, 0):>9} {f(r.value):>9} {f(r.ratio, 1):>6}  {r.target or ''}"
         )
+    return "\n".join(lines)
+
+
+# -- scale curves ------------------------------------------------------------------------
+
+_AT_SIZE = re.compile(r"^(?P<curve>.*?)\s*@\s*(?P<n>\d[\d,]*)(?:\s+(?P<unit>[a-z]+))?\s*$")
+GROWTH_SLACK = 1.25
+"""A step's log-log slope may exceed 1.0 (linear) by this much before the curve is flagged:
+timings on a shared machine wobble, and a truly super-linear cost shows up as 2.0 (quadratic)."""
+
+
+@dataclass
+class ScaleCurve:
+    """One measurement at growing sizes (``<name> @ <N> <unit>`` results)."""
+
+    name: str
+    unit: str
+    sizes: list[int]
+    cost_ms: list[float]
+    """p50 (or the single value) at each size."""
+
+    @property
+    def per_item_us(self) -> list[float]:
+        return [cost * 1000 / n for cost, n in zip(self.cost_ms, self.sizes, strict=True)]
+
+    @property
+    def slopes(self) -> list[float]:
+        """log(cost) / log(size) between neighbouring sizes: 1.0 is linear, 0 is flat, 2.0 quadratic."""
+        found: list[float] = []
+        for (n0, c0), (n1, c1) in itertools.pairwise(zip(self.sizes, self.cost_ms, strict=True)):
+            if c0 > 0 and c1 > 0 and n1 > n0:
+                found.append(math.log(c1 / c0) / math.log(n1 / n0))
+        return found
+
+    @property
+    def worst_slope(self) -> float | None:
+        return max(self.slopes) if self.slopes else None
+
+    @property
+    def no_worse_than_linear(self) -> bool:
+        worst = self.worst_slope
+        return worst is None or worst <= GROWTH_SLACK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "sizes": self.sizes,
+            "cost_ms": self.cost_ms,
+            "per_item_us": self.per_item_us,
+            "slopes": self.slopes,
+            "no_worse_than_linear": self.no_worse_than_linear,
+        }
+
+
+def scale_curves(results: list[BenchResult]) -> list[ScaleCurve]:
+    """Group results named ``<curve> @ <N> [unit]`` into curves (3 or more sizes... or 2)."""
+    groups: dict[str, list[tuple[int, float, str]]] = {}
+    for r in results:
+        match = _AT_SIZE.match(r.name)
+        cost = r.p50 if r.p50 is not None else r.value
+        if match is None or cost is None or r.unit != "ms":
+            continue
+        n = int(match["n"].replace(",", ""))
+        groups.setdefault(match["curve"], []).append((n, cost, match["unit"] or "items"))
+    curves = []
+    for name, points in groups.items():
+        points.sort()
+        if len(points) >= 2:
+            curves.append(ScaleCurve(name, points[0][2], [p[0] for p in points], [p[1] for p in points]))
+    return curves
+
+
+def render_curves(curves: list[ScaleCurve]) -> str:
+    if not curves:
+        return ""
+    lines = [
+        "",
+        "scale curves (p50; per-item cost; growth = worst log-log slope between sizes, 1.0 = linear)",
+    ]
+    for c in curves:
+        points = "  ".join(
+            f"{n:>6}: {cost:9.3f} ms ({per:8.3f} us/{c.unit.rstrip('s')})"
+            for n, cost, per in zip(c.sizes, c.cost_ms, c.per_item_us, strict=True)
+        )
+        worst = c.worst_slope
+        verdict = "ok" if c.no_worse_than_linear else "WORSE THAN LINEAR"
+        lines.append(f"  {c.name}")
+        lines.append(f"    {points}")
+        lines.append(f"    growth {worst:.2f} -> {verdict}" if worst is not None else "    growth -")
     return "\n".join(lines)

@@ -1,7 +1,12 @@
 """Run the performance suite: ``make bench`` (or ``python run.py --quick``).
 
-Starts one nats-server, runs every ``bench_*.py`` module's ``run(ctx)`` against
-it, prints a table and writes ``results.json`` next to this file (or ``--out``).
+Starts one nats-server, runs every ``bench_*.py`` module's ``run(ctx)`` against it, prints
+one table (p50/p95/p99, throughput, ratio to the raw nats-py baseline, target), then the
+scale curves (every ``<name> @ <N> <unit>`` series: per-item cost at each size and a growth
+check), and writes ``results.json`` next to this file (or ``--out``).
+
+``--soak 10m`` runs the soak instead (``bench_soak``: steady load, agents joining and
+leaving, latency and memory drift over time); add ``--only`` to run other modules with it.
 """
 
 from __future__ import annotations
@@ -10,12 +15,15 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -23,16 +31,31 @@ for path in (str(HERE), str(ROOT)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from benchlib import BenchContext, BenchResult, attach_ratios, render_table  # noqa: E402
+from benchlib import (  # noqa: E402
+    BenchContext,
+    BenchResult,
+    attach_ratios,
+    render_curves,
+    render_table,
+    scale_curves,
+)
 
-from shared.server import EmbeddedNatsServer, ServerConfig  # noqa: E402
+from shared.server import EmbeddedNatsServer, ServerConfig, find_binary  # noqa: E402
 
 
 def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``10m``, ``1h`` -> seconds; anything else is a usage error."""
     units = {"s": 1, "m": 60, "h": 3600}
-    if text and text[-1] in units:
-        return float(text[:-1]) * units[text[-1]]
-    return float(text)
+    raw = text.strip().lower()
+    scale = units.get(raw[-1:]) if raw else None
+    number = raw[:-1] if scale else raw
+    try:
+        seconds = float(number) * (scale or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--soak: {text!r} is not a duration (e.g. 90s, 10m, 1h)") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("--soak: must be more than 0 seconds")
+    return seconds
 
 
 def discover(only: list[str]) -> list[Path]:
@@ -42,9 +65,20 @@ def discover(only: list[str]) -> list[Path]:
     return modules
 
 
-async def run_all(args: argparse.Namespace) -> tuple[list[BenchResult], list[str]]:
+def load(module_path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(module_path.stem, module_path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    # Registered before it runs, so dataclasses and pickling in the module can find it.
+    sys.modules[module_path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def run_all(args: argparse.Namespace) -> tuple[list[BenchResult], list[str], dict[str, float]]:
     results: list[BenchResult] = []
     failures: list[str] = []
+    timings: dict[str, float] = {}
     with (
         EmbeddedNatsServer(ServerConfig(websocket_port=-1)) as server,
         tempfile.TemporaryDirectory(prefix="loom-bench-") as scratch,
@@ -54,46 +88,85 @@ async def run_all(args: argparse.Namespace) -> tuple[list[BenchResult], list[str
             websocket_url=server.websocket_url,
             scratch=Path(scratch),
             quick=args.quick,
-            soak_s=parse_duration(args.soak) if args.soak else 0.0,
+            soak_s=args.soak or 0.0,
         )
         for module_path in discover(args.only):
-            spec = importlib.util.spec_from_file_location(module_path.stem, module_path)
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
             started = time.perf_counter()
             print(f"# {module_path.stem} ...", file=sys.stderr, flush=True)
             try:
-                results.extend(await module.run(ctx))
+                results.extend(await load(module_path).run(ctx))
             except Exception:
                 failures.append(module_path.stem)
                 traceback.print_exc()
-            print(f"# {module_path.stem} done in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+            timings[module_path.stem] = round(time.perf_counter() - started, 1)
+            print(f"# {module_path.stem} done in {timings[module_path.stem]:.1f}s", file=sys.stderr)
     attach_ratios(results)
-    return results, failures
+    return results, failures, timings
+
+
+def machine() -> dict[str, Any]:
+    """Where the figures came from."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        cpu = [
+            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
+        ]
+        info["cpu"] = cpu[0].split(":", 1)[1].strip() if cpu else platform.processor()
+        mem = next(
+            line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+        )
+        info["memory_gb"] = round(int(mem.split()[1]) / 1024 / 1024, 1)
+        info["load_avg_at_start"] = list(os.getloadavg())
+    except (OSError, StopIteration):
+        pass
+    try:
+        out = subprocess.run([str(find_binary()), "--version"], capture_output=True, text=True, timeout=10)
+        info["nats_server"] = out.stdout.strip()
+    except Exception:  # the version is a nicety; the run itself will fail loudly without a server
+        info["nats_server"] = "unknown"
+    return info
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="few iterations (smoke run)")
     parser.add_argument("--only", nargs="*", default=[], help="run bench modules whose name contains these")
-    parser.add_argument("--soak", default="", help="soak duration, e.g. 10m (bench modules that support it)")
+    parser.add_argument(
+        "--soak", type=parse_duration, default=None, help="soak for this long instead (e.g. 60s, 10m)"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args()
-    results, failures = asyncio.run(run_all(args))
+    if args.soak and not args.only:
+        args.only = ["soak"]
+    host = machine()
+    started = time.time()
+    results, failures, timings = asyncio.run(run_all(args))
+    curves = scale_curves(results)
     print(render_table(results))
+    text = render_curves(curves)
+    if text:
+        print(text)
     payload = {
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": __import__("os").cpu_count(),
-        },
+        "machine": host,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "wall_s": round(time.time() - started, 1),
         "quick": args.quick,
+        "soak_s": args.soak,
+        "module_seconds": timings,
         "results": [r.to_dict() for r in results],
+        "scale_curves": [c.to_dict() for c in curves],
         "failures": failures,
     }
-    args.out.write_text(json.dumps(payload, indent=2))
+    args.out.write_text(json.dumps(payload, indent=2, default=str))
     print(f"wrote {args.out}")
+    if failures:
+        print(f"FAILED modules: {', '.join(failures)}", file=sys.stderr)
     return 1 if failures else 0
 
 

@@ -1,0 +1,81 @@
+"""``make test`` proves the performance suite works: one quick run of every module (with a
+10-second soak) must finish, print the table and the scale curves, and write results.json.
+
+Figures are not judged here (a shared test machine is no place for timing thresholds);
+``make bench`` on a quiet machine produces the ones in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PERF = Path(__file__).resolve().parents[2] / "test-scenarios" / "performance"
+KNOWN_REGISTRY_RACE = "assert len(await reg.list_project()) == agents"
+
+
+@pytest.mark.timeout(300)
+def test_quick_run_of_every_module(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(PERF / "run.py"),
+            "--quick",
+            "--soak",
+            "10s",
+            "--only",
+            "bench_",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+        cwd=tmp_path,
+    )
+    failed = f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert out.exists(), failed
+    data = json.loads(out.read_text())
+    modules = {p.stem for p in PERF.glob("bench_*.py")}
+    assert set(data["module_seconds"]) == modules, failed
+    known_race = "bench_core" in data["failures"] and KNOWN_REGISTRY_RACE in proc.stderr
+    assert data["failures"] == (["bench_core"] if known_race else []), failed
+    assert proc.returncode == (1 if known_race else 0), failed
+    assert data["quick"] is True and data["soak_s"] == 10
+    assert data["machine"]["cpus"] and data["machine"]["nats_server"].startswith("nats-server")
+
+    results = {r["name"]: r for r in data["results"]}
+    for name in results:
+        assert name in proc.stdout, f"{name!r} missing from the printed table"
+    # Every module contributed, and the raw baselines they name were measured in the same run.
+    for prefix in ("weft:", "warp:", "shuttle", "pattern", "spinup:", "weft routing", "soak:"):
+        assert any(n.startswith(prefix) for n in results), prefix
+    for r in results.values():
+        if r["baseline"]:
+            assert r["baseline"] in results, f"{r['name']}: baseline {r['baseline']!r} was not measured"
+
+    curves = {c["name"]: c for c in data["scale_curves"]}
+    assert curves["weft routing decision"]["sizes"] == [10, 100, 1000, 10000]
+    if not known_race:
+        assert any(n.startswith("core:") for n in results)
+        assert curves["registry list_project"]["sizes"][:3] == [10, 100, 1000]
+    assert all(len(c["per_item_us"]) == len(c["sizes"]) for c in curves.values())
+    assert "scale curves" in proc.stdout and "weft routing decision" in proc.stdout
+
+    soak = results["soak: submit->completed (whole run)"]
+    assert soak["samples"] > 0 and soak["extra"]["lost"] == 0 and len(soak["extra"]["windows"]) >= 2
+    assert results["soak: lost items"]["value"] == 0
+    if known_race:
+        pytest.xfail(
+            "bench_core failed on a known bug: Registry.list_project returned [] for a 1,000-entry "
+            "registry (shared/registry._read_all trusts nats-py's end-of-initial-values marker, which "
+            "can arrive before the values); every other module passed"
+        )
