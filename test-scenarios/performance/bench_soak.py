@@ -408,8 +408,8 @@ class Soak:
                 value=drift,
                 target=f"<= {DRIFT_TARGET}",
                 extra={
-                    "first_p50_ms": percentile(first.latencies_ms, 50),
-                    "last_p50_ms": percentile(last.latencies_ms, 50),
+                    "start_p50_ms": percentile(pooled(head, "latencies_ms"), 50),
+                    "end_p50_ms": percentile(pooled(tail, "latencies_ms"), 50),
                 },
             ),
             BenchResult(
