@@ -43,6 +43,7 @@ from nats.js.kv import KeyValue
 from pydantic import Field
 
 from shared.events import ensure_events_stream, publish_event
+from shared.jsraw import JetStreamReplyError, consumer_next
 from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, ensure_stream
 from shared.models import (
     AttemptError,
@@ -61,7 +62,6 @@ from shared.policy import BoundaryPolicy, config_bucket, read_policy
 
 log = logging.getLogger("loom.work")
 
-JS_API = "$JS.API"
 DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
 CLAIM_LINGER_S = 0.05
@@ -438,31 +438,21 @@ class WorkQueue:
         return depths
 
     async def _next(self, subject: str, *, linger_s: float = 0.0) -> Msg | None:
-        """Pull one message; without ``linger_s`` it does not wait at all.
-
-        A pulled message keeps its original subject, so nats-py's muxed
-        ``request`` cannot route it back; a one-shot inbox subscription can.
-        """
+        """Pull one message; without ``linger_s`` it does not wait at all."""
         consumer = await self._ensure_consumer(subject)
-        request = f"{JS_API}.CONSUMER.MSG.NEXT.{self.names.work_stream}.{consumer}"
-        if linger_s > 0:
-            payload = json.dumps({"batch": 1, "expires": int(linger_s * 1e9)}).encode()
-        else:
-            payload = b'{"batch":1,"no_wait":true}'
-        inbox = self._nc.new_inbox()
-        sub = await self._nc.subscribe(inbox, max_msgs=1)
         try:
-            await self._nc.publish(request, payload, reply=inbox)
-            msg = await sub.next_msg(timeout=2.0 + linger_s)
-        except NatsTimeoutError:
-            self._consumers.discard(consumer)
+            msgs = await consumer_next(
+                self._nc,
+                self.names.work_stream,
+                consumer,
+                batch=1,
+                timeout=2.0 + linger_s,
+                expires_s=linger_s or None,
+            )
+        except (JetStreamReplyError, NatsTimeoutError, TimeoutError):
+            self._consumers.discard(consumer)  # gone or unreachable: re-create on the next claim
             return None
-        finally:
-            await sub.unsubscribe()
-        status = (msg.headers or {}).get("Status")
-        if status is not None or not msg.reply:
-            return None
-        return msg
+        return msgs[0] if msgs else None
 
     async def _undelivered(self, subject: str) -> bool:
         """Whether the subject's consumer still has messages nobody was handed yet."""

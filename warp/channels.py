@@ -19,13 +19,13 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
+from shared.jsraw import direct_get_batch
 from shared.jsutil import ensure_stream
 from shared.models import ChannelMessage, Scope
 from shared.names import ProjectNames, validate_channel
 from shared.paging import CursorError, decode_cursor, encode_cursor
 from warp.config import ChannelSpec, ConfigLoader
 from warp.errors import NotFound, WarpError
-from warp.jsraw import direct_get_batch
 
 HDR_SCOPE = "Loom-Scope"
 HDR_SENDER = "Loom-Sender"

@@ -25,12 +25,12 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from pydantic import ValidationError
 
+from shared.jsraw import JetStreamReplyError, ack_all, consumer_next, direct_get_batch
 from shared.jsutil import ensure_stream
 from shared.models import DirectMessage
 from shared.names import ProjectNames, validate_agent_id
 from shared.paging import CursorError, decode_cursor, encode_cursor
 from warp.errors import WarpError
-from warp.jsraw import JetStreamReplyError, ack_all, consumer_next, direct_get_batch
 
 INBOX_MAX_AGE_S = 30 * 24 * 3600
 INBOX_MAX_PER_AGENT = 10_000

@@ -14,10 +14,11 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from pydantic import ValidationError
 
+from shared.jsraw import direct_get_batch, parse_timestamp
 from shared.models import ChannelMessage
 from shared.names import ProjectNames, validate_channel
 from shared.paging import CursorError, decode_cursor, encode_cursor
-from weft.jsapi import list_streams, parse_timestamp, read_batch
+from weft.jsapi import list_streams
 
 MAX_PAGE = 200
 _SCAN_ROUNDS = 10
@@ -121,7 +122,7 @@ async def read_messages(
     more = False
     if info.messages:
         for _ in range(_SCAN_ROUNDS):
-            batch = await read_batch(nc, info.stream, start_seq=next_seq, count=limit - len(items))
+            batch = await direct_get_batch(nc, info.stream, start_seq=next_seq, batch=limit - len(items))
             for stored in batch:
                 items.append(_decode(stored.seq, stored.time, stored.data))
                 next_seq = stored.seq + 1

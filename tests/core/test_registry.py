@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -12,8 +13,10 @@ from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import ProjectNames
 from shared.registry import AgentFilter, AgentNotFound, Registry, RegistryError
 
-USER_1 = "1" * 16
-USER_2 = "2" * 16
+# Random users: personal and public entries are visible across projects by design,
+# so fixed ids would leak this module's agents into other tests on the same server.
+USER_1 = uuid.uuid4().hex[:16]
+USER_2 = uuid.uuid4().hex[:16]
 
 
 def entry(agent_id: str, project_id: str, **kw: object) -> AgentEntry:

@@ -1,4 +1,4 @@
-"""Two JetStream requests nats-py does not offer in the shape Warp needs.
+"""JetStream requests nats-py does not offer in the shape Loom needs.
 
 * batched direct get: up to N stored messages from a sequence in one round
   trip (channel reads, inbox peeks), ending with an ``EOB`` status;
@@ -43,18 +43,16 @@ class StoredMsg:
     """Messages after this one that match the request (Nats-Num-Pending)."""
 
 
-def _parse_time(raw: str | None) -> datetime:
+def parse_timestamp(raw: str | None) -> datetime | None:
+    """An RFC 3339 server timestamp (nanoseconds trimmed to microseconds), or None."""
     if not raw:
-        return datetime.now(UTC)
-    # RFC 3339 with nanoseconds: trim to microseconds for fromisoformat.
+        return None
     text = raw.rstrip("Z")
-    if "." in text:
-        head, frac = text.split(".", 1)
-        text = f"{head}.{frac[:6]}"
+    head, _, fraction = text.partition(".")
     try:
-        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+        return datetime.fromisoformat(f"{head}.{fraction[:6]}" if fraction else head).replace(tzinfo=UTC)
     except ValueError:
-        return datetime.now(UTC)
+        return None
 
 
 async def direct_get_batch(
@@ -90,7 +88,7 @@ async def direct_get_batch(
                         subject=headers.get("Nats-Subject", msg.subject),
                         data=msg.data,
                         headers=headers,
-                        time=_parse_time(headers.get("Nats-Time-Stamp")),
+                        time=parse_timestamp(headers.get("Nats-Time-Stamp")) or datetime.now(UTC),
                         pending=int(headers.get("Nats-Num-Pending", "0") or 0),
                     )
                 )
