@@ -14,7 +14,7 @@ import random
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
-from nats.js.kv import KeyValue
+from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 
 def default_replicas() -> int:
@@ -75,3 +75,33 @@ async def cas_backoff(attempt: int) -> None:
     """Sleep before retrying a lost compare-and-set: jittered and growing, so
     many writers racing on one key spread out instead of colliding forever."""
     await asyncio.sleep(random.uniform(0, 0.001 * (2 ** min(attempt, 7))))
+
+
+SNAPSHOT_TIMEOUT_S = 10.0
+
+
+async def snapshot(kv: KeyValue) -> dict[str, bytes]:
+    """Every live key's current value, read in one pass (no per-key get).
+
+    nats-py's watcher may hand out its "initial values done" marker (None)
+    *before* the values when the server delivered them all before the client
+    asked for consumer info, so the marker cannot end the read. Instead we
+    read deletes too and stop at the entry after which nothing is pending.
+    """
+    if not (await kv.status()).values:
+        return {}
+    watcher = await kv.watchall()
+    values: dict[str, bytes] = {}
+    try:
+        while True:
+            update = await watcher.updates(timeout=SNAPSHOT_TIMEOUT_S)  # type: ignore[no-untyped-call]
+            if update is None:
+                continue
+            if update.operation in (KV_DEL, KV_PURGE) or not update.value:
+                values.pop(update.key, None)
+            else:
+                values[update.key] = update.value
+            if not update.delta:
+                return values
+    finally:
+        await watcher.stop()  # type: ignore[no-untyped-call]

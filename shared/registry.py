@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, snapshot
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, validate_agent_id
 
@@ -204,15 +204,4 @@ def _global_key(entry: AgentEntry) -> str:
 
 
 async def _read_all(kv: KeyValue) -> list[AgentEntry]:
-    """Current value of every key via one watcher (no per-key get)."""
-    watcher = await kv.watchall(ignore_deletes=True)
-    entries: list[AgentEntry] = []
-    try:
-        async for update in watcher:
-            if update is None:
-                break
-            if update.value:
-                entries.append(AgentEntry.model_validate_json(update.value))
-    finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]
-    return entries
+    return [AgentEntry.model_validate_json(raw) for raw in (await snapshot(kv)).values()]

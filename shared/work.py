@@ -44,7 +44,7 @@ from pydantic import Field
 
 from shared.events import ensure_events_stream, publish_event
 from shared.jsraw import JetStreamReplyError, consumer_next
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, ensure_stream
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, ensure_stream, snapshot
 from shared.models import (
     AttemptError,
     ControlRequest,
@@ -292,18 +292,8 @@ class WorkQueue:
 
     async def all_records(self) -> list[WorkRecord]:
         """Every record in one pass over the bucket (no per-key get)."""
-        kv = await self.records_bucket()
-        watcher = await kv.watchall(ignore_deletes=True)
-        records: list[WorkRecord] = []
-        try:
-            async for update in watcher:
-                if update is None:
-                    break
-                if update.value:
-                    records.append(WorkRecord.model_validate_json(update.value))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return records
+        values = await snapshot(await self.records_bucket())
+        return [WorkRecord.model_validate_json(raw) for raw in values.values()]
 
     async def list_items(
         self, filters: WorkFilter | None = None, *, limit: int = 50, cursor: str | None = None

@@ -1,0 +1,27 @@
+"""shared.jsutil.snapshot: a complete one-pass read of a KV bucket."""
+
+from __future__ import annotations
+
+from nats.aio.client import Client as NatsClient
+
+from shared.jsutil import ensure_kv, snapshot
+
+
+async def test_snapshot_sees_every_live_key_and_no_deleted_one(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"snap-{project_id}")
+    assert await snapshot(kv) == {}
+    for i in range(300):
+        await kv.put(f"k{i}", f"v{i}".encode())
+    await kv.put("k0", b"new")
+    await kv.delete("k299")  # the newest message in the bucket is a delete marker
+    # Repeated reads: the watcher's early end-of-values marker must never cut one short.
+    for _ in range(15):
+        values = await snapshot(kv)
+        assert len(values) == 299 and values["k0"] == b"new" and "k299" not in values
+
+
+async def test_snapshot_of_a_bucket_holding_only_delete_markers(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"snap-{project_id}-gone")
+    await kv.put("a", b"1")
+    await kv.delete("a")
+    assert await snapshot(kv) == {}
