@@ -59,7 +59,7 @@ def last_work_state(stream: EventStream) -> dict[str, dict[str, Any]]:
 
 def last_agent_status(stream: EventStream) -> dict[str, str]:
     """Each agent's effective status as Weft's last derived ``agent.*`` event gave it."""
-    return {e["subject_id"]: e["data"]["status"] for e in stream.of("agent") if "status" in e["data"]}
+    return {e["subject_id"]: e["data"]["status"] for e in stream.of("agent")}
 
 
 async def test_operator_batch_with_a_mixed_fleet(fabric: Fabric) -> None:

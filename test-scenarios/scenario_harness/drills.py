@@ -357,6 +357,7 @@ async def work_records(nats_url: str, project_id: str) -> dict[str, dict[str, An
 
     Read-only on purpose: it binds to the bucket and never "ensures" streams, so an audit
     cannot change what it audits (stream replicas, for one)."""
+    from shared.jsutil import snapshot
     from shared.names import ProjectNames
     from shared.natsclient import connect
     from shared.work import WorkRecord
@@ -364,28 +365,8 @@ async def work_records(nats_url: str, project_id: str) -> dict[str, dict[str, An
     nc = await connect(url=nats_url, name="drill-audit", timeout=10)
     try:
         kv = await nc.jetstream(timeout=5).key_value(ProjectNames(project_id).work_records_bucket)
-        if not (await kv.status()).values:
-            return {}
-        watcher = await kv.watchall(ignore_deletes=True)
-        found: dict[str, dict[str, Any]] = {}
-        try:
-            while True:
-                # nats-py may hand out its "initial values done" marker (None) before the values
-                # when the server delivered them all before it asked for consumer info; so a None
-                # ends the read only once something arrived, and the last value (delta 0) ends it.
-                update = await watcher.updates(timeout=15)  # type: ignore[no-untyped-call]
-                if update is None:
-                    if found:
-                        break
-                    continue
-                if update.value:
-                    item = WorkRecord.model_validate_json(update.value).item
-                    found[item.id] = item.model_dump(mode="json")
-                if update.delta == 0:
-                    break
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return found
+        items = [WorkRecord.model_validate_json(raw).item for raw in (await snapshot(kv)).values()]
+        return {item.id: item.model_dump(mode="json") for item in items}
     finally:
         await nc.close()
 
