@@ -59,13 +59,26 @@ async def ensure_kv(
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
-    """Create the stream, or update it when it exists (limits may have changed)."""
-    if config.num_replicas is None:
-        config.num_replicas = default_replicas()
+    """Create the stream, or update it when it exists (limits may have changed).
+
+    A new stream gets ``config.num_replicas`` or ``LOOM_JS_REPLICAS``. An
+    existing one keeps its replica count unless the caller set one explicitly,
+    so a process started without the cluster's setting cannot shrink it.
+    """
+    if not config.name:
+        raise ValueError("stream config: name is required")
+    explicit_replicas = config.num_replicas
     try:
-        await js.add_stream(config)
-    except BadRequestError:
-        await js.update_stream(config)
+        current = await js.stream_info(config.name)
+    except NotFoundError:
+        config.num_replicas = explicit_replicas or default_replicas()
+        try:
+            await js.add_stream(config)
+            return
+        except BadRequestError:  # created by another process since we looked
+            current = await js.stream_info(config.name)
+    config.num_replicas = explicit_replicas or current.config.num_replicas
+    await js.update_stream(config)
 
 
 CAS_RETRIES = 60
