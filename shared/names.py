@@ -282,3 +282,15 @@ def project_of_subject(subject: str) -> str | None:
     if len(parts) < 2 or parts[0] != SUBJECT_ROOT:
         return None
     return parts[1] if _PROJECT_ID.fullmatch(parts[1]) else None
+
+
+def project_of_spinups_stream(stream: str) -> str | None:
+    """The project whose spin-ups KV bucket is backed by ``stream``, or None: how a
+    restarted Weft finds projects it was never asked about."""
+    prefix, suffix = "KV_loom-", "-spinups"
+    if not (stream.startswith(prefix) and stream.endswith(suffix)):
+        return None
+    project = stream[len(prefix) : -len(suffix)]
+    if not _PROJECT_ID.fullmatch(project) or ProjectNames(project).spinups_bucket != stream[3:]:
+        return None
+    return project

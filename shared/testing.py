@@ -7,6 +7,7 @@ isolation the fabric itself relies on.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -45,6 +46,41 @@ class AuthServer:
 def nats_server() -> Iterator[EmbeddedNatsServer]:
     """Plain nats-server with JetStream and a (non-TLS) WebSocket listener."""
     with EmbeddedNatsServer(ServerConfig(websocket_port=-1)) as server:
+        yield server
+
+
+# More streams than the JetStream API returns in one page (256 for STREAM.LIST, 1024 for
+# STREAM.NAMES), named to sort before every loom stream so that ours land on a later page.
+CROWD_STREAMS = 1100
+
+
+async def _add_crowd(url: str) -> None:
+    from nats.js.api import StorageType, StreamConfig
+
+    client = await connect(url=url, name="loom-test-crowd")
+    try:
+        js = client.jetstream()
+        for start in range(0, CROWD_STREAMS, 100):
+            await asyncio.gather(
+                *(
+                    js.add_stream(
+                        StreamConfig(
+                            name=f"A-crowd-{i:04d}", subjects=[f"crowd.{i}"], storage=StorageType.MEMORY
+                        )
+                    )
+                    for i in range(start, min(start + 100, CROWD_STREAMS))
+                )
+            )
+    finally:
+        await client.close()
+
+
+@pytest.fixture(scope="session")
+def crowded_nats_server() -> Iterator[EmbeddedNatsServer]:
+    """A server already holding more streams than one API page: code that lists streams
+    must page, as it must on a long-lived fabric hosting many projects."""
+    with EmbeddedNatsServer(ServerConfig()) as server:
+        asyncio.run(_add_crowd(server.url))
         yield server
 
 

@@ -20,6 +20,7 @@ from shared.names import (
     USER_ID_RULE,
     InvalidNameError,
     ProjectNames,
+    project_of_spinups_stream,
     project_of_subject,
     user_memory_bucket,
 )
@@ -341,3 +342,13 @@ def test_bad_event_kind_and_action_rejected() -> None:
 def test_field_name_can_be_overridden_for_messages() -> None:
     with pytest.raises(InvalidNameError, match=r"^LOOM_PROJECT_ID: 'Bad' is invalid; must be "):
         names.validate_project_id("Bad", "LOOM_PROJECT_ID")
+
+
+def test_project_of_spinups_stream() -> None:
+    assert project_of_spinups_stream("KV_" + ProjectNames("alpha-2").spinups_bucket) == "alpha-2"
+    assert project_of_spinups_stream("KV_" + ProjectNames("alpha-2").targets_bucket) is None
+    assert project_of_spinups_stream("KV_loom-Not_Valid-spinups") is None
+    assert project_of_spinups_stream("KV_loom--spinups") is None
+    assert project_of_spinups_stream("KV_loom-_global-spinups") is None
+    assert project_of_spinups_stream("loom-alpha-spinups") is None  # a bucket, not its stream
+    assert project_of_spinups_stream("A-crowd-0001") is None

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,9 +29,10 @@ from nats.js import JetStreamContext
 
 from shared.jsutil import ensure_kv
 from shared.models import AgentEntry, SpinupOperation, WorkItem, utcnow
-from shared.names import ProjectNames
+from shared.names import ProjectNames, project_of_spinups_stream
 from shared.redact import redact
 from shared.work import WorkRecord
+from weft.jsapi import stream_names
 from weft.spinup.health import HealthMonitor, HealthReport
 from weft.spinup.idle import IdleMonitor
 from weft.spinup.kvmirror import KvMirror
@@ -44,8 +44,6 @@ from weft.spinup.store import SpinupStore
 from weft.spinup.targets import KvTargets, TargetMissing, TargetSource
 
 log = logging.getLogger("loom.weft.spinup")
-
-_SPINUPS_STREAM = re.compile(r"KV_loom-([a-z0-9][a-z0-9-]{0,62})-spinups")
 
 WorkItems = Callable[[], Awaitable[list[WorkItem]]]
 
@@ -196,23 +194,23 @@ class SpinupEngine:
         them on (time-outs, links, idle shutdown) without being asked about the project."""
         found: list[str] = []
         try:
-            streams = await self._js.streams_info()
+            streams = await stream_names(self._nc)  # every page: one server holds many projects
         except Exception as exc:
             log.warning("cannot list streams to discover projects: %s", redact(exc))
             return found
-        for info in streams:
-            match = _SPINUPS_STREAM.fullmatch(info.config.name or "")
-            if match is None or match.group(1) in self._projects:
+        for name in streams:
+            project_id = project_of_spinups_stream(name)
+            if project_id is None or project_id in self._projects:
                 continue
-            store = SpinupStore(self._js, ProjectNames(match.group(1)))
+            store = SpinupStore(self._js, ProjectNames(project_id))
             try:
                 live = any(slot.live or slot.in_flight for slot in await store.slots())
             except Exception as exc:
-                log.debug("spin-ups of %s not readable: %s", match.group(1), redact(exc))
+                log.debug("spin-ups of %s not readable: %s", project_id, redact(exc))
                 continue
             if live:
-                found.append(match.group(1))
-                await self.project(match.group(1))
+                found.append(project_id)
+                await self.project(project_id)
         return found
 
     # -- what routing and the target routes call --------------------------------------

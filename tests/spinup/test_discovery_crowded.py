@@ -1,0 +1,61 @@
+"""Discovery on a server that holds many projects: the project's spin-ups bucket sits
+beyond the first page of the JetStream stream listing and must still be found."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from shared.models import Target
+from shared.server import EmbeddedNatsServer
+from shared.testing import CROWD_STREAMS
+from tests.spinup.conftest import EngineFactory
+from tests.spinup.stubs import Seen, StubServer
+from weft.jsapi import stream_names
+from weft.spinup.service import SpinupEngine
+
+
+@pytest.fixture
+def nats_server(crowded_nats_server: EmbeddedNatsServer) -> EmbeddedNatsServer:
+    return crowded_nats_server
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[StubServer]:
+    def accept(_: Seen) -> tuple[int, Any]:
+        return 200, {"id": "remote-1"}
+
+    server = await StubServer(accept).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def test_discovery_finds_a_project_listed_past_the_first_page(
+    engine_factory: EngineFactory,
+    make_target: Callable[..., Awaitable[Target]],
+    receiver: StubServer,
+    nc: NatsClient,
+    nats_server: EmbeddedNatsServer,
+    project_id: str,
+) -> None:
+    first = await engine_factory()
+    target = await make_target(
+        name="hooked",
+        mechanism="webhook",
+        config={"url": f"{receiver.url}/start", "stop_url": f"{receiver.url}/stop"},
+    )
+    await first.spin_up(project_id, target.id)
+    await (await first.manager(project_id)).drain(10)
+    await first.stop()
+
+    names = await stream_names(nc)
+    assert len(names) > CROWD_STREAMS  # the listing really spans pages
+    assert names.index(f"KV_loom-{project_id}-spinups") >= 1024
+
+    restarted = SpinupEngine(nc, agent_nats_url=nats_server.url, discover=True)
+    assert project_id in await restarted.discover_projects()
