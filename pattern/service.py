@@ -72,8 +72,9 @@ from pattern.results import (
     ShareResult,
 )
 from pattern.secretscan import scan
-from pattern.watch import BucketWatch, kv_stream, kv_subject
+from pattern.watch import BucketWatch
 from shared.identity import Identity
+from shared.names import kv_stream, kv_subject
 from shared.redact import redact
 
 log = logging.getLogger("loom.pattern")

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from pattern.index import MemoryIndex
 from pattern.models import MemoryRecord
+from shared.names import kv_stream, kv_subject
 
 log = logging.getLogger("loom.pattern.watch")
 
@@ -26,14 +27,6 @@ HEARTBEAT_S = 1.0
 """nats-py recreates an ordered consumer after two missed heartbeats, e.g. after nats-server restarted
 and lost the ephemeral consumer; a short interval keeps the index stale for seconds, not tens of seconds."""
 MARKER_REASON = "Nats-Marker-Reason"
-
-
-def kv_stream(bucket: str) -> str:
-    return f"KV_{bucket}"
-
-
-def kv_subject(bucket: str, key: str) -> str:
-    return f"$KV.{bucket}.{key}"
 
 
 class BucketWatch:
@@ -51,7 +44,7 @@ class BucketWatch:
         self.bucket = bucket
         self.key_filter = key_filter
         self._index = index
-        self._prefix = f"$KV.{bucket}."
+        self._prefix = kv_subject(bucket, "")
         self._on_change = on_change
         self._sub: JetStreamContext.PushSubscription | None = None
         self.ready = asyncio.Event()

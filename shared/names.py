@@ -284,13 +284,23 @@ def project_of_subject(subject: str) -> str | None:
     return parts[1] if _PROJECT_ID.fullmatch(parts[1]) else None
 
 
+def kv_stream(bucket: str) -> str:
+    """The stream JetStream keeps a KV bucket in."""
+    return f"KV_{bucket}"
+
+
+def kv_subject(bucket: str, key: str) -> str:
+    """The subject one key of a KV bucket is stored under."""
+    return f"$KV.{bucket}.{key}"
+
+
 def project_of_spinups_stream(stream: str) -> str | None:
     """The project whose spin-ups KV bucket is backed by ``stream``, or None: how a
     restarted Weft finds projects it was never asked about."""
-    prefix, suffix = "KV_loom-", "-spinups"
+    prefix, suffix = kv_stream("loom-"), "-spinups"
     if not (stream.startswith(prefix) and stream.endswith(suffix)):
         return None
     project = stream[len(prefix) : -len(suffix)]
-    if not _PROJECT_ID.fullmatch(project) or ProjectNames(project).spinups_bucket != stream[3:]:
+    if not _PROJECT_ID.fullmatch(project) or kv_stream(ProjectNames(project).spinups_bucket) != stream:
         return None
     return project

@@ -87,7 +87,8 @@ def create_app(
             await hub.get(config.project_id)
             await service.start(hub)
             sweeper = asyncio.create_task(
-                run_sweeper(hub, state.router, config.sweep_interval_s), name="sweeper"
+                run_sweeper(hub, state.router, config.sweep_interval_s, config.work_retention_s),
+                name="sweeper",
             )
             if config.banner:
                 print_banner(config, info, policy)

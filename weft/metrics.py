@@ -39,6 +39,12 @@ class Metrics:
             ["project", "capability"],
             registry=self.registry,
         )
+        self.work_records_deleted = Counter(
+            "weft_work_records_deleted_total",
+            "Finished work records deleted after WEFT_WORK_RETENTION_S",
+            ["project"],
+            registry=self.registry,
+        )
         self.spinups = Counter(
             "weft_spinups_total",
             "Spin-up events seen on the events stream",

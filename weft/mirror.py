@@ -23,6 +23,7 @@ from typing import Generic, TypeVar
 from nats.js import JetStreamContext
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
+from shared.names import kv_stream
 from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.mirror")
@@ -115,7 +116,7 @@ class BucketMirror(Generic[T]):
     # -- reads -----------------------------------------------------------------
     async def sync(self, timeout: float = SYNC_TIMEOUT_S) -> None:
         """Wait until every write the bucket had when called is in the copy."""
-        info = await self._js.stream_info(f"KV_{self.bucket}")
+        info = await self._js.stream_info(kv_stream(self.bucket))
         target = int(info.state.last_seq or 0)
         if self._revision >= target:
             return

@@ -23,6 +23,7 @@ from shared.work import WorkQueue
 from weft.agents import AgentDirectory
 from weft.metrics import Metrics
 from weft.relay import EventRelay
+from weft.retention import WorkRetention
 from weft.settings import WeftSettings
 from weft.targets.store import TargetStore
 from weft.workview import WorkIndex
@@ -35,10 +36,12 @@ class ProjectContext:
         self.nc = nc
         self.js = js
         self.names = names
+        self.metrics = metrics
         self.queue = WorkQueue(nc, names, js=js)
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
         self.work = WorkIndex(js, self.queue)
+        self.retention = WorkRetention(self.queue, self.work)
         self.targets = TargetStore(js, names)
         self.relay = EventRelay(js, names, metrics)
         self.last_used = time.monotonic()

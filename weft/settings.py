@@ -43,6 +43,10 @@ class WeftSettings(BaseSettings):
     """Serve /docs and /openapi.json without a token (they describe the API, hold no data)."""
     sweep_interval_s: float = Field(default=5.0, gt=0, le=3600, validation_alias="WEFT_SWEEP_INTERVAL_S")
     """How often queued work is re-routed and past-deadline work expired."""
+    work_retention_s: float = Field(
+        default=7 * 24 * 3600, ge=0, le=10 * 365 * 24 * 3600, validation_alias="WEFT_WORK_RETENTION_S"
+    )
+    """How long completed, cancelled and expired work records are kept (0: forever)."""
     stale_check_interval_s: float = Field(
         default=1.0, gt=0, le=600, validation_alias="WEFT_STALE_CHECK_INTERVAL_S"
     )

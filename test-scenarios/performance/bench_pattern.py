@@ -30,8 +30,9 @@ from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope, utcnow
 from pattern.service import MemoryService
 from pattern.tools import register_pattern_tools
-from pattern.watch import BucketWatch, kv_stream, kv_subject
+from pattern.watch import BucketWatch
 from shared.identity import Identity
+from shared.names import kv_stream, kv_subject
 from shared.natsclient import connect
 
 SIZES = (100, 1_000, 10_000)

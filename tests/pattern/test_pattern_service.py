@@ -36,7 +36,7 @@ from pattern.inputs import (
 from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope
 from pattern.service import MemoryService
-from pattern.watch import kv_subject
+from shared.names import kv_subject
 
 
 def ids(result: object) -> set[str]:
