@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from agent_side import Agent, until
 from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
@@ -188,6 +190,21 @@ async def test_project_is_sent_and_isolates(cli: Cli, project_id: str) -> None:
     assert json.loads(r.stdout)["project_id"] == other
 
 
+@pytest.fixture
+def sigint_reaches_children() -> Iterator[None]:
+    """A test run started in the background by a shell without job control (as CI may be)
+    inherits SIGINT ignored, and so would every child: Python then installs no Ctrl-C
+    handler and the child rightly ignores SIGINT. Handling it here resets the children's."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_reaches_children")
 async def test_fleet_watch_screen_stops_cleanly_on_ctrl_c(cli: Cli) -> None:
     """Piped, ``fleet --watch`` appends one screen per change; Ctrl-C ends it with 130."""
     proc = cli.popen("fleet", "--watch")
