@@ -11,7 +11,10 @@ Only runs with ``run.py --soak <duration>`` (e.g. ``make bench BENCH_ARGS="--soa
 The run is cut into windows; per window: submit -> completed latency, completions/s,
 ``GET /api/agents`` latency, Weft's and Warp's resident memory and the number of work
 records. Drift is last window / first full window; memory growth is reported in MB and,
-for Weft (which keeps every work record of a project in memory), per 1,000 records.
+for Weft (which keeps every work record of a project in memory), per 1,000 records. Weft
+runs with a work-record retention of a quarter of the run, so after that the number of
+records levels off and Weft's memory must level off with it: its growth from then on is
+the leak check.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class Soak:
         self.duration = ctx.soak_s
         self.window_s = max(5.0, self.duration / 12)
         self.project = f"soak-{uuid.uuid4().hex[:8]}"
+        self.retention_s = max(5.0, round(self.duration / 4, 1))
         self.names = ProjectNames(self.project)
         self.submitted: dict[str, float] = {}
         self.completed: dict[str, float] = {}
@@ -123,6 +127,8 @@ class Soak:
             WEFT_PROJECT_ID=self.project,
             WEFT_PORT=str(port),
             WEFT_LOG_LEVEL="WARNING",
+            WEFT_WORK_RETENTION_S=str(self.retention_s),
+            WEFT_SWEEP_INTERVAL_S="1",
             LOOM_DATA_DIR=str(self.ctx.scratch / "soak-weft"),
         )
         log = (self.ctx.scratch / "soak-weft.log").open("wb")
@@ -433,7 +439,29 @@ class Soak:
                 },
             ),
             BenchResult(name="soak: warp RSS growth", unit="MB", value=warp_growth, target="flat (no leak)"),
+            self.steady_weft_growth(full),
         ]
+
+    def steady_weft_growth(self, full: list[Window]) -> BenchResult:
+        """Weft's RSS growth over the windows after retention began deleting records."""
+        steady = [w for w in full if w.started - self.t0 >= self.retention_s + self.window_s]
+        name = "soak: weft RSS growth once records level off"
+        if len(steady) < 2 or steady[0].weft_rss_mb is None or steady[-1].weft_rss_mb is None:
+            return BenchResult(name=name, unit="MB", target="flat (no leak)", extra={"windows": len(steady)})
+        return BenchResult(
+            name=name,
+            unit="MB",
+            value=steady[-1].weft_rss_mb - steady[0].weft_rss_mb,
+            target="flat (no leak)",
+            extra={
+                "retention_s": self.retention_s,
+                "windows": len(steady),
+                "first_mb": steady[0].weft_rss_mb,
+                "last_mb": steady[-1].weft_rss_mb,
+                "records_min": min(w.records for w in steady),
+                "records_max": max(w.records for w in steady),
+            },
+        )
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
