@@ -23,7 +23,7 @@ log = logging.getLogger("loom.weft.retention")
 MARKER_KEEP_S = 60.0
 """How long a delete marker stays: long enough for every mirror to see it."""
 
-RETAINED_UNTIL_GONE = frozenset({WorkStatus.COMPLETED, WorkStatus.CANCELLED, WorkStatus.EXPIRED})
+DELETED_AFTER_RETENTION = frozenset({WorkStatus.COMPLETED, WorkStatus.CANCELLED, WorkStatus.EXPIRED})
 
 
 class WorkRetention:
@@ -43,7 +43,7 @@ class WorkRetention:
         for work_id, item in mirror.items():
             if item.finished_at is None:
                 continue
-            if item.status in RETAINED_UNTIL_GONE:
+            if item.status in DELETED_AFTER_RETENTION:
                 cutoff = finished
             elif item.status is WorkStatus.DEAD_LETTERED:
                 cutoff = dead_lettered
