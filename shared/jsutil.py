@@ -13,8 +13,10 @@ import random
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
-from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, BucketNotFoundError, NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+
+from shared.names import kv_stream, kv_subject
 
 
 def default_replicas() -> int:
@@ -91,6 +93,28 @@ async def cas_backoff(attempt: int) -> None:
 
 
 SNAPSHOT_TIMEOUT_S = 10.0
+
+
+WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
+"""JetStream error codes of a revision-checked write that lost (wrong last sequence)."""
+
+
+async def delete_unchanged(kv: KeyValue, key: str, revision: int) -> bool:
+    """Delete ``key`` only if it is still at ``revision``; False if it changed meanwhile.
+
+    Leaves a delete marker, so that every watcher sees the key go."""
+    try:
+        await kv.delete(key, last=revision)
+    except APIError as exc:  # nats-py's delete does not map this one, unlike update
+        if exc.err_code in WRONG_LAST_SEQUENCE:
+            return False
+        raise
+    return True
+
+
+async def drop_delete_marker(js: JetStreamContext, bucket: str, key: str) -> None:
+    """Remove what a deleted key left in its bucket's stream (the delete marker)."""
+    await js.purge_stream(kv_stream(bucket), subject=kv_subject(bucket, key))
 
 
 async def snapshot(kv: KeyValue) -> dict[str, bytes]:

@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, snapshot
+from shared.jsutil import CAS_RETRIES, cas_backoff, delete_unchanged, ensure_kv, snapshot
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, validate_agent_id
 
@@ -135,6 +135,15 @@ class Registry:
             raise AgentNotFound(agent_id) from None
         await kv.delete(agent_id)
         await self._unmirror(agent_id)
+
+    async def forget(self, agent_id: str, *, revision: int) -> bool:
+        """Delete an entry (retention of offline agents) unless it changed since ``revision``:
+        an agent that came back meanwhile keeps its entry. An agent whose entry went
+        writes a new one when it next registers or beats."""
+        if not await delete_unchanged(await self._bucket(), agent_id, revision):
+            return False
+        await self._unmirror(agent_id)
+        return True
 
     async def _mirror(self, entry: AgentEntry, previous: AgentEntry | None = None) -> None:
         if entry.scope in (Scope.PERSONAL, Scope.PUBLIC):

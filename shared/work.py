@@ -38,13 +38,13 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
 from shared.events import ensure_events_stream, publish_event
 from shared.jsraw import JetStreamReplyError, consumer_next
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, ensure_stream, snapshot
+from shared.jsutil import CAS_RETRIES, cas_backoff, delete_unchanged, ensure_kv, ensure_stream, snapshot
 from shared.models import (
     AttemptError,
     ControlRequest,
@@ -56,7 +56,7 @@ from shared.models import (
     can_transition,
     utcnow,
 )
-from shared.names import ProjectNames, kv_stream, kv_subject, validate_agent_id, validate_capability
+from shared.names import ProjectNames, validate_agent_id, validate_capability
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
 
@@ -65,8 +65,6 @@ log = logging.getLogger("loom.work")
 DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
 CLAIM_LINGER_S = 0.05
-WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
-"""JetStream error codes of a revision-checked write that lost (wrong last sequence)."""
 DLQ_MAX_AGE_S = 30 * 24 * 3600
 CLAIMABLE = frozenset({WorkStatus.SUBMITTED, WorkStatus.QUEUED, WorkStatus.FAILED})
 HELD = frozenset({WorkStatus.CLAIMED, WorkStatus.IN_PROGRESS})
@@ -769,24 +767,8 @@ class WorkQueue:
 
     # -- retention ---------------------------------------------------------------
     async def forget(self, work_id: str, *, revision: int) -> bool:
-        """Delete a finished record, unless it changed since ``revision`` (a retry, say).
-
-        Leaves a delete marker so that every mirror sees the record go; drop it later
-        with :meth:`drop_marker`."""
-        kv = await self.records_bucket()
-        try:
-            await kv.delete(work_id, last=revision)
-        except APIError as exc:  # nats-py's delete does not map this one, unlike update
-            if exc.err_code in WRONG_LAST_SEQUENCE:
-                return False
-            raise
-        return True
-
-    async def drop_marker(self, work_id: str) -> None:
-        """Remove what a deleted record left in the bucket's stream (its delete marker)."""
-        await self.ensure()
-        bucket = self.names.work_records_bucket
-        await self._js.purge_stream(kv_stream(bucket), subject=kv_subject(bucket, work_id))
+        """Delete a finished record, unless it changed since ``revision`` (a retry, say)."""
+        return await delete_unchanged(await self.records_bucket(), work_id, revision)
 
     # -- dead-letter queue --------------------------------------------------------
     async def dlq_list(

@@ -86,10 +86,7 @@ def create_app(
         try:
             await hub.get(config.project_id)
             await service.start(hub)
-            sweeper = asyncio.create_task(
-                run_sweeper(hub, state.router, config.sweep_interval_s, config.work_retention_s),
-                name="sweeper",
-            )
+            sweeper = asyncio.create_task(run_sweeper(hub, state.router, config), name="sweeper")
             if config.banner:
                 print_banner(config, info, policy)
             yield

@@ -39,10 +39,11 @@ class Metrics:
             ["project", "capability"],
             registry=self.registry,
         )
-        self.work_records_deleted = Counter(
-            "weft_work_records_deleted_total",
-            "Finished work records deleted after WEFT_WORK_RETENTION_S",
-            ["project"],
+        self.records_deleted = Counter(
+            "weft_records_deleted_total",
+            "Finished work records (kind=work) and offline agents' entries (kind=agents) deleted "
+            "after WEFT_WORK_RETENTION_S / WEFT_AGENT_RETENTION_S",
+            ["project", "kind"],
             registry=self.registry,
         )
         self.spinups = Counter(

@@ -23,7 +23,7 @@ from shared.work import WorkQueue
 from weft.agents import AgentDirectory
 from weft.metrics import Metrics
 from weft.relay import EventRelay
-from weft.retention import WorkRetention
+from weft.retention import Retention
 from weft.settings import WeftSettings
 from weft.targets.store import TargetStore
 from weft.workview import WorkIndex
@@ -41,8 +41,8 @@ class ProjectContext:
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
         self.work = WorkIndex(js, self.queue)
-        self.retention = WorkRetention(self.queue, self.work)
         self.targets = TargetStore(js, names)
+        self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.relay = EventRelay(js, names, metrics)
         self.last_used = time.monotonic()
 

@@ -47,6 +47,10 @@ class WeftSettings(BaseSettings):
         default=7 * 24 * 3600, ge=0, le=10 * 365 * 24 * 3600, validation_alias="WEFT_WORK_RETENTION_S"
     )
     """How long completed, cancelled and expired work records are kept (0: forever)."""
+    agent_retention_s: float = Field(
+        default=7 * 24 * 3600, ge=0, le=10 * 365 * 24 * 3600, validation_alias="WEFT_AGENT_RETENTION_S"
+    )
+    """How long the registry keeps the entry of an agent that went offline (0: forever)."""
     stale_check_interval_s: float = Field(
         default=1.0, gt=0, le=600, validation_alias="WEFT_STALE_CHECK_INTERVAL_S"
     )

@@ -6,15 +6,16 @@ Only runs with ``run.py --soak <duration>`` (e.g. ``make bench BENCH_ARGS="--soa
 * a pool of agents doing what Warp does (registry entry, heartbeats, claim, complete through
   ``shared``), one of them replaced every few seconds (the old one goes offline, a new one
   registers), plus one real Warp process driven over MCP stdio for the whole run;
-* an operator listing agents over REST once a second.
+* an operator listing the online agents over REST four times a second.
 
 The run is cut into windows; per window: submit -> completed latency, completions/s,
 ``GET /api/agents`` latency, Weft's and Warp's resident memory and the number of work
 records. Drift is last window / first full window; memory growth is reported in MB and,
 for Weft (which keeps every work record of a project in memory), per 1,000 records. Weft
-runs with a work-record retention of a quarter of the run, so after that the number of
-records levels off and Weft's memory must level off with it: its growth from then on is
-the leak check.
+runs with work-record and offline-agent retentions of a quarter of the run, so after that
+the number of records and registry entries levels off and Weft's memory must level off
+with it: its growth from then on is the leak check. The operator lists the online agents
+(a constant set), so that listing drift is not just a growing answer.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ class Soak:
             WEFT_PORT=str(port),
             WEFT_LOG_LEVEL="WARNING",
             WEFT_WORK_RETENTION_S=str(self.retention_s),
+            WEFT_AGENT_RETENTION_S=str(self.retention_s),
             WEFT_SWEEP_INTERVAL_S="1",
             LOOM_DATA_DIR=str(self.ctx.scratch / "soak-weft"),
         )
@@ -179,7 +181,7 @@ class Soak:
     async def lister(self, http: httpx.AsyncClient) -> None:
         while not self.stop.is_set():
             started = self.now()
-            response = await http.get("/api/agents", params={"limit": 200})
+            response = await http.get("/api/agents", params={"limit": 200, "status": "online"})
             response.raise_for_status()
             self.window().listing_ms.append((self.now() - started) * 1000)
             await asyncio.sleep(LIST_EVERY_S)

@@ -1,4 +1,5 @@
-"""Finished work records are deleted once WEFT_WORK_RETENTION_S has passed; nothing else is."""
+"""Finished work records are deleted once WEFT_WORK_RETENTION_S has passed, entries of agents
+offline for WEFT_AGENT_RETENTION_S too; nothing else is."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from datetime import timedelta
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.models import WorkStatus, WorkSubmission, utcnow
+from shared.models import AgentStatus, Scope, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames, kv_stream, kv_subject
+from shared.registry import AgentNotFound, Registry
 from shared.work import DLQ_MAX_AGE_S, WorkNotFound, WorkQueue
 from tests.weft.conftest import WeftFactory
 from tests.weft.weft_helpers import claimant, eventually, register
-from weft.retention import WorkRetention
+from weft.agents import AgentDirectory
+from weft.retention import Retention
 from weft.workview import WorkIndex
 
 
@@ -39,6 +42,24 @@ async def index(nc: NatsClient, queue: WorkQueue) -> AsyncIterator[WorkIndex]:
         await view.stop()
 
 
+@pytest.fixture
+async def directory(nc: NatsClient, project_id: str) -> AsyncIterator[AgentDirectory]:
+    agents = AgentDirectory(nc, nc.jetstream(), ProjectNames(project_id))
+    await agents.start(stale_check_interval_s=3600)
+    try:
+        yield agents
+    finally:
+        await agents.stop()
+
+
+@pytest.fixture
+def retention(
+    nc: NatsClient, queue: WorkQueue, index: WorkIndex, directory: AgentDirectory, project_id: str
+) -> Retention:
+    registry = Registry(nc.jetstream(), ProjectNames(project_id))
+    return Retention(nc.jetstream(), queue, index, registry, directory)
+
+
 async def _finish(queue: WorkQueue, nc: NatsClient, project_id: str, task: str) -> str:
     """Submit, claim and complete one item; its id."""
     agent = await register(nc, project_id)
@@ -59,7 +80,7 @@ async def _dead_letter(queue: WorkQueue, nc: NatsClient, project_id: str, task: 
 
 
 async def test_only_finished_records_past_retention_are_due(
-    queue: WorkQueue, index: WorkIndex, nc: NatsClient, project_id: str
+    queue: WorkQueue, index: WorkIndex, retention: Retention, nc: NatsClient, project_id: str
 ) -> None:
     done = await _finish(queue, nc, project_id, "done")
     buried = await _dead_letter(queue, nc, project_id, "buried")
@@ -67,25 +88,24 @@ async def test_only_finished_records_past_retention_are_due(
     cancelled = (await queue.submit(_submission("cancelled"))).id
     await queue.cancel(cancelled, reason="not needed")
     await index.mirror.sync()
-    retention = WorkRetention(queue, index)
     day = 24 * 3600.0
 
-    assert retention.due(day) == []  # nothing is a day old yet
+    assert retention.work_due(day) == []  # nothing is a day old yet
     later = utcnow() + timedelta(days=2)
-    assert {w for w, _ in retention.due(day, later)} == {done, cancelled}
+    assert {w for w, _ in retention.work_due(day, later)} == {done, cancelled}
     # dead-lettered records stay as long as the dead-letter queue keeps them
     after_dlq = utcnow() + timedelta(seconds=DLQ_MAX_AGE_S + day)
-    assert {w for w, _ in retention.due(day, after_dlq)} == {done, cancelled, buried}
-    assert waiting not in {w for w, _ in retention.due(day, after_dlq)}
+    assert {w for w, _ in retention.work_due(day, after_dlq)} == {done, cancelled, buried}
+    assert waiting not in {w for w, _ in retention.work_due(day, after_dlq)}
 
 
 async def test_sweep_deletes_due_records_and_later_their_delete_markers(
-    queue: WorkQueue, index: WorkIndex, nc: NatsClient, project_id: str
+    queue: WorkQueue, index: WorkIndex, retention: Retention, nc: NatsClient, project_id: str
 ) -> None:
     done = await _finish(queue, nc, project_id, "done")
     waiting = (await queue.submit(_submission("waiting"))).id
     await index.mirror.sync()
-    retention = WorkRetention(queue, index, marker_keep_s=3600)
+    retention.marker_keep_s = 3600
     bucket = queue.names.work_records_bucket
 
     async def stored_under(work_id: str) -> int:
@@ -94,9 +114,10 @@ async def test_sweep_deletes_due_records_and_later_their_delete_markers(
         )
         return sum((info.state.subjects or {}).values())
 
-    assert await retention.sweep(0) == 0  # retention off
-    assert await retention.sweep(60) == 0  # not old enough
-    assert await retention.sweep(60, utcnow() + timedelta(minutes=2)) == 1
+    later = utcnow() + timedelta(minutes=2)
+    assert await retention.sweep(0, 0, later) == {"work": 0, "agents": 0}  # retention off
+    assert await retention.sweep(60, 0) == {"work": 0, "agents": 0}  # not old enough
+    assert await retention.sweep(60, 0, later) == {"work": 1, "agents": 0}
     with pytest.raises(WorkNotFound):
         await queue.get(done)
     assert (await queue.get(waiting)).status is WorkStatus.QUEUED
@@ -109,18 +130,18 @@ async def test_sweep_deletes_due_records_and_later_their_delete_markers(
     assert retention.pending_markers == 1
 
     retention.marker_keep_s = 0
-    assert await retention.sweep(60, utcnow() + timedelta(minutes=2)) == 0  # already gone
+    assert await retention.sweep(60, 0, later) == {"work": 0, "agents": 0}  # already gone
     assert await stored_under(done) == 0 and retention.pending_markers == 0
     assert await stored_under(waiting) == 1
 
 
 async def test_a_record_changed_since_it_was_seen_is_kept(
-    queue: WorkQueue, index: WorkIndex, nc: NatsClient, project_id: str
+    queue: WorkQueue, index: WorkIndex, retention: Retention, nc: NatsClient, project_id: str
 ) -> None:
     buried = await _dead_letter(queue, nc, project_id, "buried")
     await index.mirror.sync()
     later = utcnow() + timedelta(seconds=DLQ_MAX_AGE_S + 60)
-    [(work_id, revision)] = WorkRetention(queue, index).due(60, later)
+    [(work_id, revision)] = retention.work_due(60, later)
     assert work_id == buried
     await queue.retry(buried)  # an operator retries it between the look and the delete
     assert await queue.forget(buried, revision=revision) is False
@@ -157,8 +178,12 @@ async def test_weft_deletes_finished_work_after_its_retention(
         assert response.status_code == 200 and response.json()["status"] == "queued"
         listed = [i["id"] for i in (await api.get("/api/work", params={"limit": 100})).json()["items"]]
         assert done not in listed and waiting in listed
-        metrics = (await api.get("/metrics")).text
-        assert f'weft_work_records_deleted_total{{project="{project_id}"}} 1.0' in metrics
+        counted = f'weft_records_deleted_total{{kind="work",project="{project_id}"}} 1.0'
+
+        async def metric_counts_it() -> bool:  # counted once the whole sweep is done
+            return counted in (await api.get("/metrics")).text
+
+        await eventually(metric_counts_it, what="the deletion to be counted")
 
 
 async def test_retention_zero_keeps_everything(
@@ -177,3 +202,58 @@ async def test_retention_zero_keeps_everything(
             response = await api.get(f"/api/work/{done}")
             assert response.status_code == 200 and response.json()["status"] == "completed"
             assert (await api.get(f"/api/work/{short_lived}")).status_code == 200
+
+
+async def test_entries_of_agents_offline_past_retention_are_deleted(
+    retention: Retention, directory: AgentDirectory, nc: NatsClient, project_id: str
+) -> None:
+    registry = Registry(nc.jetstream(), ProjectNames(project_id))
+    online = await register(nc, project_id)
+    left = await register(nc, project_id, status=AgentStatus.OFFLINE)
+    crashed = await register(nc, project_id, stale=True)  # stopped beating without a word
+    public = await register(nc, project_id, status=AgentStatus.OFFLINE, scope=Scope.PUBLIC)
+    back = await register(nc, project_id, status=AgentStatus.OFFLINE)
+    await directory.mirror.sync()
+    hour = 3600.0
+
+    assert retention.agents_due(hour) == []  # nobody has been gone an hour
+    later = utcnow() + timedelta(hours=2)
+    due = dict(retention.agents_due(hour, later))
+    # at "later" the online agent's heartbeats have stopped too, as far as the clock says
+    assert set(due) == {online.agent_id, left.agent_id, crashed.agent_id, public.agent_id, back.agent_id}
+    assert {a for a, _ in retention.agents_due(hour, utcnow() + timedelta(minutes=30))} == set()
+
+    await registry.heartbeat(back.agent_id)  # it came back between the look and the delete
+    forgotten = [
+        a
+        for a in (left, crashed, public, back)
+        if await registry.forget(a.agent_id, revision=due[a.agent_id])
+    ]
+    assert forgotten == [left, crashed, public]
+    assert (await registry.get(back.agent_id)).status is AgentStatus.ONLINE
+    for gone in forgotten:
+        with pytest.raises(AgentNotFound):
+            await registry.get(gone.agent_id)
+    assert public.agent_id not in {e.agent_id for e in await registry.list_global()}
+    assert (await registry.get(online.agent_id)).agent_id == online.agent_id
+
+
+async def test_weft_deletes_agents_offline_past_their_retention(
+    weft_factory: WeftFactory, nc: NatsClient, project_id: str
+) -> None:
+    settings = {"project_id": project_id, "sweep_interval_s": 0.1, "agent_retention_s": 1.0}
+    async with weft_factory(**settings) as weft, weft.client() as api:
+        online = await register(nc, project_id, heartbeat_interval_s=60)
+        left = await register(nc, project_id, status=AgentStatus.OFFLINE)
+
+        async def gone() -> bool:
+            return (await api.get(f"/api/agents/{left.agent_id}")).status_code == 404
+
+        await eventually(gone, what="Weft to delete the offline agent's entry")
+        assert (await api.get(f"/api/agents/{online.agent_id}")).status_code == 200
+        counted = f'weft_records_deleted_total{{kind="agents",project="{project_id}"}} 1.0'
+
+        async def metric_counts_it() -> bool:  # counted once the whole sweep is done
+            return counted in (await api.get("/metrics")).text
+
+        await eventually(metric_counts_it, what="the deletion to be counted")

@@ -48,6 +48,7 @@ def test_default_project_is_the_path_hash(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("WEFT_SWEEP_INTERVAL_S", "0", "greater than 0"),
         ("WEFT_WORK_RETENTION_S", "-1", "greater than or equal to 0"),
         ("WEFT_WORK_RETENTION_S", "a week", "WEFT_WORK_RETENTION_S"),
+        ("WEFT_AGENT_RETENTION_S", "-5", "WEFT_AGENT_RETENTION_S"),
     ],
 )
 def test_bad_values_name_the_variable(
