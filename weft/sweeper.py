@@ -19,20 +19,17 @@ from weft.tasks import raise_if_cancelling
 log = logging.getLogger("loom.weft.sweeper")
 
 
-async def sweep_project(
-    context: ProjectContext, router: Router, settings: WeftSettings | None = None
-) -> dict[str, int]:
+async def sweep_project(context: ProjectContext, router: Router, settings: WeftSettings) -> dict[str, int]:
     outcome: dict[str, int] = {}
     if context.work.has_expired():
         expired = await context.queue.expire_due()
         outcome["expired"] = len(expired)
     outcome.update(await router.route_waiting(context))
-    if settings is not None:
-        deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
-        for kind, count in deleted.items():
-            outcome[f"deleted_{kind}"] = count
-            if count:
-                context.metrics.records_deleted.labels(context.project_id, kind).inc(count)
+    deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
+    for kind, count in deleted.items():
+        outcome[f"deleted_{kind}"] = count
+        if count:
+            context.metrics.records_deleted.labels(context.project_id, kind).inc(count)
     return outcome
 
 
