@@ -24,6 +24,7 @@ from shared.natsclient import connect
 from shared.registry import Registry
 from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
+from tests.spinup.stubs import Seen, StubServer
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup.config import validate_target_config
@@ -63,6 +64,26 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what or probe}")
         await asyncio.sleep(interval)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[StubServer]:
+    """A webhook receiver that accepts every start and stop (modules that need other
+    answers define their own ``receiver``)."""
+
+    def accept(_: Seen) -> tuple[int, Any]:
+        return 200, {"id": "remote-1"}
+
+    server = await StubServer(accept).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def hook(receiver: StubServer) -> dict[str, Any]:
+    """A webhook target's config that starts and stops agents through ``receiver``."""
+    return {"url": f"{receiver.url}/start", "stop_url": f"{receiver.url}/stop"}
 
 
 @pytest.fixture

@@ -3,8 +3,7 @@ beyond the first page of the JetStream stream listing and must still be found.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import pytest
 from nats.aio.client import Client as NatsClient
@@ -12,8 +11,8 @@ from nats.aio.client import Client as NatsClient
 from shared.models import Target
 from shared.server import EmbeddedNatsServer
 from shared.testing import CROWD_STREAMS
-from tests.spinup.conftest import EngineFactory
-from tests.spinup.stubs import Seen, StubServer
+from tests.spinup.conftest import EngineFactory, hook
+from tests.spinup.stubs import StubServer
 from weft.jsapi import stream_names
 from weft.spinup.service import SpinupEngine
 
@@ -21,18 +20,6 @@ from weft.spinup.service import SpinupEngine
 @pytest.fixture
 def nats_server(crowded_nats_server: EmbeddedNatsServer) -> EmbeddedNatsServer:
     return crowded_nats_server
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[StubServer]:
-    def accept(_: Seen) -> tuple[int, Any]:
-        return 200, {"id": "remote-1"}
-
-    server = await StubServer(accept).start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def test_discovery_finds_a_project_listed_past_the_first_page(
@@ -47,7 +34,7 @@ async def test_discovery_finds_a_project_listed_past_the_first_page(
     target = await make_target(
         name="hooked",
         mechanism="webhook",
-        config={"url": f"{receiver.url}/start", "stop_url": f"{receiver.url}/stop"},
+        config=hook(receiver),
     )
     await first.spin_up(project_id, target.id)
     await (await first.manager(project_id)).drain(10)

@@ -24,8 +24,8 @@ from shared.names import ProjectNames
 from shared.registry import Registry
 from shared.server import EmbeddedNatsServer
 from shared.work import Claimant, WorkQueue
-from tests.spinup.conftest import eventually, published_events
-from tests.spinup.stubs import Seen, StubServer
+from tests.spinup.conftest import eventually, hook, published_events
+from tests.spinup.stubs import StubServer
 from weft.spinup.manager import SpinupManager
 from weft.spinup.service import SpinupEngine
 from weft.spinup.settings import SpinupSettings
@@ -33,18 +33,6 @@ from weft.spinup.store import SpinupNotFound, SpinupRecord
 
 MakeTarget = Callable[..., Awaitable[Target]]
 LONG_AGO = timedelta(hours=1)
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[StubServer]:
-    def accept(_: Seen) -> tuple[int, Any]:
-        return 200, {"id": "remote-1"}
-
-    server = await StubServer(accept).start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 @pytest.fixture
@@ -107,7 +95,7 @@ async def fleet(
     target = await make_target(
         name="played",
         mechanism="webhook",
-        config={"url": f"{receiver.url}/start", "stop_url": f"{receiver.url}/stop"},
+        config=hook(receiver),
         idle_timeout_s=0.2,
         max_concurrent=10,
     )

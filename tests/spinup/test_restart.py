@@ -3,37 +3,20 @@ every operation from KV and carries it on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
 from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target
 from shared.names import ProjectNames
 from shared.server import EmbeddedNatsServer
-from tests.spinup.conftest import EngineFactory, eventually, register_agent
-from tests.spinup.stubs import Seen, StubServer
+from tests.spinup.conftest import EngineFactory, eventually, hook, register_agent
+from tests.spinup.stubs import StubServer
 from weft.spinup.service import SpinupEngine
 from weft.spinup.targets import KvTargets
 
 MakeTarget = Callable[..., Awaitable[Target]]
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[StubServer]:
-    def accept(_: Seen) -> tuple[int, Any]:
-        return 200, {"id": "remote-9"}
-
-    server = await StubServer(accept).start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-def hook(receiver: StubServer) -> dict[str, Any]:
-    return {"url": f"{receiver.url}/start", "stop_url": f"{receiver.url}/stop"}
 
 
 async def test_a_new_replica_links_the_agent_and_shuts_it_down_when_idle(
