@@ -24,6 +24,7 @@ Layout (names from :class:`shared.names.ProjectNames`):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -308,9 +309,18 @@ class WorkQueue:
 
     # -- events ------------------------------------------------------------------
     async def _event(self, action: str, item: WorkItem, **extra: Any) -> None:
+        """Announce a transition that is already on record.
+
+        The record is the truth and has changed by now, so an event that cannot be
+        published is logged, never reported as a failed operation: the caller would
+        retry something that happened (claim it twice, resubmit it).
+        """
         data: dict[str, Any] = {"item": item.model_dump(mode="json")}
         data.update(extra)
-        await publish_event(self._js, self.names, "work", action, item.id, data)
+        try:
+            await publish_event(self._js, self.names, "work", action, item.id, data)
+        except Exception as exc:
+            log.warning("work %s: %s, but its event was not published: %s", item.id, action, exc)
 
     # -- submit -----------------------------------------------------------------
     async def submit(self, submission: WorkSubmission, *, submitted_by: str | None = None) -> WorkItem:
@@ -330,14 +340,26 @@ class WorkQueue:
         )
         await self._ensure_consumer(subject)
         revision = await kv.create(item.id, record.to_json_bytes())
-        # Both events before the queue message, so that a claim (and its event) can only
-        # come after them. The two publishes are pipelined: one round trip, order kept.
-        await asyncio.gather(self._event("submitted", item), self._event("queued", item))
-        ack = await self._js.publish(
-            subject,
-            json.dumps({"work_id": item.id, "epoch": 1}).encode(),
-            headers={"Nats-Msg-Id": f"{item.id}.1"},
+        # The two events, then the queue message, pipelined on one connection: one round
+        # trip, and the server receives them in that order, so a claim (and its event) can
+        # only come after them. The queue message decides the outcome.
+        _, _, published = await asyncio.gather(
+            self._event("submitted", item),
+            self._event("queued", item),
+            self._js.publish(
+                subject,
+                json.dumps({"work_id": item.id, "epoch": 1}).encode(),
+                headers={"Nats-Msg-Id": f"{item.id}.1"},
+            ),
+            return_exceptions=True,
         )
+        if isinstance(published, BaseException):
+            # Not queued: take the record back (unless something changed it), so the error
+            # the caller sees means "nothing was submitted" and no record waits forever.
+            with contextlib.suppress(Exception):
+                await kv.delete(item.id, last=revision)
+            raise published
+        ack = published
         record.queue_seq = int(ack.seq)
         record.enqueues = 1
         try:

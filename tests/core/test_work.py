@@ -241,3 +241,30 @@ async def test_lingering_pull_gets_a_message_published_while_waiting(nc: NatsCli
     msg = await q._next(subject, linger_s=2.0)
     await publisher
     assert msg is not None and json.loads(msg.data)["work_id"] != first.id
+
+
+async def test_submit_that_cannot_queue_leaves_no_record(nc: NatsClient, project_id: str) -> None:
+    names = ProjectNames(project_id)
+    q = WorkQueue(nc, names)
+    await q.ensure()
+    await nc.jetstream().delete_stream(names.work_stream)  # the queue is gone; records and events stay
+    with pytest.raises(Exception, match="stream"):
+        await q.submit(sub("lost"))
+    assert (await q.list_items()).items == []  # an error means nothing was submitted
+
+
+async def test_transitions_on_record_stand_when_events_are_unavailable(
+    nc: NatsClient, project_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    names = ProjectNames(project_id)
+    q = WorkQueue(nc, names)
+    await q.ensure()
+    await nc.jetstream().delete_stream(names.events_stream)
+    with caplog.at_level("WARNING", logger="loom.work"):
+        item = await q.submit(sub("kept"))
+        claimed = await q.claim(coder())
+    # The work is neither lost nor reported as failed (a caller would resubmit or re-claim it).
+    assert claimed is not None and claimed.id == item.id and claimed.assigned_to == A
+    assert (await q.get(item.id)).status is WorkStatus.CLAIMED
+    assert "queued, but its event was not published" in caplog.text
+    assert "claimed, but its event was not published" in caplog.text
