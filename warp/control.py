@@ -66,6 +66,9 @@ class ControlListener:
     async def start(self) -> None:
         if self._sub is None:
             self._sub = await self._nc.subscribe(self._subject, cb=self._handle)
+            # A round trip, so the server has the subscription before Warp reports ready:
+            # a shutdown request sent right after registration must find a listener.
+            await self._nc.flush()
 
     async def stop(self) -> None:
         if self._sub is not None:
