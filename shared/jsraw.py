@@ -5,15 +5,23 @@
 * a no-wait pull of up to N messages from a durable consumer, ending as soon
   as the server has nothing more (inbox reads: no 30 s wait).
 
-Both use a one-shot inbox subscription, since several replies answer one
-request. Acks that must be on record before a call returns are sent as
-requests and awaited together (one round trip for the whole batch).
+Several replies answer one such request, so nats-py's request/response
+helper (first reply only) does not fit. Direct gets share one wildcard inbox
+subscription per connection, made on first use, that hands every reply to the
+queue of the request it answers (no SUB/UNSUB per read); a pull keeps a
+one-shot subscription, since the messages it delivers name their stream
+subject rather than the inbox. Acks that must be on record before a call
+returns are sent as requests and awaited together (one round trip for the
+whole batch).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -43,6 +51,50 @@ class StoredMsg:
     """Messages after this one that match the request (Nats-Num-Pending)."""
 
 
+class _ReplyRouter:
+    """One ``<inbox>.*`` subscription; each request listens on its own token under it."""
+
+    def __init__(self, nc: NatsClient) -> None:
+        # No reference to ``nc`` is kept: the router must not keep its connection alive.
+        self._prefix = nc.new_inbox()
+        self._waiting: dict[str, asyncio.Queue[Msg]] = {}
+        self._next_token = 0
+        self._subscribed = False
+        self._lock = asyncio.Lock()
+
+    async def _deliver(self, msg: Msg) -> None:
+        queue = self._waiting.get(msg.subject)
+        if queue is not None:  # else: a late reply to a request that gave up
+            queue.put_nowait(msg)
+
+    @asynccontextmanager
+    async def listen(self, nc: NatsClient) -> AsyncIterator[tuple[str, asyncio.Queue[Msg]]]:
+        if not self._subscribed:
+            async with self._lock:
+                if not self._subscribed:
+                    await nc.subscribe(f"{self._prefix}.*", cb=self._deliver)
+                    self._subscribed = True
+        self._next_token += 1
+        inbox = f"{self._prefix}.{self._next_token}"
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._waiting[inbox] = queue
+        try:
+            yield inbox, queue
+        finally:
+            del self._waiting[inbox]
+
+
+_routers: weakref.WeakKeyDictionary[NatsClient, _ReplyRouter] = weakref.WeakKeyDictionary()
+
+
+def _replies(nc: NatsClient) -> AbstractAsyncContextManager[tuple[str, asyncio.Queue[Msg]]]:
+    """An inbox for one request's replies and the queue they arrive on."""
+    router = _routers.get(nc)
+    if router is None:
+        router = _routers[nc] = _ReplyRouter(nc)
+    return router.listen(nc)
+
+
 def parse_timestamp(raw: str | None) -> datetime | None:
     """An RFC 3339 server timestamp (nanoseconds trimmed to microseconds), or None."""
     if not raw:
@@ -68,14 +120,12 @@ async def direct_get_batch(
     request: dict[str, object] = {"seq": max(1, start_seq), "batch": batch}
     if subject is not None:
         request["next_by_subj"] = subject
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
     out: list[StoredMsg] = []
-    try:
+    async with _replies(nc) as (inbox, replies):
         await nc.publish(f"{JS_API}.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
         async with asyncio.timeout(timeout):
             while len(out) < batch:
-                msg = await sub.next_msg(timeout=timeout)
+                msg = await replies.get()
                 headers = dict(msg.headers or {})
                 status = headers.get("Status")
                 if status is not None:
@@ -92,8 +142,6 @@ async def direct_get_batch(
                         pending=int(headers.get("Nats-Num-Pending", "0") or 0),
                     )
                 )
-    finally:
-        await sub.unsubscribe()
     return out
 
 
@@ -111,6 +159,8 @@ async def consumer_next(
     With ``expires_s`` the server may wait that long for the batch to fill
     (used when the stream says messages exist that a no-wait pull did not see).
     """
+    # Its own subscription: delivered messages carry their stream subject, not the
+    # inbox, so only the subscription (not a shared router) can tell whose they are.
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
     out: list[Msg] = []
