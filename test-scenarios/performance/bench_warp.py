@@ -4,8 +4,9 @@ Two ``warp`` processes (agents A and B) in one project, driven by the SDK's
 stdio client, exactly as an agent's MCP client drives them:
 
 * channel send -> visible to the other agent: A ``warp_channels_send``, then B
-  ``warp_channels_read`` with its cursor returns the message. Raw: publish to
-  the channel stream, then a direct get of that sequence from a second client.
+  ``warp_channels_read`` with its cursor returns the message. Raw: the same
+  message and headers published to the channel stream, then a second client reads
+  a page from its cursor (batched direct get), as Warp does.
 * DM send -> read: A ``warp_messages_send_direct`` to B, then B
   ``warp_messages_read_direct`` returns it (acknowledged). Raw: publish to the
   inbox subject, no-wait pull from B's durable consumer, confirmed ack.
@@ -14,6 +15,8 @@ stdio client, exactly as an agent's MCP client drives them:
   ``shared.work.WorkQueue`` (nats-py; KV record, queue publish, events, pull).
 * cold start: process spawn -> ``initialize`` answered (plus, for reference,
   what importing the MCP SDK alone costs on this machine).
+* floor: a no-op tool call on A then on B (``warp_handle_get``, no NATS), the
+  price of two MCP stdio round trips that every two-agent path above pays.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ WARP = str(Path(sys.executable).parent / "warp")
 A_ID = "a1" * 16
 B_ID = "b2" * 16
 TARGET_MSG = "p50 <= 5 ms and <= 5x raw"
+RAW_CHANNEL = "raw: channel publish -> page from cursor"
+# Two tool calls that touch no NATS at all (warp_handle_get on A, then on B): the cost of
+# the MCP stdio hops alone, below which no two-agent message path can go.
+FLOOR_MCP = "warp: floor, no-op call on A then B (MCP)"
 
 
 def _env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dict[str, str]:
@@ -92,6 +99,19 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
         await _ready(a)
         await _ready(b)
 
+        async def floor_round() -> None:
+            await _ok(a, "warp_handle_get")
+            await _ok(b, "warp_handle_get")
+
+        results.append(
+            summarize(
+                FLOOR_MCP,
+                await time_async(floor_round, n),
+                baseline=RAW_CHANNEL,
+                extra={"why": "a two-agent message path can never be faster than this"},
+            )
+        )
+
         cursor = {"value": (await _ok(b, "warp_channels_read", {"channel": "roadmap"}))["next_cursor"]}
 
         async def channel_round() -> None:
@@ -105,7 +125,7 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
             summarize(
                 "warp: channel send -> visible (MCP)",
                 samples,
-                baseline="raw: channel publish -> direct get",
+                baseline=RAW_CHANNEL,
                 target=TARGET_MSG,
             )
         )
@@ -230,6 +250,18 @@ async def _bench_rpc(ctx: BenchContext, project: str, n: int) -> list[BenchResul
                 if not res.get("isError"):
                     break
                 await asyncio.sleep(0.05)
+
+        async def floor_round() -> None:
+            await a.tool("warp_handle_get")
+            await b.tool("warp_handle_get")
+
+        results.append(
+            summarize(
+                "warp: floor, no-op call on A then B (raw JSON-RPC)",
+                await time_async(floor_round, n),
+                baseline=RAW_CHANNEL,
+            )
+        )
         cursor = {"value": (await b.tool("warp_channels_read", {"channel": "errors"}))["next_cursor"]}
 
         async def channel_round() -> None:
@@ -249,7 +281,7 @@ async def _bench_rpc(ctx: BenchContext, project: str, n: int) -> list[BenchResul
             (
                 "warp: channel send -> visible (raw JSON-RPC)",
                 channel_round,
-                "raw: channel publish -> direct get",
+                RAW_CHANNEL,
             ),
             ("warp: DM send -> read (raw JSON-RPC)", dm_round, "raw: inbox publish -> pull + ack"),
         ]
@@ -289,7 +321,8 @@ async def _bench_rpc(ctx: BenchContext, project: str, n: int) -> list[BenchResul
 async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
     from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 
-    from shared.models import WorkSubmission
+    from shared.jsraw import direct_get_batch
+    from shared.models import ChannelMessage, WorkSubmission
     from shared.names import ProjectNames
     from shared.natsclient import connect
     from shared.work import Claimant, WorkQueue
@@ -306,13 +339,21 @@ async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResul
             StreamConfig(name=stream, subjects=[subject], storage=StorageType.FILE, allow_direct=True)
         )
 
+        # What a reader does: it knows its cursor, not the new message's sequence, so it
+        # asks for a page from the cursor (a batched direct get ending with EOB).
+        body = ChannelMessage(channel="raw", sender_id=A_ID, sender_handle="raw-a", body="bench")
+        payload = body.to_json_bytes()
+        headers = {"Loom-Scope": "team", "Loom-Sender": A_ID, "Loom-Sender-User": "bench"}
+        cursor = {"seq": int((await js_a.stream_info(stream)).state.last_seq) + 1}
+
         async def channel_round() -> None:
-            ack = await js_a.publish(subject, b'{"body":"bench"}', stream=stream)
-            msg = await js_b.get_msg(stream, seq=ack.seq, direct=True)
-            assert msg.seq == ack.seq
+            ack = await js_a.publish(subject, payload, stream=stream, headers=headers)
+            page = await direct_get_batch(nc_b, stream, start_seq=cursor["seq"], batch=20)
+            assert [m.seq for m in page] == [ack.seq]
+            cursor["seq"] = ack.seq + 1
 
         samples = await time_async(channel_round, n)
-        results.append(summarize("raw: channel publish -> direct get", samples))
+        results.append(summarize(RAW_CHANNEL, samples))
 
         inbox_stream = f"{names.inbox_stream}-RAW"
         inbox_subject = f"{names.inbox_subject(B_ID)}.raw".replace(".inbox.", ".rawinbox.")
