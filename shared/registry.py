@@ -97,7 +97,7 @@ class Registry:
             if not current.value:
                 raise AgentNotFound(agent_id)
             entry = AgentEntry.model_validate_json(current.value)
-            updated = mutate(entry.model_copy(deep=True))
+            updated = mutate(AgentEntry.model_validate_json(current.value))  # cheaper than a deep copy
             try:
                 await kv.update(agent_id, updated.to_json_bytes(), last=current.revision)
             except KeyWrongLastSequenceError:

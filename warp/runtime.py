@@ -326,6 +326,10 @@ class WarpRuntime:
             elif svc is not None:
                 svc.presence.stop_heartbeat()
                 try:
+                    await asyncio.wait_for(svc.work.settle(), _STOP_STEP_S)  # events still in flight
+                except Exception as exc:
+                    log.warning("work events while stopping (%s): %s", reason, exc)
+                try:
                     await asyncio.wait_for(svc.presence.deregister(reason), _STOP_STEP_S)
                 except Exception as exc:
                     log.warning("marking offline while stopping (%s): %s", reason, exc)

@@ -268,3 +268,16 @@ async def test_transitions_on_record_stand_when_events_are_unavailable(
     assert (await q.get(item.id)).status is WorkStatus.CLAIMED
     assert "queued, but its event was not published" in caplog.text
     assert "claimed, but its event was not published" in caplog.text
+
+
+async def test_claim_event_sent_in_background_keeps_order(nc: NatsClient, project_id: str) -> None:
+    names = ProjectNames(project_id)
+    q = WorkQueue(nc, names)
+    item = await q.submit(sub())
+    claimed = await q.claim(coder())
+    assert claimed is not None
+    await q.settle()
+    assert not q._events_in_flight
+    await q.complete(item.id, A)  # waits for any earlier event, so the order holds
+    seen = [f"{e['kind']}.{e['action']}" for e in await events(nc, names)]
+    assert seen == ["work.submitted", "work.queued", "work.claimed", "work.completed"]
