@@ -17,6 +17,8 @@ stdio client, exactly as an agent's MCP client drives them:
   what importing the MCP SDK alone costs on this machine).
 * floor: a no-op tool call on A then on B (``warp_handle_get``, no NATS), the
   price of two MCP stdio round trips that every two-agent path above pays.
+
+The raw baselines run before and after the MCP runs; each keeps the faster of its two runs.
 """
 
 from __future__ import annotations
@@ -452,11 +454,26 @@ async def _bench_cold_start(ctx: BenchContext, project: str, n: int) -> list[Ben
     ]
 
 
+def _faster_runs(before: list[BenchResult], after: list[BenchResult]) -> list[BenchResult]:
+    """Per baseline, the run with the lower p50: a slow moment on this shared VM must not
+    make a baseline slower and so flatter the ratios measured against it."""
+    later = {r.name: r for r in after}
+    chosen: list[BenchResult] = []
+    for first in before:
+        second = later[first.name]
+        best = first if (first.p50 or 0) <= (second.p50 or 0) else second
+        best.extra = {**best.extra, "p50_of_both_runs": [first.p50, second.p50]}
+        chosen.append(best)
+    return chosen
+
+
 async def run(ctx: BenchContext) -> list[BenchResult]:
     project = f"bench-warp-{uuid.uuid4().hex[:8]}"
     n = ctx.iterations(300, quick=20)
-    results = await _bench_raw(ctx, project, n)
-    results += await _bench_mcp(ctx, project, n)
-    results += await _bench_rpc(ctx, project, n)
+    raw_before = await _bench_raw(ctx, project, n)
+    measured = await _bench_mcp(ctx, project, n)
+    measured += await _bench_rpc(ctx, project, n)
+    raw_after = await _bench_raw(ctx, project, n)
+    results = _faster_runs(raw_before, raw_after) + measured
     results += await _bench_cold_start(ctx, project, ctx.iterations(15, quick=3))
     return results
