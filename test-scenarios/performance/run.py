@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.util
 import json
 import os
@@ -91,6 +92,10 @@ async def run_all(args: argparse.Namespace) -> tuple[list[BenchResult], list[str
             soak_s=args.soak or 0.0,
         )
         for module_path in discover(args.only):
+            # What earlier modules left on the heap is frozen out of the collector, so its
+            # garbage-collection passes do not tax this module's client-side timings.
+            gc.collect()
+            gc.freeze()
             started = time.perf_counter()
             print(f"# {module_path.stem} ...", file=sys.stderr, flush=True)
             try:
