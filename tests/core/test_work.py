@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from nats.aio.client import Client as NatsClient
+from nats.js.errors import NoStreamResponseError
 
 from shared.models import WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
@@ -246,11 +247,12 @@ async def test_lingering_pull_gets_a_message_published_while_waiting(nc: NatsCli
 async def test_submit_that_cannot_queue_leaves_no_record(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
     q = WorkQueue(nc, names)
-    await q.ensure()
+    kept = await q.submit(sub("kept"))  # the queue's consumer is known from here on
     await nc.jetstream().delete_stream(names.work_stream)  # the queue is gone; records and events stay
-    with pytest.raises(Exception, match="stream"):
+    with pytest.raises(NoStreamResponseError):  # the record was written, the queue message was not
         await q.submit(sub("lost"))
-    assert (await q.list_items()).items == []  # an error means nothing was submitted
+    # An error means nothing was submitted: no record is left waiting for a message that never came.
+    assert [i.id for i in (await q.list_items()).items] == [kept.id]
 
 
 async def test_transitions_on_record_stand_when_events_are_unavailable(
