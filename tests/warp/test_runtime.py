@@ -12,6 +12,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from warp_harness import eventually, make_identity
 
+from shared.jsutil import snapshot
 from shared.models import AgentStatus, ControlRequest, WorkSubmission
 from shared.names import ProjectNames
 from shared.registry import Registry
@@ -60,15 +61,7 @@ async def test_auto_register_and_stop_marks_offline(
         assert entry.status is AgentStatus.ONLINE and entry.target_id == "t9"
     assert (await registry.get(A)).status is AgentStatus.OFFLINE
     kv = await nc.jetstream().key_value(ProjectNames(project_id).instance_locks_bucket)
-    assert [k async for k in _keys(kv)] == []  # instance id released
-
-
-async def _keys(kv: object) -> AsyncIterator[str]:
-    try:
-        for key in await kv.keys():  # type: ignore[attr-defined]
-            yield key
-    except Exception:  # nats-py raises when the bucket has no keys
-        return
+    assert await snapshot(kv) == {}  # instance id released
 
 
 async def test_shutdown_request_drains_deregisters_and_exits(

@@ -7,6 +7,7 @@ import logging
 from nats.js import JetStreamContext
 from nats.js.errors import BucketNotFoundError, NotFoundError
 
+from shared.jsutil import snapshot
 from shared.models import SpinupOperation
 from shared.names import ProjectNames
 
@@ -18,17 +19,11 @@ async def read_operations(js: JetStreamContext, names: ProjectNames) -> list[Spi
         kv = await js.key_value(names.spinups_bucket)
     except (BucketNotFoundError, NotFoundError):
         return []
-    watcher = await kv.watchall(ignore_deletes=True)
     operations: list[SpinupOperation] = []
-    try:
-        async for entry in watcher:
-            if entry is None:
-                break
-            if entry.value:
-                try:
-                    operations.append(SpinupOperation.model_validate_json(entry.value))
-                except ValueError:
-                    log.warning("unreadable spin-up record %s in %s", entry.key, names.spinups_bucket)
-    finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]
+    # One complete pass: nats-py's end-of-values marker can arrive before the values.
+    for key, raw in (await snapshot(kv)).items():
+        try:
+            operations.append(SpinupOperation.model_validate_json(raw))
+        except ValueError:
+            log.warning("unreadable spin-up record %s in %s", key, names.spinups_bucket)
     return operations
