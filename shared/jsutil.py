@@ -93,6 +93,8 @@ async def cas_backoff(attempt: int) -> None:
 
 
 SNAPSHOT_TIMEOUT_S = 10.0
+ONE_SHOT_INACTIVE_S = 5.0
+"""A one-shot listing's consumer goes away this soon after it is done (the server caps consumers)."""
 
 
 WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
@@ -127,7 +129,18 @@ async def snapshot(kv: KeyValue) -> dict[str, bytes]:
     """
     if not (await kv.status()).values:
         return {}
-    watcher = await kv.watchall()
+    return await _read_all(await kv.watchall())
+
+
+async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: str) -> dict[str, bytes]:
+    """:func:`snapshot` of the keys matching ``keys`` (a key pattern such as ``op.*``)."""
+    info = await js.stream_info(kv_stream(bucket), subjects_filter=kv_subject(bucket, keys))
+    if not info.state.subjects:  # nothing stored under the pattern, not even a delete marker
+        return {}
+    return await _read_all(await kv.watch(keys, inactive_threshold=ONE_SHOT_INACTIVE_S))
+
+
+async def _read_all(watcher: KeyValue.KeyWatcher) -> dict[str, bytes]:
     values: dict[str, bytes] = {}
     try:
         while True:

@@ -23,13 +23,10 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, snapshot_keys
 from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
 from weft.spinup.kvmirror import KvMirror
-
-ONE_SHOT_INACTIVE_S = 5.0
-"""A one-shot listing's consumer goes away this soon after it is done (the server caps consumers)."""
 
 IN_FLIGHT_STATES = frozenset({SpinupState.PENDING, SpinupState.STARTING, SpinupState.RUNNING})
 """Started but not yet registered: at most one per target."""
@@ -333,14 +330,4 @@ class SpinupStore:
 
     async def _values(self, keys: str) -> list[bytes]:
         kv = await self.bucket()
-        watcher = await kv.watch(keys, ignore_deletes=True, inactive_threshold=ONE_SHOT_INACTIVE_S)
-        values: list[bytes] = []
-        try:
-            async for update in watcher:
-                if update is None:
-                    break
-                if update.value:
-                    values.append(update.value)
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return values
+        return list((await snapshot_keys(self._js, kv, self.names.spinups_bucket, keys)).values())

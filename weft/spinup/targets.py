@@ -16,7 +16,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.events import publish_event
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv
+from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, snapshot_keys
 from shared.models import Target, TargetHealth, utcnow
 from shared.names import ProjectNames
 from weft.spinup.kvmirror import KvMirror
@@ -87,17 +87,8 @@ class KvTargets:
         if self._mirror is not None and self._mirror.running:
             return self._mirror.values()
         kv = await self.bucket()
-        watcher = await kv.watch("t.*", ignore_deletes=True, inactive_threshold=5.0)
-        targets: list[Target] = []
-        try:
-            async for update in watcher:
-                if update is None:
-                    break
-                if update.value:
-                    targets.append(Target.model_validate_json(update.value))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return targets
+        values = await snapshot_keys(self._js, kv, self.names.targets_bucket, "t.*")
+        return [Target.model_validate_json(raw) for raw in values.values()]
 
     async def get_target(self, target_id: str) -> Target:
         kv = await self.bucket()
