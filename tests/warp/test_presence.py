@@ -48,6 +48,31 @@ async def test_register_records_environment_and_starts_heartbeat(
         await p.deregister()
 
 
+async def test_quick_task_changes_cost_one_registry_write(
+    nc: NatsClient, project_id: str, tmp_path: Path
+) -> None:
+    p = presence(nc, project_id, tmp_path, heartbeat_s=60.0, max_concurrent_tasks=5)
+    await p.register(p.defaults())
+    kv = await nc.jetstream().key_value(ProjectNames(project_id).registry_bucket)
+    try:
+        before = int((await kv.get(A)).revision or 0)
+        p.tasks_changed(claimed="w1")
+        p.tasks_changed(released="w1")
+        p.tasks_changed(claimed="w2")
+        await p.flush()
+        after = await kv.get(A)
+        assert int(after.revision or 0) == before + 1  # a claim, its completion and the next claim: one write
+        assert (await p.registry.get(A)).current_tasks == 1
+        p.tasks_changed(released="w2")  # nobody flushes: it is written after the settle delay anyway
+
+        async def written() -> bool:
+            return (await p.registry.get(A)).current_tasks == 0
+
+        await eventually(written)
+    finally:
+        await p.deregister()
+
+
 async def test_task_count_and_busy_follow_claims(nc: NatsClient, project_id: str, tmp_path: Path) -> None:
     p = presence(nc, project_id, tmp_path, max_concurrent_tasks=2)
     await p.register(p.defaults())
