@@ -328,6 +328,7 @@ async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResul
     from shared.names import ProjectNames
     from shared.natsclient import connect
     from shared.work import Claimant, WorkQueue
+    from warp.channels import HDR_SCOPE, HDR_SENDER, HDR_USER
 
     names = ProjectNames(project)
     nc_a = await connect(url=ctx.nats_url, name="raw-a")
@@ -345,7 +346,7 @@ async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResul
         # asks for a page from the cursor (a batched direct get ending with EOB).
         body = ChannelMessage(channel="raw", sender_id=A_ID, sender_handle="raw-a", body="bench")
         payload = body.to_json_bytes()
-        headers = {"Loom-Scope": "team", "Loom-Sender": A_ID, "Loom-Sender-User": "bench"}
+        headers = {HDR_SCOPE: "team", HDR_SENDER: A_ID, HDR_USER: "bench"}
         cursor = {"seq": int((await js_a.stream_info(stream)).state.last_seq) + 1}
 
         async def channel_round() -> None:
