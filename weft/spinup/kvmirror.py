@@ -19,6 +19,7 @@ from typing import Generic, TypeVar
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from shared.redact import redact
+from weft.tasks import stop_task
 
 log = logging.getLogger("loom.weft.spinup.mirror")
 
@@ -52,9 +53,7 @@ class KvMirror(Generic[T]):
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await stop_task(self._task)
             self._task = None
 
     @property

@@ -52,6 +52,7 @@ from weft.spinup.store import (
     SpinupStore,
 )
 from weft.spinup.targets import TargetMissing, TargetSource
+from weft.tasks import stop_task
 
 log = logging.getLogger("loom.weft.spinup")
 
@@ -145,8 +146,7 @@ class SpinupManager:
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await stop_task(task)
 
     async def _event(self, action: str, record: SpinupRecord, **extra: Any) -> None:
         data: dict[str, Any] = {"operation": record.op.model_dump(mode="json")}

@@ -18,7 +18,6 @@ copy); inside Weft it uses Weft's target store and work index
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from weft.spinup.mechanisms.base import Mechanism
 from weft.spinup.settings import SpinupSettings
 from weft.spinup.store import SpinupStore
 from weft.spinup.targets import KvTargets, TargetMissing, TargetSource
+from weft.tasks import stop_task
 
 log = logging.getLogger("loom.weft.spinup")
 
@@ -112,9 +112,7 @@ class ProjectSpinup:
 
     async def stop(self) -> None:
         if self.health_task is not None:
-            self.health_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.health_task
+            await stop_task(self.health_task)
             self.health_task = None
         for mirror in (self.agents, self.work):
             if mirror is not None:
@@ -244,9 +242,8 @@ class SpinupEngine:
 
     async def stop(self) -> None:
         if self._loop is not None:
-            self._loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._loop
+            # Bounded: a shutdown must not hang on a task that a library kept from ending.
+            await stop_task(self._loop)
             self._loop = None
         for project in self._projects.values():
             await project.stop()
