@@ -50,6 +50,8 @@ def running_weft(nats_url: str) -> Iterator[WeftServer]:
     from shared.settings import NatsSettings
     from weft.app import create_app
     from weft.settings import WeftSettings
+    from weft.spinup.settings import SpinupSettings
+    from weft.spinup.weft_service import WeftSpinup
 
     settings = WeftSettings(
         nats=NatsSettings(url=nats_url),
@@ -61,7 +63,14 @@ def running_weft(nats_url: str) -> Iterator[WeftServer]:
     )
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        # No background health checks: the tests register targets on made-up hosts (an ssh
+        # box, GitHub, a cluster) that must never be contacted from here; `targets test`
+        # still checks a target on demand.
+        create_app(settings, spinup=WeftSpinup(SpinupSettings(health_checks=False))),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
     )
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # not the main thread
