@@ -10,7 +10,6 @@ last tool call, written with the next heartbeat rather than on every call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -27,9 +26,6 @@ from warp.errors import WarpError
 from warp.settings import WarpSettings
 
 log = logging.getLogger("loom.warp.presence")
-
-TASK_COUNT_SETTLE_S = 0.05
-"""How long a task-count change waits for the next one before it is written."""
 
 
 @dataclass
@@ -71,7 +67,6 @@ class Presence:
         self._lock = asyncio.Lock()
         self._counts_dirty = False
         self._count_writer: asyncio.Task[None] | None = None
-        self._write_now = asyncio.Event()
 
     @property
     def agent_id(self) -> str:
@@ -215,9 +210,7 @@ class Presence:
 
         A claim or completion must not wait for (or fail because of) the registry
         write; readers that need the count call :meth:`flush` first, and the next
-        heartbeat writes it anyway if this write fails. The write waits
-        ``TASK_COUNT_SETTLE_S`` first, so a claim quickly followed by its completion
-        costs one registry write, made after the tool's reply rather than beside it.
+        heartbeat writes it anyway if this write fails.
         """
         if claimed:
             self.held.add(claimed)
@@ -227,7 +220,6 @@ class Presence:
             return
         self._counts_dirty = True
         if self._count_writer is None or self._count_writer.done():
-            self._write_now.clear()
             self._count_writer = asyncio.create_task(self._write_counts(), name="warp-task-count")
 
     async def _write_counts(self) -> None:
@@ -236,8 +228,6 @@ class Presence:
             entry.status = self._status()
             entry.last_activity = utcnow()
 
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._write_now.wait(), TASK_COUNT_SETTLE_S)
         while self._counts_dirty and self.registered:
             self._counts_dirty = False
             try:
@@ -251,7 +241,6 @@ class Presence:
         """Wait until the latest task count is in the registry (or its write failed)."""
         writer = self._count_writer
         if writer is not None and not writer.done():
-            self._write_now.set()
             await asyncio.wait([writer])
 
     # -- heartbeat ------------------------------------------------------------------
