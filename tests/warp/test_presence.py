@@ -63,7 +63,7 @@ async def test_quick_task_changes_cost_one_registry_write(
         after = await kv.get(A)
         assert int(after.revision or 0) == before + 1  # a claim, its completion and the next claim: one write
         assert (await p.registry.get(A)).current_tasks == 1
-        p.tasks_changed(released="w2")  # nobody flushes: it is written after the settle delay anyway
+        p.tasks_changed(released="w2")  # nobody flushes: the background write happens all the same
 
         async def written() -> bool:
             return (await p.registry.get(A)).current_tasks == 0
