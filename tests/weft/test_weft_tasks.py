@@ -1,0 +1,62 @@
+"""weft.tasks.stop_task: stopping a background task is bounded and says which one would not stop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from weft.tasks import stop_task
+
+
+async def test_a_task_that_ends_on_cancel_is_stopped() -> None:
+    task = asyncio.create_task(asyncio.sleep(3600), name="sleeper")
+    await asyncio.sleep(0)
+    await stop_task(task, timeout=5.0)
+    assert task.cancelled()
+
+
+async def test_a_task_that_ignores_cancel_does_not_hang_the_caller(caplog: pytest.LogCaptureFixture) -> None:
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:  # what a library that swallows cancellation does
+                await release.wait()
+
+    task = asyncio.create_task(stubborn(), name="stubborn-worker")
+    await asyncio.sleep(0)
+    with caplog.at_level("WARNING"):
+        await stop_task(task, timeout=0.2)  # returns although the task is still running
+    assert not task.done()
+    assert "stubborn-worker did not stop" in caplog.text
+    release.set()
+    await task
+
+
+async def test_a_loop_that_logs_errors_still_ends_when_a_library_turns_cancel_into_an_error() -> None:
+    from weft.tasks import raise_if_cancelling
+
+    rounds = 0
+
+    async def library_call() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise RuntimeError("stalled") from None  # as nats-py does in some of its calls
+
+    async def loop() -> None:
+        nonlocal rounds
+        while True:
+            try:
+                await library_call()
+            except Exception:
+                raise_if_cancelling()
+                rounds += 1
+
+    task = asyncio.create_task(loop(), name="ticker")
+    await asyncio.sleep(0)
+    await stop_task(task, timeout=2.0)
+    assert task.cancelled() and rounds == 0
