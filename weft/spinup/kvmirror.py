@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from shared.redact import redact
-from weft.tasks import stop_task
+from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.spinup.mirror")
 
@@ -86,6 +86,7 @@ class KvMirror(Generic[T]):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                raise_if_cancelling()
                 log.warning("KV watch failed (restarting): %s", redact(exc))
                 await asyncio.sleep(0.5)
 

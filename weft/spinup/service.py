@@ -41,7 +41,7 @@ from weft.spinup.mechanisms.base import Mechanism
 from weft.spinup.settings import SpinupSettings
 from weft.spinup.store import SpinupStore
 from weft.spinup.targets import KvTargets, TargetMissing, TargetSource
-from weft.tasks import stop_task
+from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.spinup")
 
@@ -263,6 +263,7 @@ class SpinupEngine:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
+                    raise_if_cancelling()  # a stop that nats-py turned into an error ends the loop
                     log.warning("spin-up tick for project %s failed: %s", project_id, redact(exc))
             await asyncio.sleep(self.settings.tick_s)
 
