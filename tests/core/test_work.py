@@ -265,6 +265,7 @@ async def test_transitions_on_record_stand_when_events_are_unavailable(
     with caplog.at_level("WARNING", logger="loom.work"):
         item = await q.submit(sub("kept"))
         claimed = await q.claim(coder())
+        await q.settle()  # the claimed event is published in the background
     # The work is neither lost nor reported as failed (a caller would resubmit or re-claim it).
     assert claimed is not None and claimed.id == item.id and claimed.assigned_to == A
     assert (await q.get(item.id)).status is WorkStatus.CLAIMED
