@@ -473,14 +473,16 @@ class SpinupManager:
 
         try:
             before, after = await self.store.mutate(op.id, done)
-            if not failed:
-                await self.store.release(op.target_id, op.id, keep_live=False)
+            # The event goes out before the slot is freed, so in the events stream an
+            # operation's end always precedes the start that takes its place.
             if before.op.state is not after.op.state:
                 await self._event("stopped", after, note=note, reason=after.shutdown_reason)
             elif not failed:
                 await self._event("cleaned-up", after, note=note)
             else:
                 await self._event("stop-failed", after, note=note)
+            if not failed:
+                await self.store.release(op.target_id, op.id, keep_live=False)
         finally:
             self._stopping.discard(op.id)
 
