@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TS_CLIENT := test-scenarios/performance/ts-client
+TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 PYTEST_ARGS ?=
 
 .PHONY: help install run test lint typecheck lint-deploy pytest scenarios bench clean
@@ -23,7 +25,18 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# bench_warp also drives Warp through the official TypeScript MCP SDK client; without
+# Node (or if the install fails) those rows are left out and the bench says so.
+$(TS_STAMP): $(TS_CLIENT)/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: bench_warp will leave out its TypeScript SDK client rows"; \
+	elif npm ci --prefix $(TS_CLIENT) --no-audit --no-fund --loglevel=error; then \
+		touch $@; \
+	else \
+		echo "npm ci in $(TS_CLIENT) failed: bench_warp will leave out its TypeScript SDK client rows"; \
+	fi
+
+install: $(STAMP) $(TS_STAMP)
 
 run: $(STAMP)
 	$(BIN)/weft serve
@@ -38,7 +51,7 @@ lint-deploy: $(STAMP)
 	$(BIN)/mypy deploy
 	$(BIN)/python -m deploy.checks
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(TS_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck lint-deploy pytest
@@ -46,7 +59,7 @@ test: lint typecheck lint-deploy pytest
 scenarios: $(STAMP)
 	$(BIN)/pytest test-scenarios -m "scenario or not scenario" $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) $(TS_STAMP)
 	$(BIN)/python test-scenarios/performance/run.py $(BENCH_ARGS)
 
 clean:

@@ -18,6 +18,11 @@ stdio client, exactly as an agent's MCP client drives them:
 * floor: a no-op tool call on A then on B (``warp_handle_get``, no NATS), the
   price of two MCP stdio round trips that every two-agent path above pays.
 
+The same rounds run three times, with three clients: the Python SDK's (``MCP``), the
+official TypeScript SDK's (``MCP, TS SDK client``: what Node-based agent hosts use; run
+by ``ts-client/warp_rounds.mjs`` when ``node`` and its ``npm ci`` are there, which the
+Makefile sees to) and a bare JSON-RPC loop (``raw JSON-RPC``: Warp's own cost).
+
 The raw baselines run before and after the MCP runs; each keeps the faster of its two runs.
 """
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import time
 import uuid
@@ -58,7 +64,7 @@ def _env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dict[st
         "LOOM_PROJECT_PATH": str(proj),
         "LOOM_AGENT_ID": agent_id,
         "LOOM_HANDLE": handle,
-        "LOOM_CAPABILITIES": "code,rpc",
+        "LOOM_CAPABILITIES": "code,rpc,ts",
         "LOOM_AUTO_REGISTER": "1",
         "LOOM_MAX_CONCURRENT_TASKS": "1000",
         "LOOM_LOG_LEVEL": "WARNING",
@@ -455,6 +461,67 @@ async def _bench_cold_start(ctx: BenchContext, project: str, n: int) -> list[Ben
     ]
 
 
+TS_CLIENT = Path(__file__).resolve().parent / "ts-client"
+
+
+def ts_client_missing() -> str | None:
+    """Why the TypeScript SDK client cannot run here, or None when it can."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (TS_CLIENT / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        return f"its packages are not installed (npm ci --prefix {TS_CLIENT})"
+    return None
+
+
+async def _bench_ts(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
+    missing = ts_client_missing()
+    if missing is not None:
+        print(f"# bench_warp: TypeScript SDK client rows not measured: {missing}", file=sys.stderr)
+        return []
+    b_id = "b6" * 16
+    spec = {
+        "command": WARP,
+        "a": {"env": (env_a := _env(ctx, project, "a5" * 16, "ts-a")), "cwd": env_a["LOOM_PROJECT_PATH"]},
+        "b": {"env": (env_b := _env(ctx, project, b_id, "ts-b")), "cwd": env_b["LOOM_PROJECT_PATH"]},
+        "b_id": b_id,
+        "n": n,
+        "warmup": 5,
+        "stderr": str(ctx.scratch / "warp-ts.stderr"),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        "node",
+        str(TS_CLIENT / "warp_rounds.mjs"),
+        json.dumps(spec),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=TS_CLIENT,
+    )
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"warp_rounds.mjs exited {proc.returncode}: {err.decode()[-2000:]}")
+    got = json.loads(out)
+    suffix = "(MCP, TS SDK client)"
+    return [
+        summarize(f"warp: floor, no-op call on A then B {suffix}", got["floor"], baseline=RAW_CHANNEL),
+        summarize(
+            f"warp: channel send -> visible {suffix}", got["channel"], baseline=RAW_CHANNEL, target=TARGET_MSG
+        ),
+        summarize(
+            f"warp: DM send -> read {suffix}",
+            got["dm"],
+            baseline="raw: inbox publish -> pull + ack",
+            target=TARGET_MSG,
+        ),
+        summarize(
+            f"warp: broadcast -> claim {suffix}",
+            got["work"],
+            baseline="raw: WorkQueue submit -> claim",
+            target=TARGET_MSG,
+            extra={"claims_retried": got["claims_retried"]},
+        ),
+    ]
+
+
 def _faster_runs(before: list[BenchResult], after: list[BenchResult]) -> list[BenchResult]:
     """Per baseline, the run with the lower p50: a slow moment on this shared VM must not
     make a baseline slower and so flatter the ratios measured against it."""
@@ -473,6 +540,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     n = ctx.iterations(300, quick=20)
     raw_before = await _bench_raw(ctx, project, n)
     measured = await _bench_mcp(ctx, project, n)
+    measured += await _bench_ts(ctx, project, n)
     measured += await _bench_rpc(ctx, project, n)
     raw_after = await _bench_raw(ctx, project, n)
     results = _faster_runs(raw_before, raw_after) + measured

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,15 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
     for r in results.values():
         if r["baseline"]:
             assert r["baseline"] in results, f"{r['name']}: baseline {r['baseline']!r} was not measured"
+
+    # With Node and the client's packages (the Makefile installs them), Warp's rows through
+    # the TypeScript SDK client are there too.
+    ts_ready = (
+        shutil.which("node")
+        and (PERF / "ts-client" / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir()
+    )
+    ts_rows = [name for name in results if name.endswith("(MCP, TS SDK client)")]
+    assert len(ts_rows) == (4 if ts_ready else 0), (ts_rows, failed)
 
     curves = {c["name"]: c for c in data["scale_curves"]}
     assert curves["weft routing decision"]["sizes"] == [10, 100, 1000, 10000]
