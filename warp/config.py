@@ -10,13 +10,15 @@ Files, later ones overriding earlier ones channel by channel:
 
 Only the ``channels`` table is Warp's; other top-level keys (Shuttle keeps its
 settings in the same user file) are left alone. The files are re-checked on
-every channel operation (a few small reads), so an edit takes effect on the
+every channel operation (a few ``stat`` calls), so an edit takes effect on the
 next call and Warp updates the streams' limits to match.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,12 @@ CONFIG_DIR = ".loom"
 CONFIG_NAMES = ("config.json", "config.toml")
 
 DAY_S = 24 * 3600
+
+RACY_NS = 2_000_000_000
+"""Files changed less than this before a check are compared by content, not only by stat."""
+
+_Mark = tuple[str, int, int, int, int]
+"""A config file's path, mtime_ns, ctime_ns, size and inode."""
 
 
 class ConfigError(ValueError):
@@ -131,48 +139,81 @@ def load_channel_config(project_path: Path, home: Path | None = None) -> Channel
 
 
 class ConfigLoader:
-    """Re-reads the files when any candidate file appears, changes or disappears."""
+    """Re-reads the files when any candidate file appears, changes or disappears.
+
+    Every channel operation asks, so the check is a few ``stat`` calls: one per candidate
+    ``.loom`` directory (most do not exist) and one per file in those that do. A file whose
+    timestamps are within :data:`RACY_NS` of the last check is compared by content as well,
+    because a second edit inside one timestamp tick (the kernel's clock is coarse) can leave
+    size, times and inode unchanged.
+    """
 
     def __init__(self, project_path: Path, home: Path | None = None) -> None:
         self.project_path = project_path.resolve()
         self.home = (home or Path.home()).expanduser()
-        self._fingerprint: tuple[tuple[str, bytes], ...] | None = None
+        self._marks: tuple[_Mark, ...] | None = None
+        self._racy = True
+        self._contents: tuple[tuple[str, bytes], ...] | None = None
         self._config: ChannelConfig | None = None
         self._error: ConfigError | None = None
-        self._paths: list[Path] | None = None
+        self._dirs: list[tuple[str, tuple[str, ...]]] | None = None
 
-    def _candidates(self) -> list[Path]:
-        if self._paths is None:
+    def _candidates(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Each ``.loom`` directory that could hold a config file, with those files' paths."""
+        if self._dirs is None:
             dirs = [self.home]
             home = self.home.resolve()
             for directory in (self.project_path, *self.project_path.parents):
                 if directory == home:
                     break
                 dirs.append(directory)
-            self._paths = [d / CONFIG_DIR / name for d in dirs for name in CONFIG_NAMES]
-        return self._paths
+            self._dirs = [
+                (str(d / CONFIG_DIR), tuple(str(d / CONFIG_DIR / name) for name in CONFIG_NAMES))
+                for d in dirs
+            ]
+        return self._dirs
 
-    def _stat(self) -> tuple[tuple[str, bytes], ...]:
-        """Path and content of every candidate file that exists (they are small; content
-        rather than mtime, whose granularity can hide a quick second edit)."""
-        marks: list[tuple[str, bytes]] = []
-        for path in self._candidates():
+    def _stat(self) -> tuple[_Mark, ...]:
+        marks: list[_Mark] = []
+        for directory, files in self._candidates():
             try:
-                marks.append((str(path), path.read_bytes()))
+                os.stat(directory)
             except OSError:
                 continue
+            for path in files:
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                marks.append((path, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
         return tuple(marks)
+
+    @staticmethod
+    def _read(marks: tuple[_Mark, ...]) -> tuple[tuple[str, bytes], ...]:
+        contents: list[tuple[str, bytes]] = []
+        for mark in marks:
+            try:
+                with open(mark[0], "rb") as handle:
+                    contents.append((mark[0], handle.read()))
+            except OSError:
+                continue
+        return tuple(contents)
 
     def current(self) -> ChannelConfig:
         """The configuration now; raises :class:`ConfigError` while a file is invalid."""
-        fingerprint = self._stat()
-        if fingerprint != self._fingerprint:
-            self._fingerprint = fingerprint
-            try:
-                self._config = load_channel_config(self.project_path, self.home)
-                self._error = None
-            except ConfigError as exc:
-                self._error = exc
+        marks = self._stat()
+        if marks != self._marks or self._racy:
+            now = time.time_ns()
+            contents = self._read(marks)
+            self._marks = marks
+            self._racy = any(now - mark[1] < RACY_NS or now - mark[2] < RACY_NS for mark in marks)
+            if contents != self._contents:
+                self._contents = contents
+                try:
+                    self._config = load_channel_config(self.project_path, self.home)
+                    self._error = None
+                except ConfigError as exc:
+                    self._error = exc
         if self._error is not None:
             raise self._error
         assert self._config is not None

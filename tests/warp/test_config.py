@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,18 @@ def test_loader_follows_edits_and_recovers_from_a_bad_edit(tmp_path: Path, home:
         loader.current()
     path.unlink()
     assert "ops" not in loader.current().channels
+
+
+def test_loader_sees_an_edit_that_keeps_size_and_mtime(tmp_path: Path, home: Path) -> None:
+    """Past the racy window only stat is compared; a write still moves ctime."""
+    project = tmp_path / "p"
+    project.mkdir()
+    path = write(project / ".loom" / "config.json", json.dumps({"channels": {"ops": {"max_messages": 5}}}))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    loader = ConfigLoader(project, home)
+    assert loader.current().channels["ops"].max_messages == 5
+    assert loader.current().channels["ops"].max_messages == 5  # not racy: stat only
+    path.write_text(json.dumps({"channels": {"ops": {"max_messages": 7}}}))
+    os.utime(path, (old, old))
+    assert loader.current().channels["ops"].max_messages == 7
