@@ -47,12 +47,17 @@ def result(payload: BaseModel, text: str) -> CallToolResult:
 _KNOWN_TYPES = frozenset(typing.get_args(ErrorType))
 
 
+@functools.cache
+def _argument_names(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset({f.alias or name for name, f in model.model_fields.items()} | set(model.model_fields))
+
+
 class _StrictMetadata(FuncMetadata):
     """Argument validation that refuses unknown arguments and never echoes rejected values."""
 
     def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
         model = self.arg_model
-        known = {f.alias or name for name, f in model.model_fields.items()} | set(model.model_fields)
+        known = _argument_names(model)
         unknown = [key for key in arguments_to_validate if key not in known]
         if unknown:
             raise ValidationError.from_exception_data(
