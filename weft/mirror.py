@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
-from shared.names import kv_stream
+from shared.names import kv_stream, kv_subject
+from shared.redact import redact
 from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.mirror")
@@ -70,7 +72,14 @@ class BucketMirror(Generic[T]):
 
     # -- life cycle ------------------------------------------------------------
     async def start(self) -> None:
-        """Load the bucket's current state, then follow it in the background."""
+        """Load the bucket's current state, then follow it in the background.
+
+        Returns once the copy holds every write the bucket had when the initial snapshot
+        ended. nats-py's end-of-snapshot marker alone is not enough: it can arrive before
+        values the server has already sent (the consumer-info reply that decides it and
+        the pushed values travel separately), so the copy also waits for the bucket's
+        newest stored message as of the marker (:meth:`_settle`).
+        """
         watcher = await self._kv.watchall()
         self._task = asyncio.create_task(self._follow(watcher), name=f"mirror:{self.bucket}")
         await self.ready.wait()
@@ -80,10 +89,11 @@ class BucketMirror(Generic[T]):
         self._task = None
 
     async def _follow(self, watcher: KeyValue.KeyWatcher) -> None:
+        settle: asyncio.Task[None] | None = None
         try:
             async for entry in watcher:
-                if entry is None:  # end of the initial snapshot
-                    self.ready.set()
+                if entry is None:  # end of the initial snapshot, as nats-py sees it
+                    settle = asyncio.create_task(self._settle(), name=f"mirror-settle:{self.bucket}")
                     continue
                 try:
                     await self._apply(entry)
@@ -92,26 +102,57 @@ class BucketMirror(Generic[T]):
                     log.exception("mirror %s: cannot apply %s", self.bucket, entry.key)
         finally:
             self.ready.set()
+            await stop_task(settle)
             with contextlib.suppress(Exception):
                 await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _settle(self) -> None:
+        """Declare the copy ready once it has the bucket's newest stored message as of now.
+
+        The newest stored one, not the stream's last sequence: retention purges delete
+        markers, so the last sequence may name a message that is gone (a copy started
+        afterwards never sees it). Once the newest is in, everything up to the last
+        sequence is in or gone, and :meth:`sync` may count from there."""
+        stream = kv_stream(self.bucket)
+        try:
+            last = int((await self._js.stream_info(stream)).state.last_seq or 0)
+            try:
+                newest = int((await self._js.get_last_msg(stream, kv_subject(self.bucket, ">"))).seq or 0)
+            except NotFoundError:
+                newest = 0  # nothing stored
+        except Exception as exc:
+            raise_if_cancelling()
+            log.warning("mirror %s: cannot check the start-up copy (%s)", self.bucket, redact(exc))
+            self.ready.set()
+            return
+        try:
+            async with asyncio.timeout(SYNC_TIMEOUT_S), self._advanced:
+                await self._advanced.wait_for(lambda: self._revision >= newest)
+                self._revision = max(self._revision, last)
+                self._advanced.notify_all()
+        except TimeoutError:
+            log.warning("mirror %s: start-up copy still short of revision %s", self.bucket, newest)
+        self.ready.set()
 
     async def _apply(self, entry: KeyValue.Entry) -> None:
         revision = int(entry.revision or 0)
         key = entry.key
-        if self._key_filter is None or self._key_filter(key):
-            before = self._slots.get(key)
-            after: Slot[T] | None
-            if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
-                after = None
-                self._slots.pop(key, None)
-            else:
-                after = Slot(raw=entry.value, revision=revision)
-                self._slots[key] = after
-            if self._on_change is not None:
-                await self._on_change(key, before, after, not self.ready.is_set())
-        async with self._advanced:
-            self._revision = max(self._revision, revision)
-            self._advanced.notify_all()
+        try:
+            if self._key_filter is None or self._key_filter(key):
+                before = self._slots.get(key)
+                after: Slot[T] | None
+                if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
+                    after = None
+                    self._slots.pop(key, None)
+                else:
+                    after = Slot(raw=entry.value, revision=revision)
+                    self._slots[key] = after
+                if self._on_change is not None:
+                    await self._on_change(key, before, after, not self.ready.is_set())
+        finally:  # even a record that failed to apply has been seen: sync() must not wait for it
+            async with self._advanced:
+                self._revision = max(self._revision, revision)
+                self._advanced.notify_all()
 
     # -- reads -----------------------------------------------------------------
     async def sync(self, timeout: float = SYNC_TIMEOUT_S) -> None:
