@@ -16,8 +16,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
+from shared.names import kv_stream, kv_subject
 from shared.redact import redact
 from weft.tasks import raise_if_cancelling, stop_task
 
@@ -25,17 +28,23 @@ log = logging.getLogger("loom.weft.spinup.mirror")
 
 T = TypeVar("T")
 
+SETTLE_TIMEOUT_S = 2.0
+
 
 class KvMirror(Generic[T]):
     def __init__(
         self,
+        js: JetStreamContext,
         kv: KeyValue,
+        bucket: str,
         parse: Callable[[bytes], T],
         *,
         keys: str = ">",
         on_update: Callable[[str, T | None], Awaitable[None]] | None = None,
     ) -> None:
+        self._js = js
         self._kv = kv
+        self._bucket = bucket
         self._on_update = on_update
         self._parse = parse
         self._keys = keys
@@ -45,13 +54,17 @@ class KvMirror(Generic[T]):
         self._ready = asyncio.Event()
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._settling: asyncio.Task[None] | None = None
 
     async def start(self, timeout: float = 10.0) -> None:
+        """Follow the bucket; returns once the copy holds what the bucket had when the
+        initial snapshot ended (:meth:`_settle`)."""
         if self._task is None:
-            self._task = asyncio.create_task(self._follow(), name=f"kv-mirror-{self._kv._name}")
+            self._task = asyncio.create_task(self._follow(), name=f"kv-mirror-{self._bucket}")
         await asyncio.wait_for(self._ready.wait(), timeout)
 
     async def stop(self) -> None:
+        await stop_task(self._settling)
         if self._task is not None:
             await stop_task(self._task)
             self._task = None
@@ -67,7 +80,10 @@ class KvMirror(Generic[T]):
                 try:
                     async for update in watcher:
                         if update is None:
-                            self._ready.set()
+                            if not self._ready.is_set() and self._settling is None:
+                                self._settling = asyncio.create_task(
+                                    self._settle(), name=f"kv-mirror-settle-{self._bucket}"
+                                )
                             continue
                         key = update.key
                         if update.operation in (KV_DEL, KV_PURGE) or not update.value:
@@ -89,6 +105,27 @@ class KvMirror(Generic[T]):
                 raise_if_cancelling()
                 log.warning("KV watch failed (restarting): %s", redact(exc))
                 await asyncio.sleep(0.5)
+
+    async def _settle(self) -> None:
+        """Ready once the copy holds the newest stored message under its keys.
+
+        nats-py's end-of-snapshot marker can come before values the server already
+        sent (the consumer-info reply that decides it and the pushed values travel
+        separately), so the marker starts this check instead of ending the load."""
+        try:
+            try:
+                newest = await self._js.get_last_msg(
+                    kv_stream(self._bucket), kv_subject(self._bucket, self._keys)
+                )
+            except NotFoundError:
+                target = 0  # nothing stored under these keys
+            else:
+                target = int(newest.seq or 0)
+            await self.wait_for(target, timeout=SETTLE_TIMEOUT_S)
+        except Exception as exc:
+            raise_if_cancelling()
+            log.warning("KV copy of %s: cannot check the start-up copy (%s)", self._bucket, redact(exc))
+        self._ready.set()
 
     async def _notify(self, key: str) -> None:
         assert self._on_update is not None

@@ -91,11 +91,13 @@ class ProjectSpinup:
                 task.add_done_callback(self._linking.discard)
 
         registry_kv = await ensure_kv(js, names.registry_bucket, description="Loom agents")
-        self.agents = KvMirror(registry_kv, AgentEntry.model_validate_json, on_update=on_agent)
+        self.agents = KvMirror(
+            js, registry_kv, names.registry_bucket, AgentEntry.model_validate_json, on_update=on_agent
+        )
         await self.agents.start()
         if self.sources.work_items is None:
             work_kv = await ensure_kv(js, names.work_records_bucket, description="Loom work")
-            self.work = KvMirror(work_kv, WorkRecord.model_validate_json)
+            self.work = KvMirror(js, work_kv, names.work_records_bucket, WorkRecord.model_validate_json)
             await self.work.start()
         await manager.store.start_mirrors()
         start_mirror = getattr(self.sources.targets, "start_mirror", None)

@@ -122,8 +122,12 @@ class SpinupStore:
         """Serve :meth:`slots` and :meth:`all` from live copies (one watcher each, for good)."""
         kv = await self.bucket()
         if self._ops is None:
-            self._ops = KvMirror(kv, SpinupRecord.model_validate_json, keys="op.*")
-            self._slots = KvMirror(kv, TargetSlot.model_validate_json, keys="slot.*")
+            self._ops = KvMirror(
+                self._js, kv, self.names.spinups_bucket, SpinupRecord.model_validate_json, keys="op.*"
+            )
+            self._slots = KvMirror(
+                self._js, kv, self.names.spinups_bucket, TargetSlot.model_validate_json, keys="slot.*"
+            )
         assert self._slots is not None
         await self._ops.start()
         await self._slots.start()

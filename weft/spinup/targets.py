@@ -59,7 +59,13 @@ class KvTargets:
 
     async def start_mirror(self) -> None:
         if self._mirror is None:
-            self._mirror = KvMirror(await self.bucket(), Target.model_validate_json, keys="t.*")
+            self._mirror = KvMirror(
+                self._js,
+                await self.bucket(),
+                self.names.targets_bucket,
+                Target.model_validate_json,
+                keys="t.*",
+            )
         await self._mirror.start()
 
     async def stop_mirror(self) -> None:
