@@ -121,7 +121,8 @@ class KvMirror(Generic[T]):
                 target = 0  # nothing stored under these keys
             else:
                 target = int(newest.seq or 0)
-            await self.wait_for(target, timeout=SETTLE_TIMEOUT_S)
+            if not await self.wait_for(target, timeout=SETTLE_TIMEOUT_S):
+                log.warning("KV copy of %s: start-up copy still short of revision %s", self._bucket, target)
         except Exception as exc:
             raise_if_cancelling()
             log.warning("KV copy of %s: cannot check the start-up copy (%s)", self._bucket, redact(exc))
