@@ -175,8 +175,9 @@ async def test_deadline_expiry(nc: NatsClient, project_id: str) -> None:
     q = WorkQueue(nc, ProjectNames(project_id))
     with pytest.raises(WorkError, match="deadline"):
         await q.submit(sub(deadline=utcnow() - timedelta(seconds=1)))
-    soon = await q.submit(sub(deadline=utcnow() + timedelta(seconds=0.3)))
-    await asyncio.sleep(0.4)
+    deadline = utcnow() + timedelta(seconds=1)  # far enough ahead that the submission is never late
+    soon = await q.submit(sub(deadline=deadline))
+    await asyncio.sleep((deadline - utcnow()).total_seconds() + 0.1)
     expired = await q.expire_due()
     assert [i.id for i in expired] == [soon.id]
     assert (await q.get(soon.id)).status is WorkStatus.EXPIRED

@@ -66,13 +66,14 @@ async def test_two_replicas_expire_an_item_once(weft_factory: Any, nc: NatsClien
         weft_factory(project_id=project_id, sweep_interval_s=0.05),
         one.client() as api,
     ):
-        deadline = (utcnow() + timedelta(milliseconds=500)).isoformat()
-        work = (
-            await api.post(
-                "/api/work",
-                json={"task_id": "t", "description": "d", "capability": "code", "deadline": deadline},
-            )
-        ).json()
+        # Far enough ahead that a slow moment in CI cannot make the submission itself late.
+        deadline = (utcnow() + timedelta(seconds=2)).isoformat()
+        response = await api.post(
+            "/api/work",
+            json={"task_id": "t", "description": "d", "capability": "code", "deadline": deadline},
+        )
+        assert response.status_code == 201, response.text
+        work = response.json()
 
         async def expired() -> bool:
             return bool((await api.get(f"/api/work/{work['id']}")).json()["status"] == "expired")

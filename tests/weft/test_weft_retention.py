@@ -191,7 +191,7 @@ async def test_retention_zero_keeps_everything(
 ) -> None:
     async with weft_factory(project_id=project_id, sweep_interval_s=0.05, work_retention_s=0) as weft:
         done = await _finish(queue, nc, project_id, "done")
-        soon = utcnow() + timedelta(milliseconds=300)
+        soon = utcnow() + timedelta(seconds=2)  # far enough ahead that the submission is never late
         short_lived = (await queue.submit(_submission("short-lived", deadline=soon))).id
         async with weft.client() as api:
 

@@ -210,8 +210,11 @@ async def test_retry_failed_work_over_rest(api: httpx.AsyncClient, nc: NatsClien
 
 
 async def test_sweeper_expires_queued_work_past_its_deadline(api: httpx.AsyncClient) -> None:
-    deadline = (utcnow() + timedelta(milliseconds=600)).isoformat()
-    work_id = (await api.post("/api/work", json=submission(deadline=deadline))).json()["id"]
+    # Far enough ahead that a slow moment in CI cannot make the submission itself late.
+    deadline = (utcnow() + timedelta(seconds=2)).isoformat()
+    response = await api.post("/api/work", json=submission(deadline=deadline))
+    assert response.status_code == 201, response.text
+    work_id = response.json()["id"]
 
     async def expired() -> bool:
         return (await api.get(f"/api/work/{work_id}")).json()["status"] == "expired"
