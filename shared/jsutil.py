@@ -119,6 +119,18 @@ async def drop_delete_marker(js: JetStreamContext, bucket: str, key: str) -> Non
     await js.purge_stream(kv_stream(bucket), subject=kv_subject(bucket, key))
 
 
+async def newest_stored_seq(js: JetStreamContext, bucket: str, keys: str = ">") -> int:
+    """Stream sequence of the newest message still stored under ``keys`` (0: none).
+
+    Not the stream's last sequence, which may name a message that is gone (retention
+    purges delete markers): a watcher can only ever reach what is still stored."""
+    try:
+        newest = await js.get_last_msg(kv_stream(bucket), kv_subject(bucket, keys))
+    except NotFoundError:
+        return 0
+    return int(newest.seq or 0)
+
+
 async def snapshot(kv: KeyValue) -> dict[str, bytes]:
     """Every live key's current value, read in one pass (no per-key get).
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
-from shared.names import kv_stream, kv_subject
+from shared.jsutil import newest_stored_seq
+from shared.names import kv_stream
 from shared.redact import redact
 from weft.tasks import raise_if_cancelling, stop_task
 
@@ -116,10 +116,7 @@ class BucketMirror(Generic[T]):
         stream = kv_stream(self.bucket)
         try:
             last = int((await self._js.stream_info(stream)).state.last_seq or 0)
-            try:
-                newest = int((await self._js.get_last_msg(stream, kv_subject(self.bucket, ">"))).seq or 0)
-            except NotFoundError:
-                newest = 0  # nothing stored
+            newest = await newest_stored_seq(self._js, self.bucket)
         except Exception as exc:
             raise_if_cancelling()
             log.warning("mirror %s: cannot check the start-up copy (%s)", self.bucket, redact(exc))

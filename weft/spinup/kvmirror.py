@@ -17,10 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
-from shared.names import kv_stream, kv_subject
+from shared.jsutil import newest_stored_seq
 from shared.redact import redact
 from weft.tasks import raise_if_cancelling, stop_task
 
@@ -113,14 +112,7 @@ class KvMirror(Generic[T]):
         sent (the consumer-info reply that decides it and the pushed values travel
         separately), so the marker starts this check instead of ending the load."""
         try:
-            try:
-                newest = await self._js.get_last_msg(
-                    kv_stream(self._bucket), kv_subject(self._bucket, self._keys)
-                )
-            except NotFoundError:
-                target = 0  # nothing stored under these keys
-            else:
-                target = int(newest.seq or 0)
+            target = await newest_stored_seq(self._js, self._bucket, self._keys)
             if not await self.wait_for(target, timeout=SETTLE_TIMEOUT_S):
                 log.warning("KV copy of %s: start-up copy still short of revision %s", self._bucket, target)
         except Exception as exc:
