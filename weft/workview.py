@@ -12,6 +12,7 @@ import logging
 from collections import Counter
 from datetime import datetime
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
@@ -26,21 +27,22 @@ log = logging.getLogger("loom.weft.work")
 _CAS_RETRIES = 20
 
 
-def _parse(raw: bytes) -> WorkItem:
+def _parse(_key: str, raw: bytes) -> WorkItem:
     return WorkRecord.model_validate_json(raw).item
 
 
 class WorkIndex:
     """Watch-backed copy of one project's work records (items only)."""
 
-    def __init__(self, js: JetStreamContext, queue: WorkQueue) -> None:
+    def __init__(self, nc: NatsClient, js: JetStreamContext, queue: WorkQueue) -> None:
+        self._nc = nc
         self._js = js
         self.queue = queue
         self._mirror: BucketMirror[WorkItem] | None = None
 
     async def start(self) -> None:
         kv = await self.queue.records_bucket()
-        self._mirror = BucketMirror(self._js, kv, self.queue.names.work_records_bucket, _parse)
+        self._mirror = BucketMirror(self._js, kv, self.queue.names.work_records_bucket, _parse, nc=self._nc)
         await self._mirror.start()
 
     async def stop(self) -> None:

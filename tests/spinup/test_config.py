@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from weft.spinup.config import InvalidTargetConfig, parse_config, validate_target_config
+from weft.spinup.config import InvalidTargetConfig
+from weft.spinup.mechanisms import parse_config, validate_target_config
 
 SSH_OK: dict[str, Any] = {
     "host": "build-1.internal",

@@ -1,4 +1,4 @@
-"""``/api/targets``: where Weft can start agents from (DESIGN §6). Secrets in ``config`` never leave."""
+"""``/api/targets``: where Weft can start agents from (docs/spinup.md). Secrets in ``config`` never leave."""
 
 from __future__ import annotations
 
@@ -7,18 +7,25 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.models import HealthCheck, Mechanism, SpinupOperation, Target, TargetSpec
+from shared.models import HealthCheck, SpinupOperation, Target, TargetSpec
 from shared.names import validate_capability
 from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, from_pydantic
 from weft.routes.common import HEX32, TargetRef
 from weft.schemas import PageOut
 from weft.spinup.base import TargetTestResult
+from weft.spinup.mechanisms import MechanismName
 from weft.targets.store import public_view
 
 router = APIRouter(
     prefix="/api/targets", tags=["targets"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
 )
+
+
+class TargetIn(TargetSpec):
+    """A target to register; ``mechanism`` is one Weft offers (``GET /api/mechanisms``)."""
+
+    mechanism: MechanismName
 
 
 class TargetPatch(BaseModel):
@@ -29,7 +36,7 @@ class TargetPatch(BaseModel):
     agent_type: str | None = None
     capabilities: list[str] | None = None
     boundaries: list[str] | None = None
-    mechanism: Mechanism | None = None
+    mechanism: MechanismName | None = None
     config: dict[str, Any] | None = None
     max_concurrent: int | None = None
     cooldown_s: float | None = None
@@ -53,7 +60,7 @@ async def list_targets(
     project: ProjectDep,
     limit: Limit = 50,
     cursor: Cursor = None,
-    mechanism: Mechanism | None = None,
+    mechanism: MechanismName | None = None,
     enabled: bool | None = None,
     capability: Annotated[str | None, Query()] = None,
 ) -> PageOut[Target]:
@@ -68,7 +75,7 @@ async def list_targets(
 
 
 @router.post("", response_model=Target, status_code=status.HTTP_201_CREATED, summary="Register a target")
-async def create_target(body: TargetSpec, project: ProjectDep, state: StateDep) -> Target:
+async def create_target(body: TargetIn, project: ProjectDep, state: StateDep) -> Target:
     state.spinup.validate_target(body)
     return out(await project.targets.create(body))
 

@@ -1,6 +1,6 @@
 """Spin-up operations and per-target admission state in the project's spinups bucket.
 
-Two kinds of keys:
+Three kinds of keys:
 
 * ``op.<spinup-id>``: the :class:`SpinupRecord` (the public
   :class:`~shared.models.SpinupOperation` plus bookkeeping);
@@ -8,7 +8,12 @@ Two kinds of keys:
   and writes with compare-and-set: the one in-flight start, the live
   operations and the time of the last start. Because the slot is the only
   place a start is admitted, two Weft replicas racing for the same target
-  cannot both start (the loser's write fails and it re-reads).
+  cannot both start (the loser's write fails and it re-reads);
+* ``work.<work-id>``: the id of the start made for a waiting work item, so
+  sweeps that find it still waiting do not start a second agent for it.
+
+A running Weft follows the bucket through one :class:`~weft.mirror.BucketMirror`
+(:meth:`SpinupStore.start`); decisions still read and write the keys themselves.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
@@ -26,7 +32,7 @@ from pydantic import Field
 from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, snapshot_keys
 from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
-from weft.spinup.kvmirror import KvMirror
+from weft.mirror import BucketMirror
 
 IN_FLIGHT_STATES = frozenset({SpinupState.PENDING, SpinupState.STARTING, SpinupState.RUNNING})
 """Started but not yet registered: at most one per target."""
@@ -80,6 +86,18 @@ class Refusal:
     retry_after_s: float | None = None
 
 
+def _parse(key: str, raw: bytes) -> SpinupRecord | TargetSlot | str:
+    if key.startswith("op."):
+        return SpinupRecord.model_validate_json(raw)
+    if key.startswith("slot."):
+        return TargetSlot.model_validate_json(raw)
+    return raw.decode()
+
+
+def newest_first(records: list[SpinupRecord]) -> list[SpinupOperation]:
+    return sorted((r.op for r in records), key=lambda op: op.created_at, reverse=True)
+
+
 def _op_key(spinup_id: str) -> str:
     return f"op.{spinup_id}"
 
@@ -115,27 +133,27 @@ class SpinupStore:
         self._js = js
         self.names = names
         self._kv: KeyValue | None = None
-        self._ops: KvMirror[SpinupRecord] | None = None
-        self._slots: KvMirror[TargetSlot] | None = None
+        self._mirror: BucketMirror[SpinupRecord | TargetSlot | str] | None = None
 
-    async def start_mirrors(self) -> None:
-        """Serve :meth:`slots` and :meth:`all` from live copies (one watcher each, for good)."""
-        kv = await self.bucket()
-        if self._ops is None:
-            self._ops = KvMirror(
-                self._js, kv, self.names.spinups_bucket, SpinupRecord.model_validate_json, keys="op.*"
-            )
-            self._slots = KvMirror(
-                self._js, kv, self.names.spinups_bucket, TargetSlot.model_validate_json, keys="slot.*"
-            )
-        assert self._slots is not None
-        await self._ops.start()
-        await self._slots.start()
+    async def start(self, nc: NatsClient | None = None) -> None:
+        """Serve :meth:`slots`, :meth:`all` and reservation checks from a live copy of the bucket."""
+        if self._mirror is None:
+            kv = await self.bucket()
+            self._mirror = BucketMirror(self._js, kv, self.names.spinups_bucket, _parse, nc=nc)
+        await self._mirror.start()
 
-    async def stop_mirrors(self) -> None:
-        for mirror in (self._ops, self._slots):
-            if mirror is not None:
-                await mirror.stop()
+    async def stop(self) -> None:
+        if self._mirror is not None:
+            await self._mirror.stop()
+
+    async def sync(self) -> None:
+        """Read-your-writes for the live copy (nothing to wait for without one)."""
+        if self._copy is not None:
+            await self._copy.sync()
+
+    @property
+    def _copy(self) -> BucketMirror[SpinupRecord | TargetSlot | str] | None:
+        return self._mirror if self._mirror is not None and self._mirror.running else None
 
     async def bucket(self) -> KeyValue:
         if self._kv is None:
@@ -220,8 +238,10 @@ class SpinupStore:
 
         Without this, every sweep that finds the item still waiting while its agent is
         starting would admit a start on the next matching target too."""
-        if self._ops is not None and self._ops.running:
-            for record in self._ops.values():
+        if self._copy is not None:
+            for record in self._copy.values("op."):
+                if not isinstance(record, SpinupRecord):
+                    continue
                 op = record.op
                 if op.work_id == work_id and op.state in IN_FLIGHT_STATES and op.id != spinup_id:
                     return op.id
@@ -278,9 +298,15 @@ class SpinupStore:
             raise
         return True
 
+    def known_slots(self) -> list[TargetSlot]:
+        """The slots as the live copy has them (none without one): no round trip."""
+        if self._copy is None:
+            return []
+        return [slot for slot in self._copy.values("slot.") if isinstance(slot, TargetSlot)]
+
     async def slots(self) -> list[TargetSlot]:
-        if self._slots is not None and self._slots.running:
-            return self._slots.values()
+        if self._copy is not None:
+            return self.known_slots()
         return [TargetSlot.model_validate_json(v) for v in await self._values("slot.*")]
 
     # -- operations ----------------------------------------------------------------
@@ -325,8 +351,8 @@ class SpinupStore:
         raise SpinupStoreError(f"spinup_id: {spinup_id} is being changed concurrently")
 
     async def all(self) -> list[SpinupRecord]:
-        if self._ops is not None and self._ops.running:
-            return self._ops.values()
+        if self._copy is not None:
+            return [record for record in self._copy.values("op.") if isinstance(record, SpinupRecord)]
         return [SpinupRecord.model_validate_json(v) for v in await self._values("op.*")]
 
     async def remove(self, spinup_id: str) -> None:

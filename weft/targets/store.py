@@ -14,16 +14,17 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from shared.events import publish_event
+from shared.events import ensure_events_stream, publish_event
 from shared.jsutil import ensure_kv
 from shared.models import Target, TargetSpec, utcnow
 from shared.names import ProjectNames
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
-from weft.mirror import BucketMirror
+from weft.mirror import BucketMirror, model_parser
 from weft.targets.redaction import merge_masked, redact_config
 
 log = logging.getLogger("loom.weft.targets")
@@ -72,10 +73,6 @@ def _name_key(name: str) -> str:
     return f"n.{name}"
 
 
-def _parse(raw: bytes) -> Target:
-    return Target.model_validate_json(raw)
-
-
 def public_view(target: Target) -> dict[str, Any]:
     """What responses and events show: the target with secrets in ``config`` masked."""
     data = target.model_dump(mode="json")
@@ -84,16 +81,18 @@ def public_view(target: Target) -> dict[str, Any]:
 
 
 class TargetStore:
-    def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
+    def __init__(self, nc: NatsClient, js: JetStreamContext, names: ProjectNames) -> None:
+        self._nc = nc
         self._js = js
         self.names = names
         self._kv: KeyValue | None = None
         self._mirror: BucketMirror[Target] | None = None
 
     async def start(self) -> None:
+        await ensure_events_stream(self._js, self.names)  # every change is announced there
         self._kv = await ensure_kv(self._js, self.names.targets_bucket, description="Loom spin-up targets")
         self._mirror = BucketMirror(
-            self._js, self._kv, self.names.targets_bucket, _parse, key_filter=lambda k: k.startswith("t.")
+            self._js, self._kv, self.names.targets_bucket, model_parser(Target), keys="t.*", nc=self._nc
         )
         await self._mirror.start()
 
@@ -161,10 +160,14 @@ class TargetStore:
         raise TargetNotFound(ref)
 
     # -- writes --------------------------------------------------------------------
+    async def _seen(self, revision: int) -> None:
+        """Read-your-writes: routing and spin-up read the copy right after a change."""
+        await self.mirror.wait_for(revision)
+
     async def create(self, spec: TargetSpec) -> Target:
         target = Target(**spec.model_dump(), project_id=self.names.project_id)
         await self._claim_name(target.name, target.id)
-        await self.kv.create(_target_key(target.id), target.to_json_bytes())
+        await self._seen(await self.kv.create(_target_key(target.id), target.to_json_bytes()))
         await self._event("created", target)
         return target
 
@@ -229,7 +232,7 @@ class TargetStore:
             if after.name != before.name:
                 await self._claim_name(after.name, after.id)
             try:
-                await self.kv.update(key, after.to_json_bytes(), last=entry.revision)
+                await self._seen(await self.kv.update(key, after.to_json_bytes(), last=entry.revision))
             except KeyWrongLastSequenceError:
                 if after.name != before.name:
                     await self._release_name(after.name, after.id)
@@ -240,6 +243,15 @@ class TargetStore:
             await self._event(action, after, previous_name=before.name if after.name != before.name else None)
             return after
         raise TargetConflict(f"target: {ref!r} is being changed concurrently; try again", field="target")
+
+    async def record(self, ref: str, action: str, **fields: Any) -> Target:
+        """Set fields Weft itself maintains (health verdicts, last start) and announce it
+        as ``target.<action>``; compare-and-set like every other change."""
+
+        def apply(target: Target) -> Target:
+            return target.model_copy(update=fields)
+
+        return await self.update(ref, apply, action=action)
 
     async def patch(
         self, ref: str, changes: dict[str, Any], *, check: Callable[[TargetSpec], None] | None = None
@@ -276,6 +288,7 @@ class TargetStore:
         target = await self.resolve(ref)
         try:
             await self.kv.delete(_target_key(target.id))
+            await self.mirror.sync()
         except KeyNotFoundError:
             raise TargetNotFound(ref) from None
         await self._release_name(target.name, target.id)
