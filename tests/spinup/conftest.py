@@ -181,6 +181,17 @@ async def stop_spinup(spinup: ManagedSpinup, *, stop_agents: bool = True) -> Non
     await spinup.hub.close()
 
 
+async def tick(spinup: ManagedSpinup, project_id: str, *, health: bool = False) -> None:
+    """One spin-up pass for a project now, as the loop runs every ``tick_s``, on the project's
+    copies brought up to date first (so it sees what the test just wrote)."""
+    part = await spinup.project(project_id)
+    context = part.context
+    for mirror in (context.agents.mirror, context.work.mirror, context.targets.mirror):
+        await mirror.sync()
+    await part.store.sync()
+    await part.tick(health=health)
+
+
 async def list_operations(spinup: ManagedSpinup, project_id: str) -> list[SpinupOperation]:
     """The project's spin-up operations, newest first, as the stats route lists them."""
     return newest_first(await (await spinup.project(project_id)).store.all())

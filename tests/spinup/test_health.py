@@ -13,7 +13,7 @@ from nats.aio.client import Client as NatsClient
 from shared.models import Target, TargetHealth, TargetSpec
 from shared.names import ProjectNames
 from shared.server import EmbeddedNatsServer
-from tests.spinup.conftest import eventually, published_events, start_spinup, stop_spinup
+from tests.spinup.conftest import eventually, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import Seen, StubServer
 from weft.eligibility import Need
 from weft.project import ProjectHub
@@ -57,7 +57,7 @@ async def test_due_checks_set_health_publish_events_and_steer_routing(
     )
     disabled = await make_target(name="off", config={"command": ["/nonexistent/x"]}, enabled=False)
 
-    await engine.tick(project_id)
+    await tick(engine, project_id, health=True)
     good_now = await eventually(lambda: _checked(targets, good.id), what="the good target's check")
     broken_now = await eventually(lambda: _checked(targets, broken.id), what="the broken target's check")
     assert good_now.health is TargetHealth.HEALTHY and good_now.health_detail.endswith("is executable")
@@ -85,7 +85,7 @@ async def test_due_checks_set_health_publish_events_and_steer_routing(
     await targets.patch(broken.id, {"config": {"command": [sys.executable, "-V"]}})
 
     async def recovered() -> Target | None:
-        await engine.tick(project_id)
+        await tick(engine, project_id, health=True)
         target = await _checked(targets, broken.id, after=broken_now.last_health_check)
         return target if target is not None and target.health is TargetHealth.HEALTHY else None
 

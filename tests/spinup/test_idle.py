@@ -24,7 +24,7 @@ from shared.names import ProjectNames
 from shared.registry import Registry
 from shared.server import EmbeddedNatsServer
 from shared.work import Claimant, WorkQueue
-from tests.spinup.conftest import eventually, hook, published_events, start_spinup, stop_spinup
+from tests.spinup.conftest import eventually, hook, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import StubServer
 from weft.project import ProjectHub
 from weft.spinup.managed import ManagedSpinup
@@ -86,7 +86,7 @@ class Fleet:
         return await (await self.manager()).store.get(spinup_id)
 
     async def tick(self) -> None:
-        await self.engine.tick(self.project_id, health=False)
+        await tick(self.engine, self.project_id)
         await (await self.manager()).drain(10)
 
 

@@ -232,16 +232,6 @@ class ManagedSpinup:
                     raise_if_cancelling()  # a stop that nats-py turned into an error ends the loop
                     log.warning("spin-up tick for project %s failed: %s", part.project_id, redact(exc))
 
-    async def tick(self, project_id: str, *, health: bool | None = None) -> None:
-        """One pass for a project now, on its copies brought up to date first (the loop
-        runs the same pass every ``tick_s`` on whatever the copies hold)."""
-        part = await self.project(project_id)
-        context = part.context
-        for mirror in (context.agents.mirror, context.work.mirror, context.targets.mirror):
-            await mirror.sync()
-        await part.store.sync()
-        await part.tick(health=self.settings.health_checks if health is None else health)
-
     # -- what routing, the target routes and stats call --------------------------------
     def validate_target(self, spec: TargetSpec) -> None:
         check_target(spec)
