@@ -1,5 +1,5 @@
 """shared.natsclient.connect against real nats-servers: every transport, every
-way to pass credentials, and every way it can fail (DESIGN §9)."""
+way to pass credentials, and every way it can fail (docs/architecture.md, Reaching NATS)."""
 
 from __future__ import annotations
 
