@@ -18,7 +18,7 @@ from nats.aio.client import Client as NatsClient
 from shared.natsclient import NatsConnectError, build_options, connect, display_url, parse_url
 from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
-from shared.testing import AuthServer, CredsServer, TlsServer, TokenServer
+from testsupport.servers import AuthServer, CredsServer, TlsServer, TokenServer
 
 # The bound for "wrong password / server down -> clear error". Not a timing
 # assertion about speed: it only proves the call returns instead of hanging.
