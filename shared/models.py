@@ -143,7 +143,7 @@ class AgentEntry(LoomModel):
         return AgentStatus.OFFLINE if self.is_stale(now) else self.status
 
     def visible_to(self, *, project_id: str, user_id: str, agent_id: str) -> bool:
-        """Visibility by scope (DESIGN §2)."""
+        """Visibility by scope (docs/architecture.md, Identity and isolation)."""
         if self.agent_id == agent_id:
             return True
         if self.scope is Scope.PUBLIC:
@@ -391,7 +391,7 @@ EventKind = Literal["work", "agent", "target", "spinup"]
 
 
 class Event(LoomModel):
-    """Every transition is published as one of these (DESIGN §3)."""
+    """Every transition is published as one of these (docs/architecture.md, Work; docs/weft.md, Events)."""
 
     id: str = Field(default_factory=new_id)
     kind: EventKind

@@ -1,4 +1,4 @@
-"""The work lifecycle on JetStream (DESIGN §3): submit, claim, progress,
+"""The work lifecycle on JetStream (docs/architecture.md, Work): submit, claim, progress,
 complete, fail, cancel, expire, retry, dead-letter.
 
 Both Warp (agents) and Weft (coordinator) drive work through this module, so

@@ -162,7 +162,7 @@ def test_agent_entry_rejects_bad_fields(field: str, value: object) -> None:
 # -- work lifecycle ----------------------------------------------------------------
 
 S = WorkStatus
-# The moves DESIGN §3 draws, plus submitted -> cancelled (withdrawn before queueing).
+# The moves docs/architecture.md lists (Work: one lifecycle), written out apart from WORK_TRANSITIONS.
 EXPECTED_MOVES = {
     (S.SUBMITTED, S.QUEUED),
     (S.SUBMITTED, S.CANCELLED),
