@@ -18,7 +18,11 @@ Layout (names from :class:`shared.names.ProjectNames`):
   (``+TERM``) it. A claim that goes silent past the ack deadline is redelivered
   by JetStream and counted as a failed attempt;
 * after ``max_attempts`` the item moves to the dead-letter stream, addressed by
-  the sequence stored in its record (no scanning).
+  the sequence stored in its record (no scanning);
+* what each operation does to a record is a pure **rule** (section "rules"),
+  checked against ``shared.models.WORK_LIFECYCLE``; :class:`WorkQueue` does the
+  I/O: compare-and-set of the rule's record, then the acks, events and clean-up
+  its :class:`Change` names.
 """
 
 from __future__ import annotations
@@ -179,13 +183,14 @@ class DeadLetter:
 
 # -- rules ---------------------------------------------------------------------------
 #
-# Pure functions from a record (and an operation's inputs) to a ``Change``: the record
-# to store and what the queue must then do, or a refusal (WorkError and its kin). They
-# do no I/O and never change the record they are given: ``_fork`` hands them shallow
-# copies, and fields are replaced, never changed in place (lists are rebuilt). Every
-# status move goes through ``_move``, which checks it against
-# ``shared.models.WORK_LIFECYCLE``. WorkQueue stores the new record compare-and-set,
-# then acks, publishes and cleans up as the Change says.
+# Pure functions from a record (and an operation's inputs, ``now`` among them) to a
+# ``Change``: the record to store and what the queue must then do, or a refusal
+# (WorkError and its kin). They do no I/O and never change the record they are given:
+# ``_fork`` hands them shallow copies stamped ``updated_at=now``, and fields are
+# replaced, never changed in place (lists are rebuilt). Every status move goes through
+# ``_move``, which checks it against ``shared.models.WORK_LIFECYCLE``. WorkQueue stores
+# the new record compare-and-set, then acks, publishes and cleans up as the Change says.
+# A new status or operation: one row in that table, one rule here.
 
 CLAIM_LAPSED = "claim expired: no progress or completion before the ack deadline"
 
