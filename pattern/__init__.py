@@ -1,4 +1,4 @@
-"""Pattern: hierarchical agent memory over NATS KV (DESIGN §8).
+"""Pattern: hierarchical agent memory over NATS KV (docs/pattern.md).
 
 ``pattern.service.MemoryService`` is the domain layer; ``pattern.tools``
 mounts the MCP tools on any ``MCPServer`` (the ``pattern`` console script, or

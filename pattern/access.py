@@ -1,4 +1,4 @@
-"""Who may read and change which memory (DESIGN §2 scopes, issue rules).
+"""Who may read and change which memory (docs/pattern.md, Scopes, categories, ordering).
 
 - private: the creator; a sub-agent also reads its parent's private memories
   except the parent's core memories.

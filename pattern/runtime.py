@@ -4,6 +4,11 @@ The MCP handshake must never wait for NATS: the runtime connects (or takes
 the host's connection, for Warp) and starts the service in a background task,
 retrying with backoff; until then :meth:`PatternRuntime.get_service` raises
 :class:`UnavailableError` with the reason, and every tool reports it.
+
+Mounted in Warp, the agent id is Warp's: it is settled only when Warp has
+taken its instance id on NATS (another Warp in the folder may hold the plain
+id), so until :meth:`PatternRuntime.use_connection` hands it over,
+``pattern_health`` shows no identity rather than one that may be another's.
 """
 
 from __future__ import annotations
@@ -39,8 +44,11 @@ class PatternRuntime:
         *,
         nats_settings: NatsSettings | None = None,
         connect_timeout: float = 5.0,
+        identity_settled: bool = True,
     ) -> None:
         self.identity = identity
+        self.identity_settled = identity_settled
+        """False while a host (Warp) has yet to settle the instance id; health then shows no identity."""
         self.config = config or PatternConfig()
         self._nats_settings = nats_settings or NatsSettings()
         self.nats_url = display_url(self._nats_settings.url)
@@ -59,8 +67,12 @@ class PatternRuntime:
             self._owns_connection = True
             self._task = asyncio.create_task(self._run(None), name="pattern-start")
 
-    def use_connection(self, nc: NatsClient) -> None:
-        """Start the service on a connection the host process owns (Warp)."""
+    def use_connection(self, nc: NatsClient, identity: Identity | None = None) -> None:
+        """Start the service on a connection the host process owns (Warp), as ``identity``
+        (the one the host settled on) if given."""
+        if identity is not None:
+            self.identity = identity
+            self.identity_settled = True
         if self._task is None:
             self._task = asyncio.create_task(self._run(nc), name="pattern-start")
 
@@ -136,7 +148,9 @@ class PatternRuntime:
                 handle=i.handle,
                 parent_id=i.parent_id,
                 subagent_type=i.subagent_type,
-            ),
+            )
+            if self.identity_settled
+            else None,
             temporary_ttl_s=self.config.temporary_ttl_s,
             secret_scan=self.config.secret_scan.value,
             export_dir=str(self.config.export_root(i.project_path)),

@@ -21,6 +21,7 @@ import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from pattern import transfer
 from pattern.access import Viewer
 from pattern.buckets import ensure_bucket, server_supports_ttl
 from pattern.config import PatternConfig, SecretScanMode
@@ -578,16 +579,12 @@ class MemoryService:
         return BulkForgetResult(forgotten=done, failed=len(items) - done, items=items)
 
     async def export_memories(self, req: ExportInput) -> ExportResult:
-        from pattern.transfer import export_memories
-
         self._require_ready()
-        return await export_memories(self, req)
+        return await transfer.export_memories(self, req)
 
     async def import_memories(self, req: ImportInput) -> ImportResult:
-        from pattern.transfer import import_memories
-
         self._require_ready()
-        return await import_memories(self, req)
+        return await transfer.import_memories(self, req)
 
     def own_entries(self) -> list[Entry]:
         now = self.now()

@@ -6,6 +6,9 @@ symlinks) is refused. Import re-homes every record under the importing agent,
 project and user — whatever agent the file claims — so an import can never
 write into another agent's space; each record is validated on its own and
 the bad ones are reported, not silently dropped.
+
+This module does not import the memory service: it states what it needs from it
+(:class:`TransferHost`), and ``pattern.service.MemoryService`` provides that and calls in.
 """
 
 from __future__ import annotations
@@ -18,18 +21,48 @@ import tempfile
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
+from pattern.config import PatternConfig
 from pattern.errors import InvalidInputError, LimitExceededError, NotFoundError, PatternError
-from pattern.inputs import Content, InputModel, Metadata, Priority, Tags, _utc
+from pattern.index import Entry, MemoryIndex
+from pattern.inputs import Content, ExportInput, ImportInput, InputModel, Metadata, Priority, Tags, _utc
 from pattern.models import EXPIRING, MEMORY_ID_PATTERN, PERSONAL_SCOPES, Category, MemoryRecord, Scope
 from pattern.results import ExportResult, ImportResult, SkippedRecord
+from shared.identity import Identity
 
-if TYPE_CHECKING:
-    from pattern.inputs import ExportInput, ImportInput
-    from pattern.service import MemoryService
+
+class TransferHost(Protocol):
+    """What export and import need from the memory service (``MemoryService``)."""
+
+    @property
+    def config(self) -> PatternConfig: ...
+
+    @property
+    def identity(self) -> Identity: ...
+
+    @property
+    def index(self) -> MemoryIndex: ...
+
+    @property
+    def agent_id(self) -> str: ...
+
+    def now(self) -> datetime: ...
+
+    def own_entries(self) -> list[Entry]:
+        """The caller's own memories that have not expired."""
+        ...
+
+    def scan_secrets(self, text: str, field: str = "content") -> list[str]:
+        """Warnings for secrets in ``text`` (or an error, as the scan mode says)."""
+        ...
+
+    async def store_imported(self, record: MemoryRecord, *, dry_run: bool, planned: Counter[str]) -> None:
+        """Check the limits for one re-homed record and, unless ``dry_run``, write it."""
+        ...
+
 
 EXPORT_FORMAT = "loom-pattern-memories"
 EXPORT_VERSION = 1
@@ -88,7 +121,7 @@ def _write_atomic(path: Path, payload: bytes) -> None:
         raise
 
 
-async def export_memories(service: MemoryService, req: ExportInput) -> ExportResult:
+async def export_memories(service: TransferHost, req: ExportInput) -> ExportResult:
     root = service.config.export_root(service.identity.project_path)
     now = service.now()
     name = req.path or f"memories-{service.agent_id[:12]}-{now.strftime('%Y%m%dT%H%M%S')}.json"
@@ -147,7 +180,7 @@ def imported_id(agent_id: str, original: str) -> str:
     return hashlib.sha256(f"loom-import\0{agent_id}\0{original}".encode()).hexdigest()[:32]
 
 
-async def import_memories(service: MemoryService, req: ImportInput) -> ImportResult:
+async def import_memories(service: TransferHost, req: ImportInput) -> ImportResult:
     root = service.config.export_root(service.identity.project_path)
     path = resolve_in(root, req.path)
     if not path.is_file():
@@ -229,7 +262,7 @@ async def import_memories(service: MemoryService, req: ImportInput) -> ImportRes
     )
 
 
-def _rehome(service: MemoryService, item: ExportedMemory, now: datetime) -> MemoryRecord:
+def _rehome(service: TransferHost, item: ExportedMemory, now: datetime) -> MemoryRecord:
     """The record as the importing agent's own, in its project and user space."""
     original = item.id or hashlib.sha256(item.content.encode("utf-8")).hexdigest()[:32]
     expires_at: datetime | None = None

@@ -1,4 +1,4 @@
-"""Publishing and following fabric events (DESIGN §3).
+"""Publishing and following fabric events (docs/weft.md, Events).
 
 Events go through the project's events stream so that a follower that was
 down (a restarting Weft) can resume where it left off.

@@ -1,4 +1,4 @@
-"""Project, agent, user and handle identity (DESIGN §2).
+"""Project, agent, user and handle identity (docs/architecture.md, Identity and isolation).
 
 Identity is derived, not stored: the same host and project path always give
 the same agent id, so an agent that restarts finds its inbox and registry entry

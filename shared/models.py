@@ -8,6 +8,7 @@ the whole fabric.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -143,7 +144,7 @@ class AgentEntry(LoomModel):
         return AgentStatus.OFFLINE if self.is_stale(now) else self.status
 
     def visible_to(self, *, project_id: str, user_id: str, agent_id: str) -> bool:
-        """Visibility by scope (DESIGN §2)."""
+        """Visibility by scope (docs/architecture.md, Identity and isolation)."""
         if self.agent_id == agent_id:
             return True
         if self.scope is Scope.PUBLIC:
@@ -180,33 +181,72 @@ FINAL_WORK_STATES = frozenset(
     {WorkStatus.COMPLETED, WorkStatus.CANCELLED, WorkStatus.EXPIRED, WorkStatus.DEAD_LETTERED}
 )
 
-WORK_TRANSITIONS: dict[WorkStatus, frozenset[WorkStatus]] = {
-    WorkStatus.SUBMITTED: frozenset({WorkStatus.QUEUED, WorkStatus.CANCELLED}),
-    WorkStatus.QUEUED: frozenset({WorkStatus.CLAIMED, WorkStatus.CANCELLED, WorkStatus.EXPIRED}),
-    WorkStatus.CLAIMED: frozenset(
-        {
-            WorkStatus.IN_PROGRESS,
-            WorkStatus.COMPLETED,
-            WorkStatus.FAILED,
-            WorkStatus.CANCELLED,
-            WorkStatus.QUEUED,
-        }
-    ),
-    WorkStatus.IN_PROGRESS: frozenset(
-        {WorkStatus.COMPLETED, WorkStatus.FAILED, WorkStatus.CANCELLED, WorkStatus.QUEUED}
-    ),
-    WorkStatus.FAILED: frozenset({WorkStatus.QUEUED, WorkStatus.DEAD_LETTERED}),
-    WorkStatus.DEAD_LETTERED: frozenset({WorkStatus.QUEUED}),
-    WorkStatus.COMPLETED: frozenset(),
-    WorkStatus.CANCELLED: frozenset(),
-    WorkStatus.EXPIRED: frozenset(),
+
+class WorkMove(StrEnum):
+    """The operations that change a work item's status; each is one rule in shared/work.py."""
+
+    CLAIM = "claim"
+    PROGRESS = "progress"
+    COMPLETE = "complete"
+    FAIL = "fail"
+    LAPSE = "lapse"
+    REQUEUE = "requeue"
+    DEAD_LETTER = "dead-letter"
+    CANCEL = "cancel"
+    EXPIRE = "expire"
+    RETRY = "retry"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """Where a move may start (``sources``) and where it leads (``target``)."""
+
+    sources: frozenset[WorkStatus]
+    target: WorkStatus
+
+
+def _from(*statuses: WorkStatus) -> frozenset[WorkStatus]:
+    return frozenset(statuses)
+
+
+_S = WorkStatus
+WORK_LIFECYCLE: dict[WorkMove, Transition] = {
+    WorkMove.CLAIM: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.FAILED), _S.CLAIMED),
+    WorkMove.PROGRESS: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.IN_PROGRESS),
+    WorkMove.COMPLETE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.COMPLETED),
+    WorkMove.FAIL: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.FAILED),
+    WorkMove.LAPSE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.FAILED),
+    WorkMove.REQUEUE: Transition(_from(_S.FAILED), _S.QUEUED),
+    WorkMove.DEAD_LETTER: Transition(_from(_S.FAILED), _S.DEAD_LETTERED),
+    WorkMove.CANCEL: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.CLAIMED, _S.IN_PROGRESS), _S.CANCELLED),
+    WorkMove.EXPIRE: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.FAILED), _S.EXPIRED),
+    WorkMove.RETRY: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.QUEUED),
 }
-"""Allowed moves. ``claimed/in-progress -> queued`` is a redelivery after a silent
-claim; ``dead-lettered -> queued`` is a retry from the DLQ."""
+"""The work lifecycle, one row per operation: the truth the rules in shared/work.py
+enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
+
+Items are created ``queued``; nothing stores ``submitted`` today, but an item in it
+would be claimed, cancelled or expired like a queued one. ``failed`` records an
+attempt that went wrong: reported by its agent (``fail``) or a claim that went
+silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
+there the item is requeued, claimed again, expired or dead-lettered. ``progress``
+keeps an in-progress item in progress. A new status or operation is one more row
+here and one more rule there."""
+
+WORK_TRANSITIONS: dict[WorkStatus, frozenset[WorkStatus]] = {
+    status: frozenset(t.target for t in WORK_LIFECYCLE.values() if status in t.sources and t.target != status)
+    for status in WorkStatus
+}
+"""The other statuses an item may move to from each status (derived from ``WORK_LIFECYCLE``)."""
 
 
 def can_transition(current: WorkStatus, new: WorkStatus) -> bool:
     return new in WORK_TRANSITIONS[current]
+
+
+def move_allowed(move: WorkMove, current: WorkStatus) -> bool:
+    """Whether ``move`` may start from ``current``."""
+    return current in WORK_LIFECYCLE[move].sources
 
 
 class AttemptError(LoomModel):
@@ -395,7 +435,7 @@ EventKind = Literal["work", "agent", "target", "spinup"]
 
 
 class Event(LoomModel):
-    """Every transition is published as one of these (DESIGN §3)."""
+    """Every transition is published as one of these (docs/architecture.md, Work; docs/weft.md, Events)."""
 
     id: str = Field(default_factory=new_id)
     kind: EventKind

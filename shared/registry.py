@@ -33,7 +33,7 @@ class AgentNotFound(RegistryError):
 
 @dataclass(frozen=True)
 class AgentFilter:
-    """Discover filters; every given field must match (DESIGN §4)."""
+    """Discover filters; every given field must match (docs/warp.md, warp_registry_discover)."""
 
     capability: str | None = None
     agent_type: str | None = None

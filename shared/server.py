@@ -3,6 +3,11 @@
 Used by ``weft`` and ``make run`` when ``NATS_URL`` is unset, and by the test
 fixtures. Ports default to ``-1`` (the server picks free ones and reports them
 through its ports file), so parallel test runs never race for a port.
+
+JetStream's ``sync_interval`` decides when acknowledged writes reach the disk: the
+server's own default (2 minutes) can lose acknowledged work when the machine (not
+just the process) crashes. Weft asks for ``always`` (``LOOM_NATS_SYNC``); test
+servers keep the default, which is faster and loses nothing a test relies on.
 """
 
 from __future__ import annotations
@@ -57,6 +62,20 @@ def find_binary() -> Path:
     )
 
 
+SYNC_RULE = (
+    "'always' (fsync every write) or a whole number with a unit ms, s, m or h "
+    "(flush at that interval, e.g. 1s or 2m)"
+)
+_SYNC = re.compile(r"always|[1-9][0-9]{0,8}(?:ms|s|m|h)")
+
+
+def check_sync_interval(value: str, field: str) -> str:
+    """A JetStream ``sync_interval`` the server accepts; the error names ``field``, not the value."""
+    if not _SYNC.fullmatch(value):
+        raise ValueError(f"{field} must be {SYNC_RULE}")
+    return value
+
+
 @dataclass
 class TlsFiles:
     cert: Path
@@ -86,7 +105,14 @@ class ServerConfig:
     server_name: str | None = None
     cluster: ClusterConfig | None = None
     max_payload: int | None = None
+    sync_interval: str | None = None
+    """JetStream's fsync policy (:data:`SYNC_RULE`); None: the server's default, 2 minutes."""
     extra: str = ""
+
+    def __post_init__(self) -> None:
+        # Checked here, not when rendering: a bad value must not reach the config file.
+        if self.sync_interval is not None:
+            check_sync_interval(self.sync_interval, "sync_interval")
 
 
 def _q(value: object) -> str:
@@ -100,7 +126,8 @@ def render_config(config: ServerConfig, store_dir: Path) -> str:
     if config.max_payload:
         lines.append(f"max_payload: {config.max_payload}")
     if config.jetstream:
-        lines.append(f"jetstream {{ store_dir: {_q(store_dir)} }}")
+        sync = "" if config.sync_interval is None else f", sync_interval: {_q(config.sync_interval)}"
+        lines.append(f"jetstream {{ store_dir: {_q(store_dir)}{sync} }}")
     if config.user is not None:
         lines.append(f"authorization {{ user: {_q(config.user)}, password: {_q(config.password or '')} }}")
     elif config.token is not None:
@@ -139,6 +166,7 @@ class EmbeddedNatsServer:
         self._workdir: Path | None = None
         self.client_port: int | None = None
         self.websocket_port: int | None = None
+        self.monitoring_port: int | None = None
 
     # -- lifecycle -----------------------------------------------------------
     def start(self, timeout: float = 10.0) -> EmbeddedNatsServer:
@@ -188,6 +216,7 @@ class EmbeddedNatsServer:
                 if ports:
                     self.client_port = _port_of(ports.get("nats"))
                     self.websocket_port = _port_of(ports.get("websocket"))
+                    self.monitoring_port = _port_of(ports.get("monitoring"))
                     if self.client_port and _accepts(self.config.host, self.client_port):
                         return
             time.sleep(0.02)

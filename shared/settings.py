@@ -1,4 +1,7 @@
-"""Environment-driven settings shared by every part (DESIGN §2, §9)."""
+"""Environment-driven settings shared by every part.
+
+What they mean: docs/architecture.md, "Identity and isolation" and "Reaching NATS".
+"""
 
 from __future__ import annotations
 
@@ -61,7 +64,8 @@ class NatsSettings(BaseSettings):
 
 
 class IdentitySettings(BaseSettings):
-    """Identity inputs; :mod:`shared.identity` turns them into ids (DESIGN §2)."""
+    """Identity inputs; :mod:`shared.identity` turns them into ids (the rules: docs/architecture.md,
+    Identity and isolation)."""
 
     # an empty variable means unset (LOOM_INSTANCE= is instance 0, not an error)
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)

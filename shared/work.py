@@ -1,4 +1,4 @@
-"""The work lifecycle on JetStream (DESIGN §3): submit, claim, progress,
+"""The work lifecycle on JetStream (docs/architecture.md, Work): submit, claim, progress,
 complete, fail, cancel, expire, retry, dead-letter.
 
 Both Warp (agents) and Weft (coordinator) drive work through this module, so
@@ -18,7 +18,11 @@ Layout (names from :class:`shared.names.ProjectNames`):
   (``+TERM``) it. A claim that goes silent past the ack deadline is redelivered
   by JetStream and counted as a failed attempt;
 * after ``max_attempts`` the item moves to the dead-letter stream, addressed by
-  the sequence stored in its record (no scanning).
+  the sequence stored in its record (no scanning);
+* what each operation does to a record is a pure **rule** (section "rules"),
+  checked against ``shared.models.WORK_LIFECYCLE``; :class:`WorkQueue` does the
+  I/O: compare-and-set of the rule's record, then the acks, events and clean-up
+  its :class:`Change` names.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -47,14 +52,16 @@ from shared.events import ensure_events_stream, publish_event
 from shared.jsraw import JetStreamReplyError, consumer_next
 from shared.jsutil import CAS_RETRIES, cas_backoff, delete_unchanged, ensure_kv, ensure_stream, snapshot
 from shared.models import (
+    WORK_LIFECYCLE,
     AttemptError,
     ControlRequest,
     LoomModel,
     Progress,
     WorkItem,
+    WorkMove,
     WorkStatus,
     WorkSubmission,
-    can_transition,
+    move_allowed,
     utcnow,
 )
 from shared.names import ProjectNames, validate_agent_id, validate_capability
@@ -67,8 +74,10 @@ DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
 CLAIM_LINGER_S = 0.05
 DLQ_MAX_AGE_S = 30 * 24 * 3600
-CLAIMABLE = frozenset({WorkStatus.SUBMITTED, WorkStatus.QUEUED, WorkStatus.FAILED})
-HELD = frozenset({WorkStatus.CLAIMED, WorkStatus.IN_PROGRESS})
+CLAIMABLE = WORK_LIFECYCLE[WorkMove.CLAIM].sources
+"""Waiting for an agent: the statuses a claim may start from."""
+HELD = WORK_LIFECYCLE[WorkMove.LAPSE].sources
+"""Claimed and not finished: the statuses whose claim can lapse."""
 
 
 def default_ack_wait() -> float:
@@ -172,6 +181,321 @@ class DeadLetter:
     dead_lettered_at: datetime
 
 
+# -- rules ---------------------------------------------------------------------------
+#
+# Pure functions from a record (and an operation's inputs, ``now`` among them) to a
+# ``Change``: the record to store and what the queue must then do, or a refusal
+# (WorkError and its kin). They do no I/O and never change the record they are given:
+# ``_fork`` hands them shallow copies stamped ``updated_at=now``, and fields are
+# replaced, never changed in place (lists are rebuilt). Every status move goes through
+# ``_move``, which checks it against ``shared.models.WORK_LIFECYCLE``. WorkQueue stores
+# the new record compare-and-set, then acks, publishes and cleans up as the Change says.
+# A new status or operation: one row in that table, one rule here.
+
+CLAIM_LAPSED = "claim expired: no progress or completion before the ack deadline"
+
+
+class Ack(StrEnum):
+    """Verbs for the ack subject of a JetStream delivery."""
+
+    DONE = "+ACK"  # finished: remove the message
+    WORKING = "+WPI"  # still at it: extend the ack deadline
+    AGAIN = "-NAK"  # redeliver it now
+    STOP = "+TERM"  # never redeliver it
+
+
+class Then(StrEnum):
+    """A second step the queue takes once the change is stored."""
+
+    REQUEUE = "requeue"  # back to queued (rule ``requeue``), then release the message
+    DEAD_LETTER = "dead-letter"  # publish to the DLQ, then bury the record (rule ``bury``)
+    ENQUEUE = "enqueue"  # publish a fresh queue message for the record
+
+
+@dataclass(frozen=True, slots=True)
+class WorkEvent:
+    """A ``work.<action>`` event to publish: the item plus ``data``."""
+
+    action: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a rule decided. ``record`` is None when the stored record stays as it is."""
+
+    record: WorkRecord | None = None
+    events: tuple[WorkEvent, ...] = ()
+    ack: Ack | None = None
+    ack_subject: str | None = None  # the delivery ``ack`` is for
+    then: Then | None = None
+    notify: str | None = None  # the agent to send a cancel-work control request
+    drop_queue_seq: int | None = None  # a queue message nobody should get any more
+    drop_dlq_seq: int | None = None  # a dead letter to remove
+
+
+def check_percent(percent: int) -> None:
+    if not 0 <= percent <= 100:
+        raise WorkError("percent: must be between 0 and 100", field="percent")
+
+
+def check_error(error: str) -> None:
+    if not error.strip():
+        raise WorkError("error: must describe what went wrong", field="error")
+
+
+def is_due(item: WorkItem, now: datetime) -> bool:
+    """Whether the item's deadline has passed."""
+    return item.deadline is not None and item.deadline <= now
+
+
+def _fork(record: WorkRecord, now: datetime) -> tuple[WorkRecord, WorkItem]:
+    """Shallow copies of the record and its item, changed at ``now``, for a rule to change.
+
+    Cheaper than parsing the stored bytes again, let alone a deep copy; safe because
+    rules replace fields and never change a list or model they did not create."""
+    item = record.item.model_copy(update={"updated_at": now})
+    return record.model_copy(update={"item": item}), item
+
+
+def _move(record: WorkRecord, move: WorkMove, now: datetime) -> tuple[WorkRecord, WorkItem] | None:
+    """Copies with the move's target status, or None when the lifecycle table does not
+    allow ``move`` from the record's status (the one place rules consult it)."""
+    if not move_allowed(move, record.item.status):
+        return None
+    new, item = _fork(record, now)
+    item.status = WORK_LIFECYCLE[move].target
+    return new, item
+
+
+def _holder_move(
+    record: WorkRecord, agent_id: str, move: WorkMove, operation: str, now: datetime
+) -> tuple[WorkRecord, WorkItem]:
+    """A move only the agent holding the claim may make."""
+    moved = _move(record, move, now)
+    item = record.item
+    if moved is None:
+        if item.status == WorkStatus.CANCELLED:
+            raise WorkConflict(f"work_id: {item.id} was cancelled; stop working on it", field="work_id")
+        raise WorkConflict(
+            f"work_id: cannot {operation} {item.id}: it is {item.status.value}, not claimed", field="work_id"
+        )
+    if item.assigned_to != agent_id:
+        raise NotClaimant(
+            f"work_id: {item.id} is claimed by another agent (its claim may have expired and "
+            "been redelivered)",
+            field="work_id",
+        )
+    return moved
+
+
+def _ack_subject(record: WorkRecord) -> str | None:
+    return record.delivery.ack_subject if record.delivery is not None else None
+
+
+def admit(
+    submission: WorkSubmission, *, project_id: str, submitted_by: str | None, now: datetime
+) -> WorkRecord:
+    """A new item: created queued (its queue message is published next)."""
+    if submission.deadline is not None and submission.deadline <= now:
+        raise WorkError("deadline: must be in the future", field="deadline")
+    item = WorkItem(
+        **submission.model_dump(),
+        project_id=project_id,
+        status=WorkStatus.QUEUED,
+        submitted_by=submitted_by,
+        created_at=now,
+        updated_at=now,
+    )
+    return WorkRecord(item=item)
+
+
+def store_seq(record: WorkRecord, seq: int, epoch: int, now: datetime) -> Change:
+    """Remember the queue message of enqueue number ``epoch`` (whatever the status by now)."""
+    new, _ = _fork(record, now)
+    new.queue_seq = seq
+    new.enqueues = max(record.enqueues, epoch)
+    return Change(new)
+
+
+def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
+    """A queue message delivered to ``agent_id`` meets the record: a claim, or what to do
+    with the message.
+
+    A redelivery of a held claim means that claim went silent: it lapses (a failed
+    attempt), then the item is dead-lettered, expired or claimed like any failed one."""
+    if record.queue_seq is not None and record.queue_seq != delivery.stream_seq:
+        return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # superseded by a later enqueue
+    events: tuple[WorkEvent, ...] = ()
+    lapsed = _move(record, WorkMove.LAPSE, now)
+    if lapsed is not None:
+        if record.delivery is None or delivery.delivered <= record.delivery.delivered:
+            return Change()  # the holder's own delivery: the message stays with the claim
+        new, item = lapsed
+        previous = record.item
+        item.errors = [
+            *previous.errors,
+            AttemptError(
+                attempt=previous.attempts, agent_id=previous.assigned_to, error=CLAIM_LAPSED, at=now
+            ),
+        ]
+        item.error = CLAIM_LAPSED
+        item.assigned_to = None
+        new.delivery = None
+        events = (
+            WorkEvent("redelivered", {"previous_agent": previous.assigned_to, "attempt": previous.attempts}),
+        )
+        if item.attempts >= item.max_attempts:
+            return Change(new, events, ack=Ack.STOP, ack_subject=delivery.ack_subject, then=Then.DEAD_LETTER)
+        record = new
+    if is_due(record.item, now):
+        expired = _move(record, WorkMove.EXPIRE, now)
+        if expired is not None:
+            new, item = expired
+            item.finished_at = now
+            return Change(
+                new, (*events, WorkEvent("expired")), ack=Ack.STOP, ack_subject=delivery.ack_subject
+            )
+    claimed = _move(record, WorkMove.CLAIM, now)
+    if claimed is None:
+        return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # finished or cancelled meanwhile
+    new, item = claimed
+    item.attempts += 1
+    item.assigned_to = agent_id
+    item.claimed_at = now
+    item.progress = None
+    item.waiting_reason = None
+    new.delivery = delivery
+    return Change(new, (*events, WorkEvent("claimed", {"agent_id": agent_id})))
+
+
+def report(record: WorkRecord, agent_id: str, percent: int, note: str, now: datetime) -> Change:
+    """Progress from the holder: in progress, and the claim's ack deadline extended."""
+    check_percent(percent)
+    new, item = _holder_move(record, agent_id, WorkMove.PROGRESS, "report progress on", now)
+    item.progress = Progress(percent=percent, note=note, at=now)
+    event = WorkEvent("progress", {"agent_id": agent_id, "percent": percent, "note": note})
+    return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
+
+
+def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Change:
+    """Completion by the holder: the message is acknowledged for good."""
+    new, item = _holder_move(record, agent_id, WorkMove.COMPLETE, "complete", now)
+    item.result = result
+    item.error = None
+    item.finished_at = now
+    if item.progress is not None:
+        item.progress = Progress(percent=100, note=item.progress.note, at=now)
+    new.delivery = None
+    event = WorkEvent("completed", {"agent_id": agent_id})
+    return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record))
+
+
+def record_failure(record: WorkRecord, agent_id: str, error: str, retryable: bool, now: datetime) -> Change:
+    """A failed attempt reported by the holder: requeued, or dead-lettered when the
+    error is not retryable or the attempts are used up."""
+    check_error(error)
+    new, item = _holder_move(record, agent_id, WorkMove.FAIL, "fail", now)
+    item.errors = [*item.errors, AttemptError(attempt=item.attempts, agent_id=agent_id, error=error, at=now)]
+    item.error = error
+    item.assigned_to = None
+    new.delivery = None
+    dead = not retryable or item.attempts >= item.max_attempts
+    return Change(
+        new,
+        (WorkEvent("failed", {"agent_id": agent_id, "error": error}),),
+        ack=Ack.STOP if dead else Ack.AGAIN,
+        ack_subject=_ack_subject(record),
+        then=Then.DEAD_LETTER if dead else Then.REQUEUE,
+    )
+
+
+def requeue(record: WorkRecord, now: datetime) -> Change:
+    """A failed item back to the queue; left alone if something moved it meanwhile."""
+    moved = _move(record, WorkMove.REQUEUE, now)
+    if moved is None:
+        return Change()
+    return Change(moved[0], (WorkEvent("queued", {"retry": True}),))
+
+
+def bury(record: WorkRecord, dlq_seq: int, now: datetime) -> Change:
+    """A failed item into the dead-letter queue at ``dlq_seq``; left alone if something
+    moved it meanwhile (then that dead letter is dropped)."""
+    moved = _move(record, WorkMove.DEAD_LETTER, now)
+    if moved is None:
+        return Change(drop_dlq_seq=dlq_seq)
+    new, item = moved
+    item.finished_at = now
+    item.assigned_to = None
+    new.dlq_seq = dlq_seq
+    new.dlq_at = now
+    new.delivery = None
+    return Change(new, (WorkEvent("dead-lettered", {"errors": len(item.errors)}),))
+
+
+def stop(record: WorkRecord, reason: str, by: str, now: datetime) -> Change:
+    """Cancellation: a held claim is terminated and its agent told; a waiting item's
+    queue message is dropped."""
+    moved = _move(record, WorkMove.CANCEL, now)
+    item = record.item
+    if moved is None:
+        raise WorkConflict(
+            f"work_id: {item.id} is {item.status.value} and can no longer be cancelled", field="work_id"
+        )
+    new, changed = moved
+    changed.finished_at = now
+    changed.error = f"cancelled by {by}" + (f": {reason}" if reason else "")
+    new.delivery = None
+    event = WorkEvent("cancelled", {"reason": reason, "by": by})
+    if record.delivery is not None and item.assigned_to:
+        return Change(
+            new, (event,), ack=Ack.STOP, ack_subject=record.delivery.ack_subject, notify=item.assigned_to
+        )
+    return Change(new, (event,), drop_queue_seq=record.queue_seq)
+
+
+def expire(record: WorkRecord, now: datetime) -> Change:
+    """A waiting item past its deadline expires; anything else is left alone."""
+    moved = _move(record, WorkMove.EXPIRE, now) if is_due(record.item, now) else None
+    if moved is None:
+        return Change()
+    new, item = moved
+    item.finished_at = now
+    return Change(new, (WorkEvent("expired"),), drop_queue_seq=record.queue_seq)
+
+
+def reset(record: WorkRecord, now: datetime) -> Change:
+    """An operator's retry: back to the queue with fresh attempts, out of the DLQ."""
+    moved = _move(record, WorkMove.RETRY, now)
+    if moved is None:
+        raise WorkConflict(
+            f"work_id: {record.item.id} is {record.item.status.value}; only failed or dead-lettered work "
+            "can be retried",
+            field="work_id",
+        )
+    new, item = moved
+    item.attempts = 0
+    item.assigned_to = None
+    item.finished_at = None
+    item.progress = None
+    new.dlq_seq = None
+    new.dlq_at = None
+    new.delivery = None
+    new.notes = [*record.notes, f"retried at {now.isoformat()}"]
+    events = (WorkEvent("retried"), WorkEvent("queued", {"retry": True}))
+    return Change(new, events, then=Then.ENQUEUE, drop_dlq_seq=record.dlq_seq)
+
+
+def discard(record: WorkRecord, dlq_seq: int, now: datetime) -> Change:
+    """The dead letter at ``dlq_seq`` removed; the record stays, dead-lettered, with a note."""
+    if record.dlq_seq != dlq_seq:
+        raise WorkConflict(f"work_id: {record.item.id} changed while being discarded", field="work_id")
+    new, _ = _fork(record, now)
+    new.dlq_seq = None
+    new.notes = [*record.notes, f"discarded from the dead-letter queue at {now.isoformat()}"]
+    return Change(new, (WorkEvent("discarded"),), drop_dlq_seq=dlq_seq)
+
+
 class WorkQueue:
     """All work operations for one project."""
 
@@ -266,28 +590,26 @@ class WorkQueue:
             raise WorkNotFound(work_id)
         return entry.value, int(entry.revision or 0)
 
-    async def _mutate(
-        self, work_id: str, change: Callable[[WorkRecord], WorkRecord | None]
-    ) -> tuple[WorkRecord, WorkRecord]:
-        """Compare-and-set ``change`` onto the record; returns (before, after).
+    async def _mutate(self, work_id: str, rule: Callable[[WorkRecord], Change]) -> tuple[WorkRecord, Change]:
+        """Compare-and-set what ``rule`` decides; returns the record it decided on and its
+        Change (whose record is the one now stored).
 
-        ``change`` may raise to refuse, or return None to leave the record alone.
+        ``rule`` raises to refuse; a Change without a record leaves the stored one alone.
+        Only I/O here: load, decide, write, and again from the top when another writer won.
         """
         kv = await self.records_bucket()
         for attempt in range(CAS_RETRIES):
             raw, revision = await self._load_raw(work_id)
-            # Two parses of the stored bytes: a fresh copy for ``change`` costs a fifth of a deep copy.
             record = WorkRecord.model_validate_json(raw)
-            updated = change(WorkRecord.model_validate_json(raw))
-            if updated is None:
-                return record, record
-            updated.item.updated_at = utcnow()
+            change = rule(record)
+            if change.record is None:
+                return record, change
             try:
-                await kv.update(work_id, updated.to_json_bytes(), last=revision)
+                await kv.update(work_id, change.record.to_json_bytes(), last=revision)
             except KeyWrongLastSequenceError:
                 await cas_backoff(attempt)
                 continue
-            return record, updated
+            return record, change
         raise WorkConflict(f"work_id: {work_id} is being changed concurrently; try again", field="work_id")
 
     async def get(self, work_id: str) -> WorkItem:
@@ -330,6 +652,11 @@ class WorkQueue:
         self._events_in_flight.add(task)
         task.add_done_callback(self._events_in_flight.discard)
 
+    async def _announce(self, events: Iterable[WorkEvent], item: WorkItem) -> None:
+        """Publish a rule's events, in order, for the item as it now stands."""
+        for event in events:
+            await self._event(event.action, item, **event.data)
+
     async def settle(self) -> None:
         """Wait until every event published in the background is acknowledged (or logged)."""
         while self._events_in_flight:
@@ -349,15 +676,8 @@ class WorkQueue:
     # -- submit -----------------------------------------------------------------
     async def submit(self, submission: WorkSubmission, *, submitted_by: str | None = None) -> WorkItem:
         await self.ensure()
-        if submission.deadline is not None and submission.deadline <= utcnow():
-            raise WorkError("deadline: must be in the future", field="deadline")
-        item = WorkItem(
-            **submission.model_dump(),
-            project_id=self.names.project_id,
-            status=WorkStatus.QUEUED,
-            submitted_by=submitted_by,
-        )
-        record = WorkRecord(item=item)
+        record = admit(submission, project_id=self.names.project_id, submitted_by=submitted_by, now=utcnow())
+        item = record.item
         kv = await self.records_bucket()
         subject = self.names.work_subject(
             item.capability, item.boundary, item.required_agent_type, item.priority
@@ -383,19 +703,13 @@ class WorkQueue:
             with contextlib.suppress(Exception):
                 await kv.delete(item.id, last=revision)
             raise published
-        ack = published
-        record.queue_seq = int(ack.seq)
-        record.enqueues = 1
+        seq, now = int(published.seq), utcnow()
+        queued = store_seq(record, seq, 1, now).record
+        assert queued is not None
         try:
-            await kv.update(item.id, record.to_json_bytes(), last=revision)
+            await kv.update(item.id, queued.to_json_bytes(), last=revision)
         except KeyWrongLastSequenceError:  # claimed (or cancelled) already: record the seq onto that
-
-            def store_seq(r: WorkRecord) -> WorkRecord:
-                r.queue_seq = int(ack.seq)
-                r.enqueues = max(r.enqueues, 1)
-                return r
-
-            await self._mutate(item.id, store_seq)
+            await self._mutate(item.id, lambda r: store_seq(r, seq, 1, now))
         return item
 
     async def _enqueue(self, work_id: str) -> int:
@@ -412,14 +726,9 @@ class WorkQueue:
             json.dumps({"work_id": item.id, "epoch": epoch}).encode(),
             headers={"Nats-Msg-Id": f"{item.id}.{epoch}"},
         )
-
-        def store_seq(r: WorkRecord) -> WorkRecord:
-            r.queue_seq = ack.seq
-            r.enqueues = max(r.enqueues, epoch)
-            return r
-
-        await self._mutate(work_id, store_seq)
-        return int(ack.seq)
+        seq, now = int(ack.seq), utcnow()
+        await self._mutate(work_id, lambda r: store_seq(r, seq, epoch, now))
+        return seq
 
     async def _ensure_consumer(self, subject: str) -> str:
         name = self.names.work_consumer(subject)
@@ -520,179 +829,72 @@ class WorkQueue:
             work_id = str(json.loads(msg.data)["work_id"])
         except (ValueError, KeyError, TypeError):
             log.warning("dropping malformed queue message on %s", msg.subject)
-            await self._ack(msg.reply, b"+TERM")
+            await self._ack(msg.reply, Ack.STOP)
             return None
         meta = msg.metadata
-        stream_seq, delivered = int(meta.sequence.stream), int(meta.num_delivered)
+        delivery = Delivery(
+            ack_subject=msg.reply, stream_seq=int(meta.sequence.stream), delivered=int(meta.num_delivered)
+        )
         now = utcnow()
-        outcome: dict[str, Any] = {}
-
-        def take(r: WorkRecord) -> WorkRecord | None:
-            outcome.clear()
-            item = r.item
-            if r.queue_seq is not None and r.queue_seq != stream_seq:
-                outcome["drop"] = "stale queue message"
-                return None
-            if item.status in HELD:
-                if r.delivery is None or delivered <= r.delivery.delivered:
-                    outcome["drop"] = "already claimed"
-                    return None
-                item.errors.append(
-                    AttemptError(
-                        attempt=item.attempts,
-                        agent_id=item.assigned_to,
-                        error="claim expired: no progress or completion before the ack deadline",
-                    )
-                )
-                outcome["expired_claim_of"] = item.assigned_to
-                item.error = item.errors[-1].error
-                if item.attempts >= item.max_attempts:
-                    item.status = WorkStatus.FAILED
-                    item.assigned_to = None
-                    r.delivery = None
-                    outcome["dead_letter"] = True
-                    return r
-            elif item.status not in CLAIMABLE:
-                outcome["drop"] = f"item is {item.status.value}"
-                return None
-            if item.deadline is not None and item.deadline <= now:
-                item.status = WorkStatus.EXPIRED
-                item.finished_at = now
-                outcome["expired"] = True
-                return r
-            item.status = WorkStatus.CLAIMED
-            item.attempts += 1
-            item.assigned_to = claimant.agent_id
-            item.claimed_at = now
-            item.progress = None
-            item.waiting_reason = None
-            r.delivery = Delivery(ack_subject=msg.reply, stream_seq=stream_seq, delivered=delivered)
-            outcome["claimed"] = True
-            return r
-
         try:
-            before, after = await self._mutate(work_id, take)
+            _, change = await self._mutate(work_id, lambda r: take(r, claimant.agent_id, delivery, now))
         except WorkNotFound:
-            await self._ack(msg.reply, b"+TERM")
+            await self._ack(msg.reply, Ack.STOP)
             return None
-        if "drop" in outcome:
-            if outcome["drop"] != "already claimed":
-                await self._ack(msg.reply, b"+TERM")
+        await self._ack(change.ack_subject, change.ack)
+        if change.record is None:
             return None
-        if "expired_claim_of" in outcome:
-            await self._event(
-                "redelivered",
-                after.item,
-                previous_agent=outcome["expired_claim_of"],
-                attempt=before.item.attempts,
-            )
-        if outcome.get("dead_letter"):
-            await self._ack(msg.reply, b"+TERM")
+        item = change.record.item
+        if item.status is WorkStatus.CLAIMED:
+            *earlier, claimed = change.events
+            await self._announce(earlier, item)
+            self._event_soon(claimed.action, item, **claimed.data)  # the claim need not wait
+            return item
+        await self._announce(change.events, item)
+        if change.then is Then.DEAD_LETTER:
             await self._dead_letter(work_id)
-            return None
-        if outcome.get("expired"):
-            await self._ack(msg.reply, b"+TERM")
-            await self._event("expired", after.item)
-            return None
-        self._event_soon("claimed", after.item, agent_id=claimant.agent_id)  # the claim need not wait
-        return after.item
+        return None
 
-    async def _ack(self, ack_subject: str | None, verb: bytes) -> None:
-        if ack_subject:
-            await self._nc.publish(ack_subject, verb)
+    async def _ack(self, ack_subject: str | None, verb: Ack | None) -> None:
+        if ack_subject and verb is not None:
+            await self._nc.publish(ack_subject, verb.encode())
 
     # -- holder operations ------------------------------------------------------
-    def _require_holder(self, r: WorkRecord, agent_id: str, operation: str) -> None:
-        item = r.item
-        if item.status == WorkStatus.CANCELLED:
-            raise WorkConflict(f"work_id: {item.id} was cancelled; stop working on it", field="work_id")
-        if item.status not in HELD:
-            raise WorkConflict(
-                f"work_id: cannot {operation} {item.id}: it is {item.status.value}, not claimed",
-                field="work_id",
-            )
-        if item.assigned_to != agent_id:
-            raise NotClaimant(
-                f"work_id: {item.id} is claimed by another agent (its claim may have expired and "
-                "been redelivered)",
-                field="work_id",
-            )
-
     async def progress(self, work_id: str, agent_id: str, percent: int, note: str = "") -> WorkItem:
-        if not 0 <= percent <= 100:
-            raise WorkError("percent: must be between 0 and 100", field="percent")
-
-        def report(r: WorkRecord) -> WorkRecord:
-            self._require_holder(r, agent_id, "report progress on")
-            r.item.status = WorkStatus.IN_PROGRESS
-            r.item.progress = Progress(percent=percent, note=note)
-            return r
-
-        _, after = await self._mutate(work_id, report)
-        assert after.delivery is not None
-        await self._ack(after.delivery.ack_subject, b"+WPI")
-        await self._event("progress", after.item, agent_id=agent_id, percent=percent, note=note)
-        return after.item
+        check_percent(percent)  # before any I/O, whatever the item
+        now = utcnow()
+        _, change = await self._mutate(work_id, lambda r: report(r, agent_id, percent, note, now))
+        assert change.record is not None
+        await self._ack(change.ack_subject, change.ack)
+        await self._announce(change.events, change.record.item)
+        return change.record.item
 
     async def complete(self, work_id: str, agent_id: str, result: Any = None) -> WorkItem:
-        delivery: list[Delivery] = []
-
-        def finish(r: WorkRecord) -> WorkRecord:
-            self._require_holder(r, agent_id, "complete")
-            assert r.delivery is not None
-            delivery[:] = [r.delivery]
-            r.item.status = WorkStatus.COMPLETED
-            r.item.result = result
-            r.item.error = None
-            r.item.finished_at = utcnow()
-            if r.item.progress is not None:
-                r.item.progress = Progress(percent=100, note=r.item.progress.note)
-            r.delivery = None
-            return r
-
-        _, after = await self._mutate(work_id, finish)
-        await self._ack(delivery[0].ack_subject, b"+ACK")
-        await self._event("completed", after.item, agent_id=agent_id)
-        return after.item
+        now = utcnow()
+        _, change = await self._mutate(work_id, lambda r: finish(r, agent_id, result, now))
+        assert change.record is not None
+        await self._ack(change.ack_subject, change.ack)
+        await self._announce(change.events, change.record.item)
+        return change.record.item
 
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:
         """Record a failed attempt: back to the queue, or to the DLQ when attempts are used up."""
-        if not error.strip():
-            raise WorkError("error: must describe what went wrong", field="error")
-        delivery: list[Delivery] = []
-        dead: list[bool] = []
-
-        def record_failure(r: WorkRecord) -> WorkRecord:
-            self._require_holder(r, agent_id, "fail")
-            assert r.delivery is not None
-            delivery[:] = [r.delivery]
-            item = r.item
-            item.errors.append(AttemptError(attempt=item.attempts, agent_id=agent_id, error=error))
-            item.error = error
-            item.status = WorkStatus.FAILED
-            item.assigned_to = None
-            r.delivery = None
-            dead[:] = [not retryable or item.attempts >= item.max_attempts]
-            return r
-
-        _, after = await self._mutate(work_id, record_failure)
-        await self._event("failed", after.item, agent_id=agent_id, error=error)
-        if dead[0]:
-            await self._ack(delivery[0].ack_subject, b"+TERM")
+        check_error(error)  # before any I/O, whatever the item
+        now = utcnow()
+        _, change = await self._mutate(work_id, lambda r: record_failure(r, agent_id, error, retryable, now))
+        assert change.record is not None
+        await self._announce(change.events, change.record.item)
+        if change.then is Then.DEAD_LETTER:
+            await self._ack(change.ack_subject, change.ack)
             return await self._dead_letter(work_id)
-
-        def requeue(r: WorkRecord) -> WorkRecord | None:
-            if r.item.status != WorkStatus.FAILED:
-                return None
-            r.item.status = WorkStatus.QUEUED
-            return r
-
-        _, queued = await self._mutate(work_id, requeue)
-        await self._ack(delivery[0].ack_subject, b"-NAK")
-        await self._event("queued", queued.item, retry=True)
-        return queued.item
+        current, queued = await self._mutate(work_id, lambda r: requeue(r, utcnow()))
+        await self._ack(change.ack_subject, change.ack)
+        item = (queued.record or current).item
+        await self._announce(queued.events, item)
+        return item
 
     async def _dead_letter(self, work_id: str) -> WorkItem:
+        """Publish the failed item to the DLQ, then bury its record (see rule ``bury``)."""
         record, _ = await self._load(work_id)
         item = record.item.model_copy(update={"status": WorkStatus.DEAD_LETTERED})
         ack = await self._js.publish(
@@ -700,49 +902,27 @@ class WorkQueue:
             item.to_json_bytes(),
             headers={"Nats-Msg-Id": f"dlq.{item.id}.{record.enqueues}"},
         )
-
-        def bury(r: WorkRecord) -> WorkRecord:
-            r.item.status = WorkStatus.DEAD_LETTERED
-            r.item.finished_at = utcnow()
-            r.item.assigned_to = None
-            r.dlq_seq = int(ack.seq)
-            r.dlq_at = utcnow()
-            r.delivery = None
-            return r
-
-        _, after = await self._mutate(work_id, bury)
-        await self._event("dead-lettered", after.item, errors=len(after.item.errors))
-        return after.item
+        now = utcnow()
+        current, change = await self._mutate(work_id, lambda r: bury(r, int(ack.seq), now))
+        if change.drop_dlq_seq is not None:
+            await self._delete_dead_letter(change.drop_dlq_seq)
+        after = (change.record or current).item
+        await self._announce(change.events, after)
+        return after
 
     # -- operator operations ------------------------------------------------------
     async def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> WorkItem:
-        previous: list[WorkRecord] = []
-
-        def stop(r: WorkRecord) -> WorkRecord:
-            if not can_transition(r.item.status, WorkStatus.CANCELLED):
-                raise WorkConflict(
-                    f"work_id: {r.item.id} is {r.item.status.value} and can no longer be cancelled",
-                    field="work_id",
-                )
-            previous[:] = [r.model_copy(deep=True)]
-            r.item.status = WorkStatus.CANCELLED
-            r.item.finished_at = utcnow()
-            r.item.error = f"cancelled by {by}" + (f": {reason}" if reason else "")
-            r.delivery = None
-            return r
-
-        _, after = await self._mutate(work_id, stop)
-        before = previous[0]
-        if before.delivery is not None and before.item.assigned_to:
-            await self._ack(before.delivery.ack_subject, b"+TERM")
+        now = utcnow()
+        _, change = await self._mutate(work_id, lambda r: stop(r, reason, by, now))
+        assert change.record is not None
+        await self._ack(change.ack_subject, change.ack)
+        if change.notify:
             request = ControlRequest(action="cancel-work", work_id=work_id, reason=reason, requested_by=by)
-            await self._nc.publish(
-                self.names.control_subject(before.item.assigned_to), request.to_json_bytes()
-            )
-        elif before.queue_seq is not None:
-            await self._delete_queued(before.queue_seq)
-        await self._event("cancelled", after.item, reason=reason, by=by)
-        return after.item
+            await self._nc.publish(self.names.control_subject(change.notify), request.to_json_bytes())
+        if change.drop_queue_seq is not None:
+            await self._delete_queued(change.drop_queue_seq)
+        await self._announce(change.events, change.record.item)
+        return change.record.item
 
     async def _delete_queued(self, seq: int) -> None:
         try:
@@ -752,63 +932,38 @@ class WorkQueue:
         except Exception as exc:  # a message already removed answers with a 400-style error
             log.debug("queue message %s not deleted: %s", seq, exc)
 
+    async def _delete_dead_letter(self, seq: int) -> None:
+        try:
+            await self._js.delete_msg(self.names.dlq_stream, seq)
+        except Exception as exc:
+            log.debug("DLQ message %s not deleted: %s", seq, exc)
+
     async def expire_due(self, now: datetime | None = None) -> list[WorkItem]:
-        """Move queued items whose deadline has passed to ``expired``."""
+        """Move waiting items whose deadline has passed to ``expired``."""
         moment = now or utcnow()
         expired: list[WorkItem] = []
         for record in await self.all_records():
-            item = record.item
-            if item.status not in CLAIMABLE or item.deadline is None or item.deadline > moment:
+            if not (move_allowed(WorkMove.EXPIRE, record.item.status) and is_due(record.item, moment)):
                 continue
-
-            def expire(r: WorkRecord) -> WorkRecord | None:
-                if r.item.status not in CLAIMABLE:
-                    return None
-                r.item.status = WorkStatus.EXPIRED
-                r.item.finished_at = moment
-                return r
-
-            before, after = await self._mutate(item.id, expire)
-            if after.item.status == WorkStatus.EXPIRED and before.item.status != WorkStatus.EXPIRED:
-                if before.queue_seq is not None:
-                    await self._delete_queued(before.queue_seq)
-                await self._event("expired", after.item)
-                expired.append(after.item)
+            _, change = await self._mutate(record.item.id, lambda r: expire(r, moment))
+            if change.record is None:
+                continue
+            if change.drop_queue_seq is not None:
+                await self._delete_queued(change.drop_queue_seq)
+            await self._announce(change.events, change.record.item)
+            expired.append(change.record.item)
         return expired
 
     async def retry(self, work_id: str) -> WorkItem:
         """Back to the queue with attempts reset, from ``failed`` or ``dead-lettered``."""
-        previous: list[WorkRecord] = []
-
-        def reset(r: WorkRecord) -> WorkRecord:
-            if r.item.status not in (WorkStatus.FAILED, WorkStatus.DEAD_LETTERED):
-                raise WorkConflict(
-                    f"work_id: {r.item.id} is {r.item.status.value}; only failed or dead-lettered work "
-                    "can be retried",
-                    field="work_id",
-                )
-            previous[:] = [r.model_copy(deep=True)]
-            r.item.status = WorkStatus.QUEUED
-            r.item.attempts = 0
-            r.item.assigned_to = None
-            r.item.finished_at = None
-            r.item.progress = None
-            r.dlq_seq = None
-            r.dlq_at = None
-            r.delivery = None
-            r.notes.append(f"retried at {utcnow().isoformat()}")
-            return r
-
-        await self._mutate(work_id, reset)
-        await self._enqueue(work_id)
-        if previous[0].dlq_seq is not None:
-            try:
-                await self._js.delete_msg(self.names.dlq_stream, previous[0].dlq_seq)
-            except Exception as exc:
-                log.debug("DLQ message %s not deleted: %s", previous[0].dlq_seq, exc)
+        now = utcnow()
+        _, change = await self._mutate(work_id, lambda r: reset(r, now))
+        if change.then is Then.ENQUEUE:
+            await self._enqueue(work_id)
+        if change.drop_dlq_seq is not None:
+            await self._delete_dead_letter(change.drop_dlq_seq)
         item = await self.get(work_id)
-        await self._event("retried", item)
-        await self._event("queued", item, retry=True)
+        await self._announce(change.events, item)
         return item
 
     # -- retention ---------------------------------------------------------------
@@ -860,21 +1015,13 @@ class WorkQueue:
 
     async def dlq_discard(self, work_id: str) -> WorkItem:
         letter = await self.dlq_get(work_id)
-
-        def discard(r: WorkRecord) -> WorkRecord:
-            if r.dlq_seq != letter.dlq_seq:
-                raise WorkConflict(f"work_id: {work_id} changed while being discarded", field="work_id")
-            r.dlq_seq = None
-            r.notes.append(f"discarded from the dead-letter queue at {utcnow().isoformat()}")
-            return r
-
-        _, after = await self._mutate(work_id, discard)
-        try:
-            await self._js.delete_msg(self.names.dlq_stream, letter.dlq_seq)
-        except Exception as exc:
-            log.debug("DLQ message %s not deleted: %s", letter.dlq_seq, exc)
-        await self._event("discarded", after.item)
-        return after.item
+        now = utcnow()
+        _, change = await self._mutate(work_id, lambda r: discard(r, letter.dlq_seq, now))
+        assert change.record is not None
+        if change.drop_dlq_seq is not None:
+            await self._delete_dead_letter(change.drop_dlq_seq)
+        await self._announce(change.events, change.record.item)
+        return change.record.item
 
 
 def page_items(items: Iterable[WorkItem], *, limit: int, after: dict[str, Any] | None) -> Page[WorkItem]:

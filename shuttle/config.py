@@ -1,8 +1,8 @@
 """Shuttle's settings: flag > environment > config file > default.
 
 The file is ``~/.loom/config.toml`` (or ``config.json`` next to it); ``--config``
-or ``LOOM_CONFIG`` names another one. Only the standard library is used here so
-that resolving settings costs nothing at start-up.
+or ``LOOM_CONFIG`` names another one. Resolving settings uses only the standard
+library, so it costs nothing at start-up; tomlkit is imported only to write.
 """
 
 from __future__ import annotations
@@ -140,14 +140,16 @@ def is_foreign_table(raw: Any) -> bool:
     )
 
 
-def read_file(path: Path) -> dict[str, Any]:
-    """The file's raw key/value pairs (empty when it does not exist)."""
+def _read_text(path: Path) -> str | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as exc:
         raise UsageError(f"config file {path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
     try:
         if path.suffix == ".json":
             data = json.loads(text) if text.strip() else {}
@@ -162,21 +164,61 @@ def read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_file(path: Path) -> dict[str, Any]:
+    """The file's raw key/value pairs (empty when it does not exist)."""
+    text = _read_text(path)
+    return {} if text is None else _parse(path, text)
+
+
 def _kind(path: Path) -> str:
     return "JSON" if path.suffix == ".json" else "TOML"
 
 
-def write_file(path: Path, data: Mapping[str, Any]) -> None:
-    """Write atomically, private to the user (the file may hold a token)."""
-    from shuttle import tomlwrite
+FILE_HEADER = "Loom user settings (Shuttle's keys: see `shuttle config list`)"
 
-    try:
-        if path.suffix == ".json":
-            text = json.dumps(dict(data), indent=2, ensure_ascii=False, default=str) + "\n"
+
+def update_file(path: Path, key: str, value: Any) -> bool:
+    """Set one top-level setting (``value`` None removes it) and write the file back;
+    False when there was nothing to remove.
+
+    A TOML file is edited in place with tomlkit, so the user's comments, order and
+    spacing and the tables of other parts (Warp's ``[channels.*]``) survive; a new key
+    goes after the top-level keys, before the first table. The file is first read with
+    :mod:`tomllib`, so a broken file gets the same error as when settings are resolved.
+    """
+    text = _read_text(path)
+    data = {} if text is None else _parse(path, text)
+    if value is None and key not in data:
+        return False
+    if path.suffix == ".json":
+        if value is None:
+            del data[key]
         else:
-            text = tomlwrite.dumps(data, "Loom user settings (Shuttle's keys: see `shuttle config list`)")
-    except TypeError as exc:
-        raise UsageError(f"config file {path}: cannot be written back ({exc})") from None
+            data[key] = value
+        out = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+    else:
+        out = _edit_toml(path, text, key, value)
+    _write_private(path, out)
+    return True
+
+
+def _edit_toml(path: Path, text: str | None, key: str, value: Any) -> str:
+    import tomlkit
+
+    if text is None:
+        doc = tomlkit.document()
+        doc.add(tomlkit.comment(FILE_HEADER))
+    else:  # tomllib has accepted it, and tomlkit reads all of TOML 1.0 (and some of 1.1)
+        doc = tomlkit.parse(text)
+    if value is None:
+        del doc[key]
+    else:
+        doc[key] = value
+    return doc.as_string()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically, private to the user (the file may hold a token)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")

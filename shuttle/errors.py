@@ -1,4 +1,4 @@
-"""The exit-code contract of Shuttle (DESIGN §7): every expected failure is one
+"""The exit-code contract of Shuttle (docs/shuttle.md, Exit codes and errors): every expected failure is one
 line on stderr and one of these codes, never a traceback."""
 
 from __future__ import annotations

@@ -108,12 +108,12 @@ def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> str | None
         config = PatternConfig.from_env()
     except PatternConfigError as exc:
         return str(exc)
-    memory = PatternRuntime(rt.base_identity, config)
+    # No identity to show until Warp has taken its instance id (another Warp may hold the plain one).
+    memory = PatternRuntime(rt.base_identity, config, identity_settled=False)
     register_pattern_tools(server, memory.get_service, health=memory.health)
 
     def start(svc: Services) -> None:
-        memory.identity = svc.identity  # the instance id Warp settled on
-        memory.use_connection(svc.nc)
+        memory.use_connection(svc.nc, svc.identity)  # the instance id Warp settled on
 
     rt.on_ready.append(start)
     rt.on_stop.append(memory.close)

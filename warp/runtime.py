@@ -6,6 +6,10 @@ a clear error while NATS is away. nats-py reconnects on its own; after a
 reconnect Warp forgets what it believed existed on the server and writes a
 heartbeat at once.
 
+The agent id is not known until the instance lock is taken on NATS (another
+Warp in the same folder may hold instance 0), so :attr:`WarpRuntime.identity`
+is None until then and nothing answers with an id before it is settled.
+
 Exit paths, all of which mark the agent offline first:
 stdin closed (the MCP session ends), SIGTERM, and a ``shutdown`` control
 request (drain within its grace period, then exit).
@@ -51,7 +55,8 @@ class WarpRuntime:
         loader: ConfigLoader | None = None,
     ) -> None:
         self.base_identity = identity
-        self.identity = identity
+        self.identity: Identity | None = None
+        """This process's identity, once its instance lock is taken; None until then."""
         self.handle = identity.handle
         self.settings = settings
         self.names = ProjectNames(identity.project_id)
@@ -75,6 +80,7 @@ class WarpRuntime:
         self._cancelled: CancelledWork | None = None
         self._control: ControlListener | None = None
         self._ready = asyncio.Event()
+        self._identity_settled = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -140,6 +146,7 @@ class WarpRuntime:
                 handle=lambda: self.handle,
             )
             self.identity = self._built.identity
+            self._identity_settled.set()
             self._tasks.append(asyncio.create_task(self._refresh_lock(REFRESH_S), name="warp-instance-lock"))
         svc = self._built
         if self._control is None:
@@ -219,6 +226,19 @@ class WarpRuntime:
     def cancelled(self) -> CancelledWork | None:
         return self._cancelled
 
+    def not_ready_reason(self) -> str:
+        """Why the first connection is not there yet (for "not ready" answers)."""
+        return self.last_error or f"still connecting to NATS at {self.display_url}"
+
+    async def settled_identity(self) -> Identity | None:
+        """This process's identity, waiting for its instance lock as long as a tool waits
+        for the first connection (``LOOM_WARP_READY_WAIT_S``); None if it is not settled
+        by then. Never the identity another Warp in this folder may hold."""
+        if self.identity is None and not self._stopped:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._identity_settled.wait(), self.settings.ready_wait_s)
+        return self.identity
+
     async def services(self) -> Services:
         """The live services, or :class:`Unavailable` saying why not."""
         if self._stopped:
@@ -228,7 +248,7 @@ class WarpRuntime:
                 await asyncio.wait_for(self._ready.wait(), self.settings.ready_wait_s)
         svc = self._svc
         if svc is None:
-            reason = self.last_error or f"still connecting to NATS at {self.display_url}"
+            reason = self.not_ready_reason()
             raise Unavailable(f"NATS is not reachable yet: {reason}. Warp keeps retrying; try again shortly.")
         if not svc.nc.is_connected:
             for _ in range(10):  # a short blip: give the reconnect a moment
@@ -245,7 +265,7 @@ class WarpRuntime:
     def services_now(self) -> Services:
         """The services without waiting (for state that needs no round trip)."""
         if self._svc is None:
-            raise Unavailable(f"NATS is not reachable yet: {self.last_error or 'still connecting'}")
+            raise Unavailable(f"NATS is not reachable yet: {self.not_ready_reason()}")
         return self._svc
 
     def call_started(self) -> None:

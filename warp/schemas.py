@@ -52,9 +52,9 @@ class Out(BaseModel):
 
 class HandleInfo(Out):
     handle: str
-    agent_id: str
+    agent_id: str | None = Field(description="None until Warp has taken its instance id on NATS")
     project_id: str
-    instance: int
+    instance: int | None = Field(description="None until Warp has taken its instance id on NATS")
     registered: bool
     connected: bool
 

@@ -1,7 +1,8 @@
 """Weft's one NATS connection, and the bundled nats-server when ``NATS_URL`` is unset.
 
 The embedded server keeps its JetStream data under the user's data home, so
-work, targets and the registry survive a restart of ``weft serve``.
+work, targets and the registry survive a restart of ``weft serve``, and by default
+syncs every write to disk (``LOOM_NATS_SYNC``), so they also survive a machine crash.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ async def start_embedded(settings: WeftSettings) -> EmbeddedNatsServer:
         store_dir=folder,
         websocket_port=ws_port,
         server_name="loom-weft-embedded",
+        sync_interval=settings.nats_sync,
     )
     server = EmbeddedNatsServer(config, log_file=data_home() / "nats" / "nats-server.log")
     return await asyncio.to_thread(server.start)

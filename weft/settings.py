@@ -10,11 +10,15 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.identity import project_id_for_path
 from shared.names import validate_project_id
+from shared.server import check_sync_interval
 from shared.settings import IdentitySettings, NatsSettings
 
 DEFAULT_PORT = 8080
 DEFAULT_NATS_PORT = 4222
 DEFAULT_NATS_WS_PORT = 4223
+DEFAULT_NATS_SYNC = "always"
+"""The bundled server is one machine with no replicas: without an fsync per write, an OS
+crash or power loss could drop work it had already acknowledged."""
 
 
 def default_project_id() -> str:
@@ -62,6 +66,8 @@ class WeftSettings(BaseSettings):
     nats_ws_port: int = Field(
         default=DEFAULT_NATS_WS_PORT, ge=-1, le=65535, validation_alias="WEFT_NATS_WS_PORT"
     )
+    nats_sync: str = Field(default=DEFAULT_NATS_SYNC, validation_alias="LOOM_NATS_SYNC")
+    """JetStream ``sync_interval`` of the bundled nats-server: ``always`` or a duration (``1s``)."""
     log_level: str = Field(default="INFO", validation_alias="WEFT_LOG_LEVEL")
     banner: bool = False
     """Print the start-up banner (``weft serve`` sets this)."""
@@ -78,6 +84,13 @@ class WeftSettings(BaseSettings):
     @classmethod
     def _project(cls, value: str) -> str:
         return validate_project_id(value, "WEFT_PROJECT_ID")
+
+    @field_validator("nats_sync")
+    @classmethod
+    def _sync(cls, value: str) -> str:
+        if value == "":  # LOOM_NATS_SYNC= (as templating often leaves it) means unset
+            return DEFAULT_NATS_SYNC
+        return check_sync_interval(value, "LOOM_NATS_SYNC")
 
     @field_validator("log_level")
     @classmethod

@@ -1,5 +1,5 @@
 """Workflow checks: actionlint (with shellcheck on every ``run:`` script) plus the
-contract the github-actions spin-up mechanism relies on (DESIGN §6)."""
+contract the github-actions spin-up mechanism relies on (docs/spinup.md, github-actions)."""
 
 from __future__ import annotations
 

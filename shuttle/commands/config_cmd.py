@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from shuttle.app import JsonOpt, QuietOpt, out, state
-from shuttle.config import KEYS, config_path, mask, parse_value, read_file, write_file
+from shuttle.config import KEYS, config_path, mask, parse_value, update_file
 from shuttle.errors import UsageError
 from shuttle.output import emit_json, escape, say, table
 
@@ -88,9 +88,7 @@ def set_cmd(
         value = sys.stdin.readline().strip()
     parsed = parse_value(key, value, "config set")
     path = _path(ctx)
-    data = read_file(path)
-    data[key] = parsed
-    write_file(path, data)
+    update_file(path, key, parsed)
     o = out(ctx, quiet_flag=quiet)
     say(f"set {key} in {escape(path)}", quiet=o.quiet)
     _warn_overridden(key)
@@ -101,10 +99,7 @@ def unset_cmd(ctx: typer.Context, key: KeyArg, quiet: QuietOpt = False) -> None:
     """Remove one setting from the config file (its default applies again)."""
     _check_key(key)
     path = _path(ctx)
-    data = read_file(path)
-    removed = data.pop(key, None) is not None
-    if removed:
-        write_file(path, data)
+    removed = update_file(path, key, None)
     say(
         f"unset {key} in {escape(path)}" if removed else f"{key} was not set in {escape(path)}",
         quiet=out(ctx, quiet_flag=quiet).quiet,

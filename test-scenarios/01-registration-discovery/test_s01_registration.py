@@ -16,7 +16,7 @@ from urllib.parse import quote
 from scenario_harness import Connection, Fabric, agents_in, new_project_id, new_user_id
 
 from shared.settings import NatsSettings
-from shared.testing import AuthServer
+from testsupport.servers import AuthServer
 
 
 def by_id(listing: dict[str, Any]) -> dict[str, dict[str, Any]]:

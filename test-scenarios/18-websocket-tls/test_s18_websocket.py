@@ -16,7 +16,7 @@ from typing import Any
 from scenario_harness import Connection, Fabric, agents_in, eventually
 
 from shared.settings import NatsSettings
-from shared.testing import TlsServer
+from testsupport.servers import TlsServer
 
 
 async def test_wss_agent_works_with_tcp_agents(

@@ -18,12 +18,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from benchlib import BenchContext, BenchResult, summarize, time_async
+from benchlib import BenchContext, BenchResult, concurrently, summarize, time_async
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 
 from shared.models import AgentEntry, WorkSubmission
@@ -72,19 +71,6 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
-
-
-async def _concurrently(total: int, concurrency: int, op: Callable[[int], Awaitable[Any]]) -> float:
-    """Run ``op(i)`` for i in range(total) with ``concurrency`` workers; returns elapsed seconds."""
-    counter = iter(range(total))
-
-    async def worker() -> None:
-        for i in counter:
-            await op(i)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return time.perf_counter() - started
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
@@ -217,15 +203,15 @@ async def _throughput(
                 failures.append(response.status)
             await response.read()
 
-    await _concurrently(20, concurrency, submit)  # warm-up
-    elapsed = await _concurrently(total, concurrency, submit)
+    await concurrently(20, concurrency, submit)  # warm-up
+    elapsed = await concurrently(total, concurrency, submit)
     if failures:
         raise RuntimeError(f"{len(failures)} submissions failed: {sorted(set(failures))}")
 
     await js.add_stream(
         StreamConfig(name="BENCH-WEFT-TPUT", subjects=["bench.weft.tput"], storage=StorageType.FILE)
     )
-    raw_elapsed = await _concurrently(
+    raw_elapsed = await concurrently(
         total, concurrency, lambda _: js.publish("bench.weft.tput", body.encode())
     )
     await js.delete_stream("BENCH-WEFT-TPUT")

@@ -9,6 +9,7 @@ referenced by name so the table can show the ratio.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 import re
@@ -87,6 +88,19 @@ async def time_async(op: Callable[[], Awaitable[Any]], iterations: int, warmup: 
         await op()
         samples.append((time.perf_counter() - start) * 1000)
     return samples
+
+
+async def concurrently(total: int, concurrency: int, op: Callable[[int], Awaitable[Any]]) -> float:
+    """Run ``op(i)`` for i in range(total) with ``concurrency`` workers; returns elapsed seconds."""
+    counter = iter(range(total))
+
+    async def worker() -> None:
+        for i in counter:
+            await op(i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - started
 
 
 def attach_ratios(results: list[BenchResult]) -> None:

@@ -15,7 +15,7 @@ from deploy_weft_process import running_weft
 
 from deploy.checks.common import REPO
 from deploy.runner.config import agent_id_for
-from shared.testing import TlsServer
+from testsupport.servers import TlsServer
 
 SCRIPT = REPO / "deploy" / "github-actions" / "run-agent.sh"
 TOKEN = "e2e-token"

@@ -23,7 +23,7 @@ from deploy.runner import launch
 from deploy.runner.config import RUNNER_VARIABLES, SHARED_WITH_WARP, load
 from deploy.runner.credentials import NATS_KEYS
 from shared.settings import IdentitySettings, NatsSettings
-from shared.testing import AuthServer
+from testsupport.servers import AuthServer
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup.mechanisms.base import Launch

@@ -80,6 +80,28 @@ async def test_tools_mount_on_a_host_server(
     assert nc.is_connected  # the borrowed connection stays open
 
 
+async def test_mounted_health_shows_no_identity_until_the_host_settles_it(
+    nc: NatsClient, project_id: str, project_path: Path, tmp_path: Path
+) -> None:
+    """In Warp, the plain id may belong to another Warp of the folder until Warp has taken
+    its instance id: health must not show it, and afterwards shows the settled one."""
+    base = make_identity(project_id, project_path)
+    settled = base.with_instance(1)  # what Warp takes when another Warp holds instance 0
+    runtime = PatternRuntime(base, PatternConfig(export_dir=tmp_path), identity_settled=False)
+    try:
+        early = runtime.health()
+        assert early.identity is None and early.status != "ok"
+        assert base.agent_id not in early.model_dump_json() and base.agent_id not in early.text()
+        runtime.use_connection(nc, settled)
+        assert (settled_health := runtime.health()).identity is not None
+        assert settled_health.identity.agent_id == settled.agent_id
+        service = await runtime.wait_ready(30)
+        assert service.agent_id == settled.agent_id
+        assert runtime.health().identity == settled_health.identity
+    finally:
+        await runtime.close()
+
+
 async def test_index_follows_again_after_nats_restart(
     project_id: str, project_path: Path, tmp_path: Path
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 PERF = Path(__file__).resolve().parents[2] / "test-scenarios" / "performance"
 sys.path.insert(0, str(PERF))
 
-from benchlib import BenchResult, render_curves, scale_curves  # noqa: E402
+from benchlib import BenchResult, concurrently, render_curves, scale_curves  # noqa: E402
 from run import parse_duration  # noqa: E402
 
 
@@ -64,3 +65,20 @@ def test_curves_group_by_name_and_accept_compact_sizes() -> None:
     assert set(curves) == {"recall", "index load"}
     assert curves["recall"].worst_slope == pytest.approx(0.088, abs=0.001)  # nearly flat
     assert curves["index load"].sizes == [100, 10000]
+
+
+async def test_concurrently_runs_every_op_once_with_at_most_that_many_at_a_time() -> None:
+    seen: list[int] = []
+    running = 0
+    most = 0
+
+    async def op(i: int) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0)
+        seen.append(i)
+        running -= 1
+
+    elapsed = await concurrently(50, 4, op)
+    assert sorted(seen) == list(range(50)) and most == 4 and elapsed >= 0

@@ -54,7 +54,17 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
     for name in results:
         assert name in proc.stdout, f"{name!r} missing from the printed table"
     # Every module contributed, and the raw baselines they name were measured in the same run.
-    for prefix in ("core:", "weft:", "warp:", "shuttle", "pattern", "spinup:", "weft routing", "soak:"):
+    for prefix in (
+        "core:",
+        "weft:",
+        "warp:",
+        "shuttle",
+        "pattern",
+        "spinup:",
+        "weft routing",
+        "soak:",
+        "nats sync",
+    ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():
         if r["baseline"]:

@@ -1,6 +1,6 @@
 """Fixtures for the shared-package tests.
 
-The servers themselves come from ``shared.testing`` (loaded by the root
+The servers themselves come from ``testsupport.servers`` (loaded by the root
 conftest); what is here is only needed by these tests.
 """
 

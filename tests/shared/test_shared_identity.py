@@ -1,4 +1,4 @@
-"""Identity (DESIGN §2): derived, stable, overridable, always valid."""
+"""Identity (docs/architecture.md, Identity and isolation): derived, stable, overridable, always valid."""
 
 from __future__ import annotations
 

@@ -162,23 +162,26 @@ def test_agent_entry_rejects_bad_fields(field: str, value: object) -> None:
 # -- work lifecycle ----------------------------------------------------------------
 
 S = WorkStatus
-# The moves DESIGN §3 draws, plus submitted -> cancelled (withdrawn before queueing).
+# Every change of status shared/work.py makes (WORK_LIFECYCLE; docs/architecture.md, "Work: one
+# lifecycle"). Items are created queued; a lapsed claim is a failed attempt, claimed again,
+# expired or dead-lettered from there.
 EXPECTED_MOVES = {
-    (S.SUBMITTED, S.QUEUED),
+    (S.SUBMITTED, S.CLAIMED),
     (S.SUBMITTED, S.CANCELLED),
+    (S.SUBMITTED, S.EXPIRED),
     (S.QUEUED, S.CLAIMED),
     (S.QUEUED, S.CANCELLED),
     (S.QUEUED, S.EXPIRED),
     (S.CLAIMED, S.IN_PROGRESS),
     (S.CLAIMED, S.COMPLETED),
-    (S.CLAIMED, S.FAILED),
+    (S.CLAIMED, S.FAILED),  # reported, or the claim went silent
     (S.CLAIMED, S.CANCELLED),
-    (S.CLAIMED, S.QUEUED),  # redelivery after a silent claim
     (S.IN_PROGRESS, S.COMPLETED),
     (S.IN_PROGRESS, S.FAILED),
     (S.IN_PROGRESS, S.CANCELLED),
-    (S.IN_PROGRESS, S.QUEUED),
-    (S.FAILED, S.QUEUED),  # retry while attempts < max
+    (S.FAILED, S.QUEUED),  # retry while attempts < max, or by an operator
+    (S.FAILED, S.CLAIMED),  # the redelivery of a silent claim
+    (S.FAILED, S.EXPIRED),
     (S.FAILED, S.DEAD_LETTERED),
     (S.DEAD_LETTERED, S.QUEUED),  # retry from the DLQ
 }

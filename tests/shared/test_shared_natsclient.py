@@ -1,5 +1,5 @@
 """shared.natsclient.connect against real nats-servers: every transport, every
-way to pass credentials, and every way it can fail (DESIGN §9)."""
+way to pass credentials, and every way it can fail (docs/architecture.md, Reaching NATS)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from nats.aio.client import Client as NatsClient
 from shared.natsclient import NatsConnectError, build_options, connect, display_url, parse_url
 from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
-from shared.testing import AuthServer, CredsServer, TlsServer, TokenServer
+from testsupport.servers import AuthServer, CredsServer, TlsServer, TokenServer
 
 # The issue's bound for "wrong password / server down -> clear error". Not a timing
 # assertion about speed: it only proves the call returns instead of hanging.

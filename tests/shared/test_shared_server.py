@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -9,13 +10,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from shared.natsclient import connect
 from shared.server import (
+    SYNC_RULE,
     EmbeddedNatsServer,
     NatsServerError,
     ServerConfig,
+    check_sync_interval,
     find_binary,
     free_port,
     render_config,
@@ -181,3 +185,48 @@ async def test_hostile_password_works_end_to_end() -> None:
 
         nc = await connect(url=f"nats://u:{quote(password, safe='')}@127.0.0.1:{server.client_port}")
         await nc.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "rendered"), [("always", '"always"'), ("1s", '"1s"'), ("250ms", '"250ms"')]
+)
+def test_render_config_carries_the_sync_interval(tmp_path: Path, value: str, rendered: str) -> None:
+    text = render_config(ServerConfig(sync_interval=value), tmp_path / "js")
+    assert f"jetstream {{ store_dir: {json.dumps(str(tmp_path / 'js'))}, sync_interval: {rendered} }}" in text
+    assert "sync_interval" not in render_config(ServerConfig(), tmp_path / "js")
+
+
+@pytest.mark.parametrize("bad", ["", "never", "0s", "1", "1.5s", "2 m", "1d", "-1s", "ALWAYS", "1s }"])
+def test_bad_sync_interval_is_refused_without_echoing_it(bad: str) -> None:
+    with pytest.raises(ValueError) as info:
+        check_sync_interval(bad, "LOOM_NATS_SYNC")
+    assert str(info.value) == f"LOOM_NATS_SYNC must be {SYNC_RULE}"
+    with pytest.raises(ValueError) as info:
+        ServerConfig(sync_interval=bad)  # so it never reaches a config file
+    assert str(info.value) == f"sync_interval must be {SYNC_RULE}"
+
+
+@pytest.mark.parametrize(("value", "always", "interval_ns"), [("always", True, None), ("1s", False, 10**9)])
+async def test_real_server_runs_with_the_sync_interval(
+    value: str, always: bool, interval_ns: int | None
+) -> None:
+    """The server takes the setting (its /varz reports it) and JetStream publishes are acked."""
+    config = ServerConfig(sync_interval=value, extra="http_port: -1")
+    with EmbeddedNatsServer(config) as server:
+        assert server.monitoring_port is not None
+        async with httpx.AsyncClient() as client:
+            varz = (await client.get(f"http://127.0.0.1:{server.monitoring_port}/varz")).json()
+        js_config = varz["jetstream"]["config"]
+        assert js_config.get("sync_always", False) is always
+        if interval_ns is not None:
+            assert js_config["sync_interval"] == interval_ns
+        nc = await connect(url=server.url)
+        try:
+            js = nc.jetstream()
+            stream = f"SYNC_{uuid.uuid4().hex[:8]}"
+            await js.add_stream(name=stream, subjects=[f"{stream}.>"])
+            acks = [await js.publish(f"{stream}.item", f"m{n}".encode()) for n in range(20)]
+            assert [a.seq for a in acks] == list(range(1, 21))
+            assert (await js.stream_info(stream)).state.messages == 20
+        finally:
+            await nc.close()

@@ -1,4 +1,4 @@
-"""NATS settings from the environment (DESIGN §9)."""
+"""NATS settings from the environment (docs/architecture.md, Reaching NATS)."""
 
 from __future__ import annotations
 

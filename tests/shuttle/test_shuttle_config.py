@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import stat
 import tomllib
-from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from shuttle_helpers import run, run_process
 
 from shuttle.config import DEFAULT_API_URL, read_file, resolve
 from shuttle.errors import UsageError
-from shuttle.tomlwrite import dumps
 
 
 def write(path: Path, text: str) -> Path:
@@ -114,22 +112,97 @@ def test_bad_file_errors(clean_env: Path) -> None:
         resolve({}, env={})
 
 
-def test_toml_writer_round_trips_what_tomllib_reads() -> None:
-    data = {
-        "api_token": 'q"uo\\te\t\x7fé😀',
-        "timeout": 2.5,
-        "big": 10**12,
-        "flags": [True, False],
-        "when": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
-        "day": date(2026, 1, 2),
-        "mixed": [1, "two", {"three": 3}],
-        "channels": {
-            "standup": {"description": "Daily notes", "max_messages": 50},
-            "odd key.with dots": {"x": float("inf")},
-        },
-        "servers": [{"name": "a", "tags": ["x"]}, {"name": "b", "meta": {"k": "v"}}],
+LAID_OUT = """\
+# My Loom settings -- kept by hand
+#   (Warp reads the [channels] tables below)
+
+api_url   =   "http://weft.internal:8080"   # the staging Weft
+timeout = 7      # seconds; the VPN is slow
+
+
+# --- Warp's channels ---
+[channels.standup]
+  description = "Daily standup notes"  # shown in Warp
+  max_messages = 50
+
+[[servers]]
+name = 'a'   # literal string stays literal
+tags = [ "x",   "y" ]
+"""
+
+
+def test_config_set_and_unset_keep_comments_and_layout(clean_env: Path) -> None:
+    """`config set` / `unset` edit the one key in place: every comment, blank line,
+    indent, quoting style and the other parts' tables stay as the user wrote them."""
+    path = write(clean_env / ".loom" / "config.toml", LAID_OUT)
+    r = run("config", "set", "timeout", "3")
+    assert r.exit_code == 0, r.stderr
+    assert path.read_text() == LAID_OUT.replace("timeout = 7 ", "timeout = 3.0 ")
+    r = run("config", "set", "project_id", "p1")
+    assert r.exit_code == 0, r.stderr
+    # A new key goes at the end of the top-level section: tomlkit counts the comment lines
+    # above the first table as part of it, so the key lands below them.
+    assert path.read_text() == LAID_OUT.replace("timeout = 7 ", "timeout = 3.0 ").replace(
+        "# --- Warp's channels ---\n", '# --- Warp\'s channels ---\nproject_id = "p1"\n\n'
+    )
+    r = run("config", "unset", "api_url")
+    assert r.exit_code == 0, r.stderr
+    text = path.read_text()
+    assert "api_url" not in text and "the staging Weft" not in text
+    for kept in (
+        "# My Loom settings -- kept by hand",
+        "#   (Warp reads",
+        "# seconds; the VPN is slow",
+        '  description = "Daily standup notes"  # shown in Warp',
+        "name = 'a'   # literal",
+        'tags = [ "x",   "y" ]',
+    ):
+        assert kept in text
+    assert tomllib.loads(text) == {
+        "timeout": 3.0,
+        "project_id": "p1",
+        "channels": {"standup": {"description": "Daily standup notes", "max_messages": 50}},
+        "servers": [{"name": "a", "tags": ["x", "y"]}],
     }
-    assert tomllib.loads(dumps(data, "header")) == data
+    assert resolve({}, env={}).timeout == 3.0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_config_set_starts_a_new_file_with_a_header(clean_env: Path) -> None:
+    path = clean_env / ".loom" / "config.toml"
+    r = run("config", "set", "api_token", "-", input='q"uo\\te\n')
+    assert r.exit_code == 0, r.stderr
+    assert path.read_text().startswith("# Loom user settings")
+    assert tomllib.loads(path.read_text()) == {"api_token": 'q"uo\\te'}
+    r = run("config", "unset", "project_id")
+    assert r.exit_code == 0 and "project_id was not set" in r.stdout
+
+
+@pytest.mark.parametrize("command", [["set", "timeout", "3"], ["unset", "timeout"]])
+def test_config_set_and_unset_refuse_a_broken_file_and_leave_it_alone(
+    clean_env: Path, command: list[str]
+) -> None:
+    path = write(clean_env / ".loom" / "config.toml", "# mine\ntimeout = \n")
+    r = run("config", *command)
+    assert r.exit_code == 2 and "config.toml: not valid TOML" in r.stderr
+    assert path.read_text() == "# mine\ntimeout = \n"
+    json_path = write(clean_env / "list.json", "[1, 2]")
+    r = run("--config", str(json_path), "config", *command)
+    assert r.exit_code == 2 and "list.json: must hold a JSON table of settings" in r.stderr
+    assert json_path.read_text() == "[1, 2]"
+
+
+def test_config_file_that_cannot_be_read_or_written(clean_env: Path) -> None:
+    folder = clean_env / "a-folder.toml"
+    folder.mkdir()
+    r = run("--config", str(folder), "config", "set", "timeout", "3")
+    assert r.exit_code == 2 and "a-folder.toml: cannot read it" in r.stderr
+    # The atomic write goes through a temporary file next to the target; a folder there
+    # makes it fail (permissions would not: the tests may run as root).
+    (clean_env / ".loom" / ".config.toml.tmp").mkdir(parents=True)
+    r = run("config", "set", "timeout", "3")
+    assert r.exit_code == 2 and "config.toml: cannot write it" in r.stderr
+    assert not (clean_env / ".loom" / "config.toml").exists()
 
 
 def test_tables_of_other_parts_in_the_shared_user_file_are_kept(clean_env: Path) -> None:

@@ -10,9 +10,9 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import Target
 from shared.server import EmbeddedNatsServer
-from shared.testing import CROWD_STREAMS
 from tests.spinup.conftest import EngineFactory, hook, stop_spinup
 from tests.spinup.stubs import StubServer
+from testsupport.servers import CROWD_STREAMS
 from weft.jsapi import stream_names
 
 

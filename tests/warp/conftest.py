@@ -1,4 +1,4 @@
-"""Fixtures for the Warp tests (real nats-server from ``shared.testing``)."""
+"""Fixtures for the Warp tests (real nats-server from ``testsupport.servers``)."""
 
 from __future__ import annotations
 

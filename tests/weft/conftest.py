@@ -1,5 +1,5 @@
 """Fixtures for Weft's tests: a real Weft (uvicorn, in-process, on a free port) over the real
-nats-server from ``shared.testing``, and HTTP/WebSocket clients for it."""
+nats-server from ``testsupport.servers``, and HTTP/WebSocket clients for it."""
 
 from __future__ import annotations
 

@@ -140,6 +140,10 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path, nats_server: Embedd
     assert result.returncode == 2 and "--project" in result.stderr and "lowercase" in result.stderr
     result = run(["serve"], {**env, "WEFT_PORT": "99999"})
     assert result.returncode == 2 and "WEFT_PORT" in result.stderr and "65535" in result.stderr
+    result = run(["serve"], {**env, "LOOM_NATS_SYNC": "hourly"})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "weft: invalid settings: LOOM_NATS_SYNC: LOOM_NATS_SYNC must be 'always'" in result.stderr
+    assert "hourly" not in result.stderr
     busy = nats_server.client_port
     assert busy is not None
     result = run(["serve", "--port", str(free_port())], {**env, "WEFT_NATS_PORT": str(busy)})

@@ -8,7 +8,7 @@ from nats.js.api import StorageType, StreamConfig
 
 from shared.natsclient import connect
 from shared.server import EmbeddedNatsServer
-from shared.testing import CROWD_STREAMS
+from testsupport.servers import CROWD_STREAMS
 from weft.jsapi import list_streams, stream_names
 
 

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from shared.identity import project_id_for_path
 from weft.banner import render_banner
+from weft.runtime import start_embedded
 from weft.settings import WeftSettings
 from weft.state import NatsInfo
 
@@ -59,6 +60,46 @@ def test_bad_values_name_the_variable(
     with pytest.raises(ValidationError) as caught:
         WeftSettings()
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["sometimes-secret", "10 s", "0ms", "1.5s"])
+def test_bad_nats_sync_names_the_variable_and_rule_not_the_value(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("LOOM_PROJECT_ID", "p")
+    monkeypatch.setenv("LOOM_NATS_SYNC", value)
+    with pytest.raises(ValidationError) as caught:
+        WeftSettings()
+    text = str(caught.value)
+    assert "LOOM_NATS_SYNC must be 'always' (fsync every write) or a whole number with a unit ms," in text
+    assert value not in text
+
+
+def test_bundled_nats_syncs_every_write_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_PROJECT_ID", "p")
+    assert WeftSettings().nats_sync == "always"
+    monkeypatch.setenv("LOOM_NATS_SYNC", "")  # empty: unset
+    assert WeftSettings().nats_sync == "always"
+    monkeypatch.setenv("LOOM_NATS_SYNC", "2m")
+    assert WeftSettings().nats_sync == "2m"
+
+
+@pytest.mark.parametrize("value", [None, "250ms"])
+async def test_start_embedded_passes_the_sync_setting_to_the_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str | None
+) -> None:
+    monkeypatch.setenv("LOOM_DATA_DIR", str(tmp_path / "data"))
+    if value is not None:
+        monkeypatch.setenv("LOOM_NATS_SYNC", value)
+    settings = WeftSettings(project_id="p", nats_port=-1, nats_ws_port=-1)  # type: ignore[call-arg]
+    server = await start_embedded(settings)
+    try:
+        assert server.running and server.config.sync_interval == (value or "always")
+        assert server._workdir is not None
+        conf = (server._workdir / "nats.conf").read_text()
+        assert f'sync_interval: "{value or "always"}"' in conf
+    finally:
+        server.stop()
 
 
 def test_banner_never_shows_credentials() -> None:

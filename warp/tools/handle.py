@@ -1,4 +1,10 @@
-"""warp_handle_set, warp_handle_get: this session's human-readable handle."""
+"""warp_handle_set, warp_handle_get: this session's human-readable handle.
+
+Both answer with the agent id only once Warp has taken its instance id: until
+then another Warp in the same folder may hold the plain id, so the answer says
+"not known yet" (``agent_id`` and ``instance`` null) rather than show someone
+else's.
+"""
 
 from __future__ import annotations
 
@@ -14,23 +20,28 @@ if TYPE_CHECKING:
     from warp.runtime import WarpRuntime
 
 
-def _info(rt: WarpRuntime) -> HandleInfo:
+async def _info(rt: WarpRuntime) -> HandleInfo:
+    identity = await rt.settled_identity()
     registered = rt.ready and rt.services_now().presence.registered
     return HandleInfo(
         handle=rt.handle,
-        agent_id=rt.identity.agent_id,
+        agent_id=identity.agent_id if identity else None,
         project_id=rt.names.project_id,
-        instance=rt.identity.instance,
+        instance=identity.instance if identity else None,
         registered=registered,
         connected=rt.ready,
     )
 
 
-def _text(info: HandleInfo) -> str:
+def _text(info: HandleInfo, rt: WarpRuntime) -> str:
     state = "registered" if info.registered else "not registered"
-    pending = "" if info.connected else " (agent id final once NATS is reachable)"
+    if info.agent_id is None:
+        return (
+            f"Handle: {info.handle}\nAgent id: not known yet: Warp takes its instance id on NATS first "
+            f"({rt.not_ready_reason()}); try again shortly\nProject: {info.project_id}\nInstance: - ({state})"
+        )
     return (
-        f"Handle: {info.handle}\nAgent id: {info.agent_id}{pending}\nProject: {info.project_id}\n"
+        f"Handle: {info.handle}\nAgent id: {info.agent_id}\nProject: {info.project_id}\n"
         f"Instance: {info.instance} ({state})"
     )
 
@@ -43,13 +54,14 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         if rt.ready:
             svc = await rt.services()
             await svc.presence.set_handle(handle)
-        info = _info(rt)
-        return result(info, f"Handle set.\n{_text(info)}")
+        info = await _info(rt)
+        return result(info, f"Handle set.\n{_text(info, rt)}")
 
     async def warp_handle_get() -> Annotated[CallToolResult, HandleInfo]:
-        """This session's handle, agent id, project and instance."""
-        info = _info(rt)
-        return result(info, _text(info))
+        """This session's handle, agent id, project and instance (the id and instance are
+        null until Warp has reached NATS and taken its instance id)."""
+        info = await _info(rt)
+        return result(info, _text(info, rt))
 
     return [
         make_tool(rt, warp_handle_set, title="Set handle", idempotent=True),

@@ -1,4 +1,6 @@
-"""``/api/targets``: where Weft can start agents from (docs/spinup.md). Secrets in ``config`` never leave."""
+"""``/api/targets``: where Weft can start agents from (docs/spinup.md, Targets).
+
+Secrets in ``config`` never leave."""
 
 from __future__ import annotations
 

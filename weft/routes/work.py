@@ -1,4 +1,4 @@
-"""``/api/work``: submit, list, show, cancel, retry (DESIGN §3, §5)."""
+"""``/api/work``: submit, list, show, cancel, retry (docs/architecture.md, Work; docs/weft.md, Routes)."""
 
 from __future__ import annotations
 

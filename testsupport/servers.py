@@ -1,4 +1,4 @@
-"""Pytest plugin: real nats-servers for tests (loaded from the root conftest).
+"""Pytest plugin: real nats-servers for tests (``pytest_plugins`` in the root conftest).
 
 Session-scoped servers keep the suite fast; tests stay isolated by using a
 fresh project id each (``project_id`` fixture), which is exactly the
