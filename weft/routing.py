@@ -18,7 +18,6 @@ from shared.work import CLAIMABLE
 from weft.eligibility import Need, eligible_agents, matching_targets
 from weft.spinup.base import SpinupRequester
 from weft.tasks import raise_if_cancelling
-from weft.workview import set_waiting_reason
 
 if TYPE_CHECKING:
     from weft.project import ProjectContext
@@ -50,13 +49,13 @@ class Router:
         agents = eligible_agents(item, project.agents.mirror.values(), policy)
         if agents:
             if item.waiting_reason is not None:
-                await set_waiting_reason(project.js, project.queue, item.id, None)
+                await project.queue.set_waiting_reason(item.id, None)
             return RoutingDecision("agent-available", agents=[a.agent_id for a in agents])
         targets = matching_targets(Need.of(item), project.targets.all(), policy)
         if targets:
             await self.requester.request_spinup(project, item)
             return RoutingDecision("spin-up", target=targets[0])
-        await set_waiting_reason(project.js, project.queue, item.id, NO_AGENT_NO_TARGET)
+        await project.queue.set_waiting_reason(item.id, NO_AGENT_NO_TARGET)
         return RoutingDecision("waiting", reason=NO_AGENT_NO_TARGET)
 
     async def route_waiting(self, project: ProjectContext, limit: int = 500) -> dict[str, int]:

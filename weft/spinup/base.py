@@ -141,9 +141,8 @@ class DisabledSpinup:
         check_target(spec)
 
     async def request_spinup(self, project: ProjectContext, item: WorkItem) -> None:
-        from weft.workview import set_waiting_reason
 
-        await set_waiting_reason(project.js, project.queue, item.id, WAITING_FOR_AGENT)
+        await project.queue.set_waiting_reason(item.id, WAITING_FOR_AGENT)
 
     async def spin_up(
         self, project: ProjectContext, target: Target, *, work_id: str | None = None

@@ -36,7 +36,6 @@ from weft.spinup.mechanisms.base import Mechanism
 from weft.spinup.settings import SpinupSettings
 from weft.spinup.store import SpinupStore, newest_first
 from weft.tasks import raise_if_cancelling, stop_task
-from weft.workview import set_waiting_reason
 
 if TYPE_CHECKING:
     from weft.project import ProjectContext, ProjectHub
@@ -242,7 +241,7 @@ class ManagedSpinup:
     async def request_spinup(self, project: ProjectContext, item: WorkItem) -> None:
         decision = await self.request_for_work(project.project_id, item)
         try:
-            await set_waiting_reason(project.js, project.queue, item.id, waiting_reason(decision))
+            await project.queue.set_waiting_reason(item.id, waiting_reason(decision))
         except Exception as exc:
             raise_if_cancelling()
             log.debug("waiting reason for %s not recorded: %s", item.id, redact(exc))
