@@ -29,8 +29,9 @@ from pydantic_core import PydanticUndefined
 
 from pattern import inputs as i
 from pattern import results as r
-from pattern.errors import PatternError, UnavailableError
+from pattern.errors import UnavailableError
 from pattern.service import MemoryService
+from shared.errors import LoomError, describe_problems, shown_name, validation_problems
 
 log = logging.getLogger("loom.pattern.tools")
 
@@ -202,13 +203,8 @@ async def _health(service: MemoryService) -> r.HealthResult:
 
 
 def describe_validation(exc: ValidationError) -> str:
-    """One line per problem, each starting with the field it is about."""
-    problems = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        problems.append(f"{loc}: {msg}" if loc else msg)
-    return "invalid arguments: " + "; ".join(problems)
+    """Every problem, each starting with the field it is about (never the rejected value)."""
+    return "invalid arguments: " + describe_problems(validation_problems(exc.errors()), limit=20)
 
 
 def _signature(model: type[BaseModel], output: type[BaseModel]) -> inspect.Signature:
@@ -268,9 +264,8 @@ def _handler(spec: ToolSpec, get_service: GetService, health: HealthFallback | N
     async def handler(**kwargs: Any) -> CallToolResult:
         unknown = _unknown_arguments.get()
         if unknown:
-            raise ToolError(
-                f"invalid arguments: {', '.join(unknown)}: unknown field (this tool takes: {fields})"
-            )
+            names = ", ".join(shown_name(name) for name in unknown)
+            raise ToolError(f"invalid arguments: {names}: unknown field (this tool takes: {fields})")
         try:
             req = spec.input_model.model_validate(kwargs)
         except ValidationError as exc:
@@ -279,13 +274,13 @@ def _handler(spec: ToolSpec, get_service: GetService, health: HealthFallback | N
             service = get_service()
         except UnavailableError as exc:
             if spec.name == "pattern_health":
-                fallback = health() if health is not None else _unavailable(str(exc))
+                fallback = health() if health is not None else _unavailable(exc.message)
                 return _to_result(fallback)
-            raise ToolError(str(exc)) from None
+            raise ToolError(exc.message) from None
         try:
             result = await spec.run(service, req)
-        except PatternError as exc:
-            raise ToolError(str(exc)) from None
+        except LoomError as exc:
+            raise ToolError(exc.message) from None
         return _to_result(result)
 
     handler.__name__ = spec.name

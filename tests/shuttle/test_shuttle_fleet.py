@@ -60,7 +60,10 @@ async def test_agents_list_show_and_filters(cli: Cli, nc: NatsClient) -> None:
     r = cli("agents", "show", C)
     assert r.exit_code == 0 and "copilot" in r.stdout
     r = cli("agents", "show", "d" * 32)
-    assert r.exit_code == 1 and "d" * 32 in r.stderr
+    assert (
+        r.exit_code == 1
+        and r.stderr == "shuttle: error: agent_id: no agent with this id is registered in this project\n"
+    )
     r = cli("agents", "list", "-q")
     assert sorted(r.stdout.split()) == sorted(["a" * 32, B, C])
 
