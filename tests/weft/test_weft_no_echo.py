@@ -20,6 +20,8 @@ from test_weft_stats import channel
 from websockets.exceptions import InvalidStatus
 from weft_helpers import WsClient, ws_connect
 
+from shared.testing import secret_inputs
+
 SECRET = "ghp_Zq9TOKENsEcReT42xYwVb"
 """Looks like a credential, fits in a URL path segment, and breaks every rule of
 every name, id, enum, number, boolean and cursor Weft accepts (upper case, '_', digits)."""
@@ -48,21 +50,6 @@ FREE_TEXT = {
 }
 
 
-def _schema(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """Follow ``$ref`` and take the non-null branch of ``anyOf``."""
-    while True:
-        if "$ref" in schema:
-            schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
-        elif "anyOf" in schema:
-            schema = next(s for s in schema["anyOf"] if s.get("type") != "null")
-        else:
-            return schema
-
-
-def _bad_value(spec: dict[str, Any], schema: dict[str, Any]) -> Any:
-    return [SECRET] if _schema(spec, schema).get("type") == "array" else SECRET
-
-
 def inputs(spec: dict[str, Any]) -> list[tuple[str, str, str, str, Any]]:
     """(method, path template, location, name, bad value) for every input of every /api route."""
     found = []
@@ -74,8 +61,8 @@ def inputs(spec: dict[str, Any]) -> list[tuple[str, str, str, str, Any]]:
                 found.append((method.upper(), path, param["in"], param["name"], SECRET))
             body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
             if body is not None:
-                for name, prop in _schema(spec, body).get("properties", {}).items():
-                    found.append((method.upper(), path, "body", name, _bad_value(spec, prop)))
+                for name, bad, _ in secret_inputs(spec, body, SECRET):
+                    found.append((method.upper(), path, "body", name, bad))
     return found
 
 
