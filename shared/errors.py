@@ -18,7 +18,7 @@ as a capability must not come back in a response, a log line or a CLI error.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -117,6 +117,34 @@ def without_value(message: str, value: object) -> str:
             if form in message:
                 message = message.replace(form, "the given value")
     return message
+
+
+def _strings(given: object) -> Iterator[str]:
+    if isinstance(given, str):
+        yield given
+    elif isinstance(given, Mapping):
+        for key, value in given.items():
+            yield from _strings(key)
+            yield from _strings(value)
+    elif isinstance(given, list | tuple):
+        for item in given:
+            yield from _strings(item)
+
+
+def without_given(exc: LoomError, given: object) -> LoomError:
+    """``exc`` with every string of the caller's input ``given`` (a JSON document: keys
+    and values at any depth) cut out of its message and field, except name-shaped
+    ones (:func:`shown_name`), which a message may rightly name. For refusals built
+    by code that does not follow the rule itself (a safety net at the boundary)."""
+    found = sorted({s for s in _strings(given) if len(s) >= 4 and shown_name(s) != s}, key=len, reverse=True)
+    message, field = exc.message, exc.field
+    for value in found:
+        if field and value in field:
+            shown = field.replace(value, HIDDEN)
+            message, field = message.replace(field, shown), shown
+        message = without_value(message, value)
+    exc.message, exc.field, exc.args = message, field, (message,)
+    return exc
 
 
 @dataclass(frozen=True)

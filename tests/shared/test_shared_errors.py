@@ -183,3 +183,13 @@ def test_parse_problem_says_where_without_quoting_the_document() -> None:
     with pytest.raises(ValueError) as json_info:
         __import__("json").loads('{"token": "' + SECRET + '" oops}')
     assert SECRET not in e.parse_problem(json_info.value) and "line 1" in e.parse_problem(json_info.value)
+
+
+def test_without_given_cuts_the_callers_strings_but_keeps_names() -> None:
+    exc = e.Invalid(f"'{SECRET}' is not a setting of this mechanism (host: ok)", field=f"config.{SECRET}")
+    scrubbed = e.without_given(exc, {"command": ["python", "-V"], SECRET: 1, "host": "example.org"})
+    assert scrubbed is exc and SECRET not in scrubbed.message and SECRET not in str(scrubbed)
+    assert scrubbed.field == "config.*" and scrubbed.message.startswith("config.*: ")
+    assert "(host: ok)" in scrubbed.message  # a name-shaped string of the input is left alone
+    plain = e.without_given(e.Invalid("must be absolute", field="config.cwd"), {"cwd": "relative/dir"})
+    assert plain.message == "config.cwd: must be absolute"
