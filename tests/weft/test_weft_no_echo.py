@@ -16,9 +16,8 @@ from typing import Any
 import httpx
 import pytest
 from nats.aio.client import Client as NatsClient
-from test_weft_stats import channel
 from websockets.exceptions import InvalidStatus
-from weft_helpers import WsClient, ws_connect
+from weft_helpers import WsClient, channel, ws_connect
 
 from shared.testing import secret_inputs
 
