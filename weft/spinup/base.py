@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from shared.errors import LoomError
 from shared.models import SpinupOperation, Target, TargetHealth, TargetSpec, WorkItem, utcnow
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 WAITING_FOR_AGENT = "waiting for an agent"
 
 
-class SpinupError(Exception):
+class SpinupError(LoomError):
     """A refused spin-up request; ``status`` is the HTTP status to answer with (4xx)."""
 
     def __init__(self, message: str, *, status: int = 409, code: str = "conflict", field: str | None = None):

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.errors import Invalid
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 SECRET_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 """Settings that name the variable holding a secret take upper-case names only, so a token
@@ -62,7 +64,7 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
-class InvalidTargetConfig(ValueError):
+class InvalidTargetConfig(Invalid, ValueError):
     """A target config that does not fit its mechanism; ``errors`` name each field."""
 
     def __init__(self, errors: list[FieldError]) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from shared.errors import LoomError
 from shared.events import ensure_events_stream, publish_event
 from shared.models import (
     AgentEntry,
@@ -59,7 +60,7 @@ log = logging.getLogger("loom.weft.spinup")
 POLICY_CACHE_S = 2.0
 
 
-class SpinupRefused(Exception):
+class SpinupRefused(LoomError):
     """A manual spin-up that cannot happen now; ``code`` maps to an HTTP status."""
 
     def __init__(self, code: str, message: str, retry_after_s: float | None = None) -> None:

@@ -18,6 +18,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from shared.errors import LoomError
 from shared.events import publish_event
 from shared.jsutil import ensure_kv
 from shared.models import Target, TargetSpec, utcnow
@@ -33,7 +34,7 @@ _ID_LEN = 32
 SPEC_FIELDS = tuple(TargetSpec.model_fields)
 
 
-class TargetError(Exception):
+class TargetError(LoomError):
     status = 400
     code = "invalid"
 
@@ -48,7 +49,7 @@ class TargetNotFound(TargetError):
     code = "not_found"
 
     def __init__(self, ref: str) -> None:
-        super().__init__(f"target: no target with id or name {ref!r} in this project", field="target")
+        super().__init__("target: no target with this id or name in this project", field="target")
 
 
 class TargetNameTaken(TargetError):
