@@ -15,6 +15,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.errors import Invalid, describe_problems, validation_problems
+
 DAY_S = 24 * 3600
 
 
@@ -66,7 +68,7 @@ class PatternSettings(BaseSettings):
         return _SCAN_ALIASES[text]
 
 
-class PatternConfigError(ValueError):
+class PatternConfigError(Invalid, ValueError):
     """A ``PATTERN_*`` variable is invalid; the message names it and the rule."""
 
 
@@ -74,11 +76,8 @@ def load_settings() -> PatternSettings:
     try:
         return PatternSettings()
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err.get("loc", ()))
-            problems.append(f"{loc}: {str(err.get('msg', '')).removeprefix('Value error, ')}")
-        raise PatternConfigError("invalid Pattern configuration: " + "; ".join(problems)) from None
+        problems = describe_problems(validation_problems(exc.errors()), limit=10)
+        raise PatternConfigError(f"invalid Pattern configuration: {problems}") from None
 
 
 @dataclass(frozen=True)

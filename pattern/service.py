@@ -239,7 +239,7 @@ class MemoryService:
         ]
         if not found:
             raise NotFoundError(
-                f"no memory {memory_id} that you can see (it may have expired, been forgotten, "
+                "no memory with this id that you can see (it may have expired, been forgotten, "
                 "or belong to another agent)",
                 field=field,
             )

@@ -5,10 +5,11 @@ standalone ``pattern`` server and Warp (``warp --with-memory``), which shares
 its NATS connection and identity by passing its own ``get_service``.
 
 Each tool's parameters are generated from its input model (``pattern.inputs``),
-so the schema in ``tools/list`` carries the model's constraints and the SDK
-enforces them before the call; the model is validated again here for the
-rules a JSON schema cannot express. Results are the result models as
-structured output plus their readable text.
+so the schema in ``tools/list`` carries the model's constraints; the
+:class:`StrictArguments` middleware checks a call's arguments against the model
+before the SDK does (naming the field and the rule, never the value), and the
+handler validates again. Results are the result models as structured output
+plus their readable text.
 """
 
 from __future__ import annotations
@@ -16,21 +17,22 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from pattern import inputs as i
 from pattern import results as r
-from pattern.errors import PatternError, UnavailableError
+from pattern.errors import UnavailableError
 from pattern.service import MemoryService
+from shared.errors import LoomError, describe_problems, shown_name, validation_problems
 
 log = logging.getLogger("loom.pattern.tools")
 
@@ -202,13 +204,8 @@ async def _health(service: MemoryService) -> r.HealthResult:
 
 
 def describe_validation(exc: ValidationError) -> str:
-    """One line per problem, each starting with the field it is about."""
-    problems = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        problems.append(f"{loc}: {msg}" if loc else msg)
-    return "invalid arguments: " + "; ".join(problems)
+    """Every problem, each starting with the field it is about (never the rejected value)."""
+    return "invalid arguments: " + describe_problems(validation_problems(exc.errors()), limit=20)
 
 
 def _signature(model: type[BaseModel], output: type[BaseModel]) -> inspect.Signature:
@@ -230,47 +227,50 @@ def _to_result(result: Any) -> CallToolResult:
     )
 
 
-_unknown_arguments: ContextVar[tuple[str, ...]] = ContextVar("pattern_unknown_arguments", default=())
-
-
 class StrictArguments:
-    """Server middleware: unknown argument names are an error, and ``tools/list``
-    says so (``additionalProperties: false``) — the SDK would drop them silently,
-    and a mistyped filter name must not turn into an unfiltered answer."""
+    """Server middleware: a Pattern tool's arguments are checked against its input
+    model before the SDK sees them, so a refusal names the field and the rule and
+    never repeats the value (the SDK's own message quotes every argument). Unknown
+    argument names are an error too, and ``tools/list`` says so
+    (``additionalProperties: false``): the SDK would drop them silently, and a
+    mistyped filter name must not turn into an unfiltered answer."""
 
-    def __init__(self, allowed: Mapping[str, frozenset[str]]) -> None:
-        self._allowed = dict(allowed)
+    def __init__(self, tools: Mapping[str, tuple[type[BaseModel], FuncMetadata]]) -> None:
+        self._tools = dict(tools)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params or {}
-        if ctx.method == "tools/call" and params.get("name") in self._allowed:
-            arguments = params.get("arguments")
-            if isinstance(arguments, Mapping):
-                unknown = tuple(sorted(set(arguments) - self._allowed[params["name"]]))
-                if unknown:
-                    token = _unknown_arguments.set(unknown)
-                    try:
-                        return await call_next(ctx)
-                    finally:
-                        _unknown_arguments.reset(token)
+        if ctx.method == "tools/call" and params.get("name") in self._tools:
+            refusal = self.refusal(params["name"], params.get("arguments") or {})
+            if refusal is not None:
+                return CallToolResult(content=[TextContent(type="text", text=refusal)], is_error=True)
         result = await call_next(ctx)
         if ctx.method == "tools/list" and isinstance(result, dict):
             for tool in result.get("tools", ()):
                 schema = tool.get("inputSchema") if isinstance(tool, dict) else None
-                if isinstance(schema, dict) and tool.get("name") in self._allowed:
+                if isinstance(schema, dict) and tool.get("name") in self._tools:
                     schema["additionalProperties"] = False
         return result
 
+    def refusal(self, name: str, arguments: object) -> str | None:
+        """Why ``arguments`` cannot be passed to tool ``name``, or None."""
+        model, metadata = self._tools[name]
+        if not isinstance(arguments, Mapping):
+            return None  # not an object: the SDK refuses the request itself
+        unknown = sorted(set(arguments) - set(model.model_fields))
+        if unknown:
+            names = ", ".join(shown_name(key) for key in unknown)
+            fields = ", ".join(model.model_fields) or "none"
+            return f"invalid arguments: {names}: unknown field (this tool takes: {fields})"
+        try:  # the SDK's leniency first (JSON text for a list or object), then the model
+            model.model_validate(metadata.pre_parse_json(dict(arguments)))
+        except ValidationError as exc:
+            return describe_validation(exc)
+        return None
+
 
 def _handler(spec: ToolSpec, get_service: GetService, health: HealthFallback | None) -> Callable[..., Any]:
-    fields = ", ".join(spec.input_model.model_fields) or "none"
-
     async def handler(**kwargs: Any) -> CallToolResult:
-        unknown = _unknown_arguments.get()
-        if unknown:
-            raise ToolError(
-                f"invalid arguments: {', '.join(unknown)}: unknown field (this tool takes: {fields})"
-            )
         try:
             req = spec.input_model.model_validate(kwargs)
         except ValidationError as exc:
@@ -279,13 +279,13 @@ def _handler(spec: ToolSpec, get_service: GetService, health: HealthFallback | N
             service = get_service()
         except UnavailableError as exc:
             if spec.name == "pattern_health":
-                fallback = health() if health is not None else _unavailable(str(exc))
+                fallback = health() if health is not None else _unavailable(exc.message)
                 return _to_result(fallback)
-            raise ToolError(str(exc)) from None
+            raise ToolError(exc.message) from None
         try:
             result = await spec.run(service, req)
-        except PatternError as exc:
-            raise ToolError(str(exc)) from None
+        except LoomError as exc:
+            raise ToolError(exc.message) from None
         return _to_result(result)
 
     handler.__name__ = spec.name
@@ -311,12 +311,13 @@ def register_pattern_tools(
     (tools then answer with that error). ``health`` describes the state for
     ``pattern_health`` while there is no service yet.
     """
+    handlers = {spec.name: _handler(spec, get_service, health) for spec in TOOLS}
     server.middleware.append(
-        StrictArguments({spec.name: frozenset(spec.input_model.model_fields) for spec in TOOLS})
+        StrictArguments({spec.name: (spec.input_model, func_metadata(handlers[spec.name])) for spec in TOOLS})
     )
     for spec in TOOLS:
         server.add_tool(
-            _handler(spec, get_service, health),
+            handlers[spec.name],
             name=spec.name,
             title=spec.title,
             description=spec.description,

@@ -31,6 +31,7 @@ from pattern.index import Entry, MemoryIndex
 from pattern.inputs import Content, ExportInput, ImportInput, InputModel, Metadata, Priority, Tags, _utc
 from pattern.models import EXPIRING, MEMORY_ID_PATTERN, PERSONAL_SCOPES, Category, MemoryRecord, Scope
 from pattern.results import ExportResult, ImportResult, SkippedRecord
+from shared.errors import Unavailable, describe_problems, validation_problems
 from shared.identity import Identity
 
 
@@ -167,12 +168,7 @@ def _read(path: Path, limit: int) -> Any:
 
 
 def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        msg = str(err.get("msg", "")).removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
+    return describe_problems(validation_problems(exc.errors()), limit=20)
 
 
 def imported_id(agent_id: str, original: str) -> str:
@@ -184,20 +180,16 @@ async def import_memories(service: TransferHost, req: ImportInput) -> ImportResu
     root = service.config.export_root(service.identity.project_path)
     path = resolve_in(root, req.path)
     if not path.is_file():
-        raise NotFoundError(f"no file {req.path} in the export directory {root}", field="path")
+        raise NotFoundError(f"no such file in the export directory {root}", field="path")
     document = await asyncio.to_thread(_read, path, service.config.limits.max_import_bytes)
     if not isinstance(document, dict):
         raise InvalidInputError(
             "the file must hold a JSON object with format, version and memories", field="path"
         )
     if document.get("format") != EXPORT_FORMAT:
-        raise InvalidInputError(
-            f"the file's format must be {EXPORT_FORMAT!r}; got {document.get('format')!r}", field="path"
-        )
+        raise InvalidInputError(f"the file's format must be {EXPORT_FORMAT!r}", field="path")
     if document.get("version") != EXPORT_VERSION:
-        raise InvalidInputError(
-            f"the file's version must be {EXPORT_VERSION}; got {document.get('version')!r}", field="path"
-        )
+        raise InvalidInputError(f"the file's version must be {EXPORT_VERSION}", field="path")
     records = document.get("memories")
     if not isinstance(records, list):
         raise InvalidInputError("the file's memories must be a list", field="path")
@@ -240,7 +232,7 @@ async def import_memories(service: TransferHost, req: ImportInput) -> ImportResu
             skipped.append(SkippedRecord(index=i, original_id=original, reason=str(exc)))
             continue
         except PatternError as exc:
-            if exc.code == "unavailable":
+            if isinstance(exc, Unavailable):
                 raise
             skipped.append(SkippedRecord(index=i, original_id=original, reason=str(exc)))
             continue

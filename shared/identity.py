@@ -19,11 +19,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.errors import Invalid, without_value
 from shared.names import validate_agent_id, validate_handle, validate_project_id
 from shared.settings import IdentitySettings
 
 
-class IdentityError(ValueError):
+class IdentityError(Invalid, ValueError):
     """Bad identity configuration; the message names the variable and the rule."""
 
 
@@ -128,7 +129,7 @@ _ALIASES = {
 
 def _problem(err: Mapping[str, Any]) -> str:
     """One validation error as ``<VARIABLE>: <rule>``, naming the alias if that is what was set."""
-    msg = str(err.get("msg", "")).removeprefix("Value error, ")
+    msg = without_value(str(err.get("msg", "")).removeprefix("Value error, "), err.get("input"))
     loc = err.get("loc") or ()
     variable = str(loc[0]) if loc else ""
     if not variable:

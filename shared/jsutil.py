@@ -13,7 +13,15 @@ import random
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
-from nats.js.errors import APIError, BadRequestError, BucketNotFoundError, NotFoundError
+from nats.js.errors import (
+    APIError,
+    BadRequestError,
+    BucketNotFoundError,
+    InvalidKeyError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NotFoundError,
+)
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from shared.names import kv_stream, kv_subject
@@ -24,9 +32,9 @@ def default_replicas() -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"LOOM_JS_REPLICAS: {raw!r} is not an integer from 1 to 5") from None
+        raise ValueError("LOOM_JS_REPLICAS: must be an integer from 1 to 5") from None
     if not 1 <= value <= 5:
-        raise ValueError(f"LOOM_JS_REPLICAS: {value} is not an integer from 1 to 5")
+        raise ValueError("LOOM_JS_REPLICAS: must be an integer from 1 to 5")
     return value
 
 
@@ -99,6 +107,30 @@ ONE_SHOT_INACTIVE_S = 5.0
 
 WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
 """JetStream error codes of a revision-checked write that lost (wrong last sequence)."""
+
+
+async def get_or_none(kv: KeyValue, key: str) -> KeyValue.Entry | None:
+    """The key's live entry, or None when there is none: never written, deleted or
+    purged (nats-py: ``KeyNotFoundError``, also for a delete marker), or a key nats-py
+    refuses to look up at all (``InvalidKeyError``: empty, a space, a wildcard, a
+    leading or trailing '.', a character outside ``[-/_=.a-zA-Z0-9]``)."""
+    try:
+        entry = await kv.get(key)
+    except (KeyNotFoundError, InvalidKeyError):
+        return None
+    return entry if entry.value else None
+
+
+async def create_if_absent(kv: KeyValue, key: str, value: bytes) -> bool:
+    """Write ``key`` only if it holds no value now (never written or deleted); False
+    if it does. nats-py's ``create`` reports a live key as ``KeyWrongLastSequenceError``
+    (JetStream err_code 10071), also when another writer won a race to re-create a
+    deleted one; a malformed key is an ``InvalidKeyError`` and is raised."""
+    try:
+        await kv.create(key, value)
+    except KeyWrongLastSequenceError:
+        return False
+    return True
 
 
 async def delete_unchanged(kv: KeyValue, key: str, revision: int) -> bool:

@@ -12,6 +12,8 @@ import hashlib
 import re
 from typing import Final, NamedTuple
 
+from shared.errors import Invalid
+
 PROJECT_ID_RULE: Final = "lowercase letters, digits and '-', starting with a letter or digit, 1-63 characters"
 AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
 HANDLE_RULE: Final = "lowercase letters, digits and '-', 1-64 characters"
@@ -45,19 +47,20 @@ class WorkSubjectParts(NamedTuple):
     priority: int
 
 
-class InvalidNameError(ValueError):
-    """A name that cannot safely become part of a NATS subject or bucket."""
+class InvalidNameError(Invalid, ValueError):
+    """A name that cannot safely become part of a NATS subject or bucket.
 
-    def __init__(self, field: str, value: object, rule: str) -> None:
-        self.field = field
-        self.value = value
-        self.rule = rule
-        super().__init__(f"{field}: {value!r} is invalid; must be {rule}")
+    A ``ValueError`` too, so pydantic validators that call the ``validate_*``
+    functions turn it into a field error. The rejected value is not kept: it may
+    be a secret pasted into the wrong field."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"must be {rule}", field=field, rule=rule)
 
 
 def _check(pattern: re.Pattern[str], value: object, field: str, rule: str) -> str:
     if not isinstance(value, str) or pattern.fullmatch(value) is None:
-        raise InvalidNameError(field, value, rule)
+        raise InvalidNameError(field, rule)
     return value
 
 
@@ -100,7 +103,7 @@ def validate_agent_type(value: object, field: str = "agent_type") -> str:
 
 def validate_priority(value: object, field: str = "priority") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not (PRIORITY_MIN <= value <= PRIORITY_MAX):
-        raise InvalidNameError(field, value, f"an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
+        raise InvalidNameError(field, f"an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
     return value
 
 
@@ -199,7 +202,7 @@ class ProjectNames:
         Hashed so the name stays short whatever the token lengths.
         """
         if not subject.startswith(f"{self._root}.work.q."):
-            raise InvalidNameError("subject", subject, "a work queue subject of this project")
+            raise InvalidNameError("subject", "a work queue subject of this project")
         return "wq-" + hashlib.sha256(subject.encode()).hexdigest()[:24]
 
     @property
@@ -248,14 +251,14 @@ class ProjectNames:
     def event_subject(self, kind: str, action: str) -> str:
         """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup)."""
         if kind not in EVENT_KINDS:
-            raise InvalidNameError("kind", kind, f"one of {', '.join(EVENT_KINDS)}")
+            raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.{validate_token(action, 'action')}"
 
     def event_filter(self, kind: str | None = None) -> str:
         if kind is None:
             return self.events_subjects
         if kind not in EVENT_KINDS:
-            raise InvalidNameError("kind", kind, f"one of {', '.join(EVENT_KINDS)}")
+            raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.>"
 
 

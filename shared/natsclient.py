@@ -23,6 +23,7 @@ import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.client import Server
 
+from shared.errors import Unavailable
 from shared.redact import redact, register_secret
 from shared.settings import NatsSettings
 
@@ -37,7 +38,7 @@ _BACKOFF_BASE_S = 0.25
 _BACKOFF_MAX_S = 10.0
 
 
-class NatsConnectError(ConnectionError):
+class NatsConnectError(Unavailable, ConnectionError):
     """NATS could not be reached or refused us. The message is safe to show."""
 
 
@@ -66,11 +67,9 @@ def parse_url(url: str) -> ParsedUrl:
     for raw in (part.strip() for part in url.split(",") if part.strip()):
         parts = urlsplit(raw)
         if parts.scheme not in _SCHEMES:
-            raise NatsConnectError(
-                f"NATS_URL: scheme {parts.scheme!r} is not supported; use nats://, tls://, ws:// or wss://"
-            )
+            raise NatsConnectError("NATS_URL: each URL must start with nats://, tls://, ws:// or wss://")
         if not parts.hostname:
-            raise NatsConnectError(f"NATS_URL: {redact(raw)!r} has no host")
+            raise NatsConnectError("NATS_URL: a URL has no host (e.g. nats://127.0.0.1:4222)")
         schemes.add(parts.scheme)
         if parts.username is not None and user is None and token is None:
             if parts.password is not None:

@@ -7,13 +7,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from shared.errors import Invalid
+
 T = TypeVar("T")
 
 
-class CursorError(ValueError):
+class CursorError(Invalid, ValueError):
+    code = "invalid_cursor"
+
     def __init__(self, field_name: str = "cursor") -> None:
         super().__init__(
-            f"{field_name}: not a cursor issued by this listing (pass back next_cursor unchanged)"
+            "not a cursor issued by this listing (pass back next_cursor unchanged)", field=field_name
         )
 
 

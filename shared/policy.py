@@ -18,13 +18,14 @@ from nats.js.kv import KeyValue
 from pydantic import Field, ValidationError, field_validator
 
 from shared import names
+from shared.errors import Invalid, describe_problems, parse_problem, validation_problems
 from shared.jsutil import ensure_kv
 from shared.models import LoomModel
 
 POLICY_KEY = "boundary-policy"
 
 
-class PolicyError(ValueError):
+class PolicyError(Invalid, ValueError):
     """The policy file is unreadable or invalid; the message names the field."""
 
 
@@ -75,7 +76,7 @@ def parse_policy(text: str, source: str = "policy") -> BoundaryPolicy:
     try:
         data: Any = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise PolicyError(f"{source}: not valid JSON or YAML: {exc}") from None
+        raise PolicyError(f"{source}: not valid JSON or YAML: {parse_problem(exc)}") from None
     if data is None:
         return BoundaryPolicy()
     if not isinstance(data, dict):
@@ -83,9 +84,7 @@ def parse_policy(text: str, source: str = "policy") -> BoundaryPolicy:
     try:
         return BoundaryPolicy.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'policy'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = describe_problems(validation_problems(exc.errors()), limit=20)
         raise PolicyError(f"{source}: {problems}") from None
 
 

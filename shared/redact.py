@@ -20,8 +20,21 @@ _KEY_VALUE = re.compile(
     r"\s*[:=]\s*)"
     r"(?:(?P<q>[\"'])(?:\\.|(?!(?P=q))[^\\])*(?P=q)|[\"']?[^\s\"',}&]+)"
 )
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+")
 MASK = "***"
+
+# Words our own messages put where a secret would go ("bearer token is required",
+# "api_token: must be set", "?token= or ..."): a credential is never one of
+# these, so they stay readable. Anything else after a secret-looking key or
+# after "bearer" is masked, however short or word-like.
+_PROSE = frozenset(
+    "a an and are as be but by empty expected for given has invalid is missing must no none not "  # noqa: SIM905
+    "null of omitted or required set the to unset was were with".split()
+)
+_BEARER_PROSE = frozenset(
+    "token tokens auth authentication authorization credential credentials scheme header prefix".split()  # noqa: SIM905
+)
+_PLACEHOLDER = re.compile(r"<[A-Za-z_ -]{1,40}>")
+_BEARER = re.compile(r"(?i)(?P<lead>bearer\s+)(?P<value>[A-Za-z0-9._~+/=-]+)")
 
 _known_secrets: set[str] = set()
 _lock = threading.Lock()
@@ -46,13 +59,23 @@ def redact(text: object) -> str:
             s = s.replace(secret, MASK)
     s = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", s)
     s = _KEY_VALUE.sub(_mask_value, s)
-    s = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", s)
+    s = _BEARER.sub(_mask_bearer, s)
     return s
 
 
 def _mask_value(match: re.Match[str]) -> str:
     quote = match.group("q") or ""
+    if not quote:
+        value = match.group(0)[len(match.group("key")) :].strip("\"'").rstrip(".,;:!?)")
+        if value.lower() in _PROSE or _PLACEHOLDER.fullmatch(value):
+            return match.group(0)
     return f"{match.group('key')}{quote}{MASK}{quote}"
+
+
+def _mask_bearer(match: re.Match[str]) -> str:
+    if match.group("value").rstrip(".").lower() in _BEARER_PROSE:
+        return match.group(0)
+    return f"{match.group('lead')}{MASK}"
 
 
 class RedactingFilter(logging.Filter):

@@ -16,19 +16,21 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from shared.errors import CONFLICT, LoomError, NotFound
 from shared.jsutil import CAS_RETRIES, cas_backoff, delete_unchanged, ensure_kv, snapshot
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, validate_agent_id
 
 
-class RegistryError(RuntimeError):
+class RegistryError(LoomError):
     pass
 
 
-class AgentNotFound(RegistryError):
+class AgentNotFound(RegistryError, NotFound):
     def __init__(self, agent_id: str) -> None:
+        # The id is not repeated: the caller sent it, and it may not be an id at all.
+        super().__init__("no agent with this id is registered in this project", field="agent_id")
         self.agent_id = agent_id
-        super().__init__(f"agent_id: no agent {agent_id!r} is registered in this project")
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,11 @@ class Registry:
                 continue
             await self._mirror(updated, previous=entry)
             return updated
-        raise RegistryError(f"agent_id: could not update {agent_id} after {CAS_RETRIES} concurrent writes")
+        raise RegistryError(
+            f"could not update the entry after {CAS_RETRIES} concurrent writes; try again",
+            field="agent_id",
+            code=CONFLICT,
+        )
 
     async def heartbeat(self, agent_id: str, status: AgentStatus | None = None) -> AgentEntry:
         def beat(entry: AgentEntry) -> AgentEntry:

@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from shared.errors import Unavailable
+
 log = logging.getLogger("loom.nats-server")
 
 
-class NatsServerError(RuntimeError):
+class NatsServerError(Unavailable, RuntimeError):
     """The embedded nats-server could not be found, started or stopped."""
 
 

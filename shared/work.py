@@ -44,13 +44,22 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
+from shared.errors import Conflict, Forbidden, LoomError, NotFound
 from shared.events import ensure_events_stream, publish_event
 from shared.jsraw import JetStreamReplyError, consumer_next
-from shared.jsutil import CAS_RETRIES, cas_backoff, delete_unchanged, ensure_kv, ensure_stream, snapshot
+from shared.jsutil import (
+    CAS_RETRIES,
+    cas_backoff,
+    delete_unchanged,
+    ensure_kv,
+    ensure_stream,
+    get_or_none,
+    snapshot,
+)
 from shared.models import (
     WORK_LIFECYCLE,
     AttemptError,
@@ -96,32 +105,23 @@ def default_ack_wait() -> float:
 # -- errors ----------------------------------------------------------------------
 
 
-class WorkError(Exception):
-    """A refused work operation. ``code`` maps to an HTTP status / tool error."""
-
-    code = "invalid"
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(message)
+class WorkError(LoomError):
+    """A refused work operation; ``code`` maps to an HTTP status / tool error."""
 
 
-class WorkNotFound(WorkError):
-    code = "not_found"
-
+class WorkNotFound(WorkError, NotFound):
     def __init__(self, work_id: str) -> None:
-        super().__init__(f"work_id: no work item {work_id!r} in this project", field="work_id")
+        # The id is not repeated: the caller sent it, and it may not be an id at all.
+        super().__init__("no work item with this id in this project", field="work_id")
+        self.work_id = work_id
 
 
-class WorkConflict(WorkError):
+class WorkConflict(WorkError, Conflict):
     """The item is not in a state that allows the operation."""
 
-    code = "conflict"
 
-
-class NotClaimant(WorkError):
-    code = "forbidden"
+class NotClaimant(WorkError, Forbidden):
+    pass
 
 
 # -- stored shapes -----------------------------------------------------------------
@@ -590,16 +590,8 @@ class WorkQueue:
         return WorkRecord.model_validate_json(raw), revision
 
     async def _load_raw(self, work_id: str) -> tuple[bytes, int]:
-        kv = await self.records_bucket()
-        try:
-            entry = await kv.get(work_id)
-        except KeyNotFoundError:
-            raise WorkNotFound(work_id) from None
-        except Exception as exc:  # invalid key characters and the like
-            if "key" in str(exc).lower():
-                raise WorkNotFound(work_id) from None
-            raise
-        if not entry.value:
+        entry = await get_or_none(await self.records_bucket(), work_id)
+        if entry is None or entry.value is None:
             raise WorkNotFound(work_id)
         return entry.value, int(entry.revision or 0)
 

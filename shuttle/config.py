@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from shared.errors import shown_name
 from shuttle.errors import UsageError
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
@@ -104,14 +105,13 @@ def parse_value(key: str, raw: Any, origin: str) -> Any:
     """Validate one setting; ``origin`` names where it came from for the error line."""
     spec = KEYS.get(key)
     if spec is None:
-        raise UsageError(f"{origin}: unknown key {key!r} (known: {', '.join(KEYS)})")
+        raise UsageError(f"{origin}: unknown key {shown_name(key)!r} (known: {', '.join(KEYS)})")
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise UsageError(f"{origin}: {key} must be a {'number' if key == 'timeout' else 'string'}")
     try:
         return spec.parse(str(raw))
-    except ValueError as exc:
-        shown = "***" if spec.secret else repr(raw)
-        raise UsageError(f"{origin}: {key} {shown} {exc}") from None
+    except ValueError as exc:  # the value is not repeated: it may be a secret given to the wrong key
+        raise UsageError(f"{origin}: {key} {exc}") from None
 
 
 def default_path() -> Path:
@@ -270,7 +270,9 @@ def resolve(
     file_data = read_file(path)
     for key, raw in file_data.items():
         if key not in KEYS and not is_foreign_table(raw):
-            raise UsageError(f"config file {path}: unknown key {key!r} (known: {', '.join(KEYS)})")
+            raise UsageError(
+                f"config file {path}: unknown key {shown_name(key)!r} (known: {', '.join(KEYS)})"
+            )
     settings = Settings(path=path)
     for key, spec in KEYS.items():
         flag_value = flags.get(key)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.errors import Conflict, Invalid, LoomError, Unavailable
+
 EXIT_OK = 0
 EXIT_REFUSED = 1
 """Weft (or the work item's outcome) said no."""
@@ -14,25 +16,24 @@ EXIT_UNREACHABLE = 3
 """Weft could not be reached at the configured URL."""
 
 
-class ShuttleError(Exception):
+class ShuttleError(LoomError):
     """An expected failure: ``message`` is shown as one line, ``exit_code`` is returned."""
 
     exit_code = EXIT_REFUSED
 
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)
-        self.message = message
         if exit_code is not None:
             self.exit_code = exit_code
 
 
-class UsageError(ShuttleError):
-    """Bad flags, arguments, input files or configuration (exit 2)."""
+class UsageError(ShuttleError, Invalid):
+    """Bad flags, arguments, input files or configuration (exit 2); never repeats the value."""
 
     exit_code = EXIT_USAGE
 
 
-class Unreachable(ShuttleError):
+class Unreachable(ShuttleError, Unavailable):
     """Weft did not answer: refused connection, DNS failure, timeout, TLS failure (exit 3)."""
 
     exit_code = EXIT_UNREACHABLE
@@ -57,7 +58,7 @@ class Refused(ShuttleError):
         self.details = details
 
 
-class OutcomeFailed(ShuttleError):
+class OutcomeFailed(ShuttleError, Conflict):
     """A followed work item ended in a state other than completed (exit 1)."""
 
     exit_code = EXIT_REFUSED

@@ -49,12 +49,12 @@ def _convert(leaf: type, value: Any, info: Any) -> Any:
             return True
         if text in _FALSE:
             return False
-        raise ValueError(f"{value!r} is not a valid boolean")
+        raise ValueError("must be a boolean (true/false, yes/no, 1/0)")
     try:
         number = leaf(value)
     except (TypeError, ValueError):
         kind = "an integer" if leaf is int else "a number"
-        raise ValueError(f"{value!r} is not {kind}") from None
+        raise ValueError(f"must be {kind}") from None
     low, high = getattr(info, "min", None), getattr(info, "max", None)
     if getattr(info, "clamp", False):
         if low is not None and number < low:

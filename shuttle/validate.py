@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from shared.errors import Invalid as LoomInvalid
+from shared.errors import parse_problem, shown_name
 from shuttle.errors import UsageError
 
 SCOPES = ("private", "personal", "team", "public")
@@ -34,8 +36,8 @@ _RELATIVE = re.compile(r"\+?(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
-class Invalid(ValueError):
-    """One field's problem; the message names the field and the rule."""
+class Invalid(LoomInvalid, ValueError):
+    """One field's problem; the message names the field and the rule, never the value."""
 
 
 def new_task_id() -> str:
@@ -65,19 +67,19 @@ def description(value: Any) -> str:
 
 def priority(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
-        raise Invalid(f"priority: {value!r} is invalid; must be an integer from 1 to 10")
+        raise Invalid("priority: must be an integer from 1 to 10")
     return int(value)
 
 
 def max_attempts(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
-        raise Invalid(f"max_attempts: {value!r} is invalid; must be an integer from 1 to 100")
+        raise Invalid("max_attempts: must be an integer from 1 to 100")
     return int(value)
 
 
 def scope(value: Any) -> str:
     if value not in SCOPES:
-        raise Invalid(f"scope: {value!r} is invalid; must be one of {', '.join(SCOPES)}")
+        raise Invalid(f"scope: must be one of {', '.join(SCOPES)}")
     return str(value)
 
 
@@ -100,8 +102,8 @@ def deadline(value: Any, now: datetime | None = None) -> str:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise Invalid(
-            f"deadline: {value!r} is invalid; must be an ISO time with timezone "
-            "(2026-01-01T12:00:00Z) or a duration like 30m, 2h, 1d"
+            "deadline: must be an ISO time with timezone (2026-01-01T12:00:00Z) "
+            "or a duration like 30m, 2h, 1d"
         ) from None
     if moment.tzinfo is None:
         raise Invalid("deadline: must include a timezone (e.g. 2026-01-01T12:00:00Z)")
@@ -119,11 +121,11 @@ def context(value: Any) -> dict[str, Any]:
         try:
             text = Path(text[1:]).expanduser().read_text(encoding="utf-8")
         except OSError as exc:
-            raise Invalid(f"context: cannot read {text[1:]} ({exc.strerror or exc})") from None
+            raise Invalid(f"context: cannot read the @file ({exc.strerror or type(exc).__name__})") from None
     try:
         parsed = json.loads(text)
     except ValueError as exc:
-        raise Invalid(f"context: not valid JSON ({exc})") from None
+        raise Invalid(f"context: not valid JSON ({parse_problem(exc)})") from None
     if not isinstance(parsed, dict):
         raise Invalid('context: must be a JSON object, e.g. \'{"repo": "acme/app"}\'')
     return parsed
@@ -136,7 +138,9 @@ def submission(raw: Any, where: str = "") -> dict[str, Any]:
         raise UsageError(f"{prefix}must be an object with at least description and capability")
     unknown = sorted(set(raw) - set(SUBMISSION_FIELDS))
     if unknown:
-        raise UsageError(f"{prefix}unknown field {unknown[0]!r} (known: {', '.join(SUBMISSION_FIELDS)})")
+        raise UsageError(
+            f"{prefix}unknown field {shown_name(unknown[0])!r} (known: {', '.join(SUBMISSION_FIELDS)})"
+        )
     for required in ("description", "capability"):
         if raw.get(required) in (None, ""):
             raise UsageError(f"{prefix}{required}: is required")
@@ -173,7 +177,7 @@ def load_batch(path: str) -> list[dict[str, Any]]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).expanduser().read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"--file {path}: cannot read it ({exc.strerror or exc})") from None
+        raise UsageError(f"--file: cannot read it ({exc.strerror or type(exc).__name__})") from None
     data: Any
     if path.endswith((".yaml", ".yml")) or (path == "-" and not text.lstrip().startswith(("{", "["))):
         import yaml
@@ -181,12 +185,12 @@ def load_batch(path: str) -> list[dict[str, Any]]:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise UsageError(f"--file {path}: not valid YAML ({_first_line(exc)})") from None
+            raise UsageError(f"--file {path}: not valid YAML ({parse_problem(exc)})") from None
     else:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise UsageError(f"--file {path}: not valid JSON ({exc})") from None
+            raise UsageError(f"--file {path}: not valid JSON ({parse_problem(exc)})") from None
     if isinstance(data, dict) and isinstance(data.get("items"), list):
         data = data["items"]
     entries = data if isinstance(data, list) else [data]
@@ -195,7 +199,3 @@ def load_batch(path: str) -> list[dict[str, Any]]:
     if len(entries) > 1000:
         raise UsageError(f"--file {path}: at most 1000 items per batch (has {len(entries)})")
     return [submission(entry, f"--file {path}: item {n}") for n, entry in enumerate(entries, 1)]
-
-
-def _first_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())

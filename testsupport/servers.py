@@ -235,3 +235,47 @@ async def nc(nats_server: EmbeddedNatsServer) -> AsyncIterator[NatsClient]:
         yield client
     finally:
         await client.close()
+
+
+# -- rejected input must not come back (issue 21) ---------------------------------------
+
+
+def resolve_schema(root: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Follow ``$ref`` (a JSON pointer into ``root``: OpenAPI's components or an MCP
+    tool's ``$defs``) and take the non-null branch of ``anyOf``."""
+    while True:
+        if "$ref" in schema:
+            node: Any = root
+            for part in schema["$ref"].removeprefix("#/").split("/"):
+                node = node[part]
+            schema = node
+        elif "anyOf" in schema:
+            schema = next(s for s in schema["anyOf"] if s.get("type") != "null")
+        else:
+            return schema
+
+
+def takes_any_text(root: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """Whether any string is a valid value (free text: no pattern, enum or format;
+    or a list of such, or no type at all)."""
+    resolved = resolve_schema(root, schema)
+    kind = resolved.get("type")
+    if kind == "array":
+        return takes_any_text(root, resolved.get("items", {}))
+    if kind is None:
+        return not ({"enum", "const", "properties"} & set(resolved))
+    return kind == "string" and not ({"pattern", "enum", "const", "format"} & set(resolved))
+
+
+def secret_inputs(root: dict[str, Any], schema: dict[str, Any], secret: str) -> list[tuple[str, Any, bool]]:
+    """(property, a value carrying ``secret``, whether it is free text) for every
+    property of an object schema: the secret itself, or in a list for a list."""
+    properties = resolve_schema(root, schema).get("properties", {})
+    return [
+        (
+            name,
+            [secret] if resolve_schema(root, prop).get("type") == "array" else secret,
+            takes_any_text(root, prop),
+        )
+        for name, prop in properties.items()
+    ]

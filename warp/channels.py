@@ -98,7 +98,7 @@ class ChannelService:
         if spec is None:
             known = ", ".join(sorted(config.channels))
             raise NotFound(
-                f"{channel!r} is not a configured channel (configured: {known}); add it under "
+                f"not a configured channel (configured: {known}); add it under "
                 '"channels" in the project\'s .loom/config.json',
                 field="channel",
             )

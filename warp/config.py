@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.errors import Invalid, describe_problems, parse_problem, shown_name, validation_problems
 from shared.names import TOKEN_RULE, InvalidNameError, validate_channel
 
 CONFIG_DIR = ".loom"
@@ -40,7 +41,7 @@ _Mark = tuple[str, int, int, int, int]
 """A config file's path, mtime_ns, ctime_ns, size and inode."""
 
 
-class ConfigError(ValueError):
+class ConfigError(Invalid, ValueError):
     """A configuration file is unreadable or invalid; the message names the file and field."""
 
 
@@ -87,22 +88,20 @@ def _parse(path: Path) -> dict[str, ChannelSpec]:
         data: Any = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:
         kind = "TOML" if path.suffix == ".toml" else "JSON"
-        raise ConfigError(f"{path}: not valid {kind}: {exc}") from None
+        raise ConfigError(f"{path}: not valid {kind}: {parse_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be an object/table")
     try:
         parsed = _ConfigFile.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
-        )
+        problems = describe_problems(validation_problems(exc.errors(include_url=False)), limit=20)
         raise ConfigError(f"{path}: {problems}") from None
     for name in parsed.channels:
         try:
             validate_channel(name, f"channels.{name}")
         except InvalidNameError:
             raise ConfigError(
-                f"{path}: channels.{name}: invalid channel name; must be {TOKEN_RULE}"
+                f"{path}: channels.{shown_name(name)}: invalid channel name; must be {TOKEN_RULE}"
             ) from None
     return parsed.channels
 

@@ -9,58 +9,25 @@ from __future__ import annotations
 
 import asyncio
 
+from shared.errors import Conflict, Invalid, LoomError, NotFound, Unavailable
 
-class WarpError(Exception):
-    """A refused operation. ``str()`` is what the agent sees."""
-
-    code = "invalid"
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        self.field = field
-        self.message = f"{field}: {message}" if field and not message.startswith(f"{field}:") else message
-        super().__init__(self.message)
+__all__ = ["Conflict", "NotFound", "Unavailable", "WarpError", "describe"]
 
 
-class NotFound(WarpError):
-    code = "not_found"
-
-
-class Conflict(WarpError):
-    code = "conflict"
-
-
-class Unavailable(WarpError):
-    """NATS is unreachable or Warp is not ready; the call may be retried."""
-
-    code = "unavailable"
+class WarpError(Invalid):
+    """A call Warp refuses by its own rules. ``message`` is what the agent sees."""
 
 
 def describe(exc: BaseException, *, nats_url: str = "NATS") -> str | None:
     """The agent-facing text for an anticipated exception, or None for a real bug."""
     from pydantic import ValidationError
 
-    from shared.names import InvalidNameError
-    from shared.paging import CursorError
-    from warp.config import ConfigError
+    from shared.errors import describe_problems, validation_problems
 
-    if isinstance(exc, WarpError):
+    if isinstance(exc, LoomError):
         return exc.message
-    if isinstance(exc, InvalidNameError | CursorError | ConfigError):
-        return str(exc)
     if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
-            for err in exc.errors(include_url=False)
-        )
-    try:
-        from shared.registry import RegistryError
-        from shared.work import WorkError
-    except ImportError:  # pragma: no cover - both ship with the package
-        return None
-    if isinstance(exc, WorkError):
-        return exc.message
-    if isinstance(exc, RegistryError):
-        return str(exc)
+        return describe_problems(validation_problems(exc.errors(include_url=False)), limit=10)
     return _describe_nats(exc, nats_url)
 
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shared.errors import Invalid
 from shared.models import Scope
 from shared.names import TOKEN_RULE, InvalidNameError, validate_token
 
@@ -18,7 +19,7 @@ _OPAQUE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 OPAQUE_ID_RULE = "letters, digits, '_', '.' and '-', 1-128 characters"
 
 
-class WarpSettingsError(ValueError):
+class WarpSettingsError(Invalid, ValueError):
     """A Warp environment variable is invalid; the message names it."""
 
 
@@ -45,7 +46,7 @@ def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: fl
     try:
         value = float(raw)
     except ValueError:
-        raise WarpSettingsError(f"{name}: {raw!r} is not a number (seconds)") from None
+        raise WarpSettingsError(f"{name}: must be a number of seconds") from None
     if not lo <= value <= hi:
         raise WarpSettingsError(f"{name}: must be between {lo:g} and {hi:g}")
     return value
@@ -63,9 +64,7 @@ def _tokens(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tupl
         try:
             values.append(validate_token(token, name))
         except InvalidNameError:
-            raise WarpSettingsError(
-                f"{name}: {token!r} is invalid; each comma-separated value must be {TOKEN_RULE}"
-            ) from None
+            raise WarpSettingsError(f"{name}: each comma-separated value must be {TOKEN_RULE}") from None
     return tuple(sorted(set(values)))
 
 
@@ -75,7 +74,7 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
-    raise WarpSettingsError(f"{name}: {raw!r} is not a boolean (use 1/0, true/false, yes/no)")
+    raise WarpSettingsError(f"{name}: must be a boolean (1/0, true/false, yes/no, on/off)")
 
 
 def _opaque(env: Mapping[str, str], name: str) -> str | None:
@@ -83,7 +82,7 @@ def _opaque(env: Mapping[str, str], name: str) -> str | None:
     if not raw:
         return None
     if _OPAQUE_ID.fullmatch(raw) is None:
-        raise WarpSettingsError(f"{name}: {raw!r} is invalid; must be {OPAQUE_ID_RULE}")
+        raise WarpSettingsError(f"{name}: must be {OPAQUE_ID_RULE}")
     return raw
 
 
@@ -100,7 +99,7 @@ def load_warp_settings(env: Mapping[str, str] | None = None) -> WarpSettings:
         scope = Scope(raw_scope)
     except ValueError:
         choices = ", ".join(s.value for s in Scope)
-        raise WarpSettingsError(f"LOOM_SCOPE: {raw_scope!r} is not one of {choices}") from None
+        raise WarpSettingsError(f"LOOM_SCOPE: must be one of {choices}") from None
     level = e.get("LOOM_LOG_LEVEL", "").strip().upper() or "INFO"
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise WarpSettingsError("LOOM_LOG_LEVEL: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")

@@ -14,6 +14,7 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from pydantic import ValidationError
 
+from shared.errors import NotFound
 from shared.jsraw import direct_get_batch, parse_timestamp
 from shared.models import ChannelMessage
 from shared.names import ProjectNames, validate_channel
@@ -24,9 +25,10 @@ MAX_PAGE = 200
 _SCAN_ROUNDS = 10
 
 
-class ChannelNotFound(LookupError):
+class ChannelNotFound(NotFound, LookupError):
     def __init__(self, channel: str) -> None:
-        super().__init__(f"channel: no channel {channel!r} in this project (no message was ever sent to it)")
+        super().__init__("no such channel in this project (no message was ever sent to it)", field="channel")
+        self.channel = channel
 
 
 @dataclass

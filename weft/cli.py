@@ -12,6 +12,7 @@ import typer
 import uvicorn
 from pydantic import ValidationError
 
+from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
 from shared.names import InvalidNameError, validate_project_id
 from shared.natsclient import NatsConnectError
@@ -40,12 +41,7 @@ def _settings(**overrides: object) -> WeftSettings:
     try:
         return WeftSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: "
-            + str(e.get("msg", "")).removeprefix("Value error, ")
-            for e in exc.errors()
-        )
-        _fail(f"invalid settings: {problems}")
+        _fail(f"invalid settings: {describe_problems(validation_problems(exc.errors()), limit=10)}")
     except (IdentityError, InvalidNameError) as exc:
         _fail(str(exc))
 

@@ -16,6 +16,12 @@ from weft.state import WeftState
 
 MAX_PAGE = 1000
 
+UNAUTHORIZED_MESSAGE = "a valid bearer token is required (Authorization: Bearer <token>)"
+WS_UNAUTHORIZED_MESSAGE = (
+    "a valid token is required (Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; "
+    "or Authorization: Bearer <token>)"
+)
+
 _bearer = HTTPBearer(auto_error=False, description="One of the tokens in WEFT_API_TOKENS")
 
 
@@ -45,23 +51,16 @@ async def require_token(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
     if not token_ok(state, credentials.credentials if credentials else None):
-        raise ApiError(
-            401,
-            "unauthorized",
-            "a valid bearer token is required (Authorization: Bearer <token>)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise ApiError("unauthorized", UNAUTHORIZED_MESSAGE, headers={"WWW-Authenticate": "Bearer"})
 
 
 def choose_project(state: WeftState, header: str | None, query: str | None) -> str:
     """The request's project: header or query (they must agree), else Weft's default."""
     if header and query and header != query:
         raise ApiError(
-            400,
             "invalid_project",
-            f"project: the X-Loom-Project header ({header!r}) and the project query parameter "
-            f"({query!r}) disagree",
-            {"field": "project"},
+            "the X-Loom-Project header and the project query parameter disagree; give one",
+            field="project",
         )
     chosen = header or query
     if not chosen:
@@ -69,9 +68,7 @@ def choose_project(state: WeftState, header: str | None, query: str | None) -> s
     try:
         return validate_project_id(chosen, "project")
     except InvalidNameError as exc:
-        raise ApiError(
-            400, "invalid_project", str(exc), {"field": "project", "rule": PROJECT_ID_RULE}
-        ) from None
+        raise ApiError("invalid_project", exc.message, field="project", rule=PROJECT_ID_RULE) from None
 
 
 async def get_project(

@@ -1,6 +1,9 @@
 """One error envelope for every failure: ``{"error": code, "message": ..., "details": ...}``.
 
-Caller mistakes are 4xx and name the field and the rule; anything that is
+Every anticipated failure is a :class:`shared.errors.LoomError` and goes
+through one handler: the status comes from its ``code`` (:data:`STATUS_FOR_CODE`),
+``details`` names its field (and rule). Caller mistakes are 4xx and name the
+field and the rule without repeating the rejected value; anything that is
 Weft's or NATS's fault is 5xx with a message that carries no secret.
 """
 
@@ -19,23 +22,25 @@ from nats.js.errors import APIError as JsApiError
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.names import InvalidNameError
-from shared.paging import CursorError
+from shared.errors import LoomError, validation_problems
+from shared.jsraw import JetStreamReplyError
 from shared.redact import redact
-from shared.registry import AgentNotFound
-from shared.work import WorkError
-from weft.channels import ChannelNotFound
-from weft.spinup.base import SpinupError
-from weft.targets.store import TargetError
 
 log = logging.getLogger("loom.weft")
 
-_STATUS_FOR_CODE = {
-    "invalid": 422,
+STATUS_FOR_CODE: dict[str, int] = {
+    "invalid": 400,
+    "invalid_cursor": 400,
+    "invalid_project": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
     "not_found": 404,
     "conflict": 409,
-    "forbidden": 403,
+    "spinup_unavailable": 409,
+    "validation_error": 422,
+    "unavailable": 503,
 }
+"""HTTP status of each error code; an unlisted code is a 400."""
 
 _CODE_FOR_STATUS = {
     400: "bad_request",
@@ -51,6 +56,8 @@ _CODE_FOR_STATUS = {
     429: "too_many_requests",
     503: "unavailable",
 }
+
+_LOCATIONS = ("body", "query", "path", "header", "cookie")
 
 
 class ErrorBody(BaseModel):
@@ -68,36 +75,50 @@ class FieldProblem(BaseModel):
     type: str
 
 
-class ApiError(Exception):
-    """Raised by routes and domain adapters; rendered as the envelope."""
+class ApiError(LoomError):
+    """A refusal only the HTTP layer makes (auth, the project header, request
+    validation): it can carry its own ``details`` and response ``headers``."""
 
     def __init__(
         self,
-        status: int,
         code: str,
         message: str,
+        *,
+        field: str | None = None,
+        rule: str | None = None,
         details: Any = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+        super().__init__(message, field=field, rule=rule, code=code)
         self.details = details
         self.headers = headers
+
+
+def http_status(exc: LoomError) -> int:
+    return STATUS_FOR_CODE.get(exc.code, 400)
+
+
+def error_details(exc: LoomError) -> Any:
+    if isinstance(exc, ApiError) and exc.details is not None:
+        return exc.details
+    if not exc.field:
+        return None
+    return {"field": exc.field, "rule": exc.rule} if exc.rule else {"field": exc.field}
+
+
+def error_body(exc: LoomError) -> ErrorBody:
+    """The envelope of ``exc`` (also used for the failed entries of batch routes)."""
+    return ErrorBody(error=exc.code, message=redact(exc.message), details=error_details(exc))
+
+
+def render(exc: LoomError) -> JSONResponse:
+    headers = exc.headers if isinstance(exc, ApiError) else None
+    return JSONResponse(status_code=http_status(exc), content=error_body(exc).model_dump(), headers=headers)
 
 
 def envelope(status: int, code: str, message: str, details: Any = None, **kw: Any) -> JSONResponse:
     body = {"error": code, "message": redact(message), "details": details}
     return JSONResponse(status_code=status, content=body, **kw)
-
-
-def _field_name(loc: Sequence[Any]) -> tuple[str, str]:
-    """(field, location) from a pydantic ``loc`` such as ("body", "config", "port")."""
-    parts = [str(p) for p in loc]
-    location = parts[0] if parts and parts[0] in ("body", "query", "path", "header", "cookie") else "body"
-    rest = parts[1:] if parts and parts[0] == location else parts
-    return (".".join(rest) or location), location
 
 
 def problems_from(errors: Sequence[Any], *, default_location: str | None = None) -> list[FieldProblem]:
@@ -107,11 +128,13 @@ def problems_from(errors: Sequence[Any], *, default_location: str | None = None)
         loc = tuple(err.get("loc") or ())
         if default_location is not None:
             loc = (default_location, *loc)
-        field, location = _field_name(loc)
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        location = loc[0] if loc and loc[0] in _LOCATIONS else "body"
+        rest = loc[1:] if loc and loc[0] == location else loc
         if err.get("type") == "json_invalid":  # loc holds a character offset, not a field
-            field, location = "body", "body"
-            message = f"not valid JSON (at character {loc[-1] if loc else 0})"
+            field, message = "body", f"not valid JSON (at character {loc[-1] if loc else 0})"
+        else:
+            problem = validation_problems([{**err, "loc": rest}])[0]
+            field, message = (problem.field if rest else location), problem.message
         out.append(
             FieldProblem(field=field, location=location, message=redact(message), type=err.get("type", ""))
         )
@@ -119,16 +142,13 @@ def problems_from(errors: Sequence[Any], *, default_location: str | None = None)
 
 
 def validation_error(problems: list[FieldProblem]) -> ApiError:
-    summary = "; ".join(
-        p.message if p.message.startswith(f"{p.field}:") else f"{p.field}: {p.message}" for p in problems[:5]
-    )
+    summary = "; ".join(f"{p.field}: {p.message}" for p in problems[:5])
     if len(problems) > 5:
         summary += f"; and {len(problems) - 5} more"
     return ApiError(
-        422,
         "validation_error",
         summary or "invalid request",
-        {"errors": [p.model_dump() for p in problems]},
+        details={"errors": [p.model_dump() for p in problems]},
     )
 
 
@@ -136,44 +156,22 @@ def from_pydantic(exc: ValidationError, location: str = "body") -> ApiError:
     return validation_error(problems_from(exc.errors(), default_location=location))
 
 
-def work_error(exc: WorkError) -> ApiError:
-    status = _STATUS_FOR_CODE.get(exc.code, 400)
-    details = {"field": exc.field} if exc.field else None
-    return ApiError(status, exc.code, exc.message, details)
-
-
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every failure into the envelope."""
 
-    async def api_error(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
-        return envelope(exc.status, exc.code, exc.message, exc.details, headers=exc.headers)
+    async def refused(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, LoomError)
+        return render(exc)
 
     async def request_validation(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        err = validation_error(problems_from(exc.errors()))
-        return envelope(err.status, err.code, err.message, err.details)
+        return render(validation_error(problems_from(exc.errors())))
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         code = _CODE_FOR_STATUS.get(exc.status_code, "error")
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return envelope(exc.status_code, code, message, headers=getattr(exc, "headers", None))
-
-    async def work_failure(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, WorkError)
-        err = work_error(exc)
-        return envelope(err.status, err.code, err.message, err.details)
-
-    async def bad_cursor(_: Request, exc: Exception) -> JSONResponse:
-        return envelope(400, "invalid_cursor", str(exc), {"field": "cursor"})
-
-    async def bad_name(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, InvalidNameError)
-        return envelope(400, "invalid", str(exc), {"field": exc.field, "rule": exc.rule})
-
-    async def unknown_agent(_: Request, exc: Exception) -> JSONResponse:
-        return envelope(404, "not_found", str(exc), {"field": "agent_id"})
 
     async def nats_down(_: Request, exc: Exception) -> JSONResponse:
         log.warning("NATS unavailable while serving a request: %s", redact(type(exc).__name__))
@@ -187,31 +185,13 @@ def install(app: FastAPI) -> None:
         log.exception("unhandled error: %s", redact(exc))
         return envelope(500, "internal", "Weft failed to handle this request; see its log")
 
-    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(LoomError, refused)
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(WorkError, work_failure)
-    app.add_exception_handler(CursorError, bad_cursor)
-    app.add_exception_handler(InvalidNameError, bad_name)
-    app.add_exception_handler(AgentNotFound, unknown_agent)
     for kind in (NatsTimeoutError, ConnectionClosedError, NoRespondersError, OutboundBufferLimitError):
         app.add_exception_handler(kind, nats_down)
-    app.add_exception_handler(JsApiError, js_failure)
-
-    async def target_failure(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, TargetError)
-        return envelope(exc.status, exc.code, exc.message, {"field": exc.field} if exc.field else None)
-
-    async def spinup_failure(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, SpinupError)
-        return envelope(exc.status, exc.code, exc.message, {"field": exc.field} if exc.field else None)
-
-    async def no_channel(_: Request, exc: Exception) -> JSONResponse:
-        return envelope(404, "not_found", str(exc), {"field": "channel"})
-
-    app.add_exception_handler(TargetError, target_failure)
-    app.add_exception_handler(SpinupError, spinup_failure)
-    app.add_exception_handler(ChannelNotFound, no_channel)
+    for refusal in (JsApiError, JetStreamReplyError):
+        app.add_exception_handler(refusal, js_failure)
     app.add_exception_handler(Exception, unexpected)
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
+from shared.errors import Invalid, shown_name
+from shared.redact import redact
 from weft.project import ProjectContext
 from weft.relay import Listener, RelayedEvent
 from weft.state import WeftState
@@ -54,7 +56,7 @@ DEFAULT_STATS_INTERVAL_S = 5.0
 MAX_SUBSCRIPTIONS = 32
 
 
-class ProtocolError(ValueError):
+class ProtocolError(Invalid, ValueError):
     """A client message or connect parameter we cannot act on; the message says why."""
 
 
@@ -88,7 +90,9 @@ class Subscription:
         unknown = sorted(set(filters) - FILTERS[topic])
         if unknown:
             allowed = ", ".join(sorted(FILTERS[topic]))
-            raise ProtocolError(f"filters.{unknown[0]}: not a filter of topic {topic!r} (allowed: {allowed})")
+            raise ProtocolError(
+                f"filters.{shown_name(unknown[0])}: not a filter of topic {topic!r} (allowed: {allowed})"
+            )
         sub = cls(id=sub_id, topic=topic)
         for key, raw in filters.items():
             if key == "interval_s":
@@ -175,12 +179,12 @@ def subscriptions_from_query(params: Mapping[str, str]) -> list[Subscription]:
     subs: list[Subscription] = []
     for index, topic in enumerate(dict.fromkeys(topics)):
         if topic not in TOPIC_KINDS:
-            raise ProtocolError(f"topics: {topic!r} is not one of {', '.join(TOPIC_KINDS)}")
+            raise ProtocolError(f"topics: each must be one of {', '.join(TOPIC_KINDS)}")
         applicable = {k: params[k] for k in filter_keys if k in FILTERS[topic]}
         subs.append(Subscription.parse(f"q{index}", topic, applicable))
     unused = sorted(filter_keys - set().union(*(FILTERS[s.topic] for s in subs)))
     if unused:
-        raise ProtocolError(f"{unused[0]}: not a filter of the requested topics")
+        raise ProtocolError(f"{shown_name(unused[0])}: not a filter of the requested topics")
     return subs
 
 
@@ -254,7 +258,7 @@ class Session:
             try:
                 await self._handle(text)
             except ProtocolError as exc:
-                await self.send({"type": "error", "error": "invalid", "message": str(exc)})
+                await self.send({"type": "error", "error": exc.code, "message": redact(exc.message)})
 
     async def _handle(self, text: str) -> None:
         try:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from shared.errors import shown_name
 from shuttle.app import JsonOpt, QuietOpt, out, state
 from shuttle.config import KEYS, config_path, mask, parse_value, update_file
 from shuttle.errors import UsageError
@@ -20,7 +21,7 @@ RevealOpt = Annotated[bool, typer.Option("--show-secrets", help="Print the token
 
 def _check_key(key: str) -> str:
     if key not in KEYS:
-        raise UsageError(f"config: unknown key {key!r} (known: {', '.join(KEYS)})")
+        raise UsageError(f"config: unknown key {shown_name(key)!r} (known: {', '.join(KEYS)})")
     return key
 
 

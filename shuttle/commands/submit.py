@@ -52,7 +52,7 @@ def _int(text: str, field: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise v.Invalid(f"{field}: {text!r} is not a whole number") from None
+        raise v.Invalid(f"{field}: must be a whole number") from None
 
 
 def _submit_all(client: WeftClient, batch: list[dict[str, Any]], o: Out) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from shared.errors import parse_problem
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
 from shuttle.client import seg
 from shuttle.errors import UsageError
@@ -113,7 +114,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     for raw in values or []:
         key, sep, value = raw.partition("=")
         if not sep or not key:
-            raise UsageError(f"{flag}: {raw!r} must be KEY=VALUE")
+            raise UsageError(f"{flag}: must be KEY=VALUE")
         out_[key] = value
     return out_
 
@@ -127,7 +128,7 @@ def _mechanism_config(flags: dict[str, Any]) -> dict[str, Any]:
         try:
             config["command"] = shlex.split(flags["command"])
         except ValueError as exc:
-            raise UsageError(f"--command: cannot split {flags['command']!r} ({exc})") from None
+            raise UsageError(f"--command: cannot split it into words ({exc})") from None
     for flag, key in CONFIG_KEYS.items():
         if flags.get(flag) is not None:
             config[key] = flags[flag]
@@ -147,7 +148,7 @@ def _load_spec(path: str) -> dict[str, Any]:
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"--from-file {path}: cannot read it ({exc.strerror or exc})") from None
+        raise UsageError(f"--from-file: cannot read it ({exc.strerror or type(exc).__name__})") from None
     data: Any
     if path.endswith((".yaml", ".yml")):
         import yaml
@@ -155,12 +156,12 @@ def _load_spec(path: str) -> dict[str, Any]:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise UsageError(f"--from-file {path}: not valid YAML ({' '.join(str(exc).split())})") from None
+            raise UsageError(f"--from-file {path}: not valid YAML ({parse_problem(exc)})") from None
     else:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise UsageError(f"--from-file {path}: not valid JSON ({exc})") from None
+            raise UsageError(f"--from-file {path}: not valid JSON ({parse_problem(exc)})") from None
     if not isinstance(data, dict):
         raise UsageError(f"--from-file {path}: must hold one target object (name, mechanism, config, ...)")
     return data
@@ -294,11 +295,8 @@ def add_cmd(
     if mechanism is not None:
         spec["mechanism"] = mechanism
     if spec.get("mechanism") not in MECHANISMS:
-        given = spec.get("mechanism")
-        raise UsageError(
-            f"--mechanism: {'is required' if given is None else repr(given) + ' is invalid'}; "
-            f"must be one of {', '.join(MECHANISMS)}"
-        )
+        problem = "is required" if spec.get("mechanism") is None else "is invalid"
+        raise UsageError(f"--mechanism: {problem}; must be one of {', '.join(MECHANISMS)}")
     if not spec.get("name"):
         raise UsageError("NAME is required (or a name in --from-file)")
     spec.update(_common(agent_type, capability, boundary, max_concurrent, cooldown, idle_timeout, tag))
@@ -385,7 +383,7 @@ def remove_cmd(
         import sys
 
         if not sys.stdin.isatty():
-            raise UsageError(f"refusing to remove {target!r} without --yes (stdin is not a terminal)")
+            raise UsageError("refusing to remove the target without --yes (stdin is not a terminal)")
         typer.confirm(f"Remove target {target}?", abort=True)
     result = state(ctx).client().delete(f"/api/targets/{seg(target)}")
     o = out(ctx, json_out, quiet)

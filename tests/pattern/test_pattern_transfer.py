@@ -96,7 +96,7 @@ async def test_import_refusals(make_service, project_id: str, project_path: Path
     write(root, "version.json", {"format": "loom-pattern-memories", "version": 99, "memories": []})
     write(root, "memories.json", {"format": "loom-pattern-memories", "version": 1, "memories": {}})
     cases = {
-        "missing.json": (NotFoundError, "no file"),
+        "missing.json": (NotFoundError, "no such file"),
         "broken.json": (InvalidInputError, "not valid JSON"),
         "list.json": (InvalidInputError, "JSON object"),
         "format.json": (InvalidInputError, "format"),
@@ -108,6 +108,7 @@ async def test_import_refusals(make_service, project_id: str, project_path: Path
         with pytest.raises(error) as err:
             await a.import_memories(ImportInput(path=path))
         assert str(err.value).startswith("path:") and words in str(err.value), path
+        assert path not in str(err.value) and "other" not in str(err.value)  # the input is not repeated
 
     small = await make_service(
         make_identity(project_id, project_path),

@@ -521,7 +521,7 @@ def test_parse_url_ipv6() -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("http://h:1", "scheme 'http' is not supported"),
+        ("http://h:1", "must start with nats://, tls://, ws:// or wss://"),
         ("nats://", "has no host"),
         ("nats://bob:secret-x@:4222", "has no host"),
         ("nats://a:1,ws://b:2", "cannot mix WebSocket and TCP"),

@@ -83,6 +83,39 @@ def test_ordinary_text_untouched(text: str) -> None:
 def test_bearer_tokens() -> None:
     assert redact("Authorization: Bearer abc.DEF-123_x/y+z=") == "Authorization: Bearer ***"
     assert redact("got bearer xyz from header") == "got bearer *** from header"
+    assert redact("bearer tokenABC9") == "bearer ***"  # only the bare word is prose
+    assert redact("bearer token.x9") == "bearer ***"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Weft's and Shuttle's own auth failures (issue 21: "a valid bearer *** is required")
+        "a valid bearer token is required (Authorization: Bearer <token>)",
+        "a valid token is required (Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; "
+        "or Authorization: Bearer <token>)",
+        "Bearer tokens are compared in constant time",
+        "api_token: must be 1-4096 printable characters without spaces",
+        "password: is required",
+        "token: not set",
+        "a valid token is required (?token= or Sec-WebSocket-Protocol)",
+    ],
+)
+def test_our_own_words_are_not_masked(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("token: must9", "token: ***"),
+        ("password=is-it", "password=***"),
+        ("?token=<script>x", "?token=***"),
+        ("Bearer <token>x", "Bearer <token>x"),  # no credential characters after "Bearer "
+    ],
+)
+def test_near_misses_of_prose_are_still_masked(text: str, expected: str) -> None:
+    assert redact(text) == expected
 
 
 def test_registered_secrets_masked_anywhere() -> None:

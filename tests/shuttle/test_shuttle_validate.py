@@ -52,7 +52,7 @@ def test_submission_fills_task_id_and_drops_nones() -> None:
         v.submission({"description": "x", "capability": "code", "task_id": "x" * 201})
     with pytest.raises(UsageError, match="description: must be non-empty"):
         v.submission({"description": "   ", "capability": "code"})
-    with pytest.raises(UsageError, match="max_attempts: True is invalid"):
+    with pytest.raises(UsageError, match="max_attempts: must be an integer from 1 to 100"):
         v.submission({"description": "x", "capability": "code", "max_attempts": True})
 
 

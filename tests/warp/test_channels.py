@@ -154,7 +154,7 @@ async def test_scope_private_and_personal(nc: NatsClient, project_id: str, proje
 
 async def test_errors_name_the_field(nc: NatsClient, project_id: str, project_dir: Path) -> None:
     svc = service(nc, project_id, project_dir)
-    with pytest.raises(NotFound, match="channel: 'nope' is not a configured channel"):
+    with pytest.raises(NotFound, match=r"^channel: not a configured channel"):
         await send(svc, "nope", "x")
     with pytest.raises(InvalidNameError, match="channel"):
         await send(svc, "Bad!", "x")

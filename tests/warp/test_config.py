@@ -72,7 +72,7 @@ def test_home_config_is_not_mistaken_for_a_project_file(home: Path) -> None:
         (json.dumps({"channels": {"ops": {"max_messages": 0}}}), "channels.ops.max_messages"),
         (json.dumps({"channels": {"ops": {"max_bytes": "lots"}}}), "channels.ops.max_bytes"),
         (json.dumps({"channels": {"ops": {"colour": "red"}}}), "channels.ops.colour"),
-        (json.dumps({"channels": {"Bad Name": {}}}), "channels.Bad Name: invalid channel name"),
+        (json.dumps({"channels": {"Bad9Name": {}}}), "channels.*: invalid channel name"),
         (json.dumps({"channels": ["roadmap"]}), "channels"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -10,6 +11,17 @@ from websockets.exceptions import InvalidStatus
 from weft_helpers import WsClient, ws_connect
 
 TOKENS = "first-token,second-token"
+REST_401 = {
+    "error": "unauthorized",
+    "message": "a valid bearer token is required (Authorization: Bearer <token>)",
+    "details": None,
+}
+WS_401 = {
+    "error": "unauthorized",
+    "message": "a valid token is required (Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; "
+    "or Authorization: Bearer <token>)",
+    "details": None,
+}
 
 
 def api_operations(openapi: dict[str, Any]) -> list[tuple[str, str]]:
@@ -32,13 +44,19 @@ async def test_every_api_route_needs_a_valid_token(weft_factory: Any, project_id
             for method, path in operations:
                 response = await anonymous.request(method, path, json={})
                 assert response.status_code == 401, (method, path, response.status_code)
-                assert response.json()["error"] == "unauthorized"
+                assert response.json() == REST_401, (method, path)  # exact: nothing masked by redaction
                 assert response.headers["www-authenticate"] == "Bearer"
             assert (await anonymous.get("/health")).status_code == 200
             assert (await anonymous.get("/metrics")).status_code == 200
         async with weft.client(token="wrong-token") as wrong:
             for method, path in operations:
-                assert (await wrong.request(method, path, json={})).status_code == 401, (method, path)
+                response = await wrong.request(method, path, json={})
+                assert (response.status_code, response.json()) == (401, REST_401), (method, path)
+        async with weft.client() as other_scheme:
+            response = await other_scheme.get(
+                "/api/work", headers={"Authorization": "Basic Zmlyc3QtdG9rZW4="}
+            )
+            assert (response.status_code, response.json()) == (401, REST_401)
         for token in TOKENS.split(","):
             async with weft.client(token=token) as allowed:
                 for method, path in operations:
@@ -63,15 +81,18 @@ async def test_websocket_rejects_bad_or_missing_token_and_accepts_good_ones(
     weft_factory: Any, project_id: str
 ) -> None:
     async with weft_factory(project_id=project_id, api_tokens=TOKENS) as weft:
-        for url in (f"{weft.ws_url}/api/ws", f"{weft.ws_url}/api/ws?token=nope"):
+        url = f"{weft.ws_url}/api/ws"
+        for attempt in (
+            {"url": url},
+            {"url": f"{url}?token=nope"},
+            {"url": url, "subprotocols": ["bearer", "nope"]},
+            {"url": url, "additional_headers": {"Authorization": "Bearer nope"}},
+        ):
             with pytest.raises(InvalidStatus) as refused:
-                async with ws_connect(url):
+                async with ws_connect(**attempt):
                     pass
-            assert refused.value.response.status_code == 401
-            assert b"unauthorized" in refused.value.response.body
-        with pytest.raises(InvalidStatus):
-            async with ws_connect(f"{weft.ws_url}/api/ws", subprotocols=["bearer", "nope"]):  # type: ignore[list-item]
-                pass
+            assert refused.value.response.status_code == 401, attempt
+            assert json.loads(refused.value.response.body) == WS_401, attempt
         async with ws_connect(f"{weft.ws_url}/api/ws?token=first-token") as conn:
             assert (await WsClient(conn).next_of("welcome"))["project_id"] == project_id
         async with ws_connect(f"{weft.ws_url}/api/ws", subprotocols=["bearer", "second-token"]) as conn:  # type: ignore[list-item]

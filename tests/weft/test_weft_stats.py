@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from weft_helpers import claimant, eventually, register
+from weft_helpers import channel, claimant, eventually, register
 
-from shared.jsutil import ensure_stream
 from shared.models import AgentStatus, ChannelMessage
 from shared.names import ProjectNames
 from shared.work import WorkQueue
@@ -72,21 +70,6 @@ async def test_projects_lists_every_project_with_data(
     assert (
         names.work_stream in by_id[other]["streams"] and names.work_records_bucket in by_id[other]["buckets"]
     )
-
-
-async def channel(nc: NatsClient, project: str, name: str) -> str:
-    names = ProjectNames(project)
-    await ensure_stream(
-        nc.jetstream(),
-        StreamConfig(
-            name=names.channel_stream(name),
-            subjects=[names.channel_subject(name)],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            allow_direct=True,
-        ),
-    )
-    return names.channel_subject(name)
 
 
 async def test_channels_and_paged_messages(api: Any, nc: NatsClient, project_id: str) -> None:

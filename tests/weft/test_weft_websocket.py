@@ -85,13 +85,15 @@ async def test_server_pings_and_stats_topic(weft_factory: Any, project_id: str) 
 
 
 async def test_bad_connect_parameters_are_refused(weft: Any) -> None:
-    for query, words in (
-        ("topics=weather", b"weather"),
-        ("topics=work&colour=red", b"colour"),
-        ("project=Bad!", b"invalid_project"),
+    for query, words, rejected in (
+        ("topics=weather", b"topics: each must be one of", b"weather"),
+        ("topics=work&colour=red", b"colour: not a filter", b"red"),
+        ("project=Bad9Token", b"invalid_project", b"Bad9Token"),
+        ("topics=work&X9secretKey=1", b"*: not a filter", b"X9secretKey"),
     ):
         with pytest.raises(InvalidStatus) as refused:
             async with ws_connect(f"{weft.ws_url}/api/ws?{query}"):
                 pass
         assert refused.value.response.status_code == 400
         assert words in refused.value.response.body
+        assert rejected not in refused.value.response.body  # rejected input is never echoed

@@ -10,8 +10,10 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from nats.aio.client import Client as NatsClient
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from websockets.asyncio.client import ClientConnection, connect
 
+from shared.jsutil import ensure_stream
 from shared.models import AgentEntry, AgentStatus, utcnow
 from shared.names import ProjectNames
 from shared.registry import Registry
@@ -137,3 +139,19 @@ def actions(events: list[dict[str, Any]], subject_id: str | None = None) -> list
     return [
         f"{e['kind']}.{e['action']}" for e in events if subject_id is None or e["subject_id"] == subject_id
     ]
+
+
+async def channel(nc: NatsClient, project: str, name: str) -> str:
+    """Create a channel's stream the way Warp does; returns its subject."""
+    names = ProjectNames(project)
+    await ensure_stream(
+        nc.jetstream(),
+        StreamConfig(
+            name=names.channel_stream(name),
+            subjects=[names.channel_subject(name)],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            allow_direct=True,
+        ),
+    )
+    return names.channel_subject(name)

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ErrorType
 
+from shared.errors import safe_loc, without_value
 from warp.errors import describe
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class _StrictMetadata(FuncMetadata):
             raise ValidationError.from_exception_data(
                 model.__name__,
                 [
-                    {"type": "extra_forbidden", "loc": (key,), "input": arguments_to_validate[key]}
+                    {"type": "extra_forbidden", "loc": safe_loc((key,)), "input": arguments_to_validate[key]}
                     for key in unknown
                 ],
                 hide_input=True,
@@ -76,11 +77,13 @@ class _StrictMetadata(FuncMetadata):
 
 
 def _detail(err: ErrorDetails) -> InitErrorDetails:
-    detail: InitErrorDetails = {"type": err["type"], "loc": err["loc"], "input": err.get("input")}
+    """The same error with a loc fit to show, and a message without the rejected value."""
+    detail: InitErrorDetails = {"type": err["type"], "loc": safe_loc(err["loc"]), "input": err.get("input")}
     if "ctx" in err:
         detail["ctx"] = err["ctx"]
     if err["type"] not in _KNOWN_TYPES:
-        detail["type"] = PydanticCustomError("invalid", err["msg"])
+        message = without_value(err["msg"].removeprefix("Value error, "), err.get("input"))
+        detail["type"] = PydanticCustomError("invalid", message)
         detail.pop("ctx", None)
     return detail
 

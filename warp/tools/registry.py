@@ -198,7 +198,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
                 return result(out, agent_text(out))
         if target == svc.agent_id:
             raise NotFound("you are not registered yet; call warp_registry_register", field="agent_id")
-        raise NotFound(f"no agent {target} that you can see is registered", field="agent_id")
+        raise NotFound("no agent with this id that you can see is registered", field="agent_id")
 
     async def warp_registry_update_presence(
         status: Annotated[

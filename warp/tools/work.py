@@ -144,8 +144,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         if capability is not None:
             if capability not in caps:
                 raise Conflict(
-                    f"{capability!r} is not one of your registered capabilities "
-                    f"({', '.join(caps) or 'none'})",
+                    f"is not one of your registered capabilities ({', '.join(caps) or 'none'})",
                     field="capability",
                 )
             caps = (capability,)

@@ -12,7 +12,7 @@ from shared.names import validate_agent_type, validate_boundary, validate_capabi
 from shared.registry import AgentNotFound
 from weft.agents import AgentQuery, AgentState
 from weft.deps import Cursor, Limit, ProjectDep, require_token
-from weft.errors import ERROR_RESPONSES, ErrorBody
+from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, AgentId
 from weft.schemas import BatchOut, BatchResult, PageOut
 
@@ -83,9 +83,7 @@ async def shutdown_batch(body: ShutdownBatchRequest, project: ProjectDep) -> Bat
         try:
             state = await project.agents.request_shutdown(agent_id, reason=body.reason, grace_s=body.grace_s)
         except AgentNotFound as exc:
-            results.append(
-                BatchResult(id=agent_id, ok=False, error=ErrorBody(error="not_found", message=str(exc)))
-            )
+            results.append(BatchResult(id=agent_id, ok=False, error=error_body(exc)))
         else:
             results.append(BatchResult(id=agent_id, ok=True, status=state.status.value))
     return BatchOut.of(results)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.errors import LoomError, without_given
 from shared.models import HealthCheck, SpinupOperation, Target, TargetSpec
 from shared.names import validate_capability
 from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
@@ -78,7 +79,10 @@ async def list_targets(
 
 @router.post("", response_model=Target, status_code=status.HTTP_201_CREATED, summary="Register a target")
 async def create_target(body: TargetIn, project: ProjectDep, state: StateDep) -> Target:
-    state.spinup.validate_target(body)
+    try:
+        state.spinup.validate_target(body)
+    except LoomError as exc:  # the mechanism's own checks may quote the config: never echo it
+        raise without_given(exc, body.config) from None
     return out(await project.targets.create(body))
 
 
@@ -96,6 +100,8 @@ async def patch_target(target: TargetRef, body: TargetPatch, project: ProjectDep
         return out(await project.targets.patch(target, changes, check=state.spinup.validate_target))
     except ValidationError as exc:  # the merged spec is invalid: name the field
         raise from_pydantic(exc) from None
+    except LoomError as exc:  # the mechanism's own checks may quote the config: never echo it
+        raise without_given(exc, changes.get("config")) from None
 
 
 @router.delete("/{target}", response_model=Target, summary="Remove a target")

@@ -11,7 +11,7 @@ from shared.models import WorkItem, WorkStatus, WorkSubmission
 from shared.names import validate_agent_id, validate_boundary, validate_capability
 from shared.work import WorkError, WorkFilter
 from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
-from weft.errors import ERROR_RESPONSES, ErrorBody, work_error
+from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, WorkId
 from weft.schemas import BatchOut, BatchResult, PageOut
 
@@ -68,10 +68,7 @@ async def cancel_batch(body: CancelBatchRequest, project: ProjectDep) -> BatchOu
         try:
             item = await project.queue.cancel(work_id, reason=body.reason, by=SUBMITTED_BY)
         except WorkError as exc:
-            err = work_error(exc)
-            results.append(
-                BatchResult(id=work_id, ok=False, error=ErrorBody(error=err.code, message=err.message))
-            )
+            results.append(BatchResult(id=work_id, ok=False, error=error_body(exc)))
         else:
             results.append(BatchResult(id=work_id, ok=True, status=item.status.value))
     return BatchOut.of(results)

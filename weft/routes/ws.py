@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, WebSocket
 from fastapi.responses import JSONResponse
 
-from shared.redact import redact
-from weft.deps import choose_project, get_state, token_ok
-from weft.errors import ApiError
-from weft.websocket import ProtocolError, Session, subscriptions_from_query
+from shared.errors import LoomError
+from weft.deps import WS_UNAUTHORIZED_MESSAGE, choose_project, get_state, token_ok
+from weft.errors import error_body, http_status
+from weft.websocket import Session, subscriptions_from_query
 
 router = APIRouter()
 
@@ -29,12 +29,12 @@ def _token(ws: WebSocket) -> tuple[str | None, bool]:
     return None, False
 
 
-async def _deny(ws: WebSocket, status: int, code: str, message: str) -> None:
-    body = {"error": code, "message": redact(message), "details": None}
+async def _deny(ws: WebSocket, exc: LoomError) -> None:
+    body = error_body(exc).model_dump()
     try:
-        await ws.send_denial_response(JSONResponse(body, status_code=status))
+        await ws.send_denial_response(JSONResponse(body, status_code=http_status(exc)))
     except RuntimeError:  # a server without the denial-response extension: plain refusal
-        await ws.close(code=1008, reason=code)
+        await ws.close(code=1008, reason=exc.code)
 
 
 @router.websocket("/api/ws")
@@ -42,16 +42,13 @@ async def events_socket(ws: WebSocket) -> None:
     state = get_state(ws)
     token, via_protocol = _token(ws)
     if not token_ok(state, token):
-        await _deny(ws, 401, "unauthorized", "a valid token is required (?token= or Sec-WebSocket-Protocol)")
+        await _deny(ws, LoomError(WS_UNAUTHORIZED_MESSAGE, code="unauthorized"))
         return
     try:
         project_id = choose_project(state, ws.headers.get("x-loom-project"), ws.query_params.get("project"))
         initial = subscriptions_from_query(ws.query_params)
-    except ApiError as exc:
-        await _deny(ws, exc.status, exc.code, exc.message)
-        return
-    except ProtocolError as exc:
-        await _deny(ws, 400, "invalid", str(exc))
+    except LoomError as exc:
+        await _deny(ws, exc)
         return
     project = await state.hub.get(project_id)
     await ws.accept(subprotocol=BEARER_PROTOCOL if via_protocol else None)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from nats.js.errors import BucketNotFoundError, NotFoundError
 from pydantic import BaseModel, Field
 
+from shared.errors import Conflict
 from shared.models import SpinupOperation, Target, TargetHealth, TargetSpec, WorkItem, utcnow
 from weft.spinup.config import InvalidTargetConfig
 from weft.spinup.mechanisms import parse_config
@@ -29,23 +30,19 @@ if TYPE_CHECKING:
 WAITING_FOR_AGENT = "waiting for an agent"
 
 
-class SpinupError(Exception):
-    """A refused spin-up request; ``status`` is the HTTP status to answer with (4xx)."""
+class SpinupError(Conflict):
+    """A spin-up that cannot happen now (a ``conflict``, unless ``code`` says otherwise);
+    ``retry_after_s`` when waiting would help (a target cooling down)."""
 
     def __init__(
         self,
         message: str,
         *,
-        status: int = 409,
-        code: str = "conflict",
+        code: str | None = None,
         field: str | None = None,
         retry_after_s: float | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-        self.field = field
+        super().__init__(message, field=field, code=code)
         self.retry_after_s = retry_after_s
 
 
@@ -53,7 +50,6 @@ class SpinupUnavailable(SpinupError):
     def __init__(self) -> None:
         super().__init__(
             "no spin-up mechanism installed: this Weft can register targets but not start agents from them",
-            status=409,
             code="spinup_unavailable",
         )
 
@@ -64,7 +60,7 @@ class TargetConfigError(SpinupError):
 
     def __init__(self, exc: InvalidTargetConfig) -> None:
         first = exc.errors[0]
-        super().__init__(str(exc), status=422, code="validation_error", field=first.field)
+        super().__init__(str(exc), code="validation_error", field=first.field)
 
 
 def check_target(spec: TargetSpec) -> None:

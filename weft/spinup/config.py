@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from shared.errors import Invalid, shown_name
+
 M = TypeVar("M", bound="MechanismConfig")
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -65,7 +67,7 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
-class InvalidTargetConfig(ValueError):
+class InvalidTargetConfig(Invalid, ValueError):
     """A target config that does not fit its mechanism; ``errors`` name each field."""
 
     def __init__(self, errors: list[FieldError]) -> None:
@@ -112,9 +114,11 @@ class MechanismConfig(BaseModel):
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for key in v:
             if ENV_NAME.fullmatch(key) is None:
-                raise ValueError(f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+                raise ValueError(
+                    f"key {shown_name(key)} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+                )
             if key in RESERVED_ENV:
-                raise ValueError(f"{key!r} is set by Weft for every spawned agent and cannot be overridden")
+                raise ValueError(f"{key} is set by Weft for every spawned agent and cannot be overridden")
         return v
 
 
@@ -160,8 +164,8 @@ def check_placeholders(text: str, where: str | None = None) -> None:
     for name in PLACEHOLDER.findall(text):
         if name not in TEMPLATE_FIELDS:
             allowed = ", ".join("{" + f + "}" for f in TEMPLATE_FIELDS)
-            prefix = f"{where!r}: " if where else ""
-            raise ValueError(f"{prefix}unknown placeholder {{{name}}}; use {allowed}")
+            prefix = f"key {shown_name(where)}: " if where else ""
+            raise ValueError(f"{prefix}unknown placeholder {{{shown_name(name)}}}; use {allowed}")
 
 
 def secret_hint(key: str) -> str | None:

@@ -186,7 +186,7 @@ class SpinupManager:
         try:
             self.config_of(target)
         except InvalidTargetConfig as exc:
-            raise SpinupError(str(exc), status=422, code="invalid", field=exc.errors[0].field) from None
+            raise SpinupError(str(exc), code="invalid", field=exc.errors[0].field) from None
         outcome = await self._admit(target, work_id=work_id, reason="manual")
         if isinstance(outcome, Refusal):
             raise SpinupError(outcome.message, field="target", retry_after_s=outcome.retry_after_s)

@@ -25,11 +25,12 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, snapshot_keys
+from shared.errors import Conflict, NotFound
+from shared.jsutil import CAS_RETRIES, cas_backoff, create_if_absent, ensure_kv, get_or_none, snapshot_keys
 from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
 from weft.mirror import BucketMirror
@@ -41,14 +42,9 @@ LIVE_STATES = frozenset(set(SpinupState) - FINAL_STATES)
 """Counted against the target's ``max_concurrent``."""
 
 
-class SpinupStoreError(RuntimeError):
-    pass
-
-
-class SpinupNotFound(SpinupStoreError):
-    def __init__(self, spinup_id: str) -> None:
-        self.spinup_id = spinup_id
-        super().__init__(f"spinup_id: no spin-up operation {spinup_id!r} in this project")
+class SpinupNotFound(NotFound):
+    def __init__(self) -> None:
+        super().__init__("no spin-up operation with this id in this project", field="spinup_id")
 
 
 class SpinupRecord(LoomModel):
@@ -162,28 +158,19 @@ class SpinupStore:
 
     # -- admission ---------------------------------------------------------------
     async def _slot(self, target_id: str) -> tuple[TargetSlot, int | None]:
-        kv = await self.bucket()
-        try:
-            entry = await kv.get(_slot_key(target_id))
-        except KeyNotFoundError:
+        entry = await get_or_none(await self.bucket(), _slot_key(target_id))
+        if entry is None or entry.value is None:
             return TargetSlot(target_id=target_id), None
-        if not entry.value:
-            return TargetSlot(target_id=target_id), int(entry.revision or 0) or None
         return TargetSlot.model_validate_json(entry.value), int(entry.revision or 0)
 
     async def _write_slot(self, slot: TargetSlot, revision: int | None) -> bool:
         kv = await self.bucket()
+        if revision is None:
+            return await create_if_absent(kv, _slot_key(slot.target_id), slot.to_json_bytes())
         try:
-            if revision is None:
-                await kv.create(_slot_key(slot.target_id), slot.to_json_bytes())
-            else:
-                await kv.update(_slot_key(slot.target_id), slot.to_json_bytes(), last=revision)
+            await kv.update(_slot_key(slot.target_id), slot.to_json_bytes(), last=revision)
         except KeyWrongLastSequenceError:
             return False
-        except Exception as exc:  # create() on an existing key reports a wrong-last-sequence API error
-            if "wrong last sequence" in str(exc).lower() or "key exists" in str(exc).lower():
-                return False
-            raise
         return True
 
     async def slot(self, target_id: str) -> TargetSlot:
@@ -229,7 +216,7 @@ class SpinupStore:
             if not changed or await self._write_slot(slot, revision):
                 return slot
             await cas_backoff(attempt)
-        raise SpinupStoreError(f"target_id: could not update the slot of {target_id} under contention")
+        raise Conflict("the slot of this target is being changed concurrently; try again", field="target_id")
 
     # -- one start per waiting work item -------------------------------------------------
     async def reserve_work(self, work_id: str, spinup_id: str) -> str | None:
@@ -248,10 +235,9 @@ class SpinupStore:
         kv = await self.bucket()
         key = _work_key(work_id)
         for attempt in range(CAS_RETRIES):
-            try:
-                entry = await kv.get(key)
-            except KeyNotFoundError:
-                if await self._create(key, spinup_id.encode()):
+            entry = await get_or_none(kv, key)
+            if entry is None:
+                if await create_if_absent(kv, key, spinup_id.encode()):
                     return None
                 await cas_backoff(attempt)
                 continue
@@ -276,27 +262,12 @@ class SpinupStore:
         if not work_id:
             return
         kv = await self.bucket()
-        try:
-            entry = await kv.get(_work_key(work_id))
-        except KeyNotFoundError:
-            return
-        if (entry.value or b"").decode() == spinup_id:
+        entry = await get_or_none(kv, _work_key(work_id))
+        if entry is not None and (entry.value or b"").decode() == spinup_id:
             try:
                 await kv.purge(_work_key(work_id))
             except Exception:  # a racing writer took it over meanwhile: theirs now
                 return
-
-    async def _create(self, key: str, value: bytes) -> bool:
-        kv = await self.bucket()
-        try:
-            await kv.create(key, value)
-        except KeyWrongLastSequenceError:
-            return False
-        except Exception as exc:
-            if "wrong last sequence" in str(exc).lower() or "key exists" in str(exc).lower():
-                return False
-            raise
-        return True
 
     def known_slots(self) -> list[TargetSlot]:
         """The slots as the live copy has them (none without one): no round trip."""
@@ -311,17 +282,9 @@ class SpinupStore:
 
     # -- operations ----------------------------------------------------------------
     async def get(self, spinup_id: str) -> SpinupRecord:
-        kv = await self.bucket()
-        try:
-            entry = await kv.get(_op_key(spinup_id))
-        except KeyNotFoundError:
-            raise SpinupNotFound(spinup_id) from None
-        except Exception as exc:  # a malformed key
-            if "key" in str(exc).lower():
-                raise SpinupNotFound(spinup_id) from None
-            raise
-        if not entry.value:
-            raise SpinupNotFound(spinup_id)
+        entry = await get_or_none(await self.bucket(), _op_key(spinup_id))
+        if entry is None or entry.value is None:
+            raise SpinupNotFound()
         return SpinupRecord.model_validate_json(entry.value)
 
     async def mutate(
@@ -331,12 +294,9 @@ class SpinupStore:
         ``change`` returns None to leave the record as it is."""
         kv = await self.bucket()
         for attempt in range(CAS_RETRIES):
-            try:
-                entry = await kv.get(_op_key(spinup_id))
-            except KeyNotFoundError:
-                raise SpinupNotFound(spinup_id) from None
-            if not entry.value:
-                raise SpinupNotFound(spinup_id)
+            entry = await get_or_none(kv, _op_key(spinup_id))
+            if entry is None or entry.value is None:
+                raise SpinupNotFound()
             before = SpinupRecord.model_validate_json(entry.value)
             after = change(before.model_copy(deep=True))
             if after is None:
@@ -348,7 +308,7 @@ class SpinupStore:
                 await cas_backoff(attempt)
                 continue
             return before, after
-        raise SpinupStoreError(f"spinup_id: {spinup_id} is being changed concurrently")
+        raise Conflict("this spin-up operation is being changed concurrently; try again", field="spinup_id")
 
     async def all(self) -> list[SpinupRecord]:
         if self._copy is not None:

@@ -19,6 +19,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from shared.errors import Conflict, Invalid, NotFound, shown_name
 from shared.events import ensure_events_stream, publish_event
 from shared.jsutil import ensure_kv
 from shared.models import Target, TargetSpec, utcnow
@@ -34,35 +35,9 @@ _ID_LEN = 32
 SPEC_FIELDS = tuple(TargetSpec.model_fields)
 
 
-class TargetError(Exception):
-    status = 400
-    code = "invalid"
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
-class TargetNotFound(TargetError):
-    status = 404
-    code = "not_found"
-
-    def __init__(self, ref: str) -> None:
-        super().__init__(f"target: no target with id or name {ref!r} in this project", field="target")
-
-
-class TargetNameTaken(TargetError):
-    status = 409
-    code = "conflict"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"name: a target called {name!r} already exists in this project", field="name")
-
-
-class TargetConflict(TargetError):
-    status = 409
-    code = "conflict"
+class TargetNotFound(NotFound):
+    def __init__(self) -> None:
+        super().__init__("no target with this id or name in this project", field="target")
 
 
 def _target_key(target_id: str) -> str:
@@ -157,7 +132,7 @@ class TargetStore:
         for target in self.mirror.values():
             if target.name == ref:
                 return target
-        raise TargetNotFound(ref)
+        raise TargetNotFound()
 
     # -- writes --------------------------------------------------------------------
     async def _seen(self, revision: int) -> None:
@@ -187,13 +162,13 @@ class TargetStore:
             if owner == target_id:
                 return
             if owner and await self._exists(owner):
-                raise TargetNameTaken(name)
+                raise Conflict("a target with this name already exists in this project", field="name")
             try:  # a name left behind by an interrupted delete or rename: take it over
                 await self.kv.update(key, target_id.encode(), last=entry.revision)
                 return
             except KeyWrongLastSequenceError:
                 continue
-        raise TargetConflict(f"name: {name!r} is being changed concurrently; try again", field="name")
+        raise Conflict("this name is being changed concurrently; try again", field="name")
 
     async def _release_name(self, name: str, target_id: str) -> None:
         key = _name_key(name)
@@ -222,9 +197,9 @@ class TargetStore:
             try:
                 entry = await self.kv.get(key)
             except KeyNotFoundError:
-                raise TargetNotFound(ref) from None
+                raise TargetNotFound() from None
             if not entry.value:
-                raise TargetNotFound(ref)
+                raise TargetNotFound()
             before = Target.model_validate_json(entry.value)
             after = change(before.model_copy(deep=True))
             after.id, after.project_id, after.created_at = before.id, before.project_id, before.created_at
@@ -242,7 +217,7 @@ class TargetStore:
                 await self._release_name(before.name, before.id)
             await self._event(action, after, previous_name=before.name if after.name != before.name else None)
             return after
-        raise TargetConflict(f"target: {ref!r} is being changed concurrently; try again", field="target")
+        raise Conflict("this target is being changed concurrently; try again", field="target")
 
     async def record(self, ref: str, action: str, **fields: Any) -> Target:
         """Set fields Weft itself maintains (health verdicts, last start) and announce it
@@ -262,7 +237,7 @@ class TargetStore:
         """
         unknown = sorted(set(changes) - set(SPEC_FIELDS))
         if unknown:
-            raise TargetError(f"{unknown[0]}: not a target field", field=unknown[0])
+            raise Invalid("not a target field", field=shown_name(unknown[0]))
 
         def apply(target: Target) -> Target:
             spec = target.model_dump(include=set(SPEC_FIELDS))
@@ -290,7 +265,7 @@ class TargetStore:
             await self.kv.delete(_target_key(target.id))
             await self.mirror.sync()
         except KeyNotFoundError:
-            raise TargetNotFound(ref) from None
+            raise TargetNotFound() from None
         await self._release_name(target.name, target.id)
         await self._event("deleted", target)
         return target

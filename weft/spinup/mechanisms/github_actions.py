@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from pydantic import Field, field_validator
 
+from shared.errors import shown_name
 from shared.models import utcnow
 from weft.spinup.config import (
     MechanismConfig,
@@ -102,7 +103,7 @@ class GithubActionsConfig(MechanismConfig):
     def _inputs(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,99}", key) is None:
-                raise ValueError(f"{key!r} is not a workflow input name")
+                raise ValueError(f"key {shown_name(key)} is not a workflow input name")
             check_placeholders(value, key)
         return v
 

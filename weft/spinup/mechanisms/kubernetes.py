@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import Field, field_validator, model_validator
 
+from shared.errors import shown_name
 from shared.redact import register_secret
 from weft.spinup.config import (
     K8S_NAME,
@@ -96,11 +97,11 @@ class KubernetesConfig(MechanismConfig):
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             if not re.fullmatch(r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", key):
-                raise ValueError(f"{key!r} is not a valid label key")
+                raise ValueError(f"key {shown_name(key)} is not a valid label key")
             if key.startswith("loom.dev/"):
-                raise ValueError(f"{key!r}: the loom.dev/ labels are set by Weft")
+                raise ValueError("the loom.dev/ labels are set by Weft")
             if not re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", value):
-                raise ValueError(f"{key!r}: {value!r} is not a valid label value")
+                raise ValueError(f"the value of label {shown_name(key)} is not a valid label value")
         return v
 
     @model_validator(mode="after")

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, field_validator
 
+from shared.errors import shown_name
 from weft.spinup.config import (
     HEADER_NAME,
     SECRET_ENV_NAME,
@@ -72,9 +73,9 @@ class WebhookConfig(MechanismConfig):
     def _header_names(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             if HEADER_NAME.fullmatch(key) is None:
-                raise ValueError(f"{key!r} is not a valid header name")
+                raise ValueError(f"key {shown_name(key)} is not a valid header name")
             if "\n" in value or "\r" in value:
-                raise ValueError(f"{key!r}: header values must be one line")
+                raise ValueError(f"header {shown_name(key)}: header values must be one line")
         return v
 
     @field_validator("headers")
@@ -82,7 +83,9 @@ class WebhookConfig(MechanismConfig):
     def _no_secret_headers(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             if key.lower() in ("authorization", "proxy-authorization", "x-api-key", "cookie"):
-                raise ValueError(f"{key!r} carries a secret; name an environment variable in headers_env")
+                raise ValueError(
+                    f"header {shown_name(key)} carries a secret; name an environment variable in headers_env"
+                )
             check_placeholders(value, key)
         return v
 
@@ -91,7 +94,7 @@ class WebhookConfig(MechanismConfig):
     def _header_envs(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             if SECRET_ENV_NAME.fullmatch(value) is None:
-                raise ValueError(f"{key!r}: {SECRET_ENV_RULE}")
+                raise ValueError(f"header {shown_name(key)}: {SECRET_ENV_RULE}")
         return v
 
     @field_validator("body", "stop_body")
@@ -120,7 +123,7 @@ class WebhookConfig(MechanismConfig):
             raise ValueError("must list at least one status code")
         for code in v:
             if not 100 <= code <= 599:
-                raise ValueError(f"{code} is not an HTTP status code")
+                raise ValueError("every code must be an HTTP status code (100 to 599)")
         return sorted(set(v))
 
 
