@@ -80,10 +80,7 @@ async def test_crud_by_id_and_name(api: Any, nc: NatsClient, project_id: str) ->
         "total"
     ] == 3
     assert [
-        t["name"]
-        for t in (
-            await api.get("/api/targets", params={"mechanism": "local"})
-        ).json()["items"]
+        t["name"] for t in (await api.get("/api/targets", params={"mechanism": "local"})).json()["items"]
     ] == ["laptop"]
     assert [
         t["name"] for t in (await api.get("/api/targets", params={"capability": "docs"})).json()["items"]
@@ -201,3 +198,34 @@ async def test_test_and_spin_up_without_a_mechanism_are_a_clear_409(api: Any) ->
     assert (await api.post("/api/targets/nope/spin-up")).status_code == 404
     bad = await api.post("/api/targets/gh-runner/spin-up", json={"work_id": "zzz"})
     assert bad.status_code == 422 and bad.json()["details"]["errors"][0]["field"] == "work_id"
+
+
+async def test_two_replicas_deleting_at_once_delete_and_announce_once(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with (
+        weft_factory(project_id=project_id) as one,
+        weft_factory(project_id=project_id) as two,
+        one.client() as a,
+        two.client() as b,
+    ):
+        created = await a.post("/api/targets", json=spec())
+        target_id = created.json()["id"]
+        assert (await b.get(f"/api/targets/{target_id}")).status_code == 200  # both copies hold it
+        results = await asyncio.gather(
+            a.delete(f"/api/targets/{target_id}"), b.delete("/api/targets/gh-runner")
+        )
+        assert sorted(r.status_code for r in results) == [200, 404], [r.text for r in results]
+    js = nc.jetstream()
+    sub = await js.subscribe(ProjectNames(project_id).event_filter("target"), ordered_consumer=True)
+    deleted = 0
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=0.5)
+            except Exception:
+                break
+            deleted += b'"action":"deleted"' in msg.data
+    finally:
+        await sub.unsubscribe()
+    assert deleted == 1

@@ -8,20 +8,18 @@ even with several Weft replicas writing at once.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.errors import Conflict, Invalid, NotFound, shown_name
 from shared.events import ensure_events_stream, publish_event
-from shared.jsutil import ensure_kv
+from shared.jsutil import CAS_RETRIES, cas_backoff, create_if_absent, delete_unchanged, ensure_kv, get_or_none
 from shared.models import Target, TargetSpec, utcnow
 from shared.names import ProjectNames
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
@@ -30,7 +28,6 @@ from weft.targets.redaction import merge_masked, redact_config
 
 log = logging.getLogger("loom.weft.targets")
 
-_CAS_RETRIES = 20
 _ID_LEN = 32
 SPEC_FIELDS = tuple(TargetSpec.model_fields)
 
@@ -148,15 +145,11 @@ class TargetStore:
 
     async def _claim_name(self, name: str, target_id: str) -> None:
         key = _name_key(name)
-        for _ in range(_CAS_RETRIES):
-            try:
-                await self.kv.create(key, target_id.encode())
+        for attempt in range(CAS_RETRIES):
+            if await create_if_absent(self.kv, key, target_id.encode()):
                 return
-            except KeyWrongLastSequenceError:
-                pass
-            try:
-                entry = await self.kv.get(key)
-            except KeyNotFoundError:
+            entry = await get_or_none(self.kv, key)
+            if entry is None:
                 continue  # released meanwhile; try again
             owner = (entry.value or b"").decode()
             if owner == target_id:
@@ -167,25 +160,17 @@ class TargetStore:
                 await self.kv.update(key, target_id.encode(), last=entry.revision)
                 return
             except KeyWrongLastSequenceError:
-                continue
+                await cas_backoff(attempt)
         raise Conflict("this name is being changed concurrently; try again", field="name")
 
     async def _release_name(self, name: str, target_id: str) -> None:
         key = _name_key(name)
-        try:
-            entry = await self.kv.get(key)
-        except KeyNotFoundError:
-            return
-        if (entry.value or b"").decode() == target_id:
-            with contextlib.suppress(KeyWrongLastSequenceError):
-                await self.kv.delete(key, last=entry.revision)
+        entry = await get_or_none(self.kv, key)
+        if entry is not None and (entry.value or b"").decode() == target_id:
+            await delete_unchanged(self.kv, key, int(entry.revision or 0))  # changed: not ours now
 
     async def _exists(self, target_id: str) -> bool:
-        try:
-            entry = await self.kv.get(_target_key(target_id))
-        except KeyNotFoundError:
-            return False
-        return bool(entry.value)
+        return await get_or_none(self.kv, _target_key(target_id)) is not None
 
     async def update(
         self, ref: str, change: Callable[[Target], Target], *, action: str = "updated"
@@ -193,12 +178,9 @@ class TargetStore:
         """Compare-and-set ``change`` onto a target (renames keep the name index right)."""
         current = await self.resolve(ref)
         key = _target_key(current.id)
-        for attempt in range(_CAS_RETRIES):
-            try:
-                entry = await self.kv.get(key)
-            except KeyNotFoundError:
-                raise TargetNotFound() from None
-            if not entry.value:
+        for attempt in range(CAS_RETRIES):
+            entry = await get_or_none(self.kv, key)
+            if entry is None or entry.value is None:
                 raise TargetNotFound()
             before = Target.model_validate_json(entry.value)
             after = change(before.model_copy(deep=True))
@@ -211,7 +193,7 @@ class TargetStore:
             except KeyWrongLastSequenceError:
                 if after.name != before.name:
                     await self._release_name(after.name, after.id)
-                await asyncio.sleep(0.001 * (attempt + 1))
+                await cas_backoff(attempt)
                 continue
             if after.name != before.name:
                 await self._release_name(before.name, before.id)
@@ -261,11 +243,15 @@ class TargetStore:
 
     async def delete(self, ref: str) -> Target:
         target = await self.resolve(ref)
-        try:
-            await self.kv.delete(_target_key(target.id))
+        key = _target_key(target.id)
+        # compare-and-set on the revision the copy holds: of two replicas deleting at once,
+        # one deletes (and announces it) and the other answers 404 or 409
+        if not await delete_unchanged(self.kv, key, self.mirror.revision_of(key) or 0):
             await self.mirror.sync()
-        except KeyNotFoundError:
-            raise TargetNotFound() from None
+            if self.mirror.get(key) is None:
+                raise TargetNotFound()
+            raise Conflict("this target changed while being removed; try again", field="target")
+        await self.mirror.sync()
         await self._release_name(target.name, target.id)
         await self._event("deleted", target)
         return target
