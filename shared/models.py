@@ -332,8 +332,6 @@ class WorkItem(WorkSubmission):
 
 # -- targets and spin-up -------------------------------------------------------
 
-Mechanism = Literal["local", "ssh", "kubernetes", "github-actions", "webhook"]
-
 
 class TargetHealth(StrEnum):
     UNKNOWN = "unknown"
@@ -354,7 +352,8 @@ class TargetSpec(LoomModel):
     agent_type: Token = "generic"
     capabilities: list[Token] = Field(default_factory=list)
     boundaries: list[Token] = Field(default_factory=lambda: ["default"])
-    mechanism: Mechanism
+    mechanism: Token
+    """One of the spin-up mechanisms Weft offers (its registry decides which; ``GET /api/mechanisms``)."""
     config: dict[str, Any] = Field(default_factory=dict)
     max_concurrent: int = Field(default=1, ge=1, le=1000)
     cooldown_s: float = Field(default=0, ge=0, le=86_400)
@@ -367,6 +366,11 @@ class TargetSpec(LoomModel):
     @classmethod
     def _name(cls, v: str) -> str:
         return names.validate_token(v, "name")
+
+    @field_validator("mechanism")
+    @classmethod
+    def _mechanism(cls, v: str) -> str:
+        return names.validate_token(v, "mechanism")
 
     @field_validator("agent_type")
     @classmethod

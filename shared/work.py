@@ -496,6 +496,19 @@ def discard(record: WorkRecord, dlq_seq: int, now: datetime) -> Change:
     return Change(new, (WorkEvent("discarded"),), drop_dlq_seq=dlq_seq)
 
 
+def note_waiting(record: WorkRecord, reason: str | None, now: datetime) -> Change:
+    """Why a waiting item still waits (None: it no longer does, an agent can take it).
+
+    Only while the item can be claimed, and only a new reason: every sweep that finds the
+    item still waiting asks again, and a changed reason is a ``work.waiting`` event."""
+    if record.item.status not in CLAIMABLE or record.item.waiting_reason == reason:
+        return Change()
+    new, item = _fork(record, now)
+    item.waiting_reason = reason
+    events = () if reason is None else (WorkEvent("waiting", {"reason": reason}),)
+    return Change(new, events)
+
+
 class WorkQueue:
     """All work operations for one project."""
 
@@ -945,6 +958,19 @@ class WorkQueue:
             await self._announce(change.events, change.record.item)
             expired.append(change.record.item)
         return expired
+
+    async def set_waiting_reason(self, work_id: str, reason: str | None) -> WorkItem | None:
+        """Record why an item is still waiting (see :func:`note_waiting`); the updated item,
+        or None when nothing changed (same reason, claimed meanwhile, or gone)."""
+        now = utcnow()
+        try:
+            _, change = await self._mutate(work_id, lambda r: note_waiting(r, reason, now))
+        except WorkNotFound:
+            return None
+        if change.record is None:
+            return None
+        await self._announce(change.events, change.record.item)
+        return change.record.item
 
     async def retry(self, work_id: str) -> WorkItem:
         """Back to the queue with attempts reset, from ``failed`` or ``dead-lettered``."""

@@ -25,6 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from shared.errors import Conflict
 from shared.identity import Identity
 from shared.jsutil import ensure_kv
 from shared.models import utcnow
@@ -39,8 +40,8 @@ PROCESS_NONCE = uuid.uuid4().hex
 """Identifies this process's locks, so a retried start-up finds its own lock again."""
 
 
-class InstanceError(RuntimeError):
-    pass
+class InstanceError(Conflict):
+    """No instance id is free: too many live Warp processes in one folder."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from shared.models import AgentEntry, AgentStatus, ControlRequest, utcnow
 from shared.names import ProjectNames, validate_agent_id
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
 from shared.registry import AgentNotFound
-from weft.mirror import BucketMirror, Slot
+from weft.mirror import BucketMirror, Slot, model_parser
 from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.agents")
@@ -67,10 +67,6 @@ class AgentState:
     stale: bool
 
 
-def _parse(raw: bytes) -> AgentEntry:
-    return AgentEntry.model_validate_json(raw)
-
-
 class AgentDirectory:
     """Registry mirror + derived agent events + shutdown requests for one project."""
 
@@ -85,7 +81,14 @@ class AgentDirectory:
 
     async def start(self, stale_check_interval_s: float = 1.0) -> None:
         kv = await ensure_kv(self._js, self.names.registry_bucket, description="Loom agents")
-        self._mirror = BucketMirror(self._js, kv, self.names.registry_bucket, _parse, on_change=self._changed)
+        self._mirror = BucketMirror(
+            self._js,
+            kv,
+            self.names.registry_bucket,
+            model_parser(AgentEntry),
+            on_change=self._changed,
+            nc=self._nc,
+        )
         await self._mirror.start()
         self._task = asyncio.create_task(
             self._watch_staleness(stale_check_interval_s), name=f"stale:{self.names.project_id}"
@@ -169,26 +172,27 @@ class AgentDirectory:
         initial: bool,
     ) -> None:
         if initial:
-            if after is not None:
-                entry = self.mirror.value_of(after)
-                if entry.is_stale():  # already offline before we started: nothing new to say
-                    self._stale_reported[key] = after.revision
+            entry = None if after is None else self.mirror.value_of(key, after)
+            if entry is not None and entry.is_stale():  # already offline before we started: nothing new
+                self._stale_reported[key] = after.revision if after is not None else 0
             return
         if after is None:
-            if before is not None:
-                entry = self.mirror.value_of(before)
+            gone = None if before is None else self.mirror.value_of(key, before)
+            if before is not None and gone is not None:
                 self._stale_reported.pop(key, None)
                 await self._publish(
-                    "deregistered", entry, AgentStatus.OFFLINE, msg_id=f"{key}.{before.revision}.deleted"
+                    "deregistered", gone, AgentStatus.OFFLINE, msg_id=f"{key}.{before.revision}.deleted"
                 )
             return
-        entry = self.mirror.value_of(after)
+        entry = self.mirror.value_of(key, after)
+        if entry is None:
+            return
         msg_id = f"{key}.{after.revision}"
         effective = AgentStatus.OFFLINE if entry.is_stale() else entry.status
-        if before is None:
+        previous = None if before is None else self.mirror.value_of(key, before)
+        if previous is None:
             await self._publish("registered", entry, effective, msg_id=msg_id)
             return
-        previous = self.mirror.value_of(before)
         was_stale = key in self._stale_reported
         if not entry.is_stale():
             self._stale_reported.pop(key, None)

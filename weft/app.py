@@ -20,7 +20,7 @@ from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
 from weft.project import ProjectHub
-from weft.routes import agents, channels, dlq, health, stats, targets, work, ws
+from weft.routes import agents, channels, dlq, health, mechanisms, stats, targets, work, ws
 from weft.routing import Router
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
@@ -77,15 +77,15 @@ def create_app(
             connection = nc
             info = NatsInfo(url="(provided connection)", embedded=False)
         metrics: Metrics = app.state.metrics
-        hub = ProjectHub(connection, config, metrics, policy)
+        hub = ProjectHub(connection, config, metrics, policy, attach=service.attach)
         state = WeftState(
             settings=config, hub=hub, router=Router(service), spinup=service, metrics=metrics, nats=info
         )
         app.state.weft = state
         sweeper: asyncio.Task[None] | None = None
         try:
-            await hub.get(config.project_id)
             await service.start(hub)
+            await hub.get(config.project_id)
             sweeper = asyncio.create_task(run_sweeper(hub, state.router, config), name="sweeper")
             if config.banner:
                 print_banner(config, info, policy)
@@ -115,7 +115,7 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     app.add_middleware(RequestTimer, metrics=app.state.metrics)
-    for module in (health, agents, work, dlq, targets, stats, channels, ws):
+    for module in (health, agents, work, dlq, targets, mechanisms, stats, channels, ws):
         app.include_router(module.router)
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=docs_deps)

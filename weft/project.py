@@ -1,9 +1,15 @@
 """Per-project services, started lazily the first time a request names a project.
 
-A :class:`ProjectContext` bundles everything Weft does for one project (work
-queue, registry mirror, work index, targets, events relay) over the one NATS
-connection; the :class:`ProjectHub` creates them on demand, publishes the
-boundary policy to each, and drops the least recently used beyond a cap.
+A :class:`ProjectContext` bundles everything Weft does for one project over the
+one NATS connection: the work queue, and one copy of each of the project's
+buckets (agent registry, work records, targets), which routing, listings, the
+sweeper and spin-up all read. The spin-up service adds its own part for the
+project when the context starts (:meth:`~weft.spinup.base.SpinupService.attach`);
+it reads the same copies instead of keeping its own.
+
+The :class:`ProjectHub` creates contexts on demand, publishes the boundary
+policy to each, and drops the least recently used beyond a cap (never one
+whose spin-up part still has agents to look after).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -31,6 +39,19 @@ from weft.workview import WorkIndex
 log = logging.getLogger("loom.weft.project")
 
 
+class ProjectExtension(Protocol):
+    """What a service runs for one project, stopped with it."""
+
+    def busy(self) -> bool:
+        """True while stopping the project would leave something unattended."""
+        ...
+
+    async def stop(self) -> None: ...
+
+
+Attach = Callable[["ProjectContext"], Awaitable[ProjectExtension | None]]
+
+
 class ProjectContext:
     def __init__(self, nc: NatsClient, js: JetStreamContext, names: ProjectNames, metrics: Metrics) -> None:
         self.nc = nc
@@ -40,17 +61,20 @@ class ProjectContext:
         self.queue = WorkQueue(nc, names, js=js)
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
-        self.work = WorkIndex(js, self.queue)
-        self.targets = TargetStore(js, names)
+        self.work = WorkIndex(nc, js, self.queue)
+        self.targets = TargetStore(nc, js, names)
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.relay = EventRelay(js, names, metrics)
+        self.extension: ProjectExtension | None = None
         self.last_used = time.monotonic()
 
     @property
     def project_id(self) -> str:
         return self.names.project_id
 
-    async def start(self, settings: WeftSettings, policy: BoundaryPolicy | None) -> None:
+    async def start(
+        self, settings: WeftSettings, policy: BoundaryPolicy | None, attach: Attach | None
+    ) -> None:
         await self.queue.ensure()
         if policy is not None:
             await publish_policy(await config_bucket(self.js, self.names), policy)
@@ -59,11 +83,17 @@ class ProjectContext:
         await self.agents.start(settings.stale_check_interval_s)
         await self.work.start()
         await self.targets.start()
+        if attach is not None:
+            self.extension = await attach(self)
+
+    def busy(self) -> bool:
+        return self.extension is not None and self.extension.busy()
 
     async def stop(self) -> None:
-        for part in (self.targets, self.work, self.agents, self.relay):
-            with contextlib.suppress(Exception):
-                await part.stop()
+        for part in (self.extension, self.targets, self.work, self.agents, self.relay):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    await part.stop()
 
 
 class ProjectHub:
@@ -73,6 +103,8 @@ class ProjectHub:
         settings: WeftSettings,
         metrics: Metrics,
         policy: BoundaryPolicy | None,
+        *,
+        attach: Attach | None = None,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
@@ -80,6 +112,7 @@ class ProjectHub:
         self.metrics = metrics
         self.policy = policy
         self.default_project = settings.project_id
+        self._attach = attach
         self._contexts: dict[str, ProjectContext] = {}
         self._starting: dict[str, asyncio.Task[ProjectContext]] = {}
         self._lock = asyncio.Lock()
@@ -103,7 +136,7 @@ class ProjectHub:
     async def _start(self, project_id: str) -> ProjectContext:
         context = ProjectContext(self.nc, self.js, ProjectNames(project_id), self.metrics)
         try:
-            await context.start(self.settings, self.policy)
+            await context.start(self.settings, self.policy, self._attach)
         except BaseException:
             await context.stop()
             raise
@@ -114,7 +147,9 @@ class ProjectHub:
 
     async def _evict(self) -> None:
         while len(self._contexts) > self.settings.max_projects:
-            candidates = [c for c in self._contexts.values() if c.project_id != self.default_project]
+            candidates = [
+                c for c in self._contexts.values() if c.project_id != self.default_project and not c.busy()
+            ]
             if not candidates:
                 return
             oldest = min(candidates, key=lambda c: c.last_used)

@@ -7,15 +7,13 @@ instead of assuming it saw every change.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from datetime import datetime
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
-from shared.events import publish_event
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.paging import Page, decode_cursor
 from shared.work import CLAIMABLE, WorkFilter, WorkQueue, WorkRecord, page_items
@@ -26,21 +24,22 @@ log = logging.getLogger("loom.weft.work")
 _CAS_RETRIES = 20
 
 
-def _parse(raw: bytes) -> WorkItem:
+def _parse(_key: str, raw: bytes) -> WorkItem:
     return WorkRecord.model_validate_json(raw).item
 
 
 class WorkIndex:
     """Watch-backed copy of one project's work records (items only)."""
 
-    def __init__(self, js: JetStreamContext, queue: WorkQueue) -> None:
+    def __init__(self, nc: NatsClient, js: JetStreamContext, queue: WorkQueue) -> None:
+        self._nc = nc
         self._js = js
         self.queue = queue
         self._mirror: BucketMirror[WorkItem] | None = None
 
     async def start(self) -> None:
         kv = await self.queue.records_bucket()
-        self._mirror = BucketMirror(self._js, kv, self.queue.names.work_records_bucket, _parse)
+        self._mirror = BucketMirror(self._js, kv, self.queue.names.work_records_bucket, _parse, nc=self._nc)
         await self._mirror.start()
 
     async def stop(self) -> None:
@@ -73,42 +72,3 @@ class WorkIndex:
             i.status in CLAIMABLE and i.deadline is not None and i.deadline <= moment
             for i in self.mirror.values()
         )
-
-
-async def set_waiting_reason(
-    js: JetStreamContext, queue: WorkQueue, work_id: str, reason: str | None
-) -> WorkItem | None:
-    """Record why an item is still waiting (compare-and-set; only while it is claimable).
-
-    Returns the updated item, or None when nothing changed (already that reason,
-    claimed meanwhile, or gone). Publishes ``work.waiting`` when the reason changes.
-    """
-    kv = await queue.records_bucket()
-    for attempt in range(_CAS_RETRIES):
-        try:
-            entry = await kv.get(work_id)
-        except KeyNotFoundError:
-            return None
-        if not entry.value:
-            return None
-        record = WorkRecord.model_validate_json(entry.value)
-        if record.item.status not in CLAIMABLE or record.item.waiting_reason == reason:
-            return None
-        record.item.waiting_reason = reason
-        try:
-            await kv.update(work_id, record.to_json_bytes(), last=entry.revision)
-        except KeyWrongLastSequenceError:
-            await asyncio.sleep(0.001 * (attempt + 1))
-            continue
-        if reason is not None:
-            await publish_event(
-                js,
-                queue.names,
-                "work",
-                "waiting",
-                work_id,
-                {"item": record.item.model_dump(mode="json"), "reason": reason},
-            )
-        return record.item
-    log.info("waiting reason of %s not recorded: too many concurrent changes", work_id)
-    return None

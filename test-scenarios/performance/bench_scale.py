@@ -72,7 +72,7 @@ class _ProjectView:
 
 
 class _NoSpinup:
-    async def request_spinup(self, project: Any, item: Any, target: Any) -> None:
+    async def request_spinup(self, project: Any, item: Any) -> None:
         raise AssertionError("an eligible agent is online; routing must not ask for a spin-up")
 
 

@@ -23,18 +23,22 @@ import uuid
 from pathlib import Path
 
 from benchlib import BenchContext, BenchResult, summarize, time_async
+from nats.aio.client import Client as NatsClient
 from nats.js.api import KeyValueConfig, StreamConfig
 
-from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
+from shared.models import SpinupState, TargetSpec, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.natsclient import connect
 from shared.registry import Registry
+from shared.settings import NatsSettings
 from shared.work import WorkQueue
-from weft.spinup.config import validate_target_config
-from weft.spinup.selection import Need
-from weft.spinup.service import SpinupEngine
+from weft.eligibility import Need
+from weft.metrics import Metrics
+from weft.project import ProjectContext, ProjectHub
+from weft.settings import WeftSettings
+from weft.spinup.managed import ManagedSpinup
+from weft.spinup.mechanisms import validate_target_config
 from weft.spinup.settings import SpinupSettings
-from weft.spinup.targets import KvTargets
 
 ROOT = Path(__file__).resolve().parents[2]
 DECISION_TARGET_MS = 50.0
@@ -51,14 +55,26 @@ async def _wait(predicate, timeout: float = 60.0, interval: float = 0.005):  # t
         await asyncio.sleep(interval)
 
 
+async def _weft(nc: NatsClient, nats_url: str, settings: SpinupSettings, project: str) -> ProjectContext:
+    """Weft's project layer with managed spin-up on ``nc`` (no HTTP), serving ``project``."""
+    spinup = ManagedSpinup(settings, discover=False)
+    hub = ProjectHub(nc, WeftSettings(nats=NatsSettings(url=nats_url)), Metrics(), None, attach=spinup.attach)
+    await spinup.start(hub)
+    return await hub.get(project)
+
+
+async def _close(context: ProjectContext) -> None:
+    spinup = context.extension.owner  # type: ignore[union-attr]
+    await spinup.stop()
+    await spinup.hub.close()
+
+
 async def _end_to_end(ctx: BenchContext, runs: int) -> dict[str, list[float]]:
     nc = await connect(url=ctx.nats_url, name="bench-spinup")
     project = f"bench-spinup-{uuid.uuid4().hex[:8]}"
     names = ProjectNames(project)
     settings = SpinupSettings(tick_s=0.05, health_checks=False, log_dir=ctx.scratch / "spinup-logs")
-    engine = SpinupEngine(nc, agent_nats_url=ctx.nats_url, settings=settings, discover=False)
-    await engine.start()
-    targets = KvTargets(nc.jetstream(), names)
+    context = await _weft(nc, ctx.nats_url, settings, project)
     config = validate_target_config(
         "local",
         {
@@ -68,18 +84,14 @@ async def _end_to_end(ctx: BenchContext, runs: int) -> dict[str, list[float]]:
             "stop_grace_s": 5,
         },
     )
-    target = Target(
-        project_id=project,
-        name="bench-local",
-        capabilities=["code"],
-        mechanism="local",
-        config=config,
-        idle_timeout_s=0,
+    await context.targets.create(
+        TargetSpec(
+            name="bench-local", capabilities=["code"], mechanism="local", config=config, idle_timeout_s=0
+        )
     )
-    await targets.put(target)
     work = WorkQueue(nc, names)
     registry = Registry(nc.jetstream(), names)
-    manager = await engine.manager(project)
+    manager = context.extension.manager  # type: ignore[union-attr]
     await work.ensure()
     samples: dict[str, list[float]] = {
         k: [] for k in ("total", "decision", "process start", "registration", "claim", "link")
@@ -88,7 +100,7 @@ async def _end_to_end(ctx: BenchContext, runs: int) -> dict[str, list[float]]:
         for _ in range(runs):
             start = time.perf_counter()
             item = await work.submit(WorkSubmission(task_id="bench", description="d", capability="code"))
-            decision = await engine.request_for_work(project, item)
+            decision = await manager.request_for_work(item)
             assert decision.operation is not None, decision.detail
             op = decision.operation
 
@@ -118,7 +130,7 @@ async def _end_to_end(ctx: BenchContext, runs: int) -> dict[str, list[float]]:
             if record.op.state not in (SpinupState.STOPPED, SpinupState.FAILED, SpinupState.TIMED_OUT):
                 await manager.stop(record.op.id, "bench cleanup")
         await manager.drain(30)
-        await engine.stop()
+        await _close(context)
         await nc.close()
     return samples
 
@@ -142,22 +154,18 @@ async def _decisions(ctx: BenchContext, n: int) -> list[float]:
     (nothing listens on port 9), which frees its slot for the next round."""
     nc = await connect(url=ctx.nats_url, name="bench-spinup-decisions")
     project = f"bench-decide-{uuid.uuid4().hex[:8]}"
-    names = ProjectNames(project)
     settings = SpinupSettings(tick_s=0.5, health_checks=False)
-    engine = SpinupEngine(nc, agent_nats_url=ctx.nats_url, settings=settings, discover=False)
-    await engine.start()
-    targets = KvTargets(nc.jetstream(), names)
+    context = await _weft(nc, ctx.nats_url, settings, project)
     for i in range(10):
-        await targets.put(
-            Target(
-                project_id=project,
+        await context.targets.create(
+            TargetSpec(
                 name=f"hook-{i}",
                 capabilities=[f"cap{i}"],
                 mechanism="webhook",
                 config={"url": "http://127.0.0.1:9/spawn"},
             )
         )
-    manager = await engine.manager(project)
+    manager = context.extension.manager  # type: ignore[union-attr]
     counter = 0
     samples: list[float] = []
 
@@ -173,7 +181,7 @@ async def _decisions(ctx: BenchContext, n: int) -> list[float]:
         await time_async(op, n, warmup=5)
     finally:
         await manager.drain(30)
-        await engine.stop()
+        await _close(context)
         await nc.close()
     return samples[-n:]
 

@@ -111,8 +111,8 @@ def managed_spinup(log_dir: Path, **overrides: Any) -> Any:
 
     Short ticks and no health checks keep scenarios quick; ``run_weft`` uses it unless told
     otherwise."""
+    from weft.spinup.managed import ManagedSpinup
     from weft.spinup.settings import SpinupSettings
-    from weft.spinup.weft_service import WeftSpinup
 
     values: dict[str, Any] = {
         "tick_s": 0.2,
@@ -122,16 +122,17 @@ def managed_spinup(log_dir: Path, **overrides: Any) -> Any:
         "log_dir": log_dir,
     }
     values.update(overrides)
-    return WeftSpinup(SpinupSettings(**values), discover=False)
+    return ManagedSpinup(SpinupSettings(**values), discover=False)
 
 
 async def stop_spun_up_agents(spinup: Any) -> None:
     """Stop every agent process a scenario's spin-ups left running (a failed scenario's leftovers)."""
-    engine = getattr(spinup, "_engine", None)  # None: not started, or not the managed service
-    if engine is None:
+    from weft.spinup.managed import ManagedSpinup
+
+    if not isinstance(spinup, ManagedSpinup) or spinup._hub is None:  # not managed, or never started
         return
-    for project_id in list(engine.project_ids):
-        manager = await engine.manager(project_id)
+    for project_id in list(spinup.project_ids):
+        manager = await spinup.manager(project_id)
         for record in await manager.store.all():
             if record.op.handle.get("pid") and record.op.state.value not in (
                 "stopped",

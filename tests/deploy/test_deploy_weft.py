@@ -26,9 +26,8 @@ from shared.settings import IdentitySettings, NatsSettings
 from testsupport.servers import AuthServer
 from weft.app import create_app
 from weft.settings import WeftSettings
-from weft.spinup.config import GithubActionsConfig
 from weft.spinup.mechanisms.base import Launch
-from weft.spinup.mechanisms.github_actions import dispatch_inputs
+from weft.spinup.mechanisms.github_actions import GithubActionsConfig, dispatch_inputs
 from weft.spinup.settings import SpinupSettings
 
 Doc = dict[str, Any]

@@ -22,10 +22,6 @@ NOT_LOOM_ERRORS = {
     "shared.jsraw.JetStreamReplyError": "a NATS reply, translated like nats-py's own errors",
     "weft.spinup.demo_agent.WarpGone": "control flow inside the demo agent",
     "weft.spinup.mechanisms.base.MechanismError": "a failed start/stop/probe, recorded on the operation",
-    "weft.spinup.store.SpinupStoreError": "file being rewritten elsewhere: to derive from LoomError",
-    "weft.spinup.store.SpinupNotFound": "file being rewritten elsewhere: to derive from NotFound",
-    "weft.spinup.targets.TargetMissing": "file being rewritten elsewhere: to derive from NotFound",
-    "warp.instances.InstanceError": "file being changed elsewhere: to derive from LoomError",
 }
 
 

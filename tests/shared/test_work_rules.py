@@ -41,6 +41,7 @@ from shared.work import (
     discard,
     expire,
     finish,
+    note_waiting,
     record_failure,
     report,
     requeue,
@@ -485,6 +486,31 @@ def test_expire_a_waiting_item_past_its_deadline(status: WorkStatus) -> None:
 @pytest.mark.parametrize("deadline", [None, NOW + timedelta(microseconds=1)])
 def test_expire_leaves_an_item_that_is_not_due_alone(deadline: datetime | None) -> None:
     assert run(expire, record(deadline=deadline), NOW) == Change()
+
+
+# -- waiting reason ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", sorted(CLAIMABLE))
+def test_note_waiting_records_a_new_reason_and_announces_it(status: WorkStatus) -> None:
+    change = run(note_waiting, record(status), "waiting for an agent", NOW)
+    assert stored(change).item.waiting_reason == "waiting for an agent"
+    assert change.events == (WorkEvent("waiting", {"reason": "waiting for an agent"}),)
+    assert (change.ack, change.then, change.drop_queue_seq) == (None, None, None)
+
+
+def test_note_waiting_clears_a_reason_without_an_event() -> None:
+    change = run(note_waiting, record(waiting_reason="waiting for an agent"), None, NOW)
+    assert stored(change).item.waiting_reason is None and change.events == ()
+
+
+def test_note_waiting_leaves_the_same_reason_alone() -> None:
+    assert run(note_waiting, record(waiting_reason="r"), "r", NOW) == Change()
+
+
+@pytest.mark.parametrize("status", statuses_except(*CLAIMABLE))
+def test_note_waiting_leaves_an_item_that_no_longer_waits_alone(status: WorkStatus) -> None:
+    assert run(note_waiting, record(status), "waiting for an agent", NOW) == Change()
 
 
 # -- retry and the DLQ ---------------------------------------------------------------

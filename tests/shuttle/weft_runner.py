@@ -50,8 +50,8 @@ def running_weft(nats_url: str) -> Iterator[WeftServer]:
     from shared.settings import NatsSettings
     from weft.app import create_app
     from weft.settings import WeftSettings
+    from weft.spinup.managed import ManagedSpinup
     from weft.spinup.settings import SpinupSettings
-    from weft.spinup.weft_service import WeftSpinup
 
     settings = WeftSettings(
         nats=NatsSettings(url=nats_url),
@@ -66,7 +66,7 @@ def running_weft(nats_url: str) -> Iterator[WeftServer]:
         # No background health checks: the tests register targets on made-up hosts (an ssh
         # box, GitHub, a cluster) that must never be contacted from here; `targets test`
         # still checks a target on demand.
-        create_app(settings, spinup=WeftSpinup(SpinupSettings(health_checks=False))),
+        create_app(settings, spinup=ManagedSpinup(SpinupSettings(health_checks=False))),
         host="127.0.0.1",
         port=port,
         log_level="warning",

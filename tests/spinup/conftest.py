@@ -1,5 +1,6 @@
-"""Fixtures for the spin-up tests: targets in a real KV bucket, a spin-up service
-with short timings, and a poll helper (no sleeps as synchronisation)."""
+"""Fixtures for the spin-up tests: Weft's project layer with the managed spin-up service
+(without HTTP, or a whole Weft), targets in a real KV bucket, and a poll helper (no sleeps
+as synchronisation)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 import uvicorn
 from nats.aio.client import Client as NatsClient
 
-from shared.models import AgentEntry, Event, Target
+from shared.models import AgentEntry, Event, SpinupOperation, Target, TargetSpec
 from shared.names import ProjectNames
 from shared.natsclient import connect
 from shared.registry import Registry
@@ -26,12 +27,14 @@ from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from tests.spinup.stubs import Seen, StubServer
 from weft.app import create_app
+from weft.metrics import Metrics
+from weft.project import ProjectHub
 from weft.settings import WeftSettings
-from weft.spinup.config import validate_target_config
-from weft.spinup.service import SpinupEngine
+from weft.spinup.managed import ManagedSpinup
+from weft.spinup.mechanisms import validate_target_config
 from weft.spinup.settings import SpinupSettings
-from weft.spinup.targets import KvTargets
-from weft.spinup.weft_service import WeftSpinup
+from weft.spinup.store import newest_first
+from weft.targets.store import TargetStore
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -92,12 +95,29 @@ def names(project_id: str) -> ProjectNames:
 
 
 @pytest.fixture
-def targets(nc: NatsClient, names: ProjectNames) -> KvTargets:
-    return KvTargets(nc.jetstream(), names)
+def hubs() -> list[ProjectHub]:
+    """Every Weft project layer a test started (so target writes can wait for each to see them)."""
+    return []
 
 
 @pytest.fixture
-def make_target(targets: KvTargets, project_id: str) -> Callable[..., Awaitable[Target]]:
+async def targets(nc: NatsClient, names: ProjectNames) -> AsyncIterator[TargetStore]:
+    """The project's targets, written as an operator's Weft would (another replica's store)."""
+    store = TargetStore(nc, nc.jetstream(), names)
+    await store.start()
+    try:
+        yield store
+    finally:
+        await store.stop()
+
+
+MakeTarget = Callable[..., Awaitable[Target]]
+
+
+@pytest.fixture
+def make_target(targets: TargetStore, hubs: list[ProjectHub], project_id: str) -> MakeTarget:
+    """Register a target; returns once every running Weft of the test has it in its copy."""
+
     async def make(**fields: Any) -> Target:
         fields.setdefault("name", "t1")
         fields.setdefault("capabilities", ["code"])
@@ -106,9 +126,19 @@ def make_target(targets: KvTargets, project_id: str) -> Callable[..., Awaitable[
         if fields["mechanism"] == "local":
             fields["config"].setdefault("env", {"LOOM_HEARTBEAT_S": "1"})
         fields["config"] = validate_target_config(fields["mechanism"], fields["config"])
-        return await targets.put(Target(project_id=project_id, **fields))
+        target = await targets.create(TargetSpec(**fields))
+        await seen_by_all(hubs, project_id)
+        return target
 
     return make
+
+
+async def seen_by_all(hubs: list[ProjectHub], project_id: str) -> None:
+    """Wait until every Weft serving ``project_id`` has every target write so far in its copy."""
+    for hub in hubs:
+        for context in hub.served():
+            if context.project_id == project_id:
+                await context.targets.mirror.sync()
 
 
 @pytest.fixture
@@ -123,22 +153,60 @@ def spinup_settings(tmp_path: Path) -> SpinupSettings:
     )
 
 
+async def start_spinup(
+    nc: NatsClient, nats_url: str, settings: SpinupSettings, *, discover: bool = False
+) -> ManagedSpinup:
+    """Weft's project layer and managed spin-up on ``nc``, without HTTP (one Weft replica)."""
+    spinup = ManagedSpinup(settings, discover=discover)
+    weft_settings = WeftSettings(nats=NatsSettings(url=nats_url), stale_check_interval_s=0.2)
+    hub = ProjectHub(nc, weft_settings, Metrics(), None, attach=spinup.attach)
+    await spinup.start(hub)
+    return spinup
+
+
+async def stop_spinup(spinup: ManagedSpinup, *, stop_agents: bool = True) -> None:
+    """Stop what the test's agents still run (local processes), then the replica."""
+    for project_id in spinup.project_ids:
+        manager = await spinup.manager(project_id)
+        if stop_agents:
+            for record in await manager.store.all():
+                if record.op.handle.get("pid") and record.op.state.value not in (
+                    "stopped",
+                    "failed",
+                    "timed-out",
+                ):
+                    await manager.stop(record.op.id, "test cleanup")
+        await manager.drain(15)
+    await spinup.stop()
+    await spinup.hub.close()
+
+
+async def tick(spinup: ManagedSpinup, project_id: str, *, health: bool = False) -> None:
+    """One spin-up pass for a project now, as the loop runs every ``tick_s``, on the project's
+    copies brought up to date first (so it sees what the test just wrote)."""
+    part = await spinup.project(project_id)
+    context = part.context
+    for mirror in (context.agents.mirror, context.work.mirror, context.targets.mirror):
+        await mirror.sync()
+    await part.store.sync()
+    await part.tick(health=health)
+
+
+async def list_operations(spinup: ManagedSpinup, project_id: str) -> list[SpinupOperation]:
+    """The project's spin-up operations, newest first, as the stats route lists them."""
+    return newest_first(await (await spinup.project(project_id)).store.all())
+
+
 @pytest.fixture
 async def service(
-    nc: NatsClient, nats_server: EmbeddedNatsServer, spinup_settings: SpinupSettings
-) -> AsyncIterator[SpinupEngine]:
-    svc = SpinupEngine(nc, agent_nats_url=nats_server.url, settings=spinup_settings, discover=False)
-    await svc.start()
+    nc: NatsClient, nats_server: EmbeddedNatsServer, spinup_settings: SpinupSettings, hubs: list[ProjectHub]
+) -> AsyncIterator[ManagedSpinup]:
+    svc = await start_spinup(nc, nats_server.url, spinup_settings)
+    hubs.append(svc.hub)
     try:
         yield svc
     finally:
-        for project_id in svc.project_ids:
-            manager = await svc.manager(project_id)
-            for record in await manager.store.all():
-                if record.op.handle.get("pid"):
-                    await manager.stop(record.op.id, "test cleanup")
-            await manager.drain(15)
-        await svc.stop()
+        await stop_spinup(svc)
 
 
 async def published_events(nc: NatsClient, names: ProjectNames, kind: str) -> list[Event]:
@@ -178,7 +246,7 @@ def pid_alive(pid: int) -> bool:
 @dataclass
 class RunningWeft:
     base_url: str
-    spinup: WeftSpinup
+    spinup: ManagedSpinup
 
     def client(self, project: str) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.base_url, headers={"X-Loom-Project": project}, timeout=15)
@@ -190,7 +258,7 @@ async def running_weft(
     project_id: str,
     settings: SpinupSettings | None,
     *,
-    expect: type[Any] = WeftSpinup,
+    expect: type[Any] = ManagedSpinup,
     **overrides: Any,
 ) -> AsyncIterator[RunningWeft]:
     """A real Weft (uvicorn in-process, free port) with the managed spin-up service installed
@@ -202,7 +270,7 @@ async def running_weft(
         "nats": NatsSettings(url=nats_url),
     }
     values.update(overrides)
-    installed = None if settings is None else WeftSpinup(settings, discover=False)
+    installed = None if settings is None else ManagedSpinup(settings, discover=False)
     app = create_app(WeftSettings(**values), spinup=installed)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -215,8 +283,8 @@ async def running_weft(
         yield RunningWeft(f"http://127.0.0.1:{port}", spinup)
     finally:
         spinup = app.state.weft.spinup
-        for project in spinup.engine.project_ids if isinstance(spinup, WeftSpinup) else []:
-            manager = await spinup.engine.manager(project)
+        for project in spinup.project_ids if isinstance(spinup, ManagedSpinup) else []:
+            manager = await spinup.manager(project)
             for record in await manager.store.all():
                 if record.op.handle.get("pid") and record.op.state.value not in (
                     "stopped",
@@ -237,9 +305,10 @@ async def _started(server: uvicorn.Server, task: asyncio.Task[Any]) -> bool:
 
 @pytest.fixture
 async def weft(
-    nats_server: EmbeddedNatsServer, project_id: str, spinup_settings: SpinupSettings
+    nats_server: EmbeddedNatsServer, project_id: str, spinup_settings: SpinupSettings, hubs: list[ProjectHub]
 ) -> AsyncIterator[RunningWeft]:
     async with running_weft(nats_server.url, project_id, spinup_settings) as running:
+        hubs.append(running.spinup.hub)
         yield running
 
 
@@ -249,16 +318,18 @@ async def api(weft: RunningWeft, project_id: str) -> AsyncIterator[httpx.AsyncCl
         yield client
 
 
-EngineFactory = Callable[..., Awaitable[SpinupEngine]]
+EngineFactory = Callable[..., Awaitable[ManagedSpinup]]
 
 
 @pytest.fixture
-async def engine_factory(nats_server: EmbeddedNatsServer, tmp_path: Path) -> AsyncIterator[EngineFactory]:
-    """``await engine_factory(shutdown_grace_s=0.5, ...)``: a started engine with its own
-    connection (a separate Weft replica, as far as NATS is concerned)."""
-    made: list[tuple[SpinupEngine, NatsClient]] = []
+async def engine_factory(
+    nats_server: EmbeddedNatsServer, tmp_path: Path, hubs: list[ProjectHub]
+) -> AsyncIterator[EngineFactory]:
+    """``await engine_factory(shutdown_grace_s=0.5, ...)``: a started Weft replica (project
+    layer and managed spin-up, no HTTP) with its own NATS connection."""
+    made: list[tuple[ManagedSpinup, NatsClient]] = []
 
-    async def make(**overrides: Any) -> SpinupEngine:
+    async def make(*, discover: bool = False, **overrides: Any) -> ManagedSpinup:
         values: dict[str, Any] = {
             "register_timeout_s": 30,
             "tick_s": 0.1,
@@ -269,19 +340,14 @@ async def engine_factory(nats_server: EmbeddedNatsServer, tmp_path: Path) -> Asy
         }
         values.update(overrides)
         client = await connect(url=nats_server.url, name="spinup-engine")
-        engine = SpinupEngine(
-            client, agent_nats_url=nats_server.url, settings=SpinupSettings(**values), discover=False
-        )
-        await engine.start()
+        engine = await start_spinup(client, nats_server.url, SpinupSettings(**values), discover=discover)
+        hubs.append(engine.hub)
         made.append((engine, client))
         return engine
 
     yield make
     for engine, client in made:
-        for project in engine.project_ids:
-            manager = await engine.manager(project)
-            await manager.drain(10)
-        await engine.stop()
+        await stop_spinup(engine, stop_agents=False)
         await client.close()
 
 

@@ -20,11 +20,12 @@ from tests.spinup.conftest import (
     RunningWeft,
     demo_agent_command,
     eventually,
+    list_operations,
     register_agent,
 )
 from tests.spinup.stubs import Seen, StubServer
-from weft.spinup.selection import Need
-from weft.spinup.service import SpinupEngine
+from weft.eligibility import Need
+from weft.spinup.managed import ManagedSpinup
 from weft.spinup.store import LIVE_STATES
 
 MakeTarget = Callable[..., Awaitable[Target]]
@@ -46,7 +47,7 @@ async def test_ten_queued_items_never_get_more_than_max_concurrent_agents(
         },
     }
     assert (await api.post("/api/targets", json=target)).status_code == 201
-    manager = await weft.spinup.engine.manager(project_id)
+    manager = await weft.spinup.manager(project_id)
     peak_ops = peak_agents = 0
     watching = True
 
@@ -75,7 +76,7 @@ async def test_ten_queued_items_never_get_more_than_max_concurrent_agents(
     finally:
         watching = False
         await watcher
-    operations = await weft.spinup.engine.operations(project_id)
+    operations = await list_operations(weft.spinup, project_id)
     assert peak_ops == 2, peak_ops  # the cap was reached and held
     assert peak_agents <= 2, peak_agents
     done_by = {(await api.get(f"/api/work/{i}")).json()["assigned_to"] for i in ids}
@@ -95,7 +96,7 @@ async def receiver() -> AsyncIterator[StubServer]:
         await server.stop()
 
 
-async def _race(engines: list[SpinupEngine], project_id: str, need: Need, n: int) -> list[Any]:
+async def _race(engines: list[ManagedSpinup], project_id: str, need: Need, n: int) -> list[Any]:
     managers = [await e.manager(project_id) for e in engines]
     decisions = await asyncio.gather(*(managers[i % len(managers)].request(need) for i in range(n)))
     return [d.operation for d in decisions if d.operation is not None]
@@ -223,7 +224,7 @@ async def test_one_waiting_item_gets_one_start_even_with_several_matching_target
     assert retried.id != first.operation.id
 
 
-async def _eventually_admitted(engine: SpinupEngine, project_id: str, item: Any) -> Any:
+async def _eventually_admitted(engine: ManagedSpinup, project_id: str, item: Any) -> Any:
     async def admitted() -> Any:
         return (await engine.request_for_work(project_id, item)).operation
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from weft.spinup.config import InvalidTargetConfig, parse_config, validate_target_config
+from weft.spinup.config import InvalidTargetConfig
+from weft.spinup.mechanisms import parse_config, validate_target_config
 
 SSH_OK: dict[str, Any] = {
     "host": "build-1.internal",
@@ -112,7 +113,7 @@ def test_good_configs_normalise() -> None:
         ("webhook", {"url": "ftp://x"}, "config.url", "http:// or https://"),
         ("webhook", {**HOOK_OK, "body": '{"a": "{nope}"}'}, "config.body", "unknown placeholder {nope}"),
         ("webhook", {**HOOK_OK, "method": "TRACE"}, "config.method", "'GET'"),
-        ("webhook", {**HOOK_OK, "success_codes": [99]}, "config.success_codes", "not an HTTP status code"),
+        ("webhook", {**HOOK_OK, "success_codes": [99]}, "config.success_codes", "HTTP status code"),
         ("webhook", {**HOOK_OK, "success_codes": []}, "config.success_codes", "at least one"),
         ("webhook", {**HOOK_OK, "headers": {"Authorization": "Bearer x"}}, "config.headers", "headers_env"),
         ("webhook", {**HOOK_OK, "headers": {"Bad Header": "x"}}, "config.headers", "not a valid header name"),
@@ -157,3 +158,29 @@ def test_unknown_mechanism_and_non_object_config() -> None:
 def test_several_errors_are_all_reported() -> None:
     errors = errors_of("webhook", {"url": "ftp://x", "method": "TRACE", "extra": 1})
     assert set(errors) == {"config.url", "config.method", "config.extra"}
+
+
+PASTED = "ghp_Zq9TOKEN+sEcReT42"
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "config", "field"),
+    [
+        ("local", {"command": ["x"], "env": {PASTED: "v"}}, "config.env"),
+        ("kubernetes", {**K8S_OK, "labels": {PASTED: "v"}}, "config.labels"),
+        ("kubernetes", {**K8S_OK, "labels": {"team": PASTED}}, "config.labels"),
+        ("github-actions", {**GH_OK, "inputs": {PASTED: "v"}}, "config.inputs"),
+        ("github-actions", {**GH_OK, "inputs": {"x": "{" + "Zq9TOKEN" + "}"}}, "config.inputs"),
+        ("webhook", {**HOOK_OK, "headers": {PASTED + " x": "v"}}, "config.headers"),
+        ("webhook", {**HOOK_OK, "headers_env": {"X-Key": PASTED}}, "config.headers_env"),
+        ("webhook", {**HOOK_OK, "success_codes": [123456]}, "config.success_codes"),
+    ],
+)
+def test_a_bad_key_or_value_inside_a_setting_is_named_not_repeated(
+    mechanism: str, config: dict[str, Any], field: str
+) -> None:
+    """Keys and values inside a setting are the caller's: a token pasted there must not come back."""
+    errors = errors_of(mechanism, config)
+    assert field in errors, errors
+    for text in (*errors, *errors.values()):
+        assert "Zq9TOKEN" not in text and "123456" not in text, text

@@ -10,11 +10,10 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import Target
 from shared.server import EmbeddedNatsServer
-from tests.spinup.conftest import EngineFactory, hook
+from tests.spinup.conftest import EngineFactory, hook, stop_spinup
 from tests.spinup.stubs import StubServer
 from testsupport.servers import CROWD_STREAMS
 from weft.jsapi import stream_names
-from weft.spinup.service import SpinupEngine
 
 
 @pytest.fixture
@@ -36,13 +35,13 @@ async def test_discovery_finds_a_project_listed_past_the_first_page(
         mechanism="webhook",
         config=hook(receiver),
     )
-    await first.spin_up(project_id, target.id)
+    await (await first.manager(project_id)).spin_up(target.id)
     await (await first.manager(project_id)).drain(10)
-    await first.stop()
+    await stop_spinup(first, stop_agents=False)
 
     names = await stream_names(nc)
     assert len(names) > CROWD_STREAMS  # the listing really spans pages
     assert names.index(f"KV_loom-{project_id}-spinups") >= 1024
 
-    restarted = SpinupEngine(nc, agent_nats_url=nats_server.url, discover=True)
+    restarted = await engine_factory()  # a Weft started later, serving no project yet
     assert project_id in await restarted.discover_projects()

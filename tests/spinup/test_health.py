@@ -10,38 +10,42 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.models import Target, TargetHealth
+from shared.models import Target, TargetHealth, TargetSpec
 from shared.names import ProjectNames
 from shared.server import EmbeddedNatsServer
-from tests.spinup.conftest import eventually, published_events
+from tests.spinup.conftest import eventually, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import Seen, StubServer
-from weft.spinup.selection import Need
-from weft.spinup.service import SpinupEngine
+from weft.eligibility import Need
+from weft.project import ProjectHub
+from weft.spinup.managed import ManagedSpinup
 from weft.spinup.settings import SpinupSettings
-from weft.spinup.targets import KvTargets
+from weft.targets.store import TargetStore
 
 MakeTarget = Callable[..., Awaitable[Target]]
 
 
 @pytest.fixture
-async def engine(nc: NatsClient, nats_server: EmbeddedNatsServer) -> AsyncIterator[SpinupEngine]:
-    settings = SpinupSettings(health_checks=True)
-    made = SpinupEngine(nc, agent_nats_url=nats_server.url, settings=settings, discover=False)
+async def engine(
+    nc: NatsClient, nats_server: EmbeddedNatsServer, hubs: list[ProjectHub]
+) -> AsyncIterator[ManagedSpinup]:
+    """A replica that only moves when the test calls ``tick``."""
+    made = await start_spinup(nc, nats_server.url, SpinupSettings(health_checks=True, tick_s=600))
+    hubs.append(made.hub)
     yield made
-    await made.stop()
+    await stop_spinup(made)
 
 
-async def _checked(targets: KvTargets, target_id: str, after: Any = None) -> Target | None:
-    target = await targets.get_target(target_id)
+async def _checked(targets: TargetStore, target_id: str, after: Any = None) -> Target | None:
+    target = await targets.resolve(target_id)
     if target.last_health_check is None or (after is not None and target.last_health_check <= after):
         return None
     return target
 
 
 async def test_due_checks_set_health_publish_events_and_steer_routing(
-    engine: SpinupEngine,
+    engine: ManagedSpinup,
     make_target: MakeTarget,
-    targets: KvTargets,
+    targets: TargetStore,
     nc: NatsClient,
     names: ProjectNames,
     project_id: str,
@@ -53,13 +57,13 @@ async def test_due_checks_set_health_publish_events_and_steer_routing(
     )
     disabled = await make_target(name="off", config={"command": ["/nonexistent/x"]}, enabled=False)
 
-    await engine.tick(project_id)
+    await tick(engine, project_id, health=True)
     good_now = await eventually(lambda: _checked(targets, good.id), what="the good target's check")
     broken_now = await eventually(lambda: _checked(targets, broken.id), what="the broken target's check")
     assert good_now.health is TargetHealth.HEALTHY and good_now.health_detail.endswith("is executable")
     assert broken_now.health is TargetHealth.UNHEALTHY
     assert broken_now.health_detail == "'/nonexistent/agent' is not an executable program"
-    assert (await targets.get_target(disabled.id)).last_health_check is None  # disabled: not checked
+    assert (await targets.resolve(disabled.id)).last_health_check is None  # disabled: not checked
 
     events = await published_events(nc, names, "target")
     changed = {
@@ -78,11 +82,10 @@ async def test_due_checks_set_health_publish_events_and_steer_routing(
     decision = await manager.request(Need(capability="code", required_agent_type="copilot"))
     assert decision.outcome == "no-target"
     # ...and recovers once the target is fixed and checked again
-    fixed = broken_now.model_copy(update={"config": {"command": [sys.executable, "-V"]}})
-    await targets.put(fixed)
+    await targets.patch(broken.id, {"config": {"command": [sys.executable, "-V"]}})
 
     async def recovered() -> Target | None:
-        await engine.tick(project_id)
+        await tick(engine, project_id, health=True)
         target = await _checked(targets, broken.id, after=broken_now.last_health_check)
         return target if target is not None and target.health is TargetHealth.HEALTHY else None
 
@@ -94,7 +97,7 @@ async def test_due_checks_set_health_publish_events_and_steer_routing(
 
 
 async def test_a_probe_that_hangs_is_unhealthy_after_its_timeout(
-    engine: SpinupEngine, make_target: MakeTarget, targets: KvTargets, project_id: str
+    engine: ManagedSpinup, make_target: MakeTarget, targets: TargetStore, project_id: str
 ) -> None:
     async def slow(_: Seen) -> tuple[int, Any]:
         await asyncio.sleep(1.5)
@@ -108,17 +111,17 @@ async def test_a_probe_that_hangs_is_unhealthy_after_its_timeout(
             config={"url": f"{server.url}/spawn", "health_url": f"{server.url}/health"},
             health_check={"interval_s": 60, "timeout_s": 0.3},
         )
-        report = await engine.test_target(project_id, hook.id)
+        report = await engine.check_health(project_id, hook.id)
     finally:
         await server.stop()
     assert report.result.ok is False and "ReadTimeout" in report.result.detail
-    assert (await targets.get_target(hook.id)).health is TargetHealth.UNHEALTHY
+    assert (await targets.resolve(hook.id)).health is TargetHealth.UNHEALTHY
 
 
 async def test_an_invalid_stored_config_is_reported_unhealthy(
-    engine: SpinupEngine, targets: KvTargets, project_id: str
+    engine: ManagedSpinup, targets: TargetStore, project_id: str
 ) -> None:
-    stored = Target(project_id=project_id, name="legacy", mechanism="ssh", config={"host": "x"})
-    await targets.put(stored)  # written before validation existed, or by hand
-    report = await engine.test_target(project_id, stored.id)
+    # written before validation existed, or by hand: the store itself does not check configs
+    stored = await targets.create(TargetSpec(name="legacy", mechanism="ssh", config={"host": "x"}))
+    report = await engine.check_health(project_id, stored.id)
     assert report.result.ok is False and report.result.detail.startswith("invalid config: config.username")

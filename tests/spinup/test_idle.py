@@ -24,10 +24,11 @@ from shared.names import ProjectNames
 from shared.registry import Registry
 from shared.server import EmbeddedNatsServer
 from shared.work import Claimant, WorkQueue
-from tests.spinup.conftest import eventually, hook, published_events
+from tests.spinup.conftest import eventually, hook, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import StubServer
+from weft.project import ProjectHub
+from weft.spinup.managed import ManagedSpinup
 from weft.spinup.manager import SpinupManager
-from weft.spinup.service import SpinupEngine
 from weft.spinup.settings import SpinupSettings
 from weft.spinup.store import SpinupNotFound, SpinupRecord
 
@@ -36,20 +37,21 @@ LONG_AGO = timedelta(hours=1)
 
 
 @pytest.fixture
-async def engine(nc: NatsClient, nats_server: EmbeddedNatsServer) -> AsyncIterator[SpinupEngine]:
-    """An engine that only moves when the test calls ``tick``."""
-    settings = SpinupSettings(shutdown_grace_s=0.2, health_checks=False, register_timeout_s=60)
-    made = SpinupEngine(nc, agent_nats_url=nats_server.url, settings=settings, discover=False)
+async def engine(
+    nc: NatsClient, nats_server: EmbeddedNatsServer, hubs: list[ProjectHub]
+) -> AsyncIterator[ManagedSpinup]:
+    """A replica that only moves when the test calls ``tick``."""
+    settings = SpinupSettings(shutdown_grace_s=0.2, health_checks=False, register_timeout_s=60, tick_s=600)
+    made = await start_spinup(nc, nats_server.url, settings)
+    hubs.append(made.hub)
     yield made
-    for project in made.project_ids:
-        await (await made.manager(project)).drain(10)
-    await made.stop()
+    await stop_spinup(made, stop_agents=False)
 
 
 class Fleet:
     """A target whose agents the test plays: started through the webhook, registered by hand."""
 
-    def __init__(self, engine: SpinupEngine, nc: NatsClient, project_id: str, target: Target) -> None:
+    def __init__(self, engine: ManagedSpinup, nc: NatsClient, project_id: str, target: Target) -> None:
         self.engine = engine
         self.nc = nc
         self.project_id = project_id
@@ -84,13 +86,13 @@ class Fleet:
         return await (await self.manager()).store.get(spinup_id)
 
     async def tick(self) -> None:
-        await self.engine.tick(self.project_id, health=False)
+        await tick(self.engine, self.project_id)
         await (await self.manager()).drain(10)
 
 
 @pytest.fixture
 async def fleet(
-    engine: SpinupEngine, make_target: MakeTarget, receiver: StubServer, nc: NatsClient, project_id: str
+    engine: ManagedSpinup, make_target: MakeTarget, receiver: StubServer, nc: NatsClient, project_id: str
 ) -> Fleet:
     target = await make_target(
         name="played",

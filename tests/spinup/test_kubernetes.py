@@ -16,7 +16,7 @@ from shared.names import ProjectNames
 from shared.work import WorkQueue
 from tests.spinup.conftest import EngineFactory, eventually, register_agent
 from tests.spinup.stubs import Seen, StubServer
-from weft.spinup.config import parse_config
+from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch, MechanismError
 from weft.spinup.mechanisms.kubernetes import KubernetesMechanism
 

@@ -13,18 +13,18 @@ from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.work import WorkQueue
 from tests.spinup.conftest import eventually, pid_alive, published_events, read_text
-from weft.spinup.service import SpinupEngine
+from weft.spinup.managed import ManagedSpinup
 
 MakeTarget = Callable[..., Awaitable[Target]]
 
 
-async def _op_state(service: SpinupEngine, project_id: str, spinup_id: str, *states: SpinupState) -> Any:
+async def _op_state(service: ManagedSpinup, project_id: str, spinup_id: str, *states: SpinupState) -> Any:
     record = await (await service.manager(project_id)).store.get(spinup_id)
     return record if record.op.state in states else None
 
 
 async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idles_out(
-    service: SpinupEngine, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
+    service: ManagedSpinup, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
     target = await make_target(idle_timeout_s=2)
     work = WorkQueue(nc, names)
@@ -55,7 +55,7 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
     )
     assert stopped.shutdown_reason and "idle" in stopped.shutdown_reason
     assert not pid_alive(pid)
-    entry = await (await service.manager(project_id)).registry.get(op.agent_id)
+    entry = await (await service.manager(project_id)).context.registry.get(op.agent_id)
     assert entry.status.value == "offline"
 
     actions = [e.action for e in await published_events(nc, names, "spinup") if e.subject_id == op.id]
@@ -66,7 +66,7 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
 
 
 async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_stderr(
-    service: SpinupEngine, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
+    service: ManagedSpinup, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
     script = "import sys; print('cannot reach the model API', file=sys.stderr); sys.exit(3)"
     await make_target(config={"command": [sys.executable, "-c", script]})
@@ -87,17 +87,17 @@ async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_s
 
 
 async def test_missing_program_fails_the_start_with_the_field(
-    service: SpinupEngine, make_target: MakeTarget, project_id: str
+    service: ManagedSpinup, make_target: MakeTarget, project_id: str
 ) -> None:
     target = await make_target(config={"command": ["/nonexistent/loom-agent", "--x"]})
-    op = await service.spin_up(project_id, target.id)
+    op = await (await service.manager(project_id)).spin_up(target.id)
     failed = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.FAILED))
     assert failed.op.error.startswith("config.command:")
     assert "not an executable program" in failed.op.error
 
 
 async def test_stop_escalates_to_sigkill_after_the_grace_period(
-    service: SpinupEngine, make_target: MakeTarget, project_id: str
+    service: ManagedSpinup, make_target: MakeTarget, project_id: str
 ) -> None:
     stubborn = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
@@ -106,7 +106,7 @@ async def test_stop_escalates_to_sigkill_after_the_grace_period(
     target = await make_target(
         config={"command": [sys.executable, "-c", stubborn], "stop_grace_s": 0.5, "startup_check_s": 0.5},
     )
-    op = await service.spin_up(project_id, target.id)
+    op = await (await service.manager(project_id)).spin_up(target.id)
     running = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.RUNNING))
     pid = int(running.op.handle["pid"])
     stdout = Path(running.op.handle["stdout_log"])
@@ -125,13 +125,13 @@ async def test_stop_escalates_to_sigkill_after_the_grace_period(
 
 
 async def test_agent_that_never_registers_is_timed_out_and_stopped(
-    service: SpinupEngine, make_target: MakeTarget, project_id: str
+    service: ManagedSpinup, make_target: MakeTarget, project_id: str
 ) -> None:
     silent = "import time; time.sleep(600)"
     target = await make_target(
         config={"command": [sys.executable, "-c", silent], "startup_check_s": 0.2, "register_timeout_s": 1},
     )
-    op = await service.spin_up(project_id, target.id)
+    op = await (await service.manager(project_id)).spin_up(target.id)
     timed_out = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.TIMED_OUT))
     assert "did not register within 1s" in (timed_out.op.error or "")
     manager = await service.manager(project_id)

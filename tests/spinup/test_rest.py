@@ -11,7 +11,14 @@ import pytest
 
 from shared.models import SpinupState
 from shared.redact import install_redaction
-from tests.spinup.conftest import ROOT, RunningWeft, demo_agent_command, eventually, pid_alive
+from tests.spinup.conftest import (
+    ROOT,
+    RunningWeft,
+    demo_agent_command,
+    eventually,
+    list_operations,
+    pid_alive,
+)
 from tests.spinup.stubs import Seen, StubServer
 
 
@@ -44,7 +51,7 @@ async def test_submit_with_no_agent_online_spins_up_a_local_agent_that_completes
     agent_id = done["assigned_to"]
     assert done["result"]["done_by"] == agent_id
 
-    operations = await weft.spinup.engine.operations(project_id)
+    operations = await list_operations(weft.spinup, project_id)
     assert [op.agent_id for op in operations] == [agent_id]
     op = operations[0]
     assert op.work_id == work_id and op.reason == "routing" and op.target_id == created.json()["id"]
@@ -53,7 +60,7 @@ async def test_submit_with_no_agent_online_spins_up_a_local_agent_that_completes
     assert agent["target_id"] == op.target_id and agent["spinup_id"] == op.id
 
     async def stopped() -> Any:
-        ops = await weft.spinup.engine.operations(project_id)
+        ops = await list_operations(weft.spinup, project_id)
         return ops[0] if ops[0].state is SpinupState.STOPPED else None
 
     final = await eventually(stopped, what="idle shutdown")
@@ -135,7 +142,7 @@ async def test_test_route_probes_now_and_unhealthy_targets_are_skipped_by_routin
 
     item = await eventually(waiting, what="the routing verdict")
     assert item["status"] == "queued"
-    assert await weft.spinup.engine.operations(project_id) == []
+    assert await list_operations(weft.spinup, project_id) == []
 
 
 async def test_manual_spin_up_respects_one_in_flight_and_names_unknown_targets(
@@ -192,7 +199,7 @@ async def test_a_token_never_reaches_responses_operations_or_logs(
         assert started.status_code == 202
 
         async def failed() -> Any:
-            ops = await weft.spinup.engine.operations(project_id)
+            ops = await list_operations(weft.spinup, project_id)
             return ops[0] if ops and ops[0].state is SpinupState.FAILED else None
 
         op = await eventually(failed, what="the refused dispatch")

@@ -8,13 +8,12 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 
-from shared.models import SpinupState, Target
+from shared.models import SpinupState, Target, TargetSpec
 from shared.names import ProjectNames
 from shared.server import EmbeddedNatsServer
-from tests.spinup.conftest import EngineFactory, eventually, hook, register_agent
+from tests.spinup.conftest import EngineFactory, eventually, hook, register_agent, stop_spinup
 from tests.spinup.stubs import StubServer
-from weft.spinup.service import SpinupEngine
-from weft.spinup.targets import KvTargets
+from weft.targets.store import TargetStore
 
 MakeTarget = Callable[..., Awaitable[Target]]
 
@@ -28,11 +27,11 @@ async def test_a_new_replica_links_the_agent_and_shuts_it_down_when_idle(
 ) -> None:
     first = await engine_factory()
     target = await make_target(name="hooked", mechanism="webhook", config=hook(receiver), idle_timeout_s=0.3)
-    op = await first.spin_up(project_id, target.id)
+    op = await (await first.manager(project_id)).spin_up(target.id)
     manager = await first.manager(project_id)
     await manager.drain(10)
     assert (await manager.store.get(op.id)).op.state is SpinupState.RUNNING
-    await first.stop()  # this Weft goes away before the agent registers
+    await stop_spinup(first, stop_agents=False)  # this Weft goes away before the agent registers
 
     second = await engine_factory(shutdown_grace_s=0.2)
     await register_agent(
@@ -56,9 +55,9 @@ async def test_a_start_abandoned_by_a_crashed_replica_times_out_and_is_stopped_b
 ) -> None:
     first = await engine_factory(register_timeout_s=0.5)
     target = await make_target(name="hooked", mechanism="webhook", config=hook(receiver))
-    op = await first.spin_up(project_id, target.id)
+    op = await (await first.manager(project_id)).spin_up(target.id)
     await (await first.manager(project_id)).drain(10)
-    await first.stop()
+    await stop_spinup(first, stop_agents=False)
 
     second = await engine_factory()
     other = await second.manager(project_id)
@@ -86,17 +85,18 @@ async def test_a_restarted_weft_finds_projects_with_live_operations_by_itself(
 ) -> None:
     first = await engine_factory()
     target = await make_target(name="hooked", mechanism="webhook", config=hook(receiver))
-    await first.spin_up(project_id, target.id)
+    await (await first.manager(project_id)).spin_up(target.id)
     await (await first.manager(project_id)).drain(10)
-    await first.stop()
+    await stop_spinup(first, stop_agents=False)
 
-    restarted = SpinupEngine(nc, agent_nats_url=nats_server.url, discover=True)
+    restarted = await engine_factory()  # discovery is called by hand below
     assert restarted.project_ids == []
     assert project_id in await restarted.discover_projects()
     assert project_id in restarted.project_ids
 
     quiet = f"{project_id}-quiet"  # a project with targets but nothing live is left alone
-    await KvTargets(nc.jetstream(), ProjectNames(quiet)).put(
-        Target(project_id=quiet, name="idle", mechanism="webhook", config=hook(receiver))
-    )
+    quiet_targets = TargetStore(nc, nc.jetstream(), ProjectNames(quiet))
+    await quiet_targets.start()
+    await quiet_targets.create(TargetSpec(name="idle", mechanism="webhook", config=hook(receiver)))
+    await quiet_targets.stop()
     assert quiet not in await restarted.discover_projects()

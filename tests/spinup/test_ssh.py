@@ -16,10 +16,10 @@ from shared.names import ProjectNames
 from shared.work import WorkQueue
 from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive, read_text
 from tests.spinup.sshd import SshServer, start_sshd
-from weft.spinup.config import parse_config
+from weft.spinup.managed import ManagedSpinup
+from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch
 from weft.spinup.mechanisms.ssh import SshMechanism
-from weft.spinup.service import SpinupEngine
 
 MakeTarget = Callable[..., Awaitable[Target]]
 
@@ -50,13 +50,13 @@ def ssh_config(sshd: SshServer, tmp_path: Path, **changes: Any) -> dict[str, Any
     return config
 
 
-async def _state(engine: SpinupEngine, project_id: str, spinup_id: str, *states: SpinupState) -> Any:
+async def _state(engine: ManagedSpinup, project_id: str, spinup_id: str, *states: SpinupState) -> Any:
     record = await (await engine.manager(project_id)).store.get(spinup_id)
     return record if record.op.state in states else None
 
 
 async def test_ssh_agent_joins_claims_completes_and_is_stopped_when_idle(
-    service: SpinupEngine,
+    service: ManagedSpinup,
     make_target: MakeTarget,
     sshd: SshServer,
     nc: NatsClient,

@@ -18,7 +18,7 @@ from shared.redact import install_redaction
 from shared.work import WorkQueue
 from tests.spinup.conftest import EngineFactory, eventually, published_events, register_agent
 from tests.spinup.stubs import Seen, StubServer
-from weft.spinup.config import parse_config
+from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch, MechanismError
 from weft.spinup.mechanisms.webhook import WebhookMechanism
 

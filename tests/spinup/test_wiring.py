@@ -13,16 +13,16 @@ from shared.server import EmbeddedNatsServer
 from tests.spinup.conftest import EngineFactory, eventually, running_weft
 from tests.spinup.stubs import Seen, StubServer
 from weft.settings import WeftSettings
-from weft.spinup import NoSpinup, TargetConfigError, default_service
-from weft.spinup.weft_service import WeftSpinup
+from weft.spinup import DisabledSpinup, TargetConfigError, default_service
+from weft.spinup.managed import ManagedSpinup
 
 
 def test_default_service_is_managed_and_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = WeftSettings(project_id="wiring")
-    assert isinstance(default_service(settings), WeftSpinup)
+    assert isinstance(default_service(settings), ManagedSpinup)
     monkeypatch.setenv("WEFT_SPINUP", "none")
     off = default_service(settings)
-    assert isinstance(off, NoSpinup) and off.name == "none"
+    assert isinstance(off, DisabledSpinup) and off.name == "none"
     with pytest.raises(TargetConfigError, match=r"config\.command"):  # targets are still checked
         off.validate_target(TargetSpec(name="x", mechanism="local", config={}))
     monkeypatch.setenv("WEFT_SPINUP", "sometimes")
@@ -74,7 +74,7 @@ async def test_a_weft_with_spinup_off_checks_targets_and_reports_other_replicas_
 ) -> None:
     monkeypatch.setenv("WEFT_SPINUP", "none")
     async with (
-        running_weft(nats_server.url, project_id, None, expect=NoSpinup) as weft,
+        running_weft(nats_server.url, project_id, None, expect=DisabledSpinup) as weft,
         weft.client(project_id) as api,
     ):
         bad = await api.post("/api/targets", json={"name": "bad", "mechanism": "local", "config": {}})
@@ -96,7 +96,7 @@ async def test_a_weft_with_spinup_off_checks_targets_and_reports_other_replicas_
 
         other = await engine_factory()  # a managed replica elsewhere starts one
         monkeypatch.delenv("WEFT_SPINUP")
-        op = await other.spin_up(project_id, target["id"])
+        op = await (await other.manager(project_id)).spin_up(target["id"])
         stats = (await api.get("/api/stats")).json()["spinups"]
         assert stats["total"] == 1 and stats["mechanism"] == "none"
         assert op.id

@@ -20,7 +20,7 @@ from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from weft.app import create_app
 from weft.settings import WeftSettings
-from weft.spinup import NoSpinup, SpinupService
+from weft.spinup import DisabledSpinup, SpinupService
 
 _ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")
 _ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
@@ -70,7 +70,7 @@ def weft_factory(nats_server: EmbeddedNatsServer) -> WeftFactory:
         settings = WeftSettings(**values)
         port = free_port()
         # Weft's own tests pin the no-op seam (the spin-up manager has its own tests in tests/spinup).
-        app = create_app(settings, spinup=spinup or NoSpinup(), nc=nc)
+        app = create_app(settings, spinup=spinup or DisabledSpinup(), nc=nc)
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals

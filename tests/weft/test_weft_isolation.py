@@ -15,7 +15,11 @@ async def test_p2_sees_none_of_p1(weft: Any, nc: NatsClient, project_id: str) ->
         work = (
             await one.post("/api/work", json={"task_id": "t", "description": "d", "capability": "code"})
         ).json()
-        target = (await one.post("/api/targets", json={"name": "box", "mechanism": "local"})).json()
+        target = (
+            await one.post(
+                "/api/targets", json={"name": "box", "mechanism": "local", "config": {"command": ["true"]}}
+            )
+        ).json()
         assert work["project_id"] == p1
 
         assert (await two.get("/api/work")).json()["items"] == []
@@ -30,7 +34,11 @@ async def test_p2_sees_none_of_p1(weft: Any, nc: NatsClient, project_id: str) ->
         stats = (await two.get("/api/stats")).json()
         assert stats["project_id"] == p2 and stats["work"]["total"] == 0 and stats["agents"]["total"] == 0
         # the same name is free in P2
-        assert (await two.post("/api/targets", json={"name": "box", "mechanism": "local"})).status_code == 201
+        assert (
+            await two.post(
+                "/api/targets", json={"name": "box", "mechanism": "local", "config": {"command": ["true"]}}
+            )
+        ).status_code == 201
 
         # P1 still sees its own
         assert [i["id"] for i in (await one.get("/api/work")).json()["items"]] == [work["id"]]

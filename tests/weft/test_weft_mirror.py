@@ -1,14 +1,30 @@
-"""weft.mirror.BucketMirror: the start-up copy is complete, and read-your-writes stays quick."""
+"""weft.mirror.BucketMirror: the start-up copy is complete, read-your-writes is quick and
+right with key patterns, and a watch re-opened after an outage rebuilds the copy."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
+from weft_helpers import eventually
 
 from shared.jsutil import drop_delete_marker
-from weft.mirror import BucketMirror
+from shared.natsclient import connect
+from shared.server import EmbeddedNatsServer
+from weft.mirror import BucketMirror, Slot
+
+
+def text(_key: str, raw: bytes) -> str:
+    return raw.decode()
+
+
+async def _bucket(nc: NatsClient) -> tuple[Any, str]:
+    bucket = f"mirror-{uuid.uuid4().hex[:8]}"
+    return await nc.jetstream().create_key_value(bucket=bucket, history=1), bucket
 
 
 async def test_start_holds_every_key_and_sync_does_not_wait_for_a_purged_marker(
@@ -17,15 +33,14 @@ async def test_start_holds_every_key_and_sync_does_not_wait_for_a_purged_marker(
     """Retention drops delete markers, so the stream's last sequence can name a message that
     is gone; a copy started afterwards must not wait for it on every read."""
     js = nc.jetstream()
-    bucket = f"mirror-{uuid.uuid4().hex[:8]}"
-    kv = await js.create_key_value(bucket=bucket, history=1)
+    kv, bucket = await _bucket(nc)
     for n in range(50):
         await kv.put(f"k{n}", f"v{n}".encode())
     await kv.put("gone", b"x")
     await kv.delete("gone")
     await drop_delete_marker(js, bucket, "gone")  # the newest message of the stream is purged
 
-    mirror = BucketMirror(js, kv, bucket, bytes.decode)
+    mirror = BucketMirror(js, kv, bucket, text, nc=nc)
     with caplog.at_level("WARNING", logger="loom.weft.mirror"):
         await mirror.start()
         try:
@@ -40,10 +55,8 @@ async def test_start_holds_every_key_and_sync_does_not_wait_for_a_purged_marker(
 
 
 async def test_start_on_an_empty_bucket(nc: NatsClient) -> None:
-    js = nc.jetstream()
-    bucket = f"mirror-{uuid.uuid4().hex[:8]}"
-    kv = await js.create_key_value(bucket=bucket, history=1)
-    mirror = BucketMirror(js, kv, bucket, bytes.decode)
+    kv, bucket = await _bucket(nc)
+    mirror = BucketMirror(nc.jetstream(), kv, bucket, text, nc=nc)
     await mirror.start()
     try:
         assert list(mirror.items()) == []
@@ -52,3 +65,158 @@ async def test_start_on_an_empty_bucket(nc: NatsClient) -> None:
         assert mirror.get("a") == "1"
     finally:
         await mirror.stop()
+
+
+async def test_a_key_pattern_holds_its_keys_only_and_its_waits_ignore_the_others(
+    nc: NatsClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server filters the keys; every wait is computed for the pattern, so a write to a
+    key outside it (the stream's newest message) is never waited for."""
+    js = nc.jetstream()
+    kv, bucket = await _bucket(nc)
+    for n in range(200):
+        await kv.put(f"op.{n}", f"{n}".encode())
+    await kv.put("op.gone", b"x")
+    await kv.delete("op.gone")
+    await kv.put("slot.a", b"not mine")
+
+    mirror = BucketMirror(js, kv, bucket, text, keys="op.*", nc=nc)
+    with caplog.at_level("WARNING", logger="loom.weft.mirror"):
+        await mirror.start()
+        try:
+            assert {key for key, _ in mirror.items()} == {f"op.{n}" for n in range(200)}
+            await kv.put("slot.b", b"still not mine")
+            await mirror.sync()  # the newest write is outside the pattern: nothing to wait for
+            revision = await kv.put("op.new", b"late")
+            assert await mirror.wait_for(revision)
+            assert mirror.get("op.new") == "late" and mirror.get("slot.b") is None
+            assert [key for key, _ in mirror.items("op.1")][:1] == ["op.1"]
+        finally:
+            await mirror.stop()
+    assert "lags behind" not in caplog.text and "short of" not in caplog.text, caplog.text
+
+
+async def test_start_with_nothing_under_its_pattern(nc: NatsClient) -> None:
+    kv, bucket = await _bucket(nc)
+    await kv.put("slot.a", b"other keys only")
+    mirror = BucketMirror(nc.jetstream(), kv, bucket, text, keys="op.*", nc=nc)
+    await mirror.start()
+    try:
+        assert list(mirror.items()) == []
+    finally:
+        await mirror.stop()
+
+
+async def test_an_unreadable_record_is_skipped_not_fatal(nc: NatsClient) -> None:
+    def number(_key: str, raw: bytes) -> int:
+        return int(raw)  # ValueError for anything else
+
+    kv, bucket = await _bucket(nc)
+    await kv.put("a", b"1")
+    await kv.put("b", b"not a number")
+    mirror = BucketMirror(nc.jetstream(), kv, bucket, number, nc=nc)
+    await mirror.start()
+    try:
+        assert dict(mirror.items()) == {"a": 1}
+        assert mirror.get("b") is None and len(mirror) == 2
+    finally:
+        await mirror.stop()
+
+
+class CuttableLink:
+    """A TCP relay to the nats-server whose link the test can cut and restore: a real
+    outage of one client's connection while the server (and other clients) carry on."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._pipes: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._pipes):
+            task.cancel()
+        self._writers.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self._writers |= {writer, up_writer}
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.create_task(self._pipe(source, sink))
+            self._pipes.add(task)
+            task.add_done_callback(self._pipes.discard)
+
+    @staticmethod
+    async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+        sink.close()
+
+
+async def test_a_watch_reopened_after_an_outage_drops_keys_deleted_and_purged_meanwhile(
+    nc: NatsClient, nats_server: EmbeddedNatsServer
+) -> None:
+    """While a Weft is cut off, a key is deleted and retention purges its delete marker: no
+    watch can ever deliver that delete. The copy must be rebuilt from a new snapshot when the
+    connection comes back, or it keeps the key for good."""
+    js = nc.jetstream()
+    kv, bucket = await _bucket(nc)
+    await kv.put("stays", b"1")
+    await kv.put("goes", b"2")
+    port = int(nats_server.url.rsplit(":", 1)[1])
+    link = CuttableLink(port)
+    await link.open()
+    client = await connect(url=link.url, name="mirror-under-test", mode="service", timeout=10)
+    changes: list[tuple[str, str | None]] = []
+
+    async def record(key: str, _before: Slot[str] | None, after: Slot[str] | None, initial: bool) -> None:
+        if not initial:
+            changes.append((key, None if after is None else after.raw.decode()))
+
+    mirror = BucketMirror(
+        client.jetstream(),
+        await client.jetstream().key_value(bucket),
+        bucket,
+        text,
+        on_change=record,
+        nc=client,
+    )
+    await mirror.start()
+    try:
+        assert dict(mirror.items()) == {"stays": "1", "goes": "2"}
+        await link.cut()
+        await kv.delete("goes")
+        await drop_delete_marker(js, bucket, "goes")
+        await kv.put("new", b"3")
+        await link.open()
+
+        async def rebuilt() -> bool:
+            return dict(mirror.items()) == {"stays": "1", "new": "3"}
+
+        await eventually(rebuilt, timeout=30, what="the copy rebuilt after the outage")
+        assert ("goes", None) in changes and ("new", "3") in changes
+        assert ("stays", "1") not in changes  # unchanged keys are not reported again
+        assert mirror.restarts >= 1
+        await kv.put("after", b"4")
+        await mirror.sync()
+        assert mirror.get("after") == "4"  # and it follows the bucket again
+    finally:
+        await mirror.stop()
+        await client.close()
+        await link.cut()

@@ -17,7 +17,11 @@ async def test_restart_between_submit_and_claim(weft_factory: Any, nc: NatsClien
         work = (
             await api.post("/api/work", json={"task_id": "t", "description": "d", "capability": "code"})
         ).json()
-        target = (await api.post("/api/targets", json={"name": "box", "mechanism": "local"})).json()
+        target = (
+            await api.post(
+                "/api/targets", json={"name": "box", "mechanism": "local", "config": {"command": ["true"]}}
+            )
+        ).json()
     # Weft was down between the submit and the claim.
     async with weft_factory(project_id=project_id) as second, second.client() as api:
         shown = (await api.get(f"/api/work/{work['id']}")).json()

@@ -34,7 +34,7 @@ async def queue(nc: NatsClient, project_id: str) -> WorkQueue:
 
 @pytest.fixture
 async def index(nc: NatsClient, queue: WorkQueue) -> AsyncIterator[WorkIndex]:
-    view = WorkIndex(nc.jetstream(), queue)
+    view = WorkIndex(nc, nc.jetstream(), queue)
     await view.start()
     try:
         yield view

@@ -1,4 +1,4 @@
-"""Routing: eligibility of agents and targets, and the spin-up seam it calls."""
+"""Routing: eligibility of agents and targets (weft.eligibility), and what routing asks of spin-up."""
 
 from __future__ import annotations
 
@@ -8,21 +8,11 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_connect
 
-from shared.models import (
-    AgentEntry,
-    AgentStatus,
-    SpinupOperation,
-    Target,
-    TargetHealth,
-    TargetSpec,
-    WorkItem,
-    WorkStatus,
-    utcnow,
-)
+from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, WorkStatus, utcnow
 from shared.policy import BoundaryPolicy, BoundaryRule
-from weft.project import ProjectContext, ProjectHub
-from weft.routing import NO_AGENT_NO_TARGET, eligible_agents, matching_targets
-from weft.spinup import WAITING_FOR_AGENT, SpinupUnavailable, TargetTestResult
+from weft.eligibility import Need, eligible_agents, matching_targets
+from weft.routing import NO_AGENT_NO_TARGET
+from weft.spinup import WAITING_FOR_AGENT
 
 P = "proj-1"
 
@@ -54,7 +44,13 @@ def agent(**kw: Any) -> AgentEntry:
 
 
 def target(name: str = "local-1", **kw: Any) -> Target:
-    data: dict[str, Any] = {"name": name, "mechanism": "local", "project_id": P, "capabilities": ["code"]}
+    data: dict[str, Any] = {
+        "name": name,
+        "mechanism": "local",
+        "config": {"command": ["true"]},
+        "project_id": P,
+        "capabilities": ["code"],
+    }
     data.update(kw)
     return Target.model_validate(data)
 
@@ -97,90 +93,78 @@ def test_matching_targets_need_enabled_healthy_or_unknown_and_policy() -> None:
     sick = target("c-sick", health=TargetHealth.UNHEALTHY)
     off = target("d-off", enabled=False)
     docs = target("e-docs", capabilities=["docs"])
-    found = matching_targets(item(), [ok, healthy, sick, off, docs], policy)
+    found = matching_targets(Need.of(item()), [ok, healthy, sick, off, docs], policy)
     assert [t.name for t in found] == ["b-healthy", "a-ok"]  # known-healthy first
     prod_item = item(boundary="production")
     prod = target("prod", agent_type="deployer", boundaries=["production"])
     other = target("other", agent_type="deployer", boundaries=["production"])
     wrong_type = target("prod", agent_type="claude-code", boundaries=["production"])
-    assert [t.name for t in matching_targets(prod_item, [prod, other, wrong_type], policy)] == ["prod"]
+    assert [t.name for t in matching_targets(Need.of(prod_item), [prod, other, wrong_type], policy)] == [
+        "prod"
+    ]
     typed = item(required_agent_type="copilot")
-    assert matching_targets(typed, [ok], policy) == []
+    assert matching_targets(Need.of(typed), [ok], policy) == []
 
 
-class RecordingSpinup:
-    """A spin-up service that records what routing asked for (our own seam, not a third party)."""
-
-    name = "recording"
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, str]] = []
-
-    async def start(self, hub: ProjectHub) -> None:
-        self.hub = hub
-
-    async def stop(self) -> None:
-        return None
-
-    def validate_target(self, spec: TargetSpec) -> None:
-        return None
-
-    async def request_spinup(self, project: ProjectContext, item: WorkItem, target: Target) -> None:
-        self.requests.append((project.project_id, item.id, target.name))
-
-    async def spin_up(
-        self, project: ProjectContext, target: Target, *, work_id: str | None = None
-    ) -> SpinupOperation:
-        raise SpinupUnavailable()
-
-    async def test_target(self, project: ProjectContext, target: Target) -> TargetTestResult:
-        raise SpinupUnavailable()
-
-    async def operations(self, project: ProjectContext) -> list[SpinupOperation]:
-        return []
-
-
-async def test_no_agent_and_a_matching_target_asks_the_spinup_seam(
-    weft_factory: Any, nc: NatsClient, project_id: str
+async def test_routing_asks_spin_up_only_while_no_eligible_agent_is_online(
+    weft: Any, api: Any, nc: NatsClient, project_id: str
 ) -> None:
-    spinup = RecordingSpinup()
-    async with weft_factory(project_id=project_id, spinup=spinup) as weft, weft.client() as api:
+    """With a matching target and no eligible agent, routing hands the item to spin-up (here
+    the service of a Weft that starts none, which says the item waits for an agent); with an
+    eligible agent online it does not; with no matching target the item says so."""
+    for name, capability in (("laptop", "code"), ("docs-box", "docs")):
         made = await api.post(
-            "/api/targets", json={"name": "laptop", "mechanism": "local", "capabilities": ["code"]}
+            "/api/targets",
+            json={
+                "name": name,
+                "mechanism": "local",
+                "config": {"command": ["true"]},
+                "capabilities": [capability],
+            },
         )
-        assert made.status_code == 201
-        await api.post(
-            "/api/targets", json={"name": "docs-box", "mechanism": "local", "capabilities": ["docs"]}
-        )
-        work = (
-            await api.post("/api/work", json={"task_id": "t", "description": "d", "capability": "code"})
-        ).json()
+        assert made.status_code == 201, made.text
 
-        async def asked() -> bool:
-            return any(r == (project_id, work["id"], "laptop") for r in spinup.requests)
+    async def submit(capability: str) -> str:
+        body = {"task_id": "t", "description": "d", "capability": capability}
+        return str((await api.post("/api/work", json=body)).json()["id"])
 
-        await eventually(asked, what="a spin-up request for the item")
-        # With an eligible agent online, no spin-up is requested for new work of its capability.
-        await register(nc, project_id)
-        later = (
-            await api.post("/api/work", json={"task_id": "u", "description": "d", "capability": "code"})
-        ).json()
-        docs = (
-            await api.post("/api/work", json={"task_id": "v", "description": "d", "capability": "docs"})
-        ).json()
+    async def reason(work_id: str) -> str | None:
+        return (await api.get(f"/api/work/{work_id}")).json()["waiting_reason"]
 
-        async def swept_twice() -> bool:
-            return sum(1 for r in spinup.requests if r[1] == docs["id"]) >= 2
+    async def reason_is(work_id: str, wanted: str) -> bool:
+        return await reason(work_id) == wanted
 
-        await eventually(swept_twice, what="two routing rounds after the submissions")
-        assert all(r[1] != later["id"] for r in spinup.requests)
-        assert (project_id, docs["id"], "docs-box") in spinup.requests
+    async def cleared(work_id: str) -> bool:
+        return await reason(work_id) is None
+
+    async def agent_listed() -> bool:
+        return bool((await api.get("/api/agents")).json()["items"])
+
+    code = await submit("code")
+    await eventually(lambda: reason_is(code, WAITING_FOR_AGENT), what="the code item handed to spin-up")
+    await register(nc, project_id)  # an agent with capability code comes online
+    await eventually(agent_listed, what="Weft to see the agent")
+    later = await submit("code")
+    docs = await submit("docs")
+    review = await submit("review")
+    await eventually(lambda: reason_is(docs, WAITING_FOR_AGENT), what="the docs item handed to spin-up")
+    await eventually(lambda: reason_is(review, NO_AGENT_NO_TARGET), what="the review item without a target")
+    await eventually(lambda: cleared(code), what="a sweep to clear the first item's reason")
+    assert await reason(later) is None  # never handed to spin-up
 
 
 async def test_default_seam_records_waiting_then_routing_clears_it(
     weft: Any, api: Any, nc: NatsClient, project_id: str
 ) -> None:
-    await api.post("/api/targets", json={"name": "laptop", "mechanism": "local", "capabilities": ["code"]})
+    await api.post(
+        "/api/targets",
+        json={
+            "name": "laptop",
+            "mechanism": "local",
+            "config": {"command": ["true"]},
+            "capabilities": ["code"],
+        },
+    )
     async with ws_connect(f"{weft.ws_url}/api/ws?topics=work&action=waiting") as conn:
         ws = WsClient(conn)
         await ws.next_of("welcome")

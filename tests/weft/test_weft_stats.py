@@ -25,8 +25,18 @@ async def test_stats_count_agents_work_targets_and_queues(api: Any, nc: NatsClie
     taken = await queue.claim(claimant(agent))
     assert taken is not None
     await queue.fail(taken.id, agent.agent_id, "no", retryable=False)
-    await api.post("/api/targets", json={"name": "box", "mechanism": "local"})
-    await api.post("/api/targets", json={"name": "ci", "mechanism": "webhook", "enabled": False})
+    await api.post(
+        "/api/targets", json={"name": "box", "mechanism": "local", "config": {"command": ["true"]}}
+    )
+    await api.post(
+        "/api/targets",
+        json={
+            "name": "ci",
+            "mechanism": "webhook",
+            "config": {"url": "http://127.0.0.1:9/hook"},
+            "enabled": False,
+        },
+    )
 
     stats = (await api.get("/api/stats")).json()
     assert stats["agents"]["total"] == 3

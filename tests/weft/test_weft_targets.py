@@ -22,11 +22,12 @@ def spec(**changes: Any) -> dict[str, Any]:
         "boundaries": ["default"],
         "mechanism": "github-actions",
         "config": {
-            "repo": "acme/agents",
+            "repository": "acme/agents",
             "workflow": "agent.yml",
-            "token": SECRET,
-            "headers": {"Authorization": f"Bearer {SECRET}", "Accept": "json"},
-            "callback": f"https://user:{SECRET}@hooks.example.com/x",
+            "token_env": "GH_TOKEN",
+            # a workflow input under a secret-looking name: stored (the workflow needs it) but
+            # never shown
+            "inputs": {"auth_token": SECRET, "mode": "fast"},
         },
         "max_concurrent": 2,
         "cooldown_s": 30,
@@ -71,7 +72,8 @@ async def test_crud_by_id_and_name(api: Any, nc: NatsClient, project_id: str) ->
     assert (await api.post(f"/api/targets/{target['id']}/enable")).json()["enabled"] is True
 
     await api.post(
-        "/api/targets", json=spec(name="laptop", mechanism="local", capabilities=["docs"], config={})
+        "/api/targets",
+        json=spec(name="laptop", mechanism="local", capabilities=["docs"], config={"command": ["true"]}),
     )
     listed = (await api.get("/api/targets")).json()
     assert [t["name"] for t in listed["items"]] == ["gh-runner", "gh-runner-2", "laptop"] and listed[
@@ -92,7 +94,8 @@ async def test_crud_by_id_and_name(api: Any, nc: NatsClient, project_id: str) ->
     assert deleted.status_code == 200 and deleted.json()["name"] == "laptop"
     assert (await api.get("/api/targets/laptop")).status_code == 404
     assert (await api.delete("/api/targets/laptop")).status_code == 404
-    assert (await api.post("/api/targets", json=spec(name="laptop", mechanism="local"))).status_code == 201
+    again = spec(name="laptop", mechanism="local", config={"command": ["true"]})
+    assert (await api.post("/api/targets", json=again)).status_code == 201
 
 
 async def test_names_are_unique_even_when_created_at_once(weft_factory: Any, project_id: str) -> None:
@@ -129,20 +132,25 @@ async def test_secrets_never_leave_weft(weft: Any, api: Any, nc: NatsClient, pro
     for text in [*responses, *(str(e) for e in events)]:
         assert SECRET not in text
     shown = created.json()["config"]
-    assert shown["token"] == "***" and shown["headers"]["Authorization"] == "***"
-    assert shown["headers"]["Accept"] == "json" and shown["repo"] == "acme/agents"
-    assert shown["callback"] == "https://***@hooks.example.com/x"
-    # ...but Weft keeps them for its spin-up mechanisms
-    assert (await stored(nc, project_id, target_id)).config["token"] == SECRET
+    assert shown["inputs"] == {"auth_token": "***", "mode": "fast"}
+    assert shown["repository"] == "acme/agents" and shown["token_env"] == "GH_TOKEN"
+    # ...but Weft keeps it for the workflow it dispatches
+    assert (await stored(nc, project_id, target_id)).config["inputs"]["auth_token"] == SECRET
 
     # read-modify-write with the masks keeps the secrets; a new value replaces them
     echoed = {**shown, "workflow": "agent-v2.yml"}
-    await api.patch(f"/api/targets/{target_id}", json={"config": echoed})
+    assert (await api.patch(f"/api/targets/{target_id}", json={"config": echoed})).status_code == 200
     kept = (await stored(nc, project_id, target_id)).config
-    assert kept["token"] == SECRET and kept["headers"]["Authorization"] == f"Bearer {SECRET}"
-    assert kept["workflow"] == "agent-v2.yml"
-    await api.patch(f"/api/targets/{target_id}", json={"config": {**echoed, "token": "new-token-value"}})
-    assert (await stored(nc, project_id, target_id)).config["token"] == "new-token-value"
+    assert kept["inputs"] == {"auth_token": SECRET, "mode": "fast"} and kept["workflow"] == "agent-v2.yml"
+    replaced = {**echoed, "inputs": {"auth_token": "new-value", "mode": "fast"}}
+    await api.patch(f"/api/targets/{target_id}", json={"config": replaced})
+    assert (await stored(nc, project_id, target_id)).config["inputs"]["auth_token"] == "new-value"
+
+    # a secret where a variable name belongs is refused, and not repeated
+    pasted = spec(name="pasted", config={**spec()["config"], "token": SECRET})
+    refused = await api.post("/api/targets", json=pasted)
+    assert refused.status_code == 422 and refused.json()["details"]["field"] == "config.token"
+    assert SECRET not in refused.text
 
 
 async def test_validation_errors_name_the_field(api: Any) -> None:
@@ -154,7 +162,7 @@ async def test_validation_errors_name_the_field(api: Any) -> None:
         (spec(cooldown_s=-1), "cooldown_s"),
         (spec(health_check={"interval_s": 0}), "health_check.interval_s"),
         (spec(extra_field=1), "extra_field"),
-        ({"mechanism": "local"}, "name"),
+        ({"mechanism": "local", "config": {"command": ["true"]}}, "name"),
     ]
     for body, field in cases:
         response = await api.post("/api/targets", json=body)
@@ -190,3 +198,34 @@ async def test_test_and_spin_up_without_a_mechanism_are_a_clear_409(api: Any) ->
     assert (await api.post("/api/targets/nope/spin-up")).status_code == 404
     bad = await api.post("/api/targets/gh-runner/spin-up", json={"work_id": "zzz"})
     assert bad.status_code == 422 and bad.json()["details"]["errors"][0]["field"] == "work_id"
+
+
+async def test_two_replicas_deleting_at_once_delete_and_announce_once(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with (
+        weft_factory(project_id=project_id) as one,
+        weft_factory(project_id=project_id) as two,
+        one.client() as a,
+        two.client() as b,
+    ):
+        created = await a.post("/api/targets", json=spec())
+        target_id = created.json()["id"]
+        assert (await b.get(f"/api/targets/{target_id}")).status_code == 200  # both copies hold it
+        results = await asyncio.gather(
+            a.delete(f"/api/targets/{target_id}"), b.delete("/api/targets/gh-runner")
+        )
+        assert sorted(r.status_code for r in results) == [200, 404], [r.text for r in results]
+    js = nc.jetstream()
+    sub = await js.subscribe(ProjectNames(project_id).event_filter("target"), ordered_consumer=True)
+    deleted = 0
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=0.5)
+            except Exception:
+                break
+            deleted += b'"action":"deleted"' in msg.data
+    finally:
+        await sub.unsubscribe()
+    assert deleted == 1

@@ -10,18 +10,25 @@ from fastapi import APIRouter, Depends, Query, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import LoomError, without_given
-from shared.models import HealthCheck, Mechanism, SpinupOperation, Target, TargetSpec
+from shared.models import HealthCheck, SpinupOperation, Target, TargetSpec
 from shared.names import validate_capability
 from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, from_pydantic
 from weft.routes.common import HEX32, TargetRef
 from weft.schemas import PageOut
 from weft.spinup.base import TargetTestResult
+from weft.spinup.mechanisms import MechanismName
 from weft.targets.store import public_view
 
 router = APIRouter(
     prefix="/api/targets", tags=["targets"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
 )
+
+
+class TargetIn(TargetSpec):
+    """A target to register; ``mechanism`` is one Weft offers (``GET /api/mechanisms``)."""
+
+    mechanism: MechanismName
 
 
 class TargetPatch(BaseModel):
@@ -32,7 +39,7 @@ class TargetPatch(BaseModel):
     agent_type: str | None = None
     capabilities: list[str] | None = None
     boundaries: list[str] | None = None
-    mechanism: Mechanism | None = None
+    mechanism: MechanismName | None = None
     config: dict[str, Any] | None = None
     max_concurrent: int | None = None
     cooldown_s: float | None = None
@@ -56,7 +63,7 @@ async def list_targets(
     project: ProjectDep,
     limit: Limit = 50,
     cursor: Cursor = None,
-    mechanism: Mechanism | None = None,
+    mechanism: MechanismName | None = None,
     enabled: bool | None = None,
     capability: Annotated[str | None, Query()] = None,
 ) -> PageOut[Target]:
@@ -71,7 +78,7 @@ async def list_targets(
 
 
 @router.post("", response_model=Target, status_code=status.HTTP_201_CREATED, summary="Register a target")
-async def create_target(body: TargetSpec, project: ProjectDep, state: StateDep) -> Target:
+async def create_target(body: TargetIn, project: ProjectDep, state: StateDep) -> Target:
     try:
         state.spinup.validate_target(body)
     except LoomError as exc:  # the mechanism's own checks may quote the config: never echo it

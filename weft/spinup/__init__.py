@@ -1,12 +1,13 @@
-"""Spin-up mechanisms (DESIGN §6). :func:`default_service` is the one place that
-decides which :class:`SpinupService` a Weft started from the command line uses."""
+"""Spin-up: starting agents from targets when work waits, and stopping them when idle
+(docs/spinup.md). :func:`default_service` is the one place that decides which
+:class:`SpinupService` a Weft started from the command line uses."""
 
 from __future__ import annotations
 
 from weft.settings import WeftSettings
 from weft.spinup.base import (
     WAITING_FOR_AGENT,
-    NoSpinup,
+    DisabledSpinup,
     SpinupError,
     SpinupRequester,
     SpinupService,
@@ -17,7 +18,7 @@ from weft.spinup.base import (
 
 __all__ = [
     "WAITING_FOR_AGENT",
-    "NoSpinup",
+    "DisabledSpinup",
     "SpinupError",
     "SpinupRequester",
     "SpinupService",
@@ -30,10 +31,10 @@ __all__ = [
 
 def default_service(settings: WeftSettings) -> SpinupService:
     """The spin-up service ``create_app`` uses when none is passed in."""
+    from weft.spinup.managed import ManagedSpinup  # here: it needs the project layer
     from weft.spinup.settings import SpinupSettings
-    from weft.spinup.weft_service import ValidatingNoSpinup, WeftSpinup  # here: needs the project layer
 
     spinup_settings = SpinupSettings()
     if spinup_settings.mode == "none":
-        return ValidatingNoSpinup()
-    return WeftSpinup(spinup_settings)
+        return DisabledSpinup()
+    return ManagedSpinup(spinup_settings)

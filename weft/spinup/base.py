@@ -1,11 +1,14 @@
-"""The seam between Weft and its spin-up mechanisms (DESIGN §6).
+"""The seam between Weft and spin-up (docs/spinup.md).
 
-Weft calls a :class:`SpinupService` at four points: validating a target's
-mechanism ``config``, routing (no eligible agent online, a matching target
-exists), the manual ``POST /api/targets/{id}/spin-up`` and ``/test`` routes,
-and stats. Until a real manager is installed, :class:`NoSpinup` records on
-the work item that it is waiting for an agent and answers the manual routes
-with a clear 409.
+Weft calls a :class:`SpinupService` at five points: when a project starts
+being served (:meth:`~SpinupService.attach`), validating a target's mechanism
+``config``, routing (no eligible agent online, a matching target exists), the
+manual ``POST /api/targets/{id}/spin-up`` and ``/test`` routes, and stats.
+
+Two services implement it: :class:`~weft.spinup.managed.ManagedSpinup` starts
+and stops agents; :class:`DisabledSpinup` (``WEFT_SPINUP=none``) starts none,
+records on waiting work that it waits for an agent, answers the manual routes
+with a clear 409, and still checks targets like any other replica.
 """
 
 from __future__ import annotations
@@ -13,42 +16,59 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from nats.js.errors import BucketNotFoundError, NotFoundError
 from pydantic import BaseModel, Field
 
-from shared.errors import LoomError
+from shared.errors import Conflict
 from shared.models import SpinupOperation, Target, TargetHealth, TargetSpec, WorkItem, utcnow
+from weft.spinup.config import InvalidTargetConfig
+from weft.spinup.mechanisms import parse_config
 
 if TYPE_CHECKING:
-    from weft.project import ProjectContext, ProjectHub
+    from weft.project import ProjectContext, ProjectExtension, ProjectHub
 
 WAITING_FOR_AGENT = "waiting for an agent"
 
 
-class SpinupError(LoomError):
-    """A refused spin-up request; ``status`` is the HTTP status to answer with (4xx)."""
+class SpinupError(Conflict):
+    """A spin-up that cannot happen now (a ``conflict``, unless ``code`` says otherwise);
+    ``retry_after_s`` when waiting would help (a target cooling down)."""
 
-    def __init__(self, message: str, *, status: int = 409, code: str = "conflict", field: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-        self.field = field
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, field=field, code=code)
+        self.retry_after_s = retry_after_s
 
 
 class SpinupUnavailable(SpinupError):
     def __init__(self) -> None:
         super().__init__(
             "no spin-up mechanism installed: this Weft can register targets but not start agents from them",
-            status=409,
             code="spinup_unavailable",
         )
 
 
 class TargetConfigError(SpinupError):
-    """A target's mechanism ``config`` is invalid; ``field`` is e.g. ``config.command``."""
+    """A target's mechanism ``config`` is invalid; ``field`` is the first bad one
+    (``config.command``), the message names every one."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}", status=422, code="validation_error", field=field)
+    def __init__(self, exc: InvalidTargetConfig) -> None:
+        first = exc.errors[0]
+        super().__init__(str(exc), code="validation_error", field=first.field)
+
+
+def check_target(spec: TargetSpec) -> None:
+    """Refuse a target whose ``config`` does not fit its mechanism (every field error)."""
+    try:
+        parse_config(spec.mechanism, spec.config)
+    except InvalidTargetConfig as exc:
+        raise TargetConfigError(exc) from None
 
 
 class TargetTestResult(BaseModel):
@@ -61,8 +81,8 @@ class TargetTestResult(BaseModel):
 
 @runtime_checkable
 class SpinupRequester(Protocol):
-    async def request_spinup(self, project: ProjectContext, item: WorkItem, target: Target) -> None:
-        """No eligible agent is online for ``item`` and ``target`` could provide one.
+    async def request_spinup(self, project: ProjectContext, item: WorkItem) -> None:
+        """No eligible agent is online for ``item`` and a matching target exists.
 
         Called on submit and again on every sweep while the item waits, possibly by
         several Weft replicas: implementations enforce "one in flight per target",
@@ -75,9 +95,15 @@ class SpinupRequester(Protocol):
 class SpinupService(SpinupRequester, Protocol):
     name: str
 
-    async def start(self, hub: ProjectHub) -> None: ...
+    async def start(self, hub: ProjectHub) -> None:
+        """Called once, before the hub serves any project."""
+        ...
 
     async def stop(self) -> None: ...
+
+    async def attach(self, project: ProjectContext) -> ProjectExtension | None:
+        """A project starts being served: what spin-up runs for it (stopped with the project)."""
+        ...
 
     def validate_target(self, spec: TargetSpec) -> None:
         """Raise :class:`TargetConfigError` when ``spec.config`` is wrong for its mechanism."""
@@ -92,8 +118,9 @@ class SpinupService(SpinupRequester, Protocol):
     async def operations(self, project: ProjectContext) -> list[SpinupOperation]: ...
 
 
-class NoSpinup:
-    """The default until a spin-up manager is installed: waiting work says so."""
+class DisabledSpinup:
+    """``WEFT_SPINUP=none``: this Weft starts no agents (waiting work says so), but checks
+    targets and reports the operations other replicas recorded."""
 
     name = "none"
 
@@ -103,13 +130,15 @@ class NoSpinup:
     async def stop(self) -> None:
         return None
 
-    def validate_target(self, spec: TargetSpec) -> None:
+    async def attach(self, project: ProjectContext) -> ProjectExtension | None:
         return None
 
-    async def request_spinup(self, project: ProjectContext, item: WorkItem, target: Target) -> None:
-        from weft.workview import set_waiting_reason
+    def validate_target(self, spec: TargetSpec) -> None:
+        check_target(spec)
 
-        await set_waiting_reason(project.js, project.queue, item.id, WAITING_FOR_AGENT)
+    async def request_spinup(self, project: ProjectContext, item: WorkItem) -> None:
+
+        await project.queue.set_waiting_reason(item.id, WAITING_FOR_AGENT)
 
     async def spin_up(
         self, project: ProjectContext, target: Target, *, work_id: str | None = None
@@ -120,6 +149,10 @@ class NoSpinup:
         raise SpinupUnavailable()
 
     async def operations(self, project: ProjectContext) -> list[SpinupOperation]:
-        from weft.spinup.records import read_operations
+        from weft.spinup.store import SpinupStore, newest_first
 
-        return await read_operations(project.js, project.names)
+        try:
+            await project.js.key_value(project.names.spinups_bucket)
+        except (BucketNotFoundError, NotFoundError):  # nothing was ever started in this project
+            return []
+        return newest_first(await SpinupStore(project.js, project.names).all())

@@ -5,7 +5,7 @@ command is executable; ssh: connect and run a no-op; kubernetes: the namespace
 is reachable and Jobs may be created; webhook: its health URL answers;
 github-actions: the workflow exists and the token may dispatch it). Results
 are written to the target (``health``, ``health_detail``,
-``last_health_check``; the target source publishes ``target.health-checked``)
+``last_health_check``; the target store publishes ``target.health-checked``)
 and ``target.health-changed`` is published when the verdict changes. Automatic
 spin-up skips unhealthy targets.
 """
@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from shared.events import publish_event
 from shared.models import Target, TargetHealth, utcnow
 from shared.redact import redact
-from weft.spinup.config import InvalidTargetConfig, parse_config
+from weft.spinup.config import InvalidTargetConfig
 from weft.spinup.manager import SpinupManager
+from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import ProbeResult, Stopwatch
-from weft.spinup.targets import TargetMissing
+from weft.targets.store import TargetNotFound
 
 log = logging.getLogger("loom.weft.spinup.health")
 
@@ -65,12 +66,13 @@ class HealthMonitor:
 
     async def check(self, target: Target) -> HealthReport:
         """Probe now, record the verdict on the target and publish events."""
-        await self.manager.ensure()
         async with self._limit:
             result = await self.probe(target)
         health = TargetHealth.HEALTHY if result.ok else TargetHealth.UNHEALTHY
         detail = redact(result.detail)
-        updated = await self.manager.targets.record_health(target.id, health, detail, utcnow())
+        updated = await self.manager.targets.record(
+            target.id, "health-checked", health=health, health_detail=detail, last_health_check=utcnow()
+        )
         names = self.manager.names
         data = {
             "target_name": target.name,
@@ -81,7 +83,9 @@ class HealthMonitor:
         }
         if health is not target.health:
             try:
-                await publish_event(self.manager._js, names, "target", "health-changed", target.id, data)
+                await publish_event(
+                    self.manager.context.js, names, "target", "health-changed", target.id, data
+                )
             except Exception as exc:
                 log.warning("health event for %s not published: %s", target.name, redact(exc))
         return HealthReport(target=updated, result=result, previous=target.health)
@@ -106,7 +110,7 @@ class HealthMonitor:
         async def one(target: Target) -> HealthReport | None:
             try:
                 return await self.check(target)
-            except TargetMissing:
+            except TargetNotFound:
                 return None
             except Exception as exc:
                 log.warning("health check of %s failed: %s", target.name, redact(exc))

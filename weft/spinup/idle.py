@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.models import AgentEntry, AgentStatus, SpinupState, Target, WorkItem
-from shared.work import HELD, WorkQueue
+from shared.work import HELD
 from weft.spinup.manager import SpinupManager
 from weft.spinup.store import SpinupRecord
 
@@ -69,7 +69,6 @@ def idle_since(record: SpinupRecord, agent: AgentEntry, work: WorkActivity | Non
 class IdleMonitor:
     def __init__(self, manager: SpinupManager) -> None:
         self.manager = manager
-        self.work = WorkQueue(manager._nc, manager.names, js=manager._js)
 
     async def check(
         self,
@@ -77,13 +76,11 @@ class IdleMonitor:
         agents: Mapping[str, AgentEntry],
         targets: Mapping[str, Target],
         now: datetime,
-        work_items: Iterable[WorkItem] | None = None,
+        work_items: Iterable[WorkItem],
     ) -> None:
         watched = [r for r in live if r.op.state in (SpinupState.REGISTERED, SpinupState.STOPPING)]
         if not watched:
             return
-        if work_items is None:
-            work_items = [r.item for r in await self.work.all_records()]
         activity = work_activity(work_items, {r.op.agent_id for r in watched})
         grace = self.manager.settings.shutdown_grace_s
         for record in watched:

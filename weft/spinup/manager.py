@@ -1,5 +1,7 @@
 """The spin-up manager of one project: decide, start, link, time out, stop.
 
+It works on the project's context (:class:`~weft.project.ProjectContext`):
+targets come from the project's target store, agents from its registry copy.
 Every decision and transition goes through the spinups bucket with
 compare-and-set (see :mod:`weft.spinup.store`), so several Weft replicas can
 run a manager for the same project: admission is atomic per target, and each
@@ -18,13 +20,9 @@ import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from nats.aio.client import Client as NatsClient
-from nats.js import JetStreamContext
-
-from shared.errors import LoomError
-from shared.events import ensure_events_stream, publish_event
+from shared.events import publish_event
 from shared.models import (
     AgentEntry,
     AgentStatus,
@@ -36,13 +34,12 @@ from shared.models import (
     new_id,
     utcnow,
 )
-from shared.names import ProjectNames
-from shared.policy import BoundaryPolicy, config_bucket, read_policy
 from shared.redact import redact
-from shared.registry import Registry
-from weft.spinup.config import InvalidTargetConfig, MechanismConfig, parse_config
+from weft.eligibility import Need, matching_targets
+from weft.spinup.base import SpinupError
+from weft.spinup.config import InvalidTargetConfig, MechanismConfig
+from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch, Mechanism, MechanismError
-from weft.spinup.selection import Need, rank
 from weft.spinup.settings import SpinupSettings
 from weft.spinup.store import (
     FINAL_STATES,
@@ -52,22 +49,13 @@ from weft.spinup.store import (
     SpinupRecord,
     SpinupStore,
 )
-from weft.spinup.targets import TargetMissing, TargetSource
+from weft.targets.store import TargetNotFound
 from weft.tasks import stop_task
 
+if TYPE_CHECKING:
+    from weft.project import ProjectContext
+
 log = logging.getLogger("loom.weft.spinup")
-
-POLICY_CACHE_S = 2.0
-
-
-class SpinupRefused(LoomError):
-    """A manual spin-up that cannot happen now; ``code`` maps to an HTTP status."""
-
-    def __init__(self, code: str, message: str, retry_after_s: float | None = None) -> None:
-        self.code = code
-        self.message = message
-        self.retry_after_s = retry_after_s
-        super().__init__(message)
 
 
 @dataclass
@@ -90,46 +78,24 @@ def _error_text(exc: BaseException) -> str:
 class SpinupManager:
     def __init__(
         self,
-        nc: NatsClient,
-        names: ProjectNames,
-        targets: TargetSource,
+        context: ProjectContext,
+        store: SpinupStore,
         mechanisms: Mapping[str, Mechanism],
         *,
         agent_nats_url: str,
         settings: SpinupSettings | None = None,
-        js: JetStreamContext | None = None,
-        registry: Registry | None = None,
     ) -> None:
-        self._nc = nc
-        self._js = js or nc.jetstream()
-        self.names = names
-        self.targets = targets
+        self.context = context
+        self.names = context.names
+        self.targets = context.targets
+        self.store = store
         self.mechanisms = mechanisms
         self.settings = settings or SpinupSettings()
         self.agent_nats_url = agent_nats_url
-        self.store = SpinupStore(self._js, names)
-        self.registry = registry or Registry(self._js, names)
         self.host = socket.gethostname()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping: set[str] = set()
         self._alive_checked: dict[str, float] = {}
-        self._ensured = False
-        self._policy: BoundaryPolicy | None = None
-        self._policy_at = 0.0
-
-    # -- plumbing ------------------------------------------------------------------
-    async def ensure(self) -> None:
-        if not self._ensured:
-            await ensure_events_stream(self._js, self.names)
-            await self.store.bucket()
-            self._ensured = True
-
-    async def policy(self) -> BoundaryPolicy:
-        now = time.monotonic()
-        if self._policy is None or now - self._policy_at > POLICY_CACHE_S:
-            self._policy = await read_policy(await config_bucket(self._js, self.names))
-            self._policy_at = now
-        return self._policy
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
@@ -153,7 +119,7 @@ class SpinupManager:
         data: dict[str, Any] = {"operation": record.op.model_dump(mode="json")}
         data.update(extra)
         try:
-            await publish_event(self._js, self.names, "spinup", action, record.op.id, data)
+            await publish_event(self.context.js, self.names, "spinup", action, record.op.id, data)
         except Exception as exc:  # an event lost is bad, a transition undone would be worse
             log.warning("spin-up event %s for %s not published: %s", action, record.op.id, redact(exc))
 
@@ -169,18 +135,12 @@ class SpinupManager:
     # -- decisions -------------------------------------------------------------------
     async def request_for_work(self, item: WorkItem) -> SpinupDecision:
         """Routing found no eligible agent online for ``item``: start one if a target allows."""
-        need = Need(
-            capability=item.capability,
-            boundary=item.boundary,
-            required_agent_type=item.required_agent_type,
-            preferred_agent_type=item.preferred_agent_type,
-        )
-        return await self.request(need, work_id=item.id)
+        return await self.request(Need.of(item), work_id=item.id)
 
     async def request(self, need: Need, *, work_id: str | None = None) -> SpinupDecision:
         started = time.perf_counter()
-        await self.ensure()
-        candidates = rank(await self.targets.list_targets(), need, await self.policy())
+        policy = await self.context.queue.policy()
+        candidates = matching_targets(need, self.targets.all(), policy)
         if not candidates:
             return SpinupDecision(
                 "no-target",
@@ -220,20 +180,16 @@ class SpinupManager:
 
     async def spin_up(self, target_id: str, *, work_id: str | None = None) -> SpinupOperation:
         """Manual spin-up (``POST /api/targets/{id}/spin-up``): caps and cool-down still apply."""
-        await self.ensure()
-        try:
-            target = await self.targets.get_target(target_id)
-        except TargetMissing:
-            raise SpinupRefused("not_found", f"target: no target {target_id!r} in this project") from None
+        target = await self.targets.resolve(target_id)
         if not target.enabled:
-            raise SpinupRefused("conflict", f"target {target.name} is disabled; enable it first")
+            raise SpinupError(f"target {target.name} is disabled; enable it first", field="target")
         try:
             self.config_of(target)
         except InvalidTargetConfig as exc:
-            raise SpinupRefused("invalid", str(exc)) from None
+            raise SpinupError(str(exc), code="invalid", field=exc.errors[0].field) from None
         outcome = await self._admit(target, work_id=work_id, reason="manual")
         if isinstance(outcome, Refusal):
-            raise SpinupRefused("conflict", outcome.message, outcome.retry_after_s)
+            raise SpinupError(outcome.message, field="target", retry_after_s=outcome.retry_after_s)
         return outcome.op
 
     def _register_timeout(self, target: Target) -> float:
@@ -323,8 +279,10 @@ class SpinupManager:
             if before.op.state is not after.op.state:
                 await self._event("running", after)
             if before.op.started_at is None:
-                with contextlib.suppress(TargetMissing):
-                    await self.targets.record_spinup(target.id, after.op.started_at or utcnow())
+                with contextlib.suppress(TargetNotFound):
+                    await self.targets.record(
+                        target.id, "spun-up", last_spinup_at=after.op.started_at or utcnow()
+                    )
 
         try:
             handle = await mechanism.start(config, launch, on_handle)
@@ -513,7 +471,7 @@ class SpinupManager:
         if before.op.state is after.op.state:
             return None
         request = ControlRequest(action="shutdown", reason=reason, grace_s=grace_s)
-        await self._nc.publish(self.names.control_subject(after.op.agent_id), request.to_json_bytes())
+        await self.context.nc.publish(self.names.control_subject(after.op.agent_id), request.to_json_bytes())
         await self._event("shutdown-requested", after, reason=reason, grace_s=grace_s)
         return after
 
@@ -529,16 +487,13 @@ class SpinupManager:
         return await self.store.get(spinup_id)
 
     # -- reconciliation ----------------------------------------------------------------------------
-    async def tick(self, agents: Mapping[str, AgentEntry] | None = None) -> list[SpinupRecord]:
+    async def tick(self, agents: Mapping[str, AgentEntry]) -> list[SpinupRecord]:
         """Bring every live operation up to date; returns the live records after the pass.
 
         Links registered agents, times out operations whose agent never registered,
         fails starts whose process is gone, notices agents that went away, retries
         stops that did not finish, and repairs slots that point at ended operations.
         """
-        await self.ensure()
-        if agents is None:
-            agents = {a.agent_id: a for a in await self.registry.list_project()}
         now = utcnow()
         live: list[SpinupRecord] = []
         for slot in await self.store.slots():

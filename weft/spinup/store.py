@@ -1,6 +1,6 @@
 """Spin-up operations and per-target admission state in the project's spinups bucket.
 
-Two kinds of keys:
+Three kinds of keys:
 
 * ``op.<spinup-id>``: the :class:`SpinupRecord` (the public
   :class:`~shared.models.SpinupOperation` plus bookkeeping);
@@ -8,7 +8,12 @@ Two kinds of keys:
   and writes with compare-and-set: the one in-flight start, the live
   operations and the time of the last start. Because the slot is the only
   place a start is admitted, two Weft replicas racing for the same target
-  cannot both start (the loser's write fails and it re-reads).
+  cannot both start (the loser's write fails and it re-reads);
+* ``work.<work-id>``: the id of the start made for a waiting work item, so
+  sweeps that find it still waiting do not start a second agent for it.
+
+A running Weft follows the bucket through one :class:`~weft.mirror.BucketMirror`
+(:meth:`SpinupStore.start`); decisions still read and write the keys themselves.
 """
 
 from __future__ import annotations
@@ -18,15 +23,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
-from shared.jsutil import CAS_RETRIES, cas_backoff, ensure_kv, snapshot_keys
+from shared.errors import Conflict, NotFound
+from shared.jsutil import CAS_RETRIES, cas_backoff, create_if_absent, ensure_kv, get_or_none, snapshot_keys
 from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
-from weft.spinup.kvmirror import KvMirror
+from weft.mirror import BucketMirror
 
 IN_FLIGHT_STATES = frozenset({SpinupState.PENDING, SpinupState.STARTING, SpinupState.RUNNING})
 """Started but not yet registered: at most one per target."""
@@ -35,14 +42,9 @@ LIVE_STATES = frozenset(set(SpinupState) - FINAL_STATES)
 """Counted against the target's ``max_concurrent``."""
 
 
-class SpinupStoreError(RuntimeError):
-    pass
-
-
-class SpinupNotFound(SpinupStoreError):
-    def __init__(self, spinup_id: str) -> None:
-        self.spinup_id = spinup_id
-        super().__init__(f"spinup_id: no spin-up operation {spinup_id!r} in this project")
+class SpinupNotFound(NotFound):
+    def __init__(self) -> None:
+        super().__init__("no spin-up operation with this id in this project", field="spinup_id")
 
 
 class SpinupRecord(LoomModel):
@@ -80,6 +82,18 @@ class Refusal:
     retry_after_s: float | None = None
 
 
+def _parse(key: str, raw: bytes) -> SpinupRecord | TargetSlot | str:
+    if key.startswith("op."):
+        return SpinupRecord.model_validate_json(raw)
+    if key.startswith("slot."):
+        return TargetSlot.model_validate_json(raw)
+    return raw.decode()
+
+
+def newest_first(records: list[SpinupRecord]) -> list[SpinupOperation]:
+    return sorted((r.op for r in records), key=lambda op: op.created_at, reverse=True)
+
+
 def _op_key(spinup_id: str) -> str:
     return f"op.{spinup_id}"
 
@@ -115,27 +129,27 @@ class SpinupStore:
         self._js = js
         self.names = names
         self._kv: KeyValue | None = None
-        self._ops: KvMirror[SpinupRecord] | None = None
-        self._slots: KvMirror[TargetSlot] | None = None
+        self._mirror: BucketMirror[SpinupRecord | TargetSlot | str] | None = None
 
-    async def start_mirrors(self) -> None:
-        """Serve :meth:`slots` and :meth:`all` from live copies (one watcher each, for good)."""
-        kv = await self.bucket()
-        if self._ops is None:
-            self._ops = KvMirror(
-                self._js, kv, self.names.spinups_bucket, SpinupRecord.model_validate_json, keys="op.*"
-            )
-            self._slots = KvMirror(
-                self._js, kv, self.names.spinups_bucket, TargetSlot.model_validate_json, keys="slot.*"
-            )
-        assert self._slots is not None
-        await self._ops.start()
-        await self._slots.start()
+    async def start(self, nc: NatsClient | None = None) -> None:
+        """Serve :meth:`slots`, :meth:`all` and reservation checks from a live copy of the bucket."""
+        if self._mirror is None:
+            kv = await self.bucket()
+            self._mirror = BucketMirror(self._js, kv, self.names.spinups_bucket, _parse, nc=nc)
+        await self._mirror.start()
 
-    async def stop_mirrors(self) -> None:
-        for mirror in (self._ops, self._slots):
-            if mirror is not None:
-                await mirror.stop()
+    async def stop(self) -> None:
+        if self._mirror is not None:
+            await self._mirror.stop()
+
+    async def sync(self) -> None:
+        """Read-your-writes for the live copy (nothing to wait for without one)."""
+        if self._copy is not None:
+            await self._copy.sync()
+
+    @property
+    def _copy(self) -> BucketMirror[SpinupRecord | TargetSlot | str] | None:
+        return self._mirror if self._mirror is not None and self._mirror.running else None
 
     async def bucket(self) -> KeyValue:
         if self._kv is None:
@@ -144,28 +158,19 @@ class SpinupStore:
 
     # -- admission ---------------------------------------------------------------
     async def _slot(self, target_id: str) -> tuple[TargetSlot, int | None]:
-        kv = await self.bucket()
-        try:
-            entry = await kv.get(_slot_key(target_id))
-        except KeyNotFoundError:
+        entry = await get_or_none(await self.bucket(), _slot_key(target_id))
+        if entry is None or entry.value is None:
             return TargetSlot(target_id=target_id), None
-        if not entry.value:
-            return TargetSlot(target_id=target_id), int(entry.revision or 0) or None
         return TargetSlot.model_validate_json(entry.value), int(entry.revision or 0)
 
     async def _write_slot(self, slot: TargetSlot, revision: int | None) -> bool:
         kv = await self.bucket()
+        if revision is None:
+            return await create_if_absent(kv, _slot_key(slot.target_id), slot.to_json_bytes())
         try:
-            if revision is None:
-                await kv.create(_slot_key(slot.target_id), slot.to_json_bytes())
-            else:
-                await kv.update(_slot_key(slot.target_id), slot.to_json_bytes(), last=revision)
+            await kv.update(_slot_key(slot.target_id), slot.to_json_bytes(), last=revision)
         except KeyWrongLastSequenceError:
             return False
-        except Exception as exc:  # create() on an existing key reports a wrong-last-sequence API error
-            if "wrong last sequence" in str(exc).lower() or "key exists" in str(exc).lower():
-                return False
-            raise
         return True
 
     async def slot(self, target_id: str) -> TargetSlot:
@@ -211,7 +216,7 @@ class SpinupStore:
             if not changed or await self._write_slot(slot, revision):
                 return slot
             await cas_backoff(attempt)
-        raise SpinupStoreError(f"target_id: could not update the slot of {target_id} under contention")
+        raise Conflict("the slot of this target is being changed concurrently; try again", field="target_id")
 
     # -- one start per waiting work item -------------------------------------------------
     async def reserve_work(self, work_id: str, spinup_id: str) -> str | None:
@@ -220,18 +225,19 @@ class SpinupStore:
 
         Without this, every sweep that finds the item still waiting while its agent is
         starting would admit a start on the next matching target too."""
-        if self._ops is not None and self._ops.running:
-            for record in self._ops.values():
+        if self._copy is not None:
+            for record in self._copy.values("op."):
+                if not isinstance(record, SpinupRecord):
+                    continue
                 op = record.op
                 if op.work_id == work_id and op.state in IN_FLIGHT_STATES and op.id != spinup_id:
                     return op.id
         kv = await self.bucket()
         key = _work_key(work_id)
         for attempt in range(CAS_RETRIES):
-            try:
-                entry = await kv.get(key)
-            except KeyNotFoundError:
-                if await self._create(key, spinup_id.encode()):
+            entry = await get_or_none(kv, key)
+            if entry is None:
+                if await create_if_absent(kv, key, spinup_id.encode()):
                     return None
                 await cas_backoff(attempt)
                 continue
@@ -256,46 +262,29 @@ class SpinupStore:
         if not work_id:
             return
         kv = await self.bucket()
-        try:
-            entry = await kv.get(_work_key(work_id))
-        except KeyNotFoundError:
-            return
-        if (entry.value or b"").decode() == spinup_id:
+        entry = await get_or_none(kv, _work_key(work_id))
+        if entry is not None and (entry.value or b"").decode() == spinup_id:
             try:
                 await kv.purge(_work_key(work_id))
             except Exception:  # a racing writer took it over meanwhile: theirs now
                 return
 
-    async def _create(self, key: str, value: bytes) -> bool:
-        kv = await self.bucket()
-        try:
-            await kv.create(key, value)
-        except KeyWrongLastSequenceError:
-            return False
-        except Exception as exc:
-            if "wrong last sequence" in str(exc).lower() or "key exists" in str(exc).lower():
-                return False
-            raise
-        return True
+    def known_slots(self) -> list[TargetSlot]:
+        """The slots as the live copy has them (none without one): no round trip."""
+        if self._copy is None:
+            return []
+        return [slot for slot in self._copy.values("slot.") if isinstance(slot, TargetSlot)]
 
     async def slots(self) -> list[TargetSlot]:
-        if self._slots is not None and self._slots.running:
-            return self._slots.values()
+        if self._copy is not None:
+            return self.known_slots()
         return [TargetSlot.model_validate_json(v) for v in await self._values("slot.*")]
 
     # -- operations ----------------------------------------------------------------
     async def get(self, spinup_id: str) -> SpinupRecord:
-        kv = await self.bucket()
-        try:
-            entry = await kv.get(_op_key(spinup_id))
-        except KeyNotFoundError:
-            raise SpinupNotFound(spinup_id) from None
-        except Exception as exc:  # a malformed key
-            if "key" in str(exc).lower():
-                raise SpinupNotFound(spinup_id) from None
-            raise
-        if not entry.value:
-            raise SpinupNotFound(spinup_id)
+        entry = await get_or_none(await self.bucket(), _op_key(spinup_id))
+        if entry is None or entry.value is None:
+            raise SpinupNotFound()
         return SpinupRecord.model_validate_json(entry.value)
 
     async def mutate(
@@ -305,12 +294,9 @@ class SpinupStore:
         ``change`` returns None to leave the record as it is."""
         kv = await self.bucket()
         for attempt in range(CAS_RETRIES):
-            try:
-                entry = await kv.get(_op_key(spinup_id))
-            except KeyNotFoundError:
-                raise SpinupNotFound(spinup_id) from None
-            if not entry.value:
-                raise SpinupNotFound(spinup_id)
+            entry = await get_or_none(kv, _op_key(spinup_id))
+            if entry is None or entry.value is None:
+                raise SpinupNotFound()
             before = SpinupRecord.model_validate_json(entry.value)
             after = change(before.model_copy(deep=True))
             if after is None:
@@ -322,11 +308,11 @@ class SpinupStore:
                 await cas_backoff(attempt)
                 continue
             return before, after
-        raise SpinupStoreError(f"spinup_id: {spinup_id} is being changed concurrently")
+        raise Conflict("this spin-up operation is being changed concurrently; try again", field="spinup_id")
 
     async def all(self) -> list[SpinupRecord]:
-        if self._ops is not None and self._ops.running:
-            return self._ops.values()
+        if self._copy is not None:
+            return [record for record in self._copy.values("op.") if isinstance(record, SpinupRecord)]
         return [SpinupRecord.model_validate_json(v) for v in await self._values("op.*")]
 
     async def remove(self, spinup_id: str) -> None:

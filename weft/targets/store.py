@@ -8,61 +8,33 @@ even with several Weft replicas writing at once.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from shared.errors import LoomError
-from shared.events import publish_event
-from shared.jsutil import ensure_kv
+from shared.errors import Conflict, Invalid, NotFound, shown_name
+from shared.events import ensure_events_stream, publish_event
+from shared.jsutil import CAS_RETRIES, cas_backoff, create_if_absent, delete_unchanged, ensure_kv, get_or_none
 from shared.models import Target, TargetSpec, utcnow
 from shared.names import ProjectNames
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
-from weft.mirror import BucketMirror
+from weft.mirror import BucketMirror, model_parser
 from weft.targets.redaction import merge_masked, redact_config
 
 log = logging.getLogger("loom.weft.targets")
 
-_CAS_RETRIES = 20
 _ID_LEN = 32
 SPEC_FIELDS = tuple(TargetSpec.model_fields)
 
 
-class TargetError(LoomError):
-    status = 400
-    code = "invalid"
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
-class TargetNotFound(TargetError):
-    status = 404
-    code = "not_found"
-
-    def __init__(self, ref: str) -> None:
-        super().__init__("target: no target with this id or name in this project", field="target")
-
-
-class TargetNameTaken(TargetError):
-    status = 409
-    code = "conflict"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"name: a target called {name!r} already exists in this project", field="name")
-
-
-class TargetConflict(TargetError):
-    status = 409
-    code = "conflict"
+class TargetNotFound(NotFound):
+    def __init__(self) -> None:
+        super().__init__("no target with this id or name in this project", field="target")
 
 
 def _target_key(target_id: str) -> str:
@@ -73,10 +45,6 @@ def _name_key(name: str) -> str:
     return f"n.{name}"
 
 
-def _parse(raw: bytes) -> Target:
-    return Target.model_validate_json(raw)
-
-
 def public_view(target: Target) -> dict[str, Any]:
     """What responses and events show: the target with secrets in ``config`` masked."""
     data = target.model_dump(mode="json")
@@ -85,16 +53,18 @@ def public_view(target: Target) -> dict[str, Any]:
 
 
 class TargetStore:
-    def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
+    def __init__(self, nc: NatsClient, js: JetStreamContext, names: ProjectNames) -> None:
+        self._nc = nc
         self._js = js
         self.names = names
         self._kv: KeyValue | None = None
         self._mirror: BucketMirror[Target] | None = None
 
     async def start(self) -> None:
+        await ensure_events_stream(self._js, self.names)  # every change is announced there
         self._kv = await ensure_kv(self._js, self.names.targets_bucket, description="Loom spin-up targets")
         self._mirror = BucketMirror(
-            self._js, self._kv, self.names.targets_bucket, _parse, key_filter=lambda k: k.startswith("t.")
+            self._js, self._kv, self.names.targets_bucket, model_parser(Target), keys="t.*", nc=self._nc
         )
         await self._mirror.start()
 
@@ -159,56 +129,48 @@ class TargetStore:
         for target in self.mirror.values():
             if target.name == ref:
                 return target
-        raise TargetNotFound(ref)
+        raise TargetNotFound()
 
     # -- writes --------------------------------------------------------------------
+    async def _seen(self, revision: int) -> None:
+        """Read-your-writes: routing and spin-up read the copy right after a change."""
+        await self.mirror.wait_for(revision)
+
     async def create(self, spec: TargetSpec) -> Target:
         target = Target(**spec.model_dump(), project_id=self.names.project_id)
         await self._claim_name(target.name, target.id)
-        await self.kv.create(_target_key(target.id), target.to_json_bytes())
+        await self._seen(await self.kv.create(_target_key(target.id), target.to_json_bytes()))
         await self._event("created", target)
         return target
 
     async def _claim_name(self, name: str, target_id: str) -> None:
         key = _name_key(name)
-        for _ in range(_CAS_RETRIES):
-            try:
-                await self.kv.create(key, target_id.encode())
+        for attempt in range(CAS_RETRIES):
+            if await create_if_absent(self.kv, key, target_id.encode()):
                 return
-            except KeyWrongLastSequenceError:
-                pass
-            try:
-                entry = await self.kv.get(key)
-            except KeyNotFoundError:
+            entry = await get_or_none(self.kv, key)
+            if entry is None:
                 continue  # released meanwhile; try again
             owner = (entry.value or b"").decode()
             if owner == target_id:
                 return
             if owner and await self._exists(owner):
-                raise TargetNameTaken(name)
+                raise Conflict("a target with this name already exists in this project", field="name")
             try:  # a name left behind by an interrupted delete or rename: take it over
                 await self.kv.update(key, target_id.encode(), last=entry.revision)
                 return
             except KeyWrongLastSequenceError:
-                continue
-        raise TargetConflict(f"name: {name!r} is being changed concurrently; try again", field="name")
+                await cas_backoff(attempt)
+        raise Conflict("this name is being changed concurrently; try again", field="name")
 
     async def _release_name(self, name: str, target_id: str) -> None:
         key = _name_key(name)
-        try:
-            entry = await self.kv.get(key)
-        except KeyNotFoundError:
-            return
-        if (entry.value or b"").decode() == target_id:
-            with contextlib.suppress(KeyWrongLastSequenceError):
-                await self.kv.delete(key, last=entry.revision)
+        entry = await get_or_none(self.kv, key)
+        if entry is not None and (entry.value or b"").decode() == target_id:
+            await delete_unchanged(self.kv, key, int(entry.revision or 0))  # changed: not ours now
 
     async def _exists(self, target_id: str) -> bool:
-        try:
-            entry = await self.kv.get(_target_key(target_id))
-        except KeyNotFoundError:
-            return False
-        return bool(entry.value)
+        return await get_or_none(self.kv, _target_key(target_id)) is not None
 
     async def update(
         self, ref: str, change: Callable[[Target], Target], *, action: str = "updated"
@@ -216,13 +178,10 @@ class TargetStore:
         """Compare-and-set ``change`` onto a target (renames keep the name index right)."""
         current = await self.resolve(ref)
         key = _target_key(current.id)
-        for attempt in range(_CAS_RETRIES):
-            try:
-                entry = await self.kv.get(key)
-            except KeyNotFoundError:
-                raise TargetNotFound(ref) from None
-            if not entry.value:
-                raise TargetNotFound(ref)
+        for attempt in range(CAS_RETRIES):
+            entry = await get_or_none(self.kv, key)
+            if entry is None or entry.value is None:
+                raise TargetNotFound()
             before = Target.model_validate_json(entry.value)
             after = change(before.model_copy(deep=True))
             after.id, after.project_id, after.created_at = before.id, before.project_id, before.created_at
@@ -230,17 +189,26 @@ class TargetStore:
             if after.name != before.name:
                 await self._claim_name(after.name, after.id)
             try:
-                await self.kv.update(key, after.to_json_bytes(), last=entry.revision)
+                await self._seen(await self.kv.update(key, after.to_json_bytes(), last=entry.revision))
             except KeyWrongLastSequenceError:
                 if after.name != before.name:
                     await self._release_name(after.name, after.id)
-                await asyncio.sleep(0.001 * (attempt + 1))
+                await cas_backoff(attempt)
                 continue
             if after.name != before.name:
                 await self._release_name(before.name, before.id)
             await self._event(action, after, previous_name=before.name if after.name != before.name else None)
             return after
-        raise TargetConflict(f"target: {ref!r} is being changed concurrently; try again", field="target")
+        raise Conflict("this target is being changed concurrently; try again", field="target")
+
+    async def record(self, ref: str, action: str, **fields: Any) -> Target:
+        """Set fields Weft itself maintains (health verdicts, last start) and announce it
+        as ``target.<action>``; compare-and-set like every other change."""
+
+        def apply(target: Target) -> Target:
+            return target.model_copy(update=fields)
+
+        return await self.update(ref, apply, action=action)
 
     async def patch(
         self, ref: str, changes: dict[str, Any], *, check: Callable[[TargetSpec], None] | None = None
@@ -251,7 +219,7 @@ class TargetStore:
         """
         unknown = sorted(set(changes) - set(SPEC_FIELDS))
         if unknown:
-            raise TargetError(f"{unknown[0]}: not a target field", field=unknown[0])
+            raise Invalid("not a target field", field=shown_name(unknown[0]))
 
         def apply(target: Target) -> Target:
             spec = target.model_dump(include=set(SPEC_FIELDS))
@@ -275,10 +243,15 @@ class TargetStore:
 
     async def delete(self, ref: str) -> Target:
         target = await self.resolve(ref)
-        try:
-            await self.kv.delete(_target_key(target.id))
-        except KeyNotFoundError:
-            raise TargetNotFound(ref) from None
+        key = _target_key(target.id)
+        # compare-and-set on the revision the copy holds: of two replicas deleting at once,
+        # one deletes (and announces it) and the other answers 404 or 409
+        if not await delete_unchanged(self.kv, key, self.mirror.revision_of(key) or 0):
+            await self.mirror.sync()
+            if self.mirror.get(key) is None:
+                raise TargetNotFound()
+            raise Conflict("this target changed while being removed; try again", field="target")
+        await self.mirror.sync()
         await self._release_name(target.name, target.id)
         await self._event("deleted", target)
         return target

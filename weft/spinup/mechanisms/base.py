@@ -13,10 +13,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from shared.redact import redact, register_secret
+from weft.spinup.config import MechanismConfig
 
 HandleCallback = Callable[[dict[str, str]], Awaitable[None]]
 """Called by ``start`` as soon as the handle is known, before any start-up checks,
@@ -94,7 +96,12 @@ class ProbeResult:
 
 
 class Mechanism(ABC):
+    """One way of starting agents. Each subclass declares, once, the name a target's
+    ``mechanism`` field uses and the model of its ``config`` (see the registry in
+    :mod:`weft.spinup.mechanisms`)."""
+
     name: ClassVar[str]
+    config_model: ClassVar[type[MechanismConfig]]
     alive_check_interval_s: ClassVar[float] = 15.0
     """How often a started-but-unregistered agent is checked with :meth:`alive` (an API call
     for remote mechanisms; a local process is cheap to look at)."""
@@ -114,6 +121,11 @@ class Mechanism(ABC):
     async def alive(self, config: Any, handle: dict[str, str]) -> bool | None:
         """Is the started thing still there? None when the mechanism cannot tell."""
         return None
+
+    @classmethod
+    def create(cls, log_root: Path | None = None) -> Mechanism:
+        """The instance a Weft uses (``log_root``: where local agents' output goes)."""
+        return cls()
 
 
 def url_has_credentials(url: str) -> bool:

@@ -11,13 +11,21 @@ from the environment variable named by ``token_env`` and is never logged.
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import timedelta
 from typing import Any
 
 import httpx
+from pydantic import Field, field_validator
 
+from shared.errors import shown_name
 from shared.models import utcnow
-from weft.spinup.config import GithubActionsConfig
+from weft.spinup.config import (
+    MechanismConfig,
+    check_placeholders,
+    http_url,
+    secret_env_name,
+)
 from weft.spinup.mechanisms.base import (
     HandleCallback,
     Launch,
@@ -28,6 +36,77 @@ from weft.spinup.mechanisms.base import (
     secret_from_env,
     url_has_credentials,
 )
+
+
+class GithubActionsConfig(MechanismConfig):
+    repository: str
+    """``owner/repo``."""
+    workflow: str
+    """Workflow file name (``agent.yml``) or numeric id."""
+    ref: str = "main"
+    token_env: str = "GITHUB_TOKEN"
+    api_url: str = "https://api.github.com"
+    correlation_input: str = "correlation_id"
+    """The workflow input that carries the spin-up id; the workflow's ``run-name`` must include it."""
+    inputs: dict[str, str] = Field(default_factory=dict)
+    """Extra workflow inputs; values may use the placeholders {work_id}, {agent_id}, ..."""
+    pass_loom_inputs: bool = True
+    """Also send ``agent_id``, ``project_id``, ``target_id``, ``work_id`` and ``nats_url`` inputs."""
+    run_lookup_timeout_s: float = Field(default=60.0, gt=0, le=900)
+    run_lookup_interval_s: float = Field(default=2.0, gt=0, le=60)
+    timeout_s: float = Field(default=15.0, gt=0, le=300)
+
+    @field_validator("repository")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if re.fullmatch(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", v) is None:
+            raise ValueError("must be 'owner/repo'")
+        return v
+
+    @field_validator("workflow")
+    @classmethod
+    def _workflow(cls, v: str) -> str:
+        if not (v.isdigit() or re.fullmatch(r"[A-Za-z0-9_.-]+\.ya?ml", v)):
+            raise ValueError("must be a workflow file name ending in .yml/.yaml, or a numeric workflow id")
+        return v
+
+    @field_validator("ref")
+    @classmethod
+    def _ref(cls, v: str) -> str:
+        if not v or any(c.isspace() for c in v) or ".." in v:
+            raise ValueError("must be a branch or tag name")
+        return v
+
+    @field_validator("token_env")
+    @classmethod
+    def _token_env(cls, v: str) -> str:
+        result = secret_env_name(v)
+        assert result is not None
+        return result
+
+    @field_validator("api_url")
+    @classmethod
+    def _api(cls, v: str) -> str:
+        result = http_url(v, required=True)
+        assert result is not None
+        return result
+
+    @field_validator("correlation_input")
+    @classmethod
+    def _input_name(cls, v: str) -> str:
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,99}", v) is None:
+            raise ValueError("must be a workflow input name")
+        return v
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,99}", key) is None:
+                raise ValueError(f"key {shown_name(key)} is not a workflow input name")
+            check_placeholders(value, key)
+        return v
+
 
 CLOCK_SKEW = timedelta(minutes=2)
 """Runs are searched from a little before the dispatch: our clock and GitHub's differ."""
@@ -56,6 +135,7 @@ def run_matches(run: dict[str, Any], correlation_id: str) -> bool:
 
 class GithubActionsMechanism(Mechanism):
     name = "github-actions"
+    config_model = GithubActionsConfig
 
     def _client(self, config: GithubActionsConfig, timeout: float | None = None) -> httpx.AsyncClient:
         token = secret_from_env(config.token_env, "token_env")

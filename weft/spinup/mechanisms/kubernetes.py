@@ -14,13 +14,21 @@ import re
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import Field, field_validator, model_validator
 
+from shared.errors import shown_name
 from shared.redact import register_secret
-from weft.spinup.config import KubernetesConfig
+from weft.spinup.config import (
+    K8S_NAME,
+    MechanismConfig,
+    argv,
+    http_url,
+    secret_env_name,
+)
 from weft.spinup.mechanisms.base import (
     HandleCallback,
     Launch,
@@ -31,6 +39,77 @@ from weft.spinup.mechanisms.base import (
     secret_from_env,
     url_has_credentials,
 )
+
+
+class KubernetesConfig(MechanismConfig):
+    image: str = Field(min_length=1, max_length=512)
+    command: list[str] | None = None
+    args: list[str] | None = None
+    namespace: str | None = None
+    """Default: the service account's namespace in-cluster, else ``default``."""
+    api_url: str | None = None
+    """Default: in-cluster (``KUBERNETES_SERVICE_HOST``) with the service-account token and CA."""
+    token_env: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+    insecure_skip_tls_verify: bool = False
+    service_account: str | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    resources: dict[str, dict[str, str]] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    backoff_limit: int = Field(default=0, ge=0, le=10)
+    ttl_seconds_after_finished: int | None = Field(default=600, ge=0)
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    job_name_prefix: str = Field(default="loom-agent", max_length=40)
+    timeout_s: float = Field(default=15.0, gt=0, le=300)
+
+    @field_validator("command", "args", mode="before")
+    @classmethod
+    def _lists(cls, v: Any) -> list[str] | None:
+        return None if v is None else argv(v)
+
+    @field_validator("namespace", "service_account")
+    @classmethod
+    def _k8s_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 63 or K8S_NAME.fullmatch(v) is None):
+            raise ValueError("must be a Kubernetes name (lowercase letters, digits, '-', at most 63)")
+        return v
+
+    @field_validator("job_name_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if K8S_NAME.fullmatch(v) is None:
+            raise ValueError("must be lowercase letters, digits and '-'")
+        return v
+
+    @field_validator("api_url")
+    @classmethod
+    def _api(cls, v: str | None) -> str | None:
+        return http_url(v)
+
+    @field_validator("token_env")
+    @classmethod
+    def _token_env(cls, v: str | None) -> str | None:
+        return secret_env_name(v)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not re.fullmatch(r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", key):
+                raise ValueError(f"key {shown_name(key)} is not a valid label key")
+            if key.startswith("loom.dev/"):
+                raise ValueError("the loom.dev/ labels are set by Weft")
+            if not re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", value):
+                raise ValueError(f"the value of label {shown_name(key)} is not a valid label value")
+        return v
+
+    @model_validator(mode="after")
+    def _credentials(self) -> KubernetesConfig:
+        if self.token_env and self.token_file:
+            raise ValueError("token_env: give token_env or token_file, not both")
+        return self
+
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MANAGED_BY = "loom-weft"
@@ -113,6 +192,7 @@ def _status_message(response: httpx.Response) -> str:
 
 class KubernetesMechanism(Mechanism):
     name = "kubernetes"
+    config_model = KubernetesConfig
 
     def __init__(self, service_account_dir: Path = SERVICE_ACCOUNT_DIR) -> None:
         self._sa_dir = service_account_dir

@@ -17,8 +17,13 @@ from collections import deque
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import Field, field_validator
+
 from shared.settings import data_home
-from weft.spinup.config import LocalConfig
+from weft.spinup.config import (
+    MechanismConfig,
+    argv,
+)
 from weft.spinup.mechanisms.base import (
     HandleCallback,
     Launch,
@@ -27,6 +32,32 @@ from weft.spinup.mechanisms.base import (
     ProbeResult,
     Stopwatch,
 )
+
+
+class LocalConfig(MechanismConfig):
+    command: list[str]
+    """Program and arguments, run directly (no shell)."""
+    cwd: str | None = None
+    inherit_env: bool = True
+    """Pass Weft's own environment (PATH, HOME, ...) to the agent, minus NATS credentials."""
+    startup_check_s: float = Field(default=2.0, ge=0, le=60)
+    """An agent that exits within this window is a failed start (with its exit code and stderr)."""
+    stop_grace_s: float = Field(default=10.0, ge=0, le=600)
+    log_dir: str | None = None
+    """Where the agent's stdout/stderr go (default: Loom's data directory)."""
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, v: Any) -> list[str]:
+        return argv(v)
+
+    @field_validator("cwd", "log_dir")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return v
+
 
 STDERR_TAIL_LINES = 10
 _POLL_S = 0.05
@@ -78,7 +109,12 @@ def resolve_program(program: str, path: str | None) -> str | None:
 
 class LocalMechanism(Mechanism):
     name = "local"
+    config_model = LocalConfig
     alive_check_interval_s = 0.0
+
+    @classmethod
+    def create(cls, log_root: Path | None = None) -> LocalMechanism:
+        return cls(log_root)
 
     def __init__(self, log_root: Path | None = None) -> None:
         self._log_root = log_root

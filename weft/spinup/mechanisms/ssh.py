@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shlex
 import socket
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
 
 import asyncssh
+from pydantic import Field, field_validator, model_validator
 
-from weft.spinup.config import SshConfig
+from weft.spinup.config import (
+    MechanismConfig,
+    argv,
+    secret_env_name,
+)
 from weft.spinup.mechanisms.base import (
     HandleCallback,
     Launch,
@@ -30,6 +36,86 @@ from weft.spinup.mechanisms.base import (
     Stopwatch,
     secret_from_env,
 )
+
+
+class SshConfig(MechanismConfig):
+    host: str = Field(min_length=1, max_length=255)
+    port: int = Field(default=22, ge=1, le=65535)
+    username: str = Field(min_length=1, max_length=64)
+    command: list[str]
+    """Remote program and arguments; each is shell-quoted on the remote side."""
+    cwd: str | None = None
+    key_file: str | None = None
+    key_passphrase_env: str | None = None
+    use_agent: bool = False
+    """Authenticate with the keys of the local ssh-agent (``SSH_AUTH_SOCK``)."""
+    host_key_policy: Literal["strict", "accept-new", "insecure"] = "strict"
+    """strict: the host key must be in ``known_hosts`` or equal ``host_key``;
+    accept-new: trust a host seen for the first time and record it in ``known_hosts``;
+    insecure: no host-key check at all (only when you mean it)."""
+    known_hosts: str | None = None
+    host_key: str | None = None
+    """A pinned public key (``ssh-ed25519 AAAA...``)."""
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    startup_check_s: float = Field(default=2.0, ge=0, le=60)
+    stop_grace_s: float = Field(default=10.0, ge=0, le=600)
+    log_file: str = "/tmp/loom-agent-{spinup_id}.log"
+    """Remote file for the agent's output (``{spinup_id}`` is replaced)."""
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, v: Any) -> list[str]:
+        return argv(v)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        if any(c.isspace() for c in v) or v.startswith("-"):
+            raise ValueError("must be a host name or address")
+        return v
+
+    @field_validator("username")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", v):
+            raise ValueError("must be a user name (letters, digits, '_', '.', '-')")
+        return v
+
+    @field_validator("key_passphrase_env")
+    @classmethod
+    def _passphrase_env(cls, v: str | None) -> str | None:
+        return secret_env_name(v)
+
+    @field_validator("host_key")
+    @classmethod
+    def _host_key(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        parts = v.split()
+        if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")):
+            raise ValueError("must be a public key line such as 'ssh-ed25519 AAAA...'")
+        return " ".join(parts[:2])
+
+    @field_validator("log_file")
+    @classmethod
+    def _log_file(cls, v: str) -> str:
+        if not PurePosixPath(v).is_absolute():
+            raise ValueError("must be an absolute remote path")
+        return v
+
+    @model_validator(mode="after")
+    def _auth_and_trust(self) -> SshConfig:
+        if not self.key_file and not self.use_agent:
+            raise ValueError("key_file: give a private key file, or set use_agent: true")
+        if self.host_key_policy == "strict" and not (self.known_hosts or self.host_key):
+            raise ValueError(
+                "known_hosts: the strict host-key policy needs a known_hosts file or a pinned host_key "
+                "(or set host_key_policy: accept-new / insecure explicitly)"
+            )
+        if self.host_key_policy == "accept-new" and not self.known_hosts:
+            raise ValueError("known_hosts: accept-new records new host keys and needs a known_hosts file")
+        return self
+
 
 LOG_TAIL_LINES = 10
 
@@ -130,6 +216,7 @@ def stop_script(pid: int, grace_s: float) -> str:
 
 class SshMechanism(Mechanism):
     name = "ssh"
+    config_model = SshConfig
 
     async def _connect(self, config: SshConfig, timeout: float | None = None) -> asyncssh.SSHClientConnection:
         passphrase = (

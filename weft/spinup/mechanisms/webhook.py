@@ -13,11 +13,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field, field_validator
 
-from weft.spinup.config import WebhookConfig
+from shared.errors import shown_name
+from weft.spinup.config import (
+    HEADER_NAME,
+    SECRET_ENV_NAME,
+    SECRET_ENV_RULE,
+    MechanismConfig,
+    check_placeholders,
+    http_url,
+    secret_env_name,
+)
 from weft.spinup.mechanisms.base import (
     HandleCallback,
     Launch,
@@ -27,6 +37,95 @@ from weft.spinup.mechanisms.base import (
     Stopwatch,
     secret_from_env,
 )
+
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class WebhookConfig(MechanismConfig):
+    url: str
+    method: HttpMethod = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    """Header name -> environment variable holding its value (for Authorization and the like)."""
+    body: str | None = None
+    """Body template; default: a JSON object with every placeholder."""
+    content_type: str = "application/json"
+    secret_env: str | None = None
+    """Environment variable holding the HMAC-SHA256 key; the body is signed when set."""
+    signature_header: str = "X-Loom-Signature"
+    success_codes: list[int] = Field(default_factory=lambda: list(range(200, 300)))
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    stop_url: str | None = None
+    stop_method: HttpMethod = "POST"
+    stop_body: str | None = None
+    health_url: str | None = None
+    health_method: Literal["GET", "HEAD", "POST"] = "GET"
+
+    @field_validator("url", "stop_url", "health_url")
+    @classmethod
+    def _urls(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_placeholders(v)
+        return http_url(v)
+
+    @field_validator("headers", "headers_env")
+    @classmethod
+    def _header_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if HEADER_NAME.fullmatch(key) is None:
+                raise ValueError(f"key {shown_name(key)} is not a valid header name")
+            if "\n" in value or "\r" in value:
+                raise ValueError(f"header {shown_name(key)}: header values must be one line")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secret_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if key.lower() in ("authorization", "proxy-authorization", "x-api-key", "cookie"):
+                raise ValueError(
+                    f"header {shown_name(key)} carries a secret; name an environment variable in headers_env"
+                )
+            check_placeholders(value, key)
+        return v
+
+    @field_validator("headers_env")
+    @classmethod
+    def _header_envs(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if SECRET_ENV_NAME.fullmatch(value) is None:
+                raise ValueError(f"header {shown_name(key)}: {SECRET_ENV_RULE}")
+        return v
+
+    @field_validator("body", "stop_body")
+    @classmethod
+    def _body(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_placeholders(v)
+        return v
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_env(cls, v: str | None) -> str | None:
+        return secret_env_name(v)
+
+    @field_validator("signature_header")
+    @classmethod
+    def _sig(cls, v: str) -> str:
+        if HEADER_NAME.fullmatch(v) is None:
+            raise ValueError("must be a valid header name")
+        return v
+
+    @field_validator("success_codes")
+    @classmethod
+    def _codes(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("must list at least one status code")
+        for code in v:
+            if not 100 <= code <= 599:
+                raise ValueError("every code must be an HTTP status code (100 to 599)")
+        return sorted(set(v))
+
 
 TEMPLATE_KEYS = ("work_id", "target_id", "target_name", "agent_id", "project_id", "spinup_id")
 
@@ -44,6 +143,7 @@ def _render(template: str, values: dict[str, str]) -> str:
 
 class WebhookMechanism(Mechanism):
     name = "webhook"
+    config_model = WebhookConfig
 
     def _prepare(self, config: WebhookConfig, values: dict[str, str], body: bytes) -> dict[str, str]:
         headers = {key: _render(value, values) for key, value in config.headers.items()}

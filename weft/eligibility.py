@@ -1,0 +1,110 @@
+"""Who may take a piece of work, and which targets may start an agent for it (pure, no I/O).
+
+One copy of each rule, used by routing (is an eligible agent online?) and by
+the spin-up manager (which target should start one?). Kept free of NATS so a
+decision costs microseconds and the rules can be tested exhaustively. The
+claim itself enforces the agent rule again in :mod:`shared.work`, so work
+broadcast by agents obeys it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, utcnow
+from shared.policy import BoundaryPolicy
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a piece of work requires of an agent (and so of the target that starts one)."""
+
+    capability: str
+    boundary: str = "default"
+    required_agent_type: str | None = None
+    preferred_agent_type: str | None = None
+
+    @classmethod
+    def of(cls, item: WorkItem) -> Need:
+        return cls(
+            capability=item.capability,
+            boundary=item.boundary,
+            required_agent_type=item.required_agent_type,
+            preferred_agent_type=item.preferred_agent_type,
+        )
+
+
+# -- agents ----------------------------------------------------------------------------
+
+
+def agent_can_take(entry: AgentEntry, item: WorkItem, policy: BoundaryPolicy, now: datetime) -> bool:
+    """Online (or busy with free capacity) and allowed to claim the item.
+
+    Cheapest checks first: routing runs on every submit over every agent of the project."""
+    if item.capability not in entry.capabilities or item.boundary not in entry.boundaries:
+        return False
+    if item.required_agent_type is not None and entry.agent_type != item.required_agent_type:
+        return False
+    if entry.current_tasks >= entry.max_concurrent_tasks:
+        return False
+    if entry.effective_status(now) not in (AgentStatus.ONLINE, AgentStatus.BUSY):
+        return False
+    return policy.allows_agent(item.boundary, entry.agent_type)
+
+
+def eligible_agents(
+    item: WorkItem, agents: Iterable[AgentEntry], policy: BoundaryPolicy, now: datetime | None = None
+) -> list[AgentEntry]:
+    """Agents that could claim ``item`` now: preferred type first, then the least loaded."""
+    moment = now or utcnow()
+    found = [a for a in agents if agent_can_take(a, item, policy, moment)]
+    preferred = item.preferred_agent_type
+    found.sort(
+        key=lambda a: (
+            a.agent_type != preferred,
+            a.current_tasks / a.max_concurrent_tasks,
+            a.handle,
+            a.agent_id,
+        )
+    )
+    return found
+
+
+# -- targets ---------------------------------------------------------------------------
+
+
+def why_not(target: Target, need: Need, policy: BoundaryPolicy, *, automatic: bool = True) -> str | None:
+    """None when ``target`` may start an agent for ``need``; otherwise the reason it may not.
+
+    ``automatic``: the start is routing's own idea, so a target whose last health check
+    failed is skipped (an operator may still start one by hand)."""
+    if not target.enabled:
+        return "disabled"
+    if automatic and target.health is TargetHealth.UNHEALTHY:
+        return f"unhealthy ({target.health_detail or 'last health check failed'})"
+    if need.capability not in target.capabilities:
+        return f"lacks capability {need.capability}"
+    if need.boundary not in target.boundaries:
+        return f"does not serve boundary {need.boundary}"
+    if need.required_agent_type is not None and target.agent_type != need.required_agent_type:
+        return f"starts {target.agent_type} agents, not {need.required_agent_type}"
+    if not policy.allows_target(need.boundary, target.name, target.agent_type):
+        return f"the boundary policy does not allow it for boundary {need.boundary}"
+    return None
+
+
+def matching_targets(need: Need, targets: Iterable[Target], policy: BoundaryPolicy) -> list[Target]:
+    """Targets that may start an agent for ``need``, best first: preferred agent type,
+    then known-healthy before unknown, then by name."""
+    found = [t for t in targets if why_not(t, need, policy) is None]
+    preferred = need.preferred_agent_type
+    found.sort(
+        key=lambda t: (
+            preferred is None or t.agent_type != preferred,
+            t.health is not TargetHealth.HEALTHY,
+            t.name,
+        )
+    )
+    return found
