@@ -17,10 +17,8 @@ from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, fields, say
 from shuttle.views import target_fields, target_table
 
-app = typer.Typer(help="Manage spin-up targets (local, ssh, kubernetes, github-actions, webhook).")
+app = typer.Typer(help="Manage spin-up targets: where and how Weft starts agents.")
 app.info.no_args_is_help = True
-
-MECHANISMS = ("local", "ssh", "kubernetes", "github-actions", "webhook")
 
 TargetArg = Annotated[str, typer.Argument(help="Target id or name.", show_default=False)]
 
@@ -230,6 +228,26 @@ def list_cmd(
             say(hint)
 
 
+@app.command("mechanisms")
+def mechanisms_cmd(ctx: typer.Context, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
+    """The mechanisms Weft can start agents with, and the settings each one's config takes."""
+    o = out(ctx, json_out, quiet)
+    found = state(ctx).client().get("/api/mechanisms")
+    if o.json:
+        emit_json(found)
+        return
+    for mechanism in found:
+        name = str(mechanism.get("name", ""))
+        if o.quiet:
+            typer.echo(name)
+            continue
+        schema = mechanism.get("config_schema") or {}
+        required = [key for key in schema.get("properties") or {} if key in (schema.get("required") or [])]
+        optional = [key for key in schema.get("properties") or {} if key not in required]
+        settings = ", ".join([*(f"{key} (required)" for key in required), *optional])
+        say(f"[bold]{escape(name)}[/bold]: {escape(settings)}")
+
+
 @app.command("show")
 def show_cmd(ctx: typer.Context, target: TargetArg, json_out: JsonOpt = False) -> None:
     """One target, with its mechanism config (secrets are never stored in it)."""
@@ -245,7 +263,10 @@ def add_cmd(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="Target name (one token).", show_default=False)] = None,
     mechanism: Annotated[
-        str | None, typer.Option("--mechanism", "-m", help=f"One of: {', '.join(MECHANISMS)}.")
+        str | None,
+        typer.Option(
+            "--mechanism", "-m", help="How it starts agents: `shuttle targets mechanisms` lists them."
+        ),
     ] = None,
     from_file: Annotated[
         str | None, typer.Option("--from-file", help="JSON/YAML target spec; flags override its fields.")
@@ -294,9 +315,8 @@ def add_cmd(
         spec["name"] = name
     if mechanism is not None:
         spec["mechanism"] = mechanism
-    if spec.get("mechanism") not in MECHANISMS:
-        problem = "is required" if spec.get("mechanism") is None else "is invalid"
-        raise UsageError(f"--mechanism: {problem}; must be one of {', '.join(MECHANISMS)}")
+    if spec.get("mechanism") is None:  # which ones exist is Weft's to say (and to check)
+        raise UsageError("--mechanism: is required; `shuttle targets mechanisms` lists them")
     if not spec.get("name"):
         raise UsageError("NAME is required (or a name in --from-file)")
     spec.update(_common(agent_type, capability, boundary, max_concurrent, cooldown, idle_timeout, tag))

@@ -182,3 +182,18 @@ async def test_test_and_spin_up_report_what_weft_says(cli: Cli) -> None:
         assert direct.status_code >= 400 and r.stderr == f"shuttle: error: {direct.json()['message']}\n"
     r = cli("spin-up", "runner", "--work-id", "not-hex")
     assert r.exit_code == 1 and "work_id" in r.stderr
+
+
+async def test_mechanisms_come_from_weft_and_an_unknown_one_is_refused_there(cli: Cli) -> None:
+    """Shuttle keeps no list of its own: Weft's registry says which mechanisms exist."""
+    listed = cli.json("targets", "mechanisms")
+    assert [m["name"] for m in listed] == ["local", "ssh", "kubernetes", "github-actions", "webhook"]
+    local = next(m for m in listed if m["name"] == "local")
+    assert "command" in local["config_schema"]["required"]
+    names = cli("targets", "mechanisms", "-q")
+    assert names.exit_code == 0 and names.stdout.split() == [m["name"] for m in listed]
+    shown = cli("targets", "mechanisms")
+    assert shown.exit_code == 0 and "local: command (required)" in shown.stdout
+    refused = cli("targets", "add", "t1", "-m", "carrier-pigeon", "--command", "x")
+    assert refused.exit_code != 0 and "mechanism: must be one of local, ssh" in refused.stderr
+    assert "carrier-pigeon" not in refused.stderr
