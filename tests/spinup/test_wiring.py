@@ -100,3 +100,17 @@ async def test_a_weft_with_spinup_off_checks_targets_and_reports_other_replicas_
         stats = (await api.get("/api/stats")).json()["spinups"]
         assert stats["total"] == 1 and stats["mechanism"] == "none"
         assert op.id
+
+
+def test_the_demo_agent_starts_without_importing_the_mechanisms_or_nats() -> None:
+    """Every spun-up demo agent imports this package; the mechanisms (asyncssh, httpx) and
+    nats-py are Weft's, not the agent's, and cost it a visible share of its start-up."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, weft.spinup.demo_agent; "
+        "print(sorted(m for m in ('asyncssh', 'nats', 'weft.spinup.mechanisms') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout

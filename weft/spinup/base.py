@@ -16,13 +16,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from nats.js.errors import BucketNotFoundError, NotFoundError
 from pydantic import BaseModel, Field
 
 from shared.errors import Conflict
 from shared.models import SpinupOperation, Target, TargetHealth, TargetSpec, WorkItem, utcnow
 from weft.spinup.config import InvalidTargetConfig
-from weft.spinup.mechanisms import parse_config
 
 if TYPE_CHECKING:
     from weft.project import ProjectContext, ProjectExtension, ProjectHub
@@ -65,6 +63,10 @@ class TargetConfigError(SpinupError):
 
 def check_target(spec: TargetSpec) -> None:
     """Refuse a target whose ``config`` does not fit its mechanism (every field error)."""
+    # imported here: the mechanisms bring asyncssh, httpx and nats-py, and every process that
+    # imports this package (the demo agent, ``python -m weft.spinup.demo_agent``) would pay
+    from weft.spinup.mechanisms import parse_config
+
     try:
         parse_config(spec.mechanism, spec.config)
     except InvalidTargetConfig as exc:
@@ -149,6 +151,8 @@ class DisabledSpinup:
         raise SpinupUnavailable()
 
     async def operations(self, project: ProjectContext) -> list[SpinupOperation]:
+        from nats.js.errors import BucketNotFoundError, NotFoundError  # here: see check_target
+
         from weft.spinup.store import SpinupStore, newest_first
 
         try:
