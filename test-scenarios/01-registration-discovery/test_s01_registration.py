@@ -70,7 +70,7 @@ async def test_discovery_follows_scopes_and_redacts_outsiders(fabric: Fabric) ->
         seen = by_id(await bob.call("warp_registry_discover", limit=500))
         assert bob.agent_id in seen and seen[bob.agent_id]["scope"] == "private"
         hidden = await alice.error("warp_registry_get_info", agent_id=bob.agent_id)
-        assert "no agent" in hidden and bob.agent_id in hidden
+        assert "no agent with this id that you can see" in hidden and bob.agent_id not in hidden
 
         # erin (team scope in the other project) sees her project and the personal/public ones she may.
         seen = by_id(await erin.call("warp_registry_discover", limit=500))

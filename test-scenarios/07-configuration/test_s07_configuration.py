@@ -112,7 +112,8 @@ async def test_bad_settings_stop_warp_and_weft_at_start_up(fabric: Fabric) -> No
     warp = await run_command("warp", env=base | {"LOOM_CAPABILITIES": "code,Code Review"}, timeout=30)
     assert warp.exit_code == 2
     assert warp.stdout == ""  # stdout is only ever MCP frames
-    assert "LOOM_CAPABILITIES" in warp.stderr and "'Code Review'" in warp.stderr
+    assert "LOOM_CAPABILITIES" in warp.stderr and "lowercase letters" in warp.stderr
+    assert "Code Review" not in warp.stderr  # the rule, never the rejected value
 
     warp = await run_command("warp", env=base | {"LOOM_PROJECT_ID": "Not A Project"}, timeout=30)
     assert warp.exit_code == 2 and "LOOM_PROJECT_ID" in warp.stderr
