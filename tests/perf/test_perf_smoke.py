@@ -77,7 +77,10 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         and (PERF / "ts-client" / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir()
     )
     ts_rows = [name for name in results if name.endswith("(MCP, TS SDK client)")]
-    assert len(ts_rows) == (4 if ts_ready else 0), (ts_rows, failed)
+    assert len(ts_rows) == (7 if ts_ready else 0), (ts_rows, failed)
+    # ...and from them Warp's own cost above the stdio floor, per message path (its target)
+    own = [results[n] for n in ts_rows if "own cost above the floor" in n]
+    assert len(own) == (3 if ts_ready else 0) and all(r["value"] is not None for r in own), own
 
     curves = {c["name"]: c for c in data["scale_curves"]}
     assert curves["weft routing decision"]["sizes"] == [10, 100, 1000, 10000]
