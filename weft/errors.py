@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.errors import LoomError, validation_problems
+from shared.errors import error_details as field_details
 from shared.jsraw import JetStreamReplyError
 from shared.redact import redact
 
@@ -101,9 +102,7 @@ def http_status(exc: LoomError) -> int:
 def error_details(exc: LoomError) -> Any:
     if isinstance(exc, ApiError) and exc.details is not None:
         return exc.details
-    if not exc.field:
-        return None
-    return {"field": exc.field, "rule": exc.rule} if exc.rule else {"field": exc.field}
+    return field_details(exc)
 
 
 def error_body(exc: LoomError) -> ErrorBody:
