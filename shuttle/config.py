@@ -281,9 +281,10 @@ def resolve(
     flags = flags or {}
     path = config_path(config_flag, env)
     file_data = read_file(path)
-    for key, raw in file_data.items():
-        if key not in KEYS and not is_foreign_table(raw):
-            raise unknown_key(f"config file {path}", key)
+    unknown = [key for key, raw in file_data.items() if key not in KEYS and not is_foreign_table(raw)]
+    if unknown:  # every one at once: a file of the TypeScript Shuttle has several
+        lines = [unknown_key(f"config file {path}", key).message for key in unknown]
+        raise UsageError("; ".join([lines[0], *(line.split(": ", 1)[1] for line in lines[1:])]))
     settings = Settings(path=path)
     for key, spec in KEYS.items():
         flag_value = flags.get(key)
