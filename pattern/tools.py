@@ -9,8 +9,8 @@ so the schema in ``tools/list`` carries the model's constraints; the
 :class:`StrictArguments` middleware checks a call's arguments against the model
 before the SDK does (naming the field and the rule, never the value), and the
 handler validates again. Results are the result models as structured output
-plus their readable text. A refusal is a tool error whose structured content
-names its code (``shared.toolerrors``; Pattern's codes are the TypeScript
+plus their readable text. A refusal is a tool error whose ``_meta`` names its
+code (``shared.toolerrors``; Pattern's codes are the TypeScript
 Pattern's, see ``pattern.errors``), and an argument of the TypeScript Pattern's
 (``memoryId``) is named with the one to use instead.
 """

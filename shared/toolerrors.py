@@ -1,11 +1,18 @@
 """Tool errors for the MCP servers (Warp, Pattern): one result shape for every refusal.
 
-A refusal is a tool result with ``isError: true``, its message as the text (what
-the model reads), and the error envelope every part uses as structured content
-(:func:`shared.errors.error_document`: ``{"error": code, "message", "details"}``),
-so a client can branch on ``structuredContent.error`` instead of parsing text. The
-MCP SDK validates structured content against a tool's output schema only for
-results that are not errors, on both ends, so an error can carry its own shape.
+A refusal is a tool result with ``isError: true`` and its message as the text
+(what the model reads); the error envelope every part uses
+(:func:`shared.errors.error_document`: ``{"error": code, "message", "details"}``)
+travels in the result's ``_meta`` under :data:`META_KEY`, so a client branches
+on ``_meta["loom/error"].error`` instead of parsing text.
+
+Why ``_meta`` and not ``structuredContent``: the MCP Python SDK (v2) checks a
+result against the tool's output schema only when it is not an error, but the
+TypeScript SDK's v1 client (what most Node-based agent hosts run) validates any
+``structuredContent`` against the *success* schema even on an error result and
+turns the refusal into a protocol error (-32602) the agent never sees
+(modelcontextprotocol/typescript-sdk#1943). ``_meta`` is passed through by every
+client unchecked, and every tool keeps its strict output schema.
 """
 
 from __future__ import annotations
@@ -28,14 +35,18 @@ UNKNOWN_TOOL = "unknown_tool"
 INTERNAL = "internal"
 
 
+META_KEY = "loom/error"
+"""Where a tool error result carries its envelope in ``_meta``."""
+
+
 def error_result(exc: LoomError) -> CallToolResult:
     """``exc`` as a tool error result (message redacted once more, as Weft does)."""
     document = error_document(exc)
     document["message"] = redact(document["message"])
     return CallToolResult(
         content=[TextContent(type="text", text=document["message"])],
-        structured_content=document,
         is_error=True,
+        _meta={META_KEY: document},
     )
 
 

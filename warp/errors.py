@@ -3,7 +3,7 @@
 Every refusal names the field it is about and the rule that was broken, so an
 agent can correct its call; everything else that can go wrong (NATS down, a
 slow server) is translated here into one clear sentence instead of a crash.
-Each carries a code (``error`` in the tool result's structured content), so a
+Each carries a code (``_meta["loom/error"].error`` of the tool result), so a
 client can branch on it: the shared kinds (``invalid``, ``not_found``, ...),
 ``validation_error`` for arguments that break the schema, and Weft's codes for
 the same NATS failures.

@@ -27,7 +27,7 @@ Warp connects this agent to the other agents of the project (Loom fabric over NA
   returns what is waiting and marks it read.
 - Work: warp_work_broadcast offers work; warp_work_claim takes the best item you are eligible for;
   report with warp_work_progress, then warp_work_complete or warp_work_fail. Dead letters: warp_dlq_*.
-Errors name the argument at fault and the rule, with a code in their structured content;
+Errors name the argument at fault and the rule (a code is in the result's _meta["loom/error"]);
 NATS outages are reported and retried automatically."""
 
 

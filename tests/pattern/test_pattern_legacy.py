@@ -33,10 +33,11 @@ def original_env(nats_url: str, project_id: str, project_path: Path, **extra: st
 
 
 async def refused(session: ClientSession, tool: str, args: dict[str, Any]) -> tuple[str, str, Any]:
-    """A refusal's code, message and details (from structuredContent), checked against its text."""
+    """A refusal's code, message and details (from ``_meta["loom/error"]``), checked against its text."""
     res: CallToolResult = await session.call_tool(tool, args)
     assert res.is_error, text_of(res)
-    body = res.structured_content
+    assert res.structured_content is None  # strict TypeScript SDK clients check it against the success schema
+    body = (res.meta or {}).get("loom/error")
     assert isinstance(body, dict) and set(body) == {"error", "message", "details"}, body
     assert body["message"] == text_of(res)
     return body["error"], body["message"], body["details"]

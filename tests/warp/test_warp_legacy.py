@@ -4,13 +4,16 @@ naming ours (docs/migrating.md); every refusal carries a code (docs/architecture
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import pytest
 from mcp import Client
 from warp_harness import WARP, make_identity, spawn_warp
 
@@ -21,6 +24,10 @@ from warp.settings import WarpSettings
 
 A = "a" * 32
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
+ROOT = Path(__file__).resolve().parents[2]
+TS_SDK = (
+    ROOT / "test-scenarios" / "performance" / "ts-client" / "node_modules" / "@modelcontextprotocol" / "sdk"
+)
 
 
 def start_fails(env: dict[str, str], *args: str) -> str:
@@ -85,7 +92,8 @@ async def refused(client: Client, tool: str, args: dict[str, Any]) -> tuple[str,
     res: types.CallToolResult = await client.call_tool(tool, args)
     text = " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
     assert res.is_error, text
-    body = res.structured_content
+    assert res.structured_content is None  # strict TypeScript SDK clients check it against the success schema
+    body = (res.meta or {}).get("loom/error")
     assert isinstance(body, dict) and set(body) == {"error", "message", "details"}, body
     assert body["message"] == text
     return body["error"], body["message"], body["details"]
@@ -129,3 +137,49 @@ async def test_refusals_carry_codes(nats_server: EmbeddedNatsServer, project_id:
         assert code == "invalid_cursor"
         code, message, details = await refused(client, "warp_channels_status", {"channel": "nope"})
         assert code == "not_found" and details["field"] == "channel", message
+
+
+def test_a_typescript_sdk_client_gets_the_refusal_and_its_code(warp_env: dict[str, str]) -> None:
+    """The TypeScript SDK's client checks structured content against a tool's output schema even
+    on an error result, so the code travels in _meta: the refusal must reach it, not a -32602."""
+    node = shutil.which("node")
+    if node is None or not TS_SDK.is_dir():
+        pytest.skip("Node or the TypeScript SDK (make install with Node) is not here")
+    pattern = str(Path(sys.executable).parent / "pattern")
+    dead = {**warp_env, "NATS_URL": "nats://127.0.0.1:1", "LOOM_WARP_READY_WAIT_S": "0"}
+    calls = {
+        WARP: [
+            {"name": "warp_handle_set", "arguments": {"handle": "Bad Handle"}},
+            {"name": "warp_registry_register", "arguments": {"agentType": "x"}},
+            {"name": "warp_work_claim", "arguments": {}},
+            {"name": "register_agent", "arguments": {}},
+        ],
+        pattern: [
+            {"name": "pattern_forget", "arguments": {"memoryId": "x"}},
+            {"name": "pattern_forget", "arguments": {"memory_id": "0" * 32}},
+        ],
+    }
+    codes = {
+        WARP: ["validation_error", "validation_error", "unavailable", "unknown_tool"],
+        pattern: ["VALIDATION_ERROR", "NATS_ERROR"],
+    }
+    for command, script in calls.items():
+        done = subprocess.run(
+            [
+                node,
+                str(Path(__file__).with_name("ts_tool_errors.mjs")),
+                str(TS_SDK),
+                command,
+                json.dumps({"PATH": dead.get("PATH", "/usr/bin:/bin"), **dead}),
+                json.dumps(script),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        answers = [json.loads(line) for line in done.stdout.splitlines()]
+        assert [a.get("thrown") for a in answers] == [None] * len(script), answers
+        assert all(a["isError"] for a in answers), answers
+        assert [a["meta"]["loom/error"]["error"] for a in answers] == codes[command], answers
+        assert all(a["meta"]["loom/error"]["message"] == a["text"] for a in answers)

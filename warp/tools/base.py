@@ -4,7 +4,7 @@
   of error messages, so the published schema is exactly what is enforced;
 * anticipated failures (bad input, NATS away, a refused work transition)
   become tool errors that name the field and the rule and carry a code in their
-  structured content (``shared.toolerrors``); a bug is logged with its
+  ``_meta`` (``shared.toolerrors``); a bug is logged with its
   traceback and reported without internals (code ``internal``);
 * every call counts as in flight, so a shutdown drain can wait for it.
 """
