@@ -627,6 +627,25 @@ def _tool_origin(tool: str) -> str:
 
 # -- configuration files ----------------------------------------------------------------------------
 
+WARP_FILE_KEYS: Final[dict[str, Renamed]] = {
+    "namespace": Renamed(
+        "LOOM_PROJECT_ID", "the project id is the only isolation key; set it in the environment"
+    ),
+    "natsUrl": Renamed("NATS_URL", "in the environment"),
+    "logging": Renamed("LOOM_LOG_LEVEL", "in the environment; logs are text"),
+    "workQueue": Renamed(
+        "LOOM_WORK_ACK_WAIT_S", "in the environment, in seconds; attempts are max_attempts per work item"
+    ),
+}
+"""Top-level keys of the original Warp's file other than ``channels``: refused if found in
+ours (``.loom/config.json``), where they would otherwise be ignored as another part's."""
+
+
+def warp_file_key_advice(key: str) -> str | None:
+    found = WARP_FILE_KEYS.get(key)
+    return None if found is None else f"{key}: this is {ORIGINAL['warp']}'s setting; {found.advice()}"
+
+
 WARP_PROJECT_FILES: Final = (".mcp-config.json", ".loominal-config.json")
 """The original Warp's project file (its code read the first, its README named the second),
 searched from the project folder up to 4 parents."""

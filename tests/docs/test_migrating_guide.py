@@ -207,6 +207,12 @@ def test_rest_fields_and_shuttle_keys_match_the_table(tables: list[Table]) -> No
         assert guide == {name: renamed.ours for name, renamed in table.items()}, first
 
 
+def test_the_original_warp_files_keys_match_the_table(tables: list[Table]) -> None:
+    rows = [row for row in of(tables, "TypeScript key", "warp") if "Loom" in row]
+    keys = {names(row["TypeScript key"])[0].split(".")[0] for row in rows}
+    assert keys == {"channels", *legacy.WARP_FILE_KEYS}
+
+
 # -- routes and commands --------------------------------------------------------------------------------
 
 

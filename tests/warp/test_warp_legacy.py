@@ -125,6 +125,17 @@ async def test_the_originals_arguments_and_tools_are_answered_with_ours(
         assert "use pattern_remember" in message and "--with-memory" in message
 
 
+async def test_the_original_warps_keys_in_our_config_file_are_refused(
+    nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path
+) -> None:
+    (tmp_path / ".loom").mkdir()
+    (tmp_path / ".loom" / "config.json").write_text(json.dumps({"namespace": "old", "channels": {}}))
+    async with session(nats_server.url, project_id, tmp_path) as client:
+        code, message, _ = await refused(client, "warp_channels_list", {})
+        assert "namespace: this is the TypeScript Warp's setting; use LOOM_PROJECT_ID" in message
+        assert code == "invalid"
+
+
 async def test_refusals_carry_codes(nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path) -> None:
     async with session(nats_server.url, project_id, tmp_path) as client:
         code, _, details = await refused(client, "warp_handle_set", {"handle": "Bad Handle"})
