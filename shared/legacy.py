@@ -651,18 +651,21 @@ WARP_PROJECT_FILES: Final = (".mcp-config.json", ".loominal-config.json")
 searched from the project folder up to 4 parents."""
 WARP_USER_FILE: Final = Path(".nats-mcp") / "config.json"
 """The original Warp's user file, under the home directory."""
-_WARP_KEYS = ("namespace", "channels", "natsUrl", "logging", "workQueue")
+_WARP_KEYS = ("namespace", "natsUrl", "workQueue")
 _SEARCH_LEVELS = 5
 
 
 def _looks_like_warp_config(path: Path) -> bool:
-    """A file the original Warp would have applied: a JSON object with one of its keys.
-    Anything else with the same name (another tool's file) is not ours to judge."""
+    """A file the original Warp would have applied: a JSON object with its list of channels
+    or one of its own keys. Anything else with the same name (another tool's file, even one
+    with a ``logging`` section) is not ours to judge."""
     try:
         data = json.loads(path.read_bytes() or b"{}")
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and any(key in data for key in _WARP_KEYS)
+    if not isinstance(data, dict):
+        return False
+    return isinstance(data.get("channels"), list) or any(key in data for key in _WARP_KEYS)
 
 
 def legacy_warp_files(project_path: Path, home: Path | None = None) -> list[Path]:

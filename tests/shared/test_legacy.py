@@ -144,7 +144,8 @@ def test_the_original_warps_files_stop_start_up(tmp_path: Path) -> None:
     project.mkdir(parents=True)
     home.mkdir()
     check_warp_files(project, home)  # nothing there
-    (tmp_path / "repo" / ".mcp-config.json").write_text('{"servers": []}')  # another tool's file: not ours
+    # another tool's file of the same name is not ours to judge
+    (tmp_path / "repo" / ".mcp-config.json").write_text('{"servers": [], "logging": {"level": "INFO"}}')
     check_warp_files(project, home)
     (tmp_path / "repo" / ".loominal-config.json").write_text(json.dumps({"channels": [{"name": "x"}]}))
     with pytest.raises(LegacySettingError) as err:
