@@ -3,7 +3,8 @@
 Everything except MCP frames goes to stderr. Configuration comes from the
 environment (identity as for Warp: ``LOOM_PROJECT_ID``, ``LOOM_PROJECT_PATH``,
 ``LOOM_AGENT_ID``, ``LOOM_SUBAGENT_TYPE``, ``LOOM_USER_ID``; NATS as
-everywhere: ``NATS_URL`` ...; and ``PATTERN_*``).
+everywhere: ``NATS_URL`` ...; and ``PATTERN_*``). The TypeScript Pattern's
+variables are read with their old meaning or refused (:mod:`shared.legacy`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -21,6 +23,7 @@ from pattern.config import PatternConfig, PatternConfigError
 from pattern.runtime import PatternRuntime
 from pattern.server import build_server
 from shared.identity import IdentityError, resolve_identity
+from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError
 from shared.redact import configure_logging, redact
 from shared.settings import NatsSettings
@@ -35,16 +38,28 @@ def _version() -> str:
         return "0"
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="pattern", description="Loom Pattern memory MCP server (stdio).")
     parser.add_argument("--version", action="version", version=f"pattern {_version()}")
     parser.add_argument(
         "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="stderr log level (default INFO)",
+        default=None,
+        choices=LOG_LEVELS,
+        help="stderr log level (default LOOM_LOG_LEVEL, else INFO)",
     )
     return parser.parse_args(argv)
+
+
+def _log_level(flag: str | None) -> str:
+    if flag:
+        return flag
+    level = os.environ.get("LOOM_LOG_LEVEL", "").strip().upper() or "INFO"
+    if level not in LOG_LEVELS:
+        raise PatternConfigError(f"LOOM_LOG_LEVEL: must be one of {', '.join(LOG_LEVELS)}")
+    return level
 
 
 async def _serve(runtime: PatternRuntime) -> None:
@@ -58,12 +73,15 @@ async def _serve(runtime: PatternRuntime) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    configure_logging(args.log_level)
     try:
+        notices = apply_environment(["pattern"])
+        configure_logging(_log_level(args.log_level))
+        for notice in notices:
+            log.warning("%s", notice)
         identity = resolve_identity()
         config = PatternConfig.from_env()
         nats_settings = NatsSettings()
-    except (IdentityError, PatternConfigError, InvalidNameError) as exc:
+    except (IdentityError, PatternConfigError, InvalidNameError, LegacySettingError) as exc:
         print(f"pattern: {redact(exc)}", file=sys.stderr)
         sys.exit(2)
     except ValidationError as exc:

@@ -24,6 +24,7 @@ from pattern.models import (
     Tag,
     normalize_tags,
 )
+from shared.legacy import metadata_advice
 
 MAX_CONTENT_BYTES = 32 * 1024
 MAX_TAGS = 20
@@ -86,6 +87,18 @@ class _NewMemory(InputModel):
     tags: Tags = []
     priority: Priority = 5
     metadata: Metadata = {}
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _not_the_originals(cls, value: object) -> object:
+        """The TypeScript Pattern kept tags and priority (1 high ... 3 low) in metadata;
+        such a key is refused with the argument to use, never stored as a plain pair."""
+        if isinstance(value, dict):
+            for key in value:
+                advice = metadata_advice(key) if isinstance(key, str) else None
+                if advice is not None:
+                    raise ValueError(advice)
+        return value
 
 
 class RememberInput(_NewMemory):

@@ -8,6 +8,7 @@ from mcp.server.mcpserver import MCPServer
 
 from pattern.runtime import PatternRuntime
 from pattern.tools import register_pattern_tools
+from shared.toolerrors import UnknownTools
 
 INSTRUCTIONS = (
     "Pattern is your long-lived memory. Call pattern_recall_context at the start of a task; store what "
@@ -24,5 +25,6 @@ def build_server(runtime: PatternRuntime, version: str = "") -> MCPServer[Any]:
         instructions=INSTRUCTIONS,
         version=version,
     )
+    server.middleware.append(UnknownTools(server))
     register_pattern_tools(server, runtime.get_service, health=runtime.health)
     return server

@@ -27,12 +27,14 @@ from pattern.buckets import ensure_bucket, server_supports_ttl
 from pattern.config import PatternConfig, SecretScanMode
 from pattern.errors import (
     AccessDeniedError,
+    InvalidCategoryError,
     InvalidInputError,
     LimitExceededError,
     NotFoundError,
     PatternError,
     ProtectedMemoryError,
     SecretBlockedError,
+    StorageError,
     UnavailableError,
 )
 from pattern.index import Entry, MemoryIndex
@@ -191,7 +193,7 @@ class MemoryService:
                 f"JetStream did not respond while {doing} (is JetStream enabled?)"
             ) from exc
         except nats.js.errors.APIError as exc:
-            raise PatternError(redact(f"NATS refused the request while {doing}: {exc.description}")) from exc
+            raise StorageError(redact(f"NATS refused the request while {doing}: {exc.description}")) from exc
         except nats.errors.Error as exc:
             raise UnavailableError(redact(f"NATS error while {doing}: {exc}")) from exc
 
@@ -351,7 +353,7 @@ class MemoryService:
     ) -> RememberResult:
         self._require_ready()
         if category is Category.CORE and scope not in (Scope.PRIVATE, Scope.PERSONAL):
-            raise InvalidInputError("core memories must be private or personal", field="scope")
+            raise InvalidCategoryError("core memories must be private or personal", field="scope")
         warnings = self.scan_secrets(content)
         record = self._new_record(
             content=content, category=category, scope=scope, tags=tags, priority=priority, metadata=metadata
@@ -409,7 +411,7 @@ class MemoryService:
             raise AccessDeniedError(self.viewer.why_not_modify(entry.parts), field="memory_id")
         old = entry.record
         if old.category is Category.CORE:
-            raise InvalidInputError("is a core memory, which is already permanent", field="memory_id")
+            raise ProtectedMemoryError("is a core memory, which is already permanent", field="memory_id")
         tags = list(old.tags)
         for tag in req.tags or ():
             if tag not in tags:
@@ -470,7 +472,7 @@ class MemoryService:
         if entry.parts.owner != self.agent_id:
             raise AccessDeniedError("you can only share memories you created", field="memory_id")
         if old.category is Category.CORE:
-            raise InvalidInputError(
+            raise ProtectedMemoryError(
                 "core memories cannot be shared; store a copy with pattern_remember_learning",
                 field="memory_id",
             )

@@ -9,7 +9,10 @@ so the schema in ``tools/list`` carries the model's constraints; the
 :class:`StrictArguments` middleware checks a call's arguments against the model
 before the SDK does (naming the field and the rule, never the value), and the
 handler validates again. Results are the result models as structured output
-plus their readable text.
+plus their readable text. A refusal is a tool error whose ``_meta`` names its
+code (``shared.toolerrors``; Pattern's codes are the TypeScript
+Pattern's, see ``pattern.errors``), and an argument of the TypeScript Pattern's
+(``memoryId``) is named with the one to use instead.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
@@ -30,9 +32,11 @@ from pydantic_core import PydanticUndefined
 
 from pattern import inputs as i
 from pattern import results as r
-from pattern.errors import UnavailableError
+from pattern.errors import InvalidInputError, UnavailableError
 from pattern.service import MemoryService
 from shared.errors import LoomError, describe_problems, shown_name, validation_problems
+from shared.legacy import argument_advice
+from shared.toolerrors import error_result
 
 log = logging.getLogger("loom.pattern.tools")
 
@@ -243,7 +247,7 @@ class StrictArguments:
         if ctx.method == "tools/call" and params.get("name") in self._tools:
             refusal = self.refusal(params["name"], params.get("arguments") or {})
             if refusal is not None:
-                return CallToolResult(content=[TextContent(type="text", text=refusal)], is_error=True)
+                return error_result(InvalidInputError(refusal))
         result = await call_next(ctx)
         if ctx.method == "tools/list" and isinstance(result, dict):
             for tool in result.get("tools", ()):
@@ -259,9 +263,14 @@ class StrictArguments:
             return None  # not an object: the SDK refuses the request itself
         unknown = sorted(set(arguments) - set(model.model_fields))
         if unknown:
-            names = ", ".join(shown_name(key) for key in unknown)
-            fields = ", ".join(model.model_fields) or "none"
-            return f"invalid arguments: {names}: unknown field (this tool takes: {fields})"
+            # a name of the TypeScript Pattern's is answered with the one to use instead
+            problems = [advice for key in unknown if (advice := argument_advice(name, key))]
+            others = [key for key in unknown if argument_advice(name, key) is None]
+            if others:
+                names = ", ".join(shown_name(key) for key in others)
+                fields = ", ".join(model.model_fields) or "none"
+                problems.append(f"{names}: unknown field (this tool takes: {fields})")
+            return "invalid arguments: " + "; ".join(problems)
         try:  # the SDK's leniency first (JSON text for a list or object), then the model
             model.model_validate(metadata.pre_parse_json(dict(arguments)))
         except ValidationError as exc:
@@ -274,18 +283,18 @@ def _handler(spec: ToolSpec, get_service: GetService, health: HealthFallback | N
         try:
             req = spec.input_model.model_validate(kwargs)
         except ValidationError as exc:
-            raise ToolError(describe_validation(exc)) from None
+            return error_result(InvalidInputError(describe_validation(exc)))
         try:
             service = get_service()
         except UnavailableError as exc:
             if spec.name == "pattern_health":
                 fallback = health() if health is not None else _unavailable(exc.message)
                 return _to_result(fallback)
-            raise ToolError(exc.message) from None
+            return error_result(exc)
         try:
             result = await spec.run(service, req)
         except LoomError as exc:
-            raise ToolError(exc.message) from None
+            return error_result(exc)
         return _to_result(result)
 
     handler.__name__ = spec.name

@@ -2,7 +2,8 @@
 
 Files live in one directory (``PATTERN_EXPORT_DIR``, default
 ``<project>/.loom/memory-exports``); a path that resolves outside it (``..``,
-symlinks) is refused. Import re-homes every record under the importing agent,
+symlinks) is refused. The TypeScript Pattern's export files are imported too,
+read with their meaning (:func:`from_original`). Import re-homes every record under the importing agent,
 project and user — whatever agent the file claims — so an import can never
 write into another agent's space; each record is validated on its own and
 the bad ones are reported, not silently dropped.
@@ -18,6 +19,7 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,13 +28,14 @@ from typing import Annotated, Any, Protocol
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from pattern.config import PatternConfig
-from pattern.errors import InvalidInputError, LimitExceededError, NotFoundError, PatternError
+from pattern.errors import InvalidInputError, LimitExceededError, PatternError
 from pattern.index import Entry, MemoryIndex
 from pattern.inputs import Content, ExportInput, ImportInput, InputModel, Metadata, Priority, Tags, _utc
 from pattern.models import EXPIRING, MEMORY_ID_PATTERN, PERSONAL_SCOPES, Category, MemoryRecord, Scope
 from pattern.results import ExportResult, ImportResult, SkippedRecord
 from shared.errors import Unavailable, describe_problems, validation_problems
 from shared.identity import Identity
+from shared.legacy import ORIGINAL_PRIORITY
 
 
 class TransferHost(Protocol):
@@ -180,19 +183,22 @@ async def import_memories(service: TransferHost, req: ImportInput) -> ImportResu
     root = service.config.export_root(service.identity.project_path)
     path = resolve_in(root, req.path)
     if not path.is_file():
-        raise NotFoundError(f"no such file in the export directory {root}", field="path")
+        raise InvalidInputError(f"no such file in the export directory {root}", field="path")
     document = await asyncio.to_thread(_read, path, service.config.limits.max_import_bytes)
     if not isinstance(document, dict):
         raise InvalidInputError(
             "the file must hold a JSON object with format, version and memories", field="path"
         )
-    if document.get("format") != EXPORT_FORMAT:
+    typescript = is_original_export(document)
+    if not typescript and document.get("format") != EXPORT_FORMAT:
         raise InvalidInputError(f"the file's format must be {EXPORT_FORMAT!r}", field="path")
-    if document.get("version") != EXPORT_VERSION:
+    if not typescript and document.get("version") != EXPORT_VERSION:
         raise InvalidInputError(f"the file's version must be {EXPORT_VERSION}", field="path")
     records = document.get("memories")
     if not isinstance(records, list):
         raise InvalidInputError("the file's memories must be a list", field="path")
+    if typescript:
+        records = [from_original(raw) for raw in records]
 
     now = service.now()
     me = service.agent_id
@@ -252,6 +258,59 @@ async def import_memories(service: TransferHost, req: ImportInput) -> ImportResu
         skipped=skipped,
         warnings=warnings,
     )
+
+
+ORIGINAL_EXPORT_VERSION = "1.0"
+"""The TypeScript Pattern's export files: ``{"version": "1.0", "exportedAt", "projectId",
+"agentId", "memories": [...]}`` with camelCase records and no ``format``."""
+
+
+def is_original_export(document: dict[str, Any]) -> bool:
+    return (
+        "format" not in document
+        and document.get("version") == ORIGINAL_EXPORT_VERSION
+        and "exportedAt" in document
+    )
+
+
+def from_original(raw: object) -> object:
+    """One record of the TypeScript Pattern's export in our record's terms, read with its
+    meaning: its priority (1 high, 2 medium, 3 low; default 2) on our scale, its tags from
+    its metadata, its uuid as 32 hex. What cannot be read is left for validation to report."""
+    if not isinstance(raw, dict):
+        return raw
+    meta: dict[str, Any] = raw["metadata"] if isinstance(raw.get("metadata"), dict) else {}
+    converted: dict[str, Any] = {
+        "scope": raw.get("scope"),
+        "category": raw.get("category"),
+        "content": raw.get("content"),
+        "tags": meta.get("tags", []),
+        "priority": _original_priority(meta.get("priority", 2)),
+        "metadata": {},
+        "created_at": raw.get("createdAt"),
+        "updated_at": raw.get("updatedAt"),
+        "expires_at": raw.get("expiresAt"),
+        "agent_id": raw.get("agentId"),
+    }
+    if isinstance(meta.get("source"), str):
+        converted["metadata"]["source"] = meta["source"]
+    related = meta.get("relatedTo")
+    if isinstance(related, list) and related:
+        converted["metadata"]["related_to"] = ",".join(str(item) for item in related)
+    identifier = raw.get("id")
+    if isinstance(identifier, str):
+        try:
+            converted["id"] = uuid.UUID(identifier).hex
+        except ValueError:
+            converted["id"] = None
+    return converted
+
+
+def _original_priority(value: object) -> int:
+    """1-3 on our scale; anything else 0, which validation refuses (never read as ours)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return ORIGINAL_PRIORITY.get(value, 0)
+    return 0
 
 
 def _rehome(service: TransferHost, item: ExportedMemory, now: datetime) -> MemoryRecord:

@@ -6,7 +6,8 @@ each part translates on its own). Each part renders it one way only:
 
 * Weft: the HTTP envelope ``{"error": code, "message": ..., "details": {"field": ...}}``
   with the status taken from ``code``;
-* Warp and Pattern: an MCP tool error whose text is ``message``;
+* Warp and Pattern: an MCP tool error whose text is ``message``, with the same
+  envelope (:func:`error_document`) in its ``_meta`` (``shared.toolerrors``);
 * Shuttle: one ``shuttle: error: <message>`` line and an exit code.
 
 ``message`` names the field and the rule and never contains the rejected
@@ -77,6 +78,21 @@ class Unavailable(LoomError):
     """A dependency (NATS, a service still starting) is not there; retrying may help."""
 
     code = UNAVAILABLE
+
+
+def error_details(exc: LoomError) -> dict[str, str] | None:
+    """``{"field", "rule"}`` of ``exc`` (only what it has), or None."""
+    if not exc.field:
+        return None
+    return {"field": exc.field, "rule": exc.rule} if exc.rule else {"field": exc.field}
+
+
+def error_document(exc: LoomError) -> dict[str, Any]:
+    """The machine-readable form of ``exc``, the same in every part: Weft's error body
+    and the ``_meta["loom/error"]`` of Warp's and Pattern's tool errors
+    (``{"error": code, "message": ..., "details": {"field", "rule"} | null}``).
+    The codes are listed in docs/architecture.md, Errors."""
+    return {"error": exc.code, "message": exc.message, "details": error_details(exc)}
 
 
 # -- never echo the rejected value ---------------------------------------------------

@@ -20,8 +20,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared.errors import Invalid, without_value
+from shared.legacy import aliases_of
 from shared.names import validate_agent_id, validate_handle, validate_project_id
 from shared.settings import IdentitySettings
+
+IDENTITY_VARIABLES = ("LOOM_PROJECT_ID", "LOOM_AGENT_ID", "LOOM_PROJECT_PATH", "LOOM_SUBAGENT_TYPE")
 
 
 class IdentityError(Invalid, ValueError):
@@ -120,11 +123,8 @@ class Identity:
         )
 
 
-_ALIASES = {
-    "LOOM_PROJECT_ID": "LOOMINAL_PROJECT_ID",
-    "LOOM_AGENT_ID": "LOOMINAL_AGENT_ID",
-    "LOOM_PROJECT_PATH": "MCP_PROJECT_PATH",
-}
+_ALIASES = {ours: alias for ours in IDENTITY_VARIABLES for alias in aliases_of(ours)}
+"""Our identity variable -> the TypeScript Loom's name for it (to name what was set in errors)."""
 
 
 def _problem(err: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.legacy import aliases_of
 from shared.names import (
     validate_agent_id,
     validate_agent_type,
@@ -65,21 +66,24 @@ class NatsSettings(BaseSettings):
 
 class IdentitySettings(BaseSettings):
     """Identity inputs; :mod:`shared.identity` turns them into ids (the rules: docs/architecture.md,
-    Identity and isolation)."""
+    Identity and isolation). The TypeScript Loom's names (``LOOMINAL_*``, ``MCP_PROJECT_PATH``)
+    are read as aliases, from the table in :mod:`shared.legacy`."""
 
     # an empty variable means unset (LOOM_INSTANCE= is instance 0, not an error)
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
 
     project_id: str | None = Field(
-        default=None, validation_alias=AliasChoices("LOOM_PROJECT_ID", "LOOMINAL_PROJECT_ID")
+        default=None, validation_alias=AliasChoices("LOOM_PROJECT_ID", *aliases_of("LOOM_PROJECT_ID"))
     )
     project_path: Path | None = Field(
-        default=None, validation_alias=AliasChoices("LOOM_PROJECT_PATH", "MCP_PROJECT_PATH")
+        default=None, validation_alias=AliasChoices("LOOM_PROJECT_PATH", *aliases_of("LOOM_PROJECT_PATH"))
     )
     agent_id: str | None = Field(
-        default=None, validation_alias=AliasChoices("LOOM_AGENT_ID", "LOOMINAL_AGENT_ID")
+        default=None, validation_alias=AliasChoices("LOOM_AGENT_ID", *aliases_of("LOOM_AGENT_ID"))
     )
-    subagent_type: str | None = Field(default=None, validation_alias="LOOM_SUBAGENT_TYPE")
+    subagent_type: str | None = Field(
+        default=None, validation_alias=AliasChoices("LOOM_SUBAGENT_TYPE", *aliases_of("LOOM_SUBAGENT_TYPE"))
+    )
     handle: str | None = Field(default=None, validation_alias="LOOM_HANDLE")
     agent_type: str = Field(default="generic", validation_alias="LOOM_AGENT_TYPE")
     user_id: str | None = Field(default=None, validation_alias="LOOM_USER_ID")

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.errors import shown_name
+from shared.legacy import LegacySettingError, adopt_environment, aliases_of, shuttle_key_advice
 from shuttle.errors import UsageError
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
@@ -83,7 +84,7 @@ KEYS: dict[str, Key] = {
         Key("api_token", ("LOOM_API_TOKEN",), _token, None, "bearer token for Weft", secret=True),
         Key(
             "project_id",
-            ("LOOM_PROJECT_ID", "LOOMINAL_PROJECT_ID"),
+            ("LOOM_PROJECT_ID", *aliases_of("LOOM_PROJECT_ID", ["shuttle"])),
             _project,
             None,
             "project sent as X-Loom-Project (default: Weft's own project)",
@@ -101,11 +102,19 @@ FLAG_NAMES = {
 }
 
 
+def unknown_key(origin: str, key: str) -> UsageError:
+    """An unknown key; one of the TypeScript Shuttle's (``apiUrl``) is named with ours."""
+    advice = shuttle_key_advice(key)
+    if advice is not None:
+        return UsageError(f"{origin}: {key}: {advice}")
+    return UsageError(f"{origin}: unknown key {shown_name(key)!r} (known: {', '.join(KEYS)})")
+
+
 def parse_value(key: str, raw: Any, origin: str) -> Any:
     """Validate one setting; ``origin`` names where it came from for the error line."""
     spec = KEYS.get(key)
     if spec is None:
-        raise UsageError(f"{origin}: unknown key {shown_name(key)!r} (known: {', '.join(KEYS)})")
+        raise unknown_key(origin, key)
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise UsageError(f"{origin}: {key} must be a {'number' if key == 'timeout' else 'string'}")
     try:
@@ -265,14 +274,17 @@ def resolve(
 ) -> Settings:
     """Apply the precedence flag > env > file > default and validate every value."""
     env = os.environ if env is None else env
+    try:  # the TypeScript Shuttle's PROJECT_ID is read as LOOM_PROJECT_ID, unless they disagree
+        adopt_environment(["shuttle"], env)
+    except LegacySettingError as exc:
+        raise UsageError(str(exc)) from None
     flags = flags or {}
     path = config_path(config_flag, env)
     file_data = read_file(path)
-    for key, raw in file_data.items():
-        if key not in KEYS and not is_foreign_table(raw):
-            raise UsageError(
-                f"config file {path}: unknown key {shown_name(key)!r} (known: {', '.join(KEYS)})"
-            )
+    unknown = [key for key, raw in file_data.items() if key not in KEYS and not is_foreign_table(raw)]
+    if unknown:  # every one at once: a file of the TypeScript Shuttle has several
+        lines = [unknown_key(f"config file {path}", key).message for key in unknown]
+        raise UsageError("; ".join([lines[0], *(line.split(": ", 1)[1] for line in lines[1:])]))
     settings = Settings(path=path)
     for key, spec in KEYS.items():
         flag_value = flags.get(key)

@@ -1,8 +1,9 @@
 """``warp``: run the Warp MCP server (stdio by default, ``--http`` for streamable HTTP).
 
-Start-up errors (a bad identity or setting) are one line on stderr and exit
-code 2; stdout carries nothing but MCP frames. Imports are kept lazy so the
-process answers ``initialize`` quickly.
+Start-up errors (a bad identity or setting, or a setting of the TypeScript
+Warp that cannot be honoured) are one line on stderr and exit code 2; stdout
+carries nothing but MCP frames. Imports are kept lazy so the process answers
+``initialize`` quickly.
 """
 
 from __future__ import annotations
@@ -56,21 +57,30 @@ def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
     from shared.identity import IdentityError, load_settings, resolve_identity
+    from shared.legacy import LegacySettingError, apply_environment, check_warp_files
     from shared.names import InvalidNameError
     from shared.redact import configure_logging, redact
     from shared.settings import NatsSettings
     from warp.settings import WarpSettingsError, load_warp_settings
 
     try:
+        # the TypeScript Warp's (and Pattern's) variables: read with their meaning, or refused
+        notices = apply_environment(["warp", "pattern"] if args.with_memory else ["warp"])
         identity_settings = load_settings()
         identity = resolve_identity(identity_settings)
+        check_warp_files(identity.project_path)
         settings = load_warp_settings()
         NatsSettings()
-    except (IdentityError, WarpSettingsError, InvalidNameError) as exc:
+    except (IdentityError, WarpSettingsError, InvalidNameError, LegacySettingError) as exc:
         return _fail(str(exc))
     except ValidationError as exc:
         return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
     configure_logging(settings.log_level)
+    if notices:
+        import logging
+
+        for notice in notices:
+            logging.getLogger("loom.warp").warning("%s", notice)
 
     from warp.runtime import WarpRuntime
     from warp.server import build_server

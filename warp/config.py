@@ -9,7 +9,9 @@ Files, later ones overriding earlier ones channel by channel:
    user file, never a project file).
 
 Only the ``channels`` table is Warp's; other top-level keys (Shuttle keeps its
-settings in the same user file) are left alone. The files are re-checked on
+settings in the same user file) are left alone, except the TypeScript Warp's
+(``namespace``, ``natsUrl``, ``logging``, ``workQueue``), which are refused
+naming where the setting lives now. The files are re-checked on
 every channel operation (a few ``stat`` calls), so an edit takes effect on the
 next call and Warp updates the streams' limits to match.
 """
@@ -27,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import Invalid, describe_problems, parse_problem, shown_name, validation_problems
+from shared.legacy import warp_file_key_advice
 from shared.names import TOKEN_RULE, InvalidNameError, validate_channel
 
 CONFIG_DIR = ".loom"
@@ -91,6 +94,9 @@ def _parse(path: Path) -> dict[str, ChannelSpec]:
         raise ConfigError(f"{path}: not valid {kind}: {parse_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be an object/table")
+    originals = [advice for key in data if (advice := warp_file_key_advice(key))]
+    if originals:  # left from the TypeScript Warp's file: not another part's key, so never ignored
+        raise ConfigError(f"{path}: " + "; ".join(originals))
     try:
         parsed = _ConfigFile.model_validate(data)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 import anyio
 from mcp.server.mcpserver import MCPServer
 
+from shared.toolerrors import UnknownTools
 from warp import __version__
 from warp.runtime import WarpRuntime
 from warp.tools import all_tools
@@ -26,7 +27,8 @@ Warp connects this agent to the other agents of the project (Loom fabric over NA
   returns what is waiting and marks it read.
 - Work: warp_work_broadcast offers work; warp_work_claim takes the best item you are eligible for;
   report with warp_work_progress, then warp_work_complete or warp_work_fail. Dead letters: warp_dlq_*.
-Errors name the argument at fault and the rule; NATS outages are reported and retried automatically."""
+Errors name the argument at fault and the rule (a code is in the result's _meta["loom/error"]);
+NATS outages are reported and retried automatically."""
 
 
 def build_server(rt: WarpRuntime) -> MCPServer[WarpRuntime]:
@@ -39,7 +41,7 @@ def build_server(rt: WarpRuntime) -> MCPServer[WarpRuntime]:
             with anyio.CancelScope(shield=True):
                 await rt.stop("MCP session ended")
 
-    return MCPServer(
+    server = MCPServer(
         "warp",
         title="Loom Warp",
         instructions=INSTRUCTIONS,
@@ -48,3 +50,5 @@ def build_server(rt: WarpRuntime) -> MCPServer[WarpRuntime]:
         lifespan=lifespan,
         log_level=rt.settings.log_level,  # type: ignore[arg-type]
     )
+    server.middleware.append(UnknownTools(server))
+    return server

@@ -26,6 +26,7 @@ from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
 from weft.spinup import SpinupService, default_service
 from weft.state import NatsInfo, WeftState
+from weft.strictquery import no_unknown_query
 from weft.sweeper import run_sweeper
 from weft.tasks import stop_task
 
@@ -111,6 +112,7 @@ def create_app(
         # Weft has its own Prometheus metrics; FastAPI's built-in OpenTelemetry hooks cost a
         # fair share of each request and could log rejected input, so they stay off.
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
+        dependencies=[Depends(no_unknown_query)],
     )
     app.state.metrics = Metrics()
     errors.install(app)

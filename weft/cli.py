@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
+from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError, validate_project_id
 from shared.natsclient import NatsConnectError
 from shared.policy import PolicyError, load_policy_file
@@ -23,6 +25,8 @@ from weft import __version__
 from weft.app import create_app
 from weft.runtime import open_nats
 from weft.settings import WeftSettings
+
+log = logging.getLogger("loom.weft")
 
 app = typer.Typer(
     name="weft",
@@ -35,6 +39,14 @@ app = typer.Typer(
 def _fail(message: str, code: int = 2) -> NoReturn:
     print(f"weft: {redact(message)}", file=sys.stderr)
     raise typer.Exit(code)
+
+
+def _adopt() -> list[str]:
+    """The TypeScript Weft's variables (API_PORT, ...): translated to ours, or refused."""
+    try:
+        return apply_environment(["weft"])
+    except LegacySettingError as exc:
+        _fail(str(exc))
 
 
 def _settings(**overrides: object) -> WeftSettings:
@@ -61,6 +73,7 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the REST API and WebSocket (starts a bundled nats-server when NATS_URL is unset)."""
+    notices = _adopt()
     if project is not None:
         try:
             validate_project_id(project, "--project")
@@ -73,6 +86,8 @@ def serve(
             _fail(str(exc))
     settings = _settings(host=host, port=port, project_id=project, policy_file=policy, banner=True)
     configure_logging(settings.log_level)
+    for notice in notices:
+        log.warning("%s", notice)
     config = uvicorn.Config(
         "weft.app:create_app",  # replaced below; Config needs an app to compute loop settings
         host=settings.host,
@@ -119,6 +134,7 @@ def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or
 @app.command()
 def openapi() -> None:
     """Print the OpenAPI document (the REST contract) without starting a server."""
+    _adopt()
     settings = _settings()
     print(json.dumps(create_app(settings.model_copy(update={"policy_file": None})).openapi(), indent=2))
 

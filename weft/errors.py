@@ -22,8 +22,10 @@ from nats.js.errors import APIError as JsApiError
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.errors import LoomError, validation_problems
+from shared.errors import LoomError, safe_loc, validation_problems
+from shared.errors import error_details as field_details
 from shared.jsraw import JetStreamReplyError
+from shared.legacy import rest_advice
 from shared.redact import redact
 
 log = logging.getLogger("loom.weft")
@@ -101,9 +103,7 @@ def http_status(exc: LoomError) -> int:
 def error_details(exc: LoomError) -> Any:
     if isinstance(exc, ApiError) and exc.details is not None:
         return exc.details
-    if not exc.field:
-        return None
-    return {"field": exc.field, "rule": exc.rule} if exc.rule else {"field": exc.field}
+    return field_details(exc)
 
 
 def error_body(exc: LoomError) -> ErrorBody:
@@ -130,8 +130,12 @@ def problems_from(errors: Sequence[Any], *, default_location: str | None = None)
             loc = (default_location, *loc)
         location = loc[0] if loc and loc[0] in _LOCATIONS else "body"
         rest = loc[1:] if loc and loc[0] == location else loc
+        advice = rest_advice(rest[-1]) if err.get("type") == "extra_forbidden" and rest else None
         if err.get("type") == "json_invalid":  # loc holds a character offset, not a field
             field, message = "body", f"not valid JSON (at character {loc[-1] if loc else 0})"
+        elif advice is not None:  # one of the TypeScript Weft's names: ours to show, with ours
+            field = ".".join(str(part) for part in (*safe_loc(rest[:-1]), rest[-1]))
+            message = advice
         else:
             problem = validation_problems([{**err, "loc": rest}])[0]
             field, message = (problem.field if rest else location), problem.message

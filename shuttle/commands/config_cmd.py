@@ -7,10 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from shared.errors import shown_name
 from shuttle.app import JsonOpt, QuietOpt, out, state
-from shuttle.config import KEYS, config_path, mask, parse_value, update_file
-from shuttle.errors import UsageError
+from shuttle.config import KEYS, config_path, mask, parse_value, unknown_key, update_file
 from shuttle.output import emit_json, escape, say, table
 
 app = typer.Typer(help="Shuttle's settings: ~/.loom/config.toml, env and flags.", no_args_is_help=True)
@@ -21,7 +19,7 @@ RevealOpt = Annotated[bool, typer.Option("--show-secrets", help="Print the token
 
 def _check_key(key: str) -> str:
     if key not in KEYS:
-        raise UsageError(f"config: unknown key {shown_name(key)!r} (known: {', '.join(KEYS)})")
+        raise unknown_key("config", key)
     return key
 
 

@@ -309,8 +309,9 @@ async def test_commit_insight_promotes_and_keeps(make_service, project_id: str, 
     old_key = memory_key(Scope.PRIVATE, a.agent_id, Category.RECENT, recent.id)
     await eventually(lambda: _gone(kv, old_key))
     core = (await a.core_memory(CoreMemoryInput(content="core"))).memory
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(ProtectedMemoryError) as protected:
         await a.commit_insight(CommitInsightInput(memory_id=core.id))
+    assert protected.value.code == "CORE_PROTECTED"
 
 
 async def _gone(kv: object, key: str) -> bool:
@@ -437,7 +438,7 @@ async def test_share_learning_copy_and_move(make_service, project_id: str, proje
     with pytest.raises(AccessDeniedError):
         await b.share_learning(ShareLearningInput(memory_id=recent.id, scope="public"))
     core = (await a.core_memory(CoreMemoryInput(content="me"))).memory
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(ProtectedMemoryError):
         await a.share_learning(ShareLearningInput(memory_id=core.id))
     with pytest.raises(InvalidInputError) as err:
         await a.share_learning(ShareLearningInput(memory_id=recent.id, mode="move", category="decisions"))

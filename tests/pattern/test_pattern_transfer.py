@@ -11,7 +11,7 @@ import pytest
 from pattern_helpers import eventually, make_identity, new_user_id
 
 from pattern.config import PatternConfig, PatternLimits, SecretScanMode
-from pattern.errors import InvalidInputError, NotFoundError
+from pattern.errors import InvalidInputError
 from pattern.inputs import ExportInput, ImportInput, RecallInput, RememberInput
 from pattern.models import Category, Scope, utcnow
 from pattern.service import MemoryService
@@ -96,7 +96,7 @@ async def test_import_refusals(make_service, project_id: str, project_path: Path
     write(root, "version.json", {"format": "loom-pattern-memories", "version": 99, "memories": []})
     write(root, "memories.json", {"format": "loom-pattern-memories", "version": 1, "memories": {}})
     cases = {
-        "missing.json": (NotFoundError, "no such file"),
+        "missing.json": (InvalidInputError, "no such file"),
         "broken.json": (InvalidInputError, "not valid JSON"),
         "list.json": (InvalidInputError, "JSON object"),
         "format.json": (InvalidInputError, "format"),

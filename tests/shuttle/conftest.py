@@ -17,9 +17,10 @@ from shared.server import EmbeddedNatsServer
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """No LOOM_* from the developer's shell, and a throw-away HOME for ~/.loom."""
+    """No LOOM_* (or the TypeScript Shuttle's PROJECT_ID) from the developer's shell, and a
+    throw-away HOME for ~/.loom."""
     for name in list(os.environ):
-        if name.startswith(("LOOM_", "LOOMINAL_")) or name == "NO_COLOR":
+        if name.startswith(("LOOM_", "LOOMINAL_")) or name in ("NO_COLOR", "PROJECT_ID"):
             monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()

@@ -3,8 +3,9 @@
 * the argument model refuses unknown arguments and keeps rejected values out
   of error messages, so the published schema is exactly what is enforced;
 * anticipated failures (bad input, NATS away, a refused work transition)
-  become tool errors that name the field and the rule; a bug is logged with
-  its traceback and reported without internals;
+  become tool errors that name the field and the rule and carry a code in their
+  ``_meta`` (``shared.toolerrors``); a bug is logged with its
+  traceback and reported without internals (code ``internal``);
 * every call counts as in flight, so a shutdown drain can wait for it.
 """
 
@@ -18,7 +19,6 @@ import typing
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -26,8 +26,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ErrorType
 
-from shared.errors import safe_loc, without_value
-from warp.errors import describe
+from shared.errors import LoomError, safe_loc, validation_problems, without_value
+from shared.legacy import argument_advice
+from shared.toolerrors import INTERNAL, VALIDATION_ERROR, error_result
+from warp.errors import as_loom_error
 
 if TYPE_CHECKING:
     from warp.runtime import WarpRuntime
@@ -53,27 +55,46 @@ def _argument_names(model: type[BaseModel]) -> frozenset[str]:
     return frozenset({f.alias or name for name, f in model.model_fields.items()} | set(model.model_fields))
 
 
+REFUSED = "_loom_refused"
+"""Keyword under which :class:`_StrictMetadata` hands a refusal to the tool's wrapper: the
+SDK would turn a raised ValidationError into bare text, and a refusal carries a code."""
+
+
 class _StrictMetadata(FuncMetadata):
-    """Argument validation that refuses unknown arguments and never echoes rejected values."""
+    """Argument validation that refuses unknown arguments and never echoes rejected values.
+
+    A refusal is not raised but passed to the wrapper (:data:`REFUSED`), which answers
+    with a coded tool error; an argument the TypeScript Warp had (``agentType``) is
+    named with the one to use instead."""
+
+    tool_name: str = ""
 
     def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
         model = self.arg_model
         known = _argument_names(model)
         unknown = [key for key in arguments_to_validate if key not in known]
+        renamed = [advice for key in unknown if (advice := argument_advice(self.tool_name, key))]
         if unknown:
-            raise ValidationError.from_exception_data(
-                model.__name__,
+            problems = validation_problems(
                 [
-                    {"type": "extra_forbidden", "loc": safe_loc((key,)), "input": arguments_to_validate[key]}
+                    {"type": "extra_forbidden", "loc": safe_loc((key,)), "input": None}
                     for key in unknown
-                ],
-                hide_input=True,
+                    if argument_advice(self.tool_name, key) is None
+                ]
             )
+            return {REFUSED: _refusal([*renamed, *(f"{p.field}: {p.message}" for p in problems)])}
         try:
             return super().validate_arguments(arguments_to_validate)
         except ValidationError as exc:
             details = [_detail(err) for err in exc.errors(include_url=False)]
-            raise ValidationError.from_exception_data(exc.title, details, hide_input=True) from None
+            hidden = ValidationError.from_exception_data(exc.title, details, hide_input=True)
+            problems = validation_problems(hidden.errors(include_url=False))
+            return {REFUSED: _refusal([f"{p.field}: {p.message}" for p in problems])}
+
+
+def _refusal(problems: list[str]) -> LoomError:
+    text = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+    return LoomError(f"invalid arguments: {text}", code=VALIDATION_ERROR)
 
 
 def _detail(err: ErrorDetails) -> InitErrorDetails:
@@ -90,7 +111,14 @@ def _detail(err: ErrorDetails) -> InitErrorDetails:
 
 def _strict(tool: Tool) -> Tool:
     """Same validation model, but unknown arguments are refused (and the schema says so)."""
-    tool.fn_metadata.__class__ = _StrictMetadata
+    meta = tool.fn_metadata
+    tool.fn_metadata = _StrictMetadata(
+        arg_model=meta.arg_model,
+        output_schema=meta.output_schema,
+        output_model=meta.output_model,
+        wrap_output=meta.wrap_output,
+        tool_name=tool.name,
+    )
     tool.parameters = {**tool.parameters, "additionalProperties": False}
     return tool
 
@@ -108,18 +136,22 @@ def make_tool(
 
     @functools.wraps(fn)
     async def guarded(**kwargs: Any) -> CallToolResult:
+        refused = kwargs.pop(REFUSED, None)
+        if isinstance(refused, LoomError):
+            log.info("%s refused its arguments", name)
+            return error_result(refused)
         rt.call_started()
         try:
             async with asyncio.timeout(rt.settings.op_timeout_s * 3):
                 outcome = await fn(**kwargs)
-        except ToolError:
-            raise
         except Exception as exc:
-            text = describe(exc, nats_url=rt.display_url)
-            if text is None:
+            refusal = as_loom_error(exc, nats_url=rt.display_url)
+            if refusal is None:
                 log.exception("%s failed unexpectedly", name)
-                raise ToolError(f"{name} failed unexpectedly ({type(exc).__name__}); see Warp's log") from exc
-            raise ToolError(text) from None
+                refusal = LoomError(
+                    f"{name} failed unexpectedly ({type(exc).__name__}); see Warp's log", code=INTERNAL
+                )
+            return error_result(refusal)
         finally:
             rt.call_finished()
         notice = rt.drain_notice()
