@@ -91,7 +91,8 @@ def processes_with(name: str, value: str) -> list[int]:
     return found
 
 
-def _end(pids: Sequence[int], grace_s: float = 5) -> None:
+def end_processes(pids: Sequence[int], grace_s: float = 5) -> None:
+    """SIGTERM, then SIGKILL to what is still there after ``grace_s``."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -180,7 +181,7 @@ class Demo:
                 self._shut_agents_down()
         if self.weft is not None:
             stop_process(self.weft)
-        _end(processes_with("LOOM_DATA_DIR", str(self.data_dir)))
+        end_processes(processes_with("LOOM_DATA_DIR", str(self.data_dir)))
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _shut_agents_down(self, timeout: float = 20) -> None:
