@@ -87,3 +87,30 @@ async def test_fleet_shows_recent_work_with_descriptions(cli: Cli, nc: NatsClien
         assert any(second in line and "write the release notes" in line for line in lines)
         if width == 160:
             assert agent.agent_id[:8] in row and "T-1" in row
+
+
+def test_fleet_watch_names_the_work_a_spin_up_was_for() -> None:
+    from shuttle.output import console, set_no_color
+    from shuttle.views import spinup_table
+
+    set_no_color(True)
+    work_id = "e" * 32
+    event = {
+        "kind": "spinup",
+        "action": "registered",
+        "at": "2026-01-01T00:00:00Z",
+        "data": {
+            "operation": {
+                "target_name": "demo",
+                "state": "registered",
+                "agent_id": "a" * 32,
+                "work_id": work_id,
+            }
+        },
+    }
+    with console().capture() as named:
+        console().print(spinup_table([event], work=[{"id": work_id, "description": "Count the\nerrors"}]))
+    with console().capture() as unknown:
+        console().print(spinup_table([event], work=[]))
+    assert "Count the errors" in named.get() and work_id[:12] not in named.get()
+    assert work_id[:12] in unknown.get()  # not among the recent work: its id, cut short
