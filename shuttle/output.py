@@ -170,7 +170,7 @@ def make_table(
     wanted = list(widths)
     if flexible is not None:
         longest = max(Text.from_markup(row[flexible]).cell_len for row in cells)
-        wanted[flexible] = max(widths[flexible], min(longest, FREE_TEXT_WIDTH))
+        wanted[flexible] = max(len(columns[flexible]), min(longest, FREE_TEXT_WIDTH))
     for index in drop:
         if sum(wanted[i] + 3 for i in shown) + 1 <= budget:
             break
