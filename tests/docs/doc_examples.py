@@ -108,8 +108,10 @@ def run(how: str, *unchecked: str) -> Run:
 
 # Reasons shared by several blocks.
 TOOL_TRANSCRIPT = (
-    "an MCP tool-call transcript (arguments and answers of a session), not a command; "
-    "each tool's arguments are checked against the schema Warp publishes"
+    "an MCP tool-call transcript that follows two agents (alice, and bob who claims and reads "
+    "what alice sent) through states one session cannot show in order (a Warp not yet on NATS); "
+    "not replayed, but held against a real Warp's tools/list: every tool, argument and result "
+    "field it names is checked (test_warp_transcripts_agree_with_the_tools_warp_publishes)"
 )
 PATTERN_TRANSCRIPT = (
     "a step of an MCP tool-call transcript (arguments or answers of one Pattern session), not a command"

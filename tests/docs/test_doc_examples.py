@@ -134,6 +134,40 @@ async def test_warp_transcripts_agree_with_the_tools_warp_publishes(tmp_path: Pa
         assert not found, f"{block.where}:\n" + "\n".join(found)
         checked += len(shown)
     assert checked >= 30
+    wrong = warp_transcript.calls(
+        '→ warp_work_claim {"capabilty": "code"}\n← {"claimed": true, "itemz": null}\n'
+    )
+    assert warp_transcript.problems(wrong, tools) == [
+        "warp_work_claim: no argument ['capabilty'] (it takes ['capability'])",
+        "warp_work_claim: its result has no ['itemz'] (it has ['claimed', 'item', 'reason'])",
+    ]
+
+
+def test_shown_output_is_compared_except_what_the_docs_elide() -> None:
+    shown = shown_json(
+        '{"id":"5c1f...","status":"queued","n":3,"at":"2026-01-01T00:00:00Z","more":{...},'
+        '"why":"filters.x: not a filter (allowed: ...)", ...}'
+    )
+    real = {
+        "id": uuid.uuid4().hex,
+        "status": "queued",
+        "n": 3,
+        "at": "2031-05-05T10:00:00.5+00:00",
+        "more": [1],
+        "why": "filters.x: not a filter (allowed: a, b)",
+        "extra": True,
+    }
+    assert mismatches(real, shown) == []
+    assert mismatches({**real, "status": "claimed", "n": 4}, shown, unchecked=("n",)) == [
+        "$.status: 'claimed', the docs show 'queued'"
+    ]
+    assert mismatches({k: v for k, v in real.items() if k != "why"}, shown) == ["$.why: missing"]
+    assert mismatches({**real, "why": "something else"}, shown) == [
+        "$.why: 'something else', the docs show 'filters.x: not a filter (allowed: ...)'"
+    ]
+    assert normalized("14:22:43  work.claimed   by 7c1e0b7d9f3a4c1b8e2d5f6a7b8c9d0e (3s ago)") == [
+        "<time> work.claimed by <id> (<ago>)"
+    ]
 
 
 # -- the fabric ---------------------------------------------------------------------------
