@@ -8,10 +8,11 @@ TS_CLIENT := test-scenarios/performance/ts-client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help install run test lint typecheck lint-deploy pytest scenarios bench clean
+.PHONY: help install run demo test lint typecheck lint-deploy pytest scenarios bench clean
 
 help:
 	@echo "make run        start embedded NATS (JetStream) + Weft in the foreground"
+	@echo "make demo       see the loop close without an AI agent, on a throw-away fabric"
 	@echo "make test       ruff, mypy, pytest (unit, integration and quick scenarios)"
 	@echo "make scenarios  every multi-agent scenario in test-scenarios/"
 	@echo "make bench      the performance suite (prints a table, writes results.json)"
@@ -40,6 +41,9 @@ install: $(STAMP) $(TS_STAMP)
 
 run: $(STAMP)
 	$(BIN)/weft serve
+
+demo: $(STAMP)
+	$(BIN)/weft demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -16,7 +16,7 @@ from shuttle.client import WeftClient, seg
 from shuttle.errors import OutcomeFailed
 from shuttle.output import console, escape, parse_time, styled
 from shuttle.stream import Deadline, EventStream, event_type, work_of
-from shuttle.views import FINAL_WORK_STATES, SUCCESS_STATE, progress_text
+from shuttle.views import FINAL_WORK_STATES, SUCCESS_STATE, progress_text, work_heading
 
 RECHECK_S = 5.0
 
@@ -48,13 +48,18 @@ def _line(kind: str, item: dict[str, Any], event: dict[str, Any] | None, o: Out)
         )
     elif kind.endswith(".progress"):
         detail = progress_text(item)
+    elif kind.endswith(".waiting"):
+        detail = str(data.get("reason") or item.get("waiting_reason") or "")
     elif kind.endswith(".failed") or item.get("status") == "dead-lettered":
         detail = str(data.get("error") or item.get("error") or "")
     elif kind.endswith(".completed") and item.get("result") is not None:
         detail = f"result: {json.dumps(item['result'], ensure_ascii=False, default=str)[:200]}"
     elif kind.endswith(".cancelled") and data.get("reason"):
         detail = f"reason: {data['reason']}"
-    console().print(f"{clock}  {escape(kind):<22} {styled(item.get('status'))}  {escape(detail)}")
+    # one line per event, never broken by Shuttle (the terminal wraps a long one)
+    console().print(
+        f"{clock}  {escape(kind):<22} {styled(item.get('status'))}  {escape(detail)}", soft_wrap=True
+    )
 
 
 def follow(client: WeftClient, work_id: str, o: Out, *, timeout: float | None = None) -> dict[str, Any]:
@@ -65,6 +70,8 @@ def follow(client: WeftClient, work_id: str, o: Out, *, timeout: float | None = 
     with EventStream(client, ["work"], {"work_id": work_id}) as stream:
         item: dict[str, Any] = client.get(path)
         work_id = item.get("id", work_id)
+        if not (o.json or o.quiet):
+            console().print(work_heading(item))
         _line("snapshot", item, None, o)
         frames = stream.frames(timeout=RECHECK_S if timeout is None else min(RECHECK_S, timeout))
         while item.get("status") not in FINAL_WORK_STATES:

@@ -42,6 +42,10 @@ STATUS_STYLES = {
 }
 
 
+FREE_TEXT_WIDTH = 40
+"""Columns are left out before the free-text column of a table gets narrower than this."""
+
+
 def set_no_color(value: bool) -> None:
     global _no_color, _console
     _no_color = value
@@ -144,8 +148,8 @@ def make_table(
 
     Every column keeps the width of its widest cell (ids are never cut: people copy
     them into the next command) except ``flex``, the free-text column shortened with
-    an ellipsis. When even that does not fit the terminal, the columns in ``drop``
-    are left out, in that order."""
+    an ellipsis, on one line. While the table would not fit the terminal with that column at
+    :data:`FREE_TEXT_WIDTH`, the columns in ``drop`` are left out, in that order."""
     cells = [[str(cell) for cell in row] for row in rows]
     from rich.table import Table
     from rich.text import Text
@@ -162,14 +166,28 @@ def make_table(
             widths.append(max([len(column), *(Text.from_markup(row[index]).cell_len for row in cells)]))
     shown = list(range(len(columns)))
     budget = console().width
+    # a minor column stays only while the free text keeps a readable width beside it
+    wanted = list(widths)
+    if flexible is not None:
+        longest = max(Text.from_markup(row[flexible]).cell_len for row in cells)
+        wanted[flexible] = max(len(columns[flexible]), min(longest, FREE_TEXT_WIDTH))
     for index in drop:
-        if sum(widths[i] + 3 for i in shown) + 1 <= budget:
+        if sum(wanted[i] + 3 for i in shown) + 1 <= budget:
             break
         shown.remove(index)
+    # what is left for the free-text column (each column takes its width plus 3: padding
+    # and a rule; plus the table's left edge): one line, cut with an ellipsis
+    room = budget - 1 - sum(widths[i] + 3 for i in shown if i != flexible) - 3
     grid = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
     for index in shown:
         if index == flexible:
-            grid.add_column(columns[index], overflow="ellipsis", min_width=widths[index])
+            grid.add_column(
+                columns[index],
+                no_wrap=True,
+                overflow="ellipsis",
+                min_width=widths[index],
+                max_width=max(widths[index], room),
+            )
         else:
             grid.add_column(columns[index], no_wrap=True, min_width=widths[index])
     for row in cells:

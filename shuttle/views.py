@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from shuttle.output import ago, count_rows, escape, fields, join, make_table, short, styled
+from shuttle.output import ago, console, count_rows, escape, fields, join, make_table, short, styled
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -30,27 +30,62 @@ def progress_text(item: dict[str, Any]) -> str:
     return f"{progress.get('percent', 0)}%" + (f" {note}" if note else "")
 
 
+def one_line(text: Any) -> str:
+    """Free text on one line (a description may span paragraphs): runs of whitespace become a space."""
+    return " ".join(str(text).split()) if text else "-"
+
+
+def _work_cells(w: dict[str, Any]) -> dict[str, Any]:
+    """Every column a work listing can show, by header."""
+    return {
+        "id": escape(w.get("id", "")),
+        "status": styled(w.get("status")),
+        "capability": escape(w.get("capability", "-")),
+        "boundary": escape(w.get("boundary", "-")),
+        "prio": w.get("priority", "-"),
+        "tries": f"{w.get('attempts', 0)}/{w.get('max_attempts', '-')}",
+        "assigned": escape(short(w.get("assigned_to"), 8)),
+        "updated": ago(w.get("updated_at")),
+        "task": escape(w.get("task_id") or "-"),
+        "description": escape(one_line(w.get("description"))),
+    }
+
+
+def _work_listing(
+    items: Iterable[dict[str, Any]], title: str | None, columns: list[str], drop: list[str]
+) -> RenderableType:
+    """Work items in ``columns``, the description last (the free text, shortened to fit);
+    ``drop`` names the columns to leave out first on a narrow terminal."""
+    rows = [[_work_cells(w)[c] for c in columns] for w in items]
+    return make_table(title, columns, rows, empty="no work items", drop=[columns.index(c) for c in drop])
+
+
 def work_table(items: Iterable[dict[str, Any]], title: str | None = "work") -> RenderableType:
-    return make_table(
-        title,
-        ["id", "status", "capability", "boundary", "prio", "tries", "assigned", "updated", "task"],
-        [
-            (
-                escape(w.get("id", "")),
-                styled(w.get("status")),
-                escape(w.get("capability", "-")),
-                escape(w.get("boundary", "-")),
-                w.get("priority", "-"),
-                f"{w.get('attempts', 0)}/{w.get('max_attempts', '-')}",
-                escape(short(w.get("assigned_to"), 8)),
-                ago(w.get("updated_at")),
-                escape(w.get("task_id") or "-"),
-            )
-            for w in items
-        ],
-        empty="no work items",
-        drop=(3, 6, 5, 4, 7),
-    )
+    """Work items: the id to copy and, last and shortened to fit, the description people
+    recognise, beside the task id. On a narrow terminal the minor columns go first, the task
+    id last; the id, status and description always stay."""
+    columns = ["id", "status", "capability", "boundary", "prio", "tries", "assigned", "updated", "task"]
+    drop = ["boundary", "assigned", "tries", "prio", "updated", "capability", "task"]
+    return _work_listing(items, title, [*columns, "description"], drop)
+
+
+def recent_work_table(items: Iterable[dict[str, Any]], title: str | None = "recent work") -> RenderableType:
+    """The fleet view's work: newest first, who holds it, and its description."""
+    columns = ["id", "status", "assigned", "updated", "task", "description"]
+    return _work_listing(items, title, columns, ["assigned", "updated", "task"])
+
+
+def work_heading(w: dict[str, Any]) -> RenderableType:
+    """One line naming an item the way people know it: id, task id and description,
+    cut with an ellipsis at the terminal's edge (``watch`` and ``submit --wait`` start with it)."""
+    from rich.text import Text
+
+    line = Text()
+    line.append(str(w.get("id", "")), style="bold")
+    line.append(f"  {w.get('task_id') or '-'}  ", style="dim")
+    line.append(one_line(w.get("description")))
+    line.truncate(console().width, overflow="ellipsis")
+    return line
 
 
 def work_fields(w: dict[str, Any]) -> None:
@@ -140,8 +175,14 @@ def target_fields(t: dict[str, Any]) -> None:
     fields(f"target {t.get('name', '')}", list(t.items()))
 
 
-def spinup_table(events: Iterable[dict[str, Any]], title: str | None = "recent spin-ups") -> RenderableType:
-    """Spin-up events seen on the stream (newest first): ``spinup.*`` with the operation in data."""
+def spinup_table(
+    events: Iterable[dict[str, Any]],
+    title: str | None = "recent spin-ups",
+    work: Iterable[dict[str, Any]] = (),
+) -> RenderableType:
+    """Spin-up events seen on the stream (newest first): ``spinup.*`` with the operation in data.
+    The work it was started for is named by its description when it is among ``work``."""
+    described = {w.get("id"): one_line(w.get("description")) for w in work}
     rows = []
     for event in events:
         data = _dict(event.get("data"))
@@ -153,7 +194,7 @@ def spinup_table(events: Iterable[dict[str, Any]], title: str | None = "recent s
                 escape(op.get("target_name") or op.get("target_id") or "-"),
                 styled(op.get("state")),
                 escape(short(op.get("agent_id"))),
-                escape(short(op.get("work_id"))),
+                escape(short(described.get(op.get("work_id")) or op.get("work_id"), 30)),
                 escape(short(op.get("error"), 40)),
             )
         )
@@ -162,7 +203,7 @@ def spinup_table(events: Iterable[dict[str, Any]], title: str | None = "recent s
         ["when", "event", "target", "state", "agent", "work", "error"],
         rows,
         empty="none seen",
-        drop=(5, 4),
+        drop=(4, 5),
     )
 
 

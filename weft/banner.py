@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -19,6 +20,42 @@ def warp_command() -> str:
     if beside.is_file():
         return str(beside)
     return shutil.which("warp") or "warp"
+
+
+DEFAULT_API_URL = "http://127.0.0.1:8080"
+"""Where Shuttle looks for Weft unless told otherwise."""
+
+
+def loom_python() -> str:
+    """This installation's Python by the name a reader types (``.../bin/python``)."""
+    beside = Path(sys.executable).parent / "python"
+    return str(beside) if beside.is_file() else sys.executable
+
+
+def demo_commands(api_url: str) -> list[str]:
+    """The README walkthrough's no-AI step with this installation's paths: a target that
+    runs the scripted demo agent, then work for it (tests keep the two the same)."""
+    shuttle = [str(Path(sys.executable).parent / "shuttle")]
+    if api_url != DEFAULT_API_URL:
+        shuttle += ["--api-url", api_url]
+    agent = shlex.join([loom_python(), "-m", "weft.spinup.demo_agent"])
+    return [
+        shlex.join([*shuttle, "targets", "add", "demo", "-m", "local", "-c", "code", "--idle-timeout", "10"])
+        + " \\\n      --command "
+        + shlex.quote(agent),
+        shlex.join(
+            [
+                *shuttle,
+                "submit",
+                "Count the errors in the sample log",
+                "-c",
+                "code",
+                "--wait",
+                "--wait-timeout",
+                "60",
+            ]
+        ),
+    ]
 
 
 def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy | None) -> str:
@@ -64,6 +101,12 @@ def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy
         f"  claude mcp add warp -e NATS_URL={nats.url} -e LOOM_PROJECT_ID={project} -- {warp}",
         "or add this to the client's MCP configuration (.mcp.json):",
         *("  " + line for line in mcp_json.splitlines()),
+        "",
+        "No AI agent at hand? See the loop close with a scripted one (in another terminal"
+        + ("; LOOM_API_TOKEN set to one of the tokens" if settings.auth_enabled else "")
+        + "):",
+        *("  " + line for line in demo_commands(base)),
+        "(README.md, Five-minute walkthrough; `make demo` does the same on a throw-away fabric)",
         "",
     ]
     return "\n".join(lines)

@@ -7,26 +7,27 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-import uvicorn
 from pydantic import ValidationError
 
 from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
 from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError, validate_project_id
-from shared.natsclient import NatsConnectError
 from shared.policy import PolicyError, load_policy_file
 from shared.redact import configure_logging, redact
-from shared.server import NatsServerError
 from weft import __version__
-from weft.app import create_app
-from weft.runtime import open_nats
 from weft.settings import WeftSettings
 
+if TYPE_CHECKING:
+    import uvicorn
+
 log = logging.getLogger("loom.weft")
+
+# The server's modules (FastAPI, uvicorn, NATS) are imported by the commands that serve, so
+# `weft check-policy`, `weft version` and `weft demo` start at once.
 
 app = typer.Typer(
     name="weft",
@@ -88,6 +89,8 @@ def serve(
     configure_logging(settings.log_level)
     for notice in notices:
         log.warning("%s", notice)
+    import uvicorn
+
     config = uvicorn.Config(
         "weft.app:create_app",  # replaced below; Config needs an app to compute loop settings
         host=settings.host,
@@ -107,6 +110,13 @@ def serve(
 
 async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
     """Open NATS first (so a start-up failure is one clear line), then serve until signalled."""
+    import uvicorn
+
+    from shared.natsclient import NatsConnectError
+    from shared.server import NatsServerError
+    from weft.app import create_app
+    from weft.runtime import open_nats
+
     try:
         runtime = await open_nats(settings)
     except (NatsServerError, NatsConnectError) as exc:
@@ -132,9 +142,24 @@ def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or
 
 
 @app.command()
+def demo(
+    work: Annotated[
+        Path | None,
+        typer.Option(help="Work to submit: any file `shuttle submit --file` takes (default: the demo's)."),
+    ] = None,
+) -> None:
+    """See the loop close without an AI agent, on a throw-away fabric that is removed afterwards."""
+    from weft.demo import WORK_FILE, run_demo
+
+    raise typer.Exit(run_demo(work or WORK_FILE))
+
+
+@app.command()
 def openapi() -> None:
     """Print the OpenAPI document (the REST contract) without starting a server."""
     _adopt()
+    from weft.app import create_app
+
     settings = _settings()
     print(json.dumps(create_app(settings.model_copy(update={"policy_file": None})).openapi(), indent=2))
 

@@ -16,7 +16,7 @@ from shuttle.app import out, state
 from shuttle.client import WeftClient
 from shuttle.listing import fetch
 from shuttle.output import console, emit_json, escape
-from shuttle.views import agent_table, spinup_table, stats_view, target_table
+from shuttle.views import agent_table, recent_work_table, spinup_table, stats_view, target_table
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -24,14 +24,23 @@ if TYPE_CHECKING:
 PAGE = 1000
 TOPICS = ("work", "agents", "targets", "stats")
 RECENT_SPINUPS = 10
+RECENT_WORK = 10
 
 
 def collect(client: WeftClient) -> dict[str, Any]:
-    """The ``--json`` document: /api/stats as Weft reports it, plus every agent and target."""
+    """The ``--json`` document: /api/stats as Weft reports it, every agent and target, and
+    the newest work items."""
     stats = client.get("/api/stats")
     agents = fetch(client, "/api/agents", {}, limit=PAGE, cursor=None, follow=True)["items"]
     targets = fetch(client, "/api/targets", {}, limit=PAGE, cursor=None, follow=True)["items"]
-    return {"project_id": stats.get("project_id"), "stats": stats, "agents": agents, "targets": targets}
+    work = fetch(client, "/api/work", {}, limit=RECENT_WORK, cursor=None, follow=False)["items"]
+    return {
+        "project_id": stats.get("project_id"),
+        "stats": stats,
+        "agents": agents,
+        "targets": targets,
+        "work": work,
+    }
 
 
 def render(data: dict[str, Any], url: str, spinups: list[dict[str, Any]] | None = None) -> RenderableType:
@@ -47,9 +56,10 @@ def render(data: dict[str, Any], url: str, spinups: list[dict[str, Any]] | None 
         stats_view(data["stats"]),
         agent_table(data["agents"]),
         target_table(data["targets"]),
+        recent_work_table(data["work"]),
     ]
     if spinups is not None:
-        parts.append(spinup_table(spinups))
+        parts.append(spinup_table(spinups, work=data["work"]))
     return Group(*parts)
 
 

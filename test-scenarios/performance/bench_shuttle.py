@@ -1,6 +1,7 @@
-"""Shuttle start-up: wall time of ``shuttle --help``, ``shuttle fleet --json`` and
-``shuttle submit`` as fresh processes against a Weft started here, plus what
-Python spends importing (``-X importtime``).
+"""Shuttle start-up: wall time of ``shuttle --help``, ``shuttle fleet --json``,
+``shuttle submit`` and ``shuttle work list`` (a table of 50 items, each description cut
+to fit) as fresh processes against a Weft started here, plus what Python spends
+importing (``-X importtime``).
 
 Baselines in the same run: a bare interpreter (``python -c pass``) for
 ``--help``, and a raw httpx script doing the same HTTP calls for ``fleet`` and
@@ -33,9 +34,19 @@ h = {"Authorization": "Bearer %(token)s", "X-Loom-Project": "%(project)s"}
 with httpx.Client(base_url="%(url)s", headers=h) as c:
     doc = {"stats": c.get("/api/stats").json(),
            "agents": c.get("/api/agents", params={"limit": 1000}).json()["items"],
-           "targets": c.get("/api/targets", params={"limit": 1000}).json()["items"]}
+           "targets": c.get("/api/targets", params={"limit": 1000}).json()["items"],
+           "work": c.get("/api/work", params={"limit": 10}).json()["items"]}
 sys.stdout.write(json.dumps(doc))
 """
+
+RAW_WORK_LIST = """
+import httpx, sys
+h = {"Authorization": "Bearer %(token)s", "X-Loom-Project": "%(project)s"}
+items = httpx.get("%(url)s/api/work", headers=h, params={"limit": 50}).json()["items"]
+sys.stdout.write("\\n".join(i["id"] + " " + i["description"] for i in items) + "\\n")
+"""
+LISTED = 50
+DESCRIPTION = "Fix the flaky login test that fails on CI about once a week; " * 3
 
 RAW_SUBMIT = """
 import httpx, sys
@@ -126,17 +137,30 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     return await asyncio.to_thread(_run, ctx)
 
 
+def _fill(url: str, project: str) -> None:
+    """A page of work for ``work list`` to draw: long descriptions, cut to fit the table."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Loom-Project": project}
+    with httpx.Client(base_url=url, headers=headers, timeout=10) as client:
+        for n in range(LISTED):
+            body = {"task_id": f"list-{n}", "description": f"{n}: {DESCRIPTION}", "capability": "listed"}
+            client.post("/api/work", json=body).raise_for_status()
+
+
 def _run(ctx: BenchContext) -> list[BenchResult]:
     n = ctx.iterations(15, quick=3)
     project = f"bench-{uuid.uuid4().hex[:8]}"
     results: list[BenchResult] = []
     with weft_running(ctx.nats_url) as url:
         env = _env(url, project)
+        _fill(url, project)
         fill = {"token": TOKEN, "project": project, "url": url}
         baselines = {
             "shuttle baseline: python -c pass": [sys.executable, "-c", "pass"],
             "shuttle baseline: raw httpx fleet calls": [sys.executable, "-c", RAW_FLEET % fill],
             "shuttle baseline: raw httpx submit": [sys.executable, "-c", RAW_SUBMIT % fill],
+            "shuttle baseline: raw httpx work page": [sys.executable, "-c", RAW_WORK_LIST % fill],
         }
         commands = {
             "shuttle --help": ([SHUTTLE, "--help"], "shuttle baseline: python -c pass"),
@@ -144,6 +168,10 @@ def _run(ctx: BenchContext) -> list[BenchResult]:
             "shuttle submit": (
                 [SHUTTLE, "submit", "bench", "-c", "bench", "-q"],
                 "shuttle baseline: raw httpx submit",
+            ),
+            "shuttle work list (table, 50 items)": (
+                [SHUTTLE, "work", "list", "-c", "listed"],
+                "shuttle baseline: raw httpx work page",
             ),
         }
         timings = _interleaved({**baselines, **{k: argv for k, (argv, _) in commands.items()}}, env, n)

@@ -52,6 +52,8 @@ async def test_weft_going_away_mid_watch_is_exit_3(nats_server: EmbeddedNatsServ
         work_id = cli.json("--api-url", weft.url, "submit", "orphan", "-c", "code")["id"]
         proc = cli.popen("watch", work_id, env={"LOOM_API_URL": weft.url})
         assert proc.stdout is not None
+        heading = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
+        assert heading.startswith(f"{work_id}  ") and "orphan" in heading
         line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
         assert "queued" in line
     # Weft has stopped: the stream ends (or the next re-read fails) -> exit 3 naming Weft's URL

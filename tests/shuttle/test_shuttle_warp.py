@@ -68,7 +68,10 @@ async def warp_agent(cli: Cli, tmp_path: Path) -> AsyncIterator[WarpAgent]:
 
 
 async def first_line(proc: subprocess.Popen[str]) -> str:
+    """The first line after the one naming the item (id, task id, description)."""
     assert proc.stdout is not None
+    heading = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
+    assert heading, proc.stderr.read() if proc.stderr else ""
     line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
     assert line, proc.stderr.read() if proc.stderr else ""
     return line

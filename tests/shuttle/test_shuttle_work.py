@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -112,9 +113,12 @@ async def test_submit_refused_by_weft_is_exit_1_with_its_message(cli: Cli) -> No
 
 
 async def started(proc: subprocess.Popen[str]) -> str:
-    """The first line a watching process prints (its snapshot): from then on it follows events."""
+    """The snapshot line a watching process prints (after the line naming the item, unless
+    --json): from then on it follows events."""
     assert proc.stdout is not None
     line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
+    if re.match(r"[0-9a-f]{32}  ", line):  # the heading: id, task id, description
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
     assert line, proc.stderr.read() if proc.stderr else ""
     return line
 

@@ -7,7 +7,8 @@ server over stdio, passing on the spin-up contract it was given
 ``LOOM_SPINUP_ID``, ``LOOM_CAPABILITIES``, ``LOOM_AUTO_REGISTER=1``, ...), so
 Warp registers the agent under the id Weft chose. Then, as an MCP client, it
 claims work with ``warp_work_claim`` and completes it with
-``warp_work_complete`` (after ``LOOM_DEMO_WORK_S`` seconds, default 0), idling
+``warp_work_complete`` (after ``LOOM_DEMO_WORK_S`` seconds, default 0, reporting
+50% with ``warp_work_progress`` halfway through when that is not 0), idling
 between claims. A shutdown request from Weft reaches Warp on its control
 subject: Warp drains, marks the agent offline and exits, and so does this
 runner. Useful as a smoke-test agent for a new target; the spin-up tests and
@@ -74,7 +75,11 @@ async def work_loop(session: ClientSession, stop: asyncio.Event) -> None:
             continue
         log.info("claimed %s (%s)", item["id"], item["task_id"])
         if work_s:
-            await asyncio.sleep(work_s)
+            await asyncio.sleep(work_s / 2)
+            await call(
+                session, "warp_work_progress", {"work_id": item["id"], "percent": 50, "note": "halfway"}
+            )
+            await asyncio.sleep(work_s / 2)
         result = {"done_by": os.environ.get("LOOM_AGENT_ID", ""), "task_id": item["task_id"]}
         await call(session, "warp_work_complete", {"work_id": item["id"], "result": result})
 

@@ -1,0 +1,188 @@
+"""The README's five-minute walkthrough, followed literally on a fresh data folder.
+
+Each block of the walkthrough is taken from README.md as written and run in order, with
+the substitutions of test_doc_examples.py (ports and paths: Weft's and NATS's ports are
+free ones, passed as ``WEFT_PORT``/``WEFT_NATS_PORT`` and to Shuttle as ``LOOM_API_URL``;
+``.venv/bin/`` is this Python's scripts folder; HOME is a fresh folder, so the data lands
+in a fresh ``~/.local/share/loom``). Step 1's ``make run`` runs the Makefile's recipe for
+``run`` (checked to be ``weft serve``). Step 3's part of Claude Code is played by this test:
+an MCP client that runs Warp exactly as the ``.mcp.json`` snippet says and does what the
+README says the agent does (register, claim, report, complete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from doc_examples import REPO, Block, Run, all_blocks, classify
+from fabric import BIN, Fabric, base_environment, running_weft
+from mcp_client import call, mcp_session
+from transcript import commands, run_shell
+
+from weft.demo import processes_with
+
+SECTION = "Five-minute walkthrough"
+IDLE_S = 10
+"""The idle timeout the walkthrough's target sets and its text promises."""
+
+
+def walkthrough() -> list[Block]:
+    blocks = [b for b in all_blocks() if b.path == "README.md" and b.heading == SECTION]
+    found, _ = classify(blocks)
+    assert all(found.get(b) == Run("walkthrough") for b in blocks), "walkthrough blocks must be run here"
+    others = [b for b, e in classify(all_blocks())[0].items() if e == Run("walkthrough") and b not in blocks]
+    assert not others, f"classified as walkthrough but not in it: {[b.where for b in others]}"
+    return blocks
+
+
+def make_recipe(target: str) -> list[str]:
+    """The recipe lines of a Makefile target."""
+    lines = (REPO / "Makefile").read_text().splitlines()
+    start = lines.index(next(line for line in lines if line.startswith(f"{target}:")))
+    recipe = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return recipe
+
+
+def shell(fabric: Fabric, command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run_shell(fabric.substitute(command), env, REPO)
+
+
+def argv(command: str) -> list[str]:
+    return shlex.split(command.replace("\\\n", " "))
+
+
+def fleet(fabric: Fabric, env: dict[str, str]) -> dict[str, Any]:
+    result = run_shell(f"{BIN}/shuttle fleet --json", env, REPO)
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+async def test_the_readme_walkthrough_as_written(tmp_path: Path) -> None:
+    step1, step2, step3, step4 = walkthrough()
+    home = tmp_path / "home"
+
+    # 1. make run (its recipe is `weft serve`), in this folder
+    assert step1.text.strip() == "make run"
+    assert make_recipe("run") == ["$(BIN)/weft serve"]
+    with running_weft(home, ["serve"], cwd=REPO) as fabric:
+        banner = fabric.banner()
+        data = home / ".local" / "share" / "loom"
+        assert f"(embedded; data in {data}/nats/jetstream)" in banner
+        assert (data / "nats" / "jetstream").is_dir()
+        project = re.search(r"^  Project     (\S+)$", banner, re.M)
+        assert project is not None, banner
+        env = {**base_environment(home), "LOOM_API_URL": fabric.url}
+
+        # the banner names step 2: the same commands, with this installation's paths
+        shown = [c.line for c in commands(step2.text)][:2]
+        printed = banner.split("No AI agent at hand?")[1].split("(README.md")[0]
+        printed_commands = [c for c in printed.replace("\\\n", " ").splitlines()[1:] if c.strip()]
+        assert [argv(fabric.substitute(c)) for c in shown] == [
+            [a for a in argv(c) if a not in ("--api-url", fabric.url)]  # the banner names Weft's URL
+            for c in printed_commands
+        ]
+
+        # 2. the loop closes without an AI agent, within the time the command allows
+        cmds = commands(step2.text)
+        assert [argv(c.line)[1:3] for c in cmds] == [
+            ["targets", "add"], ["submit", "Count the errors in the sample log"], ["work", "list"], ["fleet"]
+        ]  # fmt: skip
+        added = shell(fabric, cmds[0].line, env)
+        assert added.returncode == 0 and "added target demo" in added.stdout, added.stderr
+        submitted = await asyncio.to_thread(shell, fabric, cmds[1].line, env)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        assert (
+            "work.completed" in submitted.stdout and "Count the errors in the sample log" in submitted.stdout
+        )
+        listed = shell(fabric, cmds[2].line, env)
+        assert listed.returncode == 0
+        row = next(line for line in listed.stdout.splitlines() if "completed" in line)
+        assert "Count the errors in the sample log" in row
+        shown_fleet = shell(fabric, cmds[3].line, env)
+        assert shown_fleet.returncode == 0 and "demo" in shown_fleet.stdout
+        assert "Count the errors in the sample log" in shown_fleet.stdout  # recent work
+
+        # ... and IDLE_S seconds after its last item the agent is shut down
+        readme = " ".join((REPO / "README.md").read_text().split())
+        assert f"--idle-timeout {IDLE_S}" in step2.text
+        assert "Ten seconds after its last item Weft shuts the idle agent down" in readme
+        deadline = time.monotonic() + IDLE_S + 60
+        while True:
+            doc = fleet(fabric, env)
+            spinups = doc["stats"]["spinups"]["by_state"]
+            if spinups.get("stopped") == 1 and all(a["status"] == "offline" for a in doc["agents"]):
+                break
+            assert time.monotonic() < deadline, f"the demo agent was not shut down: {spinups}"
+            await asyncio.sleep(0.5)
+        assert len(doc["agents"]) == 1 and doc["stats"]["work"]["by_status"]["completed"] == 1
+        left = [pid for pid in processes_with("HOME", str(home)) if pid != fabric.proc.pid]
+        assert not left or all(_is_nats_server(pid) for pid in left), left
+
+        # 3. Warp, run as the .mcp.json snippet says (the placeholders are the banner's)
+        snippet = json.loads(fabric.substitute(step3.text))["mcpServers"]["warp"]
+        assert snippet["command"] == f"{BIN}/warp"
+        server_env = {
+            k: v.replace("<the project id from the banner>", project[1]) for k, v in snippet["env"].items()
+        }
+        assert server_env["NATS_URL"] == fabric.nats_url
+        folder = tmp_path / "my-app"
+        folder.mkdir()
+        async with mcp_session(snippet["command"], {**base_environment(home), **server_env}, folder) as warp:
+            entry = await call(warp, "warp_registry_register")
+            assert entry["capabilities"] == ["code", "review"] and entry["project_id"] == project[1]
+
+            # 4. the work waits for this agent, which claims, reports and completes it
+            cmds = commands(step4.text)
+            assert [argv(c.line)[1:3] for c in cmds] == [
+                ["targets", "remove"], ["submit", "Fix the flaky test"], ["fleet"]
+            ]  # fmt: skip
+            removed = shell(fabric, cmds[0].line, env)
+            assert removed.returncode == 0, removed.stderr
+            waiting = await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                fabric.substitute(cmds[1].line),
+                env=env,
+                cwd=REPO,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            assert waiting.stdout is not None
+            before = b""
+            while b"snapshot" not in before:  # --wait follows the item from here on
+                line = await asyncio.wait_for(waiting.stdout.readline(), 60)
+                assert line, (await waiting.communicate())[1].decode()
+                before += line
+            claimed: dict[str, Any] = await call(warp, "warp_work_claim")
+            assert claimed["claimed"], claimed
+            item = claimed["item"]
+            assert item["description"] == "Fix the flaky test"
+            await call(
+                warp, "warp_work_progress", {"work_id": item["id"], "percent": 50, "note": "reproduced"}
+            )
+            await call(warp, "warp_work_complete", {"work_id": item["id"], "result": {"commit": "abc123"}})
+            printed, errors = await asyncio.wait_for(waiting.communicate(), 60)
+            out, err = (before + printed).decode(), errors.decode()
+            assert waiting.returncode == 0, out + err
+            assert "50% reproduced" in out and 'result: {"commit": "abc123"}' in out
+            shown_fleet = shell(fabric, cmds[2].line, env)
+            assert shown_fleet.returncode == 0 and entry["agent_id"] in shown_fleet.stdout
+
+
+def _is_nats_server(pid: int) -> bool:
+    """Weft's own nats-server (stopped with Weft) is not an agent left behind."""
+    try:
+        return "nats-server" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
