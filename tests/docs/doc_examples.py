@@ -144,7 +144,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/deploy.md", '{"name": "gha-coder", "agent_type": "claude-code", "capabili'): run("target"),
     # docs/pattern.md
     ("docs/pattern.md", '{ "mcpServers": { "pattern": { "command": "pattern",'): run("pattern-mcp-json"),
-    ("docs/pattern.md", "Error executing tool pattern_remember: Pattern is not connec"): run(
+    ("docs/pattern.md", "Pattern is not connected to NATS at nats://127.0.0.1:4222:"): run(
         "pattern-unreachable"
     ),
     ("docs/pattern.md", "content: possible connection string with credentials at char"): run(

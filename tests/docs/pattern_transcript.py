@@ -144,19 +144,25 @@ async def replay(
     ids: dict[str, str] = {}
     memory: dict[str, Any] | None = None
     forged_file(folder)
+    carried: Call | None = None
     for step in calls(blocks):
+        if carried is not None and step.arguments is None and step.tool == carried.tool:
+            step.arguments = carried.structured  # the block after a refusal was the next call's
+        carried = None
         arguments = json.loads(with_ids(step.arguments.text, ids)) if step.arguments else {}
         result = await session.call_tool(step.tool, arguments)
+        if result.is_error and step.structured is not None:
+            carried, step.structured = Call(step.tool, None, structured=step.structured), None
         if not result.is_error and result.structured_content is None:
             outcome.add(step.arguments or step.text, f"{step.tool}: no structured result")
             continue
         said = text_of(result)
         if step.text is not None:
             shown_text = substitute(step.text.text.strip())
-            if is_error(shown_text) != result.is_error:
-                outcome.add(
-                    step.text, f"{step.tool}: {'an error' if result.is_error else 'no error'}: {said}"
-                )
+            # A refusal's text is its message alone (the code travels in _meta), so the docs
+            # show it as it reads; only a docs line that says "Error executing tool" insists.
+            if is_error(shown_text) and not result.is_error:
+                outcome.add(step.text, f"{step.tool}: no error: {said}")
             elif not reads_as(masked(said, folder), masked(shown_text, folder)):
                 outcome.add(step.text, f"{step.tool} said:\n{said}\nthe docs show:\n{shown_text}")
             learn_ids(shown_text, said, ids)
