@@ -27,11 +27,12 @@ def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy
     project = settings.project_id
     warp = warp_command()
     nats_line = nats.url + (f"  (embedded; data in {nats.store_dir})" if nats.embedded else "")
-    auth = (
-        "bearer token required (WEFT_API_TOKENS)"
-        if settings.auth_enabled
-        else "open - set WEFT_API_TOKENS to require a token"
-    )
+    if settings.auth_enabled:
+        auth = "bearer token required (WEFT_API_TOKENS)"
+    elif settings.loopback_only:
+        auth = "open (this machine only) - set WEFT_API_TOKENS to require a token"
+    else:
+        auth = "OPEN TO THE NETWORK (WEFT_ALLOW_OPEN_API) - anyone reaching this port can run commands here"
     policy_line = (
         f"{settings.policy_file} ({len(policy.boundaries)} boundary rules)"
         if policy is not None and settings.policy_file is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -23,6 +24,8 @@ from weft import __version__
 from weft.app import create_app
 from weft.runtime import open_nats
 from weft.settings import WeftSettings
+
+log = logging.getLogger("loom.weft")
 
 app = typer.Typer(
     name="weft",
@@ -72,7 +75,17 @@ def serve(
         except PolicyError as exc:
             _fail(str(exc))
     settings = _settings(host=host, port=port, project_id=project, policy_file=policy, banner=True)
+    problem = settings.exposure_problem()
+    if problem is not None:
+        _fail(problem)
     configure_logging(settings.log_level)
+    if settings.allow_open_api and not settings.auth_enabled and not settings.loopback_only:
+        log.warning(
+            "WEFT_ALLOW_OPEN_API is set: the API on %s:%s is OPEN to everyone who can reach it, "
+            "including registering local targets that run commands on this host",
+            settings.host,
+            settings.port,
+        )
     config = uvicorn.Config(
         "weft.app:create_app",  # replaced below; Config needs an app to compute loop settings
         host=settings.host,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated
 
@@ -39,6 +40,8 @@ class WeftSettings(BaseSettings):
         default_factory=list, validation_alias="WEFT_API_TOKENS"
     )
     """Bearer tokens accepted on every route but /health and /metrics; empty: no auth."""
+    allow_open_api: bool = Field(default=False, validation_alias="WEFT_ALLOW_OPEN_API")
+    """Serve without tokens on a non-loopback address anyway (see :meth:`exposure_problem`)."""
     policy_file: Path | None = Field(
         default=None, validation_alias=AliasChoices("WEFT_POLICY_FILE", "WEFT_BOUNDARY_POLICY")
     )
@@ -106,3 +109,35 @@ class WeftSettings(BaseSettings):
     @property
     def auth_enabled(self) -> bool:
         return bool(self.api_tokens)
+
+    @property
+    def loopback_only(self) -> bool:
+        return is_loopback(self.host)
+
+    def exposure_problem(self) -> str | None:
+        """Why serving with these settings would open the API to the network, or None.
+
+        Without tokens anyone who reaches the port may register a ``local`` target and
+        submit work for it: run commands on this host. So a non-loopback address needs
+        tokens, unless ``WEFT_ALLOW_OPEN_API`` says the risk is taken knowingly."""
+        if self.auth_enabled or self.loopback_only or self.allow_open_api:
+            return None
+        return (
+            "refusing to serve the API on a non-loopback address (WEFT_HOST/--host) without "
+            "WEFT_API_TOKENS: anyone who reaches the port could run commands on this host through "
+            "a local target. Set WEFT_API_TOKENS (docs/security.md), listen on 127.0.0.1, or set "
+            "WEFT_ALLOW_OPEN_API=1 to serve an open API anyway"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine: ``localhost`` or a loopback address.
+
+    Anything else (``0.0.0.0``, ``::``, an empty host, a host name) may be reachable from
+    elsewhere, so it counts as exposed."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
