@@ -35,7 +35,9 @@ DESCRIPTION = """Weft coordinates a Loom fleet: work submission and routing, the
 spin-up targets, dead letters and live events, over NATS JetStream.
 
 Every route but `/health` and `/metrics` needs `Authorization: Bearer <token>` when
-`WEFT_API_TOKENS` is set. Name the project with the `X-Loom-Project` header or the
+`WEFT_API_TOKENS` is set: `read` tokens may use every GET and the WebSocket, `operate`
+tokens also submit, cancel and retry work, `admin` tokens also manage targets and stop
+agents (403 names the scope a route needs). Name the project with the `X-Loom-Project` header or the
 `project` query parameter. Errors are `{"error": code, "message": ..., "details": ...}`."""
 
 

@@ -6,13 +6,14 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.identity import project_id_for_path
 from shared.names import validate_project_id
 from shared.server import check_sync_interval
 from shared.settings import IdentitySettings, NatsSettings
+from weft.tokens import ApiToken, parse_api_tokens
 
 DEFAULT_PORT = 8080
 DEFAULT_NATS_PORT = 4222
@@ -36,10 +37,11 @@ class WeftSettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", validation_alias="WEFT_HOST")
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, validation_alias="WEFT_PORT")
-    api_tokens: Annotated[list[SecretStr], NoDecode] = Field(
+    api_tokens: Annotated[list[ApiToken], NoDecode] = Field(
         default_factory=list, validation_alias="WEFT_API_TOKENS"
     )
-    """Bearer tokens accepted on every route but /health and /metrics; empty: no auth."""
+    """Bearer tokens with their scopes (:mod:`weft.tokens`), needed on every route but /health
+    and /metrics; empty: no auth (loopback only, see :meth:`exposure_problem`)."""
     allow_open_api: bool = Field(default=False, validation_alias="WEFT_ALLOW_OPEN_API")
     """Serve without tokens on a non-loopback address anyway (see :meth:`exposure_problem`)."""
     policy_file: Path | None = Field(
@@ -80,7 +82,9 @@ class WeftSettings(BaseSettings):
     @classmethod
     def _split_tokens(cls, value: object) -> object:
         if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
+            return parse_api_tokens(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return parse_api_tokens(",".join(value))
         return value
 
     @field_validator("project_id")
@@ -102,9 +106,6 @@ class WeftSettings(BaseSettings):
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError("WEFT_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
-
-    def token_values(self) -> list[bytes]:
-        return [t.get_secret_value().encode() for t in self.api_tokens]
 
     @property
     def auth_enabled(self) -> bool:

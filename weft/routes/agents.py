@@ -11,7 +11,7 @@ from shared.models import AgentEntry, AgentStatus
 from shared.names import validate_agent_type, validate_boundary, validate_capability, validate_handle
 from shared.registry import AgentNotFound
 from weft.agents import AgentQuery, AgentState
-from weft.deps import Cursor, Limit, ProjectDep, require_token
+from weft.deps import ADMIN, Cursor, Limit, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, AgentId
 from weft.schemas import BatchOut, BatchResult, PageOut
@@ -76,7 +76,9 @@ async def list_agents(
     )
 
 
-@router.post("/shutdown-batch", response_model=BatchOut, summary="Ask several agents to shut down")
+@router.post(
+    "/shutdown-batch", response_model=BatchOut, dependencies=ADMIN, summary="Ask several agents to shut down"
+)
 async def shutdown_batch(body: ShutdownBatchRequest, project: ProjectDep) -> BatchOut:
     results: list[BatchResult] = []
     for agent_id in dict.fromkeys(body.agent_ids):
@@ -98,6 +100,7 @@ async def get_agent(agent_id: AgentId, project: ProjectDep) -> AgentView:
     "/{agent_id}/shutdown",
     response_model=ShutdownOut,
     status_code=status.HTTP_202_ACCEPTED,
+    dependencies=ADMIN,
     summary="Ask an agent to shut down",
 )
 async def shutdown_agent(
