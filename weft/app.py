@@ -72,6 +72,7 @@ def create_app(
             except (NatsServerError, NatsConnectError) as exc:
                 log.error("weft cannot start: %s", exc)
                 raise
+        authority = owned.authority if owned is not None else None
         if owned is not None:
             connection, info = owned.nc, owned.info
         else:
@@ -79,13 +80,21 @@ def create_app(
             connection = nc
             info = NatsInfo(url="(provided connection)", embedded=False)
         metrics: Metrics = app.state.metrics
-        hub = ProjectHub(connection, config, metrics, policy, attach=service.attach)
+        hub = ProjectHub(connection, config, metrics, policy, attach=service.attach, credentials=authority)
         state = WeftState(
-            settings=config, hub=hub, router=Router(service), spinup=service, metrics=metrics, nats=info
+            settings=config,
+            hub=hub,
+            router=Router(service),
+            spinup=service,
+            metrics=metrics,
+            nats=info,
+            credentials=authority,
         )
         app.state.weft = state
         sweeper: asyncio.Task[None] | None = None
         try:
+            if authority is not None:
+                await authority.start()
             await service.start(hub)
             await hub.get(config.project_id)
             sweeper = asyncio.create_task(run_sweeper(hub, state.router, config), name="sweeper")
@@ -98,6 +107,8 @@ def create_app(
             with contextlib.suppress(Exception):
                 await service.stop()
             await hub.close()
+            if authority is not None:
+                await authority.stop()
             if owned is not None:
                 await owned.close()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -73,6 +73,17 @@ class WeftSettings(BaseSettings):
     )
     nats_sync: str = Field(default=DEFAULT_NATS_SYNC, validation_alias="LOOM_NATS_SYNC")
     """JetStream ``sync_interval`` of the bundled nats-server: ``always`` or a duration (``1s``)."""
+    nats_auth: Literal["open", "scoped"] = Field(default="open", validation_alias="WEFT_NATS_AUTH")
+    """``scoped``: NATS in operator mode, Weft issues each agent its own credentials
+    (docs/security.md); ``open``: NATS as configured (the bundled one without auth)."""
+    nats_issuer: Path | None = Field(default=None, validation_alias="WEFT_NATS_ISSUER")
+    """The issuer file (seeds) for scoped auth; default for the bundled server:
+    ``<data home>/nats/issuer.json``, created on first use. Required with ``NATS_URL``."""
+    agent_credentials_ttl_s: float = Field(
+        default=12 * 3600, ge=60, le=90 * 24 * 3600, validation_alias="WEFT_AGENT_CREDENTIALS_TTL_S"
+    )
+    """Lifetime of the credentials Weft gives a spun-up agent (and the default for minted ones);
+    a spun-up agent's are revoked as soon as its operation ends."""
     log_level: str = Field(default="INFO", validation_alias="WEFT_LOG_LEVEL")
     banner: bool = False
     """Print the start-up banner (``weft serve`` sets this)."""
@@ -114,6 +125,10 @@ class WeftSettings(BaseSettings):
     @property
     def loopback_only(self) -> bool:
         return is_loopback(self.host)
+
+    @property
+    def scoped_nats(self) -> bool:
+        return self.nats_auth == "scoped"
 
     def exposure_problem(self) -> str | None:
         """Why serving with these settings would open the API to the network, or None.

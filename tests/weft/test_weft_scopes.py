@@ -32,6 +32,8 @@ OPERATE_ROUTES = {
 ADMIN_ROUTES = {
     ("POST", "/api/agents/shutdown-batch"),
     ("POST", "/api/agents/{agent_id}/shutdown"),
+    ("POST", "/api/agents/credentials"),
+    ("DELETE", "/api/agents/credentials/{user_key}"),
     ("POST", "/api/targets"),
     ("PATCH", "/api/targets/{target}"),
     ("DELETE", "/api/targets/{target}"),
@@ -104,6 +106,9 @@ async def test_each_scope_reaches_its_routes_and_gets_403_naming_the_scope_elsew
             async with weft.client(token=token) as client:
                 for method, template in sorted(templates):
                     concrete = re.sub(r"\{[^}]+\}", "0123456789abcdef0123456789abcdef", template)
+                    concrete = concrete.replace(
+                        "credentials/0123456789abcdef0123456789abcdef", f"credentials/U{'A' * 55}"
+                    )
                     needed = needed_scope(method, template)
                     response = await client.request(method, concrete, json={})
                     if held >= needed:
