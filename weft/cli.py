@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
 from shared.names import InvalidNameError, validate_project_id
+from shared.natsauth import Issuer, server_auth_config
 from shared.natsclient import NatsConnectError
 from shared.policy import PolicyError, load_policy_file
 from shared.redact import configure_logging, redact
@@ -127,6 +129,32 @@ def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or
     except PolicyError as exc:
         _fail(str(exc))
     print(json.dumps(policy.model_dump(mode="json"), indent=2))
+
+
+nats_auth = typer.Typer(help="Scoped NATS auth: the operator, its accounts and the issuer Weft holds.")
+app.add_typer(nats_auth, name="nats-auth")
+
+
+@nats_auth.command("init")
+def nats_auth_init(
+    folder: Annotated[Path, typer.Argument(help="Where to write issuer.json (a secret) and auth.conf")],
+    resolver_dir: Annotated[
+        str, typer.Option(help="Where each nats-server keeps account updates (on its data volume)")
+    ] = "/data/jwt",
+) -> None:
+    """Make a new operator with its accounts: issuer.json for Weft (WEFT_NATS_ISSUER, mode 0600,
+    a secret) and auth.conf for every nats-server (include it in nats.conf; no secret)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    issuer_path, conf_path = folder / "issuer.json", folder / "auth.conf"
+    for path in (issuer_path, conf_path):
+        if path.exists():
+            _fail(f"{path} already exists: a new operator invalidates every credential; remove it first")
+    issuer = Issuer.generate()
+    fd = os.open(issuer_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(issuer.to_json())
+    conf_path.write_text(server_auth_config(issuer, resolver_dir))
+    print(f"wrote {issuer_path} (secret: Weft's WEFT_NATS_ISSUER) and {conf_path} (nats.conf include)")
 
 
 @app.command()

@@ -333,6 +333,8 @@ class KubernetesMechanism(Mechanism):
             "namespace": access.namespace,
             "uid": str(metadata.get("uid", "")),
         }
+        if launch.nats_creds is not None:
+            handle["secret"] = creds_secret_name(config, launch.spinup_id)
         await on_handle(handle)
         return handle
 
@@ -343,8 +345,11 @@ class KubernetesMechanism(Mechanism):
         _, response = await self._request(
             config, "DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", json=body
         )
-        with contextlib.suppress(MechanismError):  # revoked already; a leftover is harmless
-            await self._request(config, "DELETE", f"/api/v1/namespaces/{namespace}/secrets/{name}-nats")
+        if handle.get("secret"):
+            with contextlib.suppress(MechanismError):  # revoked already; a leftover is harmless
+                await self._request(
+                    config, "DELETE", f"/api/v1/namespaces/{namespace}/secrets/{handle['secret']}"
+                )
         if response.status_code == 404:
             return f"Job {namespace}/{name} was already gone"
         if response.status_code not in (200, 202):
