@@ -12,6 +12,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make run        start embedded NATS (JetStream) + Weft in the foreground"
+	@echo "                (make run NATS_AUTH=scoped: every agent needs its own credentials)"
 	@echo "make test       ruff, mypy, pytest (unit, integration and quick scenarios)"
 	@echo "make scenarios  every multi-agent scenario in test-scenarios/"
 	@echo "make bench      the performance suite (prints a table, writes results.json)"
@@ -39,7 +40,7 @@ $(TS_STAMP): $(TS_CLIENT)/package-lock.json
 install: $(STAMP) $(TS_STAMP)
 
 run: $(STAMP)
-	$(BIN)/weft serve
+	$(if $(NATS_AUTH),WEFT_NATS_AUTH=$(NATS_AUTH) )$(BIN)/weft serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
@@ -23,12 +25,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 from pydantic import SecretStr
+from test_weft_cli import clean_env, wait_healthy, weft_process
 from test_weft_warp_mcp import WARP, Agent
 
 from shared.jsutil import ensure_kv, ensure_stream
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, agent_access, kv_stream
 from shared.natsauth import Permissions, agent_of, parse_creds
 from shared.natsclient import NatsConnectError, connect
+from shared.server import free_port
 from shared.settings import NatsSettings
 from warp.messages import InboxService
 from weft.runtime import NatsRuntime, open_nats
@@ -386,3 +390,37 @@ async def test_shuttle_mints_a_creds_file_and_revokes_it(scoped: Scoped, tmp_pat
     assert code == 0 and key in out, err
     with pytest.raises(NatsConnectError, match="authorization failed"):
         await connect(NatsSettings(creds=target), url=scoped.url, timeout=3)
+
+
+async def test_weft_serve_in_scoped_mode_keeps_its_issuer_across_restarts(tmp_path: Path) -> None:
+    """What `make run NATS_AUTH=scoped` runs: the bundled server in operator mode; the issuer is
+    made once (mode 0600) and kept, so credentials minted before a restart still work after it."""
+    port = free_port()
+    env = clean_env(tmp_path, WEFT_NATS_AUTH="scoped", WEFT_PORT=str(port))
+    env["WEFT_NATS_PORT"] = str(free_port())  # the same NATS address after the restart
+    base = f"http://127.0.0.1:{port}"
+    with weft_process(["serve"], env) as proc:
+        await wait_healthy(base, proc)
+        async with httpx.AsyncClient(base_url=base) as client:
+            minted = (await client.post("/api/agents/credentials", json={})).json()
+        url = minted["env"]["NATS_URL"]
+        nc = await connect(NatsSettings(creds_content=SecretStr(minted["creds"])), url=url, timeout=5)
+        await nc.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        banner = proc.stderr.read() if proc.stderr else ""
+    assert "[scoped: each agent needs its own credentials]" in banner
+    assert "shuttle agents credentials" in banner
+    issuer = tmp_path / "data" / "nats" / "issuer.json"
+    assert issuer.stat().st_mode & 0o777 == 0o600
+    first = issuer.read_text()
+    with weft_process(["serve"], env) as proc:
+        await wait_healthy(base, proc)
+        nc = await connect(NatsSettings(creds_content=SecretStr(minted["creds"])), url=url, timeout=5)
+        await nc.close()
+    assert issuer.read_text() == first
+    # the open mode (plain `make run`) stays as it was: no credentials are minted there
+    with weft_process(["serve"], {**env, "WEFT_NATS_AUTH": "open", "WEFT_NATS_PORT": "-1"}) as proc:
+        await wait_healthy(base, proc)
+        async with httpx.AsyncClient(base_url=base) as client:
+            assert (await client.post("/api/agents/credentials", json={})).status_code == 409
