@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
 from shared.names import InvalidNameError, validate_project_id
-from shared.natsauth import Issuer, server_auth_config
+from shared.natsauth import CredentialsError, Issuer, server_auth_config
 from shared.natsclient import NatsConnectError
 from shared.policy import PolicyError, load_policy_file
 from shared.redact import configure_logging, redact
@@ -141,6 +141,12 @@ def nats_auth_init(
     resolver_dir: Annotated[
         str, typer.Option(help="Where each nats-server keeps account updates (on its data volume)")
     ] = "/data/jwt",
+    keep_accounts: Annotated[
+        Path | None,
+        typer.Option(
+            help="An issuer.json whose accounts to keep (their streams and buckets stay); new operator"
+        ),
+    ] = None,
 ) -> None:
     """Make a new operator with its accounts: issuer.json for Weft (WEFT_NATS_ISSUER, mode 0600,
     a secret) and auth.conf for every nats-server (include it in nats.conf; no secret)."""
@@ -150,6 +156,14 @@ def nats_auth_init(
         if path.exists():
             _fail(f"{path} already exists: a new operator invalidates every credential; remove it first")
     issuer = Issuer.generate()
+    if keep_accounts is not None:  # JetStream data belongs to the account key: keep it
+        try:
+            old = Issuer.from_json(keep_accounts.read_text())
+        except (OSError, CredentialsError) as exc:
+            _fail(f"--keep-accounts: {exc}")
+        issuer = Issuer(
+            operator_seed=issuer.operator_seed, system_seed=old.system_seed, account_seed=old.account_seed
+        )
     fd = os.open(issuer_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write(issuer.to_json())

@@ -25,14 +25,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 from pydantic import SecretStr
-from test_weft_cli import clean_env, wait_healthy, weft_process
+from test_weft_cli import clean_env, run, wait_healthy, weft_process
 from test_weft_warp_mcp import WARP, Agent
 
 from shared.jsutil import ensure_kv, ensure_stream
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, agent_access, kv_stream
-from shared.natsauth import Permissions, agent_of, parse_creds
+from shared.natsauth import Issuer, Permissions, agent_of, parse_creds
 from shared.natsclient import NatsConnectError, connect
-from shared.server import free_port
+from shared.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
 from warp.messages import InboxService
 from weft.runtime import NatsRuntime, open_nats
@@ -424,3 +424,27 @@ async def test_weft_serve_in_scoped_mode_keeps_its_issuer_across_restarts(tmp_pa
         await wait_healthy(base, proc)
         async with httpx.AsyncClient(base_url=base) as client:
             assert (await client.post("/api/agents/credentials", json={})).status_code == 409
+
+
+def test_nats_auth_init_makes_an_issuer_and_a_server_config_and_keeps_accounts_on_rotation(
+    tmp_path: Path,
+) -> None:
+    env = clean_env(tmp_path)
+    first = run(["nats-auth", "init", str(tmp_path / "one")], env)
+    assert first.returncode == 0, first.stderr
+    issuer_file = tmp_path / "one" / "issuer.json"
+    assert issuer_file.stat().st_mode & 0o777 == 0o600
+    issuer = Issuer.from_json(issuer_file.read_text())
+    conf = (tmp_path / "one" / "auth.conf").read_text()
+    assert issuer.account_seed.decode() not in conf and issuer.operator_seed.decode() not in conf
+    assert issuer.account in conf and '"/data/jwt"' in conf
+    again = run(["nats-auth", "init", str(tmp_path / "one")], env)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    rotated = run(["nats-auth", "init", str(tmp_path / "two"), "--keep-accounts", str(issuer_file)], env)
+    assert rotated.returncode == 0, rotated.stderr
+    second = Issuer.from_json((tmp_path / "two" / "issuer.json").read_text())
+    assert second.account == issuer.account and second.operator_seed != issuer.operator_seed
+    # a server started from the rotated config serves the kept account: its data would stay
+    extra = (tmp_path / "two" / "auth.conf").read_text().replace("/data/jwt", str(tmp_path / "jwt"))
+    with EmbeddedNatsServer(ServerConfig(extra=extra, store_dir=tmp_path / "js")):
+        pass
