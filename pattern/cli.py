@@ -20,8 +20,9 @@ from pydantic import ValidationError
 from pattern.config import PatternConfig, PatternConfigError
 from pattern.runtime import PatternRuntime
 from pattern.server import build_server
-from shared.identity import IdentityError, resolve_identity
+from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
 from shared.names import InvalidNameError
+from shared.natsauth import CredentialsError, agent_credential
 from shared.redact import configure_logging, redact
 from shared.settings import NatsSettings
 
@@ -60,10 +61,11 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     configure_logging(args.log_level)
     try:
-        identity = resolve_identity()
-        config = PatternConfig.from_env()
         nats_settings = NatsSettings()
-    except (IdentityError, PatternConfigError, InvalidNameError) as exc:
+        # scoped NATS credentials are one agent's: take that agent's identity (docs/security.md)
+        identity = resolve_identity(bound_to_credential(load_settings(), agent_credential(nats_settings)))
+        config = PatternConfig.from_env()
+    except (IdentityError, PatternConfigError, InvalidNameError, CredentialsError) as exc:
         print(f"pattern: {redact(exc)}", file=sys.stderr)
         sys.exit(2)
     except ValidationError as exc:
