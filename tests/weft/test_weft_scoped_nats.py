@@ -228,9 +228,9 @@ async def test_expired_and_revoked_credentials_are_refused(scoped: Scoped, proje
     # credentials that expire while connected: the server closes the connection then
     short = await authority.issue(project_id, ttl_s=2)
     closed = asyncio.Event()
-    nc = await connect(NatsSettings(creds_content=short.creds), url=scoped.url, mode="service")
-    nc._closed_cb = None
-    nc._disconnected_cb = _setter(closed)
+    nc = await connect(
+        NatsSettings(creds_content=short.creds), url=scoped.url, mode="service", on_state=_on(closed)
+    )
     try:
         await asyncio.wait_for(closed.wait(), 30)
     finally:
@@ -239,9 +239,11 @@ async def test_expired_and_revoked_credentials_are_refused(scoped: Scoped, proje
     minted = await scoped.mint(project_id)
     gone = asyncio.Event()
     live = await connect(
-        NatsSettings(creds_content=SecretStr(minted["creds"])), url=scoped.url, mode="service"
+        NatsSettings(creds_content=SecretStr(minted["creds"])),
+        url=scoped.url,
+        mode="service",
+        on_state=_on(gone),
     )
-    live._disconnected_cb = _setter(gone)
     try:
         async with scoped.weft.client(token=ADMIN) as api:
             answer = await api.delete(f"/api/agents/credentials/{minted['user_key']}")
@@ -253,9 +255,12 @@ async def test_expired_and_revoked_credentials_are_refused(scoped: Scoped, proje
         await connect(NatsSettings(creds_content=SecretStr(minted["creds"])), url=scoped.url, timeout=3)
 
 
-def _setter(event: asyncio.Event) -> Callable[[], Any]:
-    async def cb() -> None:
-        event.set()
+def _on(event: asyncio.Event) -> Callable[[str], None]:
+    """A connection state callback that sets ``event`` when the server drops the connection."""
+
+    def cb(state: str) -> None:
+        if state == "disconnected":
+            event.set()
 
     return cb
 
