@@ -12,6 +12,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make run        start embedded NATS (JetStream) + Weft in the foreground"
+	@echo "                (make run NATS_AUTH=scoped: every agent needs its own credentials)"
 	@echo "make demo       see the loop close without an AI agent, on a throw-away fabric"
 	@echo "make test       ruff, mypy, pytest (unit, integration and quick scenarios)"
 	@echo "make scenarios  every multi-agent scenario in test-scenarios/"
@@ -40,7 +41,7 @@ $(TS_STAMP): $(TS_CLIENT)/package-lock.json
 install: $(STAMP) $(TS_STAMP)
 
 run: $(STAMP)
-	$(BIN)/weft serve
+	$(if $(NATS_AUTH),WEFT_NATS_AUTH=$(NATS_AUTH) )$(BIN)/weft serve
 
 demo: $(STAMP)
 	$(BIN)/weft demo

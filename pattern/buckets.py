@@ -11,8 +11,10 @@ import logging
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
+from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
+
+from shared.jsutil import create_kv
 
 log = logging.getLogger("loom.pattern.buckets")
 
@@ -49,10 +51,7 @@ async def ensure_bucket(
         replicas=replicas,
         limit_marker_ttl=marker_ttl_s,
     )
-    try:
-        kv = await js.create_key_value(config)
-        log.info("created memory bucket %s", bucket)
-        return kv
-    except BadRequestError:
-        # Someone else created it meanwhile (possibly with other settings): use theirs.
-        return await js.key_value(bucket)
+    # Someone else may create it meanwhile (possibly with other settings): then theirs is used.
+    kv = await create_kv(js, config)
+    log.info("memory bucket %s ready", bucket)
+    return kv

@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from pattern.config import PatternConfig, PatternConfigError
 from pattern.runtime import PatternRuntime
 from pattern.server import build_server
-from shared.identity import IdentityError, resolve_identity
+from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
 from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError
+from shared.natsauth import CredentialsError, agent_credential
 from shared.redact import configure_logging, redact
 from shared.settings import NatsSettings
 
@@ -78,10 +79,11 @@ def main(argv: list[str] | None = None) -> None:
         configure_logging(_log_level(args.log_level))
         for notice in notices:
             log.warning("%s", notice)
-        identity = resolve_identity()
-        config = PatternConfig.from_env()
         nats_settings = NatsSettings()
-    except (IdentityError, PatternConfigError, InvalidNameError, LegacySettingError) as exc:
+        # scoped NATS credentials are one agent's: take that agent's identity (docs/security.md)
+        identity = resolve_identity(bound_to_credential(load_settings(), agent_credential(nats_settings)))
+        config = PatternConfig.from_env()
+    except (IdentityError, PatternConfigError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
         print(f"pattern: {redact(exc)}", file=sys.stderr)
         sys.exit(2)
     except ValidationError as exc:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from shared.errors import Invalid, without_value
 from shared.legacy import aliases_of
 from shared.names import validate_agent_id, validate_handle, validate_project_id
+from shared.natsauth import AgentCredential
 from shared.settings import IdentitySettings
 
 IDENTITY_VARIABLES = ("LOOM_PROJECT_ID", "LOOM_AGENT_ID", "LOOM_PROJECT_PATH", "LOOM_SUBAGENT_TYPE")
@@ -148,6 +149,35 @@ def load_settings() -> IdentitySettings:
     except ValidationError as exc:
         problems = "; ".join(_problem(err) for err in exc.errors())
         raise IdentityError(f"invalid identity configuration: {problems}") from None
+
+
+def bound_to_credential(settings: IdentitySettings, credential: AgentCredential | None) -> IdentitySettings:
+    """Identity settings for a process whose NATS credentials are one agent's: that agent's
+    project, id and user, instance 0 (the server lets these credentials act as no other id).
+
+    A variable that names another project or agent, or asks for another instance or a
+    sub-agent id, is a start-up error naming it: it could only ever be refused by the server."""
+    if credential is None:
+        return settings
+    source = "its NATS credentials (NATS_CREDS)"
+    if settings.project_id and settings.project_id != credential.project_id:
+        raise IdentityError(f"LOOM_PROJECT_ID: must be the project of {source}, or unset")
+    if settings.agent_id and settings.agent_id != credential.agent_id:
+        raise IdentityError(f"LOOM_AGENT_ID: must be the agent id of {source}, or unset")
+    if settings.instance:
+        raise IdentityError(f"LOOM_INSTANCE: must be unset or 0 with {source}: they are one agent's")
+    if settings.subagent_type:
+        raise IdentityError(
+            f"LOOM_SUBAGENT_TYPE: must be unset with {source}; mint credentials for the sub-agent's own id"
+        )
+    return settings.model_copy(
+        update={
+            "project_id": credential.project_id,
+            "agent_id": credential.agent_id,
+            "instance": 0,
+            "user_id": credential.user_id or settings.user_id,
+        }
+    )
 
 
 def resolve_identity(

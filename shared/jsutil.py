@@ -8,9 +8,15 @@ everywhere. Replicas come from ``LOOM_JS_REPLICAS`` (3 on a cluster).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
+import weakref
+from typing import Any
 
+from nats.aio.client import Client as NatsClient
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.errors import (
@@ -24,7 +30,51 @@ from nats.js.errors import (
 )
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
-from shared.names import kv_stream, kv_subject
+from shared.errors import Unavailable
+from shared.names import ProjectNames, kv_stream, kv_subject
+
+_provisioned: weakref.WeakKeyDictionary[NatsClient, str] = weakref.WeakKeyDictionary()
+PROVISION_TIMEOUT_S = 10.0
+
+
+class ProvisionError(Unavailable):
+    """Weft did not create a stream or bucket this (scoped) connection may not create itself."""
+
+
+def mark_provisioned(nc: NatsClient, project_id: str) -> None:
+    """``nc`` holds an agent's scoped credentials (project ``project_id``): it may not create
+    or change streams and buckets, so the helpers below ask Weft to (``loom.<p>.provision``)."""
+    _provisioned[nc] = project_id
+
+
+def provisioned_project(js: JetStreamContext) -> str | None:
+    """The project whose Weft creates streams for this connection, or None (it creates its own)."""
+    nc = getattr(js, "_nc", None)
+    return _provisioned.get(nc) if nc is not None else None
+
+
+async def _ask_weft(js: JetStreamContext, project: str, kind: str, config: dict[str, Any]) -> None:
+    nc: NatsClient = js._nc
+    subject = ProjectNames(project).provision_subject
+    body = json.dumps({"kind": kind, "config": config}).encode()
+    name = config.get("name") or config.get("bucket")
+    try:
+        reply = await nc.request(subject, body, timeout=PROVISION_TIMEOUT_S)
+    except (NoRespondersError, NatsTimeoutError):
+        raise ProvisionError(
+            f"{name} does not exist and these NATS credentials may not create it: Weft creates it "
+            "on request, and no Weft answered (is Weft running for this project?)"
+        ) from None
+    try:
+        answer = json.loads(reply.data)
+    except ValueError:
+        answer = {}
+    if not answer.get("ok"):
+        raise ProvisionError(f"Weft did not create {name}: {answer.get('error') or 'no reason given'}")
+
+
+def _stream_request(config: StreamConfig) -> dict[str, Any]:
+    return {k: v for k, v in config.as_dict().items() if v is not None}
 
 
 def default_replicas() -> int:
@@ -61,11 +111,42 @@ async def ensure_kv(
         description=description,
         direct=True,
     )
+    return await create_kv(js, config)
+
+
+async def create_kv(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
+    """Create a bucket (through Weft when this connection may not) and bind to it; a bucket
+    another process created meanwhile is bound as it is."""
+    project = provisioned_project(js)
+    if project is not None:
+        await _ask_weft(js, project, "kv", kv_request(config))
+        return await js.key_value(config.bucket)
     try:
         return await js.create_key_value(config)
     except BadRequestError:
         # Another process created it between our lookup and create.
-        return await js.key_value(bucket)
+        return await js.key_value(config.bucket)
+
+
+def kv_request(config: KeyValueConfig) -> dict[str, Any]:
+    """The fields of a bucket an agent may ask Weft for (:func:`kv_config`'s inverse)."""
+    fields = ("bucket", "description", "history", "ttl", "max_value_size", "limit_marker_ttl", "direct")
+    return {k: getattr(config, k, None) for k in fields if getattr(config, k, None) is not None}
+
+
+def kv_config(request: dict[str, Any], *, replicas: int) -> KeyValueConfig:
+    """A bucket's config from an agent's request: only the fields in :func:`kv_request`."""
+    return KeyValueConfig(
+        bucket=str(request["bucket"]),
+        description=request.get("description"),
+        history=int(request.get("history") or 1),
+        ttl=request.get("ttl"),
+        max_value_size=request.get("max_value_size"),
+        limit_marker_ttl=request.get("limit_marker_ttl"),
+        direct=bool(request.get("direct", True)),
+        storage=StorageType.FILE,
+        replicas=replicas,
+    )
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
@@ -77,6 +158,10 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     """
     if not config.name:
         raise ValueError("stream config: name is required")
+    project = provisioned_project(js)
+    if project is not None:  # scoped credentials: Weft creates it (and keeps its limits)
+        await _ask_weft(js, project, "stream", _stream_request(config))
+        return
     explicit_replicas = config.num_replicas
     try:
         current = await js.stream_info(config.name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 from shared.errors import Invalid
@@ -45,6 +46,14 @@ class WorkSubjectParts(NamedTuple):
     boundary: str
     agent_type: str | None
     priority: int
+
+
+class AgentAccess(NamedTuple):
+    """Subjects one agent's NATS credentials may publish and subscribe to (see
+    :meth:`ProjectNames.agent_access`); everything else is refused by the server."""
+
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
 
 
 class InvalidNameError(Invalid, ValueError):
@@ -261,8 +270,25 @@ class ProjectNames:
             raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.>"
 
+    # -- provisioning (Weft creates streams and buckets for scoped agents) ---
+    @property
+    def provision_subject(self) -> str:
+        """Where an agent whose credentials may not create streams asks Weft to create one."""
+        return f"{self._root}.provision"
+
+
+JS_API: Final = "$JS.API"
+PROVISION_SUBJECTS: Final = f"{SUBJECT_ROOT}.*.provision"
+"""Every project's provisioning subject (Weft answers them all, as one queue group)."""
 
 EVENT_KINDS: Final = ("work", "agent", "target", "spinup")
+
+
+def agent_inbox_prefix(agent_id: str) -> str:
+    """The reply-subject prefix of an agent with scoped credentials: its replies and
+    deliveries arrive under it, and no other agent may subscribe there."""
+    return f"_INBOX.{validate_agent_id(agent_id)}"
+
 
 # -- names not tied to one project --------------------------------------------
 # The segment after ``loom-`` starts with '_', which no project id can, so no
@@ -272,6 +298,18 @@ GLOBAL_REGISTRY_BUCKET: Final = "loom-_global-agents"
 """Registry entries of scope ``personal`` and ``public``, visible across projects."""
 
 PUBLIC_MEMORY_BUCKET: Final = "loom-_public-memory"
+
+AUTH_BUCKET: Final = "loom-_auth"
+"""Weft's record of revoked agent credentials (no agent may read or write it)."""
+
+BUILT_IN_CHANNELS: Final = ("roadmap", "parallel-work", "errors")
+"""Channels every project has (Warp's defaults); scoped credentials always include them."""
+
+_USER_MEMORY = re.compile(r"loom-_user-[0-9a-f]{16}-memory")
+
+
+def is_user_memory_bucket(bucket: str) -> bool:
+    return _USER_MEMORY.fullmatch(bucket) is not None
 
 
 def user_memory_bucket(user_id: str) -> str:
@@ -307,3 +345,74 @@ def project_of_spinups_stream(stream: str) -> str | None:
     if not _PROJECT_ID.fullmatch(project) or kv_stream(ProjectNames(project).spinups_bucket) != stream:
         return None
     return project
+
+
+def agent_access(
+    names: ProjectNames, agent_id: str, *, user_id: str | None = None, channels: Iterable[str] = ()
+) -> AgentAccess:
+    """The permissions of one agent's scoped NATS credentials: exactly what Warp (and
+    Pattern in it) use, for this project, this agent and the given channels.
+
+    One line per subject family: a new family is one line here. The server enforces
+    the list; nothing outside it (another project, another agent's inbox, consumer or
+    control subject, stream or bucket administration) is reachable.
+    """
+    a = validate_agent_id(agent_id)
+    project_streams = (names.inbox_stream, names.work_stream, names.dlq_stream, names.events_stream)
+    js = JS_API
+    chans = sorted({validate_channel(c) for c in channels})
+    chan_streams = [names.channel_stream(c) for c in chans]
+    user_buckets = [user_memory_bucket(user_id)] if user_id else []
+    buckets = [  # readable key-value buckets (reads, watches)
+        names.registry_bucket,
+        GLOBAL_REGISTRY_BUCKET,
+        names.instance_locks_bucket,
+        names.work_records_bucket,
+        names.config_bucket,
+        names.memory_bucket,
+        PUBLIC_MEMORY_BUCKET,
+        *user_buckets,
+    ]
+    kv_streams = [kv_stream(b) for b in buckets]
+    own_keys = [  # keys only this agent may write: its identity holds there
+        kv_subject(names.registry_bucket, a),
+        kv_subject(GLOBAL_REGISTRY_BUCKET, a),
+        kv_subject(names.instance_locks_bucket, a),
+    ]
+    shared_keys = [  # keys any agent of the project writes (work records, memories)
+        kv_subject(b, ">")
+        for b in (names.work_records_bucket, names.memory_bucket, PUBLIC_MEMORY_BUCKET, *user_buckets)
+    ]
+    inbox_consumer = names.inbox_consumer(a)
+    publish = [
+        f"{names._root}.chan.*",  # send to the project's channels
+        f"{names._root}.inbox.*",  # send a direct message to any agent of the project
+        names.work_subjects,  # submit and requeue work
+        names.dlq_subjects,  # dead-letter failed work
+        names.event_filter("work"),  # announce work transitions
+        names.provision_subject,  # ask Weft to create a missing stream or bucket
+        *own_keys,
+        *shared_keys,
+        f"{js}.INFO",  # account info (Pattern checks the server's features)
+        *(f"{js}.STREAM.INFO.{s}" for s in (*project_streams, *chan_streams, *kv_streams)),
+        *(f"{js}.DIRECT.GET.{s}" for s in (*chan_streams, *kv_streams)),
+        *(f"{js}.DIRECT.GET.{s}.>" for s in kv_streams),  # key reads name the key's subject
+        f"{js}.STREAM.MSG.GET.{names.dlq_stream}",  # list dead letters
+        f"{js}.STREAM.MSG.DELETE.{names.dlq_stream}",  # retry or discard a dead letter
+        f"{js}.CONSUMER.CREATE.{names.work_stream}.*.{names.work_subjects}",  # queue consumers
+        f"{js}.CONSUMER.INFO.{names.work_stream}.*",
+        f"{js}.CONSUMER.MSG.NEXT.{names.work_stream}.*",  # claim
+        f"$JS.ACK.{names.work_stream}.>",  # ack, progress, fail a claim (also after a restart)
+        # its own inbox consumer only, created with its own filter (the server checks it)
+        f"{js}.CONSUMER.CREATE.{names.inbox_stream}.{inbox_consumer}.{names.inbox_subject(a)}",
+        f"{js}.CONSUMER.INFO.{names.inbox_stream}.{inbox_consumer}",
+        f"{js}.CONSUMER.MSG.NEXT.{names.inbox_stream}.{inbox_consumer}",
+        f"$JS.ACK.{names.inbox_stream}.{inbox_consumer}.>",
+        *(f"{js}.CONSUMER.CREATE.{s}" for s in kv_streams),  # watches (ephemeral, ordered)
+        *(f"{js}.CONSUMER.INFO.{s}.*" for s in kv_streams),
+    ]
+    subscribe = [
+        f"{agent_inbox_prefix(a)}.>",  # replies to its own requests, its watches' deliveries
+        names.control_subject(a),  # shutdown and cancel-work requests for it alone
+    ]
+    return AgentAccess(publish=tuple(publish), subscribe=tuple(subscribe))

@@ -21,9 +21,12 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client as NatsClient
-from nats.aio.client import Server
+from nats.aio.client import RawCredentials, Server
 
 from shared.errors import Unavailable
+from shared.jsutil import mark_provisioned
+from shared.names import agent_inbox_prefix
+from shared.natsauth import CREDS_CONTENT, AgentCredential, CredentialsError, credential_of, creds_source
 from shared.redact import redact, register_secret
 from shared.settings import NatsSettings
 
@@ -110,6 +113,8 @@ class ConnectOptions:
     display: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     require_tls: bool = False
+    credential: AgentCredential | None = None
+    """The agent scoped credentials are for: it may not create streams (see :mod:`shared.jsutil`)."""
 
 
 def build_options(settings: NatsSettings, *, url: str | None = None) -> ConnectOptions:
@@ -127,10 +132,13 @@ def build_options(settings: NatsSettings, *, url: str | None = None) -> ConnectO
     elif settings.token:
         kwargs["token"] = settings.token.get_secret_value()
         register_secret(kwargs["token"])
-    if settings.creds and "user" not in kwargs and "token" not in kwargs:
-        if not settings.creds.is_file():
-            raise NatsConnectError(f"NATS_CREDS: {settings.creds} is not a readable file")
-        kwargs["user_credentials"] = str(settings.creds)
+    credential: AgentCredential | None = None
+    if (settings.creds or settings.creds_content) and "user" not in kwargs and "token" not in kwargs:
+        creds, credential = read_credentials(settings)
+        kwargs["user_credentials"] = creds
+        if credential is not None:
+            # Scoped credentials may subscribe only under the agent's own reply prefix.
+            kwargs["inbox_prefix"] = agent_inbox_prefix(credential.agent_id)
     if parsed.secure or settings.tls_ca or settings.tls_cert:
         try:
             kwargs["tls"] = _tls_context(settings)
@@ -144,7 +152,18 @@ def build_options(settings: NatsSettings, *, url: str | None = None) -> ConnectO
         display=parsed.display,
         kwargs=kwargs,
         require_tls=parsed.scheme == "tls",
+        credential=credential,
     )
+
+
+def read_credentials(settings: NatsSettings) -> tuple[str | RawCredentials, AgentCredential | None]:
+    """What nats-py reads the creds from (a path or the text), and the Loom agent they are for."""
+    try:
+        text, name = creds_source(settings)
+        source = RawCredentials(text) if name == CREDS_CONTENT else str(settings.creds)
+        return source, credential_of(text, name)
+    except CredentialsError as exc:
+        raise NatsConnectError(exc.message) from None
 
 
 def _backoff_handler(servers: list[Server], _info: dict[str, Any]) -> tuple[Server | None, float]:
@@ -331,6 +350,8 @@ async def connect(
             f"NATS at {options.display}: tls:// was requested but the server does not offer TLS"
         )
     await notify("connected")
+    if options.credential is not None:
+        mark_provisioned(nc, options.credential.project_id)
     return nc
 
 

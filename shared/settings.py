@@ -38,6 +38,8 @@ class NatsSettings(BaseSettings):
     password: SecretStr | None = Field(default=None, validation_alias="NATS_PASS")
     token: SecretStr | None = Field(default=None, validation_alias="NATS_TOKEN")
     creds: Path | None = Field(default=None, validation_alias="NATS_CREDS")
+    creds_content: SecretStr | None = Field(default=None, validation_alias="NATS_CREDS_CONTENT")
+    """The text of a creds file, for agents Weft starts where no file can be placed first."""
     tls_ca: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_CA", "NATS_CA"))
     tls_cert: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_CERT", "NATS_CERT"))
     tls_key: Path | None = Field(default=None, validation_alias=AliasChoices("NATS_TLS_KEY", "NATS_KEY"))

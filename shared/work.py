@@ -741,6 +741,7 @@ class WorkQueue:
             return name
         await self.ensure()
         config = ConsumerConfig(
+            name=name,  # created through the API subject that names the filter (see agent_access)
             durable_name=name,
             filter_subject=subject,
             ack_policy=AckPolicy.EXPLICIT,

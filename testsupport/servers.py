@@ -8,11 +8,6 @@ isolation the fabric itself relies on.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import json
-import os
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -22,6 +17,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from shared.natsauth import Issuer, Permissions, parse_creds, server_auth_config
 from shared.natsclient import connect
 from shared.server import EmbeddedNatsServer, ServerConfig, TlsFiles
 
@@ -154,71 +150,24 @@ class CredsServer:
     user_seed: str
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _nkey(prefix: int) -> Any:
-    import nkeys  # type: ignore[import-untyped]
-
-    return nkeys.from_seed(nkeys.encode_seed(os.urandom(32), prefix))
-
-
-def _jwt(issuer: Any, subject: str, nats_claims: dict[str, Any]) -> str:
-    """A NATS JWT (v2) signed by ``issuer``: what ``nsc`` would write, without needing nsc."""
-    claims: dict[str, Any] = {
-        "iat": int(time.time()),
-        "iss": issuer.public_key.decode(),
-        "name": subject[:8],
-        "sub": subject,
-        "nats": {**nats_claims, "version": 2},
-    }
-    digest = hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).digest()
-    claims["jti"] = base64.b32encode(digest).decode().rstrip("=")
-    head = _b64(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}).encode())
-    body = _b64(json.dumps(claims).encode())
-    return f"{head}.{body}.{_b64(issuer.sign(f'{head}.{body}'.encode()))}"
-
-
-def _user_creds(account: Any, path: Path) -> str:
-    import nkeys
-
-    user = _nkey(nkeys.PREFIX_BYTE_USER)
-    unlimited = {"subs": -1, "data": -1, "payload": -1}
-    token = _jwt(account, user.public_key.decode(), {"type": "user", "pub": {}, "sub": {}, **unlimited})
-    seed = str(user.seed.decode())
-    path.write_text(
-        f"-----BEGIN NATS USER JWT-----\n{token}\n------END NATS USER JWT------\n\n"
-        f"-----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n"
-    )
-    path.chmod(0o600)
-    return seed
-
-
 @pytest.fixture(scope="session")
 def nats_creds_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CredsServer]:
     """nats-server in operator (JWT) mode, with a ``.creds`` file for NATS_CREDS."""
-    import nkeys
-
     folder = tmp_path_factory.mktemp("creds")
-    operator = _nkey(nkeys.PREFIX_BYTE_OPERATOR)
-    account, stranger = _nkey(nkeys.PREFIX_BYTE_ACCOUNT), _nkey(nkeys.PREFIX_BYTE_ACCOUNT)
-    operator_jwt = _jwt(operator, operator.public_key.decode(), {"type": "operator"})
-    limits = {k: -1 for k in ("subs", "data", "payload", "imports", "exports", "conn", "leaf")}
-    account_jwt = _jwt(operator, account.public_key.decode(), {"type": "account", "limits": limits})
-    seed = _user_creds(account, folder / "user.creds")
-    _user_creds(stranger, folder / "foreign.creds")
-    extra = (
-        f'operator: "{operator_jwt}"\nresolver: MEMORY\n'
-        f'resolver_preload: {{ {account.public_key.decode()}: "{account_jwt}" }}'
-    )
+    issuer, stranger = Issuer.generate(), Issuer.generate()
+    creds, _ = issuer.user_creds("user", Permissions.everything())
+    (folder / "user.creds").write_text(creds)
+    (folder / "user.creds").chmod(0o600)
+    foreign, _ = stranger.user_creds("stranger", Permissions.everything())
+    (folder / "foreign.creds").write_text(foreign)
+    extra = server_auth_config(issuer, None)
     with EmbeddedNatsServer(ServerConfig(jetstream=False, extra=extra)) as server:
         yield CredsServer(
             server=server,
             url=server.url,
             creds_file=folder / "user.creds",
             foreign_creds_file=folder / "foreign.creds",
-            user_seed=seed,
+            user_seed=parse_creds(creds)[1].decode(),
         )
 
 

@@ -56,9 +56,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from pydantic import ValidationError
 
-    from shared.identity import IdentityError, load_settings, resolve_identity
+    from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
     from shared.legacy import LegacySettingError, apply_environment, check_warp_files
     from shared.names import InvalidNameError
+    from shared.natsauth import CredentialsError, agent_credential
     from shared.redact import configure_logging, redact
     from shared.settings import NatsSettings
     from warp.settings import WarpSettingsError, load_warp_settings
@@ -66,12 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # the TypeScript Warp's (and Pattern's) variables: read with their meaning, or refused
         notices = apply_environment(["warp", "pattern"] if args.with_memory else ["warp"])
-        identity_settings = load_settings()
+        nats_settings = NatsSettings()
+        # Scoped NATS credentials are one agent's: Warp takes that agent's identity.
+        identity_settings = bound_to_credential(load_settings(), agent_credential(nats_settings))
         identity = resolve_identity(identity_settings)
         check_warp_files(identity.project_path)
         settings = load_warp_settings()
-        NatsSettings()
-    except (IdentityError, WarpSettingsError, InvalidNameError, LegacySettingError) as exc:
+    except (IdentityError, WarpSettingsError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
         return _fail(str(exc))
     except ValidationError as exc:
         return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))

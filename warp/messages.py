@@ -26,7 +26,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolic
 from pydantic import ValidationError
 
 from shared.jsraw import JetStreamReplyError, ack_all, consumer_next, direct_get_batch
-from shared.jsutil import ensure_stream
+from shared.jsutil import ensure_stream, provisioned_project
 from shared.models import DirectMessage
 from shared.names import ProjectNames, validate_agent_id
 from shared.paging import CursorError, decode_cursor, encode_cursor
@@ -110,6 +110,9 @@ class InboxService:
         await self._js.add_consumer(
             self.names.inbox_stream,
             ConsumerConfig(
+                # name as well as durable: created through the API subject that names the
+                # filter, the one scoped credentials allow (only for the agent's own inbox)
+                name=name,
                 durable_name=name,
                 filter_subject=self.names.inbox_subject(agent_id),
                 deliver_policy=DeliverPolicy.ALL,
@@ -163,16 +166,19 @@ class InboxService:
         if not 1 <= limit <= MAX_READ:
             raise WarpError(f"must be between 1 and {MAX_READ}", field="limit")
         wanted, after = _resolve_cursor(cursor, filters or InboxFilter(), peek)
-        if peek:
+        if peek and provisioned_project(self._js) is None:
             return await self._peek(agent_id, limit, wanted, after)
+        # Scoped credentials may not read the inbox stream directly (any agent's messages are
+        # there): a peek then takes through the agent's own consumer and hands everything back.
         consumer = await self.ensure_consumer(agent_id)
+        subject = self.names.inbox_subject(agent_id)
         try:
-            return await self._take(consumer, self.names.inbox_subject(agent_id), limit, wanted, after)
+            return await self._take(consumer, subject, limit, wanted, after, consume=not peek)
         except JetStreamReplyError as exc:
             if exc.status == "503":
                 self.forget()  # the consumer vanished (fresh server, inactivity): recreate once
                 consumer = await self.ensure_consumer(agent_id)
-                return await self._take(consumer, self.names.inbox_subject(agent_id), limit, wanted, after)
+                return await self._take(consumer, subject, limit, wanted, after, consume=not peek)
             raise
 
     async def _catch_up(self, stream: str, consumer: str, subject: str, want: int) -> list[Msg]:
@@ -188,8 +194,17 @@ class InboxService:
         )
 
     async def _take(
-        self, consumer: str, subject: str, limit: int, wanted: InboxFilter, after: int
+        self,
+        consumer: str,
+        subject: str,
+        limit: int,
+        wanted: InboxFilter,
+        after: int,
+        *,
+        consume: bool = True,
     ) -> InboxPage:
+        """Pull, keep up to ``limit`` wanted messages and hand the rest back; ``consume``:
+        acknowledge the kept ones (else they are handed back too: a peek)."""
         stream = self.names.inbox_stream
         keep: list[InboxMessage] = []
         keep_msgs: list[Msg] = []
@@ -224,16 +239,16 @@ class InboxService:
                 break
         else:
             more = True
-        await ack_all(self._nc, keep_msgs, b"+ACK", timeout=self._timeout)
+        await ack_all(self._nc, keep_msgs, b"+ACK" if consume else b"-NAK", timeout=self._timeout)
         await ack_all(self._nc, junk, b"+TERM", timeout=self._timeout)
         await ack_all(self._nc, hand_back, b"-NAK", timeout=self._timeout)
         if plain and len(keep) >= limit and not more:
             # num_pending counts only never-delivered messages; ones handed back by an
             # earlier filtered read are waiting too. The stream knows (acked ones are gone).
-            more = await self._stored(subject) > 0
+            more = await self._stored(subject) > (0 if consume else len(keep))
         keep.sort(key=lambda m: m.seq)
         last = keep[-1].seq if keep else after
-        next_cursor = _encode(wanted, last, peek=False) if more else None
+        next_cursor = _encode(wanted, last, peek=not consume) if more else None
         return InboxPage(messages=keep, next_cursor=next_cursor, has_more=more, skipped=len(hand_back))
 
     async def _peek(self, agent_id: str, limit: int, wanted: InboxFilter, after: int) -> InboxPage:

@@ -36,7 +36,9 @@ DESCRIPTION = """Weft coordinates a Loom fleet: work submission and routing, the
 spin-up targets, dead letters and live events, over NATS JetStream.
 
 Every route but `/health` and `/metrics` needs `Authorization: Bearer <token>` when
-`WEFT_API_TOKENS` is set. Name the project with the `X-Loom-Project` header or the
+`WEFT_API_TOKENS` is set: `read` tokens may use every GET and the WebSocket, `operate`
+tokens also submit, cancel and retry work, `admin` tokens also manage targets and stop
+agents (403 names the scope a route needs). Name the project with the `X-Loom-Project` header or the
 `project` query parameter. Errors are `{"error": code, "message": ..., "details": ...}`."""
 
 
@@ -71,6 +73,7 @@ def create_app(
             except (NatsServerError, NatsConnectError) as exc:
                 log.error("weft cannot start: %s", exc)
                 raise
+        authority = owned.authority if owned is not None else None
         if owned is not None:
             connection, info = owned.nc, owned.info
         else:
@@ -78,13 +81,21 @@ def create_app(
             connection = nc
             info = NatsInfo(url="(provided connection)", embedded=False)
         metrics: Metrics = app.state.metrics
-        hub = ProjectHub(connection, config, metrics, policy, attach=service.attach)
+        hub = ProjectHub(connection, config, metrics, policy, attach=service.attach, credentials=authority)
         state = WeftState(
-            settings=config, hub=hub, router=Router(service), spinup=service, metrics=metrics, nats=info
+            settings=config,
+            hub=hub,
+            router=Router(service),
+            spinup=service,
+            metrics=metrics,
+            nats=info,
+            credentials=authority,
         )
         app.state.weft = state
         sweeper: asyncio.Task[None] | None = None
         try:
+            if authority is not None:
+                await authority.start()
             await service.start(hub)
             await hub.get(config.project_id)
             sweeper = asyncio.create_task(run_sweeper(hub, state.router, config), name="sweeper")
@@ -97,6 +108,8 @@ def create_app(
             with contextlib.suppress(Exception):
                 await service.stop()
             await hub.close()
+            if authority is not None:
+                await authority.stop()
             if owned is not None:
                 await owned.close()
 

@@ -64,11 +64,14 @@ def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy
     project = settings.project_id
     warp = warp_command()
     nats_line = nats.url + (f"  (embedded; data in {nats.store_dir})" if nats.embedded else "")
-    auth = (
-        "bearer token required (WEFT_API_TOKENS)"
-        if settings.auth_enabled
-        else "open - set WEFT_API_TOKENS to require a token"
-    )
+    if nats.scoped:
+        nats_line += "  [scoped: each agent needs its own credentials]"
+    if settings.auth_enabled:
+        auth = "bearer token required (WEFT_API_TOKENS)"
+    elif settings.loopback_only:
+        auth = "open (this machine only) - set WEFT_API_TOKENS to require a token"
+    else:
+        auth = "OPEN TO THE NETWORK (WEFT_ALLOW_OPEN_API) - anyone reaching this port can run commands here"
     policy_line = (
         f"{settings.policy_file} ({len(policy.boundaries)} boundary rules)"
         if policy is not None and settings.policy_file is not None
@@ -97,6 +100,14 @@ def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy
         f"  Auth        {auth}",
         f"  Policy      {policy_line}",
         "",
+    ]
+    if nats.scoped:
+        lines += [
+            "Agents need credentials of their own (NATS runs with scoped auth):",
+            "  shuttle agents credentials --out agent.creds",
+            "  (then add -e NATS_CREDS=$PWD/agent.creds to the command below)",
+        ]
+    lines += [
         "Attach an agent: run Warp as an MCP server of your MCP client, e.g. Claude Code:",
         f"  claude mcp add warp -e NATS_URL={nats.url} -e LOOM_PROJECT_ID={project} -- {warp}",
         "or add this to the client's MCP configuration (.mcp.json):",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -16,6 +17,7 @@ from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
 from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError, validate_project_id
+from shared.natsauth import CredentialsError, Issuer, server_auth_config
 from shared.policy import PolicyError, load_policy_file
 from shared.redact import configure_logging, redact
 from weft import __version__
@@ -86,9 +88,19 @@ def serve(
         except PolicyError as exc:
             _fail(str(exc))
     settings = _settings(host=host, port=port, project_id=project, policy_file=policy, banner=True)
+    problem = settings.exposure_problem()
+    if problem is not None:
+        _fail(problem)
     configure_logging(settings.log_level)
     for notice in notices:
         log.warning("%s", notice)
+    if settings.allow_open_api and not settings.auth_enabled and not settings.loopback_only:
+        log.warning(
+            "WEFT_ALLOW_OPEN_API is set: the API on %s:%s is OPEN to everyone who can reach it, "
+            "including registering local targets that run commands on this host",
+            settings.host,
+            settings.port,
+        )
     import uvicorn
 
     config = uvicorn.Config(
@@ -139,6 +151,46 @@ def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or
     except PolicyError as exc:
         _fail(str(exc))
     print(json.dumps(policy.model_dump(mode="json"), indent=2))
+
+
+nats_auth = typer.Typer(help="Scoped NATS auth: the operator, its accounts and the issuer Weft holds.")
+app.add_typer(nats_auth, name="nats-auth")
+
+
+@nats_auth.command("init")
+def nats_auth_init(
+    folder: Annotated[Path, typer.Argument(help="Where to write issuer.json (a secret) and auth.conf")],
+    resolver_dir: Annotated[
+        str, typer.Option(help="Where each nats-server keeps account updates (on its data volume)")
+    ] = "/data/jwt",
+    keep_accounts: Annotated[
+        Path | None,
+        typer.Option(
+            help="An issuer.json whose accounts to keep (their streams and buckets stay); new operator"
+        ),
+    ] = None,
+) -> None:
+    """Make a new operator with its accounts: issuer.json for Weft (WEFT_NATS_ISSUER, mode 0600,
+    a secret) and auth.conf for every nats-server (include it in nats.conf; no secret)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    issuer_path, conf_path = folder / "issuer.json", folder / "auth.conf"
+    for path in (issuer_path, conf_path):
+        if path.exists():
+            _fail(f"{path} already exists: a new operator invalidates every credential; remove it first")
+    issuer = Issuer.generate()
+    if keep_accounts is not None:  # JetStream data belongs to the account key: keep it
+        try:
+            old = Issuer.from_json(keep_accounts.read_text())
+        except (OSError, CredentialsError) as exc:
+            _fail(f"--keep-accounts: {exc}")
+        issuer = Issuer(
+            operator_seed=issuer.operator_seed, system_seed=old.system_seed, account_seed=old.account_seed
+        )
+    fd = os.open(issuer_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(issuer.to_json())
+    conf_path.write_text(server_auth_config(issuer, resolver_dir))
+    print(f"wrote {issuer_path} (secret: Weft's WEFT_NATS_ISSUER) and {conf_path} (nats.conf include)")
 
 
 @app.command()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, Header, Query
@@ -13,6 +12,7 @@ from shared.names import PROJECT_ID_RULE, InvalidNameError, validate_project_id
 from weft.errors import ApiError
 from weft.project import ProjectContext
 from weft.state import WeftState
+from weft.tokens import ApiScope, missing_scope_message, scope_of
 
 MAX_PAGE = 1000
 
@@ -33,25 +33,48 @@ def get_state(connection: HTTPConnection) -> WeftState:
 StateDep = Annotated[WeftState, Depends(get_state)]
 
 
-def token_ok(state: WeftState, given: str | None) -> bool:
-    """Constant-time check against every configured token (no early exit on a match)."""
-    if not state.settings.auth_enabled:
-        return True
-    if not given:
-        return False
-    candidate = given.encode()
-    matched = False
-    for token in state.settings.token_values():
-        matched |= hmac.compare_digest(candidate, token)
-    return matched
+def token_scope(state: WeftState, given: str | None) -> ApiScope | None:
+    """The scope ``given`` carries (None: not a valid token); see :mod:`weft.tokens`."""
+    return scope_of(state.settings.api_tokens, given)
 
 
-async def require_token(
+async def request_scope(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    if not token_ok(state, credentials.credentials if credentials else None):
+) -> ApiScope:
+    """The scope of the request's bearer token; 401 without a valid one."""
+    scope = token_scope(state, credentials.credentials if credentials else None)
+    if scope is None:
         raise ApiError("unauthorized", UNAUTHORIZED_MESSAGE, headers={"WWW-Authenticate": "Bearer"})
+    return scope
+
+
+ScopeDep = Annotated[ApiScope, Depends(request_scope)]
+
+
+def check_scope(held: ApiScope, needed: ApiScope) -> None:
+    """403 naming the scope ``needed`` when ``held`` is lower."""
+    if held < needed:
+        raise ApiError("forbidden", missing_scope_message(needed, held), field="scope", rule=needed.label)
+
+
+async def require_token(scope: ScopeDep) -> None:
+    """Any valid token (the ``read`` scope): every router's own dependency."""
+    check_scope(scope, ApiScope.READ)
+
+
+async def require_operate(scope: ScopeDep) -> None:
+    check_scope(scope, ApiScope.OPERATE)
+
+
+async def require_admin(scope: ScopeDep) -> None:
+    check_scope(scope, ApiScope.ADMIN)
+
+
+OPERATE = [Depends(require_operate)]
+"""``dependencies=OPERATE`` on a route that changes work (submit, cancel, retry, answer)."""
+ADMIN = [Depends(require_admin)]
+"""``dependencies=ADMIN`` on a route that decides what runs where or stops agents."""
 
 
 def choose_project(state: WeftState, header: str | None, query: str | None) -> str:

@@ -29,6 +29,7 @@ from shared.policy import BoundaryPolicy, config_bucket, publish_policy
 from shared.registry import Registry
 from shared.work import WorkQueue
 from weft.agents import AgentDirectory
+from weft.credentials import CredentialAuthority
 from weft.metrics import Metrics
 from weft.relay import EventRelay
 from weft.retention import Retention
@@ -66,6 +67,7 @@ class ProjectContext:
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.relay = EventRelay(js, names, metrics)
         self.extension: ProjectExtension | None = None
+        self.credentials: CredentialAuthority | None = None
         self.last_used = time.monotonic()
 
     @property
@@ -105,8 +107,11 @@ class ProjectHub:
         policy: BoundaryPolicy | None,
         *,
         attach: Attach | None = None,
+        credentials: CredentialAuthority | None = None,
     ) -> None:
         self.nc = nc
+        self.credentials = credentials
+        """Scoped NATS auth: issues (and revokes) the credentials of agents Weft starts."""
         self.js = nc.jetstream()
         self.settings = settings
         self.metrics = metrics
@@ -135,6 +140,7 @@ class ProjectHub:
 
     async def _start(self, project_id: str) -> ProjectContext:
         context = ProjectContext(self.nc, self.js, ProjectNames(project_id), self.metrics)
+        context.credentials = self.credentials
         try:
             await context.start(self.settings, self.policy, self._attach)
         except BaseException:

@@ -10,15 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
+from pydantic import SecretStr
 
-from shared.natsclient import connect, display_url
+from shared.natsauth import CredentialsError, Issuer, Permissions, server_auth_config
+from shared.natsclient import NatsConnectError, connect, display_url, parse_url
 from shared.server import EmbeddedNatsServer, NatsServerError, ServerConfig
-from shared.settings import data_home
+from shared.settings import NatsSettings, data_home
+from weft.credentials import CredentialAuthority
 from weft.settings import WeftSettings
 from weft.state import NatsInfo
 
@@ -33,15 +37,19 @@ class NatsRuntime:
     nc: NatsClient
     info: NatsInfo
     server: EmbeddedNatsServer | None = None
+    authority: CredentialAuthority | None = None
+    """Scoped auth: issues agents' credentials (its system connection is closed with Weft's)."""
 
     async def close(self) -> None:
-        try:
-            if not self.nc.is_closed:
-                await asyncio.wait_for(self.nc.drain(), DRAIN_TIMEOUT_S)
-        except Exception as exc:
-            log.debug("NATS drain on shutdown: %s", exc)
-            with contextlib.suppress(Exception):
-                await self.nc.close()
+        connections = [self.nc] + ([self.authority.system_nc] if self.authority is not None else [])
+        for nc in connections:
+            try:
+                if not nc.is_closed:
+                    await asyncio.wait_for(nc.drain(), DRAIN_TIMEOUT_S)
+            except Exception as exc:
+                log.debug("NATS drain on shutdown: %s", exc)
+                with contextlib.suppress(Exception):
+                    await nc.close()
         if self.server is not None:
             await asyncio.to_thread(self.server.stop)
 
@@ -58,7 +66,50 @@ def store_dir() -> Path:
     return data_home() / "nats" / "jetstream"
 
 
-async def start_embedded(settings: WeftSettings) -> EmbeddedNatsServer:
+def issuer_file(settings: WeftSettings) -> Path:
+    if settings.nats_issuer is not None:
+        return settings.nats_issuer
+    if settings.nats.url is not None:
+        raise NatsConnectError(
+            "WEFT_NATS_ISSUER: is required with WEFT_NATS_AUTH=scoped and NATS_URL (the issuer file "
+            "of that NATS's operator, made by `weft nats-auth init`)"
+        )
+    return data_home() / "nats" / "issuer.json"
+
+
+def load_issuer(settings: WeftSettings) -> Issuer:
+    """The issuer's seeds; for the bundled server made on first use (mode 0600)."""
+    path = issuer_file(settings)
+    if not path.exists() and settings.nats.url is None:
+        issuer = Issuer.generate()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(issuer.to_json())
+        log.info("created the NATS issuer (operator and account keys) in %s", path)
+        return issuer
+    try:
+        text = path.read_text()
+    except OSError:
+        raise NatsConnectError(f"WEFT_NATS_ISSUER: {path} is not a readable file") from None
+    try:
+        return Issuer.from_json(text)
+    except CredentialsError as exc:
+        raise NatsConnectError(f"WEFT_NATS_ISSUER: {path}: {exc.message}") from None
+
+
+def _has_credentials(url: str) -> bool:
+    parsed = parse_url(url)
+    return parsed.user is not None or parsed.token is not None
+
+
+def with_creds(settings: NatsSettings, creds: str) -> NatsSettings:
+    """``settings`` connecting with the creds text ``creds`` and nothing else."""
+    cleared = {"creds": None, "user": None, "password": None, "token": None}
+    return settings.model_copy(update={"creds_content": SecretStr(creds), **cleared})
+
+
+async def start_embedded(settings: WeftSettings, issuer: Issuer | None = None) -> EmbeddedNatsServer:
     if _port_busy(settings.nats_port):
         raise NatsServerError(
             f"port {settings.nats_port} on {EMBEDDED_HOST} is already in use (another nats-server or weft?): "
@@ -78,21 +129,49 @@ async def start_embedded(settings: WeftSettings) -> EmbeddedNatsServer:
         websocket_port=ws_port,
         server_name="loom-weft-embedded",
         sync_interval=settings.nats_sync,
+        extra="" if issuer is None else server_auth_config(issuer, str(data_home() / "nats" / "jwt")),
     )
     server = EmbeddedNatsServer(config, log_file=data_home() / "nats" / "nats-server.log")
     return await asyncio.to_thread(server.start)
 
 
 async def open_nats(settings: WeftSettings) -> NatsRuntime:
+    issuer = load_issuer(settings) if settings.scoped_nats else None
+    if issuer is not None and settings.nats.url and _has_credentials(settings.nats.url):
+        raise NatsConnectError("NATS_URL: must not carry credentials with WEFT_NATS_AUTH=scoped")
     server: EmbeddedNatsServer | None = None
     if settings.nats.url is None:
-        server = await start_embedded(settings)
+        server = await start_embedded(settings, issuer)
         url = server.url
     else:
         url = settings.nats.url
+    opened: list[NatsClient] = []
     try:
-        nc = await connect(settings.nats, url=url, name="weft", mode="service", timeout=30)
+        authority: CredentialAuthority | None = None
+        if issuer is None:
+            opened.append(await connect(settings.nats, url=url, name="weft", mode="service", timeout=30))
+        else:
+            # Weft's own user: every subject of the account, a key that never leaves this process
+            own, _ = issuer.user_creds("loom-weft", Permissions.everything())
+            mine = with_creds(settings.nats, own)
+            opened.append(await connect(mine, url=url, name="weft", mode="service", timeout=30))
+            system, _ = issuer.user_creds(
+                "loom-weft-system",
+                Permissions(publish=(issuer.claims_update_subject(),), subscribe=("_INBOX.>",)),
+                system=True,
+            )
+            opened.append(
+                await connect(
+                    with_creds(settings.nats, system), url=url, name="weft-system", mode="service", timeout=30
+                )
+            )
+            authority = CredentialAuthority(
+                issuer, opened[0], opened[1], default_ttl_s=settings.agent_credentials_ttl_s
+            )
     except BaseException:
+        for nc in opened:
+            with contextlib.suppress(Exception):
+                await nc.close()
         if server is not None:
             await asyncio.to_thread(server.stop)
         raise
@@ -101,5 +180,6 @@ async def open_nats(settings: WeftSettings) -> NatsRuntime:
         embedded=server is not None,
         websocket_url=server.websocket_url if server is not None else None,
         store_dir=str(store_dir()) if server is not None else None,
+        scoped=issuer is not None,
     )
-    return NatsRuntime(nc=nc, info=info, server=server)
+    return NatsRuntime(nc=opened[0], info=info, server=server, authority=authority)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.identity import project_id_for_path
 from shared.names import validate_project_id
 from shared.server import check_sync_interval
 from shared.settings import IdentitySettings, NatsSettings
+from weft.tokens import ApiToken, parse_api_tokens
 
 DEFAULT_PORT = 8080
 DEFAULT_NATS_PORT = 4222
@@ -35,10 +37,13 @@ class WeftSettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", validation_alias="WEFT_HOST")
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, validation_alias="WEFT_PORT")
-    api_tokens: Annotated[list[SecretStr], NoDecode] = Field(
+    api_tokens: Annotated[list[ApiToken], NoDecode] = Field(
         default_factory=list, validation_alias="WEFT_API_TOKENS"
     )
-    """Bearer tokens accepted on every route but /health and /metrics; empty: no auth."""
+    """Bearer tokens with their scopes (:mod:`weft.tokens`), needed on every route but /health
+    and /metrics; empty: no auth (loopback only, see :meth:`exposure_problem`)."""
+    allow_open_api: bool = Field(default=False, validation_alias="WEFT_ALLOW_OPEN_API")
+    """Serve without tokens on a non-loopback address anyway (see :meth:`exposure_problem`)."""
     policy_file: Path | None = Field(
         default=None, validation_alias=AliasChoices("WEFT_POLICY_FILE", "WEFT_BOUNDARY_POLICY")
     )
@@ -68,6 +73,17 @@ class WeftSettings(BaseSettings):
     )
     nats_sync: str = Field(default=DEFAULT_NATS_SYNC, validation_alias="LOOM_NATS_SYNC")
     """JetStream ``sync_interval`` of the bundled nats-server: ``always`` or a duration (``1s``)."""
+    nats_auth: Literal["open", "scoped"] = Field(default="open", validation_alias="WEFT_NATS_AUTH")
+    """``scoped``: NATS in operator mode, Weft issues each agent its own credentials
+    (docs/security.md); ``open``: NATS as configured (the bundled one without auth)."""
+    nats_issuer: Path | None = Field(default=None, validation_alias="WEFT_NATS_ISSUER")
+    """The issuer file (seeds) for scoped auth; default for the bundled server:
+    ``<data home>/nats/issuer.json``, created on first use. Required with ``NATS_URL``."""
+    agent_credentials_ttl_s: float = Field(
+        default=12 * 3600, ge=60, le=90 * 24 * 3600, validation_alias="WEFT_AGENT_CREDENTIALS_TTL_S"
+    )
+    """Lifetime of the credentials Weft gives a spun-up agent (and the default for minted ones);
+    a spun-up agent's are revoked as soon as its operation ends."""
     log_level: str = Field(default="INFO", validation_alias="WEFT_LOG_LEVEL")
     banner: bool = False
     """Print the start-up banner (``weft serve`` sets this)."""
@@ -77,7 +93,9 @@ class WeftSettings(BaseSettings):
     @classmethod
     def _split_tokens(cls, value: object) -> object:
         if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
+            return parse_api_tokens(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return parse_api_tokens(",".join(value))
         return value
 
     @field_validator("project_id")
@@ -100,9 +118,42 @@ class WeftSettings(BaseSettings):
             raise ValueError("WEFT_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
 
-    def token_values(self) -> list[bytes]:
-        return [t.get_secret_value().encode() for t in self.api_tokens]
-
     @property
     def auth_enabled(self) -> bool:
         return bool(self.api_tokens)
+
+    @property
+    def loopback_only(self) -> bool:
+        return is_loopback(self.host)
+
+    @property
+    def scoped_nats(self) -> bool:
+        return self.nats_auth == "scoped"
+
+    def exposure_problem(self) -> str | None:
+        """Why serving with these settings would open the API to the network, or None.
+
+        Without tokens anyone who reaches the port may register a ``local`` target and
+        submit work for it: run commands on this host. So a non-loopback address needs
+        tokens, unless ``WEFT_ALLOW_OPEN_API`` says the risk is taken knowingly."""
+        if self.auth_enabled or self.loopback_only or self.allow_open_api:
+            return None
+        return (
+            "refusing to serve the API on a non-loopback address (WEFT_HOST/--host) without "
+            "WEFT_API_TOKENS: anyone who reaches the port could run commands on this host through "
+            "a local target. Set WEFT_API_TOKENS (docs/security.md), listen on 127.0.0.1, or set "
+            "WEFT_ALLOW_OPEN_API=1 to serve an open API anyway"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine: ``localhost`` or a loopback address.
+
+    Anything else (``0.0.0.0``, ``::``, an empty host, a host name) may be reachable from
+    elsewhere, so it counts as exposed."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

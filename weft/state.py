@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.models import utcnow
+from weft.credentials import CredentialAuthority
 from weft.metrics import Metrics
 from weft.project import ProjectHub
 from weft.routing import Router
@@ -26,6 +27,8 @@ class NatsInfo:
     embedded: bool
     websocket_url: str | None = None
     store_dir: str | None = None
+    scoped: bool = False
+    """NATS in operator mode: every agent needs credentials Weft issues."""
 
 
 @dataclass
@@ -36,6 +39,7 @@ class WeftState:
     spinup: SpinupService
     metrics: Metrics
     nats: NatsInfo
+    credentials: CredentialAuthority | None = None
     started_at: datetime = field(default_factory=utcnow)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 

@@ -8,13 +8,18 @@
 3. references: what one manifest names in another exists (Services and PDBs
    select pods, Ingresses reach named Service ports, probes use declared ports,
    ConfigMap keys, ServiceAccounts, Roles, the StatefulSet's headless Service);
-4. NATS configuration in a ConfigMap passes ``nats-server -t`` with exactly the
+4. NATS configuration in a ConfigMap passes ``nats-server -t`` (with the operator file it
+   includes from a mounted Secret, or a stand-in of that shape when the Secret is made at
+   install) and uses operator mode: no users in nats.conf, a full resolver, and an account
+   whose users get no permission their JWT does not give. Also with exactly the
    variables the pod that mounts it defines.
 """
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +28,7 @@ from typing import Any
 from deploy.checks.common import Finding, display, find_tool, run_tool
 from deploy.checks.k8s_schema import schema_errors, versions
 from deploy.checks.kustomize import Document, KustomizeError, ResourceId, render, resource_id, split_image
+from shared.natsauth import CredentialsError, Issuer, decode_jwt, server_auth_config
 from shared.policy import PolicyError, parse_policy
 
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"})
@@ -282,14 +288,21 @@ def secret_references(docs: Iterable[Document]) -> set[tuple[str, str, str]]:
 # -- 4. NATS configuration ---------------------------------------------------------------
 
 
-def nats_config_problems(text: str, variables: Iterable[str]) -> list[str]:
-    """``nats-server -t`` on ``text`` with each of ``variables`` set (to a placeholder)."""
+def nats_config_problems(
+    text: str, variables: Iterable[str], files: dict[str, str] | None = None
+) -> list[str]:
+    """``nats-server -t`` on ``text`` with each of ``variables`` set (to a placeholder) and
+    ``files`` (paths relative to nats.conf: what it includes) beside it."""
     binary = find_tool("nats-server")
     env = {"PATH": os.environ.get("PATH", "")}
     env.update({name: f"check-{name.lower()}" for name in variables})
     with tempfile.TemporaryDirectory(prefix="loom-nats-check-") as folder:
         path = Path(folder) / "nats.conf"
         path.write_text(text, encoding="utf-8")
+        for relative, content in (files or {}).items():
+            extra = Path(folder) / relative
+            extra.parent.mkdir(parents=True, exist_ok=True)
+            extra.write_text(content, encoding="utf-8")
         code, output = run_tool([str(binary), "-t", "-c", str(path)], env=env)
     if code == 0:
         return []
@@ -298,8 +311,86 @@ def nats_config_problems(text: str, variables: Iterable[str]) -> list[str]:
     ]
 
 
+_INCLUDE = re.compile(r"^\s*include\s+['\"]?([^'\"\s]+)", re.M)
+_FORBIDDEN_AUTH = re.compile(r"^\s*(authorization|accounts|no_auth_user)\b", re.M)
+_PRELOAD = re.compile(r"^\s*(A[A-Z2-7]{55})\s*:\s*\"([^\"]+)\"", re.M)
+
+
+def secret_files(secret: Document | None) -> dict[str, str]:
+    if secret is None:
+        return {}
+    files = {str(k): str(v) for k, v in (secret.get("stringData") or {}).items()}
+    for key, value in (secret.get("data") or {}).items():
+        files[str(key)] = base64.b64decode(str(value)).decode()
+    return files
+
+
+def stand_in_operator_config() -> str:
+    """An operator configuration of the shape ``weft nats-auth init`` makes, for an overlay
+    whose real one is created at install (prod): checked with fresh throw-away keys."""
+    return server_auth_config(Issuer.generate(), "/data/jwt")
+
+
+def included_files(
+    text: str, mounts: dict[str, tuple[str, Document | None]], config_dir: str
+) -> tuple[dict[str, str], list[str]]:
+    """The files a nats.conf includes, from the Secrets mounted beside it (relative path ->
+    text), and whether each came from a manifest or a stand-in."""
+    files: dict[str, str] = {}
+    problems: list[str] = []
+    for include in _INCLUDE.findall(text):
+        absolute = os.path.normpath(os.path.join(config_dir, include))
+        for mount_path, (name, secret) in mounts.items():
+            if absolute.startswith(mount_path.rstrip("/") + "/"):
+                key = absolute[len(mount_path.rstrip("/")) + 1 :]
+                content = secret_files(secret).get(key)
+                if content is None and secret is None and key == "auth.conf":
+                    content = stand_in_operator_config()
+                if content is None:
+                    problems.append(f"include {include}: Secret {name} has no key {key!r}")
+                else:
+                    files[include] = content
+                break
+        else:
+            problems.append(f"include {include}: no Secret is mounted there")
+    return files, problems
+
+
+def operator_mode_problems(text: str, files: dict[str, str]) -> list[str]:
+    """Who may do what is NATS's to enforce: no users or passwords in the config, operator mode
+    with a resolver, and an account whose users get no permission they were not given."""
+    problems = [
+        f"{m.group(1)}: users and permissions come from JWTs (operator mode), not from nats.conf"
+        for m in _FORBIDDEN_AUTH.finditer(text)
+    ]
+    operator = [content for content in files.values() if re.search(r"^\s*operator\s*:", content, re.M)]
+    if not operator:
+        return [*problems, "no operator configuration is included (weft nats-auth init makes one)"]
+    conf = operator[0]
+    if not re.search(r"^\s*resolver\s*:\s*\{[^}]*type\s*:\s*full", conf, re.M):
+        problems.append("resolver: must be a full resolver (keeps pushed revocations, shares them)")
+    try:
+        operator_jwt = re.search(r'^\s*operator\s*:\s*"([^"]+)"', conf, re.M)
+        operator_key = decode_jwt(operator_jwt.group(1) if operator_jwt else "")["sub"]
+        accounts = {key: decode_jwt(jwt) for key, jwt in _PRELOAD.findall(conf)}
+    except CredentialsError as exc:
+        return [*problems, f"operator configuration: {exc.message}"]
+    jetstream = [c for c in accounts.values() if (c.get("nats") or {}).get("limits", {}).get("disk_storage")]
+    for key, claims in accounts.items():
+        if claims.get("iss") != operator_key or claims.get("sub") != key:
+            problems.append(f"account {key[:8]}...: not signed by the configured operator")
+    if len(jetstream) != 1:
+        problems.append("exactly one preloaded account (Loom's) must have JetStream")
+    for claims in jetstream:
+        defaults = (claims.get("nats") or {}).get("default_permissions") or {}
+        if defaults != {"pub": {"deny": [">"]}, "sub": {"deny": [">"]}}:
+            problems.append("Loom's account: a user without permissions of its own must get none")
+    return problems
+
+
 def nats_configs(doc: Document, index: Index) -> list[str]:
-    """For a workload running nats-server: test every ConfigMap file it mounts."""
+    """For a workload running nats-server: test every ConfigMap file it mounts, with the files
+    it includes from mounted Secrets, and its authentication (operator mode, deny by default)."""
     spec = pod_spec(doc)
     if spec is None:
         return []
@@ -310,14 +401,20 @@ def nats_configs(doc: Document, index: Index) -> list[str]:
         if not split_image(str(container.get("image", "")))[0].endswith("nats"):
             continue
         variables = [str(env.get("name")) for env in container.get("env") or []]
+        secrets: dict[str, tuple[str, Document | None]] = {}
+        for mount in container.get("volumeMounts") or []:
+            name = (volumes.get(mount.get("name")) or {}).get("secret", {}).get("secretName")
+            if name:
+                secrets[str(mount.get("mountPath"))] = (name, index.get("Secret", ns, name))
         for mount in container.get("volumeMounts") or []:
             cm_name = (volumes.get(mount.get("name")) or {}).get("configMap", {}).get("name")
             cm = index.get("ConfigMap", ns, cm_name) if cm_name else None
             for key, text in ((cm or {}).get("data") or {}).items():
                 if key.endswith(".conf"):
-                    problems += [
-                        f"ConfigMap {cm_name} {key}: {p}" for p in nats_config_problems(str(text), variables)
-                    ]
+                    files, missing = included_files(str(text), secrets, str(mount.get("mountPath")))
+                    found = missing + nats_config_problems(str(text), variables, files)
+                    found += operator_mode_problems(str(text), files)
+                    problems += [f"ConfigMap {cm_name} {key}: {p}" for p in found]
     return problems
 
 

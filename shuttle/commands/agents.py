@@ -1,7 +1,11 @@
-"""``shuttle agents list|show|shutdown``: the agent registry as Weft sees it."""
+"""``shuttle agents list|show|shutdown|credentials|revoke``: the agent registry as Weft sees it,
+and NATS credentials for agents attached by hand."""
 
 from __future__ import annotations
 
+import os
+import shlex
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -13,7 +17,10 @@ from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
 from shuttle.views import agent_fields, agent_table
 
-app = typer.Typer(help="List, inspect and shut down agents.", no_args_is_help=True)
+app = typer.Typer(
+    help="List, inspect and shut down agents; mint their NATS credentials.", no_args_is_help=True
+)
+
 
 AGENT_STATUSES = ["online", "busy", "offline"]
 
@@ -108,3 +115,67 @@ def shutdown_cmd(
         typer.echo(result.get("agent_id", ""))
     else:
         say(f"{escape(result.get('agent_id', ''))} asked to shut down ({styled(result.get('status'))})")
+
+
+@app.command("credentials")
+def credentials_cmd(
+    ctx: typer.Context,
+    output: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the creds file (created with mode 0600).")
+    ],
+    agent_id: Annotated[
+        str | None, typer.Option("--agent-id", help="The agent's id (32 hex); default: a new one.")
+    ] = None,
+    channel: Annotated[
+        list[str] | None, typer.Option("--channel", help="A channel besides the built-in and existing ones.")
+    ] = None,
+    ttl: Annotated[
+        float | None, typer.Option("--ttl", min=60, help="Lifetime in seconds (default: Weft's).")
+    ] = None,
+    user_id: Annotated[
+        str | None,
+        typer.Option("--user-id", help="The agent's user (16 hex, see warp_handle_get); default: its own."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Mint NATS credentials for a hand-attached agent (Weft with scoped NATS auth; admin token).
+
+    The creds file is written, never printed; then run Warp with NATS_CREDS pointing at it."""
+    if output.exists():
+        raise typer.BadParameter("already exists; remove it or choose another path", param_hint="--out")
+    body: dict[str, Any] = {"user_id": user_id} if user_id else {}
+    if agent_id:
+        body["agent_id"] = agent_id
+    if channel:
+        body["channels"] = channel
+    if ttl is not None:
+        body["ttl_s"] = ttl
+    minted = state(ctx).client().post("/api/agents/credentials", body)
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as creds:
+        creds.write(str(minted.pop("creds", "")))
+    env = {**minted.get("env", {}), "NATS_CREDS": str(output.resolve())}
+    if out(ctx, json_out).json:
+        emit_json({**minted, "creds_file": str(output.resolve()), "env": env})
+        return
+    say(
+        f"credentials for agent {escape(minted.get('agent_id', ''))} written to {escape(str(output))} "
+        f"(expire {escape(str(minted.get('expires_at', '')))}; revoke: shuttle agents revoke "
+        f"{escape(minted.get('user_key', ''))})"
+    )
+    for name, value in env.items():
+        typer.echo(f"{name}={shlex.quote(str(value))}")
+
+
+@app.command("revoke")
+def revoke_cmd(
+    ctx: typer.Context,
+    user_key: Annotated[str, typer.Argument(help="The credentials' public key (U...).", show_default=False)],
+    json_out: JsonOpt = False,
+) -> None:
+    """Revoke NATS credentials: the servers refuse them and close their connections now."""
+    result = state(ctx).client().delete(f"/api/agents/credentials/{seg(user_key)}")
+    if out(ctx, json_out).json:
+        emit_json(result)
+    else:
+        say(f"{escape(user_key)} revoked")

@@ -4,6 +4,7 @@ renderer agrees with the real kustomize; broken copies fail."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from deploy.checks.kustomize import (
     render_with_kustomize,
     resource_id,
 )
+from shared.natsauth import Issuer
 
 Doc = dict[str, Any]
 
@@ -94,6 +96,8 @@ def test_boundary_policy_is_a_yaml_file_in_the_configmap_mounted_by_weft() -> No
 
 
 def test_weft_may_only_manage_jobs_in_the_agents_namespace() -> None:
+    """Jobs, and the one Secret per Job that carries its agent's NATS credentials (create and
+    delete, never read); agents themselves get no rights at all."""
     base = render(OVERLAYS.parent / "base")
     assert not [d for d in base if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     grants: dict[str, list[Any]] = {}
@@ -104,17 +108,11 @@ def test_weft_may_only_manage_jobs_in_the_agents_namespace() -> None:
             grants.setdefault(f"{subject['namespace']}/{subject['name']}", []).extend(role["rules"])
     assert grants == {
         "loom/weft": [
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "delete"]}
-        ],
-        "loom-agents/loom-agent": [
-            {
-                "apiGroups": [""],
-                "resources": ["secrets"],
-                "resourceNames": ["loom-nats-agent"],
-                "verbs": ["get"],
-            }
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "delete"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]},
         ],
     }
+    assert find(base, "ServiceAccount", "loom-agent")["metadata"]["namespace"] == "loom-agents"
 
 
 def test_nats_is_a_three_node_jetstream_cluster_with_tls_websocket_ingress() -> None:
@@ -237,6 +235,40 @@ BREAKAGES: dict[str, tuple[str, Callable[[list[Doc]], None], str]] = {
     "nats-conf-variable": (
         "base/nats/statefulset.yaml",
         lambda d: d[0]["spec"]["template"]["spec"]["containers"][0]["env"].pop(),
+        "nats-config",
+    ),
+    "nats-conf-users": (
+        "base/nats/configmap.yaml",
+        lambda d: d[0]["data"].update(
+            {"nats.conf": d[0]["data"]["nats.conf"] + "authorization { users: [{user: a, password: b}] }\n"}
+        ),
+        "nats-config",
+    ),
+    "nats-conf-no-operator": (
+        "base/nats/configmap.yaml",
+        lambda d: d[0]["data"].update(
+            {"nats.conf": d[0]["data"]["nats.conf"].replace("include ./operator/auth.conf", "")}
+        ),
+        "nats-config",
+    ),
+    "nats-memory-resolver": (
+        "overlays/dev/secrets.yaml",
+        lambda d: d[1]["stringData"].update(
+            {"auth.conf": re.sub(r"resolver: \{[^}]*\}", "resolver: MEMORY", d[1]["stringData"]["auth.conf"])}
+        ),
+        "nats-config",
+    ),
+    "nats-foreign-operator": (
+        "overlays/dev/secrets.yaml",
+        lambda d: d[1]["stringData"].update(
+            {
+                "auth.conf": re.sub(
+                    r'operator: "[^"]+"',
+                    f'operator: "{Issuer.generate().operator_jwt()}"',
+                    d[1]["stringData"]["auth.conf"],
+                )
+            }
+        ),
         "nats-config",
     ),
     "boundary-policy": (

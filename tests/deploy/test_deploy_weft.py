@@ -22,8 +22,9 @@ from deploy.checks.kustomize import OVERLAYS, render
 from deploy.runner import launch
 from deploy.runner.config import RUNNER_VARIABLES, SHARED_WITH_WARP, load
 from deploy.runner.credentials import NATS_KEYS
+from shared.natsauth import Issuer
+from shared.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import IdentitySettings, NatsSettings
-from testsupport.servers import AuthServer
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup.mechanisms.base import Launch
@@ -88,7 +89,8 @@ def test_weft_deployment_env_names_match_the_settings_classes(overlay: str) -> N
     assert unknown({n for n in names if n.startswith("WEFT_")}, WEFT_VARS) == []
     assert unknown({n for n in names if n.startswith("LOOM_")}, IDENTITY_VARS | SHARED_READS) == []
     assert unknown(names, NATS_VARS | WEFT_VARS | IDENTITY_VARS | SHARED_READS) == []
-    assert {"NATS_URL", "NATS_USER", "NATS_PASS", "WEFT_API_TOKENS", "WEFT_POLICY_FILE"} <= names
+    assert {"NATS_URL", "WEFT_NATS_AUTH", "WEFT_NATS_ISSUER", "WEFT_API_TOKENS", "WEFT_POLICY_FILE"} <= names
+    assert not {"NATS_USER", "NATS_PASS"} & names  # Weft mints its own credentials (scoped auth)
 
 
 def test_compose_env_names_match_the_settings_classes() -> None:
@@ -137,9 +139,10 @@ def test_warp_environment_uses_only_variables_warp_or_shared_code_read() -> None
     assert unknown(set(warp_env), NATS_VARS | IDENTITY_VARS | WARP_VARS | SHARED_READS) == []
 
 
-def test_agent_secret_keys_are_nats_settings() -> None:
-    secret = find(render(OVERLAYS / "dev"), "Secret", "loom-nats-agent")
-    assert set(secret["stringData"]) <= set(NATS_KEYS) <= NATS_VARS
+def test_the_dev_overlay_has_no_shared_agent_password() -> None:
+    """Every agent gets credentials of its own from Weft: no Secret with a NATS user or password."""
+    for secret in [d for d in render(OVERLAYS / "dev") if d["kind"] == "Secret"]:
+        assert not set(secret.get("stringData") or {}) & set(NATS_KEYS), secret["metadata"]["name"]
 
 
 # -- probes ------------------------------------------------------------------------------
@@ -195,40 +198,59 @@ def resolved_env(container: Doc, docs: list[Doc]) -> dict[str, str]:
     return env
 
 
+def secret_file(docs: list[dict[str, Any]], name: str, key: str) -> str:
+    return str(find(docs, "Secret", name)["stringData"][key])
+
+
 async def test_the_deployment_environment_starts_weft_and_its_probes_answer_without_a_token(
-    nats_auth_server: AuthServer, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
-    """Weft started with the dev overlay's env (only addresses and the policy path swapped
-    for local ones): /health answers 200 without a token, the API demands one."""
+    """Weft started with the dev overlay's env (only addresses and file paths swapped for local
+    ones) against a nats-server with the dev overlay's operator configuration: Weft signs its
+    own credentials with the dev issuer; /health answers 200 without a token, the API demands one."""
     docs = render(OVERLAYS / "dev")
+    auth = secret_file(docs, "loom-nats-operator", "auth.conf").replace("/data/jwt", str(tmp_path / "jwt"))
+    issuer = tmp_path / "issuer.json"
+    issuer.write_text(secret_file(docs, "loom-nats-issuer", "issuer.json"))
+    server = EmbeddedNatsServer(ServerConfig(extra=auth)).start()
     container = find(docs, "Deployment", "weft")["spec"]["template"]["spec"]["containers"][0]
     env = resolved_env(container, docs)
     policy_mount = next(m for m in container["volumeMounts"] if m["name"] == "config")["mountPath"]
     policy = tmp_path / "boundary-policy.yaml"
     policy.write_text(find(docs, "ConfigMap", "weft-config")["data"]["boundary-policy.yaml"])
     assert env["WEFT_POLICY_FILE"] == f"{policy_mount}/boundary-policy.yaml"
+    assert env["WEFT_NATS_AUTH"] == "scoped" and env["WEFT_NATS_ISSUER"].startswith("/etc/loom-nats/")
     env.update(
         {
             "WEFT_HOST": "127.0.0.1",
-            "NATS_URL": nats_auth_server.url,
-            "NATS_USER": nats_auth_server.user,
-            "NATS_PASS": nats_auth_server.password,
+            "NATS_URL": server.url,
+            "WEFT_NATS_ISSUER": str(issuer),
             "WEFT_POLICY_FILE": str(policy),
             "LOOM_DATA_DIR": str(tmp_path / "data"),
             "LOOM_JS_REPLICAS": "1",  # one test server instead of the three-node cluster
             "WEFT_PORT": "",
         }
     )
+    admin = env["WEFT_API_TOKENS"].split(",")[0].removeprefix("admin:")
+    try:
+        await _serve_and_probe(env, tmp_path, admin)
+    finally:
+        server.stop()
+    seed = Issuer.from_json(issuer.read_text()).account_seed.decode()
+    assert seed not in (tmp_path / "weft.log").read_text()
+
+
+async def _serve_and_probe(env: dict[str, str], tmp_path: Path, admin: str) -> None:
     async with running_weft(env, tmp_path / "weft.log") as base, httpx.AsyncClient(base_url=base) as client:
         health = await client.get("/health")
         assert health.status_code == 200 and health.json()["nats"] == "connected"
         assert health.json()["project_id"] == "loom-dev"
         assert (await client.get("/metrics")).status_code == 200
         assert (await client.get("/api/work")).status_code == 401
-        authorised = await client.get(
-            "/api/work", headers={"Authorization": f"Bearer {env['WEFT_API_TOKENS']}"}
-        )
+        authorised = await client.get("/api/work", headers={"Authorization": f"Bearer {admin}"})
         assert authorised.status_code == 200
+        minted = await client.post("/api/agents/credentials", headers={"Authorization": f"Bearer {admin}"})
+        assert minted.status_code == 201, minted.text  # scoped auth is on
         port = base.rsplit(":", 1)[1]
         check = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -239,7 +261,6 @@ async def test_the_deployment_environment_starts_weft_and_its_probes_answer_with
         )
         _, err = await asyncio.wait_for(check.communicate(), timeout=30)
         assert check.returncode == 0, err
-    assert nats_auth_server.password not in (tmp_path / "weft.log").read_text()
 
 
 # -- what Weft's spin-up mechanisms send ------------------------------------------------------
@@ -259,11 +280,17 @@ def launch_for(work_id: str | None = "1" * 32) -> Launch:
     )
 
 
-@pytest.mark.parametrize("nats_url", ["wss://nats.loom.example.com", "wss://agent:pw@nats.loom.example.com"])
-def test_the_workflow_declares_every_input_weft_dispatches(nats_url: str) -> None:
+@pytest.mark.parametrize(
+    ("nats_url", "creds"),
+    [("wss://nats.loom.example.com", None), ("wss://agent:pw@nats.loom.example.com", None),
+     ("wss://nats.loom.example.com", "the run's own creds")],
+)  # fmt: skip
+def test_the_workflow_declares_every_input_weft_dispatches(nats_url: str, creds: str | None) -> None:
     """GitHub refuses a dispatch with an undeclared input or without a required one."""
     config = GithubActionsConfig(repository="owner/repo", workflow="agent.yml", inputs={"capability": "code"})
-    sent = dispatch_inputs(config, Launch(**{**launch_for().__dict__, "nats_url": nats_url}))
+    launch = Launch(**{**launch_for().__dict__, "nats_url": nats_url, "nats_creds": creds})
+    sent = dispatch_inputs(config, launch)
+    assert sent.get("nats_creds") == creds
     inputs = yaml.safe_load(WORKFLOW.read_text())[True]["workflow_dispatch"]["inputs"]
     assert set(sent) <= set(inputs), f"undeclared: {set(sent) - set(inputs)}"
     required = {name for name, spec in inputs.items() if spec.get("required")}

@@ -16,6 +16,8 @@ import uvicorn
 from shared.server import free_port
 
 TOKEN = "shuttle-test-token"
+READ_TOKEN = "shuttle-read-token"
+"""A token with only the read scope (issue 24)."""
 
 
 @dataclass
@@ -56,7 +58,7 @@ def running_weft(nats_url: str) -> Iterator[WeftServer]:
     settings = WeftSettings(
         nats=NatsSettings(url=nats_url),
         project_id="shuttle-default",
-        api_tokens=[TOKEN],
+        api_tokens=[TOKEN, f"read:{READ_TOKEN}"],
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
         ws_ping_interval_s=1.0,

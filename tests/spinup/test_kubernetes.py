@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -58,6 +59,11 @@ async def apiserver(ca: trustme.CA) -> AsyncIterator[StubServer]:
                 if seen.method == "DELETE":
                     return 200, {"kind": "Status", "status": "Success", "details": {"name": jobs.pop(name)}}
                 return 200, {**jobs[name], "status": {"active": 1}}
+        if parts[:3] == ["api", "v1", "namespaces"] and parts[4:5] == ["secrets"]:
+            if seen.method == "POST" and len(parts) == 5:
+                return 201, seen.json()
+            if seen.method == "DELETE" and len(parts) == 6:
+                return 200, {"kind": "Status", "status": "Success"}
         return 404, {"kind": "Status", "message": "not found"}
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -257,3 +263,27 @@ async def test_engine_starts_a_job_links_its_agent_and_deletes_the_job_when_idle
     [delete] = apiserver.calls("DELETE")
     assert delete.path == f"/apis/batch/v1/namespaces/agents/jobs/{job_name}"
     assert delete.json()["propagationPolicy"] == "Background"
+
+
+async def test_scoped_credentials_travel_in_a_secret_of_their_own_never_in_the_job(
+    apiserver: StubServer, ca_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOM_TEST_K8S_TOKEN", TOKEN)
+    config = parse_config("kubernetes", k8s_config(apiserver, ca_file))
+    creds = "-----BEGIN NATS USER JWT-----\neyJ0.x.y\n------END NATS USER JWT------\nSUAMADEUPSEEDFORTHETEST"
+    launch = dataclasses.replace(LAUNCH, nats_creds=creds)
+    assert creds not in repr(launch)
+    handle = await KubernetesMechanism().start(config, launch, ignore)
+    assert handle["secret"] == "loom-agent-5555555555555555-nats"
+    [secret] = apiserver.calls("POST", "/api/v1/namespaces/agents/secrets")
+    assert secret.json()["stringData"] == {"nats.creds": creds}
+    assert secret.json()["metadata"]["name"] == handle["secret"]
+    [create] = apiserver.calls("POST", "/apis/batch/v1/namespaces/agents/jobs")
+    assert "SUAMADEUPSEED" not in create.body.decode()
+    [container] = create.json()["spec"]["template"]["spec"]["containers"]
+    [from_secret] = [e for e in container["env"] if e["name"] == "NATS_CREDS_CONTENT"]
+    assert from_secret["valueFrom"] == {"secretKeyRef": {"name": handle["secret"], "key": "nats.creds"}}
+    await KubernetesMechanism().stop(config, handle)
+    assert [c.path for c in apiserver.calls("DELETE") if "secrets" in c.path] == [
+        f"/api/v1/namespaces/agents/secrets/{handle['secret']}"
+    ]

@@ -19,6 +19,7 @@ from nats.aio.client import Client as NatsClient
 from shared.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from weft.app import create_app
+from weft.runtime import NatsRuntime
 from weft.settings import WeftSettings
 from weft.spinup import DisabledSpinup, SpinupService
 
@@ -59,7 +60,11 @@ def weft_factory(nats_server: EmbeddedNatsServer) -> WeftFactory:
 
     @asynccontextmanager
     async def start(
-        *, spinup: SpinupService | None = None, nc: NatsClient | None = None, **overrides: Any
+        *,
+        spinup: SpinupService | None = None,
+        nc: NatsClient | None = None,
+        runtime: NatsRuntime | None = None,
+        **overrides: Any,
     ) -> AsyncIterator[RunningWeft]:
         values: dict[str, Any] = {
             "sweep_interval_s": 0.2,
@@ -70,7 +75,7 @@ def weft_factory(nats_server: EmbeddedNatsServer) -> WeftFactory:
         settings = WeftSettings(**values)
         port = free_port()
         # Weft's own tests pin the no-op seam (the spin-up manager has its own tests in tests/spinup).
-        app = create_app(settings, spinup=spinup or DisabledSpinup(), nc=nc)
+        app = create_app(settings, spinup=spinup or DisabledSpinup(), nc=nc, runtime=runtime)
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals

@@ -23,7 +23,8 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     monkeypatch.setenv("NATS_URL", "nats://user:pw@example.com:4222")
     settings = WeftSettings()
     assert (settings.host, settings.port) == ("0.0.0.0", 9000)
-    assert [t.get_secret_value() for t in settings.api_tokens] == ["tok-alpha", "tok-beta", "tok-gamma"]
+    secrets = [t.secret.get_secret_value() for t in settings.api_tokens]
+    assert secrets == ["tok-alpha", "tok-beta", "tok-gamma"]
     assert settings.auth_enabled and "tok-alpha" not in repr(settings)
     assert settings.policy_file == tmp_path / "p.yaml"
     assert settings.project_id == "from-identity"

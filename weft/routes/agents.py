@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, status
+from fastapi import APIRouter, Depends, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.models import AgentEntry, AgentStatus
 from shared.names import validate_agent_type, validate_boundary, validate_capability, validate_handle
 from shared.registry import AgentNotFound
 from weft.agents import AgentQuery, AgentState
-from weft.deps import Cursor, Limit, ProjectDep, require_token
+from weft.credentials import MAX_TTL_S, CredentialsUnavailable
+from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
-from weft.routes.common import HEX32, AgentId
+from weft.routes.common import HEX32, TOKEN, AgentId
 from weft.schemas import BatchOut, BatchResult, PageOut
 
 router = APIRouter(
@@ -52,6 +54,93 @@ class ShutdownOut(BaseModel):
     status: AgentStatus
 
 
+class CredentialsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: str | None = Field(
+        default=None, pattern=HEX32, description="The agent's id (32 hex); default: a new one"
+    )
+    user_id: str | None = Field(
+        default=None, pattern="^[0-9a-f]{16}$", description="Its user (16 hex): personal memories"
+    )
+    channels: list[Annotated[str, Field(pattern=TOKEN)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Channels besides the built-in ones and those the project has now",
+    )
+    ttl_s: float | None = Field(
+        default=None, ge=60, le=MAX_TTL_S, description="Lifetime; default WEFT_AGENT_CREDENTIALS_TTL_S"
+    )
+
+
+class CredentialsOut(BaseModel):
+    project_id: str
+    agent_id: str
+    user_key: str = Field(description="The credentials' public key: what a revocation names")
+    expires_at: datetime
+    creds: str = Field(
+        description="The creds file (a secret): save it with mode 0600, point NATS_CREDS at it"
+    )
+    env: dict[str, str] = Field(description="What Warp needs besides NATS_CREDS")
+
+
+class RevokedOut(BaseModel):
+    user_key: str
+    revoked: bool
+
+
+UserKey = Annotated[str, Path(pattern="^U[A-Z2-7]{55}$", description="A NATS user public key")]
+
+
+@router.post(
+    "/credentials",
+    response_model=CredentialsOut,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=ADMIN,
+    summary="Mint NATS credentials for a hand-attached agent",
+)
+async def mint_credentials(
+    project: ProjectDep, state: StateDep, body: CredentialsRequest | None = None
+) -> CredentialsOut:
+    """Credentials that let one agent of this project do what Warp does, and nothing else,
+    until they expire or are revoked (scoped NATS auth only; 409 otherwise)."""
+    if state.credentials is None:
+        raise CredentialsUnavailable()
+    request = body or CredentialsRequest()
+    issued = await state.credentials.issue(
+        project.project_id,
+        agent_id=request.agent_id,
+        user_id=request.user_id,
+        channels=tuple(request.channels),
+        ttl_s=request.ttl_s,
+    )
+    return CredentialsOut(
+        project_id=issued.project_id,
+        agent_id=issued.agent_id,
+        user_key=issued.user_key,
+        expires_at=issued.expires_at,
+        creds=issued.creds.get_secret_value(),
+        env={
+            "NATS_URL": state.nats.url,
+            "LOOM_PROJECT_ID": issued.project_id,
+            "LOOM_AGENT_ID": issued.agent_id,
+        },
+    )
+
+
+@router.delete(
+    "/credentials/{user_key}",
+    response_model=RevokedOut,
+    dependencies=ADMIN,
+    summary="Revoke NATS credentials",
+)
+async def revoke_credentials(user_key: UserKey, state: StateDep) -> RevokedOut:
+    """The servers refuse the credentials from now on and close their connections."""
+    if state.credentials is None:
+        raise CredentialsUnavailable()
+    await state.credentials.revoke(user_key)
+    return RevokedOut(user_key=user_key, revoked=True)
+
+
 @router.get("", response_model=PageOut[AgentView], summary="List agents, by handle")
 async def list_agents(
     project: ProjectDep,
@@ -76,7 +165,9 @@ async def list_agents(
     )
 
 
-@router.post("/shutdown-batch", response_model=BatchOut, summary="Ask several agents to shut down")
+@router.post(
+    "/shutdown-batch", response_model=BatchOut, dependencies=ADMIN, summary="Ask several agents to shut down"
+)
 async def shutdown_batch(body: ShutdownBatchRequest, project: ProjectDep) -> BatchOut:
     results: list[BatchResult] = []
     for agent_id in dict.fromkeys(body.agent_ids):
@@ -98,6 +189,7 @@ async def get_agent(agent_id: AgentId, project: ProjectDep) -> AgentView:
     "/{agent_id}/shutdown",
     response_model=ShutdownOut,
     status_code=status.HTTP_202_ACCEPTED,
+    dependencies=ADMIN,
     summary="Ask an agent to shut down",
 )
 async def shutdown_agent(

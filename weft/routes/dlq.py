@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from shared.models import WorkItem
 from shared.names import validate_capability
-from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
+from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import WorkId
 from weft.schemas import PageOut
@@ -38,14 +38,19 @@ async def list_dead_letters(
     return PageOut[DeadLetterOut](items=items, next_cursor=page.next_cursor)
 
 
-@router.post("/{work_id}/retry", response_model=WorkItem, summary="Put a dead letter back in the queue")
+@router.post(
+    "/{work_id}/retry",
+    response_model=WorkItem,
+    dependencies=OPERATE,
+    summary="Put a dead letter back in the queue",
+)
 async def retry_dead_letter(work_id: WorkId, project: ProjectDep, state: StateDep) -> WorkItem:
     item = await project.queue.dlq_retry(work_id)
     state.spawn(state.router.route(project, item), name=f"route:{item.id}")
     return item
 
 
-@router.delete("/{work_id}", response_model=WorkItem, summary="Discard a dead letter")
+@router.delete("/{work_id}", response_model=WorkItem, dependencies=OPERATE, summary="Discard a dead letter")
 async def discard_dead_letter(work_id: WorkId, project: ProjectDep) -> WorkItem:
     """The record stays (dead-lettered, with a note); only the DLQ entry goes."""
     return await project.queue.dlq_discard(work_id)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.errors import LoomError, without_given
 from shared.models import HealthCheck, SpinupOperation, Target, TargetSpec
 from shared.names import validate_capability
-from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
+from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, from_pydantic
 from weft.routes.common import HEX32, TargetRef
 from weft.schemas import PageOut
@@ -77,7 +77,13 @@ async def list_targets(
     return PageOut[Target](items=[out(t) for t in page.items], next_cursor=page.next_cursor, total=page.total)
 
 
-@router.post("", response_model=Target, status_code=status.HTTP_201_CREATED, summary="Register a target")
+@router.post(
+    "",
+    response_model=Target,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=ADMIN,
+    summary="Register a target",
+)
 async def create_target(body: TargetIn, project: ProjectDep, state: StateDep) -> Target:
     try:
         state.spinup.validate_target(body)
@@ -91,7 +97,7 @@ async def get_target(target: TargetRef, project: ProjectDep) -> Target:
     return out(await project.targets.resolve(target))
 
 
-@router.patch("/{target}", response_model=Target, summary="Change a target")
+@router.patch("/{target}", response_model=Target, dependencies=ADMIN, summary="Change a target")
 async def patch_target(target: TargetRef, body: TargetPatch, project: ProjectDep, state: StateDep) -> Target:
     changes = body.model_dump(exclude_unset=True)
     if not changes:
@@ -104,22 +110,31 @@ async def patch_target(target: TargetRef, body: TargetPatch, project: ProjectDep
         raise without_given(exc, changes.get("config")) from None
 
 
-@router.delete("/{target}", response_model=Target, summary="Remove a target")
+@router.delete("/{target}", response_model=Target, dependencies=ADMIN, summary="Remove a target")
 async def delete_target(target: TargetRef, project: ProjectDep) -> Target:
     return out(await project.targets.delete(target))
 
 
-@router.post("/{target}/enable", response_model=Target, summary="Enable a target for routing")
+@router.post(
+    "/{target}/enable", response_model=Target, dependencies=ADMIN, summary="Enable a target for routing"
+)
 async def enable_target(target: TargetRef, project: ProjectDep) -> Target:
     return out(await project.targets.set_enabled(target, True))
 
 
-@router.post("/{target}/disable", response_model=Target, summary="Stop routing to a target")
+@router.post(
+    "/{target}/disable", response_model=Target, dependencies=ADMIN, summary="Stop routing to a target"
+)
 async def disable_target(target: TargetRef, project: ProjectDep) -> Target:
     return out(await project.targets.set_enabled(target, False))
 
 
-@router.post("/{target}/test", response_model=TargetTestResult, summary="Check a target can start agents")
+@router.post(
+    "/{target}/test",
+    response_model=TargetTestResult,
+    dependencies=ADMIN,
+    summary="Check a target can start agents",
+)
 async def test_target(target: TargetRef, project: ProjectDep, state: StateDep) -> TargetTestResult:
     """Answered by the installed spin-up mechanism; 409 when none is installed."""
     found = await project.targets.resolve(target)
@@ -130,6 +145,7 @@ async def test_target(target: TargetRef, project: ProjectDep, state: StateDep) -
     "/{target}/spin-up",
     response_model=SpinupOperation,
     status_code=status.HTTP_202_ACCEPTED,
+    dependencies=ADMIN,
     summary="Start an agent from a target now",
 )
 async def spin_up(

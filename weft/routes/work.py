@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.models import WorkItem, WorkStatus, WorkSubmission
 from shared.names import validate_agent_id, validate_boundary, validate_capability
 from shared.work import WorkError, WorkFilter
-from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
+from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, WorkId
 from weft.schemas import BatchOut, BatchResult, PageOut
@@ -33,7 +33,13 @@ class CancelBatchRequest(BaseModel):
     reason: str = Field(default="", max_length=2000)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=WorkItem, summary="Submit work")
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=WorkItem,
+    dependencies=OPERATE,
+    summary="Submit work",
+)
 async def submit_work(body: WorkSubmission, project: ProjectDep, state: StateDep) -> WorkItem:
     """Queue an item in the same queue Warp agents claim from; routing runs right after."""
     item = await project.queue.submit(body, submitted_by=SUBMITTED_BY)
@@ -61,7 +67,7 @@ async def list_work(
     return PageOut[WorkItem](items=page.items, next_cursor=page.next_cursor, total=page.total)
 
 
-@router.post("/cancel-batch", response_model=BatchOut, summary="Cancel several items")
+@router.post("/cancel-batch", response_model=BatchOut, dependencies=OPERATE, summary="Cancel several items")
 async def cancel_batch(body: CancelBatchRequest, project: ProjectDep) -> BatchOut:
     results: list[BatchResult] = []
     for work_id in dict.fromkeys(body.work_ids):
@@ -79,14 +85,19 @@ async def get_work(work_id: WorkId, project: ProjectDep) -> WorkItem:
     return await project.queue.get(work_id)
 
 
-@router.post("/{work_id}/cancel", response_model=WorkItem, summary="Cancel an item")
+@router.post("/{work_id}/cancel", response_model=WorkItem, dependencies=OPERATE, summary="Cancel an item")
 async def cancel_work(work_id: WorkId, project: ProjectDep, body: CancelRequest | None = None) -> WorkItem:
     """Queued work leaves the queue; claimed work is taken back and its agent told to stop."""
     reason = body.reason if body else ""
     return await project.queue.cancel(work_id, reason=reason, by=SUBMITTED_BY)
 
 
-@router.post("/{work_id}/retry", response_model=WorkItem, summary="Retry failed or dead-lettered work")
+@router.post(
+    "/{work_id}/retry",
+    response_model=WorkItem,
+    dependencies=OPERATE,
+    summary="Retry failed or dead-lettered work",
+)
 async def retry_work(work_id: WorkId, project: ProjectDep, state: StateDep) -> WorkItem:
     item = await project.queue.retry(work_id)
     state.spawn(state.router.route(project, item), name=f"route:{item.id}")

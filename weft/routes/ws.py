@@ -6,7 +6,7 @@ from fastapi import APIRouter, WebSocket
 from fastapi.responses import JSONResponse
 
 from shared.errors import LoomError
-from weft.deps import WS_UNAUTHORIZED_MESSAGE, choose_project, get_state, token_ok
+from weft.deps import WS_UNAUTHORIZED_MESSAGE, choose_project, get_state, token_scope
 from weft.errors import error_body, http_status
 from weft.websocket import Session, subscriptions_from_query
 
@@ -41,7 +41,7 @@ async def _deny(ws: WebSocket, exc: LoomError) -> None:
 async def events_socket(ws: WebSocket) -> None:
     state = get_state(ws)
     token, via_protocol = _token(ws)
-    if not token_ok(state, token):
+    if token_scope(state, token) is None:  # any valid token may watch (read)
         await _deny(ws, LoomError(WS_UNAUTHORIZED_MESSAGE, code="unauthorized"))
         return
     try:

@@ -50,6 +50,7 @@ RESERVED_ENV = frozenset(
         "LOOM_CAPABILITIES",
         "LOOM_BOUNDARIES",
         "LOOM_AUTO_REGISTER",
+        "NATS_CREDS_CONTENT",
     }
 )
 """Variables Weft sets for every spawned agent (the join contract)."""

@@ -252,6 +252,11 @@ class SpinupManager:
 
         _, current = await self.store.mutate(op_id, to_starting)
         await self._event("starting", current, mechanism=target.mechanism)
+        try:
+            creds = await self._credentials(op_id, record.op.agent_id)
+        except Exception as exc:
+            await self.finish(op_id, SpinupState.FAILED, reason="no NATS credentials", error=_error_text(exc))
+            return
         launch = Launch(
             spinup_id=op_id,
             agent_id=record.op.agent_id,
@@ -264,6 +269,7 @@ class SpinupManager:
             capabilities=tuple(target.capabilities),
             boundaries=tuple(target.boundaries),
             extra_env=dict(config.env),
+            nats_creds=creds,
         )
 
         async def on_handle(handle: dict[str, str]) -> None:
@@ -301,6 +307,31 @@ class SpinupManager:
             )
             return
         await on_handle(handle)
+
+    async def _credentials(self, op_id: str, agent_id: str) -> str | None:
+        """Scoped NATS auth: the agent's own credentials; their public key and expiry go on the
+        operation (the credentials themselves nowhere), so its end can revoke them."""
+        authority = self.context.credentials
+        if authority is None:
+            return None
+        issued = await authority.issue(self.names.project_id, agent_id=agent_id)
+
+        def note(r: SpinupRecord) -> SpinupRecord:
+            r.nats_user_key, r.nats_expires_at = issued.user_key, issued.expires_at
+            return r
+
+        await self.store.mutate(op_id, note)
+        return issued.creds.get_secret_value()
+
+    async def _revoke(self, record: SpinupRecord) -> None:
+        """The operation ended: its agent's credentials stop working now (not at their expiry)."""
+        authority = self.context.credentials
+        if authority is None or record.nats_user_key is None:
+            return
+        try:
+            await authority.revoke(record.nats_user_key, record.nats_expires_at)
+        except Exception as exc:  # they still expire; the stop must go on
+            log.warning("could not revoke the NATS credentials of spin-up %s: %s", record.op.id, redact(exc))
 
     # -- registration ------------------------------------------------------------------------
     async def link(self, entry: AgentEntry) -> SpinupOperation | None:
@@ -411,6 +442,7 @@ class SpinupManager:
 
     async def _run_stop(self, record: SpinupRecord) -> None:
         op = record.op
+        await self._revoke(record)
         try:
             note = "nothing was started" if not op.handle else await self._mechanism_stop(record)
             failed = False

@@ -63,6 +63,9 @@ class SpinupRecord(LoomModel):
     stop_note: str | None = None
     started_by: str = ""
     """The Weft replica (host) that ran the mechanism's start."""
+    nats_user_key: str | None = None
+    """Scoped NATS auth: the public key of the agent's credentials (revoked when it ends)."""
+    nats_expires_at: datetime | None = None
 
 
 class TargetSlot(LoomModel):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from shared.natsauth import CREDS_CONTENT
 from shared.redact import redact, register_secret
 from weft.spinup.config import MechanismConfig
 
@@ -47,10 +48,16 @@ class Launch:
     capabilities: tuple[str, ...] = ()
     boundaries: tuple[str, ...] = ("default",)
     extra_env: dict[str, str] = field(default_factory=dict)
+    nats_creds: str | None = field(default=None, repr=False)
+    """Scoped NATS auth: the agent's own creds file (a secret, revoked when the operation
+    ends); passed as ``NATS_CREDS_CONTENT``, never stored in the target or the operation."""
 
     def env(self) -> dict[str, str]:
         """The agent's environment contract (see docs/spinup.md)."""
         env = dict(self.extra_env)
+        env.pop(CREDS_CONTENT, None)
+        if self.nats_creds is not None:
+            env[CREDS_CONTENT] = self.nats_creds
         env.update(
             {
                 "NATS_URL": self.nats_url,

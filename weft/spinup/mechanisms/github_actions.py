@@ -125,6 +125,8 @@ def dispatch_inputs(config: GithubActionsConfig, launch: Launch) -> dict[str, st
         )
         if not url_has_credentials(launch.nats_url):
             inputs["nats_url"] = launch.nats_url
+        if launch.nats_creds is not None:  # the run's own credentials, revoked when it ends
+            inputs["nats_creds"] = launch.nats_creds
     inputs[config.correlation_input] = launch.spinup_id
     return inputs
 

@@ -9,6 +9,7 @@ labels naming the target, project, agent and spin-up; stopping deletes it with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import ssl
@@ -21,6 +22,7 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 
 from shared.errors import shown_name
+from shared.natsauth import CREDS_CONTENT
 from shared.redact import register_secret
 from weft.spinup.config import (
     K8S_NAME,
@@ -148,10 +150,40 @@ def job_labels(config: KubernetesConfig, launch: Launch) -> dict[str, str]:
     return labels
 
 
+CREDS_KEY = "nats.creds"
+
+
+def creds_secret_name(config: KubernetesConfig, spinup_id: str) -> str:
+    return f"{job_name(config, spinup_id)}-nats"
+
+
+def creds_secret(config: KubernetesConfig, launch: Launch, namespace: str) -> dict[str, Any]:
+    """The Secret holding one agent's NATS credentials (deleted with its Job; revoked anyway)."""
+    assert launch.nats_creds is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": creds_secret_name(config, launch.spinup_id),
+            "namespace": namespace,
+            "labels": job_labels(config, launch),
+        },
+        "stringData": {CREDS_KEY: launch.nats_creds},
+    }
+
+
 def job_manifest(config: KubernetesConfig, launch: Launch, namespace: str) -> dict[str, Any]:
     """The Job that runs one agent."""
     labels = job_labels(config, launch)
-    env = [{"name": name, "value": value} for name, value in sorted(launch.env().items())]
+    env: list[dict[str, Any]] = [
+        {"name": name, "value": value}
+        for name, value in sorted(launch.env().items())
+        if name != CREDS_CONTENT
+    ]
+    if launch.nats_creds is not None:  # from the operation's own Secret: a Job is readable by many
+        ref = {"name": creds_secret_name(config, launch.spinup_id), "key": CREDS_KEY}
+        env.append({"name": CREDS_CONTENT, "valueFrom": {"secretKeyRef": ref}})
     container: dict[str, Any] = {"name": "agent", "image": config.image, "env": env}
     if config.command:
         container["command"] = list(config.command)
@@ -280,6 +312,14 @@ class KubernetesMechanism(Mechanism):
             )
         access = self.access(config)
         manifest = job_manifest(config, launch, access.namespace)
+        if launch.nats_creds is not None:
+            secret = creds_secret(config, launch, access.namespace)
+            _, created = await self._request(config, "POST", "/api/v1/namespaces/{ns}/secrets", json=secret)
+            if created.status_code not in (200, 201, 202):
+                raise MechanismError(
+                    f"Kubernetes refused the agent's credentials Secret ({created.status_code}): "
+                    f"{_status_message(created)}"
+                )
         _, response = await self._request(
             config, "POST", "/apis/batch/v1/namespaces/{ns}/jobs", json=manifest
         )
@@ -293,6 +333,8 @@ class KubernetesMechanism(Mechanism):
             "namespace": access.namespace,
             "uid": str(metadata.get("uid", "")),
         }
+        if launch.nats_creds is not None:
+            handle["secret"] = creds_secret_name(config, launch.spinup_id)
         await on_handle(handle)
         return handle
 
@@ -303,6 +345,11 @@ class KubernetesMechanism(Mechanism):
         _, response = await self._request(
             config, "DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", json=body
         )
+        if handle.get("secret"):
+            with contextlib.suppress(MechanismError):  # revoked already; a leftover is harmless
+                await self._request(
+                    config, "DELETE", f"/api/v1/namespaces/{namespace}/secrets/{handle['secret']}"
+                )
         if response.status_code == 404:
             return f"Job {namespace}/{name} was already gone"
         if response.status_code not in (200, 202):

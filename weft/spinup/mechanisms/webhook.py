@@ -173,7 +173,11 @@ class WebhookMechanism(Mechanism):
     async def start(self, config: Any, launch: Launch, on_handle: HandleCallback) -> dict[str, str]:
         assert isinstance(config, WebhookConfig)
         values = launch.template_values()
-        text = _render(config.body, values) if config.body is not None else json.dumps(values, sort_keys=True)
+        if config.body is not None:
+            text = _render(config.body, values)
+        else:  # the default body: every value, and the agent's credentials (never in the handle)
+            sent = dict(values) | ({"nats_creds": launch.nats_creds} if launch.nats_creds else {})
+            text = json.dumps(sent, sort_keys=True)
         body = text.encode()
         url = _render(config.url, values)
         response = await self._send(
