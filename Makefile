@@ -40,8 +40,11 @@ $(TS_STAMP): $(TS_CLIENT)/package-lock.json
 
 install: $(STAMP) $(TS_STAMP)
 
+ifdef NATS_AUTH
+run: export WEFT_NATS_AUTH = $(NATS_AUTH)
+endif
 run: $(STAMP)
-	$(if $(NATS_AUTH),WEFT_NATS_AUTH=$(NATS_AUTH) )$(BIN)/weft serve
+	$(BIN)/weft serve
 
 demo: $(STAMP)
 	$(BIN)/weft demo

@@ -137,8 +137,17 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         "a Dockerfile for an image of your own, FROM an image in your registry: " + DOCKER
     ),
     ("docs/deploy.md", "docker compose -f deploy/docker/compose.yaml up --build"): Skip(DOCKER),
-    ("docs/deploy.md", "kubectl -n loom create secret generic loom-nats-auth \\"): Skip(
-        "needs a Kubernetes cluster (tests/deploy validates the manifests offline)"
+    ("docs/deploy.md", "weft nats-auth init ./loom-nats          # issuer.json (a se"): Skip(
+        "needs a Kubernetes cluster for the kubectl lines (tests/deploy validates the manifests"
+        " offline; tests/weft/test_weft_scoped_nats.py runs weft nats-auth init)"
+    ),
+    ("docs/weft.md", '{"error": "forbidden", "message": "scope: this needs a token'): Skip(
+        "needs a second, read-only token: tests/weft/test_weft_scopes.py checks this answer word for"
+        " word for every route"
+    ),
+    ("docs/weft.md", '{"project_id":"demo","agent_id":"5a9c...","user_key":"UBK7..'): Skip(
+        "needs Weft in scoped NATS mode (its own operator): tests/weft/test_weft_scoped_nats.py mints"
+        " credentials through this route and uses them against a real server"
     ),
     ("docs/deploy.md", '"name": "k8s-coder",'): run("target"),
     ("docs/deploy.md", '{"name": "gha-coder", "agent_type": "claude-code", "capabili'): run("target"),

@@ -395,8 +395,14 @@ def run_serve_block(example: Example) -> None:
     for line in lines[1:]:  # `make run` itself is started by the README walkthrough's test
         port = free_port()
         args = example.fabric.substitute(line).replace("--port 8080", f"--port {port}").split()
+        env = {}
+        while "=" in args[0]:  # leading NAME=value assignments, as a shell takes them
+            name, value = args.pop(0).split("=", 1)
+            env[name] = value
         assert Path(args[0]).name == "weft"
-        with running_weft(example.folder / "home", args[1:], port=port, cwd=example.folder) as served:
+        with running_weft(
+            example.folder / "home", args[1:], port=port, cwd=example.folder, env=env
+        ) as served:
             health = httpx.get(f"{served.url}/health").json()
             assert health["project_id"] == args[args.index("--project") + 1]
             assert "Policy      policy.yaml (2 boundary rules)" in served.banner()

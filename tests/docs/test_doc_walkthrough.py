@@ -45,7 +45,7 @@ def walkthrough() -> list[Block]:
 def make_recipe(target: str) -> list[str]:
     """The recipe lines of a Makefile target."""
     lines = (REPO / "Makefile").read_text().splitlines()
-    start = lines.index(next(line for line in lines if line.startswith(f"{target}:")))
+    start = lines.index(next(line for line in lines if line.startswith(f"{target}:") and "=" not in line))
     recipe = []
     for line in lines[start + 1 :]:
         if not line.startswith("\t"):
