@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -48,6 +49,18 @@ Token = Annotated[str, _schema(names.TOKEN_PATTERN, names.TOKEN_RULE)]
 AgentId = Annotated[str, _schema(names.AGENT_ID_PATTERN, names.AGENT_ID_RULE)]
 ProjectId = Annotated[str, _schema(names.PROJECT_ID_PATTERN, names.PROJECT_ID_RULE)]
 Handle = Annotated[str, _schema(names.HANDLE_PATTERN, names.HANDLE_RULE)]
+
+
+def _work_id(value: str) -> str:
+    """A work id in a list: the message leaves the field to the list entry's path."""
+    if names.is_work_id(value):
+        return value
+    raise ValueError(f"must be {names.WORK_ID_RULE}")
+
+
+WorkId = Annotated[str, _schema(names.AGENT_ID_PATTERN, names.WORK_ID_RULE), AfterValidator(_work_id)]
+MAX_DEPENDENCIES = 100
+"""How many items one submission may depend on."""
 
 
 class Scope(StrEnum):
@@ -167,6 +180,7 @@ class AgentEntry(LoomModel):
 
 class WorkStatus(StrEnum):
     SUBMITTED = "submitted"
+    BLOCKED = "blocked"
     QUEUED = "queued"
     CLAIMED = "claimed"
     IN_PROGRESS = "in-progress"
@@ -195,6 +209,9 @@ class WorkMove(StrEnum):
     CANCEL = "cancel"
     EXPIRE = "expire"
     RETRY = "retry"
+    UNBLOCK = "unblock"
+    ABANDON = "abandon"
+    REVIVE = "revive"
 
 
 @dataclass(frozen=True)
@@ -218,15 +235,25 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.LAPSE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.FAILED),
     WorkMove.REQUEUE: Transition(_from(_S.FAILED), _S.QUEUED),
     WorkMove.DEAD_LETTER: Transition(_from(_S.FAILED), _S.DEAD_LETTERED),
-    WorkMove.CANCEL: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.CLAIMED, _S.IN_PROGRESS), _S.CANCELLED),
-    WorkMove.EXPIRE: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.FAILED), _S.EXPIRED),
+    WorkMove.CANCEL: Transition(
+        _from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.CLAIMED, _S.IN_PROGRESS), _S.CANCELLED
+    ),
+    WorkMove.EXPIRE: Transition(_from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.FAILED), _S.EXPIRED),
     WorkMove.RETRY: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.QUEUED),
+    WorkMove.UNBLOCK: Transition(_from(_S.BLOCKED), _S.QUEUED),
+    WorkMove.ABANDON: Transition(_from(_S.BLOCKED), _S.FAILED),
+    WorkMove.REVIVE: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.BLOCKED),
 }
 """The work lifecycle, one row per operation: the truth the rules in shared/work.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
 
-Items are created ``queued``; nothing stores ``submitted`` today, but an item in it
-would be claimed, cancelled or expired like a queued one. ``failed`` records an
+Items are created ``queued``, or ``blocked`` when they name dependencies
+(``depends_on``): a blocked item is in no queue until ``unblock`` (its last dependency
+completed) or ``abandon`` (a dependency can no longer complete: it then fails for good,
+into the DLQ, naming that dependency); ``revive`` takes such an item (and the chain
+behind it) back to ``blocked`` when the dependency is retried. Nothing stores
+``submitted`` today, but an item in it would be claimed, cancelled or expired like a
+queued one. ``failed`` records an
 attempt that went wrong: reported by its agent (``fail``) or a claim that went
 silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
 there the item is requeued, claimed again, expired or dead-lettered. ``progress``
@@ -276,6 +303,18 @@ class WorkSubmission(LoomModel):
     context: dict[str, Any] = Field(default_factory=dict)
     scope: Scope = Scope.TEAM
     max_attempts: int = Field(default=3, ge=1, le=100)
+    depends_on: list[WorkId] = Field(
+        default_factory=list,
+        max_length=MAX_DEPENDENCIES,
+        description="Ids of work in the same project that must complete first (until then: blocked)",
+    )
+
+    @field_validator("depends_on")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("depends_on: must not name the same item twice")
+        return v
 
     @field_validator("capability")
     @classmethod
@@ -318,6 +357,16 @@ class WorkItem(WorkSubmission):
     errors: list[AttemptError] = Field(default_factory=list)
     progress: Progress | None = None
     waiting_reason: str | None = None
+    blocked_on: list[str] = Field(
+        default_factory=list, description="The dependencies (of depends_on) that have not completed yet"
+    )
+    dependents: list[str] = Field(
+        default_factory=list, description="Items that depend on this one (their depends_on names it)"
+    )
+    failed_dependency: str | None = Field(
+        default=None,
+        description="The dependency whose failure failed this item; retrying that one revives this one",
+    )
 
     @model_validator(mode="after")
     def _assigned(self) -> WorkItem:

@@ -19,6 +19,7 @@ AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
 HANDLE_RULE: Final = "lowercase letters, digits and '-', 1-64 characters"
 TOKEN_RULE: Final = "lowercase letters, digits, '-' and '_', starting with a letter or digit, 1-64 characters"
 USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
+WORK_ID_RULE: Final = "exactly 32 lowercase hex characters (a work item id)"
 
 PROJECT_ID_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,62}"
 AGENT_ID_PATTERN: Final = r"[0-9a-f]{32}"
@@ -72,6 +73,14 @@ def validate_agent_id(value: object, field: str = "agent_id") -> str:
     return _check(_AGENT_ID, value, field, AGENT_ID_RULE)
 
 
+def validate_work_id(value: object, field: str = "work_id") -> str:
+    return _check(_AGENT_ID, value, field, WORK_ID_RULE)
+
+
+def is_work_id(value: object) -> bool:
+    return isinstance(value, str) and _AGENT_ID.fullmatch(value) is not None
+
+
 def validate_user_id(value: object, field: str = "user_id") -> str:
     return _check(_USER_ID, value, field, USER_ID_RULE)
 
@@ -83,6 +92,10 @@ def validate_handle(value: object, field: str = "handle") -> str:
 def validate_token(value: object, field: str) -> str:
     """A single subject token: capability, boundary, channel name, agent type, category."""
     return _check(_TOKEN, value, field, TOKEN_RULE)
+
+
+def is_token(value: object) -> bool:
+    return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
 
 
 def validate_capability(value: object, field: str = "capability") -> str:

@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -71,13 +73,24 @@ from shared.models import (
     WorkStatus,
     WorkSubmission,
     move_allowed,
+    new_id,
     utcnow,
 )
 from shared.names import ProjectNames, validate_agent_id, validate_capability
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
+from shared.workgraph import (
+    DEAD_ENDS,
+    PlanStep,
+    check_dependencies,
+    dead_end,
+    plan_order,
+)
 
 log = logging.getLogger("loom.work")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
@@ -87,6 +100,10 @@ CLAIMABLE = WORK_LIFECYCLE[WorkMove.CLAIM].sources
 """Waiting for an agent: the statuses a claim may start from."""
 HELD = WORK_LIFECYCLE[WorkMove.LAPSE].sources
 """Claimed and not finished: the statuses whose claim can lapse."""
+EXPIRABLE = WORK_LIFECYCLE[WorkMove.EXPIRE].sources
+"""Not started yet: the statuses an item's deadline can expire it from."""
+DEPENDENTS_AT_ONCE = 32
+"""How many dependents of one item are told about it concurrently."""
 
 
 def default_ack_wait() -> float:
@@ -294,19 +311,33 @@ def _ack_subject(record: WorkRecord) -> str | None:
 
 
 def admit(
-    submission: WorkSubmission, *, project_id: str, submitted_by: str | None, now: datetime
+    submission: WorkSubmission,
+    *,
+    project_id: str,
+    submitted_by: str | None,
+    now: datetime,
+    work_id: str | None = None,
+    dependents: Iterable[str] = (),
 ) -> WorkRecord:
-    """A new item: created queued (its queue message is published next)."""
+    """A new item: created queued (its queue message is published next), or blocked
+    until every item it ``depends_on`` has completed (it has no queue message until then).
+
+    ``work_id`` and ``dependents`` are for a plan, whose ids are chosen before anything
+    is created so each item can name the items of the plan that wait for it."""
     if submission.deadline is not None and submission.deadline <= now:
         raise WorkError("deadline: must be in the future", field="deadline")
     item = WorkItem(
         **submission.model_dump(),
         project_id=project_id,
-        status=WorkStatus.QUEUED,
+        status=WorkStatus.BLOCKED if submission.depends_on else WorkStatus.QUEUED,
         submitted_by=submitted_by,
         created_at=now,
         updated_at=now,
+        blocked_on=list(submission.depends_on),
+        dependents=list(dependents),
     )
+    if work_id is not None:
+        item.id = work_id
     return WorkRecord(item=item)
 
 
@@ -464,8 +495,28 @@ def expire(record: WorkRecord, now: datetime) -> Change:
     return Change(new, (WorkEvent("expired"),), drop_queue_seq=record.queue_seq)
 
 
-def reset(record: WorkRecord, now: datetime) -> Change:
-    """An operator's retry: back to the queue with fresh attempts, out of the DLQ."""
+def reset(
+    record: WorkRecord, now: datetime, dependencies: Mapping[str, WorkItem | None] | None = None
+) -> Change:
+    """An operator's retry: back to the queue with fresh attempts, out of the DLQ.
+
+    An item that failed because of a dependency goes back to waiting for it instead
+    (``revive``), provided that dependency (read into ``dependencies``) may still complete."""
+    failed_dependency = record.item.failed_dependency
+    if failed_dependency is not None and move_allowed(WorkMove.REVIVE, record.item.status):
+        why = dead_end((dependencies or {}).get(failed_dependency))
+        if why is not None:
+            raise WorkConflict(
+                f"work_id: {record.item.id} failed because its dependency {failed_dependency} {why}; "
+                "retry that one first",
+                field="work_id",
+            )
+        revived = revive(record, failed_dependency, now)
+        assert revived.record is not None
+        new, item = revived.record, revived.record.item
+        item.attempts = 0
+        new.notes = [*record.notes, f"retried at {now.isoformat()}"]
+        return Change(new, (WorkEvent("retried"), WorkEvent("blocked")), drop_dlq_seq=record.dlq_seq)
     moved = _move(record, WorkMove.RETRY, now)
     if moved is None:
         raise WorkConflict(
@@ -481,6 +532,7 @@ def reset(record: WorkRecord, now: datetime) -> Change:
     new.dlq_seq = None
     new.dlq_at = None
     new.delivery = None
+    new.queue_seq = None  # the next queue message is this item's, whichever seq it gets
     new.notes = [*record.notes, f"retried at {now.isoformat()}"]
     events = (WorkEvent("retried"), WorkEvent("queued", {"retry": True}))
     return Change(new, events, then=Then.ENQUEUE, drop_dlq_seq=record.dlq_seq)
@@ -507,6 +559,120 @@ def note_waiting(record: WorkRecord, reason: str | None, now: datetime) -> Chang
     item.waiting_reason = reason
     events = () if reason is None else (WorkEvent("waiting", {"reason": reason}),)
     return Change(new, events)
+
+
+# -- dependencies --------------------------------------------------------------------
+#
+# A blocked item waits for every item it ``depends_on``; ``blocked_on`` lists those that
+# have not completed yet, ``dependents`` (on the dependency) the items waiting for it.
+# Whoever completes, cancels, expires or dead-letters an item tells its dependents (rules
+# ``satisfy`` and ``abandon``); whoever creates or revives a blocked item checks its
+# dependencies as they are now (rule ``reconcile``), so an item linked while its dependency
+# was finishing is settled either way. Every rule here is idempotent: two processes telling
+# the same dependent the same thing make one change.
+
+
+def link(record: WorkRecord, dependent_ids: Iterable[str]) -> Change:
+    """Remember that ``dependent_ids`` wait for this item, whatever its status: the caller
+    settles each dependent against the status this link was stored with.
+
+    Bookkeeping, not a change of the work: ``updated_at`` stays (it is the holder's activity)."""
+    known = record.item.dependents
+    added = [d for d in dict.fromkeys(dependent_ids) if d not in known]
+    if not added:
+        return Change()
+    item = record.item.model_copy(update={"dependents": [*known, *added]})
+    return Change(record.model_copy(update={"item": item}))
+
+
+def _unblock(record: WorkRecord, done: Iterable[str], now: datetime) -> Change:
+    """``done`` dependencies completed: drop them from ``blocked_on``; queued once none is left."""
+    item = record.item
+    finished = set(done) & set(item.blocked_on)
+    if item.status is not WorkStatus.BLOCKED or not finished:
+        return Change()
+    rest = [d for d in item.blocked_on if d not in finished]
+    if rest:
+        new, changed = _fork(record, now)
+        changed.blocked_on = rest
+        return Change(new)
+    moved = _move(record, WorkMove.UNBLOCK, now)
+    assert moved is not None  # blocked, checked above
+    new, changed = moved
+    changed.blocked_on = []
+    new.queue_seq = None  # no queue message yet; the next one is this item's
+    last = next(d for d in reversed(item.blocked_on) if d in finished)
+    events = (WorkEvent("unblocked", {"dependency": last}), WorkEvent("queued"))
+    return Change(new, events, then=Then.ENQUEUE)
+
+
+def satisfy(record: WorkRecord, dependency_id: str, now: datetime) -> Change:
+    """``dependency_id`` completed: one less to wait for (queued when it was the last)."""
+    return _unblock(record, (dependency_id,), now)
+
+
+def abandon(record: WorkRecord, dependency_id: str, why: str, now: datetime) -> Change:
+    """A dependency that can no longer complete: the blocked item fails for good (into the
+    DLQ) with an error naming it; anything else is left alone."""
+    item = record.item
+    moved = _move(record, WorkMove.ABANDON, now) if dependency_id in item.depends_on else None
+    if moved is None:
+        return Change()
+    new, changed = moved
+    error = f"dependency {dependency_id} {why}"
+    changed.error = error
+    changed.errors = [*item.errors, AttemptError(attempt=item.attempts, agent_id=None, error=error, at=now)]
+    changed.failed_dependency = dependency_id
+    changed.blocked_on = []
+    event = WorkEvent("failed", {"dependency": dependency_id, "error": error})
+    return Change(new, (event,), then=Then.DEAD_LETTER)
+
+
+def reconcile(record: WorkRecord, dependencies: Mapping[str, WorkItem | None], now: datetime) -> Change:
+    """A blocked item against its dependencies as they are now (``dependencies``: the ones
+    read, None for one that does not exist): it fails for good if one of them can no longer
+    complete; otherwise the completed ones are dropped, and it is queued when none is left."""
+    item = record.item
+    if item.status is not WorkStatus.BLOCKED:
+        return Change()
+    for dependency_id in item.blocked_on:
+        if dependency_id in dependencies:
+            why = dead_end(dependencies[dependency_id])
+            if why is not None:
+                return abandon(record, dependency_id, why, now)
+    done = [
+        d
+        for d in item.blocked_on
+        if (found := dependencies.get(d)) is not None and found.status is WorkStatus.COMPLETED
+    ]
+    return _unblock(record, done, now)
+
+
+def revive(record: WorkRecord, dependency_id: str, now: datetime) -> Change:
+    """``dependency_id`` was retried: an item that failed because of it is blocked again
+    (out of the DLQ), waiting for all it depends on; anything else is left alone."""
+    item = record.item
+    moved = _move(record, WorkMove.REVIVE, now) if item.failed_dependency == dependency_id else None
+    if moved is None:
+        return Change()
+    new, changed = moved
+    changed.blocked_on = list(item.depends_on)
+    changed.failed_dependency = None
+    changed.finished_at = None
+    changed.assigned_to = None
+    new.dlq_seq = None
+    new.dlq_at = None
+    new.delivery = None
+    new.queue_seq = None
+    new.notes = [*record.notes, f"revived at {now.isoformat()}: dependency {dependency_id} was retried"]
+    events = (WorkEvent("revived", {"dependency": dependency_id}), WorkEvent("blocked"))
+    return Change(new, events, drop_dlq_seq=record.dlq_seq)
+
+
+def needs_message(record: WorkRecord) -> bool:
+    """Queued, but its queue message was never stored (the process that queued it stopped
+    between the two steps): a sweep publishes it."""
+    return record.item.status is WorkStatus.QUEUED and record.queue_seq is None
 
 
 class WorkQueue:
@@ -602,19 +768,27 @@ class WorkQueue:
         ``rule`` raises to refuse; a Change without a record leaves the stored one alone.
         Only I/O here: load, decide, write, and again from the top when another writer won.
         """
+        record, change, _ = await self._mutate_at(work_id, rule)
+        return record, change
+
+    async def _mutate_at(
+        self, work_id: str, rule: Callable[[WorkRecord], Change]
+    ) -> tuple[WorkRecord, Change, int]:
+        """:meth:`_mutate`, plus the revision the record now has (the one it was read at
+        when the rule changed nothing), for a next write that need not read it again."""
         kv = await self.records_bucket()
         for attempt in range(CAS_RETRIES):
             raw, revision = await self._load_raw(work_id)
             record = WorkRecord.model_validate_json(raw)
             change = rule(record)
             if change.record is None:
-                return record, change
+                return record, change, revision
             try:
-                await kv.update(work_id, change.record.to_json_bytes(), last=revision)
+                revision = await kv.update(work_id, change.record.to_json_bytes(), last=revision)
             except KeyWrongLastSequenceError:
                 await cas_backoff(attempt)
                 continue
-            return record, change
+            return record, change, revision
         raise WorkConflict(f"work_id: {work_id} is being changed concurrently; try again", field="work_id")
 
     async def get(self, work_id: str) -> WorkItem:
@@ -680,10 +854,101 @@ class WorkQueue:
 
     # -- submit -----------------------------------------------------------------
     async def submit(self, submission: WorkSubmission, *, submitted_by: str | None = None) -> WorkItem:
+        """One item: queued, or blocked until what it ``depends_on`` has completed."""
+        if submission.depends_on:
+            (item,) = await self.submit_plan([PlanStep(submission)], submitted_by=submitted_by, prefix=None)
+            return item
         await self.ensure()
         record = admit(submission, project_id=self.names.project_id, submitted_by=submitted_by, now=utcnow())
+        await self._create(record)
+        return record.item
+
+    async def submit_plan(
+        self, steps: Sequence[PlanStep], *, submitted_by: str | None = None, prefix: str | None = "items"
+    ) -> list[WorkItem]:
+        """Several items that may wait for each other (``PlanStep.after``) and for existing
+        items (``depends_on``); the items as they stand once submitted, in the steps' order.
+
+        The whole plan is checked before anything is created (``shared.workgraph``: no
+        cycle, every dependency exists in this project and may still complete). Ids are
+        chosen first, so each item is created knowing which items of the plan wait for it;
+        items are created in dependency order, and a blocked item is settled against its
+        dependencies only once it exists (see "dependencies" above the rules)."""
+        await self.ensure()
+        order = plan_order(steps) if prefix is not None else [0]
+        external = list(dict.fromkeys(d for step in steps for d in step.submission.depends_on))
+        found = await self._items(external)
+        check_dependencies(steps, found, prefix)
+        now = utcnow()
+        ids = [new_id() for _ in steps]
+        dependents: list[list[str]] = [[] for _ in steps]
+        for index, step in enumerate(steps):
+            for before in step.after:
+                dependents[before].append(ids[index])
+        records = []
+        for index, step in enumerate(steps):
+            submission = step.submission
+            if step.after:
+                within = [ids[b] for b in step.after]
+                submission = submission.model_copy(update={"depends_on": [*submission.depends_on, *within]})
+            records.append(
+                admit(
+                    submission,
+                    project_id=self.names.project_id,
+                    submitted_by=submitted_by,
+                    now=now,
+                    work_id=ids[index],
+                    dependents=dependents[index],
+                )
+            )
+        await self._each([records[i] for i in order], self._create)
+        items = {r.item.id: r.item for r in records}
+        blocked = [r.item for r in records if r.item.status is WorkStatus.BLOCKED]
+        if blocked:
+            items.update(await self._settle_new(blocked, set(external)))
+        return [items[i] for i in ids]
+
+    async def _settle_new(self, blocked: list[WorkItem], external: set[str]) -> dict[str, WorkItem]:
+        """Link new blocked items to the existing items they depend on, then settle each
+        against its dependencies as they are now: a dependency that finished before the
+        link (or before a dependent of the same plan was created) told nobody."""
+        waiting: dict[str, list[str]] = {}
+        for item in blocked:
+            for dependency_id in item.depends_on:
+                if dependency_id in external:
+                    waiting.setdefault(dependency_id, []).append(item.id)
+
+        async def link_all(dependency_id: str) -> tuple[str, WorkItem | None]:
+            try:
+                before, change = await self._mutate(dependency_id, lambda r: link(r, waiting[dependency_id]))
+            except WorkNotFound:
+                return dependency_id, None
+            return dependency_id, (change.record or before).item
+
+        linked = dict(await self._each(list(waiting), link_all))
+        internal = {d for item in blocked for d in item.depends_on if d not in external}
+        now_found = {**linked, **await self._items(internal)}
+        settled: dict[str, WorkItem] = {}
+
+        async def settle(item: WorkItem) -> None:
+            record = WorkRecord(item=item)
+            if reconcile(record, now_found, utcnow()).record is None:
+                return  # nothing finished yet: whatever finishes will find this item among its dependents
+            after = await self._apply(item.id, lambda r: reconcile(r, now_found, utcnow()))
+            if after is not None:
+                settled[item.id] = after
+
+        await self._each(blocked, settle)
+        return settled
+
+    async def _create(self, record: WorkRecord) -> None:
+        """Store a new record and announce it; a queued one gets its queue message too."""
         item = record.item
         kv = await self.records_bucket()
+        if item.status is WorkStatus.BLOCKED:
+            await kv.create(item.id, record.to_json_bytes())
+            await asyncio.gather(self._publish_event("submitted", item), self._publish_event("blocked", item))
+            return
         subject = self.names.work_subject(
             item.capability, item.boundary, item.required_agent_type, item.priority
         )
@@ -715,7 +980,174 @@ class WorkQueue:
             await kv.update(item.id, queued.to_json_bytes(), last=revision)
         except KeyWrongLastSequenceError:  # claimed (or cancelled) already: record the seq onto that
             await self._mutate(item.id, lambda r: store_seq(r, seq, 1, now))
+
+    # -- dependencies ------------------------------------------------------------
+    async def _items(self, work_ids: Iterable[str]) -> dict[str, WorkItem | None]:
+        """The current item of each id (None where there is none), read concurrently."""
+        wanted = list(dict.fromkeys(work_ids))
+
+        async def one(work_id: str) -> tuple[str, WorkItem | None]:
+            entry = await get_or_none(await self.records_bucket(), work_id)
+            if entry is None or entry.value is None:
+                return work_id, None
+            return work_id, WorkRecord.model_validate_json(entry.value).item
+
+        return dict(await self._each(wanted, one))
+
+    @staticmethod
+    async def _each(values: Sequence[T], op: Callable[[T], Awaitable[R]]) -> list[R]:
+        """``op`` over ``values``, at most :data:`DEPENDENTS_AT_ONCE` at a time, results in order."""
+        results: list[R] = []
+        for start in range(0, len(values), DEPENDENTS_AT_ONCE):
+            chunk = values[start : start + DEPENDENTS_AT_ONCE]
+            results.extend(await asyncio.gather(*(op(v) for v in chunk)))
+        return results
+
+    async def _apply(self, work_id: str, rule: Callable[[WorkRecord], Change]) -> WorkItem | None:
+        """Run a dependency rule on one item and carry out what it decided: its events, a
+        queue message when it was unblocked, the DLQ when it failed for good (and then its
+        own dependents). The item as it now stands, or None when it is gone or unchanged."""
+        try:
+            _, change, revision = await self._mutate_at(work_id, rule)
+        except WorkNotFound:
+            return None  # not created yet (its own settling will see this change) or deleted
+        if change.record is None:
+            return None
+        item = change.record.item
+        if change.drop_dlq_seq is not None:
+            await self._delete_dead_letter(change.drop_dlq_seq)
+        if change.then is Then.ENQUEUE:
+            await self._queue_now(change.record, revision, change.events)
+            return item
+        await self._announce(change.events, item)
+        if change.then is Then.DEAD_LETTER:
+            item = await self._dead_letter(work_id)
+            await self._cascade(item)
         return item
+
+    async def _queue_now(self, record: WorkRecord, revision: int, events: Iterable[WorkEvent]) -> None:
+        """An item just became queued (stored at ``revision``): its events and its queue
+        message pipelined in one round trip, as on submit, then the message's seq on the
+        record, without reading it again unless someone changed it meanwhile (the claim)."""
+        item = record.item
+        subject = self.names.work_subject(
+            item.capability, item.boundary, item.required_agent_type, item.priority
+        )
+        await self._ensure_consumer(subject)
+        await self.settle()
+        epoch = record.enqueues + 1
+        announced = asyncio.gather(*(self._publish_event(e.action, item, **e.data) for e in events))
+        published = self._js.publish(
+            subject,
+            json.dumps({"work_id": item.id, "epoch": epoch}).encode(),
+            headers={"Nats-Msg-Id": f"{item.id}.{epoch}"},
+        )
+        _, ack = await asyncio.gather(announced, published)
+        seq, now = int(ack.seq), utcnow()
+        stamped = store_seq(record, seq, epoch, now).record
+        assert stamped is not None
+        kv = await self.records_bucket()
+        try:
+            await kv.update(item.id, stamped.to_json_bytes(), last=revision)
+        except KeyWrongLastSequenceError:
+            await self._mutate(item.id, lambda r: store_seq(r, seq, epoch, now))
+
+    async def _tell_dependents(self, item: WorkItem) -> None:
+        """:meth:`_cascade` after an operation that is already on record: a failure here is
+        logged, never reported as the operation's (the caller would complete or cancel
+        again what it did); a sweep repairs the dependents (``weft/repair.py``)."""
+        if not item.dependents:
+            return
+        try:
+            await self._cascade(item)
+        except Exception as exc:
+            log.warning("work %s is %s, but its dependents were not all told: %s", item.id, item.status, exc)
+
+    async def _cascade(self, item: WorkItem) -> None:
+        """Tell the dependents of an item that completed (one less to wait for) or can no
+        longer complete (they fail for good, naming it, and so on down the chain). A loop
+        over a work list rather than recursion: a chain may be a thousand items long."""
+        pending = deque([item])
+        while pending:
+            source = pending.popleft()
+            if not source.dependents:
+                continue
+            if source.status is WorkStatus.COMPLETED:
+                await self._each(source.dependents, functools.partial(self._satisfy, source.id))
+                continue
+            why = dead_end(source)
+            if why is not None:
+                dead = await self._each(source.dependents, functools.partial(self._abandon, source.id, why))
+                pending.extend(d for d in dead if d is not None)
+
+    async def _satisfy(self, done: str, work_id: str) -> WorkItem | None:
+        return await self._apply(work_id, lambda r: satisfy(r, done, utcnow()))
+
+    async def _abandon(self, failed: str, why: str, work_id: str) -> WorkItem | None:
+        """``abandon`` one dependent; the dead letter it became (its own dependents are the
+        caller's next step), or None."""
+        try:
+            _, change = await self._mutate(work_id, lambda r: abandon(r, failed, why, utcnow()))
+        except WorkNotFound:
+            return None
+        if change.record is None:
+            return None
+        await self._announce(change.events, change.record.item)
+        if change.then is not Then.DEAD_LETTER:
+            return None
+        dead = await self._dead_letter(work_id)
+        return dead if dead.status is WorkStatus.DEAD_LETTERED else None
+
+    async def _revive(self, retried: str, work_id: str) -> WorkItem | None:
+        return await self._apply(work_id, lambda r: revive(r, retried, utcnow()))
+
+    async def _revive_chain(self, item: WorkItem) -> None:
+        """``item`` was retried: items that failed because of it wait for it again, and so
+        on down the chain; each is then settled against its dependencies."""
+        pending = deque([item])
+        while pending:
+            source = pending.popleft()
+            revived = await self._each(source.dependents, functools.partial(self._revive, source.id))
+            for back in revived:
+                if back is None:
+                    continue
+                now = await self.settle_blocked(back.id) or back
+                if now.status not in DEAD_ENDS:  # failed again: another dependency is gone
+                    pending.append(now)
+
+    async def settle_blocked(self, work_id: str) -> WorkItem | None:
+        """Settle a blocked item against its dependencies as they are now (after a revival,
+        and a sweep's repair when a process stopped before telling it); None: no change."""
+        record = await self._record_or_none(work_id)
+        if record is None or record.item.status is not WorkStatus.BLOCKED:
+            return None
+        found = await self._items(record.item.blocked_on)
+        return await self._apply(work_id, lambda r: reconcile(r, found, utcnow()))
+
+    async def revive_from(self, work_id: str, dependency_id: str) -> WorkItem | None:
+        """A sweep's repair: ``work_id`` failed because of ``dependency_id``, which was retried
+        since; revive it (and its chain) as the retry would have."""
+        back = await self._apply(work_id, lambda r: revive(r, dependency_id, utcnow()))
+        if back is None:
+            return None
+        await self.settle_blocked(work_id)
+        await self._revive_chain(back)
+        return back
+
+    async def ensure_enqueued(self, work_id: str) -> bool:
+        """A sweep's repair: publish the queue message of an item queued without one
+        (see :func:`needs_message`). True when it did."""
+        record = await self._record_or_none(work_id)
+        if record is None or not needs_message(record):
+            return False
+        await self._enqueue(work_id)
+        return True
+
+    async def _record_or_none(self, work_id: str) -> WorkRecord | None:
+        entry = await get_or_none(await self.records_bucket(), work_id)
+        if entry is None or entry.value is None:
+            return None
+        return WorkRecord.model_validate_json(entry.value)
 
     async def _enqueue(self, work_id: str) -> int:
         """Publish the queue message for the record's current state; store its seq."""
@@ -857,7 +1289,8 @@ class WorkQueue:
             return item
         await self._announce(change.events, item)
         if change.then is Then.DEAD_LETTER:
-            await self._dead_letter(work_id)
+            item = await self._dead_letter(work_id)
+        await self._tell_dependents(item)  # expired or dead-lettered: its dependents will not run
         return None
 
     async def _ack(self, ack_subject: str | None, verb: Ack | None) -> None:
@@ -880,6 +1313,7 @@ class WorkQueue:
         assert change.record is not None
         await self._ack(change.ack_subject, change.ack)
         await self._announce(change.events, change.record.item)
+        await self._tell_dependents(change.record.item)
         return change.record.item
 
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:
@@ -891,7 +1325,9 @@ class WorkQueue:
         await self._announce(change.events, change.record.item)
         if change.then is Then.DEAD_LETTER:
             await self._ack(change.ack_subject, change.ack)
-            return await self._dead_letter(work_id)
+            dead = await self._dead_letter(work_id)
+            await self._tell_dependents(dead)
+            return dead
         current, queued = await self._mutate(work_id, lambda r: requeue(r, utcnow()))
         await self._ack(change.ack_subject, change.ack)
         item = (queued.record or current).item
@@ -927,6 +1363,7 @@ class WorkQueue:
         if change.drop_queue_seq is not None:
             await self._delete_queued(change.drop_queue_seq)
         await self._announce(change.events, change.record.item)
+        await self._tell_dependents(change.record.item)
         return change.record.item
 
     async def _delete_queued(self, seq: int) -> None:
@@ -956,6 +1393,7 @@ class WorkQueue:
             if change.drop_queue_seq is not None:
                 await self._delete_queued(change.drop_queue_seq)
             await self._announce(change.events, change.record.item)
+            await self._tell_dependents(change.record.item)
             expired.append(change.record.item)
         return expired
 
@@ -973,15 +1411,27 @@ class WorkQueue:
         return change.record.item
 
     async def retry(self, work_id: str) -> WorkItem:
-        """Back to the queue with attempts reset, from ``failed`` or ``dead-lettered``."""
+        """Back to the queue with attempts reset, from ``failed`` or ``dead-lettered``; an
+        item that failed because of a dependency waits for it again (``blocked``). Items
+        that failed because of this one are revived with it."""
+        record = await self.get_record(work_id)
+        cause = record.item.failed_dependency
+        found = await self._items([cause]) if cause is not None else {}
         now = utcnow()
-        _, change = await self._mutate(work_id, lambda r: reset(r, now))
+        _, change = await self._mutate(work_id, lambda r: reset(r, now, found))
         if change.then is Then.ENQUEUE:
             await self._enqueue(work_id)
         if change.drop_dlq_seq is not None:
             await self._delete_dead_letter(change.drop_dlq_seq)
         item = await self.get(work_id)
         await self._announce(change.events, item)
+        if item.status is WorkStatus.BLOCKED:
+            item = await self.settle_blocked(work_id) or item
+        if item.status not in DEAD_ENDS and item.dependents:
+            try:
+                await self._revive_chain(item)
+            except Exception as exc:  # the retry is on record; a sweep revives the rest
+                log.warning("work %s was retried, but its dependents were not all revived: %s", item.id, exc)
         return item
 
     # -- retention ---------------------------------------------------------------

@@ -26,6 +26,7 @@ STATUS_STYLES = {
     "completed": "green",
     "queued": "cyan",
     "submitted": "cyan",
+    "blocked": "magenta",
     "claimed": "yellow",
     "in-progress": "yellow",
     "failed": "red",

@@ -31,6 +31,7 @@ from shared.work import WorkQueue
 from weft.agents import AgentDirectory
 from weft.metrics import Metrics
 from weft.relay import EventRelay
+from weft.repair import WorkRepair
 from weft.retention import Retention
 from weft.settings import WeftSettings
 from weft.targets.store import TargetStore
@@ -64,6 +65,7 @@ class ProjectContext:
         self.work = WorkIndex(nc, js, self.queue)
         self.targets = TargetStore(nc, js, names)
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
+        self.repair = WorkRepair(self.queue, self.work)
         self.relay = EventRelay(js, names, metrics)
         self.extension: ProjectExtension | None = None
         self.last_used = time.monotonic()

@@ -16,7 +16,8 @@ from nats.js import JetStreamContext
 
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.paging import Page, decode_cursor
-from shared.work import CLAIMABLE, WorkFilter, WorkQueue, WorkRecord, page_items
+from shared.work import CLAIMABLE, EXPIRABLE, WorkFilter, WorkQueue, WorkRecord, page_items
+from shared.workgraph import WorkGraph, work_graph
 from weft.mirror import BucketMirror
 
 log = logging.getLogger("loom.weft.work")
@@ -69,6 +70,14 @@ class WorkIndex:
     def has_expired(self, now: datetime | None = None) -> bool:
         moment = now or utcnow()
         return any(
-            i.status in CLAIMABLE and i.deadline is not None and i.deadline <= moment
+            i.status in EXPIRABLE and i.deadline is not None and i.deadline <= moment
             for i in self.mirror.values()
         )
+
+    async def graph(self, root: WorkItem) -> WorkGraph:
+        """The items ``root`` depends on and the items that depend on it, from the copy."""
+        await self.mirror.sync()
+        return work_graph(root, self.mirror.get)
+
+    def by_id(self) -> dict[str, WorkItem]:
+        return dict(self.mirror.items())

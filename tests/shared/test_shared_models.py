@@ -184,6 +184,12 @@ EXPECTED_MOVES = {
     (S.FAILED, S.EXPIRED),
     (S.FAILED, S.DEAD_LETTERED),
     (S.DEAD_LETTERED, S.QUEUED),  # retry from the DLQ
+    (S.BLOCKED, S.QUEUED),  # its last dependency completed
+    (S.BLOCKED, S.FAILED),  # a dependency will not complete: on to the DLQ
+    (S.BLOCKED, S.CANCELLED),
+    (S.BLOCKED, S.EXPIRED),
+    (S.FAILED, S.BLOCKED),  # its dependency was retried (a crash left it failed)
+    (S.DEAD_LETTERED, S.BLOCKED),  # its dependency was retried
 }
 
 
@@ -199,7 +205,8 @@ def test_can_transition_matches_the_lifecycle(current: WorkStatus, new: WorkStat
 def test_final_states_have_no_way_out_except_dlq_retry() -> None:
     for state in FINAL_WORK_STATES:
         allowed = WORK_TRANSITIONS[state]
-        assert allowed == (frozenset({S.QUEUED}) if state is S.DEAD_LETTERED else frozenset()), state
+        expected = frozenset({S.QUEUED, S.BLOCKED}) if state is S.DEAD_LETTERED else frozenset()
+        assert allowed == expected, state
     assert not any(can_transition(s, s) for s in WorkStatus)
     assert not can_transition(S.COMPLETED, S.QUEUED)
     assert not can_transition(S.QUEUED, S.COMPLETED)  # must be claimed first

@@ -110,3 +110,37 @@ async def test_cancelled_work_is_reported_on_the_next_call(
         assert (await b.ok("warp_registry_get_info"))["current_tasks"] == 0
         text = await b.err("warp_work_complete", {"work_id": item["id"]})
         assert "stop working on it" in text
+
+
+async def test_broadcast_with_depends_on_waits_blocked_until_the_dependency_completes(
+    warp_env: dict[str, str], tmp_path: Path
+) -> None:
+    async with (
+        spawn_warp(env_for(warp_env, A_ID), tmp_path, name="a") as a,
+        spawn_warp(env_for(warp_env, B_ID), tmp_path, name="b") as b,
+    ):
+        first = (await a.ready_ok("warp_work_broadcast", {"description": "schema", "capability": "code"}))[
+            "item"
+        ]
+        out = await a.call(
+            "warp_work_broadcast", {"description": "api", "capability": "code", "depends_on": [first["id"]]}
+        )
+        assert not out.is_error
+        then = out.structured_content["item"]  # type: ignore[index]
+        text = out.content[0].text  # type: ignore[union-attr]
+        assert then["status"] == "blocked" and then["blocked_on"] == [first["id"]]
+        assert text.startswith("Blocked until its dependencies complete.") and first["id"] in text
+        assert (await b.ready_ok("warp_work_claim"))["item"]["id"] == first["id"]
+        assert (await b.ok("warp_work_complete", {"work_id": first["id"]}))["item"]["dependents"] == [
+            then["id"]
+        ]
+        assert (await b.ok("warp_work_claim"))["item"]["id"] == then["id"]
+        for bad, rule in (
+            (["0" * 31], "depends_on.0"),
+            (["f" * 32], "depends_on.0: no work item with this id in this project"),
+            ([first["id"], first["id"]], "depends_on: must not name the same item twice"),
+        ):
+            error = await a.err(
+                "warp_work_broadcast", {"description": "x", "capability": "code", "depends_on": bad}
+            )
+            assert rule in error and "0" * 31 not in error and "f" * 32 not in error

@@ -33,7 +33,8 @@ BODY_BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/work"): {"task_id": "t-1", "description": "d", "capability": "code"},
     ("POST", "/api/work/cancel-batch"): {"work_ids": [HEX]},
     ("POST", "/api/agents/shutdown-batch"): {"agent_ids": [HEX]},
-    ("POST", "/api/targets"): {"name": "probe-2", "mechanism": "local"},
+    ("POST", "/api/targets"): {"name": "probe-2", "mechanism": "local", "config": {"command": ["true"]}},
+    ("POST", "/api/work/plan"): {"items": [{"task_id": "t-1", "description": "d", "capability": "code"}]},
 }
 # Inputs where the secret is a valid value (free text, a target's own tags...): Weft
 # stores or uses it as given, which is not an echo of rejected input.
@@ -95,7 +96,9 @@ async def test_no_rejected_input_comes_back_from_any_route(
     api: httpx.AsyncClient, nc: NatsClient, project_id: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    created = await api.post("/api/targets", json={"name": "probe", "mechanism": "local"})
+    created = await api.post(
+        "/api/targets", json={"name": "probe", "mechanism": "local", "config": {"command": ["true"]}}
+    )
     assert created.status_code == 201, created.text
     subject = await channel(nc, project_id, "roadmap")
     await nc.jetstream().publish(subject, b"hello")

@@ -55,6 +55,12 @@ def item_text(item: WorkItem) -> str:
         lines.append(f"  progress {item.progress.percent}% {item.progress.note}")
     if item.context:
         lines.append(f"  context: {item.context}")
+    if item.blocked_on:
+        lines.append(f"  blocked until these complete: {', '.join(item.blocked_on)}")
+    elif item.depends_on:
+        lines.append(f"  depends on: {', '.join(item.depends_on)}")
+    if item.dependents:
+        lines.append(f"  waited for by: {', '.join(item.dependents)}")
     for err in item.errors:
         lines.append(f"  attempt {err.attempt} failed: {err.error}")
     return "\n".join(lines)
@@ -97,8 +103,16 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         ] = None,
         scope: Scope = Scope.TEAM,
         max_attempts: Annotated[int, Field(ge=1, le=100)] = 3,
+        depends_on: Annotated[
+            list[WorkId] | None,
+            Field(
+                max_length=100,
+                description="Ids of work in this project that must complete first; until then it is blocked",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, WorkOut]:
-        """Offer a work item to every agent with the capability (same queue as Weft's REST API)."""
+        """Offer a work item to every agent with the capability (same queue as Weft's REST API).
+        With depends_on it waits (blocked) until every one of those items has completed."""
         from shared.models import WorkSubmission
 
         svc = await rt.services()
@@ -114,9 +128,11 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             context=context or {},
             scope=scope,
             max_attempts=max_attempts,
+            depends_on=depends_on or [],
         )
         item = await svc.work.submit(submission, submitted_by=svc.agent_id)
-        return tool_result(WorkOut(item=item), f"Queued.\n{item_text(item)}")
+        said = "Blocked until its dependencies complete." if item.status is WorkStatus.BLOCKED else "Queued."
+        return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")
 
     async def warp_work_claim(
         capability: Annotated[
