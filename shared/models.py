@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -184,6 +185,8 @@ class WorkStatus(StrEnum):
     QUEUED = "queued"
     CLAIMED = "claimed"
     IN_PROGRESS = "in-progress"
+    IN_REVIEW = "in-review"
+    REVIEWING = "reviewing"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -212,6 +215,13 @@ class WorkMove(StrEnum):
     UNBLOCK = "unblock"
     ABANDON = "abandon"
     REVIVE = "revive"
+    HAND_IN = "hand-in"
+    CLAIM_REVIEW = "claim-review"
+    REVIEW_PROGRESS = "review-progress"
+    REVIEW_LAPSE = "review-lapse"
+    APPROVE = "approve"
+    REJECT = "reject"
+    REJECT_LAST = "reject-last"
 
 
 @dataclass(frozen=True)
@@ -236,13 +246,21 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.REQUEUE: Transition(_from(_S.FAILED), _S.QUEUED),
     WorkMove.DEAD_LETTER: Transition(_from(_S.FAILED), _S.DEAD_LETTERED),
     WorkMove.CANCEL: Transition(
-        _from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.CLAIMED, _S.IN_PROGRESS), _S.CANCELLED
+        _from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.CLAIMED, _S.IN_PROGRESS, _S.IN_REVIEW, _S.REVIEWING),
+        _S.CANCELLED,
     ),
     WorkMove.EXPIRE: Transition(_from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.FAILED), _S.EXPIRED),
     WorkMove.RETRY: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.QUEUED),
     WorkMove.UNBLOCK: Transition(_from(_S.BLOCKED), _S.QUEUED),
     WorkMove.ABANDON: Transition(_from(_S.BLOCKED), _S.FAILED),
     WorkMove.REVIVE: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.BLOCKED),
+    WorkMove.HAND_IN: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.IN_REVIEW),
+    WorkMove.CLAIM_REVIEW: Transition(_from(_S.IN_REVIEW), _S.REVIEWING),
+    WorkMove.REVIEW_PROGRESS: Transition(_from(_S.REVIEWING), _S.REVIEWING),
+    WorkMove.REVIEW_LAPSE: Transition(_from(_S.REVIEWING), _S.IN_REVIEW),
+    WorkMove.APPROVE: Transition(_from(_S.REVIEWING), _S.COMPLETED),
+    WorkMove.REJECT: Transition(_from(_S.REVIEWING), _S.QUEUED),
+    WorkMove.REJECT_LAST: Transition(_from(_S.REVIEWING), _S.FAILED),
 }
 """The work lifecycle, one row per operation: the truth the rules in shared/work.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
@@ -253,7 +271,11 @@ completed) or ``abandon`` (a dependency can no longer complete: it then fails fo
 into the DLQ, naming that dependency); ``revive`` takes such an item (and the chain
 behind it) back to ``blocked`` when the dependency is retried. Nothing stores
 ``submitted`` today, but an item in it would be claimed, cancelled or expired like a
-queued one. ``failed`` records an
+queued one. Work that asks for ``review`` is handed in (``in-review``, a review task in
+the reviewers' queue) instead of completed; a reviewer claims it (``reviewing``) and
+approves it (``completed``) or rejects it: back to the queue for workers, or after the
+last round ``failed`` and on into the DLQ. A reviewer gone silent lapses like a worker
+(``review-lapse``: back to ``in-review``, redelivered). ``failed`` records an
 attempt that went wrong: reported by its agent (``fail``) or a claim that went
 silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
 there the item is requeued, claimed again, expired or dead-lettered. ``progress``
@@ -289,6 +311,40 @@ class Progress(LoomModel):
     at: datetime = Field(default_factory=utcnow)
 
 
+MAX_REVIEW_ROUNDS = 10
+
+
+class ReviewSpec(LoomModel):
+    """A submission's request for review: who reviews, and how many rounds a change gets."""
+
+    capability: Token = Field(description="Reviewers are agents with this capability (never the worker)")
+    rounds: int = Field(
+        default=1, ge=1, le=MAX_REVIEW_ROUNDS, description="Rejections after which the item fails for good"
+    )
+
+    @field_validator("capability")
+    @classmethod
+    def _cap(cls, v: str) -> str:
+        return names.validate_capability(v)
+
+
+Verdict = Literal["approve", "reject"]
+
+
+class ReviewRound(LoomModel):
+    """One round: what a worker handed in, and what its reviewer said."""
+
+    round: int = Field(ge=1)
+    author: str | None = None
+    result: Any = None
+    handed_in_at: datetime = Field(default_factory=utcnow)
+    reviewer: str | None = None
+    verdict: Verdict | None = None
+    feedback: str = ""
+    score: float | None = None
+    reviewed_at: datetime | None = None
+
+
 class WorkSubmission(LoomModel):
     """What a caller submits (REST ``POST /api/work`` or ``warp_work_broadcast``)."""
 
@@ -308,6 +364,17 @@ class WorkSubmission(LoomModel):
         max_length=MAX_DEPENDENCIES,
         description="Ids of work in the same project that must complete first (until then: blocked)",
     )
+    review: ReviewSpec | None = Field(
+        default=None, description="Have each result reviewed by another agent before it counts"
+    )
+
+    @field_validator("review")
+    @classmethod
+    def _rounds_fit(cls, v: ReviewSpec | None, info: ValidationInfo) -> ReviewSpec | None:
+        attempts = info.data.get("max_attempts")
+        if v is not None and isinstance(attempts, int) and v.rounds > attempts:
+            raise ValueError("rounds must not exceed max_attempts (every round is a worker's attempt)")
+        return v
 
     @field_validator("depends_on")
     @classmethod
@@ -367,6 +434,16 @@ class WorkItem(WorkSubmission):
         default=None,
         description="The dependency whose failure failed this item; retrying that one revives this one",
     )
+    reviews: list[ReviewRound] = Field(
+        default_factory=list,
+        description="Every round handed in for review: result, reviewer, verdict, feedback",
+    )
+    review_round: int = Field(default=0, ge=0, description="Rounds handed in since it was (re)submitted")
+
+    @property
+    def author(self) -> str | None:
+        """Who handed in the round under review (a reviewer must be someone else)."""
+        return self.reviews[-1].author if self.reviews else None
 
     @model_validator(mode="after")
     def _assigned(self) -> WorkItem:

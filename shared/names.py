@@ -46,6 +46,11 @@ class WorkSubjectParts(NamedTuple):
     boundary: str
     agent_type: str | None
     priority: int
+    not_for: str | None = None
+    """The agent that may not take it (a review task: the agent whose work it reviews)."""
+
+
+NOT_FOR_PREFIX: Final = "not-"
 
 
 class InvalidNameError(Invalid, ValueError):
@@ -180,18 +185,29 @@ class ProjectNames:
     def work_subjects(self) -> str:
         return f"{self._root}.work.q.>"
 
-    def work_subject(self, capability: str, boundary: str, agent_type: str | None, priority: int) -> str:
-        """Queue subject ``loom.<p>.work.q.<capability>.<boundary>.<type|_any>.p<NN>``.
+    def work_subject(
+        self,
+        capability: str,
+        boundary: str,
+        agent_type: str | None,
+        priority: int,
+        not_for: str | None = None,
+    ) -> str:
+        """Queue subject ``loom.<p>.work.q.<capability>.<boundary>.<type|_any>.p<NN>``, and
+        for a review task ``....p<NN>.not-<agent-id>`` (the agent whose work it reviews).
 
-        Boundary, required agent type and priority are subject tokens so that a
-        claim can see which queues hold eligible work (one stream-info call)
-        and take the highest priority first without fetching ineligible items.
+        Boundary, required agent type, priority and the excluded agent are subject tokens
+        so that a claim can see which queues hold work it may take (one stream-info call)
+        and take the highest priority first without fetching anything it may not take.
         """
         cap = validate_capability(capability)
         bnd = validate_boundary(boundary)
         typ = ANY_AGENT_TYPE if agent_type is None else validate_agent_type(agent_type, "required_agent_type")
         prio = validate_priority(priority)
-        return f"{self._root}.work.q.{cap}.{bnd}.{typ}.p{prio:02d}"
+        subject = f"{self._root}.work.q.{cap}.{bnd}.{typ}.p{prio:02d}"
+        if not_for is not None:
+            subject += f".{NOT_FOR_PREFIX}{validate_agent_id(not_for, 'not_for')}"
+        return subject
 
     def parse_work_subject(self, subject: str) -> WorkSubjectParts | None:
         """Inverse of :meth:`work_subject`; None for anything else."""
@@ -199,14 +215,21 @@ class ProjectNames:
         if not subject.startswith(prefix):
             return None
         parts = subject[len(prefix) :].split(".")
-        if len(parts) != 4 or not parts[3].startswith("p") or not parts[3][1:].isdigit():
+        if len(parts) not in (4, 5) or not parts[3].startswith("p") or not parts[3][1:].isdigit():
             return None
-        cap, bnd, typ, prio = parts
+        not_for = None
+        if len(parts) == 5:
+            excluded = parts[4].removeprefix(NOT_FOR_PREFIX)
+            if excluded == parts[4] or _AGENT_ID.fullmatch(excluded) is None:
+                return None
+            not_for = excluded
+        cap, bnd, typ, prio = parts[:4]
         return WorkSubjectParts(
             capability=cap,
             boundary=bnd,
             agent_type=None if typ == ANY_AGENT_TYPE else typ,
             priority=int(prio[1:]),
+            not_for=not_for,
         )
 
     def work_consumer(self, subject: str) -> str:

@@ -68,6 +68,7 @@ from shared.models import (
     ControlRequest,
     LoomModel,
     Progress,
+    ReviewRound,
     WorkItem,
     WorkMove,
     WorkStatus,
@@ -102,6 +103,13 @@ HELD = WORK_LIFECYCLE[WorkMove.LAPSE].sources
 """Claimed and not finished: the statuses whose claim can lapse."""
 EXPIRABLE = WORK_LIFECYCLE[WorkMove.EXPIRE].sources
 """Not started yet: the statuses an item's deadline can expire it from."""
+REVIEWABLE = WORK_LIFECYCLE[WorkMove.CLAIM_REVIEW].sources
+"""Handed in, waiting for a reviewer."""
+WAITING = CLAIMABLE | REVIEWABLE
+"""Waiting for an agent (a worker or a reviewer): what routing looks after."""
+HOLDING = HELD | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources
+"""Held by an agent, working or reviewing: what counts among its tasks."""
+MAX_FEEDBACK = 8000
 DEPENDENTS_AT_ONCE = 32
 """How many dependents of one item are told about it concurrently."""
 
@@ -357,6 +365,8 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     attempt), then the item is dead-lettered, expired or claimed like any failed one."""
     if record.queue_seq is not None and record.queue_seq != delivery.stream_seq:
         return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # superseded by a later enqueue
+    if record.item.status in REVIEWABLE | {WorkStatus.REVIEWING}:
+        return _take_review(record, agent_id, delivery, now)
     events: tuple[WorkEvent, ...] = ()
     lapsed = _move(record, WorkMove.LAPSE, now)
     if lapsed is not None:
@@ -400,17 +410,53 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     return Change(new, (*events, WorkEvent("claimed", {"agent_id": agent_id})))
 
 
+def _take_review(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
+    """A review task's message meets the record: a reviewer's claim. A redelivery while a
+    reviewer holds it means that reviewer went silent: the review lapses (back to
+    ``in-review``, nothing else lost) and the new claimant gets it. The agent that did the
+    work never does: its claim gives the message back for someone else."""
+    events: tuple[WorkEvent, ...] = ()
+    lapsed = _move(record, WorkMove.REVIEW_LAPSE, now)
+    if lapsed is not None:
+        if record.delivery is None or delivery.delivered <= record.delivery.delivered:
+            return Change()  # the reviewer's own delivery
+        new, item = lapsed
+        previous = record.item.assigned_to
+        item.assigned_to = None
+        new.delivery = None
+        events = (WorkEvent("redelivered", {"previous_agent": previous, "review_round": item.review_round}),)
+        record = new
+    if agent_id == record.item.author:
+        return Change(record if events else None, events, ack=Ack.AGAIN, ack_subject=delivery.ack_subject)
+    moved = _move(record, WorkMove.CLAIM_REVIEW, now)
+    assert moved is not None  # in review, checked by the caller or lapsed just now
+    new, item = moved
+    item.assigned_to = agent_id
+    item.progress = None
+    item.waiting_reason = None
+    if item.reviews:
+        item.reviews = [*item.reviews[:-1], item.reviews[-1].model_copy(update={"reviewer": agent_id})]
+    new.delivery = delivery
+    claimed = WorkEvent("review-claimed", {"agent_id": agent_id, "round": item.review_round})
+    return Change(new, (*events, claimed))
+
+
 def report(record: WorkRecord, agent_id: str, percent: int, note: str, now: datetime) -> Change:
-    """Progress from the holder: in progress, and the claim's ack deadline extended."""
+    """Progress from the holder (a worker, or a reviewer: its review stays a review): the
+    claim's ack deadline extended."""
     check_percent(percent)
-    new, item = _holder_move(record, agent_id, WorkMove.PROGRESS, "report progress on", now)
+    move = WorkMove.REVIEW_PROGRESS if record.item.status is WorkStatus.REVIEWING else WorkMove.PROGRESS
+    new, item = _holder_move(record, agent_id, move, "report progress on", now)
     item.progress = Progress(percent=percent, note=note, at=now)
     event = WorkEvent("progress", {"agent_id": agent_id, "percent": percent, "note": note})
     return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 
 def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Change:
-    """Completion by the holder: the message is acknowledged for good."""
+    """Completion by the holder: the message is acknowledged for good. Work that asks for
+    review is handed in instead (:func:`hand_in`)."""
+    if record.item.review is not None:
+        return hand_in(record, agent_id, result, now)
     new, item = _holder_move(record, agent_id, WorkMove.COMPLETE, "complete", now)
     item.result = result
     item.error = None
@@ -420,6 +466,82 @@ def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Cha
     new.delivery = None
     event = WorkEvent("completed", {"agent_id": agent_id})
     return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record))
+
+
+def hand_in(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Change:
+    """The worker is done with work that asks for review: a new round with its result, and
+    a review task (a message on the reviewers' queue subject, which leaves this agent out)."""
+    new, item = _holder_move(record, agent_id, WorkMove.HAND_IN, "complete", now)
+    item.result = result
+    item.error = None
+    if item.progress is not None:
+        item.progress = Progress(percent=100, note=item.progress.note, at=now)
+    item.review_round = record.item.review_round + 1
+    item.reviews = [
+        *item.reviews,
+        ReviewRound(round=item.review_round, author=agent_id, result=result, handed_in_at=now),
+    ]
+    item.assigned_to = None
+    new.delivery = None
+    new.queue_seq = None  # the next queue message is the review task
+    event = WorkEvent("in-review", {"agent_id": agent_id, "round": item.review_round})
+    return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.ENQUEUE)
+
+
+def check_verdict(verdict: str, feedback: str, score: float | None) -> None:
+    if verdict not in ("approve", "reject"):
+        raise WorkError("verdict: must be approve or reject", field="verdict")
+    if verdict == "reject" and not feedback.strip():
+        raise WorkError("feedback: must say what to change when rejecting", field="feedback")
+    if len(feedback) > MAX_FEEDBACK:
+        raise WorkError(f"feedback: must be at most {MAX_FEEDBACK} characters", field="feedback")
+    if score is not None and not 0 <= score <= 100:
+        raise WorkError("score: must be between 0 and 100", field="score")
+
+
+def judge(
+    record: WorkRecord, agent_id: str, verdict: str, feedback: str, score: float | None, now: datetime
+) -> Change:
+    """The reviewer's verdict on the round it holds. Approve: completed, the verdict in the
+    record. Reject: back to the queue for workers with the feedback in ``reviews`` (the next
+    worker sees every round's result and feedback), or after the last round failed for good,
+    into the DLQ with all the feedback."""
+    check_verdict(verdict, feedback, score)
+    item = record.item
+    last = item.review is None or item.review_round >= item.review.rounds
+    move = WorkMove.APPROVE if verdict == "approve" else WorkMove.REJECT_LAST if last else WorkMove.REJECT
+    new, changed = _holder_move(record, agent_id, move, "review", now)
+    said = {
+        "reviewer": agent_id,
+        "verdict": verdict,
+        "feedback": feedback,
+        "score": score,
+        "reviewed_at": now,
+    }
+    if changed.reviews:
+        changed.reviews = [*changed.reviews[:-1], changed.reviews[-1].model_copy(update=said)]
+    new.delivery = None
+    done = _ack_subject(record)
+    told = {"agent_id": agent_id, "round": item.review_round, "score": score}
+    if move is WorkMove.APPROVE:
+        changed.assigned_to = item.author
+        changed.finished_at = now
+        events = (WorkEvent("approved", told), WorkEvent("completed", {"agent_id": item.author}))
+        return Change(new, events, ack=Ack.DONE, ack_subject=done)
+    changed.assigned_to = None
+    rejected = WorkEvent("rejected", {**told, "feedback": feedback, "final": last})
+    if move is WorkMove.REJECT:
+        new.queue_seq = None  # the next queue message is the workers' again
+        queued = WorkEvent("queued", {"retry": True})
+        return Change(new, (rejected, queued), ack=Ack.DONE, ack_subject=done, then=Then.ENQUEUE)
+    rounds = item.review.rounds if item.review is not None else 1
+    error = f"rejected in review round {item.review_round} of {rounds}: {feedback}"
+    changed.error = error
+    changed.errors = [
+        *item.errors,
+        AttemptError(attempt=item.attempts, agent_id=item.author, error=error, at=now),
+    ]
+    return Change(new, (rejected,), ack=Ack.DONE, ack_subject=done, then=Then.DEAD_LETTER)
 
 
 def record_failure(record: WorkRecord, agent_id: str, error: str, retryable: bool, now: datetime) -> Change:
@@ -515,6 +637,7 @@ def reset(
         assert revived.record is not None
         new, item = revived.record, revived.record.item
         item.attempts = 0
+        item.review_round = 0
         new.notes = [*record.notes, f"retried at {now.isoformat()}"]
         return Change(new, (WorkEvent("retried"), WorkEvent("blocked")), drop_dlq_seq=record.dlq_seq)
     moved = _move(record, WorkMove.RETRY, now)
@@ -526,6 +649,7 @@ def reset(
         )
     new, item = moved
     item.attempts = 0
+    item.review_round = 0
     item.assigned_to = None
     item.finished_at = None
     item.progress = None
@@ -551,9 +675,10 @@ def discard(record: WorkRecord, dlq_seq: int, now: datetime) -> Change:
 def note_waiting(record: WorkRecord, reason: str | None, now: datetime) -> Change:
     """Why a waiting item still waits (None: it no longer does, an agent can take it).
 
-    Only while the item can be claimed, and only a new reason: every sweep that finds the
-    item still waiting asks again, and a changed reason is a ``work.waiting`` event."""
-    if record.item.status not in CLAIMABLE or record.item.waiting_reason == reason:
+    Only while the item waits for an agent (a worker or a reviewer), and only a new reason:
+    every sweep that finds the item still waiting asks again, and a changed reason is a
+    ``work.waiting`` event."""
+    if record.item.status not in WAITING or record.item.waiting_reason == reason:
         return Change()
     new, item = _fork(record, now)
     item.waiting_reason = reason
@@ -670,9 +795,9 @@ def revive(record: WorkRecord, dependency_id: str, now: datetime) -> Change:
 
 
 def needs_message(record: WorkRecord) -> bool:
-    """Queued, but its queue message was never stored (the process that queued it stopped
-    between the two steps): a sweep publishes it."""
-    return record.item.status is WorkStatus.QUEUED and record.queue_seq is None
+    """Waiting in a queue (for a worker or a reviewer), but its queue message was never
+    stored (the process that queued it stopped between the two steps): a sweep publishes it."""
+    return record.item.status in (WorkStatus.QUEUED, WorkStatus.IN_REVIEW) and record.queue_seq is None
 
 
 class WorkQueue:
@@ -949,9 +1074,7 @@ class WorkQueue:
             await kv.create(item.id, record.to_json_bytes())
             await asyncio.gather(self._publish_event("submitted", item), self._publish_event("blocked", item))
             return
-        subject = self.names.work_subject(
-            item.capability, item.boundary, item.required_agent_type, item.priority
-        )
+        subject = self._subject_of(item)
         await self._ensure_consumer(subject)
         revision = await kv.create(item.id, record.to_json_bytes())
         # The two events, then the queue message, pipelined on one connection: one round
@@ -1013,7 +1136,18 @@ class WorkQueue:
             return None  # not created yet (its own settling will see this change) or deleted
         if change.record is None:
             return None
+        return await self._carry_out(work_id, change, revision, guarded=False)
+
+    async def _carry_out(
+        self, work_id: str, change: Change, revision: int, *, guarded: bool = True
+    ) -> WorkItem:
+        """What a stored change (at ``revision``) asks for next: its ack, its dead letter
+        dropped, then a queue message with its events, or its events, the DLQ and the
+        dependents told. ``guarded``: the operation is on record, so telling the dependents
+        may fail without failing it (see :meth:`_tell_dependents`)."""
+        assert change.record is not None
         item = change.record.item
+        await self._ack(change.ack_subject, change.ack)
         if change.drop_dlq_seq is not None:
             await self._delete_dead_letter(change.drop_dlq_seq)
         if change.then is Then.ENQUEUE:
@@ -1022,7 +1156,7 @@ class WorkQueue:
         await self._announce(change.events, item)
         if change.then is Then.DEAD_LETTER:
             item = await self._dead_letter(work_id)
-            await self._cascade(item)
+        await (self._tell_dependents(item) if guarded else self._cascade(item))
         return item
 
     async def _queue_now(self, record: WorkRecord, revision: int, events: Iterable[WorkEvent]) -> None:
@@ -1030,9 +1164,7 @@ class WorkQueue:
         message pipelined in one round trip, as on submit, then the message's seq on the
         record, without reading it again unless someone changed it meanwhile (the claim)."""
         item = record.item
-        subject = self.names.work_subject(
-            item.capability, item.boundary, item.required_agent_type, item.priority
-        )
+        subject = self._subject_of(item)
         await self._ensure_consumer(subject)
         await self.settle()
         epoch = record.enqueues + 1
@@ -1153,9 +1285,7 @@ class WorkQueue:
         """Publish the queue message for the record's current state; store its seq."""
         record, _ = await self._load(work_id)
         item = record.item
-        subject = self.names.work_subject(
-            item.capability, item.boundary, item.required_agent_type, item.priority
-        )
+        subject = self._subject_of(item)
         await self._ensure_consumer(subject)
         epoch = record.enqueues + 1
         ack = await self._js.publish(
@@ -1166,6 +1296,18 @@ class WorkQueue:
         seq, now = int(ack.seq), utcnow()
         await self._mutate(work_id, lambda r: store_seq(r, seq, epoch, now))
         return seq
+
+    def _subject_of(self, item: WorkItem) -> str:
+        """The queue subject of the item's next message: its workers' queue, or for an item
+        handed in for review the reviewers' queue, which leaves out the agent that did it."""
+        if item.status in REVIEWABLE and item.review is not None and item.author is not None:
+            review = item.review
+            return self.names.work_subject(
+                review.capability, item.boundary, None, item.priority, not_for=item.author
+            )
+        return self.names.work_subject(
+            item.capability, item.boundary, item.required_agent_type, item.priority
+        )
 
     async def _ensure_consumer(self, subject: str) -> str:
         name = self.names.work_consumer(subject)
@@ -1202,6 +1344,8 @@ class WorkQueue:
                 continue
             if parts.agent_type is not None and parts.agent_type != claimant.agent_type:
                 continue
+            if parts.not_for == claimant.agent_id:
+                continue  # a review of this agent's own work
             if not policy.allows_agent(parts.boundary, claimant.agent_type):
                 continue
             eligible.append((parts.priority, subject))
@@ -1282,7 +1426,7 @@ class WorkQueue:
         if change.record is None:
             return None
         item = change.record.item
-        if item.status is WorkStatus.CLAIMED:
+        if item.status in (WorkStatus.CLAIMED, WorkStatus.REVIEWING):
             *earlier, claimed = change.events
             await self._announce(earlier, item)
             self._event_soon(claimed.action, item, **claimed.data)  # the claim need not wait
@@ -1308,13 +1452,21 @@ class WorkQueue:
         return change.record.item
 
     async def complete(self, work_id: str, agent_id: str, result: Any = None) -> WorkItem:
+        """Completed; or, for work that asks for review, handed in (its review task queued)."""
         now = utcnow()
-        _, change = await self._mutate(work_id, lambda r: finish(r, agent_id, result, now))
-        assert change.record is not None
-        await self._ack(change.ack_subject, change.ack)
-        await self._announce(change.events, change.record.item)
-        await self._tell_dependents(change.record.item)
-        return change.record.item
+        _, change, revision = await self._mutate_at(work_id, lambda r: finish(r, agent_id, result, now))
+        return await self._carry_out(work_id, change, revision)
+
+    async def review(
+        self, work_id: str, agent_id: str, verdict: str, feedback: str = "", score: float | None = None
+    ) -> WorkItem:
+        """The verdict of the reviewer holding the item (see rule ``judge``)."""
+        check_verdict(verdict, feedback, score)  # before any I/O, whatever the item
+        now = utcnow()
+        _, change, revision = await self._mutate_at(
+            work_id, lambda r: judge(r, agent_id, verdict, feedback, score, now)
+        )
+        return await self._carry_out(work_id, change, revision)
 
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:
         """Record a failed attempt: back to the queue, or to the DLQ when attempts are used up."""

@@ -29,6 +29,8 @@ STATUS_STYLES = {
     "blocked": "magenta",
     "claimed": "yellow",
     "in-progress": "yellow",
+    "in-review": "blue",
+    "reviewing": "yellow",
     "failed": "red",
     "dead-lettered": "red",
     "cancelled": "dim",

@@ -33,7 +33,9 @@ SUBMISSION_FIELDS = (
     "scope",
     "max_attempts",
     "depends_on",
+    "review",
 )
+REVIEW_FIELDS = ("capability", "rounds")
 PLAN_FIELDS = ("name", "after")
 """What a plan entry adds to a submission: a local name, and the names it comes after."""
 _WORK_ID = re.compile(r"[0-9a-f]{32}")
@@ -129,6 +131,24 @@ def work_ids(value: Any, field: str) -> list[str]:
     return list(value)
 
 
+def review(value: Any) -> dict[str, Any]:
+    """``{capability, rounds}``: who reviews each result, and after how many rejections it fails."""
+    if not isinstance(value, dict):
+        raise Invalid("review: must be an object with capability and optionally rounds")
+    unknown = sorted(set(value) - set(REVIEW_FIELDS))
+    if unknown:
+        raise Invalid(f"review.{shown_name(unknown[0])}: unknown field (known: {', '.join(REVIEW_FIELDS)})")
+    if value.get("capability") in (None, ""):
+        raise Invalid("review.capability: is required")
+    clean: dict[str, Any] = {"capability": token(value["capability"], "review.capability")}
+    if value.get("rounds") is not None:
+        rounds = value["rounds"]
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 10:
+            raise Invalid("review.rounds: must be an integer from 1 to 10")
+        clean["rounds"] = rounds
+    return clean
+
+
 def names(value: Any, field: str) -> list[str]:
     """Local names of a plan's items (``after``)."""
     if not isinstance(value, list):
@@ -183,6 +203,7 @@ def submission(raw: Any, where: str = "", *, plan: bool = False) -> dict[str, An
         "scope": scope,
         "max_attempts": max_attempts,
         "depends_on": lambda v: work_ids(v, "depends_on"),
+        "review": review,
         "name": lambda v: token(v, "name"),
         "after": lambda v: names(v, "after"),
     }

@@ -180,11 +180,11 @@ class WarpRuntime:
         """Claims this agent id still holds from a previous run count as its tasks (once)."""
         if self._recovered:
             return
-        from shared.work import HELD, WorkFilter
+        from shared.work import HOLDING, WorkFilter
 
         page = await svc.work.list_items(WorkFilter(assigned_to=svc.agent_id), limit=1000)
         for item in page.items:
-            if item.status in HELD:
+            if item.status in HOLDING:
                 svc.presence.held.add(item.id)
         self._recovered = True
 

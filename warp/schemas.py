@@ -186,6 +186,9 @@ class ClaimOut(Out):
     claimed: bool
     item: WorkItem | None = None
     reason: str | None = None
+    review: bool = Field(
+        False, description="A review task: judge the item's latest result (warp_work_review)"
+    )
 
 
 class WorkListOut(Out):

@@ -8,7 +8,8 @@ idempotent, compare-and-set rules, so replicas repairing at once change an item 
 * a blocked item whose dependency completed or can no longer complete without telling
   it is settled;
 * an item that failed because of a dependency that has since been retried is revived;
-* a queued item whose queue message was never stored gets one. The copy does not show
+* a queued item (or one handed in for review) whose queue message was never stored
+  gets one. The copy does not show
   queue messages, so each queued item is read once after it has been quiet for a while.
 """
 
@@ -30,6 +31,7 @@ log = logging.getLogger("loom.weft.repair")
 GRACE = timedelta(seconds=5)
 """Changes younger than this are left to the process still making them."""
 REMEMBERED = 50_000
+NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW})
 
 
 class WorkRepair:
@@ -51,7 +53,7 @@ class WorkRepair:
                 done["revived"] += 1
         quiet = moment - GRACE
         for item in items.values():
-            if item.status is not WorkStatus.QUEUED or item.updated_at > quiet:
+            if item.status not in NEEDS_A_MESSAGE or item.updated_at > quiet:
                 continue
             key = (item.id, item.updated_at)
             if key in self._checked:

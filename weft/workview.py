@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.paging import Page, decode_cursor
-from shared.work import CLAIMABLE, EXPIRABLE, WorkFilter, WorkQueue, WorkRecord, page_items
+from shared.work import EXPIRABLE, WAITING, WorkFilter, WorkQueue, WorkRecord, page_items
 from shared.workgraph import WorkGraph, work_graph
 from weft.mirror import BucketMirror
 
@@ -62,8 +62,9 @@ class WorkIndex:
         return {status.value: counts.get(status.value, 0) for status in WorkStatus}
 
     def waiting(self) -> list[WorkItem]:
-        """Claimable items, highest priority first, then oldest first."""
-        items = [i for i in self.mirror.values() if i.status in CLAIMABLE]
+        """Items waiting for an agent (a worker, or a reviewer), highest priority first,
+        then oldest first. Blocked items wait for other work, not for an agent."""
+        items = [i for i in self.mirror.values() if i.status in WAITING]
         items.sort(key=lambda i: (-i.priority, i.created_at))
         return items
 

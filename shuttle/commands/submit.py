@@ -136,6 +136,18 @@ def register(app: typer.Typer) -> None:
         ] = None,
         scope: Annotated[str, typer.Option("--scope", help="private, personal, team or public.")] = "team",
         max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=100)] = 3,
+        review: Annotated[
+            str | None,
+            typer.Option(
+                "--review", help="Have an agent with this capability review the result (not its author)."
+            ),
+        ] = None,
+        review_rounds: Annotated[
+            int | None,
+            typer.Option(
+                "--review-rounds", min=1, max=10, help="With --review: rejections before it fails [1]."
+            ),
+        ] = None,
         after: Annotated[
             list[str] | None,
             typer.Option("--after", help="Run only after this work item completed (repeat for several)."),
@@ -162,17 +174,21 @@ def register(app: typer.Typer) -> None:
         modes = sum([file is not None, interactive, description is not None])
         if modes > 1:
             raise UsageError("give a DESCRIPTION, --file or --interactive, not several")
-        if after and file is not None:
+        if (after or review) and file is not None:
             raise UsageError(
-                "--after is for one submission; in a file, give each item its depends_on or after"
+                "--after and --review are for one submission; in a file, give each item its "
+                "depends_on, after or review"
             )
         depends_on = _after(after)
+        reviewed = _review(review, review_rounds)
         if file is not None:
             batch = v.load_batch(file)
         elif interactive:
             batch = [_interactive()]
             if depends_on:
                 batch[0]["depends_on"] = depends_on
+            if reviewed:
+                batch[0]["review"] = reviewed
         else:
             if description is None:
                 raise UsageError("DESCRIPTION is required (or use --file / --interactive)")
@@ -191,6 +207,7 @@ def register(app: typer.Typer) -> None:
                 "scope": scope,
                 "max_attempts": max_attempts,
                 "depends_on": depends_on,
+                "review": reviewed,
             }
             batch = [v.submission(raw)]
         client = state(ctx).client()
@@ -213,6 +230,14 @@ def _emit(items: list[dict[str, Any]], single: bool, names: dict[str, str] | Non
         emit_json(items[0])
     else:
         emit_json({"items": items} if names is None else {"items": items, "names": names})
+
+
+def _review(capability: str | None, rounds: int | None) -> dict[str, Any] | None:
+    if capability is None:
+        if rounds is not None:
+            raise UsageError("--review-rounds needs --review CAPABILITY")
+        return None
+    return {"capability": capability, "rounds": rounds or 1}
 
 
 def _after(ids: list[str] | None) -> list[str] | None:

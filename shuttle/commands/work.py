@@ -21,6 +21,8 @@ STATUSES = [
     "blocked",
     "claimed",
     "in-progress",
+    "in-review",
+    "reviewing",
     "completed",
     "failed",
     "cancelled",

@@ -190,6 +190,15 @@ EXPECTED_MOVES = {
     (S.BLOCKED, S.EXPIRED),
     (S.FAILED, S.BLOCKED),  # its dependency was retried (a crash left it failed)
     (S.DEAD_LETTERED, S.BLOCKED),  # its dependency was retried
+    (S.CLAIMED, S.IN_REVIEW),  # handed in for review
+    (S.IN_PROGRESS, S.IN_REVIEW),
+    (S.IN_REVIEW, S.REVIEWING),  # a reviewer claimed it
+    (S.IN_REVIEW, S.CANCELLED),
+    (S.REVIEWING, S.COMPLETED),  # approved
+    (S.REVIEWING, S.QUEUED),  # rejected, rounds left
+    (S.REVIEWING, S.FAILED),  # rejected in the last round: on to the DLQ
+    (S.REVIEWING, S.IN_REVIEW),  # the reviewer went silent: redelivered
+    (S.REVIEWING, S.CANCELLED),
 }
 
 

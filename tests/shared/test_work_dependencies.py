@@ -5,7 +5,6 @@ plans, refusals, and several processes telling the same dependent at once."""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import timedelta
 
 import pytest
@@ -15,6 +14,7 @@ from shared.models import WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.work import Claimant, WorkQueue, WorkRecord
 from shared.workgraph import DependencyFinished, DependencyRefused, PlanError, PlanStep
+from testsupport.events import work_actions
 
 A = "a" * 32
 B = "b" * 32
@@ -46,22 +46,6 @@ async def fail_for_good(q: WorkQueue, work_id: str) -> WorkItem:
     return await q.fail(work_id, A, "broken beyond repair", retryable=False)
 
 
-async def actions(nc: NatsClient, names: ProjectNames, work_id: str) -> list[str]:
-    js = nc.jetstream()
-    psub = await js.pull_subscribe(names.events_subjects, stream=names.events_stream)
-    seen: list[str] = []
-    try:
-        while True:
-            for msg in await psub.fetch(200, timeout=0.5):
-                event = json.loads(msg.data)
-                if event["subject_id"] == work_id:
-                    seen.append(event["action"])
-    except Exception:
-        pass
-    await psub.unsubscribe()
-    return seen
-
-
 async def test_a_dependent_waits_blocked_outside_the_queue_until_its_last_dependency_completes(
     nc: NatsClient, project_id: str
 ) -> None:
@@ -80,7 +64,7 @@ async def test_a_dependent_waits_blocked_outside_the_queue_until_its_last_depend
     assert (ready.status, ready.blocked_on) == (S.QUEUED, [])
     last = await run_one(q)
     assert last is not None and last.id == after.id
-    assert await actions(nc, names, after.id) == [
+    assert await work_actions(nc, names, after.id) == [
         "submitted",
         "blocked",
         "unblocked",
@@ -166,7 +150,7 @@ async def test_a_dead_dependency_fails_the_chain_naming_it_and_a_dlq_retry_reviv
 
     order = [(await run_one(q)), (await run_one(q)), (await run_one(q))]
     assert [i.id for i in order if i is not None] == [root.id, middle.id, leaf.id]
-    assert (await actions(nc, names, middle.id))[:6] == [
+    assert (await work_actions(nc, names, middle.id))[:6] == [
         "submitted",
         "blocked",
         "failed",
@@ -275,7 +259,7 @@ async def test_many_processes_completing_dependencies_at_once_unblock_the_depend
     # Everyone settling it again changes nothing and publishes no second queue message.
     assert await asyncio.gather(*(q.settle_blocked(joined.id) for q in queues)) == [None] * 4
     assert await queues[2].queue_depths() == {"code": 1}
-    assert (await actions(nc, names, joined.id)).count("unblocked") == 1
+    assert (await work_actions(nc, names, joined.id)).count("unblocked") == 1
 
 
 async def test_a_crash_between_steps_is_repaired_by_settling_and_enqueueing(

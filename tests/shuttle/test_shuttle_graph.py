@@ -99,7 +99,50 @@ async def test_bad_plans_and_after_are_refused_before_anything_is_created(cli: C
     r = cli("submit", "--file", str(bad))
     assert r.exit_code == 2 and "item 1: name: must be" in r.stderr and "Bad Name" not in r.stderr
     r = cli("submit", "--file", str(bad), "--after", secret)
-    assert r.exit_code == 2 and "--after is for one submission" in r.stderr
+    assert r.exit_code == 2 and "--after and --review are for one submission" in r.stderr
     assert cli.json("work", "list")["total"] == 0
     missing = cli("work", "graph", secret)
     assert missing.exit_code == 1 and secret not in missing.stderr
+
+
+async def test_submit_with_review_and_a_reviewed_plan_entry(
+    cli: Cli, nc: NatsClient, project_id: str, tmp_path: Path
+) -> None:
+    item = cli.json("submit", "parser", "-c", "code", "--review", "review", "--review-rounds", "2")
+    assert item["review"] == {"capability": "review", "rounds": 2} and item["review_round"] == 0
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "- {name: a, description: a, capability: code, review: {capability: review}}\n"
+        "- {name: b, description: b, capability: code, after: [a]}\n"
+    )
+    doc = cli.json("submit", "--file", str(plan))
+    assert doc["items"][0]["review"] == {"capability": "review", "rounds": 1}
+
+    worker, reviewer = Agent(nc, project_id), Agent(nc, project_id, "b" * 32, caps=("review",))
+    claimed = await worker.claim()
+    assert claimed.id == item["id"]
+    await worker.queue.complete(item["id"], worker.agent_id, {"pr": 3})
+    assert cli.json("work", "show", item["id"])["status"] == "in-review"
+    shown = cli("work", "list", "--status", "in-review", "-q")
+    assert shown.stdout.split() == [item["id"]]
+    review = await reviewer.claim()
+    assert review.id == item["id"] and review.status.value == "reviewing"
+    await reviewer.queue.review(item["id"], reviewer.agent_id, "approve", "ok")
+    done = cli.json("work", "show", item["id"])
+    assert done["status"] == "completed" and done["reviews"][0]["verdict"] == "approve"
+
+    for args, message in (
+        (("--review", "Bad"), "review.capability: must be"),
+        (("--review-rounds", "2"), "--review-rounds needs --review"),
+        (("--review", "review", "--review-rounds", "11"), "--review-rounds"),
+    ):
+        r = cli("submit", "x", "-c", "code", *args)
+        assert r.exit_code == 2 and message in r.stderr, (args, r.stderr)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- {description: a, capability: code, review: {capability: review, colour: red}}\n")
+    r = cli("submit", "--file", str(bad))
+    assert r.exit_code == 2 and "item 1: review.colour: unknown field" in r.stderr
+    too_many = cli(
+        "submit", "x", "-c", "code", "--review", "review", "--review-rounds", "5", "--max-attempts", "2"
+    )
+    assert too_many.exit_code == 1 and "review: rounds must not exceed max_attempts" in too_many.stderr
