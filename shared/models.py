@@ -185,6 +185,7 @@ class WorkStatus(StrEnum):
     QUEUED = "queued"
     CLAIMED = "claimed"
     IN_PROGRESS = "in-progress"
+    WAITING_ON_OPERATOR = "waiting-on-operator"
     IN_REVIEW = "in-review"
     REVIEWING = "reviewing"
     COMPLETED = "completed"
@@ -222,6 +223,8 @@ class WorkMove(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
     REJECT_LAST = "reject-last"
+    ASK = "ask"
+    RESUME = "resume"
 
 
 @dataclass(frozen=True)
@@ -240,13 +243,22 @@ _S = WorkStatus
 WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.CLAIM: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.FAILED), _S.CLAIMED),
     WorkMove.PROGRESS: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.IN_PROGRESS),
-    WorkMove.COMPLETE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.COMPLETED),
-    WorkMove.FAIL: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.FAILED),
+    WorkMove.COMPLETE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR), _S.COMPLETED),
+    WorkMove.FAIL: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR), _S.FAILED),
     WorkMove.LAPSE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.FAILED),
     WorkMove.REQUEUE: Transition(_from(_S.FAILED), _S.QUEUED),
     WorkMove.DEAD_LETTER: Transition(_from(_S.FAILED), _S.DEAD_LETTERED),
     WorkMove.CANCEL: Transition(
-        _from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.CLAIMED, _S.IN_PROGRESS, _S.IN_REVIEW, _S.REVIEWING),
+        _from(
+            _S.SUBMITTED,
+            _S.BLOCKED,
+            _S.QUEUED,
+            _S.CLAIMED,
+            _S.IN_PROGRESS,
+            _S.WAITING_ON_OPERATOR,
+            _S.IN_REVIEW,
+            _S.REVIEWING,
+        ),
         _S.CANCELLED,
     ),
     WorkMove.EXPIRE: Transition(_from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.FAILED), _S.EXPIRED),
@@ -254,13 +266,15 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.UNBLOCK: Transition(_from(_S.BLOCKED), _S.QUEUED),
     WorkMove.ABANDON: Transition(_from(_S.BLOCKED), _S.FAILED),
     WorkMove.REVIVE: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.BLOCKED),
-    WorkMove.HAND_IN: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.IN_REVIEW),
+    WorkMove.HAND_IN: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR), _S.IN_REVIEW),
     WorkMove.CLAIM_REVIEW: Transition(_from(_S.IN_REVIEW), _S.REVIEWING),
     WorkMove.REVIEW_PROGRESS: Transition(_from(_S.REVIEWING), _S.REVIEWING),
     WorkMove.REVIEW_LAPSE: Transition(_from(_S.REVIEWING), _S.IN_REVIEW),
     WorkMove.APPROVE: Transition(_from(_S.REVIEWING), _S.COMPLETED),
     WorkMove.REJECT: Transition(_from(_S.REVIEWING), _S.QUEUED),
     WorkMove.REJECT_LAST: Transition(_from(_S.REVIEWING), _S.FAILED),
+    WorkMove.ASK: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.WAITING_ON_OPERATOR),
+    WorkMove.RESUME: Transition(_from(_S.WAITING_ON_OPERATOR), _S.IN_PROGRESS),
 }
 """The work lifecycle, one row per operation: the truth the rules in shared/work.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
@@ -275,7 +289,10 @@ queued one. Work that asks for ``review`` is handed in (``in-review``, a review 
 the reviewers' queue) instead of completed; a reviewer claims it (``reviewing``) and
 approves it (``completed``) or rejects it: back to the queue for workers, or after the
 last round ``failed`` and on into the DLQ. A reviewer gone silent lapses like a worker
-(``review-lapse``: back to ``in-review``, redelivered). ``failed`` records an
+(``review-lapse``: back to ``in-review``, redelivered). A worker that asks the operator a
+question about its item (``ask``) holds it ``waiting-on-operator``, where its claim does
+not lapse, until the answer (or the question's deadline) resumes it (``resume``); it may
+still complete or fail it meanwhile. ``failed`` records an
 attempt that went wrong: reported by its agent (``fail``) or a claim that went
 silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
 there the item is requeued, claimed again, expired or dead-lettered. ``progress``
@@ -439,6 +456,9 @@ class WorkItem(WorkSubmission):
         description="Every round handed in for review: result, reviewer, verdict, feedback",
     )
     review_round: int = Field(default=0, ge=0, description="Rounds handed in since it was (re)submitted")
+    question_id: str | None = Field(
+        default=None, description="The operator's question its agent waits on (waiting-on-operator)"
+    )
 
     @property
     def author(self) -> str | None:
@@ -454,6 +474,53 @@ class WorkItem(WorkSubmission):
     @property
     def is_final(self) -> bool:
         return self.status in FINAL_WORK_STATES
+
+
+# -- questions to the operator ------------------------------------------------
+
+MAX_QUESTION = 4000
+MAX_ANSWER = 8000
+MAX_CHOICES = 20
+MAX_CHOICE = 200
+NO_ANSWER = "no answer before the deadline"
+
+
+class QuestionStatus(StrEnum):
+    OPEN = "open"
+    ANSWERED = "answered"
+    EXPIRED = "expired"
+
+
+class Question(LoomModel):
+    """One question and, once there is one, its answer (or why there is none)."""
+
+    id: str = Field(default_factory=new_id)
+    project_id: str
+    asked_by: str
+    """The asking agent's id."""
+    asked_by_handle: str = ""
+    question: str = Field(min_length=1, max_length=MAX_QUESTION)
+    choices: list[str] = Field(default_factory=list, max_length=MAX_CHOICES)
+    work_id: str | None = None
+    deadline: datetime | None = None
+    status: QuestionStatus = QuestionStatus.OPEN
+    answer: str | None = None
+    answered_by: str | None = None
+    resolution: str | None = None
+    """In words, for the agent: who answered, or that nobody did before the deadline."""
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    resolved_at: datetime | None = None
+
+    @field_validator("choices")
+    @classmethod
+    def _choices(cls, v: list[str]) -> list[str]:
+        for choice in v:
+            if not choice.strip() or len(choice) > MAX_CHOICE:
+                raise ValueError(f"each choice must be 1-{MAX_CHOICE} characters of text")
+        if len(set(v)) != len(v):
+            raise ValueError("must not repeat a choice")
+        return v
 
 
 # -- targets and spin-up -------------------------------------------------------
@@ -557,7 +624,7 @@ class SpinupOperation(LoomModel):
 
 # -- events --------------------------------------------------------------------
 
-EventKind = Literal["work", "agent", "target", "spinup"]
+EventKind = Literal["work", "agent", "target", "spinup", "question"]
 
 
 class Event(LoomModel):
@@ -568,7 +635,7 @@ class Event(LoomModel):
     action: str
     project_id: str
     subject_id: str
-    """The work id, agent id, target id or spin-up id the event is about."""
+    """The work id, agent id, target id, spin-up id or question id the event is about."""
     at: datetime = Field(default_factory=utcnow)
     data: dict[str, Any] = Field(default_factory=dict)
 

@@ -261,6 +261,11 @@ class ProjectNames:
     def dlq_subject(self, capability: str) -> str:
         return f"{self._root}.dlq.{validate_capability(capability)}"
 
+    @property
+    def questions_bucket(self) -> str:
+        """Agents' questions to the operator and their answers (key: question id)."""
+        return f"loom-{self._p}-questions"
+
     # -- targets and spin-up --------------------------------------------------
     @property
     def targets_bucket(self) -> str:
@@ -285,7 +290,8 @@ class ProjectNames:
         return f"{self._root}.events.>"
 
     def event_subject(self, kind: str, action: str) -> str:
-        """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup)."""
+        """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup,
+        question)."""
         if kind not in EVENT_KINDS:
             raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.{validate_token(action, 'action')}"
@@ -298,7 +304,7 @@ class ProjectNames:
         return f"{self._root}.events.{kind}.>"
 
 
-EVENT_KINDS: Final = ("work", "agent", "target", "spinup")
+EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question")
 
 # -- names not tied to one project --------------------------------------------
 # The segment after ``loom-`` starts with '_', which no project id can, so no

@@ -107,8 +107,8 @@ REVIEWABLE = WORK_LIFECYCLE[WorkMove.CLAIM_REVIEW].sources
 """Handed in, waiting for a reviewer."""
 WAITING = CLAIMABLE | REVIEWABLE
 """Waiting for an agent (a worker or a reviewer): what routing looks after."""
-HOLDING = HELD | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources
-"""Held by an agent, working or reviewing: what counts among its tasks."""
+HOLDING = HELD | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources | WORK_LIFECYCLE[WorkMove.RESUME].sources
+"""Held by an agent (working, reviewing, or waiting on the operator): what counts among its tasks."""
 MAX_FEEDBACK = 8000
 DEPENDENTS_AT_ONCE = 32
 """How many dependents of one item are told about it concurrently."""
@@ -367,6 +367,8 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
         return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # superseded by a later enqueue
     if record.item.status in REVIEWABLE | {WorkStatus.REVIEWING}:
         return _take_review(record, agent_id, delivery, now)
+    if record.item.status is WorkStatus.WAITING_ON_OPERATOR:
+        return _keep_waiting(record, delivery)
     events: tuple[WorkEvent, ...] = ()
     lapsed = _move(record, WorkMove.LAPSE, now)
     if lapsed is not None:
@@ -439,6 +441,48 @@ def _take_review(record: WorkRecord, agent_id: str, delivery: Delivery, now: dat
     new.delivery = delivery
     claimed = WorkEvent("review-claimed", {"agent_id": agent_id, "round": item.review_round})
     return Change(new, (*events, claimed))
+
+
+def _keep_waiting(record: WorkRecord, delivery: Delivery) -> Change:
+    """A claim waiting on the operator does not lapse. Its keep-alive (``+WPI``, see
+    :func:`keep_alive_subject`) normally stops the redelivery; should one happen anyway (the
+    agent's Warp was down for a while), the record takes the new delivery, so the claim
+    stays with its agent and whoever acts on it later acknowledges the current delivery.
+    Not the agent's activity: ``updated_at`` stays."""
+    if record.delivery is None or delivery.delivered <= record.delivery.delivered:
+        return Change()
+    return Change(record.model_copy(update={"delivery": delivery}))
+
+
+def keep_alive_subject(record: WorkRecord, agent_id: str) -> str | None:
+    """The ack subject to send ``+WPI`` on while ``agent_id`` waits on the operator about
+    this item (None when it does not)."""
+    item = record.item
+    if item.status is not WorkStatus.WAITING_ON_OPERATOR or item.assigned_to != agent_id:
+        return None
+    return _ack_subject(record)
+
+
+def wait_on(record: WorkRecord, agent_id: str, question_id: str, now: datetime) -> Change:
+    """The holder asked the operator a question about the item: it waits, claim kept."""
+    new, item = _holder_move(record, agent_id, WorkMove.ASK, "ask about", now)
+    item.question_id = question_id
+    event = WorkEvent("waiting-on-operator", {"agent_id": agent_id, "question_id": question_id})
+    return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
+
+
+def resume(record: WorkRecord, question_id: str, answered: bool, now: datetime) -> Change:
+    """The question the item waited on was answered (or its deadline passed): back in
+    progress, the claim's ack deadline restarted. Anything else is left alone."""
+    if record.item.question_id != question_id:
+        return Change()
+    moved = _move(record, WorkMove.RESUME, now)
+    if moved is None:
+        return Change()
+    new, item = moved
+    item.question_id = None
+    event = WorkEvent("resumed", {"question_id": question_id, "answered": answered})
+    return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 
 def report(record: WorkRecord, agent_id: str, percent: int, note: str, now: datetime) -> Change:
@@ -1467,6 +1511,34 @@ class WorkQueue:
             work_id, lambda r: judge(r, agent_id, verdict, feedback, score, now)
         )
         return await self._carry_out(work_id, change, revision)
+
+    async def wait_on_operator(self, work_id: str, agent_id: str, question_id: str) -> WorkItem:
+        """The holder waits on the operator's answer to ``question_id`` (rule ``wait_on``)."""
+        now = utcnow()
+        _, change, revision = await self._mutate_at(work_id, lambda r: wait_on(r, agent_id, question_id, now))
+        return await self._carry_out(work_id, change, revision)
+
+    async def resume(self, work_id: str, question_id: str, *, answered: bool) -> WorkItem | None:
+        """The question was answered or expired: the item waiting on it is in progress again;
+        None when it no longer waited on it (finished, cancelled, or never moved)."""
+        now = utcnow()
+        try:
+            _, change, revision = await self._mutate_at(
+                work_id, lambda r: resume(r, question_id, answered, now)
+            )
+        except WorkNotFound:
+            return None
+        if change.record is None:
+            return None
+        return await self._carry_out(work_id, change, revision)
+
+    async def keep_alive(self, work_id: str, agent_id: str) -> bool:
+        """``+WPI`` on the claim of an item ``agent_id`` holds waiting on the operator, so it
+        does not lapse; False when it is not waiting (nothing sent)."""
+        record = await self._record_or_none(work_id)
+        subject = keep_alive_subject(record, agent_id) if record is not None else None
+        await self._ack(subject, Ack.WORKING)
+        return subject is not None
 
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:
         """Record a failed attempt: back to the queue, or to the DLQ when attempts are used up."""

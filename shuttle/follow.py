@@ -59,6 +59,8 @@ def _line(kind: str, item: dict[str, Any], event: dict[str, Any] | None, o: Out)
     elif kind.endswith((".approved", ".rejected")):
         said = f": {data['feedback']}" if data.get("feedback") else ""
         detail = f"round {data.get('round', '?')} by {data.get('agent_id', '?')}{said}"
+    elif kind.endswith((".waiting-on-operator", ".resumed")) and data.get("question_id"):
+        detail = f"question {data['question_id']}"
     elif kind.endswith((".unblocked", ".revived")) and data.get("dependency"):
         detail = f"dependency {data['dependency']}"
     console().print(f"{clock}  {escape(kind):<22} {styled(item.get('status'))}  {escape(detail)}")

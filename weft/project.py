@@ -26,6 +26,7 @@ from nats.js import JetStreamContext
 
 from shared.names import ProjectNames
 from shared.policy import BoundaryPolicy, config_bucket, publish_policy
+from shared.questions import QuestionBook
 from shared.registry import Registry
 from shared.work import WorkQueue
 from weft.agents import AgentDirectory
@@ -60,12 +61,13 @@ class ProjectContext:
         self.names = names
         self.metrics = metrics
         self.queue = WorkQueue(nc, names, js=js)
+        self.questions = QuestionBook(nc, names, self.queue, js=js)
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
         self.work = WorkIndex(nc, js, self.queue)
         self.targets = TargetStore(nc, js, names)
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
-        self.repair = WorkRepair(self.queue, self.work)
+        self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)
         self.extension: ProjectExtension | None = None
         self.last_used = time.monotonic()

@@ -9,7 +9,9 @@ idempotent, compare-and-set rules, so replicas repairing at once change an item 
   it is settled;
 * an item that failed because of a dependency that has since been retried is revived;
 * a queued item (or one handed in for review) whose queue message was never stored
-  gets one. The copy does not show
+  gets one;
+* an item still waiting on the operator about a question that was answered or expired
+  goes back in progress. The copy does not show
   queue messages, so each queued item is read once after it has been quiet for a while.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Awaitable
 from datetime import datetime, timedelta
 
 from shared.models import WorkStatus, utcnow
+from shared.questions import QuestionBook
 from shared.work import WorkQueue
 from shared.workgraph import repairs
 from weft.tasks import raise_if_cancelling
@@ -35,16 +38,17 @@ NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW})
 
 
 class WorkRepair:
-    def __init__(self, queue: WorkQueue, work: WorkIndex) -> None:
+    def __init__(self, queue: WorkQueue, work: WorkIndex, questions: QuestionBook) -> None:
         self.queue = queue
         self.work = work
+        self.questions = questions
         self._checked: OrderedDict[tuple[str, datetime], None] = OrderedDict()
 
     async def sweep(self, now: datetime | None = None) -> dict[str, int]:
         moment = now or utcnow()
         items = self.work.by_id()
         found = repairs(items, moment, grace=GRACE)
-        done = {"settled": 0, "revived": 0, "enqueued": 0}
+        done = {"settled": 0, "revived": 0, "enqueued": 0, "resumed": 0}
         for work_id in found.settle:
             if await self._try(self.queue.settle_blocked(work_id), work_id):
                 done["settled"] += 1
@@ -52,6 +56,19 @@ class WorkRepair:
             if await self._try(self.queue.revive_from(work_id, dependency_id), work_id):
                 done["revived"] += 1
         quiet = moment - GRACE
+        waiting = {
+            i.id: i.question_id
+            for i in items.values()
+            if i.status is WorkStatus.WAITING_ON_OPERATOR
+            and i.question_id is not None
+            and i.updated_at <= quiet
+        }
+        if waiting:
+            try:
+                done["resumed"] = await self.questions.resume_settled(waiting)
+            except Exception as exc:
+                raise_if_cancelling()
+                log.warning("resuming work whose question was settled failed: %s", exc)
         for item in items.values():
             if item.status not in NEEDS_A_MESSAGE or item.updated_at > quiet:
                 continue

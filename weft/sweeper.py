@@ -28,6 +28,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     for step, count in (await context.repair.sweep()).items():
         if count:
             outcome[step] = count
+    expired_questions = await context.questions.expire_due()
+    if expired_questions:
+        outcome["questions_expired"] = len(expired_questions)
     outcome.update(await router.route_waiting(context))
     deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
     for kind, count in deleted.items():

@@ -21,6 +21,7 @@ STATUSES = [
     "blocked",
     "claimed",
     "in-progress",
+    "waiting-on-operator",
     "in-review",
     "reviewing",
     "completed",

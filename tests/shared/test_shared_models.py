@@ -199,6 +199,13 @@ EXPECTED_MOVES = {
     (S.REVIEWING, S.FAILED),  # rejected in the last round: on to the DLQ
     (S.REVIEWING, S.IN_REVIEW),  # the reviewer went silent: redelivered
     (S.REVIEWING, S.CANCELLED),
+    (S.CLAIMED, S.WAITING_ON_OPERATOR),  # its agent asked the operator a question about it
+    (S.IN_PROGRESS, S.WAITING_ON_OPERATOR),
+    (S.WAITING_ON_OPERATOR, S.IN_PROGRESS),  # answered, or the question's deadline passed
+    (S.WAITING_ON_OPERATOR, S.COMPLETED),  # its agent went on without the answer
+    (S.WAITING_ON_OPERATOR, S.FAILED),
+    (S.WAITING_ON_OPERATOR, S.IN_REVIEW),
+    (S.WAITING_ON_OPERATOR, S.CANCELLED),
 }
 
 

@@ -267,3 +267,28 @@ async def test_an_agent_holding_a_review_is_not_idle(
         return current if current.shutdown_requested_at else None
 
     await eventually(asked, what="the idle timeout after the review")
+
+
+async def test_an_agent_waiting_on_the_operator_is_not_idle(
+    fleet: Fleet, nc: NatsClient, names: ProjectNames
+) -> None:
+    from shared.questions import QuestionBook
+
+    record, agent = await fleet.registered_agent()
+    work = WorkQueue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="q", description="d", capability="code"))
+    assert await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",))) is not None
+    book = QuestionBook(nc, names, work)
+    asked = await book.ask(agent.agent_id, "which way?", work_id=item.id)
+    for _ in range(3):
+        await fleet.tick()
+    assert (await fleet.record(record.op.id)).op.state is SpinupState.REGISTERED  # waits on a person
+    await book.answer(asked.id, "left")
+    await work.complete(item.id, agent.agent_id)
+
+    async def asked_to_stop() -> SpinupRecord | None:
+        await fleet.tick()
+        current = await fleet.record(record.op.id)
+        return current if current.shutdown_requested_at else None
+
+    await eventually(asked_to_stop, what="the idle timeout once the work is done")

@@ -36,6 +36,9 @@ TOOLS = {
     "warp_work_complete",
     "warp_work_fail",
     "warp_work_review",
+    "warp_question_ask",
+    "warp_question_get",
+    "warp_question_list",
     "warp_dlq_list",
     "warp_dlq_retry",
     "warp_dlq_discard",
@@ -163,6 +166,16 @@ async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: 
             "verdict",
         )
         assert approved["item"]["status"] == "completed" and approved["item"]["reviews"][0]["score"] == 90
+        asked = await check(
+            "warp_question_ask", {"question": "lunch?"}, {"question": "x", "choices": ["a", "a"]}, "choices"
+        )
+        question_id = asked["question"]["id"]
+        got = await check(
+            "warp_question_get", {"question_id": question_id}, {"question_id": "nothex"}, "question_id"
+        )
+        assert got["question"]["status"] == "open"
+        mine = await check("warp_question_list", {}, {"status": "maybe"}, "status")
+        assert [q["id"] for q in mine["items"]] == [question_id]
         second = (await w.ok("warp_work_broadcast", {"description": "flaky", "capability": "code"}))["item"][
             "id"
         ]

@@ -77,6 +77,10 @@ def item_text(item: WorkItem) -> str:
     return "\n".join(lines)
 
 
+STILL_HELD = frozenset({WorkStatus.IN_PROGRESS, WorkStatus.REVIEWING, WorkStatus.WAITING_ON_OPERATOR})
+"""After one of its operations, an item in one of these still counts among the agent's tasks."""
+
+
 async def held_operation(
     rt: WarpRuntime, svc: Services, work_id: str, op: Callable[[], Awaitable[WorkItem]]
 ) -> WorkItem:
@@ -93,7 +97,7 @@ async def held_operation(
     except (NotClaimant, WorkConflict):
         svc.presence.tasks_changed(released=work_id)
         raise
-    if item.status not in (WorkStatus.IN_PROGRESS, WorkStatus.REVIEWING) or item.assigned_to != svc.agent_id:
+    if item.status not in STILL_HELD or item.assigned_to != svc.agent_id:
         svc.presence.tasks_changed(released=work_id)
     return item
 
