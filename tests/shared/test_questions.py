@@ -249,3 +249,21 @@ async def test_questions_are_refused_clearly_and_a_refused_one_is_not_kept(
         await other.get(free.id)
     assert [q.id for q in (await book.listing(QuestionFilter(asked_by=B))).items] == [free.id]
     assert (await book.listing(QuestionFilter(status=QuestionStatus.ANSWERED))).items == []
+
+
+async def test_operators_answering_at_once_make_one_answer(nc: NatsClient, project_id: str) -> None:
+    names = ProjectNames(project_id)
+    work = WorkQueue(nc, names)
+    books = [QuestionBook(nc, names, work) for _ in range(3)]  # as if from three Weft replicas
+    item = await work.submit(WorkSubmission(task_id="t", description="d", capability="code"))
+    await work.claim(coder(A))
+    asked = await books[0].ask(A, "which?", work_id=item.id)
+    outcomes = await asyncio.gather(
+        *(books[n % 3].answer(asked.id, f"answer {n}", by=f"op{n}") for n in range(6)), return_exceptions=True
+    )
+    won = [o for o in outcomes if isinstance(o, Question)]
+    assert len(won) == 1 and all(isinstance(o, QuestionClosed) for o in outcomes if o not in won)
+    stored = await books[1].get(asked.id)
+    assert stored.answer == won[0].answer
+    assert (await work.get(item.id)).status is S.IN_PROGRESS
+    assert (await work_actions(nc, names, item.id)).count("resumed") == 1
