@@ -14,10 +14,12 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -48,6 +50,18 @@ Token = Annotated[str, _schema(names.TOKEN_PATTERN, names.TOKEN_RULE)]
 AgentId = Annotated[str, _schema(names.AGENT_ID_PATTERN, names.AGENT_ID_RULE)]
 ProjectId = Annotated[str, _schema(names.PROJECT_ID_PATTERN, names.PROJECT_ID_RULE)]
 Handle = Annotated[str, _schema(names.HANDLE_PATTERN, names.HANDLE_RULE)]
+
+
+def _work_id(value: str) -> str:
+    """A work id in a list: the message leaves the field to the list entry's path."""
+    if names.is_work_id(value):
+        return value
+    raise ValueError(f"must be {names.WORK_ID_RULE}")
+
+
+WorkId = Annotated[str, _schema(names.AGENT_ID_PATTERN, names.WORK_ID_RULE), AfterValidator(_work_id)]
+MAX_DEPENDENCIES = 100
+"""How many items one submission may depend on."""
 
 
 class Scope(StrEnum):
@@ -167,9 +181,13 @@ class AgentEntry(LoomModel):
 
 class WorkStatus(StrEnum):
     SUBMITTED = "submitted"
+    BLOCKED = "blocked"
     QUEUED = "queued"
     CLAIMED = "claimed"
     IN_PROGRESS = "in-progress"
+    WAITING_ON_OPERATOR = "waiting-on-operator"
+    IN_REVIEW = "in-review"
+    REVIEWING = "reviewing"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -195,6 +213,18 @@ class WorkMove(StrEnum):
     CANCEL = "cancel"
     EXPIRE = "expire"
     RETRY = "retry"
+    UNBLOCK = "unblock"
+    ABANDON = "abandon"
+    REVIVE = "revive"
+    HAND_IN = "hand-in"
+    CLAIM_REVIEW = "claim-review"
+    REVIEW_PROGRESS = "review-progress"
+    REVIEW_LAPSE = "review-lapse"
+    APPROVE = "approve"
+    REJECT = "reject"
+    REJECT_LAST = "reject-last"
+    ASK = "ask"
+    RESUME = "resume"
 
 
 @dataclass(frozen=True)
@@ -213,20 +243,56 @@ _S = WorkStatus
 WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.CLAIM: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.FAILED), _S.CLAIMED),
     WorkMove.PROGRESS: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.IN_PROGRESS),
-    WorkMove.COMPLETE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.COMPLETED),
-    WorkMove.FAIL: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.FAILED),
+    WorkMove.COMPLETE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR), _S.COMPLETED),
+    WorkMove.FAIL: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR), _S.FAILED),
     WorkMove.LAPSE: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.FAILED),
     WorkMove.REQUEUE: Transition(_from(_S.FAILED), _S.QUEUED),
     WorkMove.DEAD_LETTER: Transition(_from(_S.FAILED), _S.DEAD_LETTERED),
-    WorkMove.CANCEL: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.CLAIMED, _S.IN_PROGRESS), _S.CANCELLED),
-    WorkMove.EXPIRE: Transition(_from(_S.SUBMITTED, _S.QUEUED, _S.FAILED), _S.EXPIRED),
+    WorkMove.CANCEL: Transition(
+        _from(
+            _S.SUBMITTED,
+            _S.BLOCKED,
+            _S.QUEUED,
+            _S.CLAIMED,
+            _S.IN_PROGRESS,
+            _S.WAITING_ON_OPERATOR,
+            _S.IN_REVIEW,
+            _S.REVIEWING,
+        ),
+        _S.CANCELLED,
+    ),
+    WorkMove.EXPIRE: Transition(_from(_S.SUBMITTED, _S.BLOCKED, _S.QUEUED, _S.FAILED), _S.EXPIRED),
     WorkMove.RETRY: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.QUEUED),
+    WorkMove.UNBLOCK: Transition(_from(_S.BLOCKED), _S.QUEUED),
+    WorkMove.ABANDON: Transition(_from(_S.BLOCKED), _S.FAILED),
+    WorkMove.REVIVE: Transition(_from(_S.FAILED, _S.DEAD_LETTERED), _S.BLOCKED),
+    WorkMove.HAND_IN: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR), _S.IN_REVIEW),
+    WorkMove.CLAIM_REVIEW: Transition(_from(_S.IN_REVIEW), _S.REVIEWING),
+    WorkMove.REVIEW_PROGRESS: Transition(_from(_S.REVIEWING), _S.REVIEWING),
+    WorkMove.REVIEW_LAPSE: Transition(_from(_S.REVIEWING), _S.IN_REVIEW),
+    WorkMove.APPROVE: Transition(_from(_S.REVIEWING), _S.COMPLETED),
+    WorkMove.REJECT: Transition(_from(_S.REVIEWING), _S.QUEUED),
+    WorkMove.REJECT_LAST: Transition(_from(_S.REVIEWING), _S.FAILED),
+    WorkMove.ASK: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.WAITING_ON_OPERATOR),
+    WorkMove.RESUME: Transition(_from(_S.WAITING_ON_OPERATOR), _S.IN_PROGRESS),
 }
 """The work lifecycle, one row per operation: the truth the rules in shared/work.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
 
-Items are created ``queued``; nothing stores ``submitted`` today, but an item in it
-would be claimed, cancelled or expired like a queued one. ``failed`` records an
+Items are created ``queued``, or ``blocked`` when they name dependencies
+(``depends_on``): a blocked item is in no queue until ``unblock`` (its last dependency
+completed) or ``abandon`` (a dependency can no longer complete: it then fails for good,
+into the DLQ, naming that dependency); ``revive`` takes such an item (and the chain
+behind it) back to ``blocked`` when the dependency is retried. Nothing stores
+``submitted`` today, but an item in it would be claimed, cancelled or expired like a
+queued one. Work that asks for ``review`` is handed in (``in-review``, a review task in
+the reviewers' queue) instead of completed; a reviewer claims it (``reviewing``) and
+approves it (``completed``) or rejects it: back to the queue for workers, or after the
+last round ``failed`` and on into the DLQ. A reviewer gone silent lapses like a worker
+(``review-lapse``: back to ``in-review``, redelivered). A worker that asks the operator a
+question about its item (``ask``) holds it ``waiting-on-operator``, where its claim does
+not lapse, until the answer (or the question's deadline) resumes it (``resume``); it may
+still complete or fail it meanwhile. ``failed`` records an
 attempt that went wrong: reported by its agent (``fail``) or a claim that went
 silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
 there the item is requeued, claimed again, expired or dead-lettered. ``progress``
@@ -262,6 +328,40 @@ class Progress(LoomModel):
     at: datetime = Field(default_factory=utcnow)
 
 
+MAX_REVIEW_ROUNDS = 10
+
+
+class ReviewSpec(LoomModel):
+    """A submission's request for review: who reviews, and how many rounds a change gets."""
+
+    capability: Token = Field(description="Reviewers are agents with this capability (never the worker)")
+    rounds: int = Field(
+        default=1, ge=1, le=MAX_REVIEW_ROUNDS, description="Rejections after which the item fails for good"
+    )
+
+    @field_validator("capability")
+    @classmethod
+    def _cap(cls, v: str) -> str:
+        return names.validate_capability(v)
+
+
+Verdict = Literal["approve", "reject"]
+
+
+class ReviewRound(LoomModel):
+    """One round: what a worker handed in, and what its reviewer said."""
+
+    round: int = Field(ge=1)
+    author: str | None = None
+    result: Any = None
+    handed_in_at: datetime = Field(default_factory=utcnow)
+    reviewer: str | None = None
+    verdict: Verdict | None = None
+    feedback: str = ""
+    score: float | None = None
+    reviewed_at: datetime | None = None
+
+
 class WorkSubmission(LoomModel):
     """What a caller submits (REST ``POST /api/work`` or ``warp_work_broadcast``)."""
 
@@ -276,6 +376,29 @@ class WorkSubmission(LoomModel):
     context: dict[str, Any] = Field(default_factory=dict)
     scope: Scope = Scope.TEAM
     max_attempts: int = Field(default=3, ge=1, le=100)
+    depends_on: list[WorkId] = Field(
+        default_factory=list,
+        max_length=MAX_DEPENDENCIES,
+        description="Ids of work in the same project that must complete first (until then: blocked)",
+    )
+    review: ReviewSpec | None = Field(
+        default=None, description="Have each result reviewed by another agent before it counts"
+    )
+
+    @field_validator("review")
+    @classmethod
+    def _rounds_fit(cls, v: ReviewSpec | None, info: ValidationInfo) -> ReviewSpec | None:
+        attempts = info.data.get("max_attempts")
+        if v is not None and isinstance(attempts, int) and v.rounds > attempts:
+            raise ValueError("rounds must not exceed max_attempts (every round is a worker's attempt)")
+        return v
+
+    @field_validator("depends_on")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("depends_on: must not name the same item twice")
+        return v
 
     @field_validator("capability")
     @classmethod
@@ -318,6 +441,29 @@ class WorkItem(WorkSubmission):
     errors: list[AttemptError] = Field(default_factory=list)
     progress: Progress | None = None
     waiting_reason: str | None = None
+    blocked_on: list[str] = Field(
+        default_factory=list, description="The dependencies (of depends_on) that have not completed yet"
+    )
+    dependents: list[str] = Field(
+        default_factory=list, description="Items that depend on this one (their depends_on names it)"
+    )
+    failed_dependency: str | None = Field(
+        default=None,
+        description="The dependency whose failure failed this item; retrying that one revives this one",
+    )
+    reviews: list[ReviewRound] = Field(
+        default_factory=list,
+        description="Every round handed in for review: result, reviewer, verdict, feedback",
+    )
+    review_round: int = Field(default=0, ge=0, description="Rounds handed in since it was (re)submitted")
+    question_id: str | None = Field(
+        default=None, description="The operator's question its agent waits on (waiting-on-operator)"
+    )
+
+    @property
+    def author(self) -> str | None:
+        """Who handed in the round under review (a reviewer must be someone else)."""
+        return self.reviews[-1].author if self.reviews else None
 
     @model_validator(mode="after")
     def _assigned(self) -> WorkItem:
@@ -328,6 +474,53 @@ class WorkItem(WorkSubmission):
     @property
     def is_final(self) -> bool:
         return self.status in FINAL_WORK_STATES
+
+
+# -- questions to the operator ------------------------------------------------
+
+MAX_QUESTION = 4000
+MAX_ANSWER = 8000
+MAX_CHOICES = 20
+MAX_CHOICE = 200
+NO_ANSWER = "no answer before the deadline"
+
+
+class QuestionStatus(StrEnum):
+    OPEN = "open"
+    ANSWERED = "answered"
+    EXPIRED = "expired"
+
+
+class Question(LoomModel):
+    """One question and, once there is one, its answer (or why there is none)."""
+
+    id: str = Field(default_factory=new_id)
+    project_id: str
+    asked_by: str
+    """The asking agent's id."""
+    asked_by_handle: str = ""
+    question: str = Field(min_length=1, max_length=MAX_QUESTION)
+    choices: list[str] = Field(default_factory=list, max_length=MAX_CHOICES)
+    work_id: str | None = None
+    deadline: datetime | None = None
+    status: QuestionStatus = QuestionStatus.OPEN
+    answer: str | None = None
+    answered_by: str | None = None
+    resolution: str | None = None
+    """In words, for the agent: who answered, or that nobody did before the deadline."""
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    resolved_at: datetime | None = None
+
+    @field_validator("choices")
+    @classmethod
+    def _choices(cls, v: list[str]) -> list[str]:
+        for choice in v:
+            if not choice.strip() or len(choice) > MAX_CHOICE:
+                raise ValueError(f"each choice must be 1-{MAX_CHOICE} characters of text")
+        if len(set(v)) != len(v):
+            raise ValueError("must not repeat a choice")
+        return v
 
 
 # -- targets and spin-up -------------------------------------------------------
@@ -431,7 +624,7 @@ class SpinupOperation(LoomModel):
 
 # -- events --------------------------------------------------------------------
 
-EventKind = Literal["work", "agent", "target", "spinup"]
+EventKind = Literal["work", "agent", "target", "spinup", "question"]
 
 
 class Event(LoomModel):
@@ -442,7 +635,7 @@ class Event(LoomModel):
     action: str
     project_id: str
     subject_id: str
-    """The work id, agent id, target id or spin-up id the event is about."""
+    """The work id, agent id, target id, spin-up id or question id the event is about."""
     at: datetime = Field(default_factory=utcnow)
     data: dict[str, Any] = Field(default_factory=dict)
 

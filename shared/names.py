@@ -20,6 +20,7 @@ AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
 HANDLE_RULE: Final = "lowercase letters, digits and '-', 1-64 characters"
 TOKEN_RULE: Final = "lowercase letters, digits, '-' and '_', starting with a letter or digit, 1-64 characters"
 USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
+WORK_ID_RULE: Final = "exactly 32 lowercase hex characters (a work item id)"
 
 PROJECT_ID_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,62}"
 AGENT_ID_PATTERN: Final = r"[0-9a-f]{32}"
@@ -46,6 +47,11 @@ class WorkSubjectParts(NamedTuple):
     boundary: str
     agent_type: str | None
     priority: int
+    not_for: str | None = None
+    """The agent that may not take it (a review task: the agent whose work it reviews)."""
+
+
+NOT_FOR_PREFIX: Final = "not-"
 
 
 class AgentAccess(NamedTuple):
@@ -81,6 +87,14 @@ def validate_agent_id(value: object, field: str = "agent_id") -> str:
     return _check(_AGENT_ID, value, field, AGENT_ID_RULE)
 
 
+def validate_work_id(value: object, field: str = "work_id") -> str:
+    return _check(_AGENT_ID, value, field, WORK_ID_RULE)
+
+
+def is_work_id(value: object) -> bool:
+    return isinstance(value, str) and _AGENT_ID.fullmatch(value) is not None
+
+
 def validate_user_id(value: object, field: str = "user_id") -> str:
     return _check(_USER_ID, value, field, USER_ID_RULE)
 
@@ -92,6 +106,10 @@ def validate_handle(value: object, field: str = "handle") -> str:
 def validate_token(value: object, field: str) -> str:
     """A single subject token: capability, boundary, channel name, agent type, category."""
     return _check(_TOKEN, value, field, TOKEN_RULE)
+
+
+def is_token(value: object) -> bool:
+    return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
 
 
 def validate_capability(value: object, field: str = "capability") -> str:
@@ -176,18 +194,29 @@ class ProjectNames:
     def work_subjects(self) -> str:
         return f"{self._root}.work.q.>"
 
-    def work_subject(self, capability: str, boundary: str, agent_type: str | None, priority: int) -> str:
-        """Queue subject ``loom.<p>.work.q.<capability>.<boundary>.<type|_any>.p<NN>``.
+    def work_subject(
+        self,
+        capability: str,
+        boundary: str,
+        agent_type: str | None,
+        priority: int,
+        not_for: str | None = None,
+    ) -> str:
+        """Queue subject ``loom.<p>.work.q.<capability>.<boundary>.<type|_any>.p<NN>``, and
+        for a review task ``....p<NN>.not-<agent-id>`` (the agent whose work it reviews).
 
-        Boundary, required agent type and priority are subject tokens so that a
-        claim can see which queues hold eligible work (one stream-info call)
-        and take the highest priority first without fetching ineligible items.
+        Boundary, required agent type, priority and the excluded agent are subject tokens
+        so that a claim can see which queues hold work it may take (one stream-info call)
+        and take the highest priority first without fetching anything it may not take.
         """
         cap = validate_capability(capability)
         bnd = validate_boundary(boundary)
         typ = ANY_AGENT_TYPE if agent_type is None else validate_agent_type(agent_type, "required_agent_type")
         prio = validate_priority(priority)
-        return f"{self._root}.work.q.{cap}.{bnd}.{typ}.p{prio:02d}"
+        subject = f"{self._root}.work.q.{cap}.{bnd}.{typ}.p{prio:02d}"
+        if not_for is not None:
+            subject += f".{NOT_FOR_PREFIX}{validate_agent_id(not_for, 'not_for')}"
+        return subject
 
     def parse_work_subject(self, subject: str) -> WorkSubjectParts | None:
         """Inverse of :meth:`work_subject`; None for anything else."""
@@ -195,14 +224,21 @@ class ProjectNames:
         if not subject.startswith(prefix):
             return None
         parts = subject[len(prefix) :].split(".")
-        if len(parts) != 4 or not parts[3].startswith("p") or not parts[3][1:].isdigit():
+        if len(parts) not in (4, 5) or not parts[3].startswith("p") or not parts[3][1:].isdigit():
             return None
-        cap, bnd, typ, prio = parts
+        not_for = None
+        if len(parts) == 5:
+            excluded = parts[4].removeprefix(NOT_FOR_PREFIX)
+            if excluded == parts[4] or _AGENT_ID.fullmatch(excluded) is None:
+                return None
+            not_for = excluded
+        cap, bnd, typ, prio = parts[:4]
         return WorkSubjectParts(
             capability=cap,
             boundary=bnd,
             agent_type=None if typ == ANY_AGENT_TYPE else typ,
             priority=int(prio[1:]),
+            not_for=not_for,
         )
 
     def work_consumer(self, subject: str) -> str:
@@ -234,6 +270,11 @@ class ProjectNames:
     def dlq_subject(self, capability: str) -> str:
         return f"{self._root}.dlq.{validate_capability(capability)}"
 
+    @property
+    def questions_bucket(self) -> str:
+        """Agents' questions to the operator and their answers (key: question id)."""
+        return f"loom-{self._p}-questions"
+
     # -- targets and spin-up --------------------------------------------------
     @property
     def targets_bucket(self) -> str:
@@ -258,7 +299,8 @@ class ProjectNames:
         return f"{self._root}.events.>"
 
     def event_subject(self, kind: str, action: str) -> str:
-        """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup)."""
+        """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup,
+        question)."""
         if kind not in EVENT_KINDS:
             raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.{validate_token(action, 'action')}"
@@ -281,7 +323,7 @@ JS_API: Final = "$JS.API"
 PROVISION_SUBJECTS: Final = f"{SUBJECT_ROOT}.*.provision"
 """Every project's provisioning subject (Weft answers them all, as one queue group)."""
 
-EVENT_KINDS: Final = ("work", "agent", "target", "spinup")
+EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question")
 
 
 def agent_inbox_prefix(agent_id: str) -> str:

@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -66,18 +68,30 @@ from shared.models import (
     ControlRequest,
     LoomModel,
     Progress,
+    ReviewRound,
     WorkItem,
     WorkMove,
     WorkStatus,
     WorkSubmission,
     move_allowed,
+    new_id,
     utcnow,
 )
 from shared.names import ProjectNames, validate_agent_id, validate_capability
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
+from shared.workgraph import (
+    DEAD_ENDS,
+    PlanStep,
+    check_dependencies,
+    dead_end,
+    plan_order,
+)
 
 log = logging.getLogger("loom.work")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
@@ -87,6 +101,17 @@ CLAIMABLE = WORK_LIFECYCLE[WorkMove.CLAIM].sources
 """Waiting for an agent: the statuses a claim may start from."""
 HELD = WORK_LIFECYCLE[WorkMove.LAPSE].sources
 """Claimed and not finished: the statuses whose claim can lapse."""
+EXPIRABLE = WORK_LIFECYCLE[WorkMove.EXPIRE].sources
+"""Not started yet: the statuses an item's deadline can expire it from."""
+REVIEWABLE = WORK_LIFECYCLE[WorkMove.CLAIM_REVIEW].sources
+"""Handed in, waiting for a reviewer."""
+WAITING = CLAIMABLE | REVIEWABLE
+"""Waiting for an agent (a worker or a reviewer): what routing looks after."""
+HOLDING = HELD | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources | WORK_LIFECYCLE[WorkMove.RESUME].sources
+"""Held by an agent (working, reviewing, or waiting on the operator): what counts among its tasks."""
+MAX_FEEDBACK = 8000
+DEPENDENTS_AT_ONCE = 32
+"""How many dependents of one item are told about it concurrently."""
 
 
 def default_ack_wait() -> float:
@@ -294,19 +319,33 @@ def _ack_subject(record: WorkRecord) -> str | None:
 
 
 def admit(
-    submission: WorkSubmission, *, project_id: str, submitted_by: str | None, now: datetime
+    submission: WorkSubmission,
+    *,
+    project_id: str,
+    submitted_by: str | None,
+    now: datetime,
+    work_id: str | None = None,
+    dependents: Iterable[str] = (),
 ) -> WorkRecord:
-    """A new item: created queued (its queue message is published next)."""
+    """A new item: created queued (its queue message is published next), or blocked
+    until every item it ``depends_on`` has completed (it has no queue message until then).
+
+    ``work_id`` and ``dependents`` are for a plan, whose ids are chosen before anything
+    is created so each item can name the items of the plan that wait for it."""
     if submission.deadline is not None and submission.deadline <= now:
         raise WorkError("deadline: must be in the future", field="deadline")
     item = WorkItem(
         **submission.model_dump(),
         project_id=project_id,
-        status=WorkStatus.QUEUED,
+        status=WorkStatus.BLOCKED if submission.depends_on else WorkStatus.QUEUED,
         submitted_by=submitted_by,
         created_at=now,
         updated_at=now,
+        blocked_on=list(submission.depends_on),
+        dependents=list(dependents),
     )
+    if work_id is not None:
+        item.id = work_id
     return WorkRecord(item=item)
 
 
@@ -326,6 +365,10 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     attempt), then the item is dead-lettered, expired or claimed like any failed one."""
     if record.queue_seq is not None and record.queue_seq != delivery.stream_seq:
         return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # superseded by a later enqueue
+    if record.item.status in REVIEWABLE | {WorkStatus.REVIEWING}:
+        return _take_review(record, agent_id, delivery, now)
+    if record.item.status is WorkStatus.WAITING_ON_OPERATOR:
+        return _keep_waiting(record, delivery)
     events: tuple[WorkEvent, ...] = ()
     lapsed = _move(record, WorkMove.LAPSE, now)
     if lapsed is not None:
@@ -369,17 +412,95 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     return Change(new, (*events, WorkEvent("claimed", {"agent_id": agent_id})))
 
 
+def _take_review(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
+    """A review task's message meets the record: a reviewer's claim. A redelivery while a
+    reviewer holds it means that reviewer went silent: the review lapses (back to
+    ``in-review``, nothing else lost) and the new claimant gets it. The agent that did the
+    work never does: its claim gives the message back for someone else."""
+    events: tuple[WorkEvent, ...] = ()
+    lapsed = _move(record, WorkMove.REVIEW_LAPSE, now)
+    if lapsed is not None:
+        if record.delivery is None or delivery.delivered <= record.delivery.delivered:
+            return Change()  # the reviewer's own delivery
+        new, item = lapsed
+        previous = record.item.assigned_to
+        item.assigned_to = None
+        new.delivery = None
+        events = (WorkEvent("redelivered", {"previous_agent": previous, "review_round": item.review_round}),)
+        record = new
+    if agent_id == record.item.author:
+        return Change(record if events else None, events, ack=Ack.AGAIN, ack_subject=delivery.ack_subject)
+    moved = _move(record, WorkMove.CLAIM_REVIEW, now)
+    assert moved is not None  # in review, checked by the caller or lapsed just now
+    new, item = moved
+    item.assigned_to = agent_id
+    item.progress = None
+    item.waiting_reason = None
+    if item.reviews:
+        item.reviews = [*item.reviews[:-1], item.reviews[-1].model_copy(update={"reviewer": agent_id})]
+    new.delivery = delivery
+    claimed = WorkEvent("review-claimed", {"agent_id": agent_id, "round": item.review_round})
+    return Change(new, (*events, claimed))
+
+
+def _keep_waiting(record: WorkRecord, delivery: Delivery) -> Change:
+    """A claim waiting on the operator does not lapse. Its keep-alive (``+WPI``, see
+    :func:`keep_alive_subject`) normally stops the redelivery; should one happen anyway (the
+    agent's Warp was down for a while), the record takes the new delivery, so the claim
+    stays with its agent and whoever acts on it later acknowledges the current delivery.
+    Not the agent's activity: ``updated_at`` stays."""
+    if record.delivery is None or delivery.delivered <= record.delivery.delivered:
+        return Change()
+    return Change(record.model_copy(update={"delivery": delivery}))
+
+
+def keep_alive_subject(record: WorkRecord, agent_id: str) -> str | None:
+    """The ack subject to send ``+WPI`` on while ``agent_id`` waits on the operator about
+    this item (None when it does not)."""
+    item = record.item
+    if item.status is not WorkStatus.WAITING_ON_OPERATOR or item.assigned_to != agent_id:
+        return None
+    return _ack_subject(record)
+
+
+def wait_on(record: WorkRecord, agent_id: str, question_id: str, now: datetime) -> Change:
+    """The holder asked the operator a question about the item: it waits, claim kept."""
+    new, item = _holder_move(record, agent_id, WorkMove.ASK, "ask about", now)
+    item.question_id = question_id
+    event = WorkEvent("waiting-on-operator", {"agent_id": agent_id, "question_id": question_id})
+    return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
+
+
+def resume(record: WorkRecord, question_id: str, answered: bool, now: datetime) -> Change:
+    """The question the item waited on was answered (or its deadline passed): back in
+    progress, the claim's ack deadline restarted. Anything else is left alone."""
+    if record.item.question_id != question_id:
+        return Change()
+    moved = _move(record, WorkMove.RESUME, now)
+    if moved is None:
+        return Change()
+    new, item = moved
+    item.question_id = None
+    event = WorkEvent("resumed", {"question_id": question_id, "answered": answered})
+    return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
+
+
 def report(record: WorkRecord, agent_id: str, percent: int, note: str, now: datetime) -> Change:
-    """Progress from the holder: in progress, and the claim's ack deadline extended."""
+    """Progress from the holder (a worker, or a reviewer: its review stays a review): the
+    claim's ack deadline extended."""
     check_percent(percent)
-    new, item = _holder_move(record, agent_id, WorkMove.PROGRESS, "report progress on", now)
+    move = WorkMove.REVIEW_PROGRESS if record.item.status is WorkStatus.REVIEWING else WorkMove.PROGRESS
+    new, item = _holder_move(record, agent_id, move, "report progress on", now)
     item.progress = Progress(percent=percent, note=note, at=now)
     event = WorkEvent("progress", {"agent_id": agent_id, "percent": percent, "note": note})
     return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 
 def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Change:
-    """Completion by the holder: the message is acknowledged for good."""
+    """Completion by the holder: the message is acknowledged for good. Work that asks for
+    review is handed in instead (:func:`hand_in`)."""
+    if record.item.review is not None:
+        return hand_in(record, agent_id, result, now)
     new, item = _holder_move(record, agent_id, WorkMove.COMPLETE, "complete", now)
     item.result = result
     item.error = None
@@ -389,6 +510,82 @@ def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Cha
     new.delivery = None
     event = WorkEvent("completed", {"agent_id": agent_id})
     return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record))
+
+
+def hand_in(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Change:
+    """The worker is done with work that asks for review: a new round with its result, and
+    a review task (a message on the reviewers' queue subject, which leaves this agent out)."""
+    new, item = _holder_move(record, agent_id, WorkMove.HAND_IN, "complete", now)
+    item.result = result
+    item.error = None
+    if item.progress is not None:
+        item.progress = Progress(percent=100, note=item.progress.note, at=now)
+    item.review_round = record.item.review_round + 1
+    item.reviews = [
+        *item.reviews,
+        ReviewRound(round=item.review_round, author=agent_id, result=result, handed_in_at=now),
+    ]
+    item.assigned_to = None
+    new.delivery = None
+    new.queue_seq = None  # the next queue message is the review task
+    event = WorkEvent("in-review", {"agent_id": agent_id, "round": item.review_round})
+    return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.ENQUEUE)
+
+
+def check_verdict(verdict: str, feedback: str, score: float | None) -> None:
+    if verdict not in ("approve", "reject"):
+        raise WorkError("verdict: must be approve or reject", field="verdict")
+    if verdict == "reject" and not feedback.strip():
+        raise WorkError("feedback: must say what to change when rejecting", field="feedback")
+    if len(feedback) > MAX_FEEDBACK:
+        raise WorkError(f"feedback: must be at most {MAX_FEEDBACK} characters", field="feedback")
+    if score is not None and not 0 <= score <= 100:
+        raise WorkError("score: must be between 0 and 100", field="score")
+
+
+def judge(
+    record: WorkRecord, agent_id: str, verdict: str, feedback: str, score: float | None, now: datetime
+) -> Change:
+    """The reviewer's verdict on the round it holds. Approve: completed, the verdict in the
+    record. Reject: back to the queue for workers with the feedback in ``reviews`` (the next
+    worker sees every round's result and feedback), or after the last round failed for good,
+    into the DLQ with all the feedback."""
+    check_verdict(verdict, feedback, score)
+    item = record.item
+    last = item.review is None or item.review_round >= item.review.rounds
+    move = WorkMove.APPROVE if verdict == "approve" else WorkMove.REJECT_LAST if last else WorkMove.REJECT
+    new, changed = _holder_move(record, agent_id, move, "review", now)
+    said = {
+        "reviewer": agent_id,
+        "verdict": verdict,
+        "feedback": feedback,
+        "score": score,
+        "reviewed_at": now,
+    }
+    if changed.reviews:
+        changed.reviews = [*changed.reviews[:-1], changed.reviews[-1].model_copy(update=said)]
+    new.delivery = None
+    done = _ack_subject(record)
+    told = {"agent_id": agent_id, "round": item.review_round, "score": score}
+    if move is WorkMove.APPROVE:
+        changed.assigned_to = item.author
+        changed.finished_at = now
+        events = (WorkEvent("approved", told), WorkEvent("completed", {"agent_id": item.author}))
+        return Change(new, events, ack=Ack.DONE, ack_subject=done)
+    changed.assigned_to = None
+    rejected = WorkEvent("rejected", {**told, "feedback": feedback, "final": last})
+    if move is WorkMove.REJECT:
+        new.queue_seq = None  # the next queue message is the workers' again
+        queued = WorkEvent("queued", {"retry": True})
+        return Change(new, (rejected, queued), ack=Ack.DONE, ack_subject=done, then=Then.ENQUEUE)
+    rounds = item.review.rounds if item.review is not None else 1
+    error = f"rejected in review round {item.review_round} of {rounds}: {feedback}"
+    changed.error = error
+    changed.errors = [
+        *item.errors,
+        AttemptError(attempt=item.attempts, agent_id=item.author, error=error, at=now),
+    ]
+    return Change(new, (rejected,), ack=Ack.DONE, ack_subject=done, then=Then.DEAD_LETTER)
 
 
 def record_failure(record: WorkRecord, agent_id: str, error: str, retryable: bool, now: datetime) -> Change:
@@ -464,8 +661,29 @@ def expire(record: WorkRecord, now: datetime) -> Change:
     return Change(new, (WorkEvent("expired"),), drop_queue_seq=record.queue_seq)
 
 
-def reset(record: WorkRecord, now: datetime) -> Change:
-    """An operator's retry: back to the queue with fresh attempts, out of the DLQ."""
+def reset(
+    record: WorkRecord, now: datetime, dependencies: Mapping[str, WorkItem | None] | None = None
+) -> Change:
+    """An operator's retry: back to the queue with fresh attempts, out of the DLQ.
+
+    An item that failed because of a dependency goes back to waiting for it instead
+    (``revive``), provided that dependency (read into ``dependencies``) may still complete."""
+    failed_dependency = record.item.failed_dependency
+    if failed_dependency is not None and move_allowed(WorkMove.REVIVE, record.item.status):
+        why = dead_end((dependencies or {}).get(failed_dependency))
+        if why is not None:
+            raise WorkConflict(
+                f"work_id: {record.item.id} failed because its dependency {failed_dependency} {why}; "
+                "retry that one first",
+                field="work_id",
+            )
+        revived = revive(record, failed_dependency, now)
+        assert revived.record is not None
+        new, item = revived.record, revived.record.item
+        item.attempts = 0
+        item.review_round = 0
+        new.notes = [*record.notes, f"retried at {now.isoformat()}"]
+        return Change(new, (WorkEvent("retried"), WorkEvent("blocked")), drop_dlq_seq=record.dlq_seq)
     moved = _move(record, WorkMove.RETRY, now)
     if moved is None:
         raise WorkConflict(
@@ -475,12 +693,14 @@ def reset(record: WorkRecord, now: datetime) -> Change:
         )
     new, item = moved
     item.attempts = 0
+    item.review_round = 0
     item.assigned_to = None
     item.finished_at = None
     item.progress = None
     new.dlq_seq = None
     new.dlq_at = None
     new.delivery = None
+    new.queue_seq = None  # the next queue message is this item's, whichever seq it gets
     new.notes = [*record.notes, f"retried at {now.isoformat()}"]
     events = (WorkEvent("retried"), WorkEvent("queued", {"retry": True}))
     return Change(new, events, then=Then.ENQUEUE, drop_dlq_seq=record.dlq_seq)
@@ -499,14 +719,129 @@ def discard(record: WorkRecord, dlq_seq: int, now: datetime) -> Change:
 def note_waiting(record: WorkRecord, reason: str | None, now: datetime) -> Change:
     """Why a waiting item still waits (None: it no longer does, an agent can take it).
 
-    Only while the item can be claimed, and only a new reason: every sweep that finds the
-    item still waiting asks again, and a changed reason is a ``work.waiting`` event."""
-    if record.item.status not in CLAIMABLE or record.item.waiting_reason == reason:
+    Only while the item waits for an agent (a worker or a reviewer), and only a new reason:
+    every sweep that finds the item still waiting asks again, and a changed reason is a
+    ``work.waiting`` event."""
+    if record.item.status not in WAITING or record.item.waiting_reason == reason:
         return Change()
     new, item = _fork(record, now)
     item.waiting_reason = reason
     events = () if reason is None else (WorkEvent("waiting", {"reason": reason}),)
     return Change(new, events)
+
+
+# -- dependencies --------------------------------------------------------------------
+#
+# A blocked item waits for every item it ``depends_on``; ``blocked_on`` lists those that
+# have not completed yet, ``dependents`` (on the dependency) the items waiting for it.
+# Whoever completes, cancels, expires or dead-letters an item tells its dependents (rules
+# ``satisfy`` and ``abandon``); whoever creates or revives a blocked item checks its
+# dependencies as they are now (rule ``reconcile``), so an item linked while its dependency
+# was finishing is settled either way. Every rule here is idempotent: two processes telling
+# the same dependent the same thing make one change.
+
+
+def link(record: WorkRecord, dependent_ids: Iterable[str]) -> Change:
+    """Remember that ``dependent_ids`` wait for this item, whatever its status: the caller
+    settles each dependent against the status this link was stored with.
+
+    Bookkeeping, not a change of the work: ``updated_at`` stays (it is the holder's activity)."""
+    known = record.item.dependents
+    added = [d for d in dict.fromkeys(dependent_ids) if d not in known]
+    if not added:
+        return Change()
+    item = record.item.model_copy(update={"dependents": [*known, *added]})
+    return Change(record.model_copy(update={"item": item}))
+
+
+def _unblock(record: WorkRecord, done: Iterable[str], now: datetime) -> Change:
+    """``done`` dependencies completed: drop them from ``blocked_on``; queued once none is left."""
+    item = record.item
+    finished = set(done) & set(item.blocked_on)
+    if item.status is not WorkStatus.BLOCKED or not finished:
+        return Change()
+    rest = [d for d in item.blocked_on if d not in finished]
+    if rest:
+        new, changed = _fork(record, now)
+        changed.blocked_on = rest
+        return Change(new)
+    moved = _move(record, WorkMove.UNBLOCK, now)
+    assert moved is not None  # blocked, checked above
+    new, changed = moved
+    changed.blocked_on = []
+    new.queue_seq = None  # no queue message yet; the next one is this item's
+    last = next(d for d in reversed(item.blocked_on) if d in finished)
+    events = (WorkEvent("unblocked", {"dependency": last}), WorkEvent("queued"))
+    return Change(new, events, then=Then.ENQUEUE)
+
+
+def satisfy(record: WorkRecord, dependency_id: str, now: datetime) -> Change:
+    """``dependency_id`` completed: one less to wait for (queued when it was the last)."""
+    return _unblock(record, (dependency_id,), now)
+
+
+def abandon(record: WorkRecord, dependency_id: str, why: str, now: datetime) -> Change:
+    """A dependency that can no longer complete: the blocked item fails for good (into the
+    DLQ) with an error naming it; anything else is left alone."""
+    item = record.item
+    moved = _move(record, WorkMove.ABANDON, now) if dependency_id in item.depends_on else None
+    if moved is None:
+        return Change()
+    new, changed = moved
+    error = f"dependency {dependency_id} {why}"
+    changed.error = error
+    changed.errors = [*item.errors, AttemptError(attempt=item.attempts, agent_id=None, error=error, at=now)]
+    changed.failed_dependency = dependency_id
+    changed.blocked_on = []
+    event = WorkEvent("failed", {"dependency": dependency_id, "error": error})
+    return Change(new, (event,), then=Then.DEAD_LETTER)
+
+
+def reconcile(record: WorkRecord, dependencies: Mapping[str, WorkItem | None], now: datetime) -> Change:
+    """A blocked item against its dependencies as they are now (``dependencies``: the ones
+    read, None for one that does not exist): it fails for good if one of them can no longer
+    complete; otherwise the completed ones are dropped, and it is queued when none is left."""
+    item = record.item
+    if item.status is not WorkStatus.BLOCKED:
+        return Change()
+    for dependency_id in item.blocked_on:
+        if dependency_id in dependencies:
+            why = dead_end(dependencies[dependency_id])
+            if why is not None:
+                return abandon(record, dependency_id, why, now)
+    done = [
+        d
+        for d in item.blocked_on
+        if (found := dependencies.get(d)) is not None and found.status is WorkStatus.COMPLETED
+    ]
+    return _unblock(record, done, now)
+
+
+def revive(record: WorkRecord, dependency_id: str, now: datetime) -> Change:
+    """``dependency_id`` was retried: an item that failed because of it is blocked again
+    (out of the DLQ), waiting for all it depends on; anything else is left alone."""
+    item = record.item
+    moved = _move(record, WorkMove.REVIVE, now) if item.failed_dependency == dependency_id else None
+    if moved is None:
+        return Change()
+    new, changed = moved
+    changed.blocked_on = list(item.depends_on)
+    changed.failed_dependency = None
+    changed.finished_at = None
+    changed.assigned_to = None
+    new.dlq_seq = None
+    new.dlq_at = None
+    new.delivery = None
+    new.queue_seq = None
+    new.notes = [*record.notes, f"revived at {now.isoformat()}: dependency {dependency_id} was retried"]
+    events = (WorkEvent("revived", {"dependency": dependency_id}), WorkEvent("blocked"))
+    return Change(new, events, drop_dlq_seq=record.dlq_seq)
+
+
+def needs_message(record: WorkRecord) -> bool:
+    """Waiting in a queue (for a worker or a reviewer), but its queue message was never
+    stored (the process that queued it stopped between the two steps): a sweep publishes it."""
+    return record.item.status in (WorkStatus.QUEUED, WorkStatus.IN_REVIEW) and record.queue_seq is None
 
 
 class WorkQueue:
@@ -602,19 +937,27 @@ class WorkQueue:
         ``rule`` raises to refuse; a Change without a record leaves the stored one alone.
         Only I/O here: load, decide, write, and again from the top when another writer won.
         """
+        record, change, _ = await self._mutate_at(work_id, rule)
+        return record, change
+
+    async def _mutate_at(
+        self, work_id: str, rule: Callable[[WorkRecord], Change]
+    ) -> tuple[WorkRecord, Change, int]:
+        """:meth:`_mutate`, plus the revision the record now has (the one it was read at
+        when the rule changed nothing), for a next write that need not read it again."""
         kv = await self.records_bucket()
         for attempt in range(CAS_RETRIES):
             raw, revision = await self._load_raw(work_id)
             record = WorkRecord.model_validate_json(raw)
             change = rule(record)
             if change.record is None:
-                return record, change
+                return record, change, revision
             try:
-                await kv.update(work_id, change.record.to_json_bytes(), last=revision)
+                revision = await kv.update(work_id, change.record.to_json_bytes(), last=revision)
             except KeyWrongLastSequenceError:
                 await cas_backoff(attempt)
                 continue
-            return record, change
+            return record, change, revision
         raise WorkConflict(f"work_id: {work_id} is being changed concurrently; try again", field="work_id")
 
     async def get(self, work_id: str) -> WorkItem:
@@ -680,13 +1023,102 @@ class WorkQueue:
 
     # -- submit -----------------------------------------------------------------
     async def submit(self, submission: WorkSubmission, *, submitted_by: str | None = None) -> WorkItem:
+        """One item: queued, or blocked until what it ``depends_on`` has completed."""
+        if submission.depends_on:
+            (item,) = await self.submit_plan([PlanStep(submission)], submitted_by=submitted_by, prefix=None)
+            return item
         await self.ensure()
         record = admit(submission, project_id=self.names.project_id, submitted_by=submitted_by, now=utcnow())
+        await self._create(record)
+        return record.item
+
+    async def submit_plan(
+        self, steps: Sequence[PlanStep], *, submitted_by: str | None = None, prefix: str | None = "items"
+    ) -> list[WorkItem]:
+        """Several items that may wait for each other (``PlanStep.after``) and for existing
+        items (``depends_on``); the items as they stand once submitted, in the steps' order.
+
+        The whole plan is checked before anything is created (``shared.workgraph``: no
+        cycle, every dependency exists in this project and may still complete). Ids are
+        chosen first, so each item is created knowing which items of the plan wait for it;
+        items are created in dependency order, and a blocked item is settled against its
+        dependencies only once it exists (see "dependencies" above the rules)."""
+        await self.ensure()
+        order = plan_order(steps) if prefix is not None else [0]
+        external = list(dict.fromkeys(d for step in steps for d in step.submission.depends_on))
+        found = await self._items(external)
+        check_dependencies(steps, found, prefix)
+        now = utcnow()
+        ids = [new_id() for _ in steps]
+        dependents: list[list[str]] = [[] for _ in steps]
+        for index, step in enumerate(steps):
+            for before in step.after:
+                dependents[before].append(ids[index])
+        records = []
+        for index, step in enumerate(steps):
+            submission = step.submission
+            if step.after:
+                within = [ids[b] for b in step.after]
+                submission = submission.model_copy(update={"depends_on": [*submission.depends_on, *within]})
+            records.append(
+                admit(
+                    submission,
+                    project_id=self.names.project_id,
+                    submitted_by=submitted_by,
+                    now=now,
+                    work_id=ids[index],
+                    dependents=dependents[index],
+                )
+            )
+        await self._each([records[i] for i in order], self._create)
+        items = {r.item.id: r.item for r in records}
+        blocked = [r.item for r in records if r.item.status is WorkStatus.BLOCKED]
+        if blocked:
+            items.update(await self._settle_new(blocked, set(external)))
+        return [items[i] for i in ids]
+
+    async def _settle_new(self, blocked: list[WorkItem], external: set[str]) -> dict[str, WorkItem]:
+        """Link new blocked items to the existing items they depend on, then settle each
+        against its dependencies as they are now: a dependency that finished before the
+        link (or before a dependent of the same plan was created) told nobody."""
+        waiting: dict[str, list[str]] = {}
+        for item in blocked:
+            for dependency_id in item.depends_on:
+                if dependency_id in external:
+                    waiting.setdefault(dependency_id, []).append(item.id)
+
+        async def link_all(dependency_id: str) -> tuple[str, WorkItem | None]:
+            try:
+                before, change = await self._mutate(dependency_id, lambda r: link(r, waiting[dependency_id]))
+            except WorkNotFound:
+                return dependency_id, None
+            return dependency_id, (change.record or before).item
+
+        linked = dict(await self._each(list(waiting), link_all))
+        internal = {d for item in blocked for d in item.depends_on if d not in external}
+        now_found = {**linked, **await self._items(internal)}
+        settled: dict[str, WorkItem] = {}
+
+        async def settle(item: WorkItem) -> None:
+            record = WorkRecord(item=item)
+            if reconcile(record, now_found, utcnow()).record is None:
+                return  # nothing finished yet: whatever finishes will find this item among its dependents
+            after = await self._apply(item.id, lambda r: reconcile(r, now_found, utcnow()))
+            if after is not None:
+                settled[item.id] = after
+
+        await self._each(blocked, settle)
+        return settled
+
+    async def _create(self, record: WorkRecord) -> None:
+        """Store a new record and announce it; a queued one gets its queue message too."""
         item = record.item
         kv = await self.records_bucket()
-        subject = self.names.work_subject(
-            item.capability, item.boundary, item.required_agent_type, item.priority
-        )
+        if item.status is WorkStatus.BLOCKED:
+            await kv.create(item.id, record.to_json_bytes())
+            await asyncio.gather(self._publish_event("submitted", item), self._publish_event("blocked", item))
+            return
+        subject = self._subject_of(item)
         await self._ensure_consumer(subject)
         revision = await kv.create(item.id, record.to_json_bytes())
         # The two events, then the queue message, pipelined on one connection: one round
@@ -715,15 +1147,189 @@ class WorkQueue:
             await kv.update(item.id, queued.to_json_bytes(), last=revision)
         except KeyWrongLastSequenceError:  # claimed (or cancelled) already: record the seq onto that
             await self._mutate(item.id, lambda r: store_seq(r, seq, 1, now))
+
+    # -- dependencies ------------------------------------------------------------
+    async def _items(self, work_ids: Iterable[str]) -> dict[str, WorkItem | None]:
+        """The current item of each id (None where there is none), read concurrently."""
+        wanted = list(dict.fromkeys(work_ids))
+
+        async def one(work_id: str) -> tuple[str, WorkItem | None]:
+            entry = await get_or_none(await self.records_bucket(), work_id)
+            if entry is None or entry.value is None:
+                return work_id, None
+            return work_id, WorkRecord.model_validate_json(entry.value).item
+
+        return dict(await self._each(wanted, one))
+
+    @staticmethod
+    async def _each(values: Sequence[T], op: Callable[[T], Awaitable[R]]) -> list[R]:
+        """``op`` over ``values``, at most :data:`DEPENDENTS_AT_ONCE` at a time, results in order."""
+        results: list[R] = []
+        for start in range(0, len(values), DEPENDENTS_AT_ONCE):
+            chunk = values[start : start + DEPENDENTS_AT_ONCE]
+            results.extend(await asyncio.gather(*(op(v) for v in chunk)))
+        return results
+
+    async def _apply(self, work_id: str, rule: Callable[[WorkRecord], Change]) -> WorkItem | None:
+        """Run a dependency rule on one item and carry out what it decided: its events, a
+        queue message when it was unblocked, the DLQ when it failed for good (and then its
+        own dependents). The item as it now stands, or None when it is gone or unchanged."""
+        try:
+            _, change, revision = await self._mutate_at(work_id, rule)
+        except WorkNotFound:
+            return None  # not created yet (its own settling will see this change) or deleted
+        if change.record is None:
+            return None
+        return await self._carry_out(work_id, change, revision, guarded=False)
+
+    async def _carry_out(
+        self, work_id: str, change: Change, revision: int, *, guarded: bool = True
+    ) -> WorkItem:
+        """What a stored change (at ``revision``) asks for next: its ack, its dead letter
+        dropped, then a queue message with its events, or its events, the DLQ and the
+        dependents told. ``guarded``: the operation is on record, so telling the dependents
+        may fail without failing it (see :meth:`_tell_dependents`)."""
+        assert change.record is not None
+        item = change.record.item
+        await self._ack(change.ack_subject, change.ack)
+        if change.drop_dlq_seq is not None:
+            await self._delete_dead_letter(change.drop_dlq_seq)
+        if change.then is Then.ENQUEUE:
+            await self._queue_now(change.record, revision, change.events)
+            return item
+        await self._announce(change.events, item)
+        if change.then is Then.DEAD_LETTER:
+            item = await self._dead_letter(work_id)
+        await (self._tell_dependents(item) if guarded else self._cascade(item))
         return item
+
+    async def _queue_now(self, record: WorkRecord, revision: int, events: Iterable[WorkEvent]) -> None:
+        """An item just became queued (stored at ``revision``): its events and its queue
+        message pipelined in one round trip, as on submit, then the message's seq on the
+        record, without reading it again unless someone changed it meanwhile (the claim)."""
+        item = record.item
+        subject = self._subject_of(item)
+        await self._ensure_consumer(subject)
+        await self.settle()
+        epoch = record.enqueues + 1
+        announced = asyncio.gather(*(self._publish_event(e.action, item, **e.data) for e in events))
+        published = self._js.publish(
+            subject,
+            json.dumps({"work_id": item.id, "epoch": epoch}).encode(),
+            headers={"Nats-Msg-Id": f"{item.id}.{epoch}"},
+        )
+        _, ack = await asyncio.gather(announced, published)
+        seq, now = int(ack.seq), utcnow()
+        stamped = store_seq(record, seq, epoch, now).record
+        assert stamped is not None
+        kv = await self.records_bucket()
+        try:
+            await kv.update(item.id, stamped.to_json_bytes(), last=revision)
+        except KeyWrongLastSequenceError:
+            await self._mutate(item.id, lambda r: store_seq(r, seq, epoch, now))
+
+    async def _tell_dependents(self, item: WorkItem) -> None:
+        """:meth:`_cascade` after an operation that is already on record: a failure here is
+        logged, never reported as the operation's (the caller would complete or cancel
+        again what it did); a sweep repairs the dependents (``weft/repair.py``)."""
+        if not item.dependents:
+            return
+        try:
+            await self._cascade(item)
+        except Exception as exc:
+            log.warning("work %s is %s, but its dependents were not all told: %s", item.id, item.status, exc)
+
+    async def _cascade(self, item: WorkItem) -> None:
+        """Tell the dependents of an item that completed (one less to wait for) or can no
+        longer complete (they fail for good, naming it, and so on down the chain). A loop
+        over a work list rather than recursion: a chain may be a thousand items long."""
+        pending = deque([item])
+        while pending:
+            source = pending.popleft()
+            if not source.dependents:
+                continue
+            if source.status is WorkStatus.COMPLETED:
+                await self._each(source.dependents, functools.partial(self._satisfy, source.id))
+                continue
+            why = dead_end(source)
+            if why is not None:
+                dead = await self._each(source.dependents, functools.partial(self._abandon, source.id, why))
+                pending.extend(d for d in dead if d is not None)
+
+    async def _satisfy(self, done: str, work_id: str) -> WorkItem | None:
+        return await self._apply(work_id, lambda r: satisfy(r, done, utcnow()))
+
+    async def _abandon(self, failed: str, why: str, work_id: str) -> WorkItem | None:
+        """``abandon`` one dependent; the dead letter it became (its own dependents are the
+        caller's next step), or None."""
+        try:
+            _, change = await self._mutate(work_id, lambda r: abandon(r, failed, why, utcnow()))
+        except WorkNotFound:
+            return None
+        if change.record is None:
+            return None
+        await self._announce(change.events, change.record.item)
+        if change.then is not Then.DEAD_LETTER:
+            return None
+        dead = await self._dead_letter(work_id)
+        return dead if dead.status is WorkStatus.DEAD_LETTERED else None
+
+    async def _revive(self, retried: str, work_id: str) -> WorkItem | None:
+        return await self._apply(work_id, lambda r: revive(r, retried, utcnow()))
+
+    async def _revive_chain(self, item: WorkItem) -> None:
+        """``item`` was retried: items that failed because of it wait for it again, and so
+        on down the chain; each is then settled against its dependencies."""
+        pending = deque([item])
+        while pending:
+            source = pending.popleft()
+            revived = await self._each(source.dependents, functools.partial(self._revive, source.id))
+            for back in revived:
+                if back is None:
+                    continue
+                now = await self.settle_blocked(back.id) or back
+                if now.status not in DEAD_ENDS:  # failed again: another dependency is gone
+                    pending.append(now)
+
+    async def settle_blocked(self, work_id: str) -> WorkItem | None:
+        """Settle a blocked item against its dependencies as they are now (after a revival,
+        and a sweep's repair when a process stopped before telling it); None: no change."""
+        record = await self._record_or_none(work_id)
+        if record is None or record.item.status is not WorkStatus.BLOCKED:
+            return None
+        found = await self._items(record.item.blocked_on)
+        return await self._apply(work_id, lambda r: reconcile(r, found, utcnow()))
+
+    async def revive_from(self, work_id: str, dependency_id: str) -> WorkItem | None:
+        """A sweep's repair: ``work_id`` failed because of ``dependency_id``, which was retried
+        since; revive it (and its chain) as the retry would have."""
+        back = await self._apply(work_id, lambda r: revive(r, dependency_id, utcnow()))
+        if back is None:
+            return None
+        await self.settle_blocked(work_id)
+        await self._revive_chain(back)
+        return back
+
+    async def ensure_enqueued(self, work_id: str) -> bool:
+        """A sweep's repair: publish the queue message of an item queued without one
+        (see :func:`needs_message`). True when it did."""
+        record = await self._record_or_none(work_id)
+        if record is None or not needs_message(record):
+            return False
+        await self._enqueue(work_id)
+        return True
+
+    async def _record_or_none(self, work_id: str) -> WorkRecord | None:
+        entry = await get_or_none(await self.records_bucket(), work_id)
+        if entry is None or entry.value is None:
+            return None
+        return WorkRecord.model_validate_json(entry.value)
 
     async def _enqueue(self, work_id: str) -> int:
         """Publish the queue message for the record's current state; store its seq."""
         record, _ = await self._load(work_id)
         item = record.item
-        subject = self.names.work_subject(
-            item.capability, item.boundary, item.required_agent_type, item.priority
-        )
+        subject = self._subject_of(item)
         await self._ensure_consumer(subject)
         epoch = record.enqueues + 1
         ack = await self._js.publish(
@@ -734,6 +1340,18 @@ class WorkQueue:
         seq, now = int(ack.seq), utcnow()
         await self._mutate(work_id, lambda r: store_seq(r, seq, epoch, now))
         return seq
+
+    def _subject_of(self, item: WorkItem) -> str:
+        """The queue subject of the item's next message: its workers' queue, or for an item
+        handed in for review the reviewers' queue, which leaves out the agent that did it."""
+        if item.status in REVIEWABLE and item.review is not None and item.author is not None:
+            review = item.review
+            return self.names.work_subject(
+                review.capability, item.boundary, None, item.priority, not_for=item.author
+            )
+        return self.names.work_subject(
+            item.capability, item.boundary, item.required_agent_type, item.priority
+        )
 
     async def _ensure_consumer(self, subject: str) -> str:
         name = self.names.work_consumer(subject)
@@ -771,6 +1389,8 @@ class WorkQueue:
                 continue
             if parts.agent_type is not None and parts.agent_type != claimant.agent_type:
                 continue
+            if parts.not_for == claimant.agent_id:
+                continue  # a review of this agent's own work
             if not policy.allows_agent(parts.boundary, claimant.agent_type):
                 continue
             eligible.append((parts.priority, subject))
@@ -851,14 +1471,15 @@ class WorkQueue:
         if change.record is None:
             return None
         item = change.record.item
-        if item.status is WorkStatus.CLAIMED:
+        if item.status in (WorkStatus.CLAIMED, WorkStatus.REVIEWING):
             *earlier, claimed = change.events
             await self._announce(earlier, item)
             self._event_soon(claimed.action, item, **claimed.data)  # the claim need not wait
             return item
         await self._announce(change.events, item)
         if change.then is Then.DEAD_LETTER:
-            await self._dead_letter(work_id)
+            item = await self._dead_letter(work_id)
+        await self._tell_dependents(item)  # expired or dead-lettered: its dependents will not run
         return None
 
     async def _ack(self, ack_subject: str | None, verb: Ack | None) -> None:
@@ -876,12 +1497,49 @@ class WorkQueue:
         return change.record.item
 
     async def complete(self, work_id: str, agent_id: str, result: Any = None) -> WorkItem:
+        """Completed; or, for work that asks for review, handed in (its review task queued)."""
         now = utcnow()
-        _, change = await self._mutate(work_id, lambda r: finish(r, agent_id, result, now))
-        assert change.record is not None
-        await self._ack(change.ack_subject, change.ack)
-        await self._announce(change.events, change.record.item)
-        return change.record.item
+        _, change, revision = await self._mutate_at(work_id, lambda r: finish(r, agent_id, result, now))
+        return await self._carry_out(work_id, change, revision)
+
+    async def review(
+        self, work_id: str, agent_id: str, verdict: str, feedback: str = "", score: float | None = None
+    ) -> WorkItem:
+        """The verdict of the reviewer holding the item (see rule ``judge``)."""
+        check_verdict(verdict, feedback, score)  # before any I/O, whatever the item
+        now = utcnow()
+        _, change, revision = await self._mutate_at(
+            work_id, lambda r: judge(r, agent_id, verdict, feedback, score, now)
+        )
+        return await self._carry_out(work_id, change, revision)
+
+    async def wait_on_operator(self, work_id: str, agent_id: str, question_id: str) -> WorkItem:
+        """The holder waits on the operator's answer to ``question_id`` (rule ``wait_on``)."""
+        now = utcnow()
+        _, change, revision = await self._mutate_at(work_id, lambda r: wait_on(r, agent_id, question_id, now))
+        return await self._carry_out(work_id, change, revision)
+
+    async def resume(self, work_id: str, question_id: str, *, answered: bool) -> WorkItem | None:
+        """The question was answered or expired: the item waiting on it is in progress again;
+        None when it no longer waited on it (finished, cancelled, or never moved)."""
+        now = utcnow()
+        try:
+            _, change, revision = await self._mutate_at(
+                work_id, lambda r: resume(r, question_id, answered, now)
+            )
+        except WorkNotFound:
+            return None
+        if change.record is None:
+            return None
+        return await self._carry_out(work_id, change, revision)
+
+    async def keep_alive(self, work_id: str, agent_id: str) -> bool:
+        """``+WPI`` on the claim of an item ``agent_id`` holds waiting on the operator, so it
+        does not lapse; False when it is not waiting (nothing sent)."""
+        record = await self._record_or_none(work_id)
+        subject = keep_alive_subject(record, agent_id) if record is not None else None
+        await self._ack(subject, Ack.WORKING)
+        return subject is not None
 
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:
         """Record a failed attempt: back to the queue, or to the DLQ when attempts are used up."""
@@ -892,7 +1550,9 @@ class WorkQueue:
         await self._announce(change.events, change.record.item)
         if change.then is Then.DEAD_LETTER:
             await self._ack(change.ack_subject, change.ack)
-            return await self._dead_letter(work_id)
+            dead = await self._dead_letter(work_id)
+            await self._tell_dependents(dead)
+            return dead
         current, queued = await self._mutate(work_id, lambda r: requeue(r, utcnow()))
         await self._ack(change.ack_subject, change.ack)
         item = (queued.record or current).item
@@ -928,6 +1588,7 @@ class WorkQueue:
         if change.drop_queue_seq is not None:
             await self._delete_queued(change.drop_queue_seq)
         await self._announce(change.events, change.record.item)
+        await self._tell_dependents(change.record.item)
         return change.record.item
 
     async def _delete_queued(self, seq: int) -> None:
@@ -957,6 +1618,7 @@ class WorkQueue:
             if change.drop_queue_seq is not None:
                 await self._delete_queued(change.drop_queue_seq)
             await self._announce(change.events, change.record.item)
+            await self._tell_dependents(change.record.item)
             expired.append(change.record.item)
         return expired
 
@@ -974,15 +1636,27 @@ class WorkQueue:
         return change.record.item
 
     async def retry(self, work_id: str) -> WorkItem:
-        """Back to the queue with attempts reset, from ``failed`` or ``dead-lettered``."""
+        """Back to the queue with attempts reset, from ``failed`` or ``dead-lettered``; an
+        item that failed because of a dependency waits for it again (``blocked``). Items
+        that failed because of this one are revived with it."""
+        record = await self.get_record(work_id)
+        cause = record.item.failed_dependency
+        found = await self._items([cause]) if cause is not None else {}
         now = utcnow()
-        _, change = await self._mutate(work_id, lambda r: reset(r, now))
+        _, change = await self._mutate(work_id, lambda r: reset(r, now, found))
         if change.then is Then.ENQUEUE:
             await self._enqueue(work_id)
         if change.drop_dlq_seq is not None:
             await self._delete_dead_letter(change.drop_dlq_seq)
         item = await self.get(work_id)
         await self._announce(change.events, item)
+        if item.status is WorkStatus.BLOCKED:
+            item = await self.settle_blocked(work_id) or item
+        if item.status not in DEAD_ENDS and item.dependents:
+            try:
+                await self._revive_chain(item)
+            except Exception as exc:  # the retry is on record; a sweep revives the rest
+                log.warning("work %s was retried, but its dependents were not all revived: %s", item.id, exc)
         return item
 
     # -- retention ---------------------------------------------------------------

@@ -131,6 +131,7 @@ def _register() -> None:
         dlq,
         fleet,
         projects,
+        questions,
         spinup,
         stats,
         submit,
@@ -148,6 +149,7 @@ def _register() -> None:
     app.add_typer(targets.app, name="targets")
     spinup.register(app)
     app.add_typer(dlq.app, name="dlq")
+    questions.register(app)
     stats.register(app)
     projects.register(app)
     app.add_typer(config_cmd.app, name="config")

@@ -56,6 +56,15 @@ def _line(kind: str, item: dict[str, Any], event: dict[str, Any] | None, o: Out)
         detail = f"result: {json.dumps(item['result'], ensure_ascii=False, default=str)[:200]}"
     elif kind.endswith(".cancelled") and data.get("reason"):
         detail = f"reason: {data['reason']}"
+    elif kind.endswith((".review-claimed", ".in-review")) and data.get("agent_id"):
+        detail = f"round {data.get('round', '?')} by {data['agent_id']}"
+    elif kind.endswith((".approved", ".rejected")):
+        said = f": {data['feedback']}" if data.get("feedback") else ""
+        detail = f"round {data.get('round', '?')} by {data.get('agent_id', '?')}{said}"
+    elif kind.endswith((".waiting-on-operator", ".resumed")) and data.get("question_id"):
+        detail = f"question {data['question_id']}"
+    elif kind.endswith((".unblocked", ".revived")) and data.get("dependency"):
+        detail = f"dependency {data['dependency']}"
     # one line per event, never broken by Shuttle (the terminal wraps a long one)
     console().print(
         f"{clock}  {escape(kind):<22} {styled(item.get('status'))}  {escape(detail)}", soft_wrap=True

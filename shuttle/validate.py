@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,13 @@ SUBMISSION_FIELDS = (
     "context",
     "scope",
     "max_attempts",
+    "depends_on",
+    "review",
 )
+REVIEW_FIELDS = ("capability", "rounds")
+PLAN_FIELDS = ("name", "after")
+"""What a plan entry adds to a submission: a local name, and the names it comes after."""
+_WORK_ID = re.compile(r"[0-9a-f]{32}")
 _RELATIVE = re.compile(r"\+?(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -110,6 +117,45 @@ def deadline(value: Any, now: datetime | None = None) -> str:
     return moment.isoformat()
 
 
+def work_ids(value: Any, field: str) -> list[str]:
+    """A list of work ids (32 lowercase hex), each once."""
+    if not isinstance(value, list):
+        raise Invalid(f"{field}: must be a list of work ids")
+    if len(value) > 100:
+        raise Invalid(f"{field}: at most 100 ids")
+    for n, entry in enumerate(value):
+        if not isinstance(entry, str) or _WORK_ID.fullmatch(entry) is None:
+            raise Invalid(f"{field}.{n}: must be exactly 32 lowercase hex characters (a work item id)")
+    if len(set(value)) != len(value):
+        raise Invalid(f"{field}: must not name the same item twice")
+    return list(value)
+
+
+def review(value: Any) -> dict[str, Any]:
+    """``{capability, rounds}``: who reviews each result, and after how many rejections it fails."""
+    if not isinstance(value, dict):
+        raise Invalid("review: must be an object with capability and optionally rounds")
+    unknown = sorted(set(value) - set(REVIEW_FIELDS))
+    if unknown:
+        raise Invalid(f"review.{shown_name(unknown[0])}: unknown field (known: {', '.join(REVIEW_FIELDS)})")
+    if value.get("capability") in (None, ""):
+        raise Invalid("review.capability: is required")
+    clean: dict[str, Any] = {"capability": token(value["capability"], "review.capability")}
+    if value.get("rounds") is not None:
+        rounds = value["rounds"]
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 10:
+            raise Invalid("review.rounds: must be an integer from 1 to 10")
+        clean["rounds"] = rounds
+    return clean
+
+
+def names(value: Any, field: str) -> list[str]:
+    """Local names of a plan's items (``after``)."""
+    if not isinstance(value, list):
+        raise Invalid(f"{field}: must be a list of names of this plan's items")
+    return [token(v, f"{field}.{n}") for n, v in enumerate(value)]
+
+
 def context(value: Any) -> dict[str, Any]:
     """A JSON object, given as a dict, as JSON text, or as ``@path`` to a JSON file."""
     if isinstance(value, dict):
@@ -131,20 +177,20 @@ def context(value: Any) -> dict[str, Any]:
     return parsed
 
 
-def submission(raw: Any, where: str = "") -> dict[str, Any]:
-    """Check one submission dict; fills ``task_id`` when absent. Raises :class:`UsageError`."""
+def submission(raw: Any, where: str = "", *, plan: bool = False) -> dict[str, Any]:
+    """Check one submission dict (with ``plan``: a plan entry, which may also carry ``name``
+    and ``after``); fills ``task_id`` when absent. Raises :class:`UsageError`."""
     prefix = f"{where}: " if where else ""
     if not isinstance(raw, dict):
         raise UsageError(f"{prefix}must be an object with at least description and capability")
-    unknown = sorted(set(raw) - set(SUBMISSION_FIELDS))
+    known = SUBMISSION_FIELDS + (PLAN_FIELDS if plan else ())
+    unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise UsageError(
-            f"{prefix}unknown field {shown_name(unknown[0])!r} (known: {', '.join(SUBMISSION_FIELDS)})"
-        )
+        raise UsageError(f"{prefix}unknown field {shown_name(unknown[0])!r} (known: {', '.join(known)})")
     for required in ("description", "capability"):
         if raw.get(required) in (None, ""):
             raise UsageError(f"{prefix}{required}: is required")
-    checks = {
+    checks: dict[str, Callable[[Any], Any]] = {
         "task_id": task_id,
         "description": description,
         "capability": lambda v: token(v, "capability"),
@@ -156,6 +202,10 @@ def submission(raw: Any, where: str = "") -> dict[str, Any]:
         "context": context,
         "scope": scope,
         "max_attempts": max_attempts,
+        "depends_on": lambda v: work_ids(v, "depends_on"),
+        "review": review,
+        "name": lambda v: token(v, "name"),
+        "after": lambda v: names(v, "after"),
     }
     clean: dict[str, Any] = {}
     for key, value in raw.items():
@@ -169,9 +219,15 @@ def submission(raw: Any, where: str = "") -> dict[str, Any]:
     return clean
 
 
+def is_plan(entries: list[Any]) -> bool:
+    """Whether a batch file is a plan: some entry has a local ``name`` or comes ``after`` one."""
+    return any(isinstance(e, dict) and (e.get("name") is not None or e.get("after")) for e in entries)
+
+
 def load_batch(path: str) -> list[dict[str, Any]]:
     """A JSON or YAML file holding one submission, a list of them, or ``{"items": [...]}``;
-    ``-`` reads stdin. Every entry is checked before anything is sent."""
+    ``-`` reads stdin. Every entry is checked before anything is sent. A plan (some entry
+    has a ``name`` or comes ``after`` one, see :func:`is_plan`) keeps those fields."""
     import sys
 
     try:
@@ -198,4 +254,5 @@ def load_batch(path: str) -> list[dict[str, Any]]:
         raise UsageError(f"--file {path}: holds no work items")
     if len(entries) > 1000:
         raise UsageError(f"--file {path}: at most 1000 items per batch (has {len(entries)})")
-    return [submission(entry, f"--file {path}: item {n}") for n, entry in enumerate(entries, 1)]
+    plan = is_plan(entries)
+    return [submission(entry, f"--file {path}: item {n}", plan=plan) for n, entry in enumerate(entries, 1)]

@@ -121,6 +121,57 @@ def work_fields(w: dict[str, Any]) -> None:
     fields(f"work {w.get('id', '')}", pairs)
 
 
+def graph_tree(graph: dict[str, Any]) -> RenderableType:
+    """``GET /api/work/{id}/graph`` as a tree: the item, what it needs (its dependencies,
+    down to the first items of the plan) and what it unblocks (its dependents). An item
+    reached twice is drawn once and then named as seen."""
+    from rich.tree import Tree
+
+    nodes = {n.get("id"): n for n in graph.get("nodes", []) if isinstance(n, dict)}
+    needs: dict[str, list[str]] = {}
+    unblocks: dict[str, list[str]] = {}
+    for edge in graph.get("edges", []):
+        if isinstance(edge, dict):
+            needs.setdefault(edge.get("dependent", ""), []).append(edge.get("dependency", ""))
+            unblocks.setdefault(edge.get("dependency", ""), []).append(edge.get("dependent", ""))
+
+    def label(work_id: str) -> str:
+        item = _dict(nodes.get(work_id, {}).get("item"))
+        if not item:
+            return f"{escape(work_id)} [dim](record gone)[/dim]"
+        extra = ""
+        if item.get("status") == "blocked" and item.get("blocked_on"):
+            extra = f" [dim]waits for {len(item['blocked_on'])}[/dim]"
+        elif item.get("error") and item.get("status") in ("dead-lettered", "failed"):
+            extra = f" [dim]{escape(short(item['error'], 60))}[/dim]"
+        return (
+            f"{escape(work_id)} {styled(item.get('status'))} "
+            f"{escape(item.get('task_id') or '-')} [dim]{escape(item.get('capability') or '')}[/dim]{extra}"
+        )
+
+    root_id = str(graph.get("root", ""))
+    tree = Tree(f"[bold]{label(root_id)}[/bold]")
+    for title, onward, relation in (("needs", needs, "ancestor"), ("unblocks", unblocks, "descendant")):
+        first = [w for w in onward.get(root_id, []) if nodes.get(w, {}).get("relation") == relation]
+        if not first:
+            continue
+        branch = tree.add(f"[bold]{title}[/bold]")
+        seen: set[str] = set()
+        stack = [(branch, w) for w in reversed(first)]
+        while stack:
+            parent, work_id = stack.pop()
+            if work_id in seen:
+                parent.add(f"{escape(work_id)} [dim](shown above)[/dim]")
+                continue
+            seen.add(work_id)
+            node = parent.add(label(work_id))
+            nxt = [w for w in onward.get(work_id, []) if nodes.get(w, {}).get("relation") == relation]
+            stack.extend((node, w) for w in reversed(nxt))
+    if graph.get("truncated"):
+        tree.add("[dim]... more items than one answer holds[/dim]")
+    return tree
+
+
 def agent_table(items: Iterable[dict[str, Any]], title: str | None = "agents") -> RenderableType:
     return make_table(
         title,

@@ -160,6 +160,8 @@ class WarpRuntime:
             caps = ", ".join(entry.capabilities) or "no capabilities"
             log.info("auto-registered as %s (%s)", entry.handle, caps)
         self._svc = svc
+        if not any(t.get_name() == "warp-keep-waiting" for t in self._tasks):
+            self._tasks.append(asyncio.create_task(self._keep_waiting_alive(), name="warp-keep-waiting"))
         self.state = "ready"
         self.last_error = None
         for hook in self.on_ready:
@@ -180,13 +182,30 @@ class WarpRuntime:
         """Claims this agent id still holds from a previous run count as its tasks (once)."""
         if self._recovered:
             return
-        from shared.work import HELD, WorkFilter
+        from shared.work import HOLDING, WorkFilter
 
         page = await svc.work.list_items(WorkFilter(assigned_to=svc.agent_id), limit=1000)
         for item in page.items:
-            if item.status in HELD:
+            if item.status in HOLDING:
                 svc.presence.held.add(item.id)
         self._recovered = True
+
+    async def _keep_waiting_alive(self) -> None:
+        """While this agent waits on the operator about an item it holds, its claim must not
+        lapse: ``+WPI`` on it every third of the ack deadline (Weft is not needed for that;
+        after a restart, the held items are recovered and kept alive again). Should the agent
+        be gone for longer, the claim still does not move (``shared.work``, ``_keep_waiting``)."""
+        while not self._stopped:
+            svc = self._svc
+            every = max(0.2, (svc.work.ack_wait_s if svc is not None else 60.0) / 3)
+            await asyncio.sleep(every)
+            if svc is None or not svc.nc.is_connected:
+                continue
+            for work_id in list(svc.presence.held):
+                try:
+                    await svc.work.keep_alive(work_id, svc.agent_id)
+                except Exception as exc:
+                    log.warning("keeping the claim of %s alive failed: %s", work_id, exc)
 
     async def _refresh_lock(self, every: float) -> None:
         while not self._stopped:

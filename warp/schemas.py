@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.models import Scope, WorkItem, WorkStatus
+from shared.models import Question, Scope, WorkItem, WorkStatus
 from shared.names import AGENT_ID_RULE, HANDLE_RULE, TOKEN_RULE
 
 TOKEN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -186,6 +186,9 @@ class ClaimOut(Out):
     claimed: bool
     item: WorkItem | None = None
     reason: str | None = None
+    review: bool = Field(
+        False, description="A review task: judge the item's latest result (warp_work_review)"
+    )
 
 
 class WorkListOut(Out):
@@ -211,6 +214,23 @@ class DeadLetterOut(Out):
 class DlqListOut(Out):
     items: list[DeadLetterOut]
     next_cursor: str | None = None
+
+
+# -- questions ---------------------------------------------------------------------------
+
+QuestionId = Annotated[
+    str, Field(pattern=HEX32_PATTERN, description="A question id: 32 lowercase hex characters")
+]
+
+
+class QuestionOut(Out):
+    question: Question
+
+
+class QuestionListOut(Out):
+    items: list[Question]
+    next_cursor: str | None = None
+    total: int | None = None
 
 
 WorkStatusArg = WorkStatus

@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 
 from shared.identity import Identity
 from shared.names import ProjectNames
+from shared.questions import QuestionBook
 from shared.registry import Registry
 from shared.work import WorkQueue
 from warp.channels import ChannelService
@@ -35,6 +36,7 @@ class Services:
     channels: ChannelService
     inbox: InboxService
     work: WorkQueue
+    questions: QuestionBook
     presence: Presence
 
     @property
@@ -50,6 +52,7 @@ class Services:
         self.registry = Registry(self.js, self.names)
         self.presence.registry = self.registry
         self.work = WorkQueue(self.nc, self.names, js=self.js)
+        self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
 
 
 async def build(
@@ -68,6 +71,7 @@ async def build(
     identity = await lock.acquire(base, explicit_instance)
     registry = Registry(js, names)
     presence = Presence(registry, js, names, identity, settings, handle=handle)
+    work = WorkQueue(nc, names, js=js)
     return Services(
         nc=nc,
         js=js,
@@ -77,6 +81,7 @@ async def build(
         registry=registry,
         channels=ChannelService(nc, js, names, loader),
         inbox=InboxService(nc, js, names, timeout=settings.op_timeout_s),
-        work=WorkQueue(nc, names, js=js),
+        work=work,
+        questions=QuestionBook(nc, names, work, js=js),
         presence=presence,
     )

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, utcnow
+from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, WorkStatus, utcnow
 from shared.policy import BoundaryPolicy
 
 
@@ -25,9 +25,15 @@ class Need:
     boundary: str = "default"
     required_agent_type: str | None = None
     preferred_agent_type: str | None = None
+    not_for: str | None = None
+    """An agent that may not take it: for a review task, the agent whose work it is."""
 
     @classmethod
     def of(cls, item: WorkItem) -> Need:
+        """A worker for a waiting item; a reviewer (anyone with the review capability but
+        the author) for an item handed in for review."""
+        if item.status is WorkStatus.IN_REVIEW and item.review is not None:
+            return cls(capability=item.review.capability, boundary=item.boundary, not_for=item.author)
         return cls(
             capability=item.capability,
             boundary=item.boundary,
@@ -39,28 +45,32 @@ class Need:
 # -- agents ----------------------------------------------------------------------------
 
 
-def agent_can_take(entry: AgentEntry, item: WorkItem, policy: BoundaryPolicy, now: datetime) -> bool:
-    """Online (or busy with free capacity) and allowed to claim the item.
+def agent_can_take(entry: AgentEntry, need: Need, policy: BoundaryPolicy, now: datetime) -> bool:
+    """Online (or busy with free capacity) and allowed to claim what the work needs.
 
     Cheapest checks first: routing runs on every submit over every agent of the project."""
-    if item.capability not in entry.capabilities or item.boundary not in entry.boundaries:
+    if need.capability not in entry.capabilities or need.boundary not in entry.boundaries:
         return False
-    if item.required_agent_type is not None and entry.agent_type != item.required_agent_type:
+    if need.required_agent_type is not None and entry.agent_type != need.required_agent_type:
+        return False
+    if entry.agent_id == need.not_for:
         return False
     if entry.current_tasks >= entry.max_concurrent_tasks:
         return False
     if entry.effective_status(now) not in (AgentStatus.ONLINE, AgentStatus.BUSY):
         return False
-    return policy.allows_agent(item.boundary, entry.agent_type)
+    return policy.allows_agent(need.boundary, entry.agent_type)
 
 
 def eligible_agents(
     item: WorkItem, agents: Iterable[AgentEntry], policy: BoundaryPolicy, now: datetime | None = None
 ) -> list[AgentEntry]:
-    """Agents that could claim ``item`` now: preferred type first, then the least loaded."""
+    """Agents that could claim ``item`` now (as its worker, or as its reviewer when it is
+    handed in for review): preferred type first, then the least loaded."""
     moment = now or utcnow()
-    found = [a for a in agents if agent_can_take(a, item, policy, moment)]
-    preferred = item.preferred_agent_type
+    need = Need.of(item)
+    found = [a for a in agents if agent_can_take(a, need, policy, moment)]
+    preferred = need.preferred_agent_type
     found.sort(
         key=lambda a: (
             a.agent_type != preferred,

@@ -26,12 +26,14 @@ from nats.js import JetStreamContext
 
 from shared.names import ProjectNames
 from shared.policy import BoundaryPolicy, config_bucket, publish_policy
+from shared.questions import QuestionBook
 from shared.registry import Registry
 from shared.work import WorkQueue
 from weft.agents import AgentDirectory
 from weft.credentials import CredentialAuthority
 from weft.metrics import Metrics
 from weft.relay import EventRelay
+from weft.repair import WorkRepair
 from weft.retention import Retention
 from weft.settings import WeftSettings
 from weft.targets.store import TargetStore
@@ -60,11 +62,13 @@ class ProjectContext:
         self.names = names
         self.metrics = metrics
         self.queue = WorkQueue(nc, names, js=js)
+        self.questions = QuestionBook(nc, names, self.queue, js=js)
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
         self.work = WorkIndex(nc, js, self.queue)
         self.targets = TargetStore(nc, js, names)
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
+        self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)
         self.extension: ProjectExtension | None = None
         self.credentials: CredentialAuthority | None = None

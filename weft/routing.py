@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from shared.models import Target, WorkItem
-from shared.work import CLAIMABLE
+from shared.work import WAITING
 from weft.eligibility import Need, eligible_agents, matching_targets
 from weft.spinup.base import SpinupRequester
 from weft.tasks import raise_if_cancelling
@@ -43,7 +43,7 @@ class Router:
         self.requester = requester
 
     async def route(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
-        if item.status not in CLAIMABLE:
+        if item.status not in WAITING:
             return RoutingDecision("not-waiting")
         policy = await project.queue.policy()
         agents = eligible_agents(item, project.agents.mirror.values(), policy)

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from shared.models import AgentStatus, TargetHealth
 from shared.names import InvalidNameError, ProjectNames
+from shared.work import WAITING
 from weft.jsapi import stream_names
 from weft.project import ProjectContext, ProjectHub
 from weft.spinup.base import SpinupService
@@ -81,7 +82,7 @@ async def project_stats(context: ProjectContext, spinup: SpinupService) -> Stats
         work=WorkCounts(
             total=len(items),
             by_status=context.work.counts_by_status(),
-            waiting_for_agent=sum(1 for i in items if i.waiting_reason and i.status.value == "queued"),
+            waiting_for_agent=sum(1 for i in items if i.waiting_reason and i.status in WAITING),
         ),
         queue_depths=await context.queue.queue_depths(),
         dead_letters=dead_letters,

@@ -1,5 +1,6 @@
-"""Background sweep: expire queued work past its deadline, re-route waiting work and
-delete finished work and offline agents past their retention.
+"""Background sweep: expire waiting work past its deadline, repair what a stopped process
+left undone (``weft/repair.py``), re-route waiting work and delete finished work and
+offline agents past their retention.
 
 Safe with several Weft replicas: every change is compare-and-set on the
 record, so two sweepers expiring the same item produce one transition and
@@ -24,6 +25,12 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     if context.work.has_expired():
         expired = await context.queue.expire_due()
         outcome["expired"] = len(expired)
+    for step, count in (await context.repair.sweep()).items():
+        if count:
+            outcome[step] = count
+    expired_questions = await context.questions.expire_due()
+    if expired_questions:
+        outcome["questions_expired"] = len(expired_questions)
     outcome.update(await router.route_waiting(context))
     deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
     for kind, count in deleted.items():

@@ -43,6 +43,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     "work": frozenset({"work"}),
     "agents": frozenset({"agent"}),
     "targets": frozenset({"target", "spinup"}),
+    "questions": frozenset({"question"}),
     "stats": frozenset(),
 }
 KIND_TOPIC = {kind: topic for topic, kinds in TOPIC_KINDS.items() for kind in kinds}
@@ -50,6 +51,7 @@ FILTERS: dict[str, frozenset[str]] = {
     "work": frozenset({"work_id", "task_id", "capability", "status", "boundary", "agent_id", "action"}),
     "agents": frozenset({"agent_id", "agent_type", "status", "capability", "action"}),
     "targets": frozenset({"target_id", "name", "mechanism", "action"}),
+    "questions": frozenset({"question_id", "work_id", "status", "agent_id", "action"}),
     "stats": frozenset({"interval_s"}),
 }
 DEFAULT_STATS_INTERVAL_S = 5.0
@@ -121,7 +123,7 @@ class Subscription:
 
 def _dicts(data: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     yield data
-    for key in ("item", "agent", "target", "operation"):
+    for key in ("item", "agent", "target", "operation", "question"):
         inner = data.get(key)
         if isinstance(inner, Mapping):
             yield inner
@@ -133,7 +135,7 @@ def _field_matches(relayed: RelayedEvent, key: str, wanted: frozenset[str]) -> b
     assert isinstance(data, Mapping)
     if key == "action":
         return relayed.action in wanted
-    if key in ("work_id", "agent_id", "target_id") and _subject_key(relayed.kind) == key:
+    if key in ("work_id", "agent_id", "target_id", "question_id") and _subject_key(relayed.kind) == key:
         if event.get("subject_id") in wanted:
             return True
         if key != "agent_id":
@@ -144,6 +146,10 @@ def _field_matches(relayed: RelayedEvent, key: str, wanted: frozenset[str]) -> b
         return data.get("agent_id") in wanted or item.get("assigned_to") in wanted
     if key == "status" and relayed.kind == "agent":
         return data.get("status") in wanted
+    if key == "agent_id" and relayed.kind == "question":
+        question = data.get("question") if isinstance(data.get("question"), Mapping) else {}
+        assert isinstance(question, Mapping)
+        return question.get("asked_by") in wanted
     if key == "capability":
         for source in _dicts(data):
             if source.get("capability") in wanted:
@@ -164,9 +170,13 @@ def _field_matches(relayed: RelayedEvent, key: str, wanted: frozenset[str]) -> b
 
 
 def _subject_key(kind: str) -> str:
-    return {"work": "work_id", "agent": "agent_id", "target": "target_id", "spinup": "spinup_id"}.get(
-        kind, ""
-    )
+    return {
+        "work": "work_id",
+        "agent": "agent_id",
+        "target": "target_id",
+        "spinup": "spinup_id",
+        "question": "question_id",
+    }.get(kind, "")
 
 
 def subscriptions_from_query(params: Mapping[str, str]) -> list[Subscription]:

@@ -16,7 +16,8 @@ from nats.js import JetStreamContext
 
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.paging import Page, decode_cursor
-from shared.work import CLAIMABLE, WorkFilter, WorkQueue, WorkRecord, page_items
+from shared.work import EXPIRABLE, WAITING, WorkFilter, WorkQueue, WorkRecord, page_items
+from shared.workgraph import WorkGraph, work_graph
 from weft.mirror import BucketMirror
 
 log = logging.getLogger("loom.weft.work")
@@ -61,14 +62,23 @@ class WorkIndex:
         return {status.value: counts.get(status.value, 0) for status in WorkStatus}
 
     def waiting(self) -> list[WorkItem]:
-        """Claimable items, highest priority first, then oldest first."""
-        items = [i for i in self.mirror.values() if i.status in CLAIMABLE]
+        """Items waiting for an agent (a worker, or a reviewer), highest priority first,
+        then oldest first. Blocked items wait for other work, not for an agent."""
+        items = [i for i in self.mirror.values() if i.status in WAITING]
         items.sort(key=lambda i: (-i.priority, i.created_at))
         return items
 
     def has_expired(self, now: datetime | None = None) -> bool:
         moment = now or utcnow()
         return any(
-            i.status in CLAIMABLE and i.deadline is not None and i.deadline <= moment
+            i.status in EXPIRABLE and i.deadline is not None and i.deadline <= moment
             for i in self.mirror.values()
         )
+
+    async def graph(self, root: WorkItem) -> WorkGraph:
+        """The items ``root`` depends on and the items that depend on it, from the copy."""
+        await self.mirror.sync()
+        return work_graph(root, self.mirror.get)
+
+    def by_id(self) -> dict[str, WorkItem]:
+        return dict(self.mirror.items())

@@ -79,6 +79,32 @@ def _submit_all(client: WeftClient, batch: list[dict[str, Any]], o: Out) -> list
     return done
 
 
+def _submit_plan(
+    client: WeftClient, batch: list[dict[str, Any]], o: Out, where: str
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """A plan goes to Weft in one request; it creates all of it or nothing."""
+    try:
+        answer = client.post("/api/work/plan", {"items": batch})
+    except ShuttleError as exc:
+        exc.message = f"--file {where}: {exc.message} (nothing was submitted)"
+        raise
+    items: list[dict[str, Any]] = answer.get("items", []) if isinstance(answer, dict) else []
+    names: dict[str, str] = (answer.get("names") or {}) if isinstance(answer, dict) else {}
+    named = {work_id: name for name, work_id in names.items()}
+    if not o.json:
+        for item in items:
+            if o.quiet:
+                typer.echo(item.get("id", ""))
+                continue
+            name = named.get(item.get("id", ""))
+            label = f" {escape(name)}" if name else ""
+            say(
+                f"submitted {escape(item.get('id', ''))}{label} ({escape(item.get('task_id', ''))}) "
+                f"{styled(item.get('status'))}"
+            )
+    return items, names
+
+
 def register(app: typer.Typer) -> None:
     @app.command("submit")
     def submit(
@@ -110,6 +136,22 @@ def register(app: typer.Typer) -> None:
         ] = None,
         scope: Annotated[str, typer.Option("--scope", help="private, personal, team or public.")] = "team",
         max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=100)] = 3,
+        review: Annotated[
+            str | None,
+            typer.Option(
+                "--review", help="Have an agent with this capability review the result (not its author)."
+            ),
+        ] = None,
+        review_rounds: Annotated[
+            int | None,
+            typer.Option(
+                "--review-rounds", min=1, max=10, help="With --review: rejections before it fails [1]."
+            ),
+        ] = None,
+        after: Annotated[
+            list[str] | None,
+            typer.Option("--after", help="Run only after this work item completed (repeat for several)."),
+        ] = None,
         file: Annotated[
             str | None,
             typer.Option("--file", "-f", help="JSON/YAML file with one item or a list ('-' for stdin)."),
@@ -132,10 +174,21 @@ def register(app: typer.Typer) -> None:
         modes = sum([file is not None, interactive, description is not None])
         if modes > 1:
             raise UsageError("give a DESCRIPTION, --file or --interactive, not several")
+        if (after or review) and file is not None:
+            raise UsageError(
+                "--after and --review are for one submission; in a file, give each item its "
+                "depends_on, after or review"
+            )
+        depends_on = _after(after)
+        reviewed = _review(review, review_rounds)
         if file is not None:
             batch = v.load_batch(file)
         elif interactive:
             batch = [_interactive()]
+            if depends_on:
+                batch[0]["depends_on"] = depends_on
+            if reviewed:
+                batch[0]["review"] = reviewed
         else:
             if description is None:
                 raise UsageError("DESCRIPTION is required (or use --file / --interactive)")
@@ -153,24 +206,57 @@ def register(app: typer.Typer) -> None:
                 "context": context,
                 "scope": scope,
                 "max_attempts": max_attempts,
+                "depends_on": depends_on,
+                "review": reviewed,
             }
             batch = [v.submission(raw)]
         client = state(ctx).client()
         single = file is None
-        items = _submit_all(client, batch, o)
+        names: dict[str, str] | None = None
+        if file is not None and v.is_plan(batch):
+            items, names = _submit_plan(client, batch, o, file)
+        else:
+            items = _submit_all(client, batch, o)
         if wait:
-            items = _wait_all(client, items, o, wait_timeout, single=single)
+            items = _wait_all(client, items, o, wait_timeout, single=single, names=names)
         if o.json:
-            _emit(items, single)
+            _emit(items, single, names)
 
 
-def _emit(items: list[dict[str, Any]], single: bool) -> None:
-    """One submission prints the item; a batch file prints ``{"items": [...]}``."""
-    emit_json(items[0] if single else {"items": items})
+def _emit(items: list[dict[str, Any]], single: bool, names: dict[str, str] | None = None) -> None:
+    """One submission prints the item; a batch file prints ``{"items": [...]}`` (a plan
+    also ``"names"``: each local name and the id its item got)."""
+    if single:
+        emit_json(items[0])
+    else:
+        emit_json({"items": items} if names is None else {"items": items, "names": names})
+
+
+def _review(capability: str | None, rounds: int | None) -> dict[str, Any] | None:
+    if capability is None:
+        if rounds is not None:
+            raise UsageError("--review-rounds needs --review CAPABILITY")
+        return None
+    return {"capability": capability, "rounds": rounds or 1}
+
+
+def _after(ids: list[str] | None) -> list[str] | None:
+    if not ids:
+        return None
+    try:
+        return v.work_ids(ids, "--after")
+    except v.Invalid as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _wait_all(
-    client: WeftClient, items: list[dict[str, Any]], o: Out, timeout: float | None, *, single: bool
+    client: WeftClient,
+    items: list[dict[str, Any]],
+    o: Out,
+    timeout: float | None,
+    *,
+    single: bool,
+    names: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Follow each item in turn; fail (exit 1) if any did not complete."""
     from shuttle.follow import follow
@@ -186,6 +272,6 @@ def _wait_all(
             finals.append(client.get(f"/api/work/{seg(item['id'])}"))
     if failures:
         if o.json:
-            _emit(finals, single)
+            _emit(finals, single, names)
         raise OutcomeFailed("; ".join(failures))
     return finals

@@ -1,4 +1,4 @@
-"""``shuttle work list|show|cancel|retry``: work items in the project."""
+"""``shuttle work list|show|graph|cancel|retry``: work items in the project."""
 
 from __future__ import annotations
 
@@ -11,15 +11,19 @@ from shuttle.batch import report
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
-from shuttle.views import work_fields, work_table
+from shuttle.views import graph_tree, work_fields, work_table
 
-app = typer.Typer(help="List, inspect, cancel and retry work items.", no_args_is_help=True)
+app = typer.Typer(help="List, inspect, graph, cancel and retry work items.", no_args_is_help=True)
 
 STATUSES = [
     "submitted",
     "queued",
+    "blocked",
     "claimed",
     "in-progress",
+    "waiting-on-operator",
+    "in-review",
+    "reviewing",
     "completed",
     "failed",
     "cancelled",
@@ -82,6 +86,16 @@ def show_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) 
         emit_json(item)
     else:
         work_fields(item)
+
+
+@app.command("graph")
+def graph_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
+    """What the item depends on and what depends on it, as a tree with each item's state."""
+    graph = state(ctx).client().get(f"/api/work/{seg(work_id)}/graph")
+    if out(ctx, json_out).json:
+        emit_json(graph)
+    else:
+        console().print(graph_tree(graph))
 
 
 @app.command("cancel")

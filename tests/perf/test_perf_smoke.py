@@ -64,6 +64,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "weft routing",
         "soak:",
         "nats sync",
+        "graph",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():
@@ -85,6 +86,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
     curves = {c["name"]: c for c in data["scale_curves"]}
     assert curves["weft routing decision"]["sizes"] == [10, 100, 1000, 10000]
     assert curves["registry list_project"]["sizes"][:3] == [10, 100, 1000]
+    assert curves["graph plan submit+resolve"]["sizes"] == [10, 100]
     assert all(len(c["per_item_us"]) == len(c["sizes"]) for c in curves.values())
     assert "scale curves" in proc.stdout and "weft routing decision" in proc.stdout
 

@@ -184,6 +184,28 @@ EXPECTED_MOVES = {
     (S.FAILED, S.EXPIRED),
     (S.FAILED, S.DEAD_LETTERED),
     (S.DEAD_LETTERED, S.QUEUED),  # retry from the DLQ
+    (S.BLOCKED, S.QUEUED),  # its last dependency completed
+    (S.BLOCKED, S.FAILED),  # a dependency will not complete: on to the DLQ
+    (S.BLOCKED, S.CANCELLED),
+    (S.BLOCKED, S.EXPIRED),
+    (S.FAILED, S.BLOCKED),  # its dependency was retried (a crash left it failed)
+    (S.DEAD_LETTERED, S.BLOCKED),  # its dependency was retried
+    (S.CLAIMED, S.IN_REVIEW),  # handed in for review
+    (S.IN_PROGRESS, S.IN_REVIEW),
+    (S.IN_REVIEW, S.REVIEWING),  # a reviewer claimed it
+    (S.IN_REVIEW, S.CANCELLED),
+    (S.REVIEWING, S.COMPLETED),  # approved
+    (S.REVIEWING, S.QUEUED),  # rejected, rounds left
+    (S.REVIEWING, S.FAILED),  # rejected in the last round: on to the DLQ
+    (S.REVIEWING, S.IN_REVIEW),  # the reviewer went silent: redelivered
+    (S.REVIEWING, S.CANCELLED),
+    (S.CLAIMED, S.WAITING_ON_OPERATOR),  # its agent asked the operator a question about it
+    (S.IN_PROGRESS, S.WAITING_ON_OPERATOR),
+    (S.WAITING_ON_OPERATOR, S.IN_PROGRESS),  # answered, or the question's deadline passed
+    (S.WAITING_ON_OPERATOR, S.COMPLETED),  # its agent went on without the answer
+    (S.WAITING_ON_OPERATOR, S.FAILED),
+    (S.WAITING_ON_OPERATOR, S.IN_REVIEW),
+    (S.WAITING_ON_OPERATOR, S.CANCELLED),
 }
 
 
@@ -199,7 +221,8 @@ def test_can_transition_matches_the_lifecycle(current: WorkStatus, new: WorkStat
 def test_final_states_have_no_way_out_except_dlq_retry() -> None:
     for state in FINAL_WORK_STATES:
         allowed = WORK_TRANSITIONS[state]
-        assert allowed == (frozenset({S.QUEUED}) if state is S.DEAD_LETTERED else frozenset()), state
+        expected = frozenset({S.QUEUED, S.BLOCKED}) if state is S.DEAD_LETTERED else frozenset()
+        assert allowed == expected, state
     assert not any(can_transition(s, s) for s in WorkStatus)
     assert not can_transition(S.COMPLETED, S.QUEUED)
     assert not can_transition(S.QUEUED, S.COMPLETED)  # must be claimed first

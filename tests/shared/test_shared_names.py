@@ -38,11 +38,16 @@ _SAMPLES: dict[str, list[Any]] = {
     "priority": [1, 10],
     "kind": [None, *names.EVENT_KINDS],
     "action": ["created", "completed"],
+    "not_for": [None, AGENT],
 }
 
 
 def _subject_samples(pn: ProjectNames) -> list[Any]:
-    return [pn.work_subject("python", "default", None, 5), pn.work_subject("rust", "prod", "reviewer", 10)]
+    return [
+        pn.work_subject("python", "default", None, 5),
+        pn.work_subject("rust", "prod", "reviewer", 10),
+        pn.work_subject("review", "prod", None, 7, AGENT),
+    ]
 
 
 def all_names(pn: ProjectNames) -> dict[str, str]:
@@ -209,6 +214,20 @@ def test_work_subject_round_trips_and_sorts_by_priority() -> None:
     # two-digit priority tokens sort lexically in priority order
     tokens = [pn.work_subject("python", "default", None, p).rsplit(".", 1)[1] for p in range(1, 11)]
     assert sorted(tokens) == tokens
+
+
+def test_a_review_subject_names_the_agent_it_is_not_for() -> None:
+    pn = ProjectNames("my-proj")
+    subject = pn.work_subject("review", "prod", None, 7, AGENT)
+    assert subject == f"loom.my-proj.work.q.review.prod._any.p07.not-{AGENT}"
+    parts = pn.parse_work_subject(subject)
+    assert parts is not None and (parts.capability, parts.priority, parts.not_for) == ("review", 7, AGENT)
+    assert pn.parse_work_subject(pn.work_subject("review", "prod", None, 7)).not_for is None  # type: ignore[union-attr]
+    for bad in (f"{subject[:-1]}", subject.replace("not-", "nor-"), f"{subject}.x"):
+        assert pn.parse_work_subject(bad) is None, bad
+    with pytest.raises(InvalidNameError) as refused:
+        pn.work_subject("review", "prod", None, 7, "someone")
+    assert refused.value.field == "not_for"
 
 
 def test_work_consumer_only_for_own_queue_subjects() -> None:

@@ -31,6 +31,8 @@ POSITIONAL = {
     "name": "probe-new",
     "key": "timeout",
     "value": "5",
+    "question_id": HEX,
+    "answer": "yes",
 }
 EXTRA = {("submit",): ["-c", "code"], ("config", "get"): [], ("config", "unset"): []}
 
@@ -51,6 +53,7 @@ ACCEPTED = {
     ("targets", "add", "--body"),
     ("targets", "update", "--body"),
     ("targets", "add", "--image"),
+    ("answer", "answer"),  # free text (refused here only because the question does not exist)
 }
 
 

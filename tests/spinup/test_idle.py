@@ -239,3 +239,56 @@ async def test_ended_operations_are_purged_after_the_retention(fleet: Fleet, nc:
     assert (await store.get(uncleaned.op.id)).op.state is SpinupState.TIMED_OUT
     with pytest.raises(SpinupNotFound):
         await store.get(gone.op.id)
+
+
+async def test_an_agent_holding_a_review_is_not_idle(
+    fleet: Fleet, nc: NatsClient, names: ProjectNames
+) -> None:
+    record, agent = await fleet.registered_agent()
+    work = WorkQueue(nc, names)
+    item = await work.submit(
+        WorkSubmission(task_id="r", description="d", capability="code", review={"capability": "code"})
+    )
+    author = "e" * 32
+    assert await work.claim(Claimant(author, "generic", ("code",), ("default",))) is not None
+    await work.complete(item.id, author, "to review")
+    review = await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",)))
+    assert review is not None and review.status.value == "reviewing"
+    for _ in range(3):
+        await fleet.tick()
+    assert (
+        await fleet.record(record.op.id)
+    ).op.state is SpinupState.REGISTERED  # reviewing, though idle long
+    await work.review(item.id, agent.agent_id, "approve")
+
+    async def asked() -> SpinupRecord | None:
+        await fleet.tick()
+        current = await fleet.record(record.op.id)
+        return current if current.shutdown_requested_at else None
+
+    await eventually(asked, what="the idle timeout after the review")
+
+
+async def test_an_agent_waiting_on_the_operator_is_not_idle(
+    fleet: Fleet, nc: NatsClient, names: ProjectNames
+) -> None:
+    from shared.questions import QuestionBook
+
+    record, agent = await fleet.registered_agent()
+    work = WorkQueue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="q", description="d", capability="code"))
+    assert await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",))) is not None
+    book = QuestionBook(nc, names, work)
+    asked = await book.ask(agent.agent_id, "which way?", work_id=item.id)
+    for _ in range(3):
+        await fleet.tick()
+    assert (await fleet.record(record.op.id)).op.state is SpinupState.REGISTERED  # waits on a person
+    await book.answer(asked.id, "left")
+    await work.complete(item.id, agent.agent_id)
+
+    async def asked_to_stop() -> SpinupRecord | None:
+        await fleet.tick()
+        current = await fleet.record(record.op.id)
+        return current if current.shutdown_requested_at else None
+
+    await eventually(asked_to_stop, what="the idle timeout once the work is done")

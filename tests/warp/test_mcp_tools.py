@@ -8,7 +8,11 @@ from typing import Any
 
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from nats.aio.client import Client as NatsClient
 from warp_harness import WARP, spawn_warp, stdout_frames_only
+
+from shared.names import ProjectNames
+from shared.work import Claimant, WorkQueue
 
 TOOLS = {
     "warp_handle_set",
@@ -31,6 +35,10 @@ TOOLS = {
     "warp_work_progress",
     "warp_work_complete",
     "warp_work_fail",
+    "warp_work_review",
+    "warp_question_ask",
+    "warp_question_get",
+    "warp_question_list",
     "warp_dlq_list",
     "warp_dlq_retry",
     "warp_dlq_discard",
@@ -61,7 +69,7 @@ async def test_tools_list_through_the_sdk_stdio_client(warp_env: dict[str, str])
     assert (read["minimum"], read["maximum"]) == (1, 200)
 
 
-async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: Path) -> None:
+async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: Path, nc: NatsClient) -> None:
     env = {**warp_env, "LOOM_HANDLE": "tester", "LOOM_CAPABILITIES": "code"}
     async with spawn_warp(env, tmp_path) as w:
         calls: list[tuple[str, dict[str, Any], dict[str, Any], str]] = []
@@ -140,6 +148,34 @@ async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: 
             "work_id",
         )
         assert done["item"]["status"] == "completed" and done["item"]["result"] == {"ok": True}
+        reviewed = (
+            await w.ok(
+                "warp_work_broadcast",
+                {"description": "r", "capability": "code", "review": {"capability": "code"}},
+            )
+        )["item"]["id"]
+        other = Claimant(agent_id="e" * 32, agent_type="generic", capabilities=("code",))
+        queue = WorkQueue(nc, ProjectNames(warp_env["LOOM_PROJECT_ID"]))
+        assert (await queue.claim(other)) is not None
+        await queue.complete(reviewed, other.agent_id, "by someone else")
+        assert (await w.ok("warp_work_claim"))["review"] is True
+        approved = await check(
+            "warp_work_review",
+            {"work_id": reviewed, "verdict": "approve", "score": 90},
+            {"work_id": reviewed, "verdict": "maybe"},
+            "verdict",
+        )
+        assert approved["item"]["status"] == "completed" and approved["item"]["reviews"][0]["score"] == 90
+        asked = await check(
+            "warp_question_ask", {"question": "lunch?"}, {"question": "x", "choices": ["a", "a"]}, "choices"
+        )
+        question_id = asked["question"]["id"]
+        got = await check(
+            "warp_question_get", {"question_id": question_id}, {"question_id": "nothex"}, "question_id"
+        )
+        assert got["question"]["status"] == "open"
+        mine = await check("warp_question_list", {}, {"status": "maybe"}, "status")
+        assert [q["id"] for q in mine["items"]] == [question_id]
         second = (await w.ok("warp_work_broadcast", {"description": "flaky", "capability": "code"}))["item"][
             "id"
         ]

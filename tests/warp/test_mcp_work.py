@@ -110,3 +110,89 @@ async def test_cancelled_work_is_reported_on_the_next_call(
         assert (await b.ok("warp_registry_get_info"))["current_tasks"] == 0
         text = await b.err("warp_work_complete", {"work_id": item["id"]})
         assert "stop working on it" in text
+
+
+async def test_broadcast_with_depends_on_waits_blocked_until_the_dependency_completes(
+    warp_env: dict[str, str], tmp_path: Path
+) -> None:
+    async with (
+        spawn_warp(env_for(warp_env, A_ID), tmp_path, name="a") as a,
+        spawn_warp(env_for(warp_env, B_ID), tmp_path, name="b") as b,
+    ):
+        first = (await a.ready_ok("warp_work_broadcast", {"description": "schema", "capability": "code"}))[
+            "item"
+        ]
+        out = await a.call(
+            "warp_work_broadcast", {"description": "api", "capability": "code", "depends_on": [first["id"]]}
+        )
+        assert not out.is_error
+        then = out.structured_content["item"]  # type: ignore[index]
+        text = out.content[0].text  # type: ignore[union-attr]
+        assert then["status"] == "blocked" and then["blocked_on"] == [first["id"]]
+        assert text.startswith("Blocked until its dependencies complete.") and first["id"] in text
+        assert (await b.ready_ok("warp_work_claim"))["item"]["id"] == first["id"]
+        assert (await b.ok("warp_work_complete", {"work_id": first["id"]}))["item"]["dependents"] == [
+            then["id"]
+        ]
+        assert (await b.ok("warp_work_claim"))["item"]["id"] == then["id"]
+        for bad, rule in (
+            (["0" * 31], "depends_on.0"),
+            (["f" * 32], "depends_on.0: no work item with this id in this project"),
+            ([first["id"], first["id"]], "depends_on: must not name the same item twice"),
+        ):
+            error = await a.err(
+                "warp_work_broadcast", {"description": "x", "capability": "code", "depends_on": bad}
+            )
+            assert rule in error and "0" * 31 not in error and "f" * 32 not in error
+
+
+async def test_a_review_is_claimed_by_another_agent_and_its_verdict_given_through_warp(
+    warp_env: dict[str, str], tmp_path: Path
+) -> None:
+    both = {"LOOM_CAPABILITIES": "code,review"}
+    async with (
+        spawn_warp(env_for(warp_env, A_ID, **both), tmp_path, name="a") as a,
+        spawn_warp(env_for(warp_env, B_ID, **both), tmp_path, name="b") as b,
+    ):
+        review = {"capability": "review", "rounds": 2}
+        item = (
+            await a.ready_ok(
+                "warp_work_broadcast", {"description": "parser", "capability": "code", "review": review}
+            )
+        )["item"]
+        assert (await a.ok("warp_work_claim", {"capability": "code"}))["item"]["id"] == item["id"]
+        handed = await a.call("warp_work_complete", {"work_id": item["id"], "result": {"pr": 1}})
+        assert handed.structured_content["item"]["status"] == "in-review"  # type: ignore[index]
+        assert handed.content[0].text.startswith("Handed in for review")  # type: ignore[union-attr]
+        assert (await a.ok("warp_registry_get_info"))["current_tasks"] == 0
+        assert (await a.ok("warp_work_claim"))["claimed"] is False  # never its own review
+
+        claimed = await b.call("warp_work_claim", {})
+        out = claimed.structured_content
+        assert out is not None and out["review"] is True and out["item"]["status"] == "reviewing"
+        assert "warp_work_review" in claimed.content[0].text  # type: ignore[union-attr]
+        assert "reject with feedback" in claimed.content[0].text  # type: ignore[union-attr]
+        assert "feedback: must say what to change" in await b.err(
+            "warp_work_review", {"work_id": item["id"], "verdict": "reject"}
+        )
+        assert "claimed by another agent" in await a.err(
+            "warp_work_review", {"work_id": item["id"], "verdict": "approve"}
+        )
+        assert "score" in await b.err(
+            "warp_work_review", {"work_id": item["id"], "verdict": "approve", "score": 101}
+        )
+        rejected = await b.ok(
+            "warp_work_review",
+            {"work_id": item["id"], "verdict": "reject", "feedback": "add tests", "score": 3},
+        )
+        assert rejected["item"]["status"] == "queued"
+        assert (await b.ok("warp_registry_get_info"))["current_tasks"] == 0
+
+        again = await b.call("warp_work_claim", {"capability": "code"})
+        text = again.content[0].text  # type: ignore[union-attr]
+        assert "round 1 by" in text and "reject (score 3): add tests" in text
+        await b.ok("warp_work_complete", {"work_id": item["id"], "result": {"pr": 2}})
+        assert (await a.ok("warp_work_claim", {"capability": "review"}))["review"] is True
+        done = await a.ok("warp_work_review", {"work_id": item["id"], "verdict": "approve"})
+        assert done["item"]["status"] == "completed" and done["item"]["assigned_to"] == B_ID
+        assert [r["verdict"] for r in done["item"]["reviews"]] == ["reject", "approve"]

@@ -84,6 +84,29 @@ def test_eligible_agents_respect_status_capacity_capability_boundary_type_and_po
     assert [a.agent_id for a in preferred] == [copilot.agent_id, good.agent_id]
 
 
+def test_a_review_task_needs_a_reviewer_other_than_its_author() -> None:
+    from shared.models import ReviewRound, ReviewSpec
+
+    author = agent(capabilities=["code", "review"], handle="author")
+    reviewer = agent(capabilities=["review"], handle="reviewer")
+    coder = agent(capabilities=["code"], handle="coder")
+    handed = item(
+        status=WorkStatus.IN_REVIEW,
+        review=ReviewSpec(capability="review"),
+        reviews=[ReviewRound(round=1, author=author.agent_id)],
+        required_agent_type="claude-code",
+    )
+    need = Need.of(handed)
+    assert (need.capability, need.not_for, need.required_agent_type) == ("review", author.agent_id, None)
+    found = eligible_agents(handed, [author, reviewer, coder], BoundaryPolicy())
+    assert [a.agent_id for a in found] == [reviewer.agent_id]
+    assert Need.of(item(review=ReviewSpec(capability="review"))).capability == "code"  # before hand-in
+    assert [
+        t.name
+        for t in matching_targets(need, [target("r", capabilities=["review"]), target()], BoundaryPolicy())
+    ] == ["r"]
+
+
 def test_matching_targets_need_enabled_healthy_or_unknown_and_policy() -> None:
     policy = BoundaryPolicy(
         boundaries={"production": BoundaryRule(allowed_agent_types=["deployer"], allowed_targets=["prod"])}
@@ -198,3 +221,60 @@ async def test_no_target_records_why_the_item_waits(api: Any) -> None:
 
     await eventually(reason)
     assert (await api.get("/api/stats")).json()["work"]["waiting_for_agent"] == 1
+
+
+async def test_blocked_work_is_never_routed_and_a_review_task_is(
+    weft: Any, api: Any, nc: NatsClient, project_id: str
+) -> None:
+    """A blocked item waits for other work, not for an agent: no reason, no spin-up. An item
+    handed in for review waits for a reviewer, and says so when none is online."""
+    from shared.names import ProjectNames
+    from shared.work import Claimant, WorkQueue
+
+    made = await api.post(
+        "/api/targets",
+        json={
+            "name": "coders",
+            "mechanism": "local",
+            "config": {"command": ["true"]},
+            "capabilities": ["code"],
+        },
+    )
+    assert made.status_code == 201, made.text
+    first = (
+        await api.post("/api/work", json={"task_id": "a", "description": "d", "capability": "rare"})
+    ).json()
+    blocked = (
+        await api.post(
+            "/api/work",
+            json={"task_id": "b", "description": "d", "capability": "code", "depends_on": [first["id"]]},
+        )
+    ).json()
+    reviewed = (
+        await api.post(
+            "/api/work",
+            json={
+                "task_id": "r",
+                "description": "d",
+                "capability": "rare",
+                "review": {"capability": "review"},
+            },
+        )
+    ).json()
+    queue = WorkQueue(nc, ProjectNames(project_id))
+    worker = "e" * 32
+    assert (await queue.claim(Claimant(agent_id=worker, agent_type="x", capabilities=("rare",)))) is not None
+    claimed_second = await queue.claim(Claimant(agent_id=worker, agent_type="x", capabilities=("rare",)))
+    assert claimed_second is not None
+    await queue.complete(reviewed["id"], worker, "done")
+
+    async def reason(work_id: str) -> str | None:
+        return (await api.get(f"/api/work/{work_id}")).json()["waiting_reason"]
+
+    async def review_waits() -> bool:
+        return await reason(reviewed["id"]) == NO_AGENT_NO_TARGET
+
+    await eventually(review_waits, what="the review task to wait for a reviewer")
+    # Several sweeps later the blocked item was never routed: with a matching target, routing
+    # would have handed it to spin-up (which, in this Weft, records that it waits for an agent).
+    assert await reason(blocked["id"]) is None

@@ -7,15 +7,16 @@ follows what it holds.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
-from shared.models import Scope, WorkItem, WorkStatus
+from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus
 from warp.errors import Conflict
 from warp.schemas import (
     AgentId,
@@ -55,31 +56,53 @@ def item_text(item: WorkItem) -> str:
         lines.append(f"  progress {item.progress.percent}% {item.progress.note}")
     if item.context:
         lines.append(f"  context: {item.context}")
+    if item.review is not None:
+        lines.append(
+            f"  reviewed by {item.review.capability}: round {item.review_round} of {item.review.rounds}"
+        )
+    for past in item.reviews:
+        verdict = past.verdict or ("being reviewed" if past.reviewer else "waiting for a reviewer")
+        said = f": {past.feedback}" if past.feedback else ""
+        score = f" (score {past.score:g})" if past.score is not None else ""
+        lines.append(f"  round {past.round} by {past.author}, result {json.dumps(past.result)[:300]}")
+        lines.append(f"    review: {verdict}{score}{said}")
+    if item.blocked_on:
+        lines.append(f"  blocked until these complete: {', '.join(item.blocked_on)}")
+    elif item.depends_on:
+        lines.append(f"  depends on: {', '.join(item.depends_on)}")
+    if item.dependents:
+        lines.append(f"  waited for by: {', '.join(item.dependents)}")
     for err in item.errors:
         lines.append(f"  attempt {err.attempt} failed: {err.error}")
     return "\n".join(lines)
 
 
+STILL_HELD = frozenset({WorkStatus.IN_PROGRESS, WorkStatus.REVIEWING, WorkStatus.WAITING_ON_OPERATOR})
+"""After one of its operations, an item in one of these still counts among the agent's tasks."""
+
+
+async def held_operation(
+    rt: WarpRuntime, svc: Services, work_id: str, op: Callable[[], Awaitable[WorkItem]]
+) -> WorkItem:
+    """Run an operation of the agent holding ``work_id``; whatever happens, an item it no
+    longer holds stops counting among its tasks. Work Weft cancelled is refused first."""
+    from shared.work import NotClaimant, WorkConflict
+
+    cancelled = rt.cancelled
+    message = cancelled.message(work_id) if cancelled is not None else None
+    if message:
+        raise Conflict(message)
+    try:
+        item = await op()
+    except (NotClaimant, WorkConflict):
+        svc.presence.tasks_changed(released=work_id)
+        raise
+    if item.status not in STILL_HELD or item.assigned_to != svc.agent_id:
+        svc.presence.tasks_changed(released=work_id)
+    return item
+
+
 def tools(rt: WarpRuntime) -> list[Tool]:
-    def _check_cancelled(work_id: str) -> None:
-        cancelled = rt.cancelled
-        message = cancelled.message(work_id) if cancelled is not None else None
-        if message:
-            raise Conflict(message)
-
-    async def _finish(svc: Services, work_id: str, op: Awaitable[WorkItem]) -> WorkItem:
-        """Run a holder operation; whatever happens, an item no longer ours stops counting."""
-        from shared.work import NotClaimant, WorkConflict
-
-        try:
-            item = await op
-        except (NotClaimant, WorkConflict):
-            svc.presence.tasks_changed(released=work_id)
-            raise
-        if item.status is not WorkStatus.IN_PROGRESS:
-            svc.presence.tasks_changed(released=work_id)
-        return item
-
     async def warp_work_broadcast(
         description: Annotated[str, Field(min_length=1, max_length=32_000)],
         capability: Capability,
@@ -97,8 +120,24 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         ] = None,
         scope: Scope = Scope.TEAM,
         max_attempts: Annotated[int, Field(ge=1, le=100)] = 3,
+        depends_on: Annotated[
+            list[WorkId] | None,
+            Field(
+                max_length=100,
+                description="Ids of work in this project that must complete first; until then it is blocked",
+            ),
+        ] = None,
+        review: Annotated[
+            ReviewSpec | None,
+            Field(
+                description="Have another agent with this capability review the result before it counts "
+                "(rounds: rejections after which it fails for good)"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, WorkOut]:
-        """Offer a work item to every agent with the capability (same queue as Weft's REST API)."""
+        """Offer a work item to every agent with the capability (same queue as Weft's REST API).
+        With depends_on it waits (blocked) until every one of those items has completed; with
+        review, each result is approved or sent back by another agent before it counts."""
         from shared.models import WorkSubmission
 
         svc = await rt.services()
@@ -114,9 +153,12 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             context=context or {},
             scope=scope,
             max_attempts=max_attempts,
+            depends_on=depends_on or [],
+            review=review,
         )
         item = await svc.work.submit(submission, submitted_by=svc.agent_id)
-        return tool_result(WorkOut(item=item), f"Queued.\n{item_text(item)}")
+        said = "Blocked until its dependencies complete." if item.status is WorkStatus.BLOCKED else "Queued."
+        return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")
 
     async def warp_work_claim(
         capability: Annotated[
@@ -124,7 +166,9 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         ] = None,
     ) -> Annotated[CallToolResult, ClaimOut]:
         """Claim the highest-priority work you are eligible for (your registered capabilities,
-        boundaries and agent type). Report on it with warp_work_progress, then complete or fail it."""
+        boundaries and agent type). Report on it with warp_work_progress, then complete or fail it.
+        With a review capability you may get a review task instead (review: true): another
+        agent's result to approve or reject with warp_work_review."""
         from shared.work import Claimant
 
         if rt.draining is not None:
@@ -168,6 +212,12 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             out = ClaimOut(claimed=False, reason="no eligible work is queued")
             return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
         presence.tasks_changed(claimed=item.id)
+        if item.status is WorkStatus.REVIEWING:
+            said = (
+                "Claimed for review: judge the result of the latest round below, then give your "
+                "verdict with warp_work_review (approve, or reject with feedback)."
+            )
+            return tool_result(ClaimOut(claimed=True, item=item, review=True), f"{said}\n{item_text(item)}")
         return tool_result(ClaimOut(claimed=True, item=item), f"Claimed.\n{item_text(item)}")
 
     async def warp_work_list(
@@ -224,19 +274,25 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         note: Annotated[str, Field(max_length=2000)] = "",
     ) -> Annotated[CallToolResult, WorkOut]:
         """Report progress on work you claimed; this also extends its deadline (keeps the claim)."""
-        _check_cancelled(work_id)
         svc = await rt.services()
-        item = await _finish(svc, work_id, svc.work.progress(work_id, svc.agent_id, percent, note))
+        item = await held_operation(
+            rt, svc, work_id, lambda: svc.work.progress(work_id, svc.agent_id, percent, note)
+        )
         return tool_result(WorkOut(item=item), f"Progress recorded.\n{item_text(item)}")
 
     async def warp_work_complete(
         work_id: WorkId,
         result: Annotated[Any, Field(description="Any JSON value describing the outcome")] = None,
     ) -> Annotated[CallToolResult, WorkOut]:
-        """Mark work you claimed as completed, with an optional result."""
-        _check_cancelled(work_id)
+        """Mark work you claimed as completed, with an optional result. Work that asks for
+        review is handed in instead: it counts once another agent approved it."""
         svc = await rt.services()
-        item = await _finish(svc, work_id, svc.work.complete(work_id, svc.agent_id, result))
+        item = await held_operation(
+            rt, svc, work_id, lambda: svc.work.complete(work_id, svc.agent_id, result)
+        )
+        if item.status is WorkStatus.IN_REVIEW:
+            said = "Handed in for review: another agent will approve it or send it back with feedback."
+            return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")
         return tool_result(WorkOut(item=item), f"Completed.\n{item_text(item)}")
 
     async def warp_work_fail(
@@ -248,9 +304,10 @@ def tools(rt: WarpRuntime) -> list[Tool]:
     ) -> Annotated[CallToolResult, WorkOut]:
         """Report that work you claimed failed: it is queued again, or dead-lettered once its
         attempts are used up (or at once when retryable is false)."""
-        _check_cancelled(work_id)
         svc = await rt.services()
-        item = await _finish(svc, work_id, svc.work.fail(work_id, svc.agent_id, error, retryable=retryable))
+        item = await held_operation(
+            rt, svc, work_id, lambda: svc.work.fail(work_id, svc.agent_id, error, retryable=retryable)
+        )
         where = "dead-letter queue" if item.status is WorkStatus.DEAD_LETTERED else "queue again"
         return tool_result(
             WorkOut(item=item), f"Failure recorded; item is in the {where}.\n{item_text(item)}"

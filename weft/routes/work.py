@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from shared.models import WorkItem, WorkStatus, WorkSubmission
-from shared.names import validate_agent_id, validate_boundary, validate_capability
+from shared.models import Token, WorkItem, WorkStatus, WorkSubmission
+from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_boundary, validate_capability
 from shared.work import WorkError, WorkFilter
+from shared.workgraph import MAX_PLAN_ITEMS, NamedStep, resolve_names
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, WorkId
@@ -33,6 +34,55 @@ class CancelBatchRequest(BaseModel):
     reason: str = Field(default="", max_length=2000)
 
 
+def _local_name(value: str) -> str:
+    if not is_token(value):
+        raise ValueError(f"must be {TOKEN_RULE}")
+    return value
+
+
+LocalName = Annotated[Token, AfterValidator(_local_name)]
+
+
+class PlanEntry(WorkSubmission):
+    """One item of a plan: a submission plus a local ``name`` and the names it comes ``after``."""
+
+    name: LocalName | None = Field(default=None, description="A name the plan's other items use in after")
+    after: list[LocalName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Names of items of this plan that must complete first",
+    )
+
+
+class PlanRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    items: list[PlanEntry] = Field(min_length=1, max_length=MAX_PLAN_ITEMS)
+
+
+class PlanOut(BaseModel):
+    items: list[WorkItem] = Field(description="The submitted items, in the plan's order")
+    names: dict[str, str] = Field(description="Each local name and the id its item got")
+
+
+class GraphNodeOut(BaseModel):
+    id: str
+    relation: Literal["root", "ancestor", "descendant"]
+    depth: int = Field(description="Steps from the root (up through depends_on, down through dependents)")
+    item: WorkItem | None = Field(description="Null when the record is gone (deleted after its retention)")
+
+
+class GraphEdgeOut(BaseModel):
+    dependency: str
+    dependent: str
+
+
+class WorkGraphOut(BaseModel):
+    root: str
+    nodes: list[GraphNodeOut]
+    edges: list[GraphEdgeOut]
+    truncated: bool = Field(description="True when the graph had more nodes than one answer holds (2000)")
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -45,6 +95,32 @@ async def submit_work(body: WorkSubmission, project: ProjectDep, state: StateDep
     item = await project.queue.submit(body, submitted_by=SUBMITTED_BY)
     state.spawn(state.router.route(project, item), name=f"route:{item.id}")
     return item
+
+
+@router.post(
+    "/plan",
+    status_code=status.HTTP_201_CREATED,
+    response_model=PlanOut,
+    dependencies=OPERATE,
+    summary="Submit a plan",
+)
+async def submit_plan(body: PlanRequest, project: ProjectDep, state: StateDep) -> PlanOut:
+    """Several items that wait for each other (``after``, by local ``name``) and for existing
+    items (``depends_on``). The whole plan is checked first (names, cycles, dependencies):
+    a refused plan creates nothing."""
+    entries = [
+        NamedStep(
+            WorkSubmission.model_validate(entry.model_dump(exclude={"name", "after"})),
+            name=entry.name,
+            after=tuple(entry.after),
+        )
+        for entry in body.items
+    ]
+    items = await project.queue.submit_plan(resolve_names(entries), submitted_by=SUBMITTED_BY)
+    for item in items:
+        state.spawn(state.router.route(project, item), name=f"route:{item.id}")
+    names = {entry.name: item.id for entry, item in zip(body.items, items, strict=True) if entry.name}
+    return PlanOut(items=items, names=names)
 
 
 @router.get("", response_model=PageOut[WorkItem], summary="List work, newest first")
@@ -83,6 +159,19 @@ async def cancel_batch(body: CancelBatchRequest, project: ProjectDep) -> BatchOu
 @router.get("/{work_id}", response_model=WorkItem, summary="Show one item")
 async def get_work(work_id: WorkId, project: ProjectDep) -> WorkItem:
     return await project.queue.get(work_id)
+
+
+@router.get("/{work_id}/graph", response_model=WorkGraphOut, summary="The item's dependencies and dependents")
+async def get_graph(work_id: WorkId, project: ProjectDep) -> WorkGraphOut:
+    """Everything the item depends on (ancestors) and everything that depends on it
+    (descendants), transitively, each with its state."""
+    graph = await project.work.graph(await project.queue.get(work_id))
+    return WorkGraphOut(
+        root=graph.root,
+        nodes=[GraphNodeOut(id=n.id, relation=n.relation, depth=n.depth, item=n.item) for n in graph.nodes],
+        edges=[GraphEdgeOut(dependency=a, dependent=b) for a, b in graph.edges],
+        truncated=graph.truncated,
+    )
 
 
 @router.post("/{work_id}/cancel", response_model=WorkItem, dependencies=OPERATE, summary="Cancel an item")

@@ -1,12 +1,13 @@
 """Idle shutdown of agents that a target started.
 
 An agent is idle when it holds no work: ``current_tasks == 0`` and status not
-``busy`` in its registry entry, and no claimed or in-progress item assigned to
-it in the work records. Its idle time runs from its latest work activity: the
-last change to any work item assigned to it (claim, progress, completion,
-failure), or its registration if it never had any. Heartbeats and tool calls
-only prove it is alive (Warp's ``last_activity`` moves with every tool call,
-including polling for work), so they are not activity.
+``busy`` in its registry entry, and no item it holds in the work records (claimed,
+in progress, being reviewed by it, or waiting on the operator for it). Its idle
+time runs from its latest work activity: the last change to any work item
+assigned to it (claim, progress, completion, failure), or its registration if
+it never had any. Heartbeats and tool calls only prove it is alive (Warp's
+``last_activity`` moves with every tool call, including polling for work), so
+they are not activity.
 
 Steps, each an event: past the target's ``idle_timeout_s`` (0 = never) the
 agent is asked to shut down through Warp (``spinup.shutdown-requested``, a
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.models import AgentEntry, AgentStatus, SpinupState, Target, WorkItem
-from shared.work import HELD
+from shared.work import HOLDING
 from weft.spinup.manager import SpinupManager
 from weft.spinup.store import SpinupRecord
 
@@ -46,7 +47,7 @@ def work_activity(items: Iterable[WorkItem], agent_ids: set[str]) -> dict[str, W
         if item.assigned_to not in agent_ids:
             continue
         entry = activity.setdefault(item.assigned_to, WorkActivity())
-        if item.status in HELD:
+        if item.status in HOLDING:
             entry.held += 1
         if entry.last is None or item.updated_at > entry.last:
             entry.last = item.updated_at
