@@ -141,6 +141,42 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         "needs a Kubernetes cluster for the kubectl lines (tests/deploy validates the manifests"
         " offline; tests/weft/test_weft_scoped_nats.py runs weft nats-auth init)"
     ),
+    ("docs/architecture.md", "main line      queued ──claim──► claimed ──progress──► in-pr"): Skip(
+        "a diagram, not code"
+    ),
+    ("docs/shuttle.md", "# plan.yaml"): Skip(
+        "the plan format, with ids and times in its session below: tests/shuttle/test_shuttle_graph.py"
+        " submits such a file and scenario 19 runs one"
+    ),
+    ("docs/shuttle.md", "$ shuttle submit --file plan.yaml"): Skip(
+        "its output names fresh ids: tests/shuttle/test_shuttle_graph.py checks these lines and the"
+        " refusal of a cycle"
+    ),
+    ("docs/shuttle.md", "$ shuttle work graph 4c5d..."): Skip(
+        "a tree of a running plan's ids and states: tests/shuttle/test_shuttle_graph.py draws one"
+    ),
+    ("docs/shuttle.md", "shuttle questions [--status open|answered|expired|all] [--wo"): run("synopsis"),
+    ("docs/shuttle.md", "$ shuttle questions"): Skip(
+        "needs an agent to have asked: tests/shuttle/test_shuttle_questions.py lists and answers one"
+    ),
+    ("docs/warp.md", '→ warp_question_ask {"question": "postgres or sqlite for the'): Skip(TOOL_TRANSCRIPT),
+    ("docs/warp.md", '→ warp_work_broadcast {"description": "the parser", "capabil'): Skip(TOOL_TRANSCRIPT),
+    ("docs/weft.md", "curl -H \"$H\" -H 'Content-Type: application/json' $W/api/work"): Skip(
+        "names the id of earlier work: tests/weft/test_weft_graph.py submits with depends_on and checks"
+        " both answers"
+    ),
+    ("docs/weft.md", "curl $W/api/work/plan -H \"$H\" -H 'Content-Type: application/"): Skip(
+        "answers with fresh ids: tests/weft/test_weft_graph.py submits plans and refuses a cycle"
+    ),
+    ("docs/weft.md", '{"root":"2b..","truncated":false,'): Skip(
+        "a running plan's ids and states: tests/weft/test_weft_graph.py reads a graph"
+    ),
+    ("docs/weft.md", 'curl -H "$H" "$W/api/questions?status=open"'): Skip(
+        "needs an agent to have asked: tests/weft/test_weft_questions.py lists and answers questions"
+    ),
+    ("docs/weft.md", "curl $W/api/questions/9f3e.../answer -H \"$H\" -H 'Content-Typ"): Skip(
+        "needs an open question: tests/weft/test_weft_questions.py refuses both answers shown"
+    ),
     ("docs/weft.md", '{"error": "forbidden", "message": "scope: this needs a token'): Skip(
         "needs a second, read-only token: tests/weft/test_weft_scopes.py checks this answer word for"
         " word for every route"

@@ -21,6 +21,7 @@ SECRET = "ghp_Z9xK2mQ7vR4tY8wE1uI3oP5aS6dF0gH"
 NOT_LOOM_ERRORS = {
     "shared.jsraw.JetStreamReplyError": "a NATS reply, translated like nats-py's own errors",
     "weft.spinup.demo_agent.WarpGone": "control flow inside the demo agent",
+    "weft.demo.DemoFailed": "the throw-away demo's own failure, printed by `weft demo`; crosses no API",
     "weft.spinup.mechanisms.base.MechanismError": "a failed start/stop/probe, recorded on the operation",
 }
 

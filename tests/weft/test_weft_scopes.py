@@ -23,6 +23,8 @@ TOKEN_OF = {
 # here on purpose: the test below fails for any operation it does not know.
 OPERATE_ROUTES = {
     ("POST", "/api/work"),
+    ("POST", "/api/work/plan"),
+    ("POST", "/api/questions/{question_id}/answer"),
     ("POST", "/api/work/cancel-batch"),
     ("POST", "/api/work/{work_id}/cancel"),
     ("POST", "/api/work/{work_id}/retry"),
