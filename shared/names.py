@@ -72,6 +72,11 @@ def validate_agent_id(value: object, field: str = "agent_id") -> str:
     return _check(_AGENT_ID, value, field, AGENT_ID_RULE)
 
 
+def validate_work_id(value: object, field: str = "work_id") -> str:
+    """Work ids have the agent ids' shape (``shared.models.new_id``)."""
+    return _check(_AGENT_ID, value, field, AGENT_ID_RULE)
+
+
 def validate_user_id(value: object, field: str = "user_id") -> str:
     return _check(_USER_ID, value, field, USER_ID_RULE)
 

@@ -73,7 +73,7 @@ from shared.models import (
     move_allowed,
     utcnow,
 )
-from shared.names import ProjectNames, validate_agent_id, validate_capability
+from shared.names import ProjectNames, validate_agent_id, validate_capability, validate_work_id
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
 
@@ -294,13 +294,20 @@ def _ack_subject(record: WorkRecord) -> str | None:
 
 
 def admit(
-    submission: WorkSubmission, *, project_id: str, submitted_by: str | None, now: datetime
+    submission: WorkSubmission,
+    *,
+    project_id: str,
+    submitted_by: str | None,
+    now: datetime,
+    work_id: str | None = None,
 ) -> WorkRecord:
-    """A new item: created queued (its queue message is published next)."""
+    """A new item: created queued (its queue message is published next). ``work_id``: an id
+    chosen beforehand (a new one otherwise), so a caller can listen for its events first."""
     if submission.deadline is not None and submission.deadline <= now:
         raise WorkError("deadline: must be in the future", field="deadline")
     item = WorkItem(
         **submission.model_dump(),
+        **({"id": validate_work_id(work_id)} if work_id is not None else {}),
         project_id=project_id,
         status=WorkStatus.QUEUED,
         submitted_by=submitted_by,
@@ -679,9 +686,17 @@ class WorkQueue:
             log.warning("work %s: %s, but its event was not published: %s", item.id, action, exc)
 
     # -- submit -----------------------------------------------------------------
-    async def submit(self, submission: WorkSubmission, *, submitted_by: str | None = None) -> WorkItem:
+    async def submit(
+        self, submission: WorkSubmission, *, submitted_by: str | None = None, work_id: str | None = None
+    ) -> WorkItem:
         await self.ensure()
-        record = admit(submission, project_id=self.names.project_id, submitted_by=submitted_by, now=utcnow())
+        record = admit(
+            submission,
+            project_id=self.names.project_id,
+            submitted_by=submitted_by,
+            now=utcnow(),
+            work_id=work_id,
+        )
         item = record.item
         kv = await self.records_bucket()
         subject = self.names.work_subject(
