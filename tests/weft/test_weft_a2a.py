@@ -1,6 +1,6 @@
 """Weft as an A2A agent, driven by the a2a-sdk's own client (never ours) over real HTTP, against a
 real Weft on a real nats-server; the work is claimed and finished through ``shared.work`` the way a
-Warp agent does (a real Warp session runs in test_weft_a2a_warp.py and the s19 scenario)."""
+Warp agent does (real Warp processes and a spun-up agent: test-scenarios/19-a2a)."""
 
 from __future__ import annotations
 
