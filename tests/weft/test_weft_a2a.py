@@ -468,3 +468,43 @@ async def test_the_docs_example_runs_against_weft(weft_auth: Any, nc: NatsClient
     assert lines[0].startswith("task ") and lines[0].endswith("TASK_STATE_SUBMITTED")
     assert "result fixed in abc123" in lines
     assert lines[-1] == "final TASK_STATE_COMPLETED"
+
+
+def test_the_doc_shows_the_example_file_verbatim() -> None:
+    doc = (ROOT / "docs" / "a2a.md").read_text()
+    assert f"```python\n{EXAMPLE.read_text()}```" in doc
+
+
+async def test_streams_and_waiting_sends_let_go_of_their_relay_listener(
+    weft_auth: Any, project_id: str
+) -> None:
+    """What a stream keeps in memory dies with its request: a client that stops reading a stream,
+    and one that gives up on a blocking SendMessage, leave no listener behind."""
+    state = weft_auth.server.config.app.state.weft
+    project = await state.hub.get(project_id)
+    async with a2a(weft_auth, project_id) as client:
+        await submitted(client, message())  # reads the first event of the stream, then leaves
+    await eventually(
+        lambda: asyncio.sleep(0, result=project.relay.listening == 0), what="the stream's listener to go"
+    )
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}) as http:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "m-1",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "wait for me"}],
+                    "metadata": {"capability": "nobody-has-it"},
+                }
+            },
+        }
+        with pytest.raises(httpx.ReadTimeout):
+            await http.post(f"{weft_auth.base_url}/a2a/{project_id}", json=body, timeout=1)
+    await eventually(
+        lambda: asyncio.sleep(0, result=project.relay.listening == 0),
+        timeout=30,
+        what="the waiting send to let go",
+    )
