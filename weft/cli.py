@@ -24,6 +24,9 @@ from weft.app import create_app
 from weft.runtime import open_nats
 from weft.settings import WeftSettings
 
+GRACEFUL_SHUTDOWN_S = 10
+"""Seconds a stopping ``weft serve`` gives open requests before it cancels them."""
+
 app = typer.Typer(
     name="weft",
     help="Weft: the Loom fabric's coordinator (REST + WebSocket over NATS JetStream).",
@@ -83,6 +86,9 @@ def serve(
         ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s,
         lifespan="on",
+        # A request may wait for work to finish (an A2A SendMessage without returnImmediately):
+        # a stopping Weft gives open requests this long, then cancels them (docs/a2a.md).
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         started = runner.run(_serve(settings, config))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
@@ -149,3 +149,32 @@ def test_deadlines_pass_through_and_the_default_capability_fills_in() -> None:
         request(Part(text="x"), deadline=deadline), context_id="c", default_capability="review"
     )
     assert submission.capability == "review" and submission.deadline is not None
+
+
+def test_refusals_become_the_a2a_error_of_their_kind_with_the_a2a_field_name() -> None:
+    from a2a.utils.errors import InvalidRequestError, TaskNotCancelableError, TaskNotFoundError
+
+    from shared.errors import Forbidden
+    from shared.work import WorkConflict, WorkNotFound
+    from weft.a2a.errors import INTERNAL_MESSAGE, translate
+    from weft.a2a.handler import Access, Served
+
+    missing = translate(WorkNotFound("0" * 32))
+    assert isinstance(missing, TaskNotFoundError)
+    assert missing.message == "id: no work item with this id in this project"
+    assert missing.data == {
+        "errors": [{"field": "id", "message": "id: no work item with this id in this project"}]
+    }
+    conflict = translate(WorkConflict("work_id: finished", field="work_id"), conflict=TaskNotCancelableError)
+    assert isinstance(conflict, TaskNotCancelableError) and conflict.message == "id: finished"
+    reader = Served(
+        project=cast(Any, None),
+        weft=cast(Any, None),
+        disconnected=cast(Any, None),
+        granted=frozenset({Access.READ}),
+    )
+    reader.allow(Access.READ)
+    with pytest.raises(Forbidden) as refused:
+        reader.allow(Access.OPERATE)
+    assert isinstance(translate(refused.value), InvalidRequestError)
+    assert translate(RuntimeError("sk-LIVE-secret")).message == INTERNAL_MESSAGE

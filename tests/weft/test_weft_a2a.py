@@ -380,6 +380,15 @@ async def test_default_capability_setting_serves_messages_without_metadata(
     assert task.metadata["loom"]["capability"] == "review"
 
 
+async def test_a_tenant_other_than_the_project_of_the_url_is_refused(weft_auth: Any, project_id: str) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+        assert (await client.get_task(GetTaskRequest(id=task.id, tenant=project_id))).id == task.id
+        with pytest.raises(A2AError) as refused:
+            await client.get_task(GetTaskRequest(id=task.id, tenant="other-project"))
+    assert "tenant: must be the project of this endpoint's URL" in str(refused.value)
+
+
 async def test_unknown_and_malformed_task_ids(weft_auth: Any, project_id: str) -> None:
     async with a2a(weft_auth, project_id) as client:
         with pytest.raises(A2AError) as unknown:
