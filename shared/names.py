@@ -88,6 +88,7 @@ def validate_agent_id(value: object, field: str = "agent_id") -> str:
 
 
 def validate_work_id(value: object, field: str = "work_id") -> str:
+    """Work ids have the agent ids' shape (``shared.models.new_id``)."""
     return _check(_AGENT_ID, value, field, WORK_ID_RULE)
 
 

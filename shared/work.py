@@ -77,7 +77,7 @@ from shared.models import (
     new_id,
     utcnow,
 )
-from shared.names import ProjectNames, validate_agent_id, validate_capability
+from shared.names import ProjectNames, validate_agent_id, validate_capability, validate_work_id
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
 from shared.workgraph import (
@@ -330,12 +330,14 @@ def admit(
     """A new item: created queued (its queue message is published next), or blocked
     until every item it ``depends_on`` has completed (it has no queue message until then).
 
-    ``work_id`` and ``dependents`` are for a plan, whose ids are chosen before anything
-    is created so each item can name the items of the plan that wait for it."""
+    ``work_id``: an id chosen beforehand (a new one otherwise): a plan's, so each item can
+    name the items of the plan that wait for it (``dependents``), or a caller's that listens
+    for the item's events before it exists."""
     if submission.deadline is not None and submission.deadline <= now:
         raise WorkError("deadline: must be in the future", field="deadline")
     item = WorkItem(
         **submission.model_dump(),
+        **({"id": validate_work_id(work_id)} if work_id is not None else {}),
         project_id=project_id,
         status=WorkStatus.BLOCKED if submission.depends_on else WorkStatus.QUEUED,
         submitted_by=submitted_by,
@@ -344,8 +346,6 @@ def admit(
         blocked_on=list(submission.depends_on),
         dependents=list(dependents),
     )
-    if work_id is not None:
-        item.id = work_id
     return WorkRecord(item=item)
 
 
@@ -1022,18 +1022,34 @@ class WorkQueue:
             log.warning("work %s: %s, but its event was not published: %s", item.id, action, exc)
 
     # -- submit -----------------------------------------------------------------
-    async def submit(self, submission: WorkSubmission, *, submitted_by: str | None = None) -> WorkItem:
-        """One item: queued, or blocked until what it ``depends_on`` has completed."""
+    async def submit(
+        self, submission: WorkSubmission, *, submitted_by: str | None = None, work_id: str | None = None
+    ) -> WorkItem:
+        """One item: queued, or blocked until what it ``depends_on`` has completed.
+        ``work_id``: its id, chosen by the caller (to listen for its events first)."""
         if submission.depends_on:
-            (item,) = await self.submit_plan([PlanStep(submission)], submitted_by=submitted_by, prefix=None)
+            (item,) = await self.submit_plan(
+                [PlanStep(submission)], submitted_by=submitted_by, prefix=None, work_ids=[work_id]
+            )
             return item
         await self.ensure()
-        record = admit(submission, project_id=self.names.project_id, submitted_by=submitted_by, now=utcnow())
+        record = admit(
+            submission,
+            project_id=self.names.project_id,
+            submitted_by=submitted_by,
+            now=utcnow(),
+            work_id=work_id,
+        )
         await self._create(record)
         return record.item
 
     async def submit_plan(
-        self, steps: Sequence[PlanStep], *, submitted_by: str | None = None, prefix: str | None = "items"
+        self,
+        steps: Sequence[PlanStep],
+        *,
+        submitted_by: str | None = None,
+        prefix: str | None = "items",
+        work_ids: Sequence[str | None] | None = None,
     ) -> list[WorkItem]:
         """Several items that may wait for each other (``PlanStep.after``) and for existing
         items (``depends_on``); the items as they stand once submitted, in the steps' order.
@@ -1049,7 +1065,7 @@ class WorkQueue:
         found = await self._items(external)
         check_dependencies(steps, found, prefix)
         now = utcnow()
-        ids = [new_id() for _ in steps]
+        ids = [wanted or new_id() for wanted in (work_ids or [None] * len(steps))]
         dependents: list[list[str]] = [[] for _ in steps]
         for index, step in enumerate(steps):
             for before in step.after:

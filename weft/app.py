@@ -20,7 +20,7 @@ from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
 from weft.project import ProjectHub
-from weft.routes import agents, channels, dlq, health, mechanisms, questions, stats, targets, work, ws
+from weft.routes import a2a, agents, channels, dlq, health, mechanisms, questions, stats, targets, work, ws
 from weft.routing import Router
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
@@ -39,7 +39,8 @@ Every route but `/health` and `/metrics` needs `Authorization: Bearer <token>` w
 `WEFT_API_TOKENS` is set: `read` tokens may use every GET and the WebSocket, `operate`
 tokens also submit, cancel and retry work, `admin` tokens also manage targets and stop
 agents (403 names the scope a route needs). Name the project with the `X-Loom-Project` header or the
-`project` query parameter. Errors are `{"error": code, "message": ..., "details": ...}`."""
+`project` query parameter. Errors are `{"error": code, "message": ..., "details": ...}`.
+Each project is also an A2A agent at `/a2a/{project}` (JSON-RPC, see docs/a2a.md)."""
 
 
 def load_policy(settings: WeftSettings) -> BoundaryPolicy | None:
@@ -130,7 +131,9 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     app.add_middleware(RequestTimer, metrics=app.state.metrics)
-    for module in (health, agents, work, dlq, questions, targets, mechanisms, stats, channels, ws):
+    app.state.a2a = a2a.create_dispatcher(config)
+    a2a.quiet_sdk_logs()
+    for module in (health, agents, work, dlq, questions, targets, mechanisms, stats, channels, ws, a2a):
         app.include_router(module.router)
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=docs_deps)

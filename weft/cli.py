@@ -31,6 +31,9 @@ log = logging.getLogger("loom.weft")
 # The server's modules (FastAPI, uvicorn, NATS) are imported by the commands that serve, so
 # `weft check-policy`, `weft version` and `weft demo` start at once.
 
+GRACEFUL_SHUTDOWN_S = 10
+"""Seconds a stopping ``weft serve`` gives open requests before it cancels them."""
+
 app = typer.Typer(
     name="weft",
     help="Weft: the Loom fabric's coordinator (REST + WebSocket over NATS JetStream).",
@@ -113,6 +116,9 @@ def serve(
         ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s,
         lifespan="on",
+        # A request may wait for work to finish (an A2A SendMessage without returnImmediately):
+        # a stopping Weft gives open requests this long, then cancels them (docs/a2a.md).
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         started = runner.run(_serve(settings, config))

@@ -1,7 +1,11 @@
-"""Follows one project's events stream and fans events out to WebSocket clients and metrics.
+"""Follows one project's events stream and fans events out to WebSocket clients, A2A
+streams and metrics.
 
 One ordered consumer per served project (it survives reconnects by resuming
 after the last event it saw); listeners get each event once, in stream order.
+A listener for one subject (an A2A stream follows one work item) is kept in an
+index by subject id, so thousands of open task streams cost one dictionary
+lookup per event, not one check each.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Listener:
     accepts: Callable[[str], bool]
     queue: asyncio.Queue[RelayedEvent] = field(default_factory=lambda: asyncio.Queue(LISTENER_QUEUE))
     dropped: int = 0
+    subject_id: str | None = None
 
     def offer(self, event: RelayedEvent) -> None:
         if not self.accepts(event.kind):
@@ -61,6 +66,7 @@ class EventRelay:
         self.names = names
         self._metrics = metrics
         self._listeners: set[Listener] = set()
+        self._by_subject: dict[str, set[Listener]] = {}
         self._sub: Any = None
         self._prefix = f"{names.events_subjects[:-1]}"
 
@@ -79,13 +85,29 @@ class EventRelay:
                 await self._sub.unsubscribe()
             self._sub = None
 
-    def listen(self, accepts: Callable[[str], bool]) -> Listener:
+    def listen(self, accepts: Callable[[str], bool], *, subject_id: str | None = None) -> Listener:
+        """Events of the kinds ``accepts`` takes; with ``subject_id``, only that subject's."""
         listener = Listener(accepts)
-        self._listeners.add(listener)
+        if subject_id is None:
+            self._listeners.add(listener)
+        else:
+            listener.subject_id = subject_id
+            self._by_subject.setdefault(subject_id, set()).add(listener)
         return listener
 
     def unlisten(self, listener: Listener) -> None:
         self._listeners.discard(listener)
+        if listener.subject_id is not None:
+            same = self._by_subject.get(listener.subject_id)
+            if same is not None:
+                same.discard(listener)
+                if not same:
+                    del self._by_subject[listener.subject_id]
+
+    @property
+    def listening(self) -> int:
+        """Listeners now attached (WebSocket clients and A2A streams)."""
+        return len(self._listeners) + sum(len(same) for same in self._by_subject.values())
 
     async def _on_message(self, msg: Msg) -> None:
         tail = msg.subject[len(self._prefix) :] if msg.subject.startswith(self._prefix) else ""
@@ -93,7 +115,7 @@ class EventRelay:
         if not kind:
             return
         self._metrics.observe_event(self.names.project_id, kind, action)
-        if not self._listeners:
+        if not self._listeners and not self._by_subject:
             return
         try:
             event = json.loads(msg.data)
@@ -104,3 +126,7 @@ class EventRelay:
         relayed = RelayedEvent(kind=kind, action=action, seq=seq, event=event)
         for listener in list(self._listeners):
             listener.offer(relayed)
+        subject = event.get("subject_id") if isinstance(event, dict) else None
+        if isinstance(subject, str):
+            for listener in list(self._by_subject.get(subject, ())):
+                listener.offer(relayed)

@@ -10,7 +10,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.identity import project_id_for_path
-from shared.names import validate_project_id
+from shared.names import validate_capability, validate_project_id
 from shared.server import check_sync_interval
 from shared.settings import IdentitySettings, NatsSettings
 from weft.tokens import ApiToken, parse_api_tokens
@@ -84,6 +84,11 @@ class WeftSettings(BaseSettings):
     )
     """Lifetime of the credentials Weft gives a spun-up agent (and the default for minted ones);
     a spun-up agent's are revoked as soon as its operation ends."""
+    public_url: str | None = Field(default=None, validation_alias="WEFT_PUBLIC_URL")
+    """Weft's URL as clients reach it (behind a proxy); the A2A cards advertise it. Default: the
+    URL each request came in on."""
+    a2a_default_capability: str | None = Field(default=None, validation_alias="WEFT_A2A_DEFAULT_CAPABILITY")
+    """Capability of A2A messages whose metadata names none; unset: such messages are refused."""
     log_level: str = Field(default="INFO", validation_alias="WEFT_LOG_LEVEL")
     banner: bool = False
     """Print the start-up banner (``weft serve`` sets this)."""
@@ -102,6 +107,20 @@ class WeftSettings(BaseSettings):
     @classmethod
     def _project(cls, value: str) -> str:
         return validate_project_id(value, "WEFT_PROJECT_ID")
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if not value.startswith(("http://", "https://")) or "@" in value:
+            raise ValueError("WEFT_PUBLIC_URL must be an http:// or https:// URL without credentials")
+        return value.rstrip("/")
+
+    @field_validator("a2a_default_capability")
+    @classmethod
+    def _default_capability(cls, value: str | None) -> str | None:
+        return None if not value else validate_capability(value, "WEFT_A2A_DEFAULT_CAPABILITY")
 
     @field_validator("nats_sync")
     @classmethod

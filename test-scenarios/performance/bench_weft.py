@@ -36,7 +36,8 @@ WEFT = str(Path(sys.executable).parent / "weft")
 AGENT = "a" * 32
 
 
-async def _start_weft(ctx: BenchContext, project: str) -> tuple[subprocess.Popen[bytes], str]:
+async def start_weft(ctx: BenchContext, project: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``weft serve`` process over the suite's nats-server, healthy; (process, base URL)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "LOOM_", "NATS_"))}
     env.update(
@@ -66,6 +67,14 @@ async def _start_weft(ctx: BenchContext, project: str) -> tuple[subprocess.Popen
     raise RuntimeError("weft did not become healthy")
 
 
+def stop_weft(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -78,7 +87,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     names = ProjectNames(project)
     nc = await connect(url=ctx.nats_url, name="bench-weft")
     js = nc.jetstream()
-    proc, base = await _start_weft(ctx, project)
+    proc, base = await start_weft(ctx, project)
     results: list[BenchResult] = []
     headers = {"X-Loom-Project": project, "Content-Type": "application/json"}
     try:
@@ -102,11 +111,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             results += await _agents_listing(ctx, js, names, http)
             results.append(await _memory(ctx, nc, names, http, proc, submitted))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_weft(proc)
         await nc.close()
     return results
 

@@ -65,6 +65,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "soak:",
         "nats sync",
         "graph",
+        "a2a:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():

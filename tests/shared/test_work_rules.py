@@ -23,6 +23,7 @@ from shared.models import (
     WorkSubmission,
     can_transition,
 )
+from shared.names import InvalidNameError
 from shared.work import (
     CLAIM_LAPSED,
     CLAIMABLE,
@@ -206,6 +207,15 @@ def test_admit_creates_a_queued_record() -> None:
     )
     assert created.item.created_at == created.item.updated_at == THEN
     assert (created.queue_seq, created.enqueues, created.delivery) == (None, 0, None)
+
+
+def test_admit_takes_an_id_chosen_beforehand_and_refuses_one_of_the_wrong_shape() -> None:
+    submission = WorkSubmission(task_id="t1", description="do it", capability="code")
+    chosen = "ab" * 16
+    assert admit(submission, project_id="demo", submitted_by=None, now=NOW, work_id=chosen).item.id == chosen
+    with pytest.raises(InvalidNameError) as info:
+        admit(submission, project_id="demo", submitted_by=None, now=NOW, work_id="Not-An-Id")
+    assert info.value.message == "work_id: must be exactly 32 lowercase hex characters"
 
 
 @pytest.mark.parametrize("deadline", [NOW, NOW - timedelta(seconds=1)])

@@ -1,0 +1,212 @@
+"""Weft as an A2A agent (docs/a2a.md): a real ``weft serve`` process, driven by the a2a-sdk's client.
+
+* A2A send -> agent claimed: ``SendMessage`` (``return_immediately``, as a polling client
+  sends it), then an agent (the shared WorkQueue, as Warp claims) takes it; vs REST submit ->
+  claimed, measured in the same run, same process, same agent (target: p95 within 2x);
+* A2A streamed send -> ``completed`` event: ``SendStreamingMessage`` while an agent claims
+  and completes at once, until the stream ends; the events come through the relay Weft
+  already runs for the project (one events consumer, not one per stream): measured with no
+  other stream open, then with 200 other tasks' streams open;
+* GetTask and the Agent Card (1,000 agents online).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import httpx
+from a2a.client import Client, ClientConfig, create_client
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, SubscribeToTaskRequest
+from bench_weft import AGENT, start_weft, stop_weft
+from benchlib import BenchContext, BenchResult, summarize, time_async
+
+from shared.models import AgentEntry, WorkSubmission
+from shared.names import ProjectNames
+from shared.natsclient import connect
+from shared.registry import Registry
+from shared.work import Claimant, WorkQueue
+
+CAPABILITY = "a2a-bench"
+OTHER_STREAMS = 200
+
+
+def _request(capability: str = CAPABILITY) -> SendMessageRequest:
+    message = Message(
+        role=Role.ROLE_USER,
+        message_id=uuid.uuid4().hex,
+        parts=[Part(text="measure")],
+        metadata={"capability": capability},
+    )
+    return SendMessageRequest(message=message)
+
+
+async def _client(http: httpx.AsyncClient, base: str, project: str, *, streaming: bool) -> Client:
+    # polling=True: SendMessage returns the submitted task at once (return_immediately)
+    config = ClientConfig(httpx_client=http, streaming=streaming, polling=not streaming)
+    return await create_client(f"{base}/a2a/{project}", config)
+
+
+async def run(ctx: BenchContext) -> list[BenchResult]:
+    project = f"bench-a2a-{uuid.uuid4().hex[:8]}"
+    names = ProjectNames(project)
+    nc = await connect(url=ctx.nats_url, name="bench-a2a")
+    proc, base = await start_weft(ctx, project)
+    try:
+        registry = Registry(nc.jetstream(), names)
+        await registry.put(_agent(AGENT, project, [CAPABILITY, "rest-bench", "idle"]))
+        queue = WorkQueue(nc, names)
+        agent = Claimant(agent_id=AGENT, agent_type="bench", capabilities=(CAPABILITY, "rest-bench"))
+        async with httpx.AsyncClient(
+            timeout=60, limits=httpx.Limits(max_connections=OTHER_STREAMS + 20)
+        ) as http:
+            polling = await _client(http, base, project, streaming=False)
+            streaming = await _client(http, base, project, streaming=True)
+            results = await _claimed(ctx, http, base, project, polling, queue, agent)
+            results += await _streamed(ctx, streaming, queue, agent)
+            results += await _reads(ctx, http, base, project, polling, registry)
+            await polling.close()
+            await streaming.close()
+        return results
+    finally:
+        stop_weft(proc)
+        await nc.close()
+
+
+def _agent(agent_id: str, project: str, capabilities: list[str]) -> AgentEntry:
+    return AgentEntry(
+        agent_id=agent_id,
+        handle=f"bench-{agent_id[:6]}",
+        agent_type="bench",
+        project_id=project,
+        user_id="0123456789abcdef",
+        capabilities=capabilities,
+        heartbeat_interval_s=3600,
+    )
+
+
+async def _claim(queue: WorkQueue, agent: Claimant, work_id: str) -> None:
+    item = None
+    while item is None:
+        item = await queue.claim(agent)
+    assert item.id == work_id, "the bench's queue had an item left over"
+    await queue.complete(item.id, AGENT)  # not timed: keeps the queue empty between samples
+
+
+async def _claimed(
+    ctx: BenchContext,
+    http: httpx.AsyncClient,
+    base: str,
+    project: str,
+    client: Client,
+    queue: WorkQueue,
+    agent: Claimant,
+) -> list[BenchResult]:
+    body = WorkSubmission(task_id="lat", description="measure", capability="rest-bench").model_dump(
+        mode="json"
+    )
+    headers = {"X-Loom-Project": project}
+
+    async def rest_once() -> float:
+        started = time.perf_counter()
+        response = await http.post(f"{base}/api/work", json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        await _claim(queue, agent, response.json()["id"])
+        return (time.perf_counter() - started) * 1000
+
+    async def a2a_once() -> float:
+        started = time.perf_counter()
+        task_id = ""
+        async for event in client.send_message(_request()):
+            task_id = event.task.id
+        await _claim(queue, agent, task_id)
+        return (time.perf_counter() - started) * 1000
+
+    for _ in range(5):
+        await rest_once()
+        await a2a_once()
+    rest: list[float] = []
+    a2a: list[float] = []
+    for _ in range(ctx.iterations(300)):  # interleaved: both see the same machine load
+        rest.append(await rest_once())
+        a2a.append(await a2a_once())
+    return [
+        summarize("a2a: REST submit -> agent claimed (same run)", rest),
+        summarize(
+            "a2a: A2A SendMessage -> agent claimed",
+            a2a,
+            baseline="a2a: REST submit -> agent claimed (same run)",
+            target="p95 <= 2x REST submit -> claimed",
+        ),
+    ]
+
+
+async def _streamed(
+    ctx: BenchContext, client: Client, queue: WorkQueue, agent: Claimant
+) -> list[BenchResult]:
+    async def once() -> float:
+        started = time.perf_counter()
+        stream = client.send_message(_request())
+        first = await anext(stream)
+        await _claim(queue, agent, first.task.id)  # the agent claims and completes at once
+        async for _ in stream:
+            pass  # until the completed status ends the stream
+        return (time.perf_counter() - started) * 1000
+
+    async def sampled() -> list[float]:
+        for _ in range(5):
+            await once()
+        return [await once() for _ in range(ctx.iterations(200))]
+
+    alone = await sampled()
+    # Other tasks' streams open at once: tasks nobody claims ("idle" capability), each followed.
+    others = []
+    for _ in range(OTHER_STREAMS):
+        async for event in client.send_message(_request("idle")):
+            others.append(event.task.id)
+            break
+    followers = [asyncio.create_task(_follow(client, task_id)) for task_id in others]
+    await asyncio.sleep(1)  # let every subscription reach the relay
+    crowded = await sampled()
+    for follower in followers:
+        follower.cancel()
+    await asyncio.gather(*followers, return_exceptions=True)
+    return [
+        summarize("a2a: streamed send -> completed event", alone),
+        summarize(
+            f"a2a: streamed send -> completed, {OTHER_STREAMS} other streams open",
+            crowded,
+            baseline="a2a: streamed send -> completed event",
+        ),
+    ]
+
+
+async def _follow(client: Client, task_id: str) -> None:
+    async for _ in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+        pass
+
+
+async def _reads(
+    ctx: BenchContext, http: httpx.AsyncClient, base: str, project: str, client: Client, registry: Registry
+) -> list[BenchResult]:
+    task_id = ""
+    async for event in client.send_message(_request("idle")):
+        task_id = event.task.id
+    get = await time_async(lambda: client.get_task(GetTaskRequest(id=task_id)), ctx.iterations(300))
+    await asyncio.gather(
+        *(registry.put(_agent(uuid.uuid4().hex, project, [f"cap-{i % 20}"])) for i in range(1000))
+    )
+    card_url = f"{base}/a2a/{project}/.well-known/agent-card.json"
+
+    async def card() -> Any:
+        response = await http.get(card_url)
+        assert response.status_code == 200
+        return response
+
+    cards = await time_async(card, ctx.iterations(100))
+    return [
+        summarize("a2a: GetTask", get),
+        summarize("a2a: Agent Card, 1,000 agents online", cards),
+    ]

@@ -1,0 +1,519 @@
+"""Weft as an A2A agent, driven by the a2a-sdk's own client (never ours) over real HTTP, against a
+real Weft on a real nats-server; the work is claimed and finished through ``shared.work`` the way a
+Warp agent does (real Warp processes and a spun-up agent: test-scenarios/23-a2a)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import A2AError
+from nats.aio.client import Client as NatsClient
+from weft_helpers import claimant, eventually, register
+
+from shared.names import ProjectNames
+from shared.work import WorkQueue
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "examples" / "a2a_client.py"
+TOKEN = "a2a-test-token-1"
+
+
+@asynccontextmanager
+async def a2a(
+    weft: Any, project: str, *, token: str | None = TOKEN, streaming: bool = True
+) -> AsyncIterator[Client]:
+    """The SDK's client for a project's endpoint, built from the card it fetches."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        client = await create_client(
+            f"{weft.base_url}/a2a/{project}", ClientConfig(httpx_client=http, streaming=streaming)
+        )
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def message(text: str = "Fix the flaky parser test", **metadata: Any) -> SendMessageRequest:
+    meta = {"capability": "code", **metadata}
+    return SendMessageRequest(
+        message=Message(
+            role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)], metadata=meta
+        )
+    )
+
+
+def state(task: Task) -> str:
+    return TaskState.Name(task.status.state)
+
+
+async def submitted(client: Client, request: SendMessageRequest) -> Task:
+    """Send with return_immediately: the task as submitted."""
+    request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+    async for response in client.send_message(request):
+        assert response.HasField("task")
+        return response.task
+    raise AssertionError("no response")
+
+
+async def agent_finishes(
+    nc: NatsClient, project: str, *, result: Any = "done: abc123", fail: bool = False
+) -> str:
+    """A registered agent claims the next item, reports progress and completes (or fails) it."""
+    entry = await register(nc, project)
+    queue = WorkQueue(nc, ProjectNames(project))
+
+    async def claim() -> Any:
+        return await queue.claim(claimant(entry))
+
+    item = await eventually(claim, timeout=20, what="an item to claim")
+    await queue.progress(item.id, entry.agent_id, 40, "tests written")
+    if fail:
+        await queue.fail(item.id, entry.agent_id, "compiler crashed", retryable=False)
+    else:
+        await queue.complete(item.id, entry.agent_id, result)
+    return str(item.id)
+
+
+@pytest.fixture
+async def weft_auth(weft_factory: Any, project_id: str) -> AsyncIterator[Any]:
+    async with weft_factory(project_id=project_id, api_tokens=TOKEN) as running:
+        yield running
+
+
+# -- the card -------------------------------------------------------------------------
+
+
+async def test_card_names_the_endpoint_the_bearer_scheme_and_the_offered_capabilities(
+    weft_auth: Any, nc: NatsClient, project_id: str
+) -> None:
+    await register(nc, project_id, capabilities=("code", "review"), agent_type="claude-code")
+    await register(nc, project_id, capabilities=("docs",), stale=True)  # offline: offers nothing
+    async with weft_auth.client(TOKEN) as api:
+        created = await api.post(
+            "/api/targets",
+            json={
+                "name": "runner",
+                "agent_type": "copilot",
+                "capabilities": ["deploy"],
+                "mechanism": "local",
+                "config": {"command": ["/bin/true"]},
+            },
+        )
+        assert created.status_code == 201, created.text
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        card = await A2ACardResolver(http, f"{weft_auth.base_url}/a2a/{project_id}").get_agent_card()
+    endpoint = f"{weft_auth.base_url}/a2a/{project_id}"
+    assert [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
+        (endpoint, "JSONRPC", "1.0"),
+        (endpoint, "JSONRPC", "0.3"),
+    ]
+    assert card.supported_interfaces[0].tenant == project_id
+    assert card.capabilities.streaming and not card.capabilities.push_notifications
+    assert [s.id for s in card.skills] == ["code", "deploy", "review"]
+    assert "1 agent(s) online (claude-code)" in card.skills[0].description
+    assert "1 target(s)" in card.skills[1].description
+    scheme = card.security_schemes["bearer"].http_auth_security_scheme
+    assert scheme.scheme.lower() == "bearer"
+    assert [dict(r.schemes) for r in card.security_requirements] == [
+        {"bearer": card.security_requirements[0].schemes["bearer"]}
+    ]
+
+
+async def test_well_known_card_at_the_root_serves_the_named_or_default_project(
+    weft_auth: Any, project_id: str
+) -> None:
+    async with weft_auth.client(TOKEN) as api:
+        default = (await api.get("/.well-known/agent-card.json")).json()
+        other = (
+            await api.get("/.well-known/agent-card.json", headers={"X-Loom-Project": "other-proj"})
+        ).json()
+    assert default["supportedInterfaces"][0]["url"] == f"{weft_auth.base_url}/a2a/{project_id}"
+    assert other["supportedInterfaces"][0]["url"] == f"{weft_auth.base_url}/a2a/other-proj"
+    assert default["url"] == f"{weft_auth.base_url}/a2a/{project_id}"  # the 0.3 layout, for 0.3 clients
+
+
+async def test_public_url_setting_is_what_the_card_advertises(weft_factory: Any, project_id: str) -> None:
+    async with (
+        weft_factory(project_id=project_id, public_url="https://weft.example.org/") as weft,
+        weft.client() as api,
+    ):
+        card = (await api.get(f"/a2a/{project_id}/.well-known/agent-card.json")).json()
+    assert card["supportedInterfaces"][0]["url"] == f"https://weft.example.org/a2a/{project_id}"
+
+
+# -- auth and projects ---------------------------------------------------------------------
+
+
+async def test_without_a_valid_token_every_a2a_route_is_401(weft_auth: Any, project_id: str) -> None:
+    async with httpx.AsyncClient(base_url=weft_auth.base_url) as http:
+        for headers in ({}, {"Authorization": "Bearer wrong-token"}):
+            for method, path in (
+                ("GET", "/.well-known/agent-card.json"),
+                ("GET", f"/a2a/{project_id}/.well-known/agent-card.json"),
+                ("POST", f"/a2a/{project_id}"),
+            ):
+                response = await http.request(method, path, headers=headers, json={"jsonrpc": "2.0", "id": 1})
+                assert response.status_code == 401, (method, path)
+                assert response.headers["www-authenticate"] == "Bearer"
+                assert response.json()["error"] == "unauthorized"
+    with pytest.raises(Exception) as refused:
+        async with a2a(weft_auth, project_id, token="wrong-token"):
+            pass
+    assert "401" in str(refused.value)
+
+
+async def test_invalid_project_in_the_path_is_400_naming_the_field(weft_auth: Any) -> None:
+    async with weft_auth.client(TOKEN) as api:
+        response = await api.post("/a2a/Not_A_Project", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"})
+        mismatch = await api.post("/a2a/proj-a", headers={"X-Loom-Project": "proj-b"}, json={})
+    assert response.status_code == 400 and response.json()["details"]["field"] == "project"
+    assert "Not_A_Project" not in response.text
+    assert mismatch.status_code == 400 and mismatch.json()["error"] == "invalid_project"
+
+
+async def test_a_task_of_one_project_is_not_found_through_another(weft_auth: Any, project_id: str) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+    async with a2a(weft_auth, f"{project_id}-b") as other:
+        with pytest.raises(A2AError) as missing:
+            await other.get_task(GetTaskRequest(id=task.id))
+        with pytest.raises(A2AError):
+            await other.cancel_task(CancelTaskRequest(id=task.id))
+        listed = await other.list_tasks(ListTasksRequest())
+    assert "no work item with this id in this project" in str(missing.value)
+    assert list(listed.tasks) == []
+
+
+# -- send, stream, get, list, cancel ---------------------------------------------------------
+
+
+async def test_streamed_task_follows_the_work_until_the_agent_completes_it(
+    weft_auth: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        events: list[StreamResponse] = []
+
+        async def consume() -> None:
+            async for response in client.send_message(message(priority=8, boundary="default")):
+                events.append(response)
+
+        streaming = asyncio.create_task(consume())
+        work_id = await agent_finishes(nc, project_id, result="done: abc123")
+        await asyncio.wait_for(streaming, 30)
+        task = await client.get_task(GetTaskRequest(id=work_id))
+
+    assert events[0].HasField("task") and events[0].task.id == work_id
+    assert state(events[0].task) == "TASK_STATE_SUBMITTED"
+    updates = [TaskState.Name(e.status_update.status.state) for e in events if e.HasField("status_update")]
+    assert updates == ["TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    notes = [
+        " ".join(p.text for p in e.status_update.status.message.parts)
+        for e in events
+        if e.HasField("status_update")
+    ]
+    assert notes[1] == "40%: tests written"
+    artifacts = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
+    assert [a.parts[0].text for a in artifacts] == ["done: abc123"]
+    assert state(task) == "TASK_STATE_COMPLETED" and task.artifacts[0].parts[0].text == "done: abc123"
+    assert task.history[0].parts[0].text == "Fix the flaky parser test"
+    loom = task.metadata["loom"]
+    assert loom["status"] == "completed" and loom["priority"] == 8 and loom["capability"] == "code"
+
+
+async def test_blocking_send_returns_the_finished_task_with_its_result(
+    weft_auth: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with a2a(weft_auth, project_id, streaming=False) as client:
+
+        async def send() -> Task:
+            async for response in client.send_message(message()):
+                return response.task
+            raise AssertionError("no response")
+
+        sending = asyncio.create_task(send())
+        await agent_finishes(nc, project_id, result={"commit": "abc123", "files": 3})
+        task = await asyncio.wait_for(sending, 30)
+    assert state(task) == "TASK_STATE_COMPLETED"
+    assert dict(task.artifacts[0].parts[0].data.struct_value) == {"commit": "abc123", "files": 3.0}
+
+
+async def test_failed_work_is_a_failed_task_with_the_agents_error(
+    weft_auth: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+        await agent_finishes(nc, project_id, fail=True)
+        got = await client.get_task(GetTaskRequest(id=task.id))
+    assert state(got) == "TASK_STATE_FAILED"
+    assert "compiler crashed" in got.status.message.parts[0].text
+    assert got.metadata["loom"]["status"] == "dead-lettered"
+
+
+async def test_cancel_a_waiting_task_and_refuse_to_cancel_it_twice(weft_auth: Any, project_id: str) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+        assert state(task) == "TASK_STATE_SUBMITTED"
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task.id, metadata={"reason": "not needed"}))
+        assert state(cancelled) == "TASK_STATE_CANCELED"
+        assert "not needed" in cancelled.status.message.parts[0].text
+        with pytest.raises(A2AError) as again:
+            await client.cancel_task(CancelTaskRequest(id=task.id))
+        got = await client.get_task(GetTaskRequest(id=task.id))
+    assert "can no longer be cancelled" in str(again.value)
+    assert state(got) == "TASK_STATE_CANCELED"
+    async with weft_auth.client(TOKEN, project_id) as api:
+        assert (await api.get(f"/api/work/{task.id}")).json()["status"] == "cancelled"
+
+
+async def test_list_tasks_filters_by_context_and_state(weft_auth: Any, project_id: str) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        first = message()
+        first.message.context_id = "ctx-one"
+        one = await submitted(client, first)
+        two = await submitted(client, message())
+        await client.cancel_task(CancelTaskRequest(id=two.id))
+        by_context = await client.list_tasks(ListTasksRequest(context_id="ctx-one"))
+        cancelled = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
+        paged = await client.list_tasks(ListTasksRequest(page_size=1))
+        rest = await client.list_tasks(ListTasksRequest(page_size=1, page_token=paged.next_page_token))
+    assert [t.id for t in by_context.tasks] == [one.id] and by_context.tasks[0].context_id == "ctx-one"
+    assert [t.id for t in cancelled.tasks] == [two.id]
+    assert paged.total_size == 2 and {paged.tasks[0].id, rest.tasks[0].id} == {one.id, two.id}
+
+
+async def test_resubscribe_on_another_replica_follows_the_task_to_its_end(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with (
+        weft_factory(project_id=project_id, api_tokens=TOKEN) as first,
+        weft_factory(project_id=project_id, api_tokens=TOKEN) as second,
+    ):
+        async with a2a(first, project_id) as client:
+            task = await submitted(client, message())
+        async with a2a(second, project_id) as other:
+            seen: list[StreamResponse] = []
+
+            async def follow() -> None:
+                async for response in other.subscribe(SubscribeToTaskRequest(id=task.id)):
+                    seen.append(response)
+
+            following = asyncio.create_task(follow())
+            await eventually(lambda: asyncio.sleep(0, result=bool(seen)), what="the snapshot")
+            await agent_finishes(nc, project_id)
+            await asyncio.wait_for(following, 30)
+            with pytest.raises(A2AError) as finished:
+                async for _ in other.subscribe(SubscribeToTaskRequest(id=task.id)):
+                    pass
+    assert seen[0].task.id == task.id and state(seen[0].task) == "TASK_STATE_SUBMITTED"
+    assert TaskState.Name(seen[-1].status_update.status.state) == "TASK_STATE_COMPLETED"
+    assert "final state" in str(finished.value)
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+async def test_bad_metadata_is_invalid_params_naming_the_field_without_the_value(
+    weft_auth: Any, project_id: str
+) -> None:
+    secret = "sk-LIVE-9f8e7d6c5b4a3210"
+    async with a2a(weft_auth, project_id) as client:
+        for request, field in (
+            (message(priority=secret), "metadata.priority"),
+            (message(capability=secret), "metadata.capability"),
+            (message(deadline="2000-01-01T00:00:00Z"), "deadline"),
+            (message(text=" "), "message.parts"),
+        ):
+            with pytest.raises(A2AError) as refused:
+                await submitted(client, request)
+            text = str(refused.value)
+            assert field in text, text
+            assert secret not in text
+        no_capability = SendMessageRequest(
+            message=Message(role=Role.ROLE_USER, message_id="m-1", parts=[Part(text="do it")])
+        )
+        with pytest.raises(A2AError) as missing:
+            await submitted(client, no_capability)
+        assert "metadata.capability: required" in str(missing.value)
+        listed = await client.list_tasks(ListTasksRequest())
+    assert list(listed.tasks) == []  # nothing was submitted
+
+
+async def test_default_capability_setting_serves_messages_without_metadata(
+    weft_factory: Any, project_id: str
+) -> None:
+    async with (
+        weft_factory(project_id=project_id, a2a_default_capability="review") as weft,
+        a2a(weft, project_id) as client,
+    ):
+        request = SendMessageRequest(
+            message=Message(role=Role.ROLE_USER, message_id="m-1", parts=[Part(text="review it")])
+        )
+        task = await submitted(client, request)
+    assert task.metadata["loom"]["capability"] == "review"
+
+
+async def test_a_tenant_other_than_the_project_of_the_url_is_refused(weft_auth: Any, project_id: str) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+        assert (await client.get_task(GetTaskRequest(id=task.id, tenant=project_id))).id == task.id
+        with pytest.raises(A2AError) as refused:
+            await client.get_task(GetTaskRequest(id=task.id, tenant="other-project"))
+    assert "tenant: must be the project of this endpoint's URL" in str(refused.value)
+
+
+async def test_unknown_and_malformed_task_ids(weft_auth: Any, project_id: str) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        with pytest.raises(A2AError) as unknown:
+            await client.get_task(GetTaskRequest(id="0" * 32))
+        with pytest.raises(A2AError) as malformed:
+            await client.get_task(GetTaskRequest(id="Secret-Token-12345"))
+    assert "no work item with this id" in str(unknown.value)
+    assert "id: must be exactly 32 lowercase hex characters" in str(malformed.value)
+    assert "Secret-Token-12345" not in str(malformed.value)
+
+
+async def test_a_follow_up_message_on_a_task_is_refused_until_questions_exist(
+    weft_auth: Any, project_id: str
+) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+        follow_up = message("here is more detail")
+        follow_up.message.task_id = task.id
+        with pytest.raises(A2AError) as refused:
+            await submitted(client, follow_up)
+    assert "message.taskId: this task is not waiting for input" in str(refused.value)
+
+
+async def test_sdk_parse_errors_do_not_echo_the_input(weft_auth: Any, project_id: str) -> None:
+    secret = "sk-LIVE-9f8e7d6c5b4a3210"
+    async with weft_auth.client(TOKEN) as api:
+        bad_v1 = await api.post(
+            f"/a2a/{project_id}",
+            headers={"A2A-Version": "1.0"},
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "GetTask",
+                "params": {"id": "x", "historyLength": secret},
+            },
+        )
+        bad_v03 = await api.post(
+            f"/a2a/{project_id}",
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tasks/get",
+                "params": {"id": 5, "historyLength": secret},
+            },
+        )
+        version = await api.post(
+            f"/a2a/{project_id}",
+            headers={"A2A-Version": secret},
+            json={"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "0" * 32}},
+        )
+    for response in (bad_v1, bad_v03, version):
+        assert response.status_code == 200
+        assert "error" in response.json(), response.text
+        assert secret not in response.text
+
+
+async def test_the_0_3_method_names_are_served(weft_auth: Any, project_id: str) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+    async with weft_auth.client(TOKEN) as api:
+        response = await api.post(
+            f"/a2a/{project_id}",
+            json={"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": task.id}},
+        )
+    body = response.json()
+    assert body["result"]["id"] == task.id and body["result"]["status"]["state"] == "submitted"
+
+
+# -- the documented example -----------------------------------------------------------------
+
+
+async def test_the_docs_example_runs_against_weft(weft_auth: Any, nc: NatsClient, project_id: str) -> None:
+    env = {**os.environ, "WEFT_URL": weft_auth.base_url, "WEFT_TOKEN": TOKEN, "LOOM_PROJECT_ID": project_id}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLE),
+        "Fix the flaky parser test",
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    await agent_finishes(nc, project_id, result="fixed in abc123")
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("task ") and lines[0].endswith("TASK_STATE_SUBMITTED")
+    assert "result fixed in abc123" in lines
+    assert lines[-1] == "final TASK_STATE_COMPLETED"
+
+
+def test_the_doc_shows_the_example_file_verbatim() -> None:
+    doc = (ROOT / "docs" / "a2a.md").read_text()
+    assert f"```python\n{EXAMPLE.read_text()}```" in doc
+
+
+async def test_streams_and_waiting_sends_let_go_of_their_relay_listener(
+    weft_auth: Any, project_id: str
+) -> None:
+    """What a stream keeps in memory dies with its request: a client that stops reading a stream,
+    and one that gives up on a blocking SendMessage, leave no listener behind."""
+    state = weft_auth.server.config.app.state.weft
+    project = await state.hub.get(project_id)
+    async with a2a(weft_auth, project_id) as client:
+        await submitted(client, message())  # reads the first event of the stream, then leaves
+    await eventually(
+        lambda: asyncio.sleep(0, result=project.relay.listening == 0), what="the stream's listener to go"
+    )
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}) as http:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "m-1",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "wait for me"}],
+                    "metadata": {"capability": "nobody-has-it"},
+                }
+            },
+        }
+        with pytest.raises(httpx.ReadTimeout):
+            await http.post(f"{weft_auth.base_url}/a2a/{project_id}", json=body, timeout=1)
+    await eventually(
+        lambda: asyncio.sleep(0, result=project.relay.listening == 0),
+        timeout=30,
+        what="the waiting send to let go",
+    )

@@ -1,0 +1,380 @@
+"""The A2A request handler: each A2A method is an adapter over the project's work queue.
+
+The SDK's JSON-RPC layer (``a2a.server.routes.JsonRpcDispatcher``) parses requests,
+checks the protocol version, serves the 0.3 method names and writes responses and
+server-sent events; it calls this :class:`~a2a.server.request_handlers.RequestHandler`.
+The SDK's default handler runs an agent inside the server and keeps the task in a
+store it writes itself; a Loom task is run by the fleet and its record is written by
+whoever moves it (Weft, or the Warp agent that claimed it), so this handler keeps no
+task state at all: a task is derived from the work record each time (``mapping.task_of``),
+a stream follows the project's one events consumer (``EventRelay``). What lives in
+memory is one relay listener per open stream or waiting ``SendMessage``; any replica
+serves any task, and a stream cut by a restart is resumed with ``SubscribeToTask``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC
+from enum import StrEnum
+from typing import Any, Final, TypeVar, cast
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import RequestHandler, validate_request_params
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import (
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    UnsupportedOperationError,
+)
+from a2a.utils.task import apply_history_length, validate_history_length
+
+from shared.errors import Forbidden
+from shared.models import WorkItem, new_id
+from shared.names import InvalidNameError, validate_work_id
+from shared.paging import decode_cursor
+from shared.work import page_items
+from weft.a2a.errors import field_error, translate
+from weft.a2a.mapping import (
+    SUBMITTED_BY,
+    StreamEvent,
+    StreamTranslator,
+    context_id_of,
+    is_terminal,
+    item_of_event,
+    state_of,
+    submission_of,
+    task_of,
+)
+from weft.project import ProjectContext
+from weft.relay import Listener
+from weft.state import WeftState
+
+SERVED_KEY: Final = "loom_served"
+"""Key of ``ServerCallContext.state`` under which the route leaves the :class:`Served`."""
+DISCONNECT_CHECK_S: Final = 5.0
+"""How often a waiting ``SendMessage`` looks whether its caller is still there."""
+DEFAULT_PAGE: Final = 50
+MAX_PAGE: Final = 100
+
+
+class Access(StrEnum):
+    """What a method does with the project: the token scope it needs (issue 24's scopes)."""
+
+    READ = "read"
+    OPERATE = "operate"
+
+
+@dataclass
+class Served:
+    """What the route established before the SDK took the request: a valid token, the
+    project of the URL, and what the token may do there."""
+
+    project: ProjectContext
+    weft: WeftState
+    disconnected: Callable[[], Awaitable[bool]]
+    granted: frozenset[Access] = field(default_factory=lambda: frozenset(Access))
+
+    def allow(self, access: Access) -> None:
+        if access not in self.granted:
+            raise Forbidden(f"this token may not {access.value} in this project")
+
+
+def served(context: ServerCallContext, tenant: str, access: Access) -> Served:
+    """The request's project, checked for ``access``; a ``tenant`` (A2A 1.0), if the client
+    sends one, must name the project of the URL (the card advertises it as the tenant)."""
+    found = context.state.get(SERVED_KEY)
+    if not isinstance(found, Served):
+        raise RuntimeError("A2A request without its project (the route did not set it)")
+    found.allow(access)
+    if tenant and tenant != found.project.project_id:
+        raise InvalidParamsError(
+            message="tenant: must be the project of this endpoint's URL (or left out)",
+            data=field_error("tenant", "must be the project of this endpoint's URL (or left out)"),
+        )
+    return found
+
+
+def work_id_of(value: str, name: str = "id") -> str:
+    try:
+        return validate_work_id(value, name)
+    except InvalidNameError as exc:
+        raise InvalidParamsError(message=exc.message, data=field_error(name, exc.message)) from None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def refusals(conflict: type[A2AError] = UnsupportedOperationError) -> Callable[[F], F]:
+    """Every exception of the method leaves as an A2A error (:func:`weft.a2a.errors.translate`),
+    for plain coroutines and for streams alike."""
+
+    def wrap(method: F) -> F:
+        if inspect.isasyncgenfunction(method):
+
+            @functools.wraps(method)
+            async def stream(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+                inner = method(*args, **kwargs)
+                try:
+                    async for event in inner:
+                        yield event
+                except Exception as exc:
+                    raise translate(exc, conflict=conflict) from None
+                finally:
+                    await inner.aclose()
+
+            return cast(F, stream)
+
+        @functools.wraps(method)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(*args, **kwargs)
+            except Exception as exc:
+                raise translate(exc, conflict=conflict) from None
+
+        return cast(F, call)
+
+    return wrap
+
+
+def _work_events(kind: str) -> bool:
+    return kind == "work"
+
+
+class LoomRequestHandler(RequestHandler):
+    """A2A 1.0 (and, through the SDK's adapter, 0.3) over Loom work; see the module doc."""
+
+    def __init__(self, *, default_capability: str | None = None) -> None:
+        self.default_capability = default_capability
+
+    # -- tasks -------------------------------------------------------------------------
+
+    @validate_request_params
+    @refusals()
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        project = served(context, params.tenant, Access.READ).project
+        validate_history_length(params)
+        item = await project.queue.get(work_id_of(params.id))
+        return apply_history_length(task_of(item), params)
+
+    @validate_request_params
+    @refusals()
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        project = served(context, params.tenant, Access.READ).project
+        validate_history_length(params)
+        size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE
+        if not 1 <= size <= MAX_PAGE:
+            rule = f"must be between 1 and {MAX_PAGE}"
+            raise InvalidParamsError(message=f"pageSize: {rule}", data=field_error("pageSize", rule))
+        after = decode_cursor(params.page_token, "pageToken")
+        since = (
+            params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+            if params.HasField("status_timestamp_after")
+            else None
+        )
+
+        def wanted(item: WorkItem) -> bool:
+            return (
+                (not params.context_id or context_id_of(item) == params.context_id)
+                and (not params.status or state_of(item) == params.status)
+                and (since is None or item.updated_at > since)
+            )
+
+        await project.work.mirror.sync()
+        page = page_items((i for i in project.work.mirror.values() if wanted(i)), limit=size, after=after)
+        tasks = []
+        for item in page.items:
+            task = apply_history_length(task_of(item), params)
+            if not params.include_artifacts:
+                task.ClearField("artifacts")
+            tasks.append(task)
+        return ListTasksResponse(
+            tasks=tasks, next_page_token=page.next_cursor or "", page_size=size, total_size=page.total
+        )
+
+    @validate_request_params
+    @refusals(conflict=TaskNotCancelableError)
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        project = served(context, params.tenant, Access.OPERATE).project
+        work_id = work_id_of(params.id)
+        reason = params.metadata.fields["reason"].string_value if "reason" in params.metadata.fields else ""
+        item = await project.queue.cancel(work_id, reason=reason[:2000], by=SUBMITTED_BY)
+        return task_of(item)
+
+    # -- messages ----------------------------------------------------------------------
+
+    @validate_request_params
+    @refusals()
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
+        where = served(context, params.tenant, Access.OPERATE)
+        validate_history_length(params.configuration)
+        if params.message.task_id:
+            return await self._follow_up(where, params)
+        immediately = params.configuration.return_immediately
+        work_id = new_id()
+        listener = None if immediately else where.project.relay.listen(_work_events, subject_id=work_id)
+        try:
+            item = await self._submit(where, params, work_id)
+            if listener is not None:
+                translator = StreamTranslator()
+                translator.start(item)
+                async for _ in self._follow(where, listener, translator, wait_for_caller=True):
+                    pass
+                item = await where.project.queue.get(work_id)
+        finally:
+            if listener is not None:
+                where.project.relay.unlisten(listener)
+        return apply_history_length(task_of(item), params.configuration)
+
+    @validate_request_params
+    @refusals()
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[StreamEvent, None]:
+        where = served(context, params.tenant, Access.OPERATE)
+        validate_history_length(params.configuration)
+        if params.message.task_id:
+            yield await self._follow_up(where, params)
+            return
+        work_id = new_id()
+        listener = where.project.relay.listen(_work_events, subject_id=work_id)
+        try:
+            item = await self._submit(where, params, work_id)
+            translator = StreamTranslator()
+            yield apply_history_length(translator.start(item), params.configuration)
+            async for event in self._follow(where, listener, translator):
+                yield event
+        finally:
+            where.project.relay.unlisten(listener)
+
+    @validate_request_params
+    @refusals()
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[StreamEvent, None]:
+        where = served(context, params.tenant, Access.READ)
+        work_id = work_id_of(params.id)
+        listener = where.project.relay.listen(_work_events, subject_id=work_id)
+        try:
+            item = await where.project.queue.get(work_id)
+            if is_terminal(item):
+                raise UnsupportedOperationError(
+                    message="id: the task is in a final state (GetTask shows it)",
+                    data=field_error("id", "the task is in a final state (GetTask shows it)"),
+                )
+            translator = StreamTranslator()
+            yield translator.start(item)
+            async for event in self._follow(where, listener, translator):
+                yield event
+        finally:
+            where.project.relay.unlisten(listener)
+
+    async def _submit(self, where: Served, params: SendMessageRequest, work_id: str) -> WorkItem:
+        context_id = params.message.context_id or new_id()
+        submission = submission_of(params, context_id=context_id, default_capability=self.default_capability)
+        item = await where.project.queue.submit(submission, submitted_by=SUBMITTED_BY, work_id=work_id)
+        where.weft.spawn(where.weft.router.route(where.project, item), name=f"route:{item.id}")
+        return item
+
+    async def _follow_up(self, where: Served, params: SendMessageRequest) -> Task:
+        """A message on an existing task. Loom work takes no input once submitted (operator
+        questions, and so ``input-required``, arrive with the work graph): the task must
+        exist in this project and its context must match; then it is refused."""
+        item = await where.project.queue.get(work_id_of(params.message.task_id, "message.taskId"))
+        if params.message.context_id and params.message.context_id != context_id_of(item):
+            rule = "must be the context of the task named by message.taskId"
+            raise InvalidParamsError(
+                message=f"message.contextId: {rule}", data=field_error("message.contextId", rule)
+            )
+        rule = (
+            "the task is in a final state; send a new message without taskId"
+            if is_terminal(item)
+            else "this task is not waiting for input; follow it with SubscribeToTask or GetTask"
+        )
+        raise UnsupportedOperationError(
+            message=f"message.taskId: {rule}", data=field_error("message.taskId", rule)
+        )
+
+    async def _follow(
+        self,
+        where: Served,
+        listener: Listener,
+        translator: StreamTranslator,
+        *,
+        wait_for_caller: bool = False,
+    ) -> AsyncIterator[StreamEvent]:
+        """The task's events from the relay until it ends (or waits for input). Events the
+        listener had to drop are made up for by reading the record."""
+        assert translator.last is not None
+        work_id = translator.last.id
+        seen_drops = 0
+        while not translator.finished:
+            if wait_for_caller:
+                try:
+                    relayed = await asyncio.wait_for(listener.queue.get(), DISCONNECT_CHECK_S)
+                except TimeoutError:
+                    if await where.disconnected():
+                        return
+                    continue
+            else:
+                relayed = await listener.queue.get()
+            if listener.dropped > seen_drops:
+                seen_drops = listener.dropped
+                item: WorkItem | None = await where.project.queue.get(work_id)
+                action = "resync"
+            else:
+                item, action = item_of_event(relayed.event), relayed.action
+            if item is None:
+                continue
+            for event in translator.update(item, action):
+                yield event
+
+    # -- what Weft does not offer ----------------------------------------------------------
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError

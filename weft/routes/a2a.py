@@ -1,0 +1,142 @@
+"""``/a2a/{project}``: each project as an A2A agent (docs/a2a.md).
+
+Weft's own dependencies check the token (``401`` as on every route) and the project
+(``400``); then the SDK's JSON-RPC dispatcher takes the request (A2A 1.0 method names and
+the 0.3 ones, server-sent events for streams) and calls :class:`LoomRequestHandler`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from fastapi import APIRouter, Depends, Header, Path, Request
+from fastapi.responses import JSONResponse, Response
+
+from shared.names import PROJECT_ID_RULE
+from weft.a2a.card import agent_card
+from weft.a2a.errors import scrub
+from weft.a2a.handler import SERVED_KEY, LoomRequestHandler, Served
+from weft.deps import ProjectDep, StateDep, choose_project, require_token
+from weft.errors import ERROR_RESPONSES
+from weft.project import ProjectContext
+from weft.settings import WeftSettings
+from weft.state import WeftState
+
+router = APIRouter(tags=["a2a"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+ProjectPath = Annotated[str, Path(description=f"Project id ({PROJECT_ID_RULE})", max_length=63)]
+ProjectHeader = Annotated[
+    str | None, Header(alias="X-Loom-Project", description="If given, must match the path")
+]
+
+
+class LoomContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context (headers, user) plus what the route established."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[SERVED_KEY] = request.state.a2a_served
+        context.state.get("headers", {}).pop("authorization", None)  # the handler never needs it
+        return context
+
+
+def create_dispatcher(settings: WeftSettings) -> JsonRpcDispatcher:
+    handler = LoomRequestHandler(default_capability=settings.a2a_default_capability)
+    return JsonRpcDispatcher(handler, context_builder=LoomContextBuilder(), enable_v0_3_compat=True)
+
+
+def quiet_sdk_logs() -> None:
+    """The SDK logs parse failures with the text of the rejected input; its log lines keep
+    their template only (the response says what was wrong, without the value)."""
+    for name in (
+        "a2a.server.routes.jsonrpc_dispatcher",
+        "a2a.compat.v0_3.jsonrpc_adapter",
+        "a2a.utils.version_validator",
+    ):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _TemplateOnly) for f in logger.filters):
+            logger.addFilter(_TemplateOnly())
+
+
+class _TemplateOnly(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.args = None
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+async def _project(state: WeftState, name: str, header: str | None) -> ProjectContext:
+    return await state.hub.get(choose_project(state, header, name))
+
+
+def _base_url(state: WeftState, request: Request) -> str:
+    return state.settings.public_url or str(request.base_url).rstrip("/")
+
+
+def _card(state: WeftState, project: ProjectContext, request: Request) -> JSONResponse:
+    card = agent_card(project, base_url=_base_url(state, request), auth=state.settings.auth_enabled)
+    return JSONResponse(agent_card_to_dict(card))
+
+
+_RPC_DOC: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "object", "description": "A JSON-RPC 2.0 request"}}
+        },
+    }
+}
+
+
+@router.post(
+    "/a2a/{project}",
+    summary="A2A JSON-RPC endpoint of a project",
+    description=(
+        "A2A 1.0 (`SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, "
+        "`SubscribeToTask`; header `A2A-Version: 1.0`) and the 0.3 names (`message/send`, "
+        "`message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`). JSON-RPC errors "
+        "are answered with HTTP 200; token and project problems with Weft's error envelope."
+    ),
+    response_class=Response,
+    responses={200: {"description": "A JSON-RPC response, or a text/event-stream for the streaming methods"}},
+    openapi_extra=_RPC_DOC,
+)
+async def a2a_rpc(
+    request: Request, project: ProjectPath, state: StateDep, x_loom_project: ProjectHeader = None
+) -> Response:
+    context = await _project(state, project, x_loom_project)
+    request.state.a2a_served = Served(project=context, weft=state, disconnected=request.is_disconnected)
+    dispatcher: JsonRpcDispatcher = request.app.state.a2a
+    return scrub(await dispatcher.handle_requests(request))
+
+
+@router.get(
+    "/a2a/{project}" + AGENT_CARD_WELL_KNOWN_PATH,
+    summary="Agent Card of a project",
+    response_class=JSONResponse,
+)
+async def project_card(
+    request: Request, project: ProjectPath, state: StateDep, x_loom_project: ProjectHeader = None
+) -> JSONResponse:
+    context = await _project(state, project, x_loom_project)
+    await context.agents.mirror.sync()
+    await context.targets.mirror.sync()
+    return _card(state, context, request)
+
+
+@router.get(
+    AGENT_CARD_WELL_KNOWN_PATH,
+    summary="Agent Card of the project named by X-Loom-Project or ?project= (default: Weft's own)",
+    response_class=JSONResponse,
+)
+async def default_card(request: Request, project: ProjectDep, state: StateDep) -> JSONResponse:
+    await project.agents.mirror.sync()
+    await project.targets.mirror.sync()
+    return _card(state, project, request)
