@@ -36,6 +36,7 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
 from shared.names import ProjectNames
+from shared.questions import QuestionBook
 from shared.work import WorkQueue
 
 pytestmark = pytest.mark.timeout(120)
@@ -400,7 +401,7 @@ async def test_unknown_and_malformed_task_ids(weft_auth: Any, project_id: str) -
     assert "Secret-Token-12345" not in str(malformed.value)
 
 
-async def test_a_follow_up_message_on_a_task_is_refused_until_questions_exist(
+async def test_a_follow_up_message_is_refused_unless_the_task_waits_for_input(
     weft_auth: Any, project_id: str
 ) -> None:
     async with a2a(weft_auth, project_id) as client:
@@ -410,6 +411,59 @@ async def test_a_follow_up_message_on_a_task_is_refused_until_questions_exist(
         with pytest.raises(A2AError) as refused:
             await submitted(client, follow_up)
     assert "message.taskId: this task is not waiting for input" in str(refused.value)
+
+
+async def test_an_operator_question_is_input_required_and_a_follow_up_message_answers_it(
+    weft_auth: Any, nc: NatsClient, project_id: str
+) -> None:
+    """The agent asks the operator about its work: the task is input-required; a message on
+    the task is the answer, the agent reads it and the work goes on."""
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message("Pick the cache"))
+        entry = await register(nc, project_id)
+        queue = WorkQueue(nc, ProjectNames(project_id))
+
+        async def claim() -> Any:
+            return await queue.claim(claimant(entry))
+
+        await eventually(claim, timeout=20, what="the item to claim")
+        book = QuestionBook(nc, ProjectNames(project_id), queue)
+        asked = await book.ask(
+            entry.agent_id, "postgres or sqlite?", choices=["postgres", "sqlite"], work_id=task.id
+        )
+
+        async def waiting() -> Task | None:
+            got = await client.get_task(GetTaskRequest(id=task.id))
+            return got if state(got) == "TASK_STATE_INPUT_REQUIRED" else None
+
+        held = await eventually(waiting, timeout=20, what="the task to need input")
+        assert "asked a question" in held.status.message.parts[0].text
+        answer = message("sqlite")
+        answer.message.task_id = task.id
+        answered = await submitted(client, answer)
+        assert state(answered) == "TASK_STATE_WORKING"
+        question = await book.get(asked.id)
+        assert (question.answer, question.answered_by) == ("sqlite", "a2a-client")
+        wrong = message("oracle")
+        wrong.message.task_id = task.id
+        with pytest.raises(A2AError) as refused:  # no longer waiting
+            await submitted(client, wrong)
+    assert "message.taskId: this task is not waiting for input" in str(refused.value)
+
+
+async def test_a_read_token_may_follow_tasks_but_not_send_or_cancel(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with weft_factory(project_id=project_id, api_tokens=f"operate:{TOKEN},read:reader-token-2") as weft:
+        async with a2a(weft, project_id) as client:
+            task = await submitted(client, message())
+        async with a2a(weft, project_id, token="reader-token-2") as reader:
+            assert (await reader.get_task(GetTaskRequest(id=task.id))).id == task.id
+            with pytest.raises(A2AError) as refused:
+                await submitted(reader, message())
+            assert "this token may not operate in this project" in str(refused.value)
+            with pytest.raises(A2AError):
+                await reader.cancel_task(CancelTaskRequest(id=task.id))
 
 
 async def test_sdk_parse_errors_do_not_echo_the_input(weft_auth: Any, project_id: str) -> None:

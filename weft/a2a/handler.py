@@ -53,12 +53,13 @@ from a2a.utils.errors import (
 from a2a.utils.task import apply_history_length, validate_history_length
 
 from shared.errors import Forbidden
-from shared.models import WorkItem, new_id
+from shared.models import WorkItem, WorkStatus, new_id
 from shared.names import InvalidNameError, validate_work_id
 from shared.paging import decode_cursor
 from shared.work import page_items
 from weft.a2a.errors import field_error, translate
 from weft.a2a.mapping import (
+    A2A_ANSWERED_BY,
     SUBMITTED_BY,
     StreamEvent,
     StreamTranslator,
@@ -68,10 +69,12 @@ from weft.a2a.mapping import (
     state_of,
     submission_of,
     task_of,
+    text_of_parts,
 )
 from weft.project import ProjectContext
 from weft.relay import Listener
 from weft.state import WeftState
+from weft.tokens import ApiScope
 
 SERVED_KEY: Final = "loom_served"
 """Key of ``ServerCallContext.state`` under which the route leaves the :class:`Served`."""
@@ -101,6 +104,11 @@ class Served:
     def allow(self, access: Access) -> None:
         if access not in self.granted:
             raise Forbidden(f"this token may not {access.value} in this project")
+
+
+def granted_by(scope: ApiScope) -> frozenset[Access]:
+    """What a token of ``scope`` may do through A2A: read with any, send and cancel with operate."""
+    return frozenset({Access.READ, *([Access.OPERATE] if scope >= ApiScope.OPERATE else [])})
 
 
 def served(context: ServerCallContext, tenant: str, access: Access) -> Served:
@@ -300,15 +308,23 @@ class LoomRequestHandler(RequestHandler):
         return item
 
     async def _follow_up(self, where: Served, params: SendMessageRequest) -> Task:
-        """A message on an existing task. Loom work takes no input once submitted (operator
-        questions, and so ``input-required``, arrive with the work graph): the task must
-        exist in this project and its context must match; then it is refused."""
+        """A message on an existing task: the answer to the question its agent is waiting on
+        (``input-required``); refused for a task that is not waiting for input."""
         item = await where.project.queue.get(work_id_of(params.message.task_id, "message.taskId"))
         if params.message.context_id and params.message.context_id != context_id_of(item):
             rule = "must be the context of the task named by message.taskId"
             raise InvalidParamsError(
                 message=f"message.contextId: {rule}", data=field_error("message.contextId", rule)
             )
+        if item.status is WorkStatus.WAITING_ON_OPERATOR and item.question_id is not None:
+            answer = text_of_parts(params.message)
+            if not answer:
+                rule = "must hold the answer as text"
+                raise InvalidParamsError(
+                    message=f"message.parts: {rule}", data=field_error("message.parts", rule)
+                )
+            await where.project.questions.answer(item.question_id, answer, by=A2A_ANSWERED_BY)
+            return task_of(await where.project.queue.get(item.id))
         rule = (
             "the task is in a final state; send a new message without taskId"
             if is_terminal(item)

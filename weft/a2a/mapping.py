@@ -36,6 +36,8 @@ A2A_KEY: Final = "a2a"
 """Key of ``WorkItem.context`` holding the A2A ids of a task submitted over A2A."""
 DATA_KEY: Final = "data"
 """Key of ``WorkItem.context`` holding the message's data parts."""
+A2A_ANSWERED_BY = "a2a-client"
+"""Who answered an operator question through a follow-up message (a handle, as ``by`` is)."""
 RESULT_ARTIFACT: Final = "result"
 SUBMITTED_BY: Final = "a2a"
 
@@ -46,8 +48,12 @@ keys belong to the client and are left alone."""
 STATE_OF: Final[dict[WorkStatus, TaskState]] = {
     WorkStatus.SUBMITTED: TaskState.TASK_STATE_SUBMITTED,
     WorkStatus.QUEUED: TaskState.TASK_STATE_SUBMITTED,
+    WorkStatus.BLOCKED: TaskState.TASK_STATE_SUBMITTED,  # waits for the work it depends on
     WorkStatus.CLAIMED: TaskState.TASK_STATE_WORKING,
     WorkStatus.IN_PROGRESS: TaskState.TASK_STATE_WORKING,
+    WorkStatus.IN_REVIEW: TaskState.TASK_STATE_WORKING,  # handed in, waiting for a reviewer
+    WorkStatus.REVIEWING: TaskState.TASK_STATE_WORKING,
+    WorkStatus.WAITING_ON_OPERATOR: TaskState.TASK_STATE_INPUT_REQUIRED,  # a message answers it
     WorkStatus.COMPLETED: TaskState.TASK_STATE_COMPLETED,
     WorkStatus.FAILED: TaskState.TASK_STATE_WORKING,  # an attempt failed; see state_of
     WorkStatus.DEAD_LETTERED: TaskState.TASK_STATE_FAILED,
@@ -118,6 +124,12 @@ def status_text(item: WorkItem) -> str | None:
         return f"{item.progress.percent}%{note}"
     if item.status in (WorkStatus.SUBMITTED, WorkStatus.QUEUED):
         return item.waiting_reason
+    if item.status is WorkStatus.BLOCKED:
+        return f"waiting for {len(item.blocked_on)} item(s) it depends on to complete"
+    if item.status in (WorkStatus.IN_REVIEW, WorkStatus.REVIEWING):
+        return f"review round {item.review_round}"
+    if item.status is WorkStatus.WAITING_ON_OPERATOR:
+        return "its agent asked a question: send a message on this task with the answer"
     return None
 
 
@@ -269,6 +281,11 @@ def item_of_event(event: Mapping[str, Any]) -> WorkItem | None:
 
 def _struct(value: struct_pb2.Struct) -> dict[str, Any]:
     return json_format.MessageToDict(value) if value.fields else {}
+
+
+def text_of_parts(message: Message) -> str:
+    """The message's text parts, joined (how an answer to an operator question travels)."""
+    return "\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text" and p.text.strip())
 
 
 def submission_of(

@@ -21,8 +21,8 @@ from fastapi.responses import JSONResponse, Response
 from shared.names import PROJECT_ID_RULE
 from weft.a2a.card import agent_card
 from weft.a2a.errors import scrub
-from weft.a2a.handler import SERVED_KEY, LoomRequestHandler, Served
-from weft.deps import ProjectDep, StateDep, choose_project, require_token
+from weft.a2a.handler import SERVED_KEY, LoomRequestHandler, Served, granted_by
+from weft.deps import ProjectDep, ScopeDep, StateDep, choose_project, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.project import ProjectContext
 from weft.settings import WeftSettings
@@ -109,10 +109,16 @@ _RPC_DOC: dict[str, Any] = {
     openapi_extra=_RPC_DOC,
 )
 async def a2a_rpc(
-    request: Request, project: ProjectPath, state: StateDep, x_loom_project: ProjectHeader = None
+    request: Request,
+    project: ProjectPath,
+    state: StateDep,
+    scope: ScopeDep,
+    x_loom_project: ProjectHeader = None,
 ) -> Response:
     context = await _project(state, project, x_loom_project)
-    request.state.a2a_served = Served(project=context, weft=state, disconnected=request.is_disconnected)
+    request.state.a2a_served = Served(
+        project=context, weft=state, disconnected=request.is_disconnected, granted=granted_by(scope)
+    )
     dispatcher: JsonRpcDispatcher = request.app.state.a2a
     return scrub(await dispatcher.handle_requests(request))
 
