@@ -141,6 +141,14 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         "needs a Kubernetes cluster for the kubectl lines (tests/deploy validates the manifests"
         " offline; tests/weft/test_weft_scoped_nats.py runs weft nats-auth init)"
     ),
+    ("docs/a2a.md", '"""Hand work to a Loom fleet from any A2A client: the a2a-sd'): Skip(
+        "the file docs/examples/a2a_client.py verbatim: tests/weft/test_weft_a2a.py checks the doc shows"
+        " it and runs it against a real Weft while an agent completes the task"
+    ),
+    ("docs/a2a.md", "WEFT_URL=http://127.0.0.1:8080 WEFT_TOKEN=tok LOOM_PROJECT_I"): Skip(
+        "the command tests/weft/test_weft_a2a.py runs (with its Weft's URL, token and project) and"
+        " the lines it checks: first submitted, then the result, last completed"
+    ),
     ("docs/architecture.md", "main line      queued ──claim──► claimed ──progress──► in-pr"): Skip(
         "a diagram, not code"
     ),

@@ -215,7 +215,7 @@ def test_admit_takes_an_id_chosen_beforehand_and_refuses_one_of_the_wrong_shape(
     assert admit(submission, project_id="demo", submitted_by=None, now=NOW, work_id=chosen).item.id == chosen
     with pytest.raises(InvalidNameError) as info:
         admit(submission, project_id="demo", submitted_by=None, now=NOW, work_id="Not-An-Id")
-    assert info.value.message == "work_id: must be exactly 32 lowercase hex characters"
+    assert info.value.message == "work_id: must be exactly 32 lowercase hex characters (a work item id)"
 
 
 @pytest.mark.parametrize("deadline", [NOW, NOW - timedelta(seconds=1)])
