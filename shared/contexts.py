@@ -225,7 +225,7 @@ class NodeInput(LoomModel):
     kind: Token = "note"
     role: Token | None = None
     handle: ContextHandle = Field(default_factory=ContextHandle)
-    text: str | None = Field(default=None, max_length=MAX_TEXT)
+    text: str | None = Field(default=None, max_length=MAX_TEXT, validate_default=True)
     meta: Meta = Field(default_factory=dict)
     scope: Scope = Scope.TEAM
 
@@ -241,11 +241,28 @@ class NodeInput(LoomModel):
             raise ValueError("tombstone is reserved: tombstone a node with its own operation")
         return None if v is None else names.validate_token(v, info.field_name)
 
-    @model_validator(mode="after")
-    def _content(self) -> NodeInput:
-        if self.handle.source is HandleSource.INLINE and not self.text:
-            raise ValueError("text: required with an inline handle (the node's content is its text)")
-        return self
+    @field_validator("text")
+    @classmethod
+    def _content(cls, v: str | None, info: Any) -> str | None:
+        handle = info.data.get("handle")
+        if (handle is None or handle.source is HandleSource.INLINE) and not v:
+            raise ValueError("required with an inline handle (the node's content is its text)")
+        return v
+
+
+def node_input(**fields: Any) -> NodeInput:
+    """A :class:`NodeInput` from loose arguments, or a :class:`ContextError` naming the
+    fields at fault (never their values)."""
+    from pydantic import ValidationError
+
+    from shared.errors import describe_problems, validation_problems
+
+    try:
+        return NodeInput(**fields)
+    except ValidationError as exc:
+        problems = validation_problems(exc.errors(include_url=False, include_input=False))
+        first = problems[0].field if problems else None
+        raise ContextError(describe_problems(problems), field=first) from None
 
 
 # -- ids derived from what a tree is about ------------------------------------------------------

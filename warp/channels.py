@@ -137,6 +137,8 @@ class ChannelService:
         sender_user: str,
         scope: Scope = Scope.TEAM,
         metadata: dict[str, str] | None = None,
+        reply_to: int | None = None,
+        thread_id: str | None = None,
     ) -> ReadMessage:
         await self.ensure(channel)
         message = ChannelMessage(
@@ -146,6 +148,8 @@ class ChannelService:
             body=body,
             scope=scope,
             metadata=metadata or {},
+            reply_to=reply_to,
+            thread_id=thread_id,
         )
         ack = await self._js.publish(
             self.names.channel_subject(channel),

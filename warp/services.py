@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from shared.contextstore import ContextStore
 from shared.identity import Identity
 from shared.names import ProjectNames
 from shared.registry import Registry
+from shared.threads import Threads
 from shared.work import WorkQueue
 from warp.channels import ChannelService
 from warp.config import ConfigLoader
@@ -36,6 +38,8 @@ class Services:
     inbox: InboxService
     work: WorkQueue
     presence: Presence
+    contexts: ContextStore
+    threads: Threads
 
     @property
     def agent_id(self) -> str:
@@ -50,6 +54,14 @@ class Services:
         self.registry = Registry(self.js, self.names)
         self.presence.registry = self.registry
         self.work = WorkQueue(self.nc, self.names, js=self.js)
+        self.contexts = _contexts(self.work)
+        self.threads = Threads(self.nc, self.names, self.contexts)
+
+
+def _contexts(work: WorkQueue) -> ContextStore:
+    """The work queue's context store, shared so both use one copy of each tree."""
+    assert work.contexts is not None
+    return work.contexts
 
 
 async def build(
@@ -68,6 +80,8 @@ async def build(
     identity = await lock.acquire(base, explicit_instance)
     registry = Registry(js, names)
     presence = Presence(registry, js, names, identity, settings, handle=handle)
+    work = WorkQueue(nc, names, js=js)
+    contexts = _contexts(work)
     return Services(
         nc=nc,
         js=js,
@@ -77,6 +91,8 @@ async def build(
         registry=registry,
         channels=ChannelService(nc, js, names, loader),
         inbox=InboxService(nc, js, names, timeout=settings.op_timeout_s),
-        work=WorkQueue(nc, names, js=js),
+        work=work,
         presence=presence,
+        contexts=contexts,
+        threads=Threads(nc, names, contexts),
     )

@@ -113,7 +113,12 @@ async def test_work_error_paths(
     async with session(nats_server.url, project_id, project_dir, capabilities=()) as (client, _):
         await ok(client, "warp_registry_register")
         nothing = await ok(client, "warp_work_claim")
-        assert nothing == {"claimed": False, "item": None, "reason": "you registered no capabilities"}
+        assert nothing == {
+            "claimed": False,
+            "item": None,
+            "reason": "you registered no capabilities",
+            "context": None,
+        }
         await ok(client, "warp_registry_register", {"capabilities": ["code"]})
         assert "deadline: must be in the future" in await err(
             client,

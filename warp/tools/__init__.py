@@ -11,9 +11,9 @@ if TYPE_CHECKING:
 
 
 def all_tools(rt: WarpRuntime) -> list[Tool]:
-    from warp.tools import channels, dlq, handle, messages, registry, work
+    from warp.tools import channels, contexts, dlq, handle, messages, registry, work
 
     built: list[Tool] = []
-    for module in (handle, channels, registry, messages, work, dlq):
+    for module in (handle, channels, registry, messages, work, dlq, contexts):
         built.extend(module.tools(rt))
     return built
