@@ -584,6 +584,11 @@ class Snapshot:
         return cls(tree_id, u, o)
 
 
+def check_cursor(cursor: str | None, tree_id: str) -> None:
+    """Refuse a cursor this tree's reads did not issue before any I/O (names ``cursor``)."""
+    Snapshot.decode(cursor, tree_id, 0)
+
+
 def _seen(state: TreeState, first: str, upto: int) -> bool:
     return state.seqs[first] <= upto
 
@@ -705,3 +710,58 @@ def readable(node: ContextNode, *, agent_id: str, user_id: str) -> bool:
 
 def may_read_tree(meta: TreeMeta, agent_id: str) -> bool:
     return not meta.participants or agent_id in meta.participants
+
+
+# -- views (the shapes Warp's tools and Weft's routes return) ------------------------------------
+
+
+class NodeRefView(LoomModel):
+    """A node without content, as structure reads return it."""
+
+    id: str = Field(description="The node's original id (stable across updates)")
+    version: str = Field(description="The id of its newest version")
+    parent_id: str | None
+    kind: str
+    role: str | None
+    author: str
+    at: datetime
+    source: str = Field(description="Where its content lives (the handle's source)")
+    has_text: bool
+    updated: bool
+    depth: int = Field(description="Levels below the node the read started at")
+    children: int
+
+    @classmethod
+    def of(cls, ref: NodeRef) -> NodeRefView:
+        return cls.model_construct(**ref._asdict())
+
+
+class ResolvedView(LoomModel):
+    node_id: str
+    source: str
+    id: str
+    version: str | None
+    resolved: bool
+    content: Any = None
+    reason: str | None = Field(None, description="Why it was not resolved")
+
+
+class TreeView(LoomModel):
+    """A tree: what it is about, its root, and its size."""
+
+    tree_id: str
+    meta: TreeMeta
+    root: ContextNode
+    nodes: int = Field(description="Nodes in the tree (tombstoned ones included)")
+    last_seq: int = Field(description="Stream sequence of the newest node read")
+
+    @classmethod
+    def of(cls, state: TreeState) -> TreeView:
+        assert state.root is not None
+        return cls(
+            tree_id=state.tree_id,
+            meta=state.meta,
+            root=state.latest(state.root),
+            nodes=state.node_count(),
+            last_seq=state.last_seq,
+        )

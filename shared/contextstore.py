@@ -401,13 +401,7 @@ class ContextStore:
             raise ContextError(f"must be between 1 and {MAX_PAGE}", field="limit")
         await self.ensure()
         subject = self.names.context_subjects if tree_id is None else self.names.context_subject(tree_id)
-        state = decode_cursor(cursor)
-        after = 0
-        if state is not None:
-            given = state.get("s")
-            if not isinstance(given, int) or given < 0 or state.get("t") != tree_id:
-                raise CursorError()
-            after = given
+        after = check_change_cursor(cursor, tree_id)
         try:
             batch = await direct_get_batch(
                 self._nc,
@@ -505,3 +499,15 @@ class ContextStore:
                 return done
         done.resolved, done.content = True, json.loads(stored[0].data)
         return done
+
+
+def check_change_cursor(cursor: str | None, tree_id: str | None) -> int:
+    """The sequence a changes cursor stands for (0 without one); refuses a cursor that
+    reads of changes (of this tree, or of every tree) did not issue."""
+    state = decode_cursor(cursor)
+    if state is None:
+        return 0
+    given = state.get("s")
+    if not isinstance(given, int) or given < 0 or state.get("t") != tree_id:
+        raise CursorError()
+    return given

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contexts import ContextNode, TreeMeta
+from shared.contexts import ContextNode, NodeRefView, ResolvedView, TreeMeta
 from shared.models import Scope, WorkItem, WorkStatus
 from shared.names import AGENT_ID_RULE, HANDLE_RULE, TOKEN_RULE
 
@@ -265,19 +265,7 @@ class ContextPathOut(Out):
     withheld: list[str] = Field(default_factory=list, description="Nodes whose content you may not see")
 
 
-class NodeRefOut(Out):
-    id: str
-    version: str
-    parent_id: str | None
-    kind: str
-    role: str | None
-    author: str
-    at: datetime
-    source: str
-    has_text: bool
-    updated: bool
-    depth: int
-    children: int
+NodeRefOut = NodeRefView
 
 
 class ContextStructureOut(Out):
@@ -286,14 +274,7 @@ class ContextStructureOut(Out):
     next_cursor: str | None = None
 
 
-class ResolvedOut(Out):
-    node_id: str
-    source: str
-    id: str
-    version: str | None
-    resolved: bool
-    content: Any = None
-    reason: str | None = None
+ResolvedOut = ResolvedView
 
 
 class ContextResolveOut(Out):

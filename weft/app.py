@@ -20,7 +20,7 @@ from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
 from weft.project import ProjectHub
-from weft.routes import agents, channels, dlq, health, mechanisms, stats, targets, work, ws
+from weft.routes import agents, channels, contexts, dlq, health, mechanisms, stats, targets, work, ws
 from weft.routing import Router
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
@@ -117,7 +117,7 @@ def create_app(
     app.state.metrics = Metrics()
     errors.install(app)
     app.add_middleware(RequestTimer, metrics=app.state.metrics)
-    for module in (health, agents, work, dlq, targets, mechanisms, stats, channels, ws):
+    for module in (health, agents, work, dlq, targets, mechanisms, stats, channels, contexts, ws):
         app.include_router(module.router)
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=docs_deps)

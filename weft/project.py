@@ -29,6 +29,7 @@ from shared.policy import BoundaryPolicy, config_bucket, publish_policy
 from shared.registry import Registry
 from shared.work import WorkQueue
 from weft.agents import AgentDirectory
+from weft.contexts import ContextIndex
 from weft.metrics import Metrics
 from weft.relay import EventRelay
 from weft.retention import Retention
@@ -65,6 +66,8 @@ class ProjectContext:
         self.targets = TargetStore(nc, js, names)
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.relay = EventRelay(js, names, metrics)
+        assert self.queue.contexts is not None
+        self.contexts = ContextIndex(nc, js, self.queue.contexts)
         self.extension: ProjectExtension | None = None
         self.last_used = time.monotonic()
 
@@ -83,6 +86,7 @@ class ProjectContext:
         await self.agents.start(settings.stale_check_interval_s)
         await self.work.start()
         await self.targets.start()
+        await self.contexts.start()
         if attach is not None:
             self.extension = await attach(self)
 
@@ -90,7 +94,7 @@ class ProjectContext:
         return self.extension is not None and self.extension.busy()
 
     async def stop(self) -> None:
-        for part in (self.extension, self.targets, self.work, self.agents, self.relay):
+        for part in (self.extension, self.contexts, self.targets, self.work, self.agents, self.relay):
             if part is not None:
                 with contextlib.suppress(Exception):
                     await part.stop()

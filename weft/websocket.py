@@ -43,6 +43,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     "work": frozenset({"work"}),
     "agents": frozenset({"agent"}),
     "targets": frozenset({"target", "spinup"}),
+    "contexts": frozenset({"context"}),
     "stats": frozenset(),
 }
 KIND_TOPIC = {kind: topic for topic, kinds in TOPIC_KINDS.items() for kind in kinds}
@@ -50,6 +51,7 @@ FILTERS: dict[str, frozenset[str]] = {
     "work": frozenset({"work_id", "task_id", "capability", "status", "boundary", "agent_id", "action"}),
     "agents": frozenset({"agent_id", "agent_type", "status", "capability", "action"}),
     "targets": frozenset({"target_id", "name", "mechanism", "action"}),
+    "contexts": frozenset({"tree_id", "kind", "author", "action"}),
     "stats": frozenset({"interval_s"}),
 }
 DEFAULT_STATS_INTERVAL_S = 5.0
@@ -121,7 +123,7 @@ class Subscription:
 
 def _dicts(data: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     yield data
-    for key in ("item", "agent", "target", "operation"):
+    for key in ("item", "agent", "target", "operation", "node"):
         inner = data.get(key)
         if isinstance(inner, Mapping):
             yield inner

@@ -195,7 +195,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             state, node_id, max_depth=depth, limit=limit, cursor=cursor, include_hidden=include_hidden
         )
         out = ContextStructureOut(
-            tree_id=tree_id, nodes=[NodeRefOut(**r._asdict()) for r in refs], next_cursor=following
+            tree_id=tree_id, nodes=[NodeRefOut.of(r) for r in refs], next_cursor=following
         )
         lines = [f"{'  ' * r.depth}- {r.id} [{r.kind}] {r.author[:8]} ({r.children} children)" for r in refs]
         if following:
@@ -211,7 +211,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         svc = await rt.services()
         state = await readable_tree(svc, tree_id)
         done = await svc.contexts.resolve(state, node_ids, viewer(svc))
-        items = [ResolvedOut(**vars(r)) for r in done]
+        items = [ResolvedOut.model_validate(vars(r)) for r in done]
         lines = [
             f"{r.node_id}: {'resolved' if r.resolved else 'not resolved (' + (r.reason or '') + ')'}"
             for r in items
