@@ -128,6 +128,7 @@ def _register() -> None:
     from shuttle.commands import (
         agents,
         config_cmd,
+        context,
         dlq,
         fleet,
         projects,
@@ -148,6 +149,7 @@ def _register() -> None:
     app.add_typer(targets.app, name="targets")
     spinup.register(app)
     app.add_typer(dlq.app, name="dlq")
+    app.add_typer(context.app, name="context")
     stats.register(app)
     projects.register(app)
     app.add_typer(config_cmd.app, name="config")
