@@ -51,6 +51,8 @@ class Entry:
     sort_key: SortKey
     text: str
     """Lower-cased content and tags, for case-insensitive search."""
+    tokens: int = -1
+    """Tokens of the memory's line in a built context (counted once, when first needed)."""
 
 
 def _sort_key(record: MemoryRecord, uid: str) -> SortKey:

@@ -78,6 +78,10 @@ async def build(
     js = nc.jetstream(timeout=settings.op_timeout_s)
     lock = InstanceLock(js, names, hostname=base.hostname)
     identity = await lock.acquire(base, explicit_instance)
+    if identity.parent_id is not None:  # so a sub-agent of this sub-agent finds its whole chain
+        from shared.lineage import record_lineage
+
+        await record_lineage(js, names, identity)
     registry = Registry(js, names)
     presence = Presence(registry, js, names, identity, settings, handle=handle)
     work = WorkQueue(nc, names, js=js)
