@@ -348,6 +348,12 @@ class TreeState:
     orphans: dict[str, list[tuple[ContextNode, int]]] = field(default_factory=dict)
     shapes: dict[tuple[str, int | None, bool, int], tuple[int, list[NodeRef]]] = field(default_factory=dict)
     """Structure reads kept until the tree changes (see :func:`structure`)."""
+    shape: list[NodeRef] | None = None
+    """The whole visible tree's structure, once read, kept current as nodes are appended
+    (an append inserts one row instead of the next read rebuilding 10,000)."""
+    shape_ids: list[str] = field(default_factory=list)
+    max_seq: int = 0
+    _hidden: tuple[int, frozenset[str]] = (-1, frozenset())
     info: dict[str, _Info] = field(default_factory=dict)
     """Original id -> what a :class:`NodeRef` shows of its newest version (kept ready:
     a structure read of 10,000 nodes builds 10,000 refs)."""
@@ -384,14 +390,17 @@ class TreeState:
         self.nodes[node.id] = node
         self.seqs[node.id] = seq
         self.size += 1
+        self.max_seq = max(self.max_seq, seq)
         if node.target is not None:
             self.tombstones.setdefault(self.origin[node.target], node.id)
+            self.shape = None
             return
         if node.supersedes is not None:
             first = self.origin[node.supersedes]
             self.origin[node.id] = first
             self.current[first] = node.id
             self._note(first, node)
+            self.shape = None
             return
         self.origin[node.id] = node.id
         self.current[node.id] = node.id
@@ -401,7 +410,48 @@ class TreeState:
             if self.root is None:
                 self.root = node.id
             return
-        self.children.setdefault(self.origin[node.parent_id], []).append(node.id)
+        parent = self.origin[node.parent_id]
+        self.children.setdefault(parent, []).append(node.id)
+        if self.shape is not None:
+            self._grow_shape(parent, node.id)
+
+    def _grow_shape(self, parent: str, first: str) -> None:
+        """Insert a new leaf into the kept structure: after the last visible node of its
+        parent's subtree (children are in arrival order), its parent's child count + 1."""
+        shape, ids = self.shape, self.shape_ids
+        assert shape is not None
+        try:
+            at_parent = ids.index(parent)
+        except ValueError:
+            return  # the parent is hidden: the visible tree does not change
+        last = parent
+        while True:
+            kids = [k for k in self.children.get(last, ()) if k != first and k not in self.tombstones]
+            if not kids:
+                break
+            last = kids[-1]
+        at_last = at_parent if last == parent else ids.index(last, at_parent)
+        above = shape[at_parent]
+        shape[at_parent] = above._replace(children=above.children + 1)
+        shape.insert(at_last + 1, new_ref((*self.info[first], above.depth + 1, 0)))
+        ids.insert(at_last + 1, first)
+
+    def hidden_set(self) -> frozenset[str]:
+        """Every node a tombstone hides (computed once per change of the tree)."""
+        size, found = self._hidden
+        if size == self.size:
+            return found
+        hidden: set[str] = set()
+        for top in self.tombstones:
+            if top in hidden:
+                continue
+            stack = [top]
+            while stack:
+                at = stack.pop()
+                hidden.add(at)
+                stack.extend(self.children.get(at, ()))
+        self._hidden = (self.size, frozenset(hidden))
+        return self._hidden[1]
 
     def _note(self, first: str, newest: ContextNode) -> None:
         parent = self.nodes[first].parent_id
@@ -505,8 +555,9 @@ class TreeState:
                     stack.append((kid, depth + 1))
 
     def newest_first(self, *, include_hidden: bool = False) -> Iterator[str]:
+        hidden = frozenset() if include_hidden or not self.tombstones else self.hidden_set()
         for first in reversed(self.order):
-            if include_hidden or not self.hidden(first):
+            if first not in hidden:
                 yield first
 
 
@@ -617,6 +668,11 @@ def structure(
     assert first is not None
     if not include_hidden and state.hidden(first):
         refs: list[NodeRef] = []
+    elif first == state.root and max_depth is None and not include_hidden and snap.upto >= state.max_seq:
+        if state.shape is None:
+            state.shape = _subtree(state, first, None, False, snap.upto)
+            state.shape_ids = [r.id for r in state.shape]
+        refs = state.shape
     else:
         key = (first, max_depth, include_hidden, snap.upto)
         cached = state.shapes.get(key)

@@ -1,7 +1,9 @@
 """Context trees (docs/context.md): path root -> node against depth, the structure of a
 subtree against its size, and the budgeted context build.
 
-Reads are measured the way Warp and Weft serve them: through ``ContextStore.tree()`` (one
+Structure is measured after another process appended a node (the kept shape grows by one
+row), after an update (the shape is rebuilt) and on an unchanged tree. Reads are measured
+the way Warp and Weft serve them: through ``ContextStore.tree()`` (one
 batched direct get from the copy's last sequence: nothing new comes back when nothing
 changed) and then the in-memory read. Raw nats-py baselines in the same run: one direct get
 of the tree's newest node (the round trip every read pays) and reading every node of the
@@ -246,6 +248,30 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
                 )
             )
             biggest = tree
+
+        rebuilt: list[float] = []
+        state = await store.tree(biggest)
+        for i in range(ctx.iterations(50, 5) + 2):
+            # an update (a node superseding another) makes the next read rebuild the whole shape
+            target = state.latest(rng.choice(state.order))
+            update = ContextNode(
+                tree_id=biggest, parent_id=target.parent_id, supersedes=target.id, author=AUTHOR, text="v2"
+            )
+            if target.parent_id is None:
+                continue
+            await store.publish(update)
+            started = time.perf_counter()
+            state = await store.tree(biggest)
+            structure(state, limit=10_000)
+            if i >= 2:
+                rebuilt.append((time.perf_counter() - started) * 1000)
+        results.append(
+            summarize(
+                "context structure, rebuilt after an update @10,000 nodes",
+                rebuilt,
+                baseline="context raw: direct get of a tree's newest node",
+            )
+        )
 
         async def unchanged(tree: str = biggest) -> None:
             structure(await store.tree(tree), limit=10_000)

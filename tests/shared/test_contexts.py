@@ -223,3 +223,30 @@ def test_scope_of_content_and_derived_ids() -> None:
     )
     assert work_root_id(A) == work_root_id(A) != work_attempt_id(A, 1) != work_attempt_id(A, 2)
     assert len(derive_id("x", 1)) == 32
+
+
+def test_kept_structure_matches_a_fresh_one_as_the_tree_grows() -> None:
+    """The whole-tree structure is kept and grown node by node; after every kind of change
+    it must equal what a fresh walk gives."""
+    import random
+
+    from shared.contexts import _subtree
+
+    rng = random.Random(7)
+    b = Builder()
+    ids = [b.root]
+    structure(b.state, limit=MAX_STRUCTURE)  # keep it from here on
+    for step in range(400):
+        roll = rng.random()
+        live = [i for i in ids if not b.state.hidden(i)]
+        if roll < 0.85 or len(live) < 5:
+            ids.append(b.child(rng.choice(live), str(step)))
+        elif roll < 0.93:
+            victim = rng.choice(live[1:])
+            b.add(ContextNode(tree_id=TREE, parent_id=victim, target=victim, kind="tombstone", author=A))
+        else:
+            target = rng.choice(live)
+            b.add(update_of(b.state, b.state.current[target], None, author=B))
+        kept, _ = structure(b.state, limit=MAX_STRUCTURE)
+        fresh = _subtree(b.state, b.root, None, False, b.state.last_seq)
+        assert kept == fresh, step
