@@ -17,7 +17,9 @@ then offers whatever is left of the budget to every layer again, in priority ord
 budget stays unused while something that fits was left out. Duplicates (the same text,
 or a shared copy of a memory already taken) are taken once, by the first layer that
 reaches them. The result lists what was taken, in layer order, and what was left out and
-why; it never exceeds the budget as counted by the named tokenizer.
+why; it never exceeds the budget as counted by the named tokenizer. Each item is counted as
+the line it becomes (:func:`line`: whitespace folded, one line each, so lines never share a
+token and the text's count is the sum of its lines' — a test checks this on random text).
 
 Items are walked lazily and their token counts cached, so a build costs what it takes,
 not the size of the store.
@@ -39,7 +41,6 @@ MISSES: Final = 16
 OMITTED_SHOWN: Final = 50
 """Left-out items listed one by one (the counts cover all of them)."""
 
-OVER_ALLOWANCE = "over its layer's allowance"
 OVER_BUDGET = "larger than what was left of the budget"
 NOT_REACHED = "not reached: the budget was used up before it"
 
@@ -193,32 +194,20 @@ def build(
                 if len(layer.skipped) >= MISSES:
                     break
     for layer in layers:
-        for candidate in layer.skipped:
-            reason = OVER_BUDGET if candidate.tokens > budget - used else OVER_ALLOWANCE
-            omitted.append(Omitted(layer.report.name, candidate.id, reason))
+        for candidate in layer.skipped:  # the second round offered them everything that was left
+            omitted.append(Omitted(layer.report.name, candidate.id, OVER_BUDGET))
         unreached = max(0, layer.report.available - layer.report.considered)
         layer.report.omitted = layer.report.considered - layer.report.items + unreached
     taken.sort(key=lambda c: LAYERS.index(c.layer))  # stable: each layer keeps its own order
-    text = "".join(line(c.layer, c.kind, c.text) for c in taken)
-    exact = counter.count(text)
     reports = {layer.report.name: layer.report for layer in layers}
-    while exact > budget and taken:  # the sum of the lines can differ from the whole by a token or two
-        dropped = taken.pop()
-        report = reports[dropped.layer]
-        report.items -= 1
-        report.used -= dropped.tokens
-        report.omitted += 1
-        omitted.append(Omitted(dropped.layer, dropped.id, OVER_BUDGET))
-        text = "".join(line(c.layer, c.kind, c.text) for c in taken)
-        exact = counter.count(text)
     total_omitted = sum(report.omitted for report in reports.values())
     return Built(
         budget=budget,
-        used=exact,
+        used=used,
         counter=counter.name,
         items=taken,
         layers=[layer.report for layer in layers],
         omitted=omitted[:OMITTED_SHOWN],
         omitted_total=total_omitted,
-        text=text,
+        text="".join(line(c.layer, c.kind, c.text) for c in taken),
     )

@@ -122,6 +122,8 @@ class MemoryService:
         self._write_lock = asyncio.Lock()
         self._contexts: ContextStore | None = None
         self._node_tokens: dict[tuple[str, str], int] = {}
+        self._held_at: tuple[int, dict[str, int]] = (-1, {})
+        self._work_nodes: tuple[str, int, list[ContextNode]] = ("", -1, [])
         self.ready = False
 
     @property
@@ -492,11 +494,14 @@ class MemoryService:
                 state = await self.contexts().tree(req.work_id)
             if not state.exists:
                 raise NotFoundError("no work item context with this id in this project", field="work_id")
-            nodes = [
-                n
-                for n in (state.latest(f) for f in state.newest_first())
-                if n.text and readable(n, agent_id=self.agent_id, user_id=self.identity.user_id)
-            ]
+            tree, size, nodes = self._work_nodes
+            if tree != req.work_id or size != state.size:
+                nodes = [
+                    n
+                    for n in (state.latest(f) for f in state.newest_first())
+                    if n.text and readable(n, agent_id=self.agent_id, user_id=self.identity.user_id)
+                ]
+                self._work_nodes = (req.work_id, state.size, nodes)
         else:
             nodes = []
         counter = tokens.counter() if tokens.loaded() else await asyncio.to_thread(tokens.counter)
@@ -562,16 +567,6 @@ class MemoryService:
                     counted = self._node_tokens[key] = counter.count(line("work", node.kind, node.text or ""))
                 yield Candidate("work", node.id, node.kind, node.text or "", counted)
 
-        def held(
-            scopes: Iterable[Scope], owned: Callable[[str], bool], categories: Iterable[Category]
-        ) -> int:
-            wanted_scopes, wanted = set(scopes), set(categories)
-            return sum(
-                n
-                for (scope, owner, category), n in self.index.counts().items()
-                if scope in wanted_scopes and category in wanted and owned(owner)
-            )
-
         def mine(owner: str) -> bool:
             return owner == me
 
@@ -582,22 +577,35 @@ class MemoryService:
             return owner != me
 
         shared = sorted(SHARED_CATEGORIES)
+        held = self._held(me, chain)
         return {
-            "core": (
-                memories("core", personal, [Category.CORE], mine),
-                held(personal, mine, [Category.CORE]),
-            ),
+            "core": (memories("core", personal, [Category.CORE], mine), held["core"]),
             "work": (work(), len(nodes)),
-            "own": (memories("own", tuple(Scope), others, mine), held(tuple(Scope), mine, others)),
-            "inherited": (
-                memories("inherited", [Scope.PRIVATE], others, inherited),
-                held([Scope.PRIVATE], inherited, others),
-            ),
-            "team": (
-                memories("team", [Scope.TEAM], shared, others_than_me),
-                held([Scope.TEAM], others_than_me, shared),
-            ),
+            "own": (memories("own", tuple(Scope), others, mine), held["own"]),
+            "inherited": (memories("inherited", [Scope.PRIVATE], others, inherited), held["inherited"]),
+            "team": (memories("team", [Scope.TEAM], shared, others_than_me), held["team"]),
         }
+
+    def _held(self, me: str, chain: set[str]) -> dict[str, int]:
+        """How many memories each layer holds: one pass over the index's counters, kept
+        until the index changes."""
+        if self._held_at[0] == self.index.version:
+            return self._held_at[1]
+        held = {"core": 0, "own": 0, "inherited": 0, "team": 0}
+        for (scope, owner, category), n in self.index.counts().items():
+            if owner == me:
+                if category is Category.CORE:
+                    if scope in (Scope.PRIVATE, Scope.PERSONAL):
+                        held["core"] += n
+                else:
+                    held["own"] += n
+            elif scope is Scope.TEAM:
+                if category in SHARED_CATEGORIES:
+                    held["team"] += n
+            elif scope is Scope.PRIVATE and owner in chain and category is not Category.CORE:
+                held["inherited"] += n
+        self._held_at = (self.index.version, held)
+        return held
 
     async def share_learning(self, req: ShareLearningInput) -> ShareResult:
         self._require_ready()

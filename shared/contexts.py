@@ -352,6 +352,8 @@ class TreeState:
     """The whole visible tree's structure, once read, kept current as nodes are appended
     (an append inserts one row instead of the next read rebuilding 10,000)."""
     shape_ids: list[str] = field(default_factory=list)
+    up: dict[str, str | None] = field(default_factory=dict)
+    """Original id -> its parent's original id (paths walk this)."""
     max_seq: int = 0
     _hidden: tuple[int, frozenset[str]] = (-1, frozenset())
     info: dict[str, _Info] = field(default_factory=dict)
@@ -392,25 +394,30 @@ class TreeState:
         self.size += 1
         self.max_seq = max(self.max_seq, seq)
         if node.target is not None:
-            self.tombstones.setdefault(self.origin[node.target], node.id)
-            self.shape = None
+            hidden = self.origin[node.target]
+            if hidden not in self.tombstones:
+                self.tombstones[hidden] = node.id
+                if self.shape is not None:
+                    self._cut_shape(hidden)
             return
         if node.supersedes is not None:
             first = self.origin[node.supersedes]
             self.origin[node.id] = first
             self.current[first] = node.id
             self._note(first, node)
-            self.shape = None
+            if self.shape is not None:
+                self._renew_shape_row(first)
             return
         self.origin[node.id] = node.id
         self.current[node.id] = node.id
         self.order.append(node.id)
+        parent = None if node.parent_id is None else self.origin[node.parent_id]
+        self.up[node.id] = parent
         self._note(node.id, node)
-        if node.parent_id is None:
+        if parent is None:
             if self.root is None:
                 self.root = node.id
             return
-        parent = self.origin[node.parent_id]
         self.children.setdefault(parent, []).append(node.id)
         if self.shape is not None:
             self._grow_shape(parent, node.id)
@@ -435,6 +442,35 @@ class TreeState:
         shape[at_parent] = above._replace(children=above.children + 1)
         shape.insert(at_last + 1, new_ref((*self.info[first], above.depth + 1, 0)))
         ids.insert(at_last + 1, first)
+
+    def _renew_shape_row(self, first: str) -> None:
+        """A node was updated: its row shows the newest version (same place, same children)."""
+        assert self.shape is not None
+        try:
+            at = self.shape_ids.index(first)
+        except ValueError:
+            return  # hidden: not in the structure
+        row = self.shape[at]
+        self.shape[at] = new_ref((*self.info[first], row.depth, row.children))
+
+    def _cut_shape(self, first: str) -> None:
+        """A node was tombstoned: its rows and its subtree's leave the structure."""
+        shape, ids = self.shape, self.shape_ids
+        assert shape is not None
+        try:
+            at = ids.index(first)
+        except ValueError:
+            return  # hidden already
+        depth = shape[at].depth
+        end = at + 1
+        while end < len(shape) and shape[end].depth > depth:
+            end += 1
+        del shape[at:end]
+        del ids[at:end]
+        parent = self.parent_of(first)
+        if parent is not None and parent in ids:
+            above = ids.index(parent)
+            shape[above] = shape[above]._replace(children=shape[above].children - 1)
 
     def hidden_set(self) -> frozenset[str]:
         """Every node a tombstone hides (computed once per change of the tree)."""
@@ -493,8 +529,7 @@ class TreeState:
         return self.nodes[self.current[first]]
 
     def parent_of(self, first: str) -> str | None:
-        parent = self.nodes[first].parent_id
-        return None if parent is None else self.origin[parent]
+        return self.up[first]
 
     def hidden(self, first: str) -> bool:
         """Whether a tombstone hides this node (on it or on an ancestor)."""
@@ -518,16 +553,17 @@ class TreeState:
         first = self.find(node_id)
         chain: list[str] = []
         at: str | None = first
-        hidden = False
+        up, tombs = self.up, self.tombstones
         while at is not None:
             chain.append(at)
-            hidden = hidden or at in self.tombstones
-            at = self.parent_of(at)
+            at = up[at]
+        hidden = bool(tombs) and any(n in tombs for n in chain)
         if hidden and not include_hidden:
             raise ContextNotFound(
                 "is in a tombstoned subtree (pass include_hidden to see it)", field="node_id"
             )
-        return [self.latest(n) for n in reversed(chain)]
+        nodes, current = self.nodes, self.current
+        return [nodes[current[n]] for n in reversed(chain)]
 
     def ref(self, first: str, depth: int) -> NodeRef:
         return NodeRef(*self.info[first], depth, len(self.children.get(first, ())))

@@ -2,8 +2,8 @@
 subtree against its size, and the budgeted context build.
 
 Structure is measured after another process appended a node (the kept shape grows by one
-row), after an update (the shape is rebuilt) and on an unchanged tree. Reads are measured
-the way Warp and Weft serve them: through ``ContextStore.tree()`` (one
+row), after an update (one row replaced), on an unchanged tree, and built whole (a cold
+copy). Reads are measured the way Warp and Weft serve them: through ``ContextStore.tree()`` (one
 batched direct get from the copy's last sequence: nothing new comes back when nothing
 changed) and then the in-memory read. Raw nats-py baselines in the same run: one direct get
 of the tree's newest node (the round trip every read pays) and reading every node of the
@@ -249,10 +249,10 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             )
             biggest = tree
 
-        rebuilt: list[float] = []
+        updated: list[float] = []
         state = await store.tree(biggest)
         for i in range(ctx.iterations(50, 5) + 2):
-            # an update (a node superseding another) makes the next read rebuild the whole shape
+            # an update (a node superseding another): its row in the kept shape is replaced
             target = state.latest(rng.choice(state.order))
             update = ContextNode(
                 tree_id=biggest, parent_id=target.parent_id, supersedes=target.id, author=AUTHOR, text="v2"
@@ -264,11 +264,11 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             state = await store.tree(biggest)
             structure(state, limit=10_000)
             if i >= 2:
-                rebuilt.append((time.perf_counter() - started) * 1000)
+                updated.append((time.perf_counter() - started) * 1000)
         results.append(
             summarize(
-                "context structure, rebuilt after an update @10,000 nodes",
-                rebuilt,
+                "context structure, after an update @10,000 nodes",
+                updated,
                 baseline="context raw: direct get of a tree's newest node",
             )
         )

@@ -13,7 +13,7 @@ from nats.aio.client import Client as NatsClient
 from pattern_helpers import make_identity, sub_identity
 from pydantic import ValidationError
 
-from pattern.build import DEFAULT_SHARES, OVER_ALLOWANCE, Candidate, build, line
+from pattern.build import DEFAULT_SHARES, OVER_BUDGET, Candidate, build, line
 from pattern.errors import AccessDeniedError, NotFoundError
 from pattern.inputs import (
     BuildContextInput,
@@ -59,6 +59,26 @@ def test_a_tampered_vocabulary_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
         tokens.load()
 
 
+def test_a_built_text_counts_as_the_sum_of_its_lines() -> None:
+    """Lines fold whitespace and end in a newline, so no token spans two of them: the build
+    counts each item once (cached) and the whole text's count is their sum."""
+    import random
+
+    counter = tokens.counter()
+    rng = random.Random(3)
+    alphabet = list("abc xyz 123 \t\n  ÄÖü 漢字 😀 ,.;:!?-_()[]{}'\"\\/ ")
+    for _ in range(500):
+        lines = [
+            line(
+                rng.choice(["own", "work"]),
+                "note",
+                "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80))),
+            )
+            for _ in range(rng.randint(1, 8))
+        ]
+        assert counter.count("".join(lines)) == sum(counter.count(x) for x in lines)
+
+
 def candidates(layer: str, texts: list[str], counter: tokens.TokenCounter) -> list[Candidate]:
     return [
         Candidate(layer, f"{layer}-{i}", "note", t, counter.count(line(layer, "note", t)))
@@ -87,7 +107,7 @@ def test_policy_allots_shares_passes_unused_on_and_removes_duplicates() -> None:
     assert {"team-1"} <= {i.id for i in built.items}
     dup = [o for o in built.omitted if o.id == "team-0"]
     assert dup and dup[0].reason == "duplicate of core-0"
-    assert any(o.reason == OVER_ALLOWANCE or "budget" in o.reason for o in built.omitted if o.layer == "own")
+    assert any(o.reason == OVER_BUDGET for o in built.omitted if o.layer == "own")
     assert built.omitted_total == layers["own"].omitted + layers["team"].omitted
     assert layers["own"].items + layers["own"].omitted == 40
 
