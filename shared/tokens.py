@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 from typing import Any, Final
 
+from shared.errors import Unavailable
+
 VOCABULARY: Final = "cl100k_base"
 VOCABULARY_SHA256: Final = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 """The SHA-256 OpenAI publishes for cl100k_base.tiktoken (also what tiktoken checks)."""
@@ -28,7 +30,7 @@ _SPLIT: Final = (
 """cl100k_base's pre-tokenisation pattern: part of the vocabulary's definition."""
 
 
-class TokenizerUnavailable(RuntimeError):
+class TokenizerUnavailable(Unavailable, RuntimeError):
     """The vocabulary is missing or not the one expected (a broken install)."""
 
 
