@@ -64,6 +64,16 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             raise tree_missing()
         return state
 
+    def own_node(svc: Services, state: TreeState, node_id: str, doing: str) -> ContextNode:
+        """The node, if this agent wrote it: an agent changes only its own nodes (Weft, the
+        operator's view, may change any)."""
+        from shared.errors import Forbidden
+
+        first = state.find(node_id)
+        if state.nodes[first].author != svc.agent_id:
+            raise Forbidden(f"only its author may {doing} it", field="node_id")
+        return state.latest(first)
+
     def shown(svc: Services, nodes: list[ContextNode]) -> tuple[list[ContextNode], list[str]]:
         from shared.contexts import readable
 
@@ -135,10 +145,11 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         handle: Annotated[ContextHandle | None, Field(description="Where the content lives")] = None,
         metadata: Metadata | None = None,
     ) -> Annotated[CallToolResult, ContextNodeOut]:
-        """Update a node: a new node supersedes it in place (children stay); the old one stays stored."""
+        """Update a node you wrote: a new node supersedes it in place (children stay); the old one
+        stays stored."""
         svc = await rt.services()
         state = await readable_tree(svc, tree_id)
-        newest = state.latest(state.find(node_id))
+        newest = own_node(svc, state, node_id, "update")
         given = node_input(
             parent_id=newest.parent_id or "0" * 32,
             text=text if text is not None else newest.text,
@@ -158,9 +169,9 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         node_id: NodeId,
         reason: Annotated[str, Field(max_length=2000)] = "",
     ) -> Annotated[CallToolResult, ContextNodeOut]:
-        """Hide a node and its subtree from reads (the history stays stored)."""
+        """Hide a node you wrote and its subtree from reads (the history stays stored)."""
         svc = await rt.services()
-        await readable_tree(svc, tree_id)
+        own_node(svc, await readable_tree(svc, tree_id), node_id, "tombstone")
         node = await svc.contexts.tombstone(
             tree_id, node_id, author=svc.agent_id, author_user=svc.identity.user_id, reason=reason
         )
