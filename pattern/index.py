@@ -51,6 +51,8 @@ class Entry:
     sort_key: SortKey
     text: str
     """Lower-cased content and tags, for case-insensitive search."""
+    tokens: int = -1
+    """Tokens of the memory's line in a built context (counted once, when first needed)."""
 
 
 def _sort_key(record: MemoryRecord, uid: str) -> SortKey:
@@ -99,6 +101,8 @@ class MemoryIndex:
         self._expired_keys: set[str] = set()
         self._expired_counts: Counter[tuple[Scope, str, Category]] = Counter()
         self._bulk = False
+        self.version = 0
+        """Moves on with every change (what a reader may cache its derived figures against)."""
 
     # -- loading ----------------------------------------------------------------
     def begin_bulk(self) -> None:
@@ -148,6 +152,7 @@ class MemoryIndex:
         for tag in record.tags:
             self._tags.setdefault(tag, set()).add(uid)
         self._counts[(parts.scope, parts.owner, parts.category)] += 1
+        self.version += 1
         if record.expires_at is not None:
             heapq.heappush(self._expiry, (record.expires_at.timestamp(), uid, revision))
         return True
@@ -168,6 +173,7 @@ class MemoryIndex:
         entry = self._entries.pop(uid, None)
         if entry is None:
             return None
+        self.version += 1
         ids = self._by_id.get(entry.record.id)
         if ids is not None:
             ids.discard(uid)

@@ -304,3 +304,33 @@ class ForgetBulkInput(InputModel):
 
 class HealthInput(InputModel):
     pass
+
+
+BUILD_LAYERS = ("core", "work", "own", "inherited", "team")
+
+
+class BuildContextInput(InputModel):
+    budget_tokens: int = Field(
+        default=4000, ge=64, le=200_000, description="Tokens the built context may take (64-200,000)."
+    )
+    work_id: str | None = Field(
+        default=None,
+        pattern=MEMORY_ID_PATTERN,
+        description="A work item (32 hex): its context tree (attempts, notes, failures) is a layer.",
+    )
+    shares: dict[Literal["core", "work", "own", "inherited", "team"], float] | None = Field(
+        default=None,
+        description="Share of the budget per layer (fractions adding up to 1); default core 0.15, "
+        "work 0.35, own 0.20, inherited 0.15, team 0.15.",
+    )
+
+    @field_validator("shares")
+    @classmethod
+    def _shares(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is None:
+            return v
+        if any(not 0 <= share <= 1 for share in v.values()):
+            raise ValueError("each share must be between 0 and 1")
+        if abs(sum(v.values()) - 1) > 0.001:
+            raise ValueError("the shares must add up to 1")
+        return v

@@ -255,3 +255,53 @@ class HealthResult(BaseModel):
                 f"temporary TTL {self.temporary_ttl_s}s; secret scan {self.secret_scan}"
             )
         return "\n".join(lines)
+
+
+class BuiltItem(BaseModel):
+    layer: str
+    id: str = Field(description="The memory id, or the context node id for the work layer")
+    kind: str = Field(description="The memory's category, or the node's kind")
+    tokens: int
+    text: str
+
+
+class LayerUse(BaseModel):
+    layer: str
+    share: float = Field(description="Its share of the budget after layers with nothing were left out")
+    allotted: int
+    used: int
+    items: int
+    considered: int
+    omitted: int
+    available: int
+
+
+class OmittedItem(BaseModel):
+    layer: str
+    id: str
+    reason: str
+
+
+class BuildContextResult(BaseModel):
+    counter: str = Field(description="The tokenizer that counted")
+    budget_tokens: int
+    used_tokens: int = Field(description="Tokens of `context`, counted whole")
+    context: str = Field(description="What to load: one line per item, highest priority layer first")
+    items: list[BuiltItem]
+    layers: list[LayerUse] = Field(description="The policy as applied: allowance and use per layer")
+    omitted: list[OmittedItem] = Field(description=f"The first {50} items left out and why")
+    omitted_total: int = Field(description="Everything left out, including items no layer reached")
+
+    def text(self) -> str:
+        head = (
+            f"Context: {self.used_tokens} of {self.budget_tokens} tokens ({self.counter}), "
+            f"{len(self.items)} items, {self.omitted_total} left out."
+        )
+        uses = ", ".join(f"{u.layer} {u.used}/{u.allotted} ({u.items})" for u in self.layers if u.available)
+        reasons: dict[str, int] = {}
+        for item in self.omitted:
+            reasons[item.reason] = reasons.get(item.reason, 0) + 1
+        why = "; ".join(f"{n} {reason}" for reason, n in reasons.items())
+        return "\n".join(
+            part for part in (head, f"Layers: {uses}" if uses else "", why, self.context) if part
+        )

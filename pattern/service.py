@@ -12,7 +12,7 @@ import asyncio
 import logging
 import math
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
@@ -24,6 +24,7 @@ from nats.js import JetStreamContext
 from pattern import transfer
 from pattern.access import Viewer
 from pattern.buckets import ensure_bucket, server_supports_ttl
+from pattern.build import DEFAULT_SHARES, Candidate, build, line
 from pattern.config import PatternConfig, SecretScanMode
 from pattern.errors import (
     AccessDeniedError,
@@ -40,6 +41,7 @@ from pattern.errors import (
 from pattern.index import Entry, MemoryIndex
 from pattern.inputs import (
     MAX_TAGS,
+    BuildContextInput,
     CleanupInput,
     CommitInsightInput,
     CoreMemoryInput,
@@ -58,6 +60,8 @@ from pattern.keys import BucketNames, memory_key, owner_filter, scope_filter
 from pattern.models import EXPIRING, SHARED_CATEGORIES, Category, MemoryRecord, Scope, new_id, utcnow
 from pattern.recall import recall
 from pattern.results import (
+    BuildContextResult,
+    BuiltItem,
     BulkForgetItem,
     BulkForgetResult,
     BulkRememberItem,
@@ -69,16 +73,23 @@ from pattern.results import (
     HealthIdentity,
     HealthResult,
     ImportResult,
+    LayerUse,
     MemoryView,
+    OmittedItem,
     RecallResult,
     RememberResult,
     ShareResult,
 )
 from pattern.secretscan import scan
 from pattern.watch import BucketWatch
+from shared import tokens
+from shared.contexts import ContextNode
+from shared.contextstore import ContextStore
 from shared.identity import Identity
-from shared.names import kv_stream, kv_subject
+from shared.lineage import ancestors, record_lineage
+from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.redact import redact
+from shared.tokens import TokenCounter
 
 log = logging.getLogger("loom.pattern")
 
@@ -109,6 +120,10 @@ class MemoryService:
         self._watches: list[BucketWatch] = []
         self._ttl_buckets: set[str] = set()
         self._write_lock = asyncio.Lock()
+        self._contexts: ContextStore | None = None
+        self._node_tokens: dict[tuple[str, str], int] = {}
+        self._held_at: tuple[int, dict[str, int]] = (-1, {})
+        self._work_nodes: tuple[str, int, list[ContextNode]] = ("", -1, [])
         self.ready = False
 
     @property
@@ -142,7 +157,11 @@ class MemoryService:
                     self._ttl_buckets.add(bucket)
             filters = [(self.buckets.project, owner_filter(Scope.PRIVATE, self.agent_id))]
             if self.identity.parent_id:
-                filters.append((self.buckets.project, owner_filter(Scope.PRIVATE, self.identity.parent_id)))
+                names = ProjectNames(self.identity.project_id)
+                await record_lineage(self._js, names, self.identity)
+                self.viewer = Viewer.of(self.identity, await ancestors(self._js, names, self.identity))
+                for ancestor in self.viewer.ancestors:  # read-only: a child never writes there
+                    filters.append((self.buckets.project, owner_filter(Scope.PRIVATE, ancestor)))
             filters += [
                 (self.buckets.project, scope_filter(Scope.TEAM)),
                 (self.buckets.user, scope_filter(Scope.PERSONAL)),
@@ -464,6 +483,129 @@ class MemoryService:
         if not self._nc.is_connected:
             raise UnavailableError(f"NATS is not connected ({self.nats_url or 'server'}); try again shortly")
         return recall(self.index, self.viewer, req, self.now(), self.config.limits.summary_bytes)
+
+    async def build_context(self, req: BuildContextInput) -> BuildContextResult:
+        """The context to load for a task within a token budget (``pattern/build.py``)."""
+        self._require_ready()
+        if req.work_id is not None:
+            from shared.contexts import readable
+
+            async with self._nats("reading the work item's context"):
+                state = await self.contexts().tree(req.work_id)
+            if not state.exists:
+                raise NotFoundError("no work item context with this id in this project", field="work_id")
+            tree, size, nodes = self._work_nodes
+            if tree != req.work_id or size != state.size:
+                nodes = [
+                    n
+                    for n in (state.latest(f) for f in state.newest_first())
+                    if n.text and readable(n, agent_id=self.agent_id, user_id=self.identity.user_id)
+                ]
+                self._work_nodes = (req.work_id, state.size, nodes)
+        else:
+            nodes = []
+        counter = tokens.counter() if tokens.loaded() else await asyncio.to_thread(tokens.counter)
+        now = self.now()
+        self.index.expire(now)
+        shares: dict[str, float] = dict(DEFAULT_SHARES)
+        if req.shares is not None:
+            shares = {layer: share for layer, share in req.shares.items()}
+        built = build(req.budget_tokens, shares, self._layers(nodes, counter, now), counter)
+        return BuildContextResult(
+            counter=built.counter,
+            budget_tokens=built.budget,
+            used_tokens=built.used,
+            context=built.text,
+            items=[
+                BuiltItem(layer=c.layer, id=c.id, kind=c.kind, tokens=c.tokens, text=c.text)
+                for c in built.items
+            ],
+            layers=[
+                LayerUse(layer=u.name, **{k: v for k, v in vars(u).items() if k != "name"})
+                for u in built.layers
+            ],
+            omitted=[OmittedItem(layer=o.layer, id=o.id, reason=o.reason) for o in built.omitted],
+            omitted_total=built.omitted_total,
+        )
+
+    def contexts(self) -> ContextStore:
+        """The project's context trees (the work layer of a build)."""
+        if self._contexts is None:
+            self._contexts = ContextStore(self._nc, ProjectNames(self.identity.project_id), js=self._js)
+        return self._contexts
+
+    def _layers(
+        self, nodes: list[ContextNode], counter: TokenCounter, now: datetime
+    ) -> dict[str, tuple[Iterator[Candidate], int]]:
+        """Each layer's candidates (lazily, in order) and how many it holds."""
+        me, chain = self.agent_id, set(self.viewer.ancestors)
+        personal = (Scope.PRIVATE, Scope.PERSONAL)
+        others = [c for c in Category if c is not Category.CORE]
+
+        def memories(
+            layer: str, scopes: Iterable[Scope], categories: Iterable[Category], owned: Callable[[str], bool]
+        ) -> Iterator[Candidate]:
+            for entry in self.index.walk(scopes, categories):
+                if (
+                    not owned(entry.parts.owner)
+                    or entry.record.is_expired(now)
+                    or not self.viewer.can_read(entry.parts)
+                ):
+                    continue
+                record = entry.record
+                if entry.tokens < 0:
+                    entry.tokens = counter.count(line(layer, record.category.value, record.content))
+                yield Candidate(
+                    layer, record.id, record.category.value, record.content, entry.tokens, record.source_id
+                )
+
+        def work() -> Iterator[Candidate]:
+            for node in nodes:
+                key = (node.id, node.kind)
+                counted = self._node_tokens.get(key)
+                if counted is None:
+                    counted = self._node_tokens[key] = counter.count(line("work", node.kind, node.text or ""))
+                yield Candidate("work", node.id, node.kind, node.text or "", counted)
+
+        def mine(owner: str) -> bool:
+            return owner == me
+
+        def inherited(owner: str) -> bool:
+            return owner in chain
+
+        def others_than_me(owner: str) -> bool:
+            return owner != me
+
+        shared = sorted(SHARED_CATEGORIES)
+        held = self._held(me, chain)
+        return {
+            "core": (memories("core", personal, [Category.CORE], mine), held["core"]),
+            "work": (work(), len(nodes)),
+            "own": (memories("own", tuple(Scope), others, mine), held["own"]),
+            "inherited": (memories("inherited", [Scope.PRIVATE], others, inherited), held["inherited"]),
+            "team": (memories("team", [Scope.TEAM], shared, others_than_me), held["team"]),
+        }
+
+    def _held(self, me: str, chain: set[str]) -> dict[str, int]:
+        """How many memories each layer holds: one pass over the index's counters, kept
+        until the index changes."""
+        if self._held_at[0] == self.index.version:
+            return self._held_at[1]
+        held = {"core": 0, "own": 0, "inherited": 0, "team": 0}
+        for (scope, owner, category), n in self.index.counts().items():
+            if owner == me:
+                if category is Category.CORE:
+                    if scope in (Scope.PRIVATE, Scope.PERSONAL):
+                        held["core"] += n
+                else:
+                    held["own"] += n
+            elif scope is Scope.TEAM:
+                if category in SHARED_CATEGORIES:
+                    held["team"] += n
+            elif scope is Scope.PRIVATE and owner in chain and category is not Category.CORE:
+                held["inherited"] += n
+        self._held_at = (self.index.version, held)
+        return held
 
     async def share_learning(self, req: ShareLearningInput) -> ShareResult:
         self._require_ready()

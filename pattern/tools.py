@@ -188,6 +188,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         destructive=True,
     ),
     ToolSpec(
+        "pattern_build_context",
+        "Build context",
+        "The context to load for a task, within a token budget: your core memories, the work item's "
+        "context tree (earlier attempts, notes, failures), your other memories, your parent chain's "
+        "(sub-agents) and the team's decisions and learnings, each layer allotted a share of the budget, "
+        "duplicates removed, with what was left out and why. Counted with a real tokenizer (named).",
+        i.BuildContextInput,
+        r.BuildContextResult,
+        lambda s, q: s.build_context(q),
+        read_only=True,
+    ),
+    ToolSpec(
         "pattern_health",
         "Memory health",
         "Connection state, identity, buckets, index size, TTL mode and limits. Answers even while NATS is "
@@ -313,7 +325,7 @@ def register_pattern_tools(
     *,
     health: HealthFallback | None = None,
 ) -> list[str]:
-    """Add the 14 ``pattern_*`` tools to ``server``; returns their names.
+    """Add the 15 ``pattern_*`` tools to ``server``; returns their names.
 
     ``get_service`` is called on every tool call and must return a started
     :class:`MemoryService` or raise :class:`UnavailableError` saying why

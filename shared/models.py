@@ -646,6 +646,12 @@ class Event(LoomModel):
 
 # -- channel messages and direct messages --------------------------------------
 
+CHANNEL_HDR_SCOPE = "Loom-Scope"
+CHANNEL_HDR_SENDER = "Loom-Sender"
+CHANNEL_HDR_USER = "Loom-Sender-User"
+"""Headers of a channel message: who sent it with which scope, so reads filter without
+decoding bodies."""
+
 
 class ChannelMessage(LoomModel):
     channel: str
@@ -655,6 +661,9 @@ class ChannelMessage(LoomModel):
     scope: Scope = Scope.TEAM
     sent_at: datetime = Field(default_factory=utcnow)
     metadata: dict[str, str] = Field(default_factory=dict)
+    reply_to: int | None = None
+    """The sequence of the message (same channel) this one answers; its thread is ``thread_id``."""
+    thread_id: str | None = None
 
 
 class DirectMessage(LoomModel):
@@ -666,6 +675,9 @@ class DirectMessage(LoomModel):
     body: str = Field(max_length=64_000)
     sent_at: datetime = Field(default_factory=utcnow)
     metadata: dict[str, str] = Field(default_factory=dict)
+    reply_to: str | None = None
+    """The id of the direct message this one answers; its thread is ``thread_id``."""
+    thread_id: str | None = None
 
 
 class ControlRequest(LoomModel):

@@ -21,6 +21,7 @@ HANDLE_RULE: Final = "lowercase letters, digits and '-', 1-64 characters"
 TOKEN_RULE: Final = "lowercase letters, digits, '-' and '_', starting with a letter or digit, 1-64 characters"
 USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
 WORK_ID_RULE: Final = "exactly 32 lowercase hex characters (a work item id)"
+ID_RULE: Final = "exactly 32 lowercase hex characters"
 
 PROJECT_ID_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,62}"
 AGENT_ID_PATTERN: Final = r"[0-9a-f]{32}"
@@ -98,6 +99,11 @@ def is_work_id(value: object) -> bool:
 
 def validate_user_id(value: object, field: str = "user_id") -> str:
     return _check(_USER_ID, value, field, USER_ID_RULE)
+
+
+def validate_id(value: object, field: str) -> str:
+    """A 32-hex id that is not an agent id: a context tree or node id."""
+    return _check(_AGENT_ID, value, field, ID_RULE)
 
 
 def validate_handle(value: object, field: str = "handle") -> str:
@@ -289,6 +295,37 @@ class ProjectNames:
     @property
     def memory_bucket(self) -> str:
         return f"loom-{self._p}-memory"
+
+    # -- context trees (docs/context.md) ---------------------------------------
+    @property
+    def context_stream(self) -> str:
+        """Every context tree of the project: one subject per tree, one message per node."""
+        return f"LOOM-{self._p}-CTX"
+
+    @property
+    def context_subjects(self) -> str:
+        return f"{self._root}.ctx.>"
+
+    def context_subject(self, tree_id: str) -> str:
+        return f"{self._root}.ctx.{validate_id(tree_id, 'tree_id')}"
+
+    def parse_context_subject(self, subject: str) -> str | None:
+        """The tree id of a context subject of this project, or None."""
+        prefix = f"{self._root}.ctx."
+        tail = subject[len(prefix) :] if subject.startswith(prefix) else ""
+        return tail if _AGENT_ID.fullmatch(tail) else None
+
+    @property
+    def contexts_bucket(self) -> str:
+        """Listing index of the project's trees (threads, created trees); the trees
+        themselves live in :attr:`context_stream`."""
+        return f"loom-{self._p}-contexts"
+
+    @property
+    def lineage_bucket(self) -> str:
+        """Sub-agent -> parent records (key: the sub-agent's id), so a sub-agent of a
+        sub-agent can find its whole parent chain (each link checked by derivation)."""
+        return f"loom-{self._p}-lineage"
 
     # -- events ---------------------------------------------------------------
     @property

@@ -50,6 +50,7 @@ from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
+from shared.contextstore import ContextStore
 from shared.errors import Conflict, Forbidden, LoomError, NotFound
 from shared.events import ensure_events_stream, publish_event
 from shared.jsraw import JetStreamReplyError, consumer_next
@@ -80,6 +81,7 @@ from shared.models import (
 from shared.names import ProjectNames, validate_agent_id, validate_capability, validate_work_id
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
+from shared.workcontext import work_nodes
 from shared.workgraph import (
     DEAD_ENDS,
     PlanStep,
@@ -854,10 +856,13 @@ class WorkQueue:
         *,
         js: JetStreamContext | None = None,
         ack_wait_s: float | None = None,
+        record_context: bool = True,
     ) -> None:
         self._nc = nc
         self._js = js or nc.jetstream()
         self.names = names
+        self.contexts = ContextStore(nc, names, js=self._js) if record_context else None
+        """Each item's context tree (docs/context.md); every transition appends to it."""
         self.ack_wait_s = ack_wait_s if ack_wait_s is not None else default_ack_wait()
         self._kv: KeyValue | None = None
         self._config_kv: KeyValue | None = None
@@ -899,6 +904,8 @@ class WorkQueue:
             await ensure_events_stream(self._js, self.names)
             self._kv = await ensure_kv(self._js, self.names.work_records_bucket, description="Loom work")
             self._config_kv = await config_bucket(self._js, self.names)
+            if self.contexts is not None:
+                await self.contexts.ensure()
             self._ensured = True
 
     async def records_bucket(self) -> KeyValue:
@@ -1016,10 +1023,17 @@ class WorkQueue:
         retry something that happened (claim it twice, resubmit it)."""
         data: dict[str, Any] = {"item": item.model_dump(mode="json")}
         data.update(extra)
-        try:
-            await publish_event(self._js, self.names, "work", action, item.id, data)
-        except Exception as exc:
-            log.warning("work %s: %s, but its event was not published: %s", item.id, action, exc)
+        # The transition's context nodes go out with its event (one round trip).
+        nodes = work_nodes(action, item, extra) if self.contexts is not None else []
+        published, *recorded = await asyncio.gather(
+            publish_event(self._js, self.names, "work", action, item.id, data),
+            *(self.contexts.publish(node) for node in nodes if self.contexts is not None),
+            return_exceptions=True,
+        )
+        if isinstance(published, Exception):
+            log.warning("work %s: %s, but its event was not published: %s", item.id, action, published)
+        if any(isinstance(outcome, Exception) for outcome in recorded):
+            log.warning("work %s: %s, but its context was not recorded", item.id, action)
 
     # -- submit -----------------------------------------------------------------
     async def submit(
@@ -1677,8 +1691,15 @@ class WorkQueue:
 
     # -- retention ---------------------------------------------------------------
     async def forget(self, work_id: str, *, revision: int) -> bool:
-        """Delete a finished record, unless it changed since ``revision`` (a retry, say)."""
-        return await delete_unchanged(await self.records_bucket(), work_id, revision)
+        """Delete a finished record, unless it changed since ``revision`` (a retry, say);
+        its context tree goes with it."""
+        deleted = await delete_unchanged(await self.records_bucket(), work_id, revision)
+        if deleted and self.contexts is not None:
+            try:
+                await self.contexts.purge(work_id)
+            except Exception as exc:
+                log.warning("work %s: record deleted, but its context tree was not: %s", work_id, exc)
+        return deleted
 
     # -- dead-letter queue --------------------------------------------------------
     async def dlq_list(

@@ -128,6 +128,7 @@ def _register() -> None:
     from shuttle.commands import (
         agents,
         config_cmd,
+        context,
         dlq,
         fleet,
         projects,
@@ -150,6 +151,7 @@ def _register() -> None:
     spinup.register(app)
     app.add_typer(dlq.app, name="dlq")
     questions.register(app)
+    app.add_typer(context.app, name="context")
     stats.register(app)
     projects.register(app)
     app.add_typer(config_cmd.app, name="config")

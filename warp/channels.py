@@ -21,15 +21,15 @@ from pydantic import ValidationError
 
 from shared.jsraw import direct_get_batch
 from shared.jsutil import ensure_stream
-from shared.models import ChannelMessage, Scope
+from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, ChannelMessage, Scope
 from shared.names import ProjectNames, validate_channel
 from shared.paging import CursorError, decode_cursor, encode_cursor
 from warp.config import ChannelSpec, ConfigLoader
 from warp.errors import NotFound, WarpError
 
-HDR_SCOPE = "Loom-Scope"
-HDR_SENDER = "Loom-Sender"
-HDR_USER = "Loom-Sender-User"
+HDR_SCOPE = CHANNEL_HDR_SCOPE
+HDR_SENDER = CHANNEL_HDR_SENDER
+HDR_USER = CHANNEL_HDR_USER
 MAX_READ = 200
 _SCAN_ROUNDS = 10
 
@@ -137,6 +137,8 @@ class ChannelService:
         sender_user: str,
         scope: Scope = Scope.TEAM,
         metadata: dict[str, str] | None = None,
+        reply_to: int | None = None,
+        thread_id: str | None = None,
     ) -> ReadMessage:
         await self.ensure(channel)
         message = ChannelMessage(
@@ -146,6 +148,8 @@ class ChannelService:
             body=body,
             scope=scope,
             metadata=metadata or {},
+            reply_to=reply_to,
+            thread_id=thread_id,
         )
         ack = await self._js.publish(
             self.names.channel_subject(channel),

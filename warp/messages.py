@@ -17,6 +17,7 @@ waits in the stream until that agent reads.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from nats.aio.client import Client as NatsClient
@@ -40,6 +41,9 @@ MAX_READ = 100
 SCAN_LIMIT = 2_000
 CATCH_UP_S = 0.1
 _BATCH = 256
+REMEMBERED = 1000
+"""Messages this process sent or read lately, kept so a reply can find the thread of the
+message it answers or start one with it (the inbox forgets a message once it is read)."""
 
 
 @dataclass
@@ -78,6 +82,18 @@ class InboxService:
         self._timeout = timeout
         self._stream_ready = False
         self._consumers: set[str] = set()
+        self._read: OrderedDict[str, DirectMessage] = OrderedDict()
+
+    def remembered(self, message_id: str) -> DirectMessage | None:
+        """A message this process read lately (for replies), or None."""
+        return self._read.get(message_id)
+
+    def _remember(self, messages: list[InboxMessage]) -> None:
+        for kept in messages:
+            self._read[kept.message.id] = kept.message
+            self._read.move_to_end(kept.message.id)
+        while len(self._read) > REMEMBERED:
+            self._read.popitem(last=False)
 
     def forget(self) -> None:
         self._stream_ready = False
@@ -135,6 +151,8 @@ class InboxService:
         body: str,
         message_type: str = "text",
         metadata: dict[str, str] | None = None,
+        reply_to: str | None = None,
+        thread_id: str | None = None,
     ) -> InboxMessage:
         validate_agent_id(recipient_id, "recipient_id")
         await self.ensure_stream()
@@ -145,6 +163,8 @@ class InboxService:
             message_type=message_type,
             body=body,
             metadata=metadata or {},
+            reply_to=reply_to,
+            thread_id=thread_id,
         )
         ack = await self._js.publish(
             self.names.inbox_subject(recipient_id),
@@ -152,7 +172,9 @@ class InboxService:
             stream=self.names.inbox_stream,
             headers={"Nats-Msg-Id": message.id},
         )
-        return InboxMessage(seq=int(ack.seq), message=message)
+        sent = InboxMessage(seq=int(ack.seq), message=message)
+        self._remember([sent])
+        return sent
 
     async def read(
         self,
@@ -247,6 +269,7 @@ class InboxService:
             # earlier filtered read are waiting too. The stream knows (acked ones are gone).
             more = await self._stored(subject) > (0 if consume else len(keep))
         keep.sort(key=lambda m: m.seq)
+        self._remember(keep)
         last = keep[-1].seq if keep else after
         next_cursor = _encode(wanted, last, peek=not consume) if more else None
         return InboxPage(messages=keep, next_cursor=next_cursor, has_more=more, skipped=len(hand_back))
@@ -281,6 +304,7 @@ class InboxService:
             if more or batch[-1].pending == 0:
                 break
         last = shown[-1].seq if shown else after
+        self._remember(shown)
         return InboxPage(
             messages=shown, next_cursor=_encode(wanted, last, peek=True) if more else None, has_more=more
         )

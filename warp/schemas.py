@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.contexts import ContextNode, NodeRefView, ResolvedView, TreeMeta
 from shared.models import Question, Scope, WorkItem, WorkStatus
 from shared.names import AGENT_ID_RULE, HANDLE_RULE, TOKEN_RULE
 
@@ -24,6 +25,9 @@ AgentId = Annotated[
 ]
 WorkId = Annotated[
     str, Field(pattern=HEX32_PATTERN, description="A work item id: 32 lowercase hex characters")
+]
+MessageId = Annotated[
+    str, Field(pattern=HEX32_PATTERN, description="A direct message id: 32 lowercase hex characters")
 ]
 Handle = Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$", description=f"A handle: {HANDLE_RULE}")]
 Channel = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"Channel name: {TOKEN_RULE}")]
@@ -89,6 +93,8 @@ class ChannelMessageOut(Out):
     scope: Scope
     sent_at: datetime
     metadata: dict[str, str] = Field(default_factory=dict)
+    reply_to: int | None = Field(None, description="The sequence of the message this one answers")
+    thread_id: str | None = Field(None, description="The thread it belongs to (warp_channels_thread)")
 
 
 class ChannelSendOut(Out):
@@ -96,6 +102,8 @@ class ChannelSendOut(Out):
     seq: int
     scope: Scope
     sent_at: datetime
+    reply_to: int | None = None
+    thread_id: str | None = None
 
 
 class ChannelReadOut(Out):
@@ -154,6 +162,8 @@ class DirectSendOut(Out):
     recipient_status: Literal["online", "busy", "offline", "unregistered"]
     seq: int
     sent_at: datetime
+    reply_to: str | None = None
+    thread_id: str | None = None
 
 
 class DirectMessageOut(Out):
@@ -165,6 +175,8 @@ class DirectMessageOut(Out):
     body: str
     sent_at: datetime
     metadata: dict[str, str] = Field(default_factory=dict)
+    reply_to: str | None = Field(None, description="The id of the message this one answers")
+    thread_id: str | None = Field(None, description="The thread it belongs to (warp_messages_thread)")
 
 
 class DirectReadOut(Out):
@@ -182,6 +194,22 @@ class WorkOut(Out):
     item: WorkItem
 
 
+class HandOffOut(Out):
+    """A work item's context, newest first and bounded (docs/context.md, Hand-offs)."""
+
+    tree_id: str = Field(description="The item's context tree (its id is the work id)")
+    attempt_node: str = Field(description="Your attempt's node: append your notes under it")
+    nodes: list[ContextNode] = Field(
+        description="Newest first: what earlier attempts did and why they failed"
+    )
+    next_cursor: str | None = Field(None, description="More, older nodes: warp_work_context with this cursor")
+    total: int
+    truncated: int = Field(0, description="Nodes on this page whose text was cut to the bound")
+    dependencies: list[ContextNode] = Field(
+        default_factory=list, description="Results of completed dependencies"
+    )
+
+
 class ClaimOut(Out):
     claimed: bool
     item: WorkItem | None = None
@@ -189,6 +217,7 @@ class ClaimOut(Out):
     review: bool = Field(
         False, description="A review task: judge the item's latest result (warp_work_review)"
     )
+    context: HandOffOut | None = Field(None, description="The item's context path (earlier attempts)")
 
 
 class WorkListOut(Out):
@@ -231,6 +260,84 @@ class QuestionListOut(Out):
     items: list[Question]
     next_cursor: str | None = None
     total: int | None = None
+
+
+# -- context trees ------------------------------------------------------------------------
+
+TreeId = Annotated[str, Field(pattern=HEX32_PATTERN, description="A context tree id: 32 lowercase hex")]
+NodeId = Annotated[str, Field(pattern=HEX32_PATTERN, description="A node id: 32 lowercase hex")]
+
+
+class ContextTreeOut(Out):
+    tree_id: str
+    meta: TreeMeta
+    root: ContextNode
+
+
+class ContextNodeOut(Out):
+    tree_id: str
+    node: ContextNode
+
+
+class ContextPathOut(Out):
+    tree_id: str
+    nodes: list[ContextNode] = Field(description="Root first, each node in its newest version")
+    withheld: list[str] = Field(default_factory=list, description="Nodes whose content you may not see")
+
+
+NodeRefOut = NodeRefView
+
+
+class ContextStructureOut(Out):
+    tree_id: str
+    nodes: list[NodeRefOut] = Field(description="Tree order (pre-order), no content")
+    next_cursor: str | None = None
+
+
+ResolvedOut = ResolvedView
+
+
+class ContextResolveOut(Out):
+    tree_id: str
+    items: list[ResolvedOut]
+
+
+class ContextChangeOut(Out):
+    seq: int
+    node: ContextNode
+
+
+class ContextChangesOut(Out):
+    changes: list[ContextChangeOut]
+    next_cursor: str = Field(description="Pass back to get only what changes after")
+    withheld: int = 0
+
+
+class ThreadNodeOut(Out):
+    depth: int
+    node: ContextNode
+
+
+class ThreadOut(Out):
+    tree_id: str
+    meta: TreeMeta
+    nodes: list[ThreadNodeOut] = Field(description="Tree order: each reply under the message it answers")
+    next_cursor: str | None = None
+    withheld: int = 0
+
+
+class ThreadSummaryOut(Out):
+    tree_id: str
+    root_seq: int
+    title: str
+    replies: int
+    last_at: datetime | None
+    started_by: str
+
+
+class ThreadListOut(Out):
+    channel: str
+    threads: list[ThreadSummaryOut]
 
 
 WorkStatusArg = WorkStatus

@@ -25,8 +25,12 @@ Warp connects this agent to the other agents of the project (Loom fabric over NA
   to find others.
 - Direct messages: warp_messages_send_direct to an agent id from discover; warp_messages_read_direct
   returns what is waiting and marks it read.
-- Work: warp_work_broadcast offers work; warp_work_claim takes the best item you are eligible for;
-  report with warp_work_progress, then warp_work_complete or warp_work_fail. Dead letters: warp_dlq_*.
+- Work: warp_work_broadcast offers work; warp_work_claim takes the best item you are eligible for
+  (with its context: what earlier attempts did); report with warp_work_progress, then
+  warp_work_complete or warp_work_fail. Dead letters: warp_dlq_*.
+- Context: warp_context_* keep shared trees of notes (a work item's tree has its id; append your
+  notes under your attempt's node); reply_to on a channel or direct message starts a thread
+  (warp_channels_thread, warp_messages_thread).
 Errors name the argument at fault and the rule (a code is in the result's _meta["loom/error"]);
 NATS outages are reported and retried automatically."""
 

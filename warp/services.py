@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from shared.contextstore import ContextStore
 from shared.identity import Identity
 from shared.names import ProjectNames
 from shared.questions import QuestionBook
 from shared.registry import Registry
+from shared.threads import Threads
 from shared.work import WorkQueue
 from warp.channels import ChannelService
 from warp.config import ConfigLoader
@@ -38,6 +40,8 @@ class Services:
     work: WorkQueue
     questions: QuestionBook
     presence: Presence
+    contexts: ContextStore
+    threads: Threads
 
     @property
     def agent_id(self) -> str:
@@ -53,6 +57,14 @@ class Services:
         self.presence.registry = self.registry
         self.work = WorkQueue(self.nc, self.names, js=self.js)
         self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
+        self.contexts = _contexts(self.work)
+        self.threads = Threads(self.nc, self.names, self.contexts)
+
+
+def _contexts(work: WorkQueue) -> ContextStore:
+    """The work queue's context store, shared so both use one copy of each tree."""
+    assert work.contexts is not None
+    return work.contexts
 
 
 async def build(
@@ -69,9 +81,14 @@ async def build(
     js = nc.jetstream(timeout=settings.op_timeout_s)
     lock = InstanceLock(js, names, hostname=base.hostname)
     identity = await lock.acquire(base, explicit_instance)
+    if identity.parent_id is not None:  # so a sub-agent of this sub-agent finds its whole chain
+        from shared.lineage import record_lineage
+
+        await record_lineage(js, names, identity)
     registry = Registry(js, names)
     presence = Presence(registry, js, names, identity, settings, handle=handle)
     work = WorkQueue(nc, names, js=js)
+    contexts = _contexts(work)
     return Services(
         nc=nc,
         js=js,
@@ -84,4 +101,6 @@ async def build(
         work=work,
         questions=QuestionBook(nc, names, work, js=js),
         presence=presence,
+        contexts=contexts,
+        threads=Threads(nc, names, contexts),
     )

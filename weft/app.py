@@ -20,7 +20,20 @@ from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
 from weft.project import ProjectHub
-from weft.routes import a2a, agents, channels, dlq, health, mechanisms, questions, stats, targets, work, ws
+from weft.routes import (
+    a2a,
+    agents,
+    channels,
+    contexts,
+    dlq,
+    health,
+    mechanisms,
+    questions,
+    stats,
+    targets,
+    work,
+    ws,
+)
 from weft.routing import Router
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
@@ -133,7 +146,20 @@ def create_app(
     app.add_middleware(RequestTimer, metrics=app.state.metrics)
     app.state.a2a = a2a.create_dispatcher(config)
     a2a.quiet_sdk_logs()
-    for module in (health, agents, work, dlq, questions, targets, mechanisms, stats, channels, ws, a2a):
+    for module in (
+        health,
+        agents,
+        work,
+        dlq,
+        questions,
+        targets,
+        mechanisms,
+        stats,
+        channels,
+        contexts,
+        ws,
+        a2a,
+    ):
         app.include_router(module.router)
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=docs_deps)

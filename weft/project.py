@@ -30,6 +30,7 @@ from shared.questions import QuestionBook
 from shared.registry import Registry
 from shared.work import WorkQueue
 from weft.agents import AgentDirectory
+from weft.contexts import ContextIndex
 from weft.credentials import CredentialAuthority
 from weft.metrics import Metrics
 from weft.relay import EventRelay
@@ -70,6 +71,8 @@ class ProjectContext:
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)
+        assert self.queue.contexts is not None
+        self.contexts = ContextIndex(nc, js, self.queue.contexts)
         self.extension: ProjectExtension | None = None
         self.credentials: CredentialAuthority | None = None
         self.last_used = time.monotonic()
@@ -89,6 +92,7 @@ class ProjectContext:
         await self.agents.start(settings.stale_check_interval_s)
         await self.work.start()
         await self.targets.start()
+        await self.contexts.start()
         if attach is not None:
             self.extension = await attach(self)
 
@@ -96,7 +100,7 @@ class ProjectContext:
         return self.extension is not None and self.extension.busy()
 
     async def stop(self) -> None:
-        for part in (self.extension, self.targets, self.work, self.agents, self.relay):
+        for part in (self.extension, self.contexts, self.targets, self.work, self.agents, self.relay):
             if part is not None:
                 with contextlib.suppress(Exception):
                     await part.stop()

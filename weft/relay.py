@@ -68,6 +68,7 @@ class EventRelay:
         self._listeners: set[Listener] = set()
         self._by_subject: dict[str, set[Listener]] = {}
         self._sub: Any = None
+        self._contexts: Any = None
         self._prefix = f"{names.events_subjects[:-1]}"
 
     async def start(self) -> None:
@@ -78,12 +79,45 @@ class EventRelay:
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.NEW,
         )
+        # Context trees are their own change log: each stored node is relayed as a
+        # ``context.<action>`` event (topic ``contexts``), in the context stream's order.
+        self._contexts = await self._js.subscribe(
+            self.names.context_subjects,
+            stream=self.names.context_stream,
+            cb=self._on_node,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+        )
 
     async def stop(self) -> None:
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+        for sub in (self._sub, self._contexts):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        self._sub = self._contexts = None
+
+    async def _on_node(self, msg: Msg) -> None:
+        if not self._listeners:
+            return
+        try:
+            node = json.loads(msg.data)
+            action = context_action(node)
+            event = {
+                "id": node["id"],
+                "kind": "context",
+                "action": action,
+                "project_id": self.names.project_id,
+                "subject_id": node["tree_id"],
+                "at": node.get("at"),
+                "data": {"node": node},
+            }
+        except (ValueError, KeyError, TypeError):
+            log.warning("unreadable context node on %s", msg.subject)
+            return
+        seq = int(msg.metadata.sequence.stream) if msg.metadata else 0
+        relayed = RelayedEvent(kind="context", action=action, seq=seq, event=event)
+        for listener in list(self._listeners):
+            listener.offer(relayed)
 
     def listen(self, accepts: Callable[[str], bool], *, subject_id: str | None = None) -> Listener:
         """Events of the kinds ``accepts`` takes; with ``subject_id``, only that subject's."""
@@ -130,3 +164,15 @@ class EventRelay:
         if isinstance(subject, str):
             for listener in list(self._by_subject.get(subject, ())):
                 listener.offer(relayed)
+
+
+def context_action(node: dict[str, Any]) -> str:
+    """What a stored node did to its tree: ``created`` (a root), ``tombstoned``, ``updated``
+    (it supersedes another) or ``appended``."""
+    if node.get("target"):
+        return "tombstoned"
+    if node.get("supersedes"):
+        return "updated"
+    if node.get("parent_id") is None:
+        return "created"
+    return "appended"

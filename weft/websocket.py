@@ -44,6 +44,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     "agents": frozenset({"agent"}),
     "targets": frozenset({"target", "spinup"}),
     "questions": frozenset({"question"}),
+    "contexts": frozenset({"context"}),
     "stats": frozenset(),
 }
 KIND_TOPIC = {kind: topic for topic, kinds in TOPIC_KINDS.items() for kind in kinds}
@@ -52,6 +53,7 @@ FILTERS: dict[str, frozenset[str]] = {
     "agents": frozenset({"agent_id", "agent_type", "status", "capability", "action"}),
     "targets": frozenset({"target_id", "name", "mechanism", "action"}),
     "questions": frozenset({"question_id", "work_id", "status", "agent_id", "action"}),
+    "contexts": frozenset({"tree_id", "kind", "author", "action"}),
     "stats": frozenset({"interval_s"}),
 }
 DEFAULT_STATS_INTERVAL_S = 5.0
@@ -123,7 +125,7 @@ class Subscription:
 
 def _dicts(data: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     yield data
-    for key in ("item", "agent", "target", "operation", "question"):
+    for key in ("item", "agent", "target", "operation", "question", "node"):
         inner = data.get(key)
         if isinstance(inner, Mapping):
             yield inner

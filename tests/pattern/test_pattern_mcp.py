@@ -83,7 +83,7 @@ async def test_tools_list_matches_the_models(
     async with pattern_session(base_env(nats_server.url, project_id, project_path)) as s:
         listed = {t.name: t for t in (await s.list_tools()).tools}
     assert sorted(listed) == sorted(spec.name for spec in TOOLS)
-    assert len(listed) == 14
+    assert len(listed) == 15
     for spec in TOOLS:
         tool = listed[spec.name]
         schema = spec.input_model.model_json_schema()
@@ -296,6 +296,7 @@ BAD_INPUTS: dict[str, tuple[dict[str, Any], str]] = {
     "pattern_import_memories": ({"path": "../outside.json"}, "path"),
     "pattern_remember_bulk": ({"memories": []}, "memories"),
     "pattern_forget_bulk": ({"memory_ids": ["xyz"]}, "memory_ids"),
+    "pattern_build_context": ({"budget_tokens": 1}, "budget_tokens"),
     "pattern_health": ({"verbose": True}, "verbose"),
 }
 
@@ -342,7 +343,7 @@ async def test_handshake_does_not_wait_for_nats(project_id: str, project_path: P
     async with pattern_session(env, wait_ready=False) as s:
         handshake_s = time.monotonic() - started
         tools = await s.list_tools()
-        assert len(tools.tools) == 14
+        assert len(tools.tools) == 15
         res = await s.call_tool("pattern_remember", {"content": "nowhere to go"})
         assert res.is_error and "not connected to NATS" in text_of(res)
         health = await s.call_tool("pattern_health", {})

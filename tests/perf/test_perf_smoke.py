@@ -66,6 +66,8 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "nats sync",
         "graph",
         "a2a:",
+        "context path",
+        "context build",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():

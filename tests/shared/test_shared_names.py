@@ -39,6 +39,7 @@ _SAMPLES: dict[str, list[Any]] = {
     "kind": [None, *names.EVENT_KINDS],
     "action": ["created", "completed"],
     "not_for": [None, AGENT],
+    "tree_id": [AGENT, OTHER_AGENT],
 }
 
 
@@ -373,3 +374,15 @@ def test_project_of_spinups_stream() -> None:
     assert project_of_spinups_stream("KV_loom-_global-spinups") is None
     assert project_of_spinups_stream("loom-alpha-spinups") is None  # a bucket, not its stream
     assert project_of_spinups_stream("A-crowd-0001") is None
+
+
+def test_context_names() -> None:
+    pn = ProjectNames("proj")
+    assert pn.context_stream == "LOOM-proj-CTX"
+    assert pn.context_subject(AGENT) == f"loom.proj.ctx.{AGENT}"
+    assert pn.parse_context_subject(pn.context_subject(AGENT)) == AGENT
+    assert pn.parse_context_subject("loom.other.ctx." + AGENT) is None
+    assert pn.parse_context_subject("loom.proj.ctx.*") is None
+    with pytest.raises(InvalidNameError) as err:
+        pn.context_subject("a.>")
+    assert err.value.field == "tree_id" and "a.>" not in err.value.message

@@ -24,6 +24,7 @@ HEX = "0" * 32
 POSITIONAL = {
     "work_id": HEX,
     "work_ids": HEX,
+    "tree_id": HEX,
     "agent_id": HEX,
     "agent_ids": HEX,
     "target": "probe",

@@ -42,6 +42,18 @@ TOOLS = {
     "warp_dlq_list",
     "warp_dlq_retry",
     "warp_dlq_discard",
+    "warp_work_context",
+    "warp_channels_thread",
+    "warp_channels_threads",
+    "warp_messages_thread",
+    "warp_context_create",
+    "warp_context_append",
+    "warp_context_update",
+    "warp_context_tombstone",
+    "warp_context_path",
+    "warp_context_structure",
+    "warp_context_resolve",
+    "warp_context_changes",
 }
 
 
@@ -196,6 +208,60 @@ async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: 
         discarded = await check("warp_dlq_discard", {"work_id": second}, {"work_id": "f" * 32}, "work_id")
         assert discarded["item"]["id"] == second
         assert (await w.ok("warp_dlq_list"))["items"] == []
+        handed = await check(
+            "warp_work_context", {"work_id": second}, {"work_id": second, "limit": 0}, "limit"
+        )
+        assert handed["nodes"][-1]["kind"] == "submission"
+        reply = await check(
+            "warp_channels_send",
+            {"channel": "roadmap", "message": "re", "reply_to": sent["seq"]},
+            {"channel": "roadmap", "message": "re", "reply_to": 0},
+            "reply_to",
+        )
+        thread = await check(
+            "warp_channels_thread", {"channel": "roadmap", "seq": reply["seq"]}, {"channel": "roadmap"}, "seq"
+        )
+        assert [n["depth"] for n in thread["nodes"]] == [0, 1]
+        threads = await check(
+            "warp_channels_threads", {"channel": "roadmap"}, {"channel": "Road map"}, "channel"
+        )
+        assert threads["threads"][0]["replies"] == 1
+        dm = await w.ok("warp_messages_send_direct", {"recipient_id": agent_id, "message": "q"})
+        answer = await w.ok(
+            "warp_messages_send_direct",
+            {"recipient_id": agent_id, "message": "a", "reply_to": dm["message_id"]},
+        )
+        await check(
+            "warp_messages_thread", {"thread_id": answer["thread_id"]}, {"thread_id": "zz"}, "thread_id"
+        )
+        tree = await check("warp_context_create", {"title": "t", "text": "root"}, {"title": ""}, "title")
+        tid, root = tree["tree_id"], tree["root"]["id"]
+        node = (
+            await check(
+                "warp_context_append",
+                {"tree_id": tid, "parent_id": root, "text": "n"},
+                {"tree_id": tid, "parent_id": root, "text": "n", "kind": "Bad Kind"},
+                "kind",
+            )
+        )["node"]
+        await check(
+            "warp_context_update",
+            {"tree_id": tid, "node_id": node["id"], "text": "n2"},
+            {"tree_id": tid, "node_id": "x"},
+            "node_id",
+        )
+        await check("warp_context_path", {"tree_id": tid, "node_id": node["id"]}, {"tree_id": tid}, "node_id")
+        await check("warp_context_structure", {"tree_id": tid}, {"tree_id": tid, "limit": 0}, "limit")
+        await check(
+            "warp_context_resolve",
+            {"tree_id": tid, "node_ids": [root]},
+            {"tree_id": tid, "node_ids": []},
+            "node_ids",
+        )
+        await check("warp_context_changes", {"tree_id": tid}, {"limit": 501}, "limit")
+        await check(
+            "warp_context_tombstone", {"tree_id": tid, "node_id": node["id"]}, {"tree_id": "t"}, "tree_id"
+        )
         gone = await check("warp_registry_deregister", {}, {"now": True}, "now")
         assert gone["was_registered"] is True
         assert {c[0] for c in calls} == TOOLS

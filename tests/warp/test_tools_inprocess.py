@@ -118,6 +118,7 @@ async def test_work_error_paths(
             "item": None,
             "reason": "you registered no capabilities",
             "review": False,
+            "context": None,
         }
         await ok(client, "warp_registry_register", {"capabilities": ["code"]})
         assert "deadline: must be in the future" in await err(

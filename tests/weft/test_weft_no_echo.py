@@ -28,7 +28,15 @@ every name, id, enum, number, boolean and cursor Weft accepts (upper case, '_', 
 CLIENT_LOGGERS = ("httpx", "httpcore", "websockets.client")
 """The test's own HTTP clients log the URLs they request; Weft's log is everything else."""
 HEX = "0" * 32
-PATH_DEFAULTS = {"work_id": HEX, "agent_id": HEX, "target": "probe", "name": "roadmap", "question_id": HEX}
+PATH_DEFAULTS = {
+    "work_id": HEX,
+    "agent_id": HEX,
+    "target": "probe",
+    "name": "roadmap",
+    "question_id": HEX,
+    "tree_id": HEX,
+    "node_id": HEX,
+}
 BODY_BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/work"): {"task_id": "t-1", "description": "d", "capability": "code"},
     ("POST", "/api/work/cancel-batch"): {"work_ids": [HEX]},
@@ -36,6 +44,8 @@ BODY_BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/targets"): {"name": "probe-2", "mechanism": "local", "config": {"command": ["true"]}},
     ("POST", "/api/work/plan"): {"items": [{"task_id": "t-1", "description": "d", "capability": "code"}]},
     ("POST", "/api/questions/{question_id}/answer"): {"answer": "yes"},
+    ("POST", "/api/contexts"): {"title": "t", "text": "root"},
+    ("POST", "/api/contexts/{tree_id}/nodes"): {"parent_id": HEX, "text": "x"},
 }
 # Inputs where the secret is a valid value (free text, a target's own tags...): Weft
 # stores or uses it as given, which is not an echo of rejected input.
@@ -49,6 +59,11 @@ FREE_TEXT = {
     ("POST", "/api/targets", "body", "tags"),
     ("PATCH", "/api/targets/{target}", "body", "tags"),
     ("POST", "/api/questions/{question_id}/answer", "body", "answer"),
+    ("POST", "/api/contexts", "body", "title"),
+    ("POST", "/api/contexts", "body", "text"),
+    ("POST", "/api/contexts/{tree_id}/nodes", "body", "text"),
+    ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/versions", "body", "text"),
+    ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/tombstone", "body", "reason"),
 }
 
 

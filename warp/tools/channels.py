@@ -19,10 +19,15 @@ from warp.schemas import (
     ChannelSendOut,
     Cursor,
     Metadata,
+    ThreadListOut,
+    ThreadNodeOut,
+    ThreadOut,
+    ThreadSummaryOut,
 )
 from warp.tools.base import make_tool, result
 
 if TYPE_CHECKING:
+    from shared.contexts import ContextNode, TreeMeta
     from warp.channels import ChannelStatus, ReadMessage
     from warp.runtime import WarpRuntime
 
@@ -54,6 +59,8 @@ def _message(read: ReadMessage) -> ChannelMessageOut:
         scope=m.scope,
         sent_at=m.sent_at,
         metadata=m.metadata,
+        reply_to=m.reply_to,
+        thread_id=m.thread_id,
     )
 
 
@@ -111,9 +118,22 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             Field(description="Who may read it: private (you), personal (your user), team/public (project)"),
         ] = Scope.TEAM,
         metadata: Metadata | None = None,
+        reply_to: Annotated[
+            int | None,
+            Field(ge=1, description="Answer this message (its seq in the same channel): it joins its thread"),
+        ] = None,
     ) -> Annotated[CallToolResult, ChannelSendOut]:
-        """Post a message to a project channel (roadmap, parallel-work, errors or a configured one)."""
+        """Post a message to a project channel (roadmap, parallel-work, errors or a configured one).
+        With reply_to it answers a message of the channel, and the two join a thread."""
         svc = await rt.services()
+        link = None
+        if reply_to is not None:
+            from shared.contextstore import Viewer
+
+            svc.channels.spec(channel)  # an unconfigured channel is named as such, not as a missing message
+            link = await svc.threads.channel_reply(
+                channel, reply_to, Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
+            )
         sent = await svc.channels.send(
             channel,
             message,
@@ -122,9 +142,23 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             sender_user=svc.identity.user_id,
             scope=scope,
             metadata=metadata,
+            reply_to=reply_to,
+            thread_id=link.tree_id if link else None,
         )
-        out = ChannelSendOut(channel=channel, seq=sent.seq, scope=scope, sent_at=sent.message.sent_at)
-        return result(out, f"Sent to #{channel} (seq {sent.seq}, {scope.value}).")
+        if link is not None:
+            await svc.threads.record_channel_message(
+                link, channel, sent.seq, sent.message, svc.identity.user_id
+            )
+        out = ChannelSendOut(
+            channel=channel,
+            seq=sent.seq,
+            scope=scope,
+            sent_at=sent.message.sent_at,
+            reply_to=reply_to,
+            thread_id=link.tree_id if link else None,
+        )
+        thread = f", reply to seq {reply_to} in thread {link.tree_id}" if link else ""
+        return result(out, f"Sent to #{channel} (seq {sent.seq}, {scope.value}{thread}).")
 
     async def warp_channels_read(
         channel: Channel,
@@ -170,9 +204,90 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         text += f"\nnext_cursor: {page.next_cursor}"
         return result(out, text)
 
+    async def warp_channels_thread(
+        channel: Channel,
+        seq: Annotated[int, Field(ge=1, description="Any message of the thread: its root or a reply")],
+        limit: Annotated[int, Field(ge=1, le=200, description="Messages per page (1-200)")] = 50,
+        cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
+    ) -> Annotated[CallToolResult, ThreadOut]:
+        """Read a thread of a channel in tree order: each reply under the message it answers."""
+        from shared.contexts import in_tree_order
+
+        svc = await rt.services()
+        svc.channels.spec(channel)
+        state = await svc.threads.channel_thread(channel, seq)
+        page, following = in_tree_order(state, limit=limit, cursor=cursor)
+        out = thread_out(state.tree_id, state.meta, page, following, svc.agent_id, svc.identity.user_id)
+        return result(out, thread_text(out))
+
+    async def warp_channels_threads(
+        channel: Channel,
+        limit: Annotated[int, Field(ge=1, le=200, description="Threads to list, newest first")] = 20,
+    ) -> Annotated[CallToolResult, ThreadListOut]:
+        """The threads of a channel (newest first) with their reply counts."""
+        svc = await rt.services()
+        svc.channels.spec(channel)
+        found = await svc.threads.channel_threads(channel, limit=limit)
+        out = ThreadListOut(
+            channel=channel,
+            threads=[
+                ThreadSummaryOut(
+                    tree_id=t.tree_id,
+                    root_seq=t.root_seq,
+                    title=t.title,
+                    replies=t.replies,
+                    last_at=t.last_at,
+                    started_by=t.started_by,
+                )
+                for t in found
+            ],
+        )
+        lines = [
+            f"[{t.root_seq}] {t.replies} repl{'y' if t.replies == 1 else 'ies'}: {t.title}"
+            for t in out.threads
+        ]
+        return result(
+            out, f"#{channel}: {len(lines)} thread(s)\n" + "\n".join(lines) if lines else "No threads."
+        )
+
     return [
         make_tool(rt, warp_channels_list, title="List channels", read_only=True, idempotent=True),
         make_tool(rt, warp_channels_send, title="Send to a channel"),
         make_tool(rt, warp_channels_read, title="Read a channel", read_only=True, idempotent=True),
         make_tool(rt, warp_channels_status, title="Channel status", read_only=True, idempotent=True),
+        make_tool(rt, warp_channels_thread, title="Read a thread", read_only=True, idempotent=True),
+        make_tool(rt, warp_channels_threads, title="List threads", read_only=True, idempotent=True),
     ]
+
+
+def thread_out(
+    tree_id: str,
+    meta: TreeMeta,
+    page: list[tuple[ContextNode, int]],
+    following: str | None,
+    agent_id: str,
+    user_id: str,
+) -> ThreadOut:
+    """A page of a thread as the agent may see it (content of others' private nodes withheld)."""
+    from shared.contexts import readable
+
+    nodes: list[ThreadNodeOut] = []
+    withheld = 0
+    for node, depth in page:
+        if not readable(node, agent_id=agent_id, user_id=user_id):
+            withheld += 1
+            node = node.model_copy(update={"text": None, "meta": {}})
+        nodes.append(ThreadNodeOut(depth=depth, node=node))
+    return ThreadOut(tree_id=tree_id, meta=meta, nodes=nodes, next_cursor=following, withheld=withheld)
+
+
+def thread_text(out: ThreadOut) -> str:
+    lines = [f"Thread {out.tree_id}: {out.meta.title}"]
+    for shown in out.nodes:
+        n = shown.node
+        who = n.meta.get("handle") or n.author[:8]
+        body = n.text if n.text is not None else "(withheld)"
+        lines.append(f"{'  ' * shown.depth}- {n.at:%Y-%m-%d %H:%M:%S} {who}: {body}")
+    if out.next_cursor:
+        lines.append(f"More: next_cursor {out.next_cursor}")
+    return "\n".join(lines)

@@ -15,8 +15,11 @@ from warp.schemas import (
     DirectMessageOut,
     DirectReadOut,
     DirectSendOut,
+    MessageId,
     MessageType,
     Metadata,
+    ThreadOut,
+    TreeId,
 )
 from warp.tools.base import make_tool, result
 
@@ -37,6 +40,8 @@ def _out(m: InboxMessage) -> DirectMessageOut:
         body=d.body,
         sent_at=d.sent_at,
         metadata=d.metadata,
+        reply_to=d.reply_to,
+        thread_id=d.thread_id,
     )
 
 
@@ -58,12 +63,21 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             MessageType, Field(description="Lets the recipient filter (default text)")
         ] = "text",
         metadata: Metadata | None = None,
+        reply_to: Annotated[
+            MessageId | None, Field(description="Answer this direct message (its id): the two join a thread")
+        ] = None,
     ) -> Annotated[CallToolResult, DirectSendOut]:
         """Send a direct message to one agent's inbox. It waits there, durably, until that agent
-        reads it, even if the agent is offline right now."""
+        reads it, even if the agent is offline right now. With reply_to it answers a message you
+        received or sent, and the two join a thread (warp_messages_thread)."""
         import asyncio
 
         svc = await rt.services()
+        link = None
+        if reply_to is not None:
+            link = await svc.threads.dm_reply(
+                reply_to, sender=svc.agent_id, recipient=recipient_id, known=svc.inbox.remembered(reply_to)
+            )
         sent, status = await asyncio.gather(
             svc.inbox.send(
                 sender_id=svc.agent_id,
@@ -72,15 +86,21 @@ def tools(rt: WarpRuntime) -> list[Tool]:
                 body=message,
                 message_type=message_type,
                 metadata=metadata,
+                reply_to=reply_to,
+                thread_id=link.tree_id if link else None,
             ),
             _recipient_status(svc, recipient_id),
         )
+        if link is not None:
+            await svc.threads.record_dm(link, sent.message)
         out = DirectSendOut(
             message_id=sent.message.id,
             recipient_id=recipient_id,
             recipient_status=status,
             seq=sent.seq,
             sent_at=sent.message.sent_at,
+            reply_to=reply_to,
+            thread_id=link.tree_id if link else None,
         )
         note = {
             "online": "",
@@ -133,7 +153,30 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             text += f"\n{page.skipped} other message(s) left waiting."
         return result(out, text)
 
+    async def warp_messages_thread(
+        thread_id: Annotated[
+            TreeId, Field(description="A message's thread_id, or the id of the message that started it")
+        ],
+        limit: Annotated[int, Field(ge=1, le=200, description="Messages per page (1-200)")] = 50,
+        cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
+    ) -> Annotated[CallToolResult, ThreadOut]:
+        """Read a direct-message thread you take part in, in tree order."""
+        from shared.contexts import in_tree_order
+        from shared.contextstore import Viewer
+        from warp.tools.channels import thread_out, thread_text
+
+        svc = await rt.services()
+        state = await svc.threads.dm_thread(
+            thread_id, Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
+        )
+        page, following = in_tree_order(state, limit=limit, cursor=cursor)
+        out = thread_out(state.tree_id, state.meta, page, following, svc.agent_id, svc.identity.user_id)
+        return result(out, thread_text(out))
+
     return [
         make_tool(rt, warp_messages_send_direct, title="Send a direct message"),
         make_tool(rt, warp_messages_read_direct, title="Read direct messages"),
+        make_tool(
+            rt, warp_messages_thread, title="Read a direct-message thread", read_only=True, idempotent=True
+        ),
     ]

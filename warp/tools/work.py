@@ -25,6 +25,7 @@ from warp.schemas import (
     Capability,
     ClaimOut,
     Cursor,
+    HandOffOut,
     QueueStatusOut,
     WorkId,
     WorkListOut,
@@ -34,8 +35,34 @@ from warp.tools.base import make_tool
 from warp.tools.base import result as tool_result
 
 if TYPE_CHECKING:
+    from shared.workcontext import WorkHandOff
     from warp.runtime import WarpRuntime
     from warp.services import Services
+
+
+def hand_off_out(handed: WorkHandOff) -> HandOffOut:
+    return HandOffOut(
+        tree_id=handed.tree_id,
+        attempt_node=handed.attempt_node,
+        nodes=handed.nodes,
+        next_cursor=handed.next_cursor,
+        total=handed.total,
+        truncated=handed.truncated,
+        dependencies=handed.dependencies,
+    )
+
+
+def hand_off_text(out: HandOffOut) -> str:
+    lines = [f"Context ({out.total} node(s), newest first; add notes under node {out.attempt_node}):"]
+    for node in out.nodes:
+        attempt = f" attempt {node.meta['attempt']}" if "attempt" in node.meta else ""
+        text = " ".join((node.text or "").split())[:200]
+        lines.append(f"  [{node.kind}{attempt}] {node.at:%Y-%m-%d %H:%M:%S} {node.author[:8]}: {text}")
+    for node in out.dependencies:
+        lines.append(f"  [dependency result] {node.tree_id}: {' '.join((node.text or '').split())[:200]}")
+    if out.next_cursor:
+        lines.append(f"  older: warp_work_context with cursor {out.next_cursor}")
+    return "\n".join(lines)
 
 
 def item_line(item: WorkItem) -> str:
@@ -212,13 +239,18 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             out = ClaimOut(claimed=False, reason="no eligible work is queued")
             return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
         presence.tasks_changed(claimed=item.id)
+        from shared.workcontext import work_hand_off
+
+        context = hand_off_out(await work_hand_off(svc.contexts, item))
         if item.status is WorkStatus.REVIEWING:
             said = (
                 "Claimed for review: judge the result of the latest round below, then give your "
                 "verdict with warp_work_review (approve, or reject with feedback)."
             )
-            return tool_result(ClaimOut(claimed=True, item=item, review=True), f"{said}\n{item_text(item)}")
-        return tool_result(ClaimOut(claimed=True, item=item), f"Claimed.\n{item_text(item)}")
+            out = ClaimOut(claimed=True, item=item, review=True, context=context)
+            return tool_result(out, f"{said}\n{item_text(item)}\n{hand_off_text(context)}")
+        out = ClaimOut(claimed=True, item=item, context=context)
+        return tool_result(out, f"Claimed.\n{item_text(item)}\n{hand_off_text(context)}")
 
     async def warp_work_list(
         status: WorkStatus | None = None,
@@ -313,6 +345,20 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             WorkOut(item=item), f"Failure recorded; item is in the {where}.\n{item_text(item)}"
         )
 
+    async def warp_work_context(
+        work_id: WorkId,
+        limit: Annotated[int, Field(ge=1, le=200, description="Nodes per page, newest first")] = 20,
+        cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
+    ) -> Annotated[CallToolResult, HandOffOut]:
+        """A work item's context: its submission, every attempt, progress notes, results and
+        failures, newest first (what a claim hands over; pass next_cursor for older nodes)."""
+        from shared.workcontext import work_hand_off
+
+        svc = await rt.services()
+        item = await svc.work.get(work_id)
+        out = hand_off_out(await work_hand_off(svc.contexts, item, limit=limit, cursor=cursor))
+        return tool_result(out, hand_off_text(out))
+
     return [
         make_tool(rt, warp_work_broadcast, title="Offer work"),
         make_tool(rt, warp_work_claim, title="Claim work"),
@@ -321,4 +367,5 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         make_tool(rt, warp_work_progress, title="Report progress"),
         make_tool(rt, warp_work_complete, title="Complete work"),
         make_tool(rt, warp_work_fail, title="Fail work"),
+        make_tool(rt, warp_work_context, title="Work context", read_only=True, idempotent=True),
     ]

@@ -90,3 +90,39 @@ async def messages(
         next_cursor=page.next_cursor,
         follow_cursor=page.follow_cursor,
     )
+
+
+class ThreadOut(BaseModel):
+    tree_id: str = Field(description="Read it with GET /api/contexts/{tree_id}/nodes")
+    root_seq: int
+    title: str
+    replies: int
+    last_at: datetime | None
+    started_by: str
+
+
+class ThreadsOut(BaseModel):
+    channel: str
+    threads: list[ThreadOut]
+
+
+@router.get("/{name}/threads", response_model=ThreadsOut, summary="Threads of a channel, newest first")
+async def threads(
+    name: ChannelName, project: ProjectDep, limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50
+) -> ThreadsOut:
+    """Each thread's root message and how many replies it has."""
+    found = await project.contexts.threads.channel_threads(name, limit=limit)
+    return ThreadsOut(
+        channel=name,
+        threads=[
+            ThreadOut(
+                tree_id=t.tree_id,
+                root_seq=t.root_seq,
+                title=t.title,
+                replies=t.replies,
+                last_at=t.last_at,
+                started_by=t.started_by,
+            )
+            for t in found
+        ],
+    )
