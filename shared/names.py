@@ -438,7 +438,13 @@ def agent_access(
     control subject, stream or bucket administration) is reachable.
     """
     a = validate_agent_id(agent_id)
-    project_streams = (names.inbox_stream, names.work_stream, names.dlq_stream, names.events_stream)
+    project_streams = (
+        names.inbox_stream,
+        names.work_stream,
+        names.dlq_stream,
+        names.events_stream,
+        names.context_stream,
+    )
     js = JS_API
     chans = sorted({validate_channel(c) for c in channels})
     chan_streams = [names.channel_stream(c) for c in chans]
@@ -451,6 +457,9 @@ def agent_access(
         names.config_bucket,
         names.memory_bucket,
         PUBLIC_MEMORY_BUCKET,
+        names.questions_bucket,
+        names.contexts_bucket,
+        names.lineage_bucket,
         *user_buckets,
     ]
     kv_streams = [kv_stream(b) for b in buckets]
@@ -458,10 +467,18 @@ def agent_access(
         kv_subject(names.registry_bucket, a),
         kv_subject(GLOBAL_REGISTRY_BUCKET, a),
         kv_subject(names.instance_locks_bucket, a),
+        kv_subject(names.lineage_bucket, a),  # a sub-agent records its own parent
     ]
     shared_keys = [  # keys any agent of the project writes (work records, memories)
         kv_subject(b, ">")
-        for b in (names.work_records_bucket, names.memory_bucket, PUBLIC_MEMORY_BUCKET, *user_buckets)
+        for b in (
+            names.work_records_bucket,
+            names.memory_bucket,
+            PUBLIC_MEMORY_BUCKET,
+            names.questions_bucket,  # questions an agent asks
+            names.contexts_bucket,  # the listing of threads and trees agents start
+            *user_buckets,
+        )
     ]
     inbox_consumer = names.inbox_consumer(a)
     publish = [
@@ -470,12 +487,15 @@ def agent_access(
         names.work_subjects,  # submit and requeue work
         names.dlq_subjects,  # dead-letter failed work
         names.event_filter("work"),  # announce work transitions
+        names.event_filter("question"),  # announce questions asked
+        names.context_subjects,  # context nodes: work hand-offs, threads, trees
         names.provision_subject,  # ask Weft to create a missing stream or bucket
         *own_keys,
         *shared_keys,
         f"{js}.INFO",  # account info (Pattern checks the server's features)
         *(f"{js}.STREAM.INFO.{s}" for s in (*project_streams, *chan_streams, *kv_streams)),
-        *(f"{js}.DIRECT.GET.{s}" for s in (*chan_streams, *kv_streams)),
+        *(f"{js}.DIRECT.GET.{s}" for s in (*chan_streams, *kv_streams, names.context_stream)),
+        f"{js}.DIRECT.GET.{names.context_stream}.>",  # a tree's nodes, read by its subject
         *(f"{js}.DIRECT.GET.{s}.>" for s in kv_streams),  # key reads name the key's subject
         f"{js}.STREAM.MSG.GET.{names.dlq_stream}",  # list dead letters
         f"{js}.STREAM.MSG.DELETE.{names.dlq_stream}",  # retry or discard a dead letter

@@ -322,6 +322,7 @@ def agent_stream(names: ProjectNames, config: dict[str, Any]) -> StreamConfig:
         names.work_stream: names.work_subjects,
         names.dlq_stream: names.dlq_subjects,
         names.events_stream: names.events_subjects,
+        names.context_stream: names.context_subjects,
     }
     if name.startswith(names.channel_stream_prefix):
         channel = name.removeprefix(names.channel_stream_prefix)
@@ -358,6 +359,9 @@ def agent_bucket(names: ProjectNames, config: dict[str, Any]) -> KeyValueConfig:
         names.work_records_bucket,
         names.config_bucket,
         names.memory_bucket,
+        names.questions_bucket,
+        names.contexts_bucket,
+        names.lineage_bucket,
         GLOBAL_REGISTRY_BUCKET,
         PUBLIC_MEMORY_BUCKET,
     }

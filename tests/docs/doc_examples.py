@@ -117,6 +117,12 @@ PATTERN_TRANSCRIPT = (
     "a step of an MCP tool-call transcript (arguments or answers of one Pattern session), not a command"
 )
 
+BUILD_CONTEXT = (
+    "a context build for a work item with two attempts and a sub-agent's parent: the replayed"
+    " session has neither; tests/pattern/test_pattern_build.py builds one and scenario 24 checks"
+    " the inherited layer"
+)
+
 DOCKER = "needs Docker (tests/deploy builds no image; it lints the Dockerfiles and compose file)"
 
 EXAMPLES: dict[tuple[str, str], Run | Skip] = {
@@ -149,6 +155,25 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         "the command tests/weft/test_weft_a2a.py runs (with its Weft's URL, token and project) and"
         " the lines it checks: first submitted, then the result, last completed"
     ),
+    ("docs/context.md", 'curl -s -X POST "$W/api/contexts" -H \'content-type: applicat'): Skip(
+        "a tree started and grown over REST with its fresh ids: tests/weft/test_weft_contexts.py does"
+        " the same calls"
+    ),
+    ("docs/weft.md", 'curl -H "$H" "$W/api/contexts/5c1f.../structure"     # a wor'): Skip(
+        "names a work item's tree by its id: tests/weft/test_weft_contexts.py reads structures, paths"
+        " and nodes"
+    ),
+    ("docs/shuttle.md", "shuttle context show TREE_ID [--limit N] [--json]"): run("synopsis"),
+    ("docs/shuttle.md", "$ shuttle context show 5c1f0e..."): Skip(
+        "a work tree of two attempts, with its ids and times: tests/shuttle/test_shuttle_context.py"
+        " draws one"
+    ),
+    ("docs/warp.md", '→ warp_channels_send {"channel": "roadmap", "message": "Yes '): Skip(TOOL_TRANSCRIPT),
+    ("docs/warp.md", '→ warp_channels_thread {"channel": "roadmap", "seq": 3}'): Skip(TOOL_TRANSCRIPT),
+    ("docs/warp.md", '→ warp_context_create {"title": "parser plan", "text": "rewr'): Skip(TOOL_TRANSCRIPT),
+    ("docs/pattern.md", '{"budget_tokens": 2000, "work_id": "5c1f0e8a2b7d4c19a0e3f6b8'): Skip(BUILD_CONTEXT),
+    ("docs/pattern.md", "Context: 412 of 2000 tokens (tiktoken 0.14.0 cl100k_base (vo"): Skip(BUILD_CONTEXT),
+    ("docs/pattern.md", '{"counter": "tiktoken 0.14.0 cl100k_base (vocabulary from ti'): Skip(BUILD_CONTEXT),
     ("docs/architecture.md", "main line      queued ──claim──► claimed ──progress──► in-pr"): Skip(
         "a diagram, not code"
     ),

@@ -57,7 +57,7 @@ import pytest
 import warp_transcript
 import websockets
 import yaml
-from doc_examples import TOOL_TRANSCRIPT, Block, Run, Skip, all_blocks, classify
+from doc_examples import TOOL_TRANSCRIPT, Block, Run, Skip, all_blocks, classify, entry_for, run
 from fabric import BIN, REPO, Fabric, base_environment, running_weft
 from mcp_client import call, mcp_session, text_of
 from pattern_transcript import Outcome, replay
@@ -139,7 +139,8 @@ async def test_warp_transcripts_agree_with_the_tools_warp_publishes(tmp_path: Pa
     )
     assert warp_transcript.problems(wrong, tools) == [
         "warp_work_claim: no argument ['capabilty'] (it takes ['capability'])",
-        "warp_work_claim: its result has no ['itemz'] (it has ['claimed', 'item', 'reason', 'review'])",
+        "warp_work_claim: its result has no ['itemz'] (it has ['claimed', 'context', 'item', 'reason',"
+        " 'review'])",
     ]
 
 
@@ -719,7 +720,8 @@ async def _replay_pattern(fabric: Fabric, folder: Path) -> Outcome:
         "LOOM_PROJECT_PATH": str(folder),
         "LOOM_HANDLE": "laptop-my-app",
     }
-    blocks = [b for b in BLOCKS if b.path == "docs/pattern.md"]
+    replayed = run("pattern-session")
+    blocks = [b for b in BLOCKS if b.path == "docs/pattern.md" and entry_for(b) == replayed]
     async with mcp_session(str(BIN / "pattern"), env, folder) as pattern:
         health: dict[str, Any] = {}
         for _ in range(100):  # until Pattern is on NATS and has read its index

@@ -24,12 +24,19 @@ TOKEN_OF = {
 OPERATE_ROUTES = {
     ("POST", "/api/work"),
     ("POST", "/api/work/plan"),
+    ("POST", "/api/contexts"),
+    ("POST", "/api/contexts/{tree_id}/nodes"),
+    ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/versions"),
+    ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/tombstone"),
     ("POST", "/api/questions/{question_id}/answer"),
     ("POST", "/api/work/cancel-batch"),
     ("POST", "/api/work/{work_id}/cancel"),
     ("POST", "/api/work/{work_id}/retry"),
     ("POST", "/api/dlq/{work_id}/retry"),
     ("DELETE", "/api/dlq/{work_id}"),
+}
+READ_POSTS = {
+    ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body
 }
 ADMIN_ROUTES = {
     ("POST", "/api/agents/shutdown-batch"),
@@ -51,7 +58,9 @@ def needed_scope(method: str, template: str) -> ApiScope:
         return ApiScope.ADMIN
     if (method, template) in OPERATE_ROUTES:
         return ApiScope.OPERATE
-    assert method == "GET", f"{method} {template}: classify this route's scope in {__file__}"
+    assert method == "GET" or (method, template) in READ_POSTS, (
+        f"{method} {template}: classify this route's scope in {__file__}"
+    )
     return ApiScope.READ
 
 

@@ -27,7 +27,7 @@ from shared.contexts import (
 )
 from shared.contextstore import TreeEntry, check_change_cursor
 from shared.names import TOKEN_RULE
-from weft.deps import Cursor, Limit, ProjectDep, require_token
+from weft.deps import OPERATE, Cursor, Limit, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import HEX32, TOKEN
 from weft.schemas import PageOut
@@ -130,7 +130,13 @@ async def list_trees(
     return PageOut[TreeEntry](items=page.items, next_cursor=page.next_cursor, total=page.total)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=TreeView, summary="Start a tree")
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TreeView,
+    dependencies=OPERATE,
+    summary="Start a tree",
+)
 async def create_tree(body: TreeIn, project: ProjectDep) -> TreeView:
     given = node_input(
         parent_id="0" * 32, text=body.text, handle=body.handle or ContextHandle(), meta=body.meta
@@ -188,7 +194,11 @@ async def get_nodes(
 
 
 @router.post(
-    "/{tree_id}/nodes", status_code=status.HTTP_201_CREATED, response_model=NodeOut, summary="Append"
+    "/{tree_id}/nodes",
+    status_code=status.HTTP_201_CREATED,
+    response_model=NodeOut,
+    dependencies=OPERATE,
+    summary="Append",
 )
 async def append_node(tree_id: TreeId, body: NodeInput, project: ProjectDep) -> NodeOut:
     """Under any node (a second child is a branch)."""
@@ -207,6 +217,7 @@ async def get_path(
 @router.post(
     "/{tree_id}/nodes/{node_id}/versions",
     status_code=status.HTTP_201_CREATED,
+    dependencies=OPERATE,
     response_model=NodeOut,
     summary="Update a node (a new node supersedes it)",
 )
@@ -229,6 +240,7 @@ async def update_node(tree_id: TreeId, node_id: NodeId, body: NodeChange, projec
 @router.post(
     "/{tree_id}/nodes/{node_id}/tombstone",
     status_code=status.HTTP_201_CREATED,
+    dependencies=OPERATE,
     response_model=NodeOut,
     summary="Hide a node's subtree (history kept)",
 )
