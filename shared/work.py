@@ -120,12 +120,13 @@ def default_ack_wait() -> float:
     raw = os.environ.get("LOOM_WORK_ACK_WAIT_S")
     if not raw:
         return DEFAULT_ACK_WAIT_S
+    rule = "LOOM_WORK_ACK_WAIT_S: must be a number of seconds from 0.5 to 86400"
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"LOOM_WORK_ACK_WAIT_S: {raw!r} is not a number of seconds") from None
+        raise ValueError(rule) from None  # the value is not repeated: it may be a pasted secret
     if not 0.5 <= value <= 86_400:
-        raise ValueError("LOOM_WORK_ACK_WAIT_S: must be between 0.5 and 86400 seconds")
+        raise ValueError(rule)
     return value
 
 
@@ -465,17 +466,20 @@ def keep_alive_subject(record: WorkRecord, agent_id: str) -> str | None:
     return _ack_subject(record)
 
 
-def wait_on(record: WorkRecord, agent_id: str, question_id: str, now: datetime) -> Change:
-    """The holder asked the operator a question about the item: it waits, claim kept."""
+def wait_on(record: WorkRecord, agent_id: str, question_id: str, now: datetime, question: str = "") -> Change:
+    """The holder asked the operator a question about the item: it waits, claim kept. The
+    question's text goes out with the event (the item's context tree records it)."""
     new, item = _holder_move(record, agent_id, WorkMove.ASK, "ask about", now)
     item.question_id = question_id
-    event = WorkEvent("waiting-on-operator", {"agent_id": agent_id, "question_id": question_id})
+    told = {"agent_id": agent_id, "question_id": question_id, "question": question}
+    event = WorkEvent("waiting-on-operator", told)
     return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 
-def resume(record: WorkRecord, question_id: str, answered: bool, now: datetime) -> Change:
+def resume(record: WorkRecord, question_id: str, answered: bool, now: datetime, answer: str = "") -> Change:
     """The question the item waited on was answered (or its deadline passed): back in
-    progress, the claim's ack deadline restarted. Anything else is left alone."""
+    progress, the claim's ack deadline restarted. Anything else is left alone. ``answer``
+    (the answer, or why there is none) goes out with the event."""
     if record.item.question_id != question_id:
         return Change()
     moved = _move(record, WorkMove.RESUME, now)
@@ -483,7 +487,7 @@ def resume(record: WorkRecord, question_id: str, answered: bool, now: datetime) 
         return Change()
     new, item = moved
     item.question_id = None
-    event = WorkEvent("resumed", {"question_id": question_id, "answered": answered})
+    event = WorkEvent("resumed", {"question_id": question_id, "answered": answered, "answer": answer})
     return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 
@@ -1543,19 +1547,25 @@ class WorkQueue:
         )
         return await self._carry_out(work_id, change, revision)
 
-    async def wait_on_operator(self, work_id: str, agent_id: str, question_id: str) -> WorkItem:
+    async def wait_on_operator(
+        self, work_id: str, agent_id: str, question_id: str, *, question: str = ""
+    ) -> WorkItem:
         """The holder waits on the operator's answer to ``question_id`` (rule ``wait_on``)."""
         now = utcnow()
-        _, change, revision = await self._mutate_at(work_id, lambda r: wait_on(r, agent_id, question_id, now))
+        _, change, revision = await self._mutate_at(
+            work_id, lambda r: wait_on(r, agent_id, question_id, now, question)
+        )
         return await self._carry_out(work_id, change, revision)
 
-    async def resume(self, work_id: str, question_id: str, *, answered: bool) -> WorkItem | None:
+    async def resume(
+        self, work_id: str, question_id: str, *, answered: bool, answer: str = ""
+    ) -> WorkItem | None:
         """The question was answered or expired: the item waiting on it is in progress again;
         None when it no longer waited on it (finished, cancelled, or never moved)."""
         now = utcnow()
         try:
             _, change, revision = await self._mutate_at(
-                work_id, lambda r: resume(r, question_id, answered, now)
+                work_id, lambda r: resume(r, question_id, answered, now, answer)
             )
         except WorkNotFound:
             return None

@@ -598,3 +598,25 @@ def test_discard_refuses_when_the_dead_letter_changed(current: int | None) -> No
     error = refused(discard, record(S.DEAD_LETTERED, dlq_seq=current), 42, NOW)
     assert isinstance(error, WorkConflict)
     assert (error.field, error.message) == ("work_id", f"work_id: {WORK_ID} changed while being discarded")
+
+
+@pytest.mark.parametrize("raw", ["s3cr3t-token-pasted-here", "0.1", "99999999"])
+def test_a_bad_ack_wait_names_the_variable_and_the_rule_without_the_value(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shared.work import default_ack_wait
+
+    monkeypatch.setenv("LOOM_WORK_ACK_WAIT_S", raw)
+    with pytest.raises(ValueError) as refused:
+        default_ack_wait()
+    assert str(refused.value) == "LOOM_WORK_ACK_WAIT_S: must be a number of seconds from 0.5 to 86400"
+    assert raw not in str(refused.value)
+
+
+def test_the_ack_wait_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.work import DEFAULT_ACK_WAIT_S, default_ack_wait
+
+    monkeypatch.delenv("LOOM_WORK_ACK_WAIT_S", raising=False)
+    assert default_ack_wait() == DEFAULT_ACK_WAIT_S
+    monkeypatch.setenv("LOOM_WORK_ACK_WAIT_S", "2.5")
+    assert default_ack_wait() == 2.5
