@@ -124,8 +124,8 @@ class Identity:
         )
 
 
-_ALIASES = {ours: alias for ours in IDENTITY_VARIABLES for alias in aliases_of(ours)}
-"""Our identity variable -> the TypeScript Loom's name for it (to name what was set in errors)."""
+_ALIASES = {ours: aliases_of(ours) for ours in IDENTITY_VARIABLES}
+"""Our identity variable -> the TypeScript Loom's names for it (to name what was set in errors)."""
 
 
 def _problem(err: Mapping[str, Any]) -> str:
@@ -137,9 +137,10 @@ def _problem(err: Mapping[str, Any]) -> str:
         return msg
     if variable not in msg:
         msg = f"{variable}: {msg}"
-    alias = _ALIASES.get(variable)
-    if alias and os.environ.get(alias) and not os.environ.get(variable):
-        msg = msg.replace(variable, f"{alias} (alias of {variable})", 1)
+    if not os.environ.get(variable):
+        alias = next((a for a in _ALIASES.get(variable, ()) if os.environ.get(a)), None)
+        if alias:
+            msg = msg.replace(variable, f"{alias} (alias of {variable})", 1)
     return msg
 
 

@@ -149,6 +149,13 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "any [a-z0-9][a-z0-9-]{0,62}, not only 16 hex; without it the id is derived from the project path "
         "(the original Pattern used 'default')",
     ),
+    Variable(
+        "NATS_PROJECT_ID",
+        AGENTS,
+        "alias",
+        "LOOM_PROJECT_ID",
+        "the name the original Weft's Claude Code set-up put in Warp's MCP settings; read as the project id",
+    ),
     Variable("LOOMINAL_AGENT_ID", AGENTS, "alias", "LOOM_AGENT_ID", "32 lowercase hex"),
     Variable(
         "LOOMINAL_SUBAGENT_TYPE",

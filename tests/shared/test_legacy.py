@@ -139,6 +139,31 @@ def test_loominal_subagent_type_makes_a_subagent(monkeypatch: pytest.MonkeyPatch
     assert "Not A Type" not in str(err.value)
 
 
+@pytest.mark.parametrize("alias", ["LOOMINAL_PROJECT_ID", "NATS_PROJECT_ID"])
+def test_each_original_project_id_name_is_read_as_the_project(
+    alias: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("LOOM_PROJECT_ID", "LOOMINAL_PROJECT_ID", "NATS_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(alias, "team-a")
+    assert resolve_identity(load_settings(), hostname="h", cwd=tmp_path).project_id == "team-a"
+    monkeypatch.setenv(alias, "Not_A_Project")
+    with pytest.raises(IdentityError) as err:
+        load_settings()
+    assert f"{alias} (alias of LOOM_PROJECT_ID)" in str(err.value)
+    assert "Not_A_Project" not in str(err.value)
+
+
+def test_two_original_project_ids_that_disagree_are_refused() -> None:
+    message = refusal(["warp"], {"NATS_PROJECT_ID": "team-a", "LOOMINAL_PROJECT_ID": "team-b"})
+    assert (
+        "NATS_PROJECT_ID and LOOMINAL_PROJECT_ID" in message
+        or "LOOMINAL_PROJECT_ID and NATS_PROJECT_ID" in message
+    )
+    assert "team-a" not in message and "team-b" not in message
+    assert adopt_environment(["warp"], {"NATS_PROJECT_ID": "team-a", "LOOM_PROJECT_ID": "team-a"}).notices
+
+
 def test_the_original_warps_files_stop_start_up(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "repo" / "sub"
     project.mkdir(parents=True)
