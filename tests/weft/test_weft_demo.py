@@ -4,6 +4,7 @@ agent, and nothing is left behind — after a run, a failed step, or Ctrl-C."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -24,7 +25,7 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
     folder lands there, and every process the demo starts carries it in TMPDIR)."""
     folder = tmp_path / "tmp"
     folder.mkdir()
-    return {**os.environ, "TMPDIR": str(folder), "NO_COLOR": "1"}
+    return {**os.environ, "TMPDIR": str(folder), "NO_COLOR": "1", "COLUMNS": "250"}
 
 
 def left_behind(env: dict[str, str]) -> list[int]:
@@ -36,11 +37,15 @@ def test_the_demo_closes_the_loop_and_leaves_nothing_behind(tmp_path: Path) -> N
     result = subprocess.run([WEFT, "demo"], env=env, capture_output=True, text=True, timeout=110)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "$ shuttle targets add demo -m local -c code --command 'python -m weft.spinup.demo_agent'" in out
+    assert (
+        "$ shuttle targets add demo -m local -c code -c review --command 'python -m weft.spinup.demo_agent'"
+        in out
+    )
     assert f"$ shuttle submit --file {WORK_FILE} --wait" in out
     listing = out.split("$ shuttle work list")[1].split("\nThe agents are idle now")[0]
     for description in yaml.safe_load(WORK_FILE.read_text())["items"]:  # each item done, by name
         assert any("completed" in row and description["description"] in row for row in listing.splitlines())
+    _check_plan_and_review(out)
     assert "$ shuttle fleet" in out
     states = [line for line in out.splitlines() if line.startswith("  spin-ups: ")]
     assert (
@@ -51,6 +56,25 @@ def test_the_demo_closes_the_loop_and_leaves_nothing_behind(tmp_path: Path) -> N
     assert "Done: Weft started agents for waiting work" in out
     assert not left_behind(env)
     assert not any(Path(env["TMPDIR"]).iterdir())  # its data folder went too
+
+
+def _check_plan_and_review(out: str) -> None:
+    """The plan ran in order (its graph: every item completed, the first one needed by the
+    other two) and the reviewed step was approved by an agent other than its author."""
+    graph = out.split("$ shuttle work graph ")[1].split("\nThe reviewed item")[0]
+    plan = {i["name"]: i for i in yaml.safe_load(WORK_FILE.read_text())["items"]}
+    assert all(i.get("after") in (None, ["count"]) for i in plan.values())
+    lines = graph.splitlines()
+    assert plan["count"]["task_id"] in lines[1] and "unblocks" in lines[2]  # the first step, then
+    for name in ("test", "document"):  # the two that waited for it
+        assert any(plan[name]["task_id"] in line and "completed" in line for line in lines[3:]), graph
+    shown = out.split("$ shuttle work show ")[1].split("\nThe agents are idle now")[0]
+    assert "demo-test-counter" in shown
+    rounds = [line for line in shown.splitlines() if "approve" in line]
+    assert rounds, shown
+    authors = set(re.findall(r'"author":\s*"([0-9a-f]{32})"', shown))
+    reviewers = set(re.findall(r'"reviewer":\s*"([0-9a-f]{32})"', shown))
+    assert authors and reviewers and not authors & reviewers, shown
 
 
 def _states(line: str) -> list[str]:

@@ -2,13 +2,14 @@
 
 It starts ``weft serve`` (with its bundled nats-server) on free ports over a temporary
 data folder, registers a ``local`` target that runs the demo agent
-(:mod:`weft.spinup.demo_agent`), submits the work in ``work.yaml`` with Shuttle and
-follows it: Weft starts agents for the waiting work, they complete it, and Weft shuts
-them down once idle. Every step is a Shuttle command, printed before it runs, so the demo
+(:mod:`weft.spinup.demo_agent`), submits the plan in ``work.yaml`` with Shuttle and
+follows it: Weft starts agents for the waiting work, they complete it in dependency
+order, another agent reviews the step that asks for review, and Weft shuts them down
+once idle. Every step is a Shuttle command, printed before it runs, so the demo
 doubles as a tour of the commands. Nothing is left behind: the agents are stopped (by
 Weft; any it missed, by the demo), Weft is stopped and the folder removed.
 
-The work list is one file (``--work``), so a plan file can take its place.
+The work is one file (``--work``): any batch or plan ``shuttle submit --file`` takes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ TARGET = "demo"
 IDLE_TIMEOUT_S = 5
 WORK_S = 2
 """How long the demo agent works on an item: long enough to see agents busy in parallel."""
+FIRST_TASK = "demo-count-errors"
+"""The plan's first step (``work.yaml``): its graph shows the whole plan."""
+REVIEWED_TASK = "demo-test-counter"
+"""The step that asks for review."""
 WAIT_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
 ENDED_STATES = frozenset({"stopped", "failed", "timed-out"})
@@ -48,9 +53,9 @@ def bin_dir() -> Path:
 
 def target_command(python: str = sys.executable) -> list[str]:
     """``shuttle`` arguments that register the demo target: a local process running the demo
-    agent, up to three at once, shut down after a few idle seconds."""
+    agent (it works and reviews), up to three at once, shut down after a few idle seconds."""
     return [
-        "targets", "add", TARGET, "-m", "local", "-c", "code",
+        "targets", "add", TARGET, "-m", "local", "-c", "code", "-c", "review",
         "--command", f"{python} -m weft.spinup.demo_agent",
         "--max-concurrent", "3", "--idle-timeout", str(IDLE_TIMEOUT_S),
         "--env", f"LOOM_DEMO_WORK_S={WORK_S}",
@@ -215,6 +220,11 @@ class Demo:
             raise DemoFailed(f"shuttle {args[0]} exited with {code}")
         return code
 
+    def work_id(self, task_id: str) -> str | None:
+        """The id of the demo's item with this task id (None when the work file has none)."""
+        listing: dict[str, Any] = httpx.get(f"{self.url}/api/work", params={"limit": 100}, timeout=10).json()
+        return next((w["id"] for w in listing.get("items", []) if w.get("task_id") == task_id), None)
+
     def spinup_states(self) -> dict[str, int]:
         stats: dict[str, Any] = httpx.get(f"{self.url}/api/stats", timeout=10).json()
         by_state = (stats.get("spinups") or {}).get("by_state") or {}
@@ -247,14 +257,21 @@ class Demo:
         self.shuttle(*target_command(), shown=shown_target)
         self.shuttle("submit", "--file", str(self.work_file), "--wait", "--wait-timeout", str(WAIT_TIMEOUT_S))
         self.shuttle("work", "list")
+        first, reviewed = self.work_id(FIRST_TASK), self.work_id(REVIEWED_TASK)
+        if first is not None:
+            print("\nThe plan: what came after what, and each item's state:", flush=True)
+            self.shuttle("work", "graph", first)
+        if reviewed is not None:
+            print("\nThe reviewed item: its author and its reviewer are different agents:", flush=True)
+            self.shuttle("work", "show", reviewed)
         print(f"\nThe agents are idle now; Weft shuts each down after {IDLE_TIMEOUT_S} s idle:", flush=True)
         if not self.wait_for_agents_to_stop():
             raise DemoFailed(f"the agents were not shut down within {STOP_TIMEOUT_S} s")
         self.shuttle("fleet")
         print(
-            "\nDone: Weft started agents for waiting work, they completed it, and Weft stopped "
-            "them once idle.\nThe same, on your own fabric: `make run`, then the README's "
-            "walkthrough.",
+            "\nDone: Weft started agents for waiting work, they completed it in plan order "
+            "(one reviewed by another agent), and Weft stopped them once idle.\n"
+            "The same, on your own fabric: `make run`, then the README's walkthrough.",
             flush=True,
         )
 

@@ -9,10 +9,11 @@ Warp registers the agent under the id Weft chose. Then, as an MCP client, it
 claims work with ``warp_work_claim`` and completes it with
 ``warp_work_complete`` (after ``LOOM_DEMO_WORK_S`` seconds, default 0, reporting
 50% with ``warp_work_progress`` halfway through when that is not 0), idling
-between claims. A shutdown request from Weft reaches Warp on its control
-subject: Warp drains, marks the agent offline and exits, and so does this
-runner. Useful as a smoke-test agent for a new target; the spin-up tests and
-benchmark use it.
+between claims. Given the review capability it also reviews other agents' work
+(a claim marked ``review``): it approves it with ``warp_work_review``. A shutdown
+request from Weft reaches Warp on its control subject: Warp drains, marks the agent
+offline and exits, and so does this runner. Useful as a smoke-test agent for a new
+target; the spin-up tests and benchmark use it.
 """
 
 from __future__ import annotations
@@ -73,7 +74,13 @@ async def work_loop(session: ClientSession, stop: asyncio.Event) -> None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), poll_s)
             continue
-        log.info("claimed %s (%s)", item["id"], item["task_id"])
+        reviewing = bool(claim.get("review"))
+        log.info("claimed %s (%s)%s", item["id"], item["task_id"], " for review" if reviewing else "")
+        if reviewing:
+            await asyncio.sleep(work_s / 2)
+            verdict = {"work_id": item["id"], "verdict": "approve", "feedback": "looks right", "score": 90}
+            await call(session, "warp_work_review", verdict)
+            continue
         if work_s:
             await asyncio.sleep(work_s / 2)
             await call(
