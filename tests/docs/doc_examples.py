@@ -165,8 +165,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ),
     ("docs/shuttle.md", "shuttle context show TREE_ID [--limit N] [--json]"): run("synopsis"),
     ("docs/shuttle.md", "$ shuttle context show 5c1f0e..."): Skip(
-        "a work tree of two attempts, with its ids and times: tests/shuttle/test_shuttle_context.py"
-        " draws one"
+        "a work tree of two attempts, with its ids and times: tests/shuttle/test_shuttle_context.py draws one"
     ),
     ("docs/warp.md", '→ warp_channels_send {"channel": "roadmap", "message": "Yes '): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_channels_thread {"channel": "roadmap", "seq": 3}'): Skip(TOOL_TRANSCRIPT),
@@ -177,17 +176,10 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/architecture.md", "main line      queued ──claim──► claimed ──progress──► in-pr"): Skip(
         "a diagram, not code"
     ),
-    ("docs/shuttle.md", "# plan.yaml"): Skip(
-        "the plan format, with ids and times in its session below: tests/shuttle/test_shuttle_graph.py"
-        " submits such a file and scenario 19 runs one"
-    ),
-    ("docs/shuttle.md", "$ shuttle submit --file plan.yaml"): Skip(
-        "its output names fresh ids: tests/shuttle/test_shuttle_graph.py checks these lines and the"
-        " refusal of a cycle"
-    ),
-    ("docs/shuttle.md", "$ shuttle work graph 4c5d..."): Skip(
-        "a tree of a running plan's ids and states: tests/shuttle/test_shuttle_graph.py draws one"
-    ),
+    ("docs/shuttle.md", "# plan.yaml"): run("plan-file"),
+    ("docs/shuttle.md", "# cycle.yaml: each entry waits for the other, so neither cou"): run("plan-file"),
+    ("docs/shuttle.md", "$ shuttle submit --file plan.yaml"): run("plan-session"),
+    ("docs/shuttle.md", "$ shuttle work graph 4c5d..."): run("plan-graph"),
     ("docs/shuttle.md", "shuttle questions [--status open|answered|expired|all] [--wo"): run("synopsis"),
     ("docs/shuttle.md", "$ shuttle questions"): Skip(
         "needs an agent to have asked: tests/shuttle/test_shuttle_questions.py lists and answers one"
@@ -198,7 +190,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         "names the id of earlier work: tests/weft/test_weft_graph.py submits with depends_on and checks"
         " both answers"
     ),
-    ("docs/weft.md", "curl $W/api/work/plan -H \"$H\" -H 'Content-Type: application/"): Skip(
+    ("docs/weft.md", 'curl $W/api/work/plan -H "$H" -H \'Content-Type: application/'): Skip(
         "answers with fresh ids: tests/weft/test_weft_graph.py submits plans and refuses a cycle"
     ),
     ("docs/weft.md", '{"root":"2b..","truncated":false,'): Skip(
@@ -207,7 +199,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/weft.md", 'curl -H "$H" "$W/api/questions?status=open"'): Skip(
         "needs an agent to have asked: tests/weft/test_weft_questions.py lists and answers questions"
     ),
-    ("docs/weft.md", "curl $W/api/questions/9f3e.../answer -H \"$H\" -H 'Content-Typ"): Skip(
+    ("docs/weft.md", 'curl $W/api/questions/9f3e.../answer -H "$H" -H \'Content-Typ'): Skip(
         "needs an open question: tests/weft/test_weft_questions.py refuses both answers shown"
     ),
     ("docs/weft.md", '{"error": "forbidden", "message": "scope: this needs a token'): Skip(

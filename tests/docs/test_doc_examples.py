@@ -569,6 +569,96 @@ async def run_session_block(example: Example) -> None:
         Masked.subsequence(printed, command.output, f"{example.block.where}: {command.line}")
 
 
+PLAN_FILE = re.compile(r"# (?P<name>[a-z]+\.yaml)")
+PLAN_OUTCOME = {"plan.yaml": "created", "cycle.yaml": "refused"}
+"""What submitting each plan file the docs show must do."""
+
+
+def write_plan_files(example: Example) -> dict[str, Path]:
+    """Every plan file the example's document shows (a YAML block whose first line is
+    ``# <name>.yaml``), written into the example's folder."""
+    written = {}
+    for block in BLOCKS:
+        found = PLAN_FILE.match(block.text)
+        if block.path == example.block.path and found:
+            written[found["name"]] = example.folder / found["name"]
+            written[found["name"]].write_text(block.text)
+    assert set(written) == set(PLAN_OUTCOME), f"{example.block.path}: plan files {sorted(written)}"
+    return written
+
+
+def plan_env(example: Example) -> dict[str, str]:
+    """Shuttle's environment for a plan example: a project of its own."""
+    return {**example.env, "LOOM_PROJECT_ID": f"docs-{uuid.uuid4().hex[:8]}", "COLUMNS": "120"}
+
+
+def run_plan_file_block(example: Example) -> None:
+    """Submitting the file does what the docs say: the plan is created whole (each entry
+    that comes after another blocked, the rest queued, the review kept), or the cycle is
+    refused and nothing is created."""
+    found = PLAN_FILE.match(example.block.text)
+    assert found, example.block.where
+    name = found["name"]
+    path = write_plan_files(example)[name]
+    env = plan_env(example)
+    result = example.shell(f"shuttle submit --file {path} --json", env)
+    entries = yaml.safe_load(example.block.text)
+    with example.fabric.api() as api:
+        listed = api.get("/api/work", headers={"X-Loom-Project": env["LOOM_PROJECT_ID"]}).json()["items"]
+    if PLAN_OUTCOME[name] == "refused":  # Weft refused it: exit 1 (docs/shuttle.md, exit codes)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "the plan has a cycle" in result.stderr and "(nothing was submitted)" in result.stderr
+        assert listed == []
+        return
+    assert result.returncode == 0, result.stdout + result.stderr
+    created = json.loads(result.stdout)
+    assert [i["description"] for i in created["items"]] == [e["description"] for e in entries]
+    for entry, item in zip(entries, created["items"], strict=True):
+        assert item["status"] == ("blocked" if entry.get("after") else "queued"), item
+        assert item.get("review") == entry.get("review"), item
+        if "name" in entry:
+            assert created["names"][entry["name"]] == item["id"]
+    assert len(listed) == len(entries)
+
+
+def run_plan_session_block(example: Example) -> None:
+    """The session, in a folder holding the plan files the docs show, with a project of its
+    own; its output is what the docs show (masked)."""
+    write_plan_files(example)
+    env = plan_env(example)
+    for command in commands(example.block.text):
+        result = run_shell(example.fabric.substitute(command.line), env, example.folder)
+        Masked.subsequence(result.stdout + result.stderr, command.output, f"{example.block.where}")
+
+
+async def run_plan_graph_block(example: Example) -> None:
+    """The graph of the plan's second step while an agent works on the first: submitted with
+    the docs' plan.yaml, the first step claimed and reported on by an agent."""
+    path = write_plan_files(example)["plan.yaml"]
+    env = plan_env(example)
+    created = json.loads(example.shell(f"shuttle submit --file {path} --json", env).stdout)
+    first, second = created["names"]["migration"], created["names"]["api"]
+    nc = await connect(url=example.fabric.nats_url, name="docs-agent")
+    try:
+        queue = WorkQueue(nc, ProjectNames(env["LOOM_PROJECT_ID"]))
+        claimant = Claimant(agent_id=uuid.uuid4().hex, agent_type="claude-code", capabilities=("code",))
+        item = None
+        for _ in range(100):
+            item = await queue.claim(claimant)
+            if item:
+                break
+            await asyncio.sleep(0.05)
+        assert item is not None and item.id == first
+        await queue.progress(first, claimant.agent_id, 20, "tables")
+    finally:
+        await nc.close()
+    command = commands(example.block.text)[0]
+    assert command.line.startswith("shuttle work graph ")
+    result = example.shell(f"shuttle work graph {second}", env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    Masked.subsequence(result.stdout, command.output, example.block.where)
+
+
 async def run_warp_mcp_json_block(example: Example) -> None:
     """Warp run as the snippet says, in a project folder, registers with what it sets."""
     server = json.loads(example.fabric.substitute(example.block.text))["mcpServers"]["warp"]
@@ -756,6 +846,9 @@ RUNNERS: dict[str, Callable[[Example], Awaitable[None]] | Callable[[Example], No
     "synopsis": run_synopsis_block,
     "watch-output": run_watch_output_block,
     "session": run_session_block,
+    "plan-file": run_plan_file_block,
+    "plan-session": run_plan_session_block,
+    "plan-graph": run_plan_graph_block,
     "warp-mcp-json": run_warp_mcp_json_block,
     "warp-error": run_warp_error_block,
     "warp-channels": run_warp_channels_block,
