@@ -226,7 +226,7 @@ class QuestionBook:
         revision = await kv.create(question.id, question.to_json_bytes())
         if work_id is not None:
             try:
-                await self.work.wait_on_operator(work_id, agent_id, question.id)
+                await self.work.wait_on_operator(work_id, agent_id, question.id, question=text)
             except Exception:
                 await delete_unchanged(kv, question.id, revision)
                 raise
@@ -262,7 +262,8 @@ class QuestionBook:
     async def _settle(self, question: Question, *, answered: bool) -> None:
         """The work the question was about goes on (resumed in progress)."""
         if question.work_id is not None:
-            await self.work.resume(question.work_id, question.id, answered=answered)
+            said = question.answer if answered and question.answer else question.resolution
+            await self.work.resume(question.work_id, question.id, answered=answered, answer=said or "")
 
     async def all(self) -> list[Question]:
         values = await snapshot(await self.bucket())
@@ -316,6 +317,7 @@ class QuestionBook:
                 question = None
             if question is None or question.status is not QuestionStatus.OPEN:
                 answered = question is not None and question.status is QuestionStatus.ANSWERED
-                if await self.work.resume(work_id, question_id, answered=answered) is not None:
+                said = "" if question is None else (question.answer or question.resolution or "")
+                if await self.work.resume(work_id, question_id, answered=answered, answer=said) is not None:
                     resumed += 1
         return resumed

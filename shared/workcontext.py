@@ -105,7 +105,37 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
         text = None if item.result is None else _cut(json.dumps(item.result, default=str))
         return [_node(item, action, attempt, agent, "result", text=text)]
     if action == "failed":
-        return [_node(item, action, attempt, agent, "failure", text=_cut(str(data.get("error") or "")))]
+        # An agent's failed attempt goes under that attempt; a blocked item failed by its
+        # dependency never had one, so its failure goes under the root.
+        parent = attempt if data.get("agent_id") and item.attempts else root
+        return [_node(item, action, parent, agent, "failure", text=_cut(str(data.get("error") or "")))]
+    if action == "in-review":
+        text = None if item.result is None else _cut(json.dumps(item.result, default=str))
+        facts: dict[str, str] = {"review_round": str(item.review_round)}
+        return [_node(item, action, attempt, agent, "handed_in", text=text, meta=facts)]
+    if action in ("approved", "rejected"):
+        verdict = item.reviews[-1] if item.reviews else None
+        facts = {
+            "verdict": "approve" if action == "approved" else "reject",
+            "review_round": str(data.get("round", "")),
+        }
+        if data.get("score") is not None:
+            facts["score"] = str(data["score"])
+        if data.get("final"):
+            facts["final"] = "true"
+        feedback = str(data.get("feedback") or (verdict.feedback if verdict else "") or "") or None
+        return [_node(item, action, attempt, agent, "review", text=feedback and _cut(feedback), meta=facts)]
+    if action == "waiting-on-operator":
+        facts = {"question_id": str(data.get("question_id", ""))}
+        text = str(data.get("question") or "") or None
+        return [_node(item, action, attempt, agent, "question", text=text and _cut(text), meta=facts)]
+    if action == "resumed":
+        facts = {
+            "question_id": str(data.get("question_id", "")),
+            "answered": "true" if data.get("answered") else "false",
+        }
+        text = str(data.get("answer") or "") or None
+        return [_node(item, action, attempt, SYSTEM_AUTHOR, "answer", text=text and _cut(text), meta=facts)]
     if action == "redelivered":
         lapsed = int(data.get("attempt") or 0)
         node = _node(
@@ -127,11 +157,9 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
 
 
 def dependency_ids(item: WorkItem) -> list[str]:
-    """The items whose results this one's hand-off includes.
-
-    The seam for the work graph (dependencies, review rounds and operator questions): it
-    returns the item's completed dependencies once work items have them; until then none."""
-    return []
+    """The items whose results this one's hand-off includes: the ones it depends on (an item
+    is only offered once every one of them has completed)."""
+    return list(item.depends_on)
 
 
 @dataclass
@@ -159,7 +187,9 @@ async def work_hand_off(
     results: list[ContextNode] = []
     for dependency in dependency_ids(item):
         done = await store.tree(dependency)
-        results.extend(n for n in (done.latest(f) for f in done.newest_first()) if n.kind == "result")
+        final = next((n for n in (done.latest(f) for f in done.newest_first()) if n.kind == "result"), None)
+        if final is not None:  # the result that counted (a reviewed item's approved one)
+            results.append(final)
     return WorkHandOff(
         tree_id=item.id,
         attempt_node=work_attempt_id(item.id, item.attempts),

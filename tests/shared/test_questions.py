@@ -81,11 +81,12 @@ def question(**fields: object) -> Question:
 
 @pytest.mark.parametrize("status", [S.CLAIMED, S.IN_PROGRESS])
 def test_wait_on_keeps_the_claim_and_announces_it(status: WorkStatus) -> None:
-    change = wait_on(held(status), A, QID, NOW)
+    change = wait_on(held(status), A, QID, NOW, "postgres or sqlite?")
     assert change.record is not None
     assert (change.record.item.status, change.record.item.question_id) == (S.WAITING_ON_OPERATOR, QID)
     assert change.record.delivery == OLD and change.record.item.assigned_to == A
-    assert change.events == (WorkEvent("waiting-on-operator", {"agent_id": A, "question_id": QID}),)
+    told = {"agent_id": A, "question_id": QID, "question": "postgres or sqlite?"}
+    assert change.events == (WorkEvent("waiting-on-operator", told),)
     assert (change.ack, change.ack_subject) == (Ack.WORKING, OLD.ack_subject)
     with pytest.raises(NotClaimant):
         wait_on(held(status), B, QID, NOW)
@@ -99,10 +100,11 @@ def test_wait_on_needs_a_held_item(status: WorkStatus) -> None:
 
 def test_resume_only_for_its_own_question() -> None:
     waiting = held(S.WAITING_ON_OPERATOR, question_id=QID)
-    change = resume(waiting, QID, True, NOW)
+    change = resume(waiting, QID, True, NOW, "sqlite")
     assert change.record is not None and change.record.item.status is S.IN_PROGRESS
     assert change.record.item.question_id is None
-    assert change.events == (WorkEvent("resumed", {"question_id": QID, "answered": True}),)
+    told = {"question_id": QID, "answered": True, "answer": "sqlite"}
+    assert change.events == (WorkEvent("resumed", told),)
     assert (change.ack, change.ack_subject) == (Ack.WORKING, OLD.ack_subject)  # the ack deadline restarts
     assert resume(waiting, "f" * 32, True, NOW) == Change()
     assert resume(held(S.COMPLETED, question_id=QID), QID, True, NOW) == Change()

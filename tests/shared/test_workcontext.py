@@ -127,7 +127,110 @@ def test_each_transition_maps_to_its_nodes() -> None:
     assert work_nodes("cancelled", item, {"by": "op"})[0].parent_id == second
     assert work_nodes("expired", item, {})[0].parent_id == root
     assert work_nodes("queued", item, {}) == [] and work_nodes("waiting", item, {}) == []
+    asked = work_nodes(
+        "waiting-on-operator", item, {"agent_id": A, "question_id": "q", "question": "which db?"}
+    )
+    assert [(n.kind, n.parent_id, n.text, n.meta) for n in asked] == [
+        ("question", second, "which db?", {"question_id": "q"})
+    ]
+    answered = work_nodes("resumed", item, {"question_id": "q", "answered": True, "answer": "sqlite"})
+    assert [(n.kind, n.parent_id, n.text, n.meta["answered"]) for n in answered] == [
+        ("answer", second, "sqlite", "true")
+    ]
+    verdict = {"agent_id": B, "round": 1, "score": 40.0, "feedback": "no tests", "final": False}
+    rejected = work_nodes("rejected", item, verdict)[0]
+    assert (rejected.kind, rejected.parent_id, rejected.author, rejected.text) == (
+        "review",
+        second,
+        B,
+        "no tests",
+    )
+    assert rejected.meta == {"verdict": "reject", "review_round": "1", "score": "40.0"}
+    handed = work_nodes("in-review", item.model_copy(update={"result": {"pr": 1}}), {"agent_id": A})[0]
+    assert (handed.kind, handed.parent_id, handed.text) == ("handed_in", second, '{"pr": 1}')
+    # a blocked item failed by its dependency never had an attempt: its failure is the root's
+    blocked = item.model_copy(update={"attempts": 0, "assigned_to": None, "status": WorkStatus.FAILED})
+    failed = work_nodes("failed", blocked, {"dependency": B, "error": "dependency x was cancelled"})[0]
+    assert failed.parent_id == root
     # the same transition twice is the same node (a repeated publish stores one copy)
     assert (
         work_nodes("failed", item, {"error": "x"})[0].id == work_nodes("failed", item, {"error": "x"})[0].id
     )
+
+
+async def test_a_dependents_claim_carries_its_dependencies_results(nc: NatsClient, project_id: str) -> None:
+    queue = WorkQueue(nc, ProjectNames(project_id))
+    assert queue.contexts is not None
+    first = await queue.submit(sub(task_id="schema"), submitted_by="tester")
+    second = await queue.submit(sub(task_id="api", depends_on=[first.id]), submitted_by="tester")
+    assert second.status is WorkStatus.BLOCKED
+    assert await queue.claim(claimant(A)) is not None
+    await queue.complete(first.id, A, {"tables": ["users"]})
+    taken = None
+    for _ in range(50):
+        taken = await queue.claim(claimant(B))
+        if taken is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert taken is not None and taken.id == second.id
+    await queue.settle()
+    handed = await work_hand_off(queue.contexts, taken)
+    assert [(n.tree_id, n.kind, n.text) for n in handed.dependencies] == [
+        (first.id, "result", '{"tables": ["users"]}')
+    ]
+
+
+async def test_reviews_and_answers_are_in_the_tree_the_next_worker_sees(
+    nc: NatsClient, project_id: str
+) -> None:
+    from shared.questions import QuestionBook
+
+    names = ProjectNames(project_id)
+    queue = WorkQueue(nc, names)
+    questions = QuestionBook(nc, names, queue)
+    assert queue.contexts is not None
+    item = await queue.submit(sub(review={"capability": "review", "rounds": 2}), submitted_by="tester")
+    assert await queue.claim(claimant(A)) is not None
+    asked = await questions.ask(A, "which database?", work_id=item.id)
+    await questions.answer(asked.id, "sqlite")
+    await queue.complete(item.id, A, {"pr": 1})
+    reviewer = Claimant(agent_id=B, agent_type="generic", capabilities=("review",))
+    review = None
+    for _ in range(50):
+        review = await queue.claim(reviewer)
+        if review is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert review is not None
+    await queue.review(item.id, B, "reject", "no tests for the parser", 30)
+    again = None
+    for _ in range(50):
+        again = await queue.claim(claimant("c" * 32))
+        if again is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert again is not None and again.id == item.id
+    await queue.settle()
+    handed = await work_hand_off(queue.contexts, again)
+    said = [(n.kind, n.text) for n in handed.nodes]
+    assert ("question", "which database?") in said and ("answer", "sqlite") in said
+    assert ("handed_in", '{"pr": 1}') in said and ("review", "no tests for the parser") in said
+    state = await queue.contexts.tree(item.id)
+    first_attempt = work_attempt_id(item.id, 1)
+    under = [state.latest(c).kind for c in state.children[first_attempt]]
+    assert under == ["question", "answer", "handed_in", "review"]
+
+
+async def test_a_dependency_failure_is_visible_under_the_root(nc: NatsClient, project_id: str) -> None:
+    queue = WorkQueue(nc, ProjectNames(project_id))
+    assert queue.contexts is not None
+    first = await queue.submit(sub(task_id="schema"), submitted_by="tester")
+    second = await queue.submit(sub(task_id="api", depends_on=[first.id]), submitted_by="tester")
+    await queue.cancel(first.id, reason="not needed")
+    await queue.settle()
+    state = await queue.contexts.tree(second.id)
+    shown = [state.latest(f) for f in state.newest_first()]
+    failures = [n for n in shown if n.kind == "failure"]
+    assert len(failures) == 1 and first.id in (failures[0].text or "")
+    assert failures[0].parent_id == work_root_id(second.id)
+    assert all(n.parent_id is None or n.parent_id in state.nodes for n in shown)  # nothing orphaned

@@ -124,3 +124,36 @@ async def test_websocket_follows_context_changes(
     assert first["topic"] == "contexts" and first["event"]["subject_id"] == state.tree_id
     assert first["event"]["action"] == "appended" and first["event"]["data"]["node"]["text"] == "this"
     assert second["event"]["action"] == "tombstoned" and first["seq"] < second["seq"]
+
+
+async def test_another_projects_trees_are_invisible(weft: Any, nc: NatsClient, project_id: str) -> None:
+    """Project isolation for context trees: trees, work trees, nodes and changes of P1 are not
+    found through P2 (REST) nor in P2's store (what Warp reads), and P2's listing is empty."""
+    p2 = f"{project_id}-ctx"
+    async with weft.client(project=project_id) as one, weft.client(project=p2) as two:
+        tree = (await one.post("/api/contexts", json={"title": "p1 plan", "text": "secret plan"})).json()
+        tid, root = tree["tree_id"], tree["root"]["id"]
+        item = (
+            await one.post("/api/work", json={"task_id": "t", "description": "p1 work", "capability": "c"})
+        ).json()
+        for path in (
+            f"/api/contexts/{tid}",
+            f"/api/contexts/{tid}/structure",
+            f"/api/contexts/{tid}/nodes",
+            f"/api/contexts/{tid}/nodes/{root}/path",
+            f"/api/contexts/{item['id']}",
+        ):
+            answer = await two.get(path)
+            assert answer.status_code == 404, (path, answer.text)
+            assert "secret plan" not in answer.text and "p1 work" not in answer.text
+        appended = await two.post(f"/api/contexts/{tid}/nodes", json={"parent_id": root, "text": "x"})
+        assert appended.status_code == 404
+        resolved = await two.post(f"/api/contexts/{tid}/resolve", json={"node_ids": [root]})
+        assert resolved.status_code == 404 and "secret plan" not in resolved.text
+        assert (await two.get("/api/contexts")).json()["items"] == []
+        assert [
+            t["tree_id"] for t in (await one.get("/api/contexts", params={"kind": "tree"})).json()["items"]
+        ] == [tid]
+    theirs = ContextStore(nc, ProjectNames(p2))
+    assert not (await theirs.tree(tid)).exists and not (await theirs.tree(item["id"])).exists
+    assert (await ContextStore(nc, ProjectNames(project_id)).tree(tid)).exists
