@@ -18,8 +18,10 @@ from shared.jsutil import create_if_absent, ensure_kv, get_or_none
 from shared.models import AgentId, LoomModel, Token
 from shared.names import ProjectNames
 
-MAX_DEPTH = 16
-"""Ancestors followed at most (a chain longer than this is cut, not an error)."""
+MAX_DEPTH = 1000
+"""Ancestors followed at most: far past any real nesting, there only to bound the round trips
+a damaged bucket could cause (a longer chain is cut, not an error). Links cannot loop: each
+is checked by derivation, and an id already in the chain ends it."""
 
 
 class LineageRecord(LoomModel):

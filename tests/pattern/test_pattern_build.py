@@ -195,3 +195,20 @@ async def test_a_forged_lineage_record_grants_nothing(
     child = await make_service(child_identity)
     recalled = await child.recall_context(RecallInput())
     assert "victim's private note" not in {m.content for m in recalled.memories}
+
+
+async def test_the_parent_chain_is_followed_to_any_depth(
+    make_service, nc: NatsClient, project_id: str, project_path: Path
+) -> None:
+    """Sub-agents of sub-agents, 40 deep (past any fixed small limit): the deepest one's chain
+    names every ancestor, nearest first, up to the top-level agent."""
+    from shared.lineage import record_lineage
+
+    names = ProjectNames(project_id)
+    js = nc.jetstream()
+    top = make_identity(project_id, project_path, handle="lead")
+    chain = [top]
+    for level in range(40):
+        chain.append(sub_identity(chain[-1], f"level-{level}"))
+        await record_lineage(js, names, chain[-1])
+    assert await ancestors(js, names, chain[-1]) == tuple(i.agent_id for i in reversed(chain[:-1]))
