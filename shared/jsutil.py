@@ -88,6 +88,15 @@ def default_replicas() -> int:
     return value
 
 
+async def bucket_exists(js: JetStreamContext, bucket: str) -> bool:
+    """Whether ``bucket`` was created (without creating it)."""
+    try:
+        await js.stream_info(kv_stream(bucket))
+    except NotFoundError:
+        return False
+    return True
+
+
 async def ensure_kv(
     js: JetStreamContext,
     bucket: str,

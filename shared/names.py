@@ -327,6 +327,19 @@ class ProjectNames:
         sub-agent can find its whole parent chain (each link checked by derivation)."""
         return f"loom-{self._p}-lineage"
 
+    # -- A2A push notifications (Weft only) ------------------------------------
+    @property
+    def a2a_push_bucket(self) -> str:
+        """Where A2A clients' webhooks for the project's tasks are kept (key:
+        ``<task id>.<hash of the config id>``); no agent may read it (it holds their tokens)."""
+        return f"loom-{self._p}-a2a-push"
+
+    @property
+    def a2a_push_consumer(self) -> str:
+        """The durable consumer of the project's work events that every Weft replica pulls
+        from to send push notifications, so each event is sent by one of them."""
+        return f"a2a-push-{self._p}"
+
     # -- events ---------------------------------------------------------------
     @property
     def events_stream(self) -> str:

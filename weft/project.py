@@ -24,11 +24,13 @@ from typing import Protocol
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from shared.jsutil import bucket_exists
 from shared.names import ProjectNames
 from shared.policy import BoundaryPolicy, config_bucket, publish_policy
 from shared.questions import QuestionBook
 from shared.registry import Registry
 from shared.work import WorkQueue
+from weft.a2a.push import PushService
 from weft.agents import AgentDirectory
 from weft.contexts import ContextIndex
 from weft.credentials import CredentialAuthority
@@ -73,6 +75,11 @@ class ProjectContext:
         self.relay = EventRelay(js, names, metrics)
         assert self.queue.contexts is not None
         self.contexts = ContextIndex(nc, js, self.queue.contexts)
+        self.a2a_push: PushService | None = None
+        """A2A push notifications, started once a client registers a webhook (or at start when
+        the project has some)."""
+        self._push_private_urls = False
+        self._push_lock = asyncio.Lock()
         self.extension: ProjectExtension | None = None
         self.credentials: CredentialAuthority | None = None
         self.last_used = time.monotonic()
@@ -93,14 +100,39 @@ class ProjectContext:
         await self.work.start()
         await self.targets.start()
         await self.contexts.start()
+        self._push_private_urls = settings.a2a_push_private_urls
+        if await self.push_in_use():
+            await self.push()
         if attach is not None:
             self.extension = await attach(self)
+
+    async def push_in_use(self) -> bool:
+        """Whether an A2A client ever registered a webhook in this project (its bucket exists)."""
+        return await bucket_exists(self.js, self.names.a2a_push_bucket)
+
+    async def push(self) -> PushService:
+        """The project's A2A push notifications, started on first use."""
+        async with self._push_lock:
+            if self.a2a_push is None:
+                service = PushService(self.js, self.names, private_allowed=self._push_private_urls)
+                await service.start()
+                self.a2a_push = service
+        return self.a2a_push
 
     def busy(self) -> bool:
         return self.extension is not None and self.extension.busy()
 
     async def stop(self) -> None:
-        for part in (self.extension, self.contexts, self.targets, self.work, self.agents, self.relay):
+        parts = (
+            self.extension,
+            self.a2a_push,
+            self.contexts,
+            self.targets,
+            self.work,
+            self.agents,
+            self.relay,
+        )
+        for part in parts:
             if part is not None:
                 with contextlib.suppress(Exception):
                     await part.stop()

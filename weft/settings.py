@@ -89,6 +89,9 @@ class WeftSettings(BaseSettings):
     URL each request came in on."""
     a2a_default_capability: str | None = Field(default=None, validation_alias="WEFT_A2A_DEFAULT_CAPABILITY")
     """Capability of A2A messages whose metadata names none; unset: such messages are refused."""
+    a2a_push_private_urls: bool = Field(default=False, validation_alias="WEFT_A2A_PUSH_PRIVATE_URLS")
+    """Let A2A clients register webhooks on loopback, private and link-local addresses (off:
+    a client could otherwise make Weft call into its own network)."""
     log_level: str = Field(default="INFO", validation_alias="WEFT_LOG_LEVEL")
     banner: bool = False
     """Print the start-up banner (``weft serve`` sets this)."""

@@ -1,6 +1,7 @@
 """Background sweep: expire waiting work past its deadline, repair what a stopped process
-left undone (``weft/repair.py``), re-route waiting work and delete finished work and
-offline agents past their retention.
+left undone (``weft/repair.py``), re-route waiting work, delete finished work and
+offline agents past their retention, and take a share of A2A push notifications once
+some replica has registered a webhook in the project.
 
 Safe with several Weft replicas: every change is compare-and-set on the
 record, so two sweepers expiring the same item produce one transition and
@@ -32,6 +33,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     if expired_questions:
         outcome["questions_expired"] = len(expired_questions)
     outcome.update(await router.route_waiting(context))
+    if context.a2a_push is None and await context.push_in_use():
+        await context.push()  # another replica registered a webhook: send its share too
+        outcome["a2a_push_started"] = 1
     deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
     for kind, count in deleted.items():
         outcome[f"deleted_{kind}"] = count

@@ -5,21 +5,30 @@ Warp agent does (real Warp processes and a spun-up agent: test-scenarios/23-a2a)
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import os
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
 from a2a.types import (
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -29,9 +38,10 @@ from a2a.types import (
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, TaskNotFoundError
 from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
@@ -137,7 +147,7 @@ async def test_card_names_the_endpoint_the_bearer_scheme_and_the_offered_capabil
         (endpoint, "JSONRPC", "0.3"),
     ]
     assert card.supported_interfaces[0].tenant == project_id
-    assert card.capabilities.streaming and not card.capabilities.push_notifications
+    assert card.capabilities.streaming and card.capabilities.push_notifications
     assert [s.id for s in card.skills] == ["code", "deploy", "review"]
     assert "1 agent(s) online (claude-code)" in card.skills[0].description
     assert "1 target(s)" in card.skills[1].description
@@ -499,16 +509,55 @@ async def test_sdk_parse_errors_do_not_echo_the_input(weft_auth: Any, project_id
         assert secret not in response.text
 
 
+def rpc(method: str, params: dict[str, Any], ident: int = 7) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+
+
+def message_0_3(text: str = "Fix the flaky parser test") -> dict[str, Any]:
+    """A message in the 0.3 wire format (``kind`` on parts, lower-case roles)."""
+    return {
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": text}],
+        "metadata": {"capability": "code"},
+    }
+
+
+async def first_sse_event(api: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The first server-sent event of a streaming call, as JSON (the stream is then closed)."""
+    async with api.stream("POST", url, json=body) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                return dict(json.loads(line[5:]))
+    raise AssertionError("the stream ended without an event")
+
+
 async def test_the_0_3_method_names_are_served(weft_auth: Any, project_id: str) -> None:
-    async with a2a(weft_auth, project_id) as client:
-        task = await submitted(client, message())
+    """Every 0.3 name (no A2A-Version header): message/send, tasks/get, tasks/cancel,
+    message/stream and tasks/resubscribe, with 0.3's shapes (``kind``, lower-case states)."""
+    url = f"/a2a/{project_id}"
     async with weft_auth.client(TOKEN) as api:
-        response = await api.post(
-            f"/a2a/{project_id}",
-            json={"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": task.id}},
+        sent = (
+            await api.post(
+                url,
+                json=rpc("message/send", {"message": message_0_3(), "configuration": {"blocking": False}}),
+            )
+        ).json()["result"]
+        assert sent["kind"] == "task" and sent["status"]["state"] == "submitted"
+        got = (await api.post(url, json=rpc("tasks/get", {"id": sent["id"]}))).json()["result"]
+        assert got["id"] == sent["id"] and got["status"]["state"] == "submitted"
+        cancelled = (await api.post(url, json=rpc("tasks/cancel", {"id": sent["id"]}))).json()["result"]
+        assert cancelled["id"] == sent["id"] and cancelled["status"]["state"] == "canceled"
+        again = (await api.post(url, json=rpc("tasks/cancel", {"id": sent["id"]}))).json()
+        assert again["error"]["code"] == -32002  # TaskNotCancelableError
+        streamed = await first_sse_event(
+            api, url, rpc("message/stream", {"message": message_0_3("stream it")})
         )
-    body = response.json()
-    assert body["result"]["id"] == task.id and body["result"]["status"]["state"] == "submitted"
+        task = streamed["result"]
+        assert task["kind"] == "task" and task["status"]["state"] == "submitted"
+        followed = await first_sse_event(api, url, rpc("tasks/resubscribe", {"id": task["id"]}))
+        assert followed["result"]["id"] == task["id"]
 
 
 # -- the documented example -----------------------------------------------------------------
@@ -571,3 +620,260 @@ async def test_streams_and_waiting_sends_let_go_of_their_relay_listener(
         timeout=30,
         what="the waiting send to let go",
     )
+
+
+# -- push notifications ------------------------------------------------------------------------
+
+
+@dataclass
+class Webhook:
+    """A client's webhook: a real HTTP server on loopback that keeps what Weft posts to it."""
+
+    url: str
+    received: list[tuple[dict[str, str], dict[str, Any]]] = field(default_factory=list)
+
+    def states(self) -> list[str]:
+        return [body["task"]["status"]["state"] for _, body in self.received]
+
+
+@asynccontextmanager
+async def webhook() -> AsyncIterator[Webhook]:
+    from shared.server import free_port
+
+    port = free_port()
+    hook = Webhook(f"http://127.0.0.1:{port}/a2a-events")
+
+    async def receive(request: Any) -> Any:
+        from starlette.responses import Response
+
+        hook.received.append((dict(request.headers), await request.json()))
+        return Response(status_code=204)
+
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    app = Starlette(routes=[Route("/a2a-events", receive, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    try:
+        await eventually(lambda: asyncio.sleep(0, result=server.started), what="the webhook server")
+        yield hook
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+def push_started(weft: Any, project: str) -> bool:
+    """Whether this Weft runs the project's push dispatcher."""
+    state = weft.server.config.app.state.weft
+    served = {c.project_id: c for c in state.hub.served()}
+    return project in served and served[project].a2a_push is not None
+
+
+def work_event_count(nc: NatsClient, project: str, work_id: str) -> Any:
+    """How many ``work.*`` events the project's stream holds for one item."""
+
+    async def count() -> int:
+        js = nc.jetstream()
+        names = ProjectNames(project)
+        sub = await js.subscribe(names.event_filter("work"), ordered_consumer=True)
+        seen = 0
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=0.5)
+                except Exception:
+                    return seen
+                if json.loads(msg.data).get("subject_id") == work_id:
+                    seen += 1
+        finally:
+            await sub.unsubscribe()
+
+    return count()
+
+
+async def test_push_notifications_reach_the_clients_webhook_until_the_task_completes(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with (
+        weft_factory(project_id=project_id, api_tokens=TOKEN, a2a_push_private_urls=True) as weft,
+        webhook() as hook,
+        a2a(weft, project_id) as client,
+    ):
+        card = await A2ACardResolver(httpx.AsyncClient(), weft.base_url).get_agent_card(
+            relative_card_path=f"/a2a/{project_id}/.well-known/agent-card.json",
+            http_kwargs={"headers": {"Authorization": f"Bearer {TOKEN}"}},
+        )
+        assert card.capabilities.push_notifications
+        task = await submitted(client, message())
+        config = TaskPushNotificationConfig(
+            task_id=task.id,
+            id="ci-hook",
+            url=hook.url,
+            token="push-check-7f3a",
+            authentication=AuthenticationInfo(scheme="Bearer", credentials="hook-secret-91c2"),
+        )
+        stored = await client.create_task_push_notification_config(config)
+        assert (stored.id, stored.task_id, stored.url) == ("ci-hook", task.id, hook.url)
+        assert stored.token == "" and stored.authentication.credentials == ""  # never shown back
+        await agent_finishes(nc, project_id)
+        await eventually(
+            lambda: asyncio.sleep(0, result="TASK_STATE_COMPLETED" in hook.states()),
+            timeout=20,
+            what="the completed task at the webhook",
+        )
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id="ci-hook")
+        )
+        assert got.url == hook.url and got.token == ""
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+        assert [c.id for c in listed.configs] == ["ci-hook"]
+        await client.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="ci-hook")
+        )
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+        assert list(listed.configs) == []
+        with pytest.raises(A2AError) as gone:
+            await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task.id, id="ci-hook")
+            )
+        assert "id" in str(gone.value)
+    states = hook.states()
+    assert states[-1] == "TASK_STATE_COMPLETED" and "TASK_STATE_WORKING" in states
+    assert all(body["task"]["id"] == task.id for _, body in hook.received)
+    for headers, _ in hook.received:
+        assert headers["x-a2a-notification-token"] == "push-check-7f3a"
+        assert headers["authorization"] == "Bearer hook-secret-91c2"
+
+
+async def test_a_webhook_given_with_the_message_hears_every_event_once_across_replicas(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    async with (
+        weft_factory(project_id=project_id, api_tokens=TOKEN, a2a_push_private_urls=True) as first,
+        weft_factory(project_id=project_id, api_tokens=TOKEN, a2a_push_private_urls=True) as second,
+        webhook() as hook,
+    ):
+        async with a2a(second, project_id):  # the other replica serves the project (no webhooks yet)
+            pass
+        assert not push_started(second, project_id)
+        async with a2a(first, project_id) as client:  # a webhook registered through one replica
+            earlier = await submitted(client, message())
+            await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=earlier.id, id="h", url=hook.url)
+            )
+        # ... and the other one takes its share of the sending (its sweeper notices)
+        await eventually(
+            lambda: asyncio.sleep(0, result=push_started(second, project_id)), what="the second dispatcher"
+        )
+        async with a2a(first, project_id) as client:
+            request = message()
+            request.configuration.CopyFrom(
+                SendMessageConfiguration(
+                    return_immediately=True,
+                    task_push_notification_config=TaskPushNotificationConfig(url=hook.url, token="t-1"),
+                )
+            )
+            task = None
+            async for response in client.send_message(request):
+                task = response.task
+                break  # the task as submitted
+            assert task is not None
+        await agent_finishes(nc, project_id)
+        await eventually(
+            lambda: asyncio.sleep(0, result="TASK_STATE_COMPLETED" in hook.states()),
+            timeout=20,
+            what="the completed task at the webhook",
+        )
+        events = await work_event_count(nc, project_id, task.id)
+        await asyncio.sleep(1)  # anything sent twice would have arrived by now
+    mine = [body for _, body in hook.received if body["task"]["id"] == task.id]
+    assert mine[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"  # registered before the work
+    assert len(mine) == events, [(b["task"]["status"]["state"]) for b in mine]  # one per event
+
+
+async def test_webhooks_on_internal_addresses_and_other_schemes_are_refused(
+    weft_auth: Any, project_id: str
+) -> None:
+    async with a2a(weft_auth, project_id) as client:
+        task = await submitted(client, message())
+        for url in ("http://127.0.0.1:9/hook", "http://169.254.169.254/latest", "ftp://example.org/x", ""):
+            with pytest.raises(A2AError) as refused:
+                await client.create_task_push_notification_config(
+                    TaskPushNotificationConfig(task_id=task.id, id="h", url=url)
+                )
+            text = f"{refused.value} {getattr(refused.value, 'data', '')}"
+            assert "url" in text and (not url or url not in text), text
+        request = message()
+        request.configuration.CopyFrom(
+            SendMessageConfiguration(
+                task_push_notification_config=TaskPushNotificationConfig(url="http://10.0.0.8/hook")
+            )
+        )
+        with pytest.raises(A2AError) as refused:
+            async for _ in client.send_message(request):
+                pass
+        assert "configuration.taskPushNotificationConfig.url:" in str(refused.value)
+        assert "10.0.0.8" not in str(refused.value)
+        listed = await client.list_tasks(ListTasksRequest())
+        assert [t.id for t in listed.tasks] == [task.id]  # the refused message submitted nothing
+        with pytest.raises(A2AError) as unknown:
+            await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id="f" * 32, id="h", url="https://example.org/hook")
+            )
+        assert isinstance(unknown.value, TaskNotFoundError) and str(unknown.value).startswith("taskId:")
+
+
+async def test_a_read_token_may_list_webhooks_but_not_register_them(
+    weft_factory: Any, project_id: str
+) -> None:
+    async with weft_factory(
+        project_id=project_id, api_tokens=f"operate:{TOKEN},read:reader-token-2", a2a_push_private_urls=True
+    ) as weft:
+        async with a2a(weft, project_id) as client:
+            task = await submitted(client, message())
+        async with a2a(weft, project_id, token="reader-token-2") as reader:
+            listed = await reader.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            assert list(listed.configs) == []
+            with pytest.raises(A2AError) as refused:
+                await reader.create_task_push_notification_config(
+                    TaskPushNotificationConfig(task_id=task.id, id="h", url="http://127.0.0.1:9/x")
+                )
+            assert "may not operate" in str(refused.value)
+
+
+async def test_a_failing_webhook_is_logged_without_its_url_or_token(
+    weft_factory: Any, nc: NatsClient, project_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from shared.server import free_port
+
+    secret_url = f"http://127.0.0.1:{free_port()}/hook?sig=q8Zr-5ecret-sig"  # nothing listens there
+    async with (
+        weft_factory(project_id=project_id, api_tokens=TOKEN, a2a_push_private_urls=True) as weft,
+        a2a(weft, project_id) as client,
+    ):
+        task = await submitted(client, message())
+        await client.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=task.id, id="h", url=secret_url, token="tok-5ecret-77")
+        )
+        with caplog.at_level(logging.INFO):
+            await agent_finishes(nc, project_id)
+            await eventually(
+                lambda: asyncio.sleep(
+                    0,
+                    result=any(
+                        "push-notification" in r.getMessage() and task.id in r.getMessage()
+                        for r in caplog.records
+                    ),
+                ),
+                what="the failed webhook in the log",
+            )
+    logged = "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records)
+    assert "5ecret" not in logged and "<webhook url>" in logged

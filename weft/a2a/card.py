@@ -124,7 +124,7 @@ def agent_card(project: ProjectContext, *, base_url: str, auth: bool) -> AgentCa
         ],
         provider=AgentProvider(organization="Loom", url=base_url.rstrip("/")),
         version=__version__,
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False, extended_agent_card=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True, extended_agent_card=False),
         default_input_modes=list(INPUT_MODES),
         default_output_modes=list(OUTPUT_MODES),
         skills=skills or [IDLE_SKILL],

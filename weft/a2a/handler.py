@@ -46,8 +46,8 @@ from a2a.utils.errors import (
     A2AError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a.utils.task import apply_history_length, validate_history_length
@@ -56,7 +56,7 @@ from shared.errors import Forbidden
 from shared.models import WorkItem, WorkStatus, new_id
 from shared.names import InvalidNameError, validate_work_id
 from shared.paging import decode_cursor
-from shared.work import page_items
+from shared.work import WorkNotFound, page_items
 from weft.a2a.errors import field_error, translate
 from weft.a2a.mapping import (
     A2A_ANSWERED_BY,
@@ -71,6 +71,7 @@ from weft.a2a.mapping import (
     task_of,
     text_of_parts,
 )
+from weft.a2a.push import check_url, without_secrets
 from weft.project import ProjectContext
 from weft.relay import Listener
 from weft.state import WeftState
@@ -82,6 +83,8 @@ DISCONNECT_CHECK_S: Final = 5.0
 """How often a waiting ``SendMessage`` looks whether its caller is still there."""
 DEFAULT_PAGE: Final = 50
 MAX_PAGE: Final = 100
+SEND_PUSH_URL: Final = "configuration.taskPushNotificationConfig.url"
+"""Where a webhook given with a message is named in refusals."""
 
 
 class Access(StrEnum):
@@ -243,6 +246,7 @@ class LoomRequestHandler(RequestHandler):
             return await self._follow_up(where, params)
         immediately = params.configuration.return_immediately
         work_id = new_id()
+        await self._push_with_send(where, params, work_id)
         listener = None if immediately else where.project.relay.listen(_work_events, subject_id=work_id)
         try:
             item = await self._submit(where, params, work_id)
@@ -268,6 +272,7 @@ class LoomRequestHandler(RequestHandler):
             yield await self._follow_up(where, params)
             return
         work_id = new_id()
+        await self._push_with_send(where, params, work_id)
         listener = where.project.relay.listen(_work_events, subject_id=work_id)
         try:
             item = await self._submit(where, params, work_id)
@@ -299,6 +304,13 @@ class LoomRequestHandler(RequestHandler):
                 yield event
         finally:
             where.project.relay.unlisten(listener)
+
+    async def _push_with_send(self, where: Served, params: SendMessageRequest, work_id: str) -> None:
+        """A webhook given with the message is registered before the work exists, so its
+        first events reach it too (a refused URL refuses the message: nothing is submitted)."""
+        if params.configuration.HasField("task_push_notification_config"):
+            given = params.configuration.task_push_notification_config
+            await self._register_push(where, work_id, given, url_field=SEND_PUSH_URL)
 
     async def _submit(self, where: Served, params: SendMessageRequest, work_id: str) -> WorkItem:
         context_id = params.message.context_id or new_id()
@@ -368,27 +380,73 @@ class LoomRequestHandler(RequestHandler):
             for event in translator.update(item, action):
                 yield event
 
-    # -- what Weft does not offer ----------------------------------------------------------
+    # -- push notifications (weft/a2a/push.py) ------------------------------------------------
 
+    @validate_request_params
+    @refusals()
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        where = served(context, params.tenant, Access.OPERATE)
+        work_id = await self._push_task(where, params.task_id)
+        return without_secrets(await self._register_push(where, work_id, params))
 
+    @validate_request_params
+    @refusals()
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        where = served(context, params.tenant, Access.READ)
+        work_id = await self._push_task(where, params.task_id)
+        push = await where.project.push()
+        found = next((c for c in push.configs.configs(work_id) if c.id == params.id), None)
+        if found is None:
+            rule = "no push configuration with this id on this task"
+            raise TaskNotFoundError(message=f"id: {rule}", data=field_error("id", rule))
+        return without_secrets(found)
 
+    @validate_request_params
+    @refusals()
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError
+        where = served(context, params.tenant, Access.READ)
+        if params.page_token:  # every configuration of a task fits one page: none is issued
+            rule = "not a page token this listing issued"
+            raise InvalidParamsError(message=f"pageToken: {rule}", data=field_error("pageToken", rule))
+        work_id = await self._push_task(where, params.task_id)
+        push = await where.project.push()
+        configs = [without_secrets(c) for c in push.configs.configs(work_id)]
+        return ListTaskPushNotificationConfigsResponse(configs=configs)
 
+    @validate_request_params
+    @refusals()
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError
+        where = served(context, params.tenant, Access.OPERATE)
+        work_id = await self._push_task(where, params.task_id)
+        push = await where.project.push()
+        await push.configs.delete_info(work_id, context, params.id or None)
+
+    async def _push_task(self, where: Served, task_id: str) -> str:
+        """The work id of a push method's ``taskId``: a task of this project."""
+        work_id = work_id_of(task_id, "taskId")
+        try:
+            await where.project.queue.get(work_id)
+        except WorkNotFound:
+            rule = "no task with this id in this project"
+            raise TaskNotFoundError(message=f"taskId: {rule}", data=field_error("taskId", rule)) from None
+        return work_id
+
+    async def _register_push(
+        self, where: Served, work_id: str, config: TaskPushNotificationConfig, *, url_field: str = "url"
+    ) -> TaskPushNotificationConfig:
+        push = await where.project.push()
+        await check_url(config.url, private_allowed=push.private_allowed, field=url_field)
+        return await push.configs.set_info(work_id, config, ServerCallContext())
+
+    # -- what Weft does not offer ----------------------------------------------------------
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

@@ -62,6 +62,25 @@ def quiet_sdk_logs() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _TemplateOnly) for f in logger.filters):
             logger.addFilter(_TemplateOnly())
+    # Webhook lines name the task; the URL (which may carry a secret) and the HTTP error
+    # (which quotes it) are left out.
+    for name in ("a2a.server.tasks.base_push_notification_sender", "a2a.utils.push_url_validator"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _WithoutUrls) for f in logger.filters):
+            logger.addFilter(_WithoutUrls())
+
+
+class _WithoutUrls(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                "<webhook url>" if isinstance(a, str) and "://" in a else a for a in record.args
+            )
+        elif record.args:
+            record.args = None
+        record.exc_info = None
+        record.exc_text = None
+        return True
 
 
 class _TemplateOnly(logging.Filter):
