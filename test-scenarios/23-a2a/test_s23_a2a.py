@@ -2,7 +2,8 @@
 
 The client knows only the project's URL and a token. It reads the Agent Card, sends a
 message and streams the task while a Warp agent works it; reads it back; cancels another;
-and sends work for a capability nobody online has, which Weft spins an agent up for.
+answers the question a Warp agent asked about a third (input-required); and sends work for
+a capability nobody online has, which Weft spins an agent up for.
 """
 
 from __future__ import annotations
@@ -136,6 +137,40 @@ async def test_an_a2a_client_hands_work_to_the_fleet_and_follows_it(
                 raise AssertionError("a follow-up message was accepted")
             except A2AError as refused:
                 assert "message.taskId" in str(refused)
+
+            # The agent asks the operator a question: the A2A task is input-required, and a
+            # follow-up message on it is the answer the agent reads before it finishes.
+            asking: list[StreamResponse] = []
+
+            async def stream_until_input() -> None:
+                async for event in client.send_message(work("Pick the cache's database", "code")):
+                    asking.append(event)
+
+            waiting_stream = asyncio.create_task(stream_until_input())
+            picked = await eventually(coder.claim, what="the coder to claim the second A2A task")
+            asked = await coder.call(
+                "warp_question_ask",
+                question="postgres or sqlite for the cache?",
+                choices=["postgres", "sqlite"],
+                work_id=picked["id"],
+            )
+            await asyncio.wait_for(waiting_stream, 60)  # a stream ends when its task waits for input
+            assert states(asking)[-1] == "TASK_STATE_INPUT_REQUIRED"
+            answer = work("sqlite", "code")
+            answer.message.task_id = picked["id"]
+            answer.message.context_id = asking[0].task.context_id
+            resumed: Task | None = None
+            async for event in client.send_message(answer):
+                resumed = event.task
+            assert resumed is not None and TaskState.Name(resumed.status.state) == "TASK_STATE_WORKING"
+            read = await coder.call("warp_question_get", question_id=asked["question"]["id"], wait_s=5)
+            assert read["question"]["status"] == "answered" and read["question"]["answer"] == "sqlite"
+            await coder.call(
+                "warp_work_complete", work_id=picked["id"], result=f"cache on {read['question']['answer']}"
+            )
+            done = await client.get_task(GetTaskRequest(id=picked["id"]))
+            assert TaskState.Name(done.status.state) == "TASK_STATE_COMPLETED"
+            assert done.artifacts[0].parts[0].text == "cache on sqlite"
 
             # Work nobody online can take: Weft starts an agent from a local target.
             await fabric.shuttle_json(
