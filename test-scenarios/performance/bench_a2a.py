@@ -7,12 +7,17 @@
   and completes at once, until the stream ends; the events come through the relay Weft
   already runs for the project (one events consumer, not one per stream): measured with no
   other stream open, then with 200 other tasks' streams open;
-* GetTask and the Agent Card (1,000 agents online).
+* GetTask and the Agent Card (1,000 agents online);
+* push notifications: an agent completes a task whose message named a webhook -> the
+  completed task arrives at the webhook (a real HTTP server in this process), against the
+  raw path it rides on: the same completion -> its ``work.completed`` event read by a
+  nats-py subscriber (same run).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
@@ -53,7 +58,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     project = f"bench-a2a-{uuid.uuid4().hex[:8]}"
     names = ProjectNames(project)
     nc = await connect(url=ctx.nats_url, name="bench-a2a")
-    proc, base = await start_weft(ctx, project)
+    proc, base = await start_weft(ctx, project, {"WEFT_A2A_PUSH_PRIVATE_URLS": "true"})
     try:
         registry = Registry(nc.jetstream(), names)
         await registry.put(_agent(AGENT, project, [CAPABILITY, "rest-bench", "idle"]))
@@ -67,6 +72,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             results = await _claimed(ctx, http, base, project, polling, queue, agent)
             results += await _streamed(ctx, streaming, queue, agent)
             results += await _reads(ctx, http, base, project, polling, registry)
+            results += await _pushed(ctx, polling, queue, agent, nc, names)
             await polling.close()
             await streaming.close()
         return results
@@ -209,4 +215,97 @@ async def _reads(
     return [
         summarize("a2a: GetTask", get),
         summarize("a2a: Agent Card, 1,000 agents online", cards),
+    ]
+
+
+async def _pushed(
+    ctx: BenchContext, client: Client, queue: WorkQueue, agent: Claimant, nc: Any, names: ProjectNames
+) -> list[BenchResult]:
+    import contextlib
+
+    import uvicorn
+    from a2a.types import SendMessageConfiguration, TaskPushNotificationConfig
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from shared.server import free_port
+
+    arrived: dict[str, asyncio.Event] = {}
+
+    async def hook(request: Request) -> Response:
+        task = (await request.json())["task"]
+        if task["status"]["state"] == "TASK_STATE_COMPLETED" and task["id"] in arrived:
+            arrived[task["id"]].set()
+        return Response(status_code=204)
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            Starlette(routes=[Route("/hook", hook, methods=["POST"])]),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    serving = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag, not an event
+        await asyncio.sleep(0.01)
+    webhook = TaskPushNotificationConfig(url=f"http://127.0.0.1:{port}/hook", token="bench")
+    completed: dict[str, asyncio.Event] = {}
+
+    async def on_event(msg: Any) -> None:
+        subject_id = json.loads(msg.data).get("subject_id")
+        if subject_id in completed:
+            completed[subject_id].set()
+
+    sub = await nc.subscribe(names.event_subject("work", "completed"), cb=on_event)
+
+    async def submit() -> str:
+        request = _request()
+        request.configuration.CopyFrom(
+            SendMessageConfiguration(return_immediately=True, task_push_notification_config=webhook)
+        )
+        async for event in client.send_message(request):
+            return str(event.task.id)
+        raise RuntimeError("no task")
+
+    async def finish(task_id: str) -> None:
+        item = None
+        while item is None:
+            item = await queue.claim(agent)
+        await queue.complete(item.id, AGENT)
+
+    async def once(waits: dict[str, asyncio.Event]) -> float:
+        task_id = await submit()
+        waits[task_id] = asyncio.Event()
+        await asyncio.sleep(0.05)  # the submission's own notifications go first
+        started = time.perf_counter()
+        await finish(task_id)
+        await asyncio.wait_for(waits[task_id].wait(), 30)
+        elapsed = (time.perf_counter() - started) * 1000
+        del waits[task_id]
+        return elapsed
+
+    try:
+        for _ in range(5):
+            await once(arrived)
+        pushed: list[float] = []
+        raw: list[float] = []
+        for _ in range(ctx.iterations(100)):  # interleaved, same load
+            pushed.append(await once(arrived))
+            raw.append(await once(completed))
+    finally:
+        await sub.unsubscribe()
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)
+    return [
+        summarize("a2a push: raw nats-py, complete -> work.completed event received", raw),
+        summarize(
+            "a2a push: complete -> completed task at the webhook",
+            pushed,
+            baseline="a2a push: raw nats-py, complete -> work.completed event received",
+        ),
     ]

@@ -36,7 +36,9 @@ WEFT = str(Path(sys.executable).parent / "weft")
 AGENT = "a" * 32
 
 
-async def start_weft(ctx: BenchContext, project: str) -> tuple[subprocess.Popen[bytes], str]:
+async def start_weft(
+    ctx: BenchContext, project: str, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """A ``weft serve`` process over the suite's nats-server, healthy; (process, base URL)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "LOOM_", "NATS_"))}
@@ -47,6 +49,7 @@ async def start_weft(ctx: BenchContext, project: str) -> tuple[subprocess.Popen[
         WEFT_LOG_LEVEL="WARNING",
         LOOM_DATA_DIR=str(ctx.scratch / "weft-data"),
     )
+    env.update(extra_env or {})
     log = (ctx.scratch / "weft.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child; starting it does not block
         [WEFT, "serve"], env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL
