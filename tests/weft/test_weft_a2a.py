@@ -877,3 +877,36 @@ async def test_a_failing_webhook_is_logged_without_its_url_or_token(
             )
     logged = "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records)
     assert "5ecret" not in logged and "<webhook url>" in logged
+
+
+async def test_webhooks_of_one_project_are_not_seen_through_another(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    other = f"{project_id}-b"
+    async with weft_factory(project_id=project_id, api_tokens=TOKEN, a2a_push_private_urls=True) as weft:
+        async with a2a(weft, project_id) as client:
+            task = await submitted(client, message())
+            await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, id="h", url="http://127.0.0.1:9/hook")
+            )
+        async with a2a(weft, other) as stranger:
+            with pytest.raises(TaskNotFoundError):
+                await stranger.list_task_push_notification_configs(
+                    ListTaskPushNotificationConfigsRequest(task_id=task.id)
+                )
+            with pytest.raises(TaskNotFoundError):
+                await stranger.delete_task_push_notification_config(
+                    DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="h")
+                )
+            with pytest.raises(TaskNotFoundError):
+                await stranger.create_task_push_notification_config(
+                    TaskPushNotificationConfig(task_id=task.id, id="h2", url="http://127.0.0.1:9/x")
+                )
+        async with a2a(weft, project_id) as client:  # still there, untouched
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            assert [c.id for c in listed.configs] == ["h"]
+    from shared.jsutil import bucket_exists
+
+    assert not await bucket_exists(nc.jetstream(), ProjectNames(other).a2a_push_bucket)

@@ -398,8 +398,7 @@ class LoomRequestHandler(RequestHandler):
     ) -> TaskPushNotificationConfig:
         where = served(context, params.tenant, Access.READ)
         work_id = await self._push_task(where, params.task_id)
-        push = await where.project.push()
-        found = next((c for c in push.configs.configs(work_id) if c.id == params.id), None)
+        found = next((c for c in await self._webhooks(where, work_id) if c.id == params.id), None)
         if found is None:
             rule = "no push configuration with this id on this task"
             raise TaskNotFoundError(message=f"id: {rule}", data=field_error("id", rule))
@@ -415,8 +414,7 @@ class LoomRequestHandler(RequestHandler):
             rule = "not a page token this listing issued"
             raise InvalidParamsError(message=f"pageToken: {rule}", data=field_error("pageToken", rule))
         work_id = await self._push_task(where, params.task_id)
-        push = await where.project.push()
-        configs = [without_secrets(c) for c in push.configs.configs(work_id)]
+        configs = [without_secrets(c) for c in await self._webhooks(where, work_id)]
         return ListTaskPushNotificationConfigsResponse(configs=configs)
 
     @validate_request_params
@@ -428,6 +426,12 @@ class LoomRequestHandler(RequestHandler):
         work_id = await self._push_task(where, params.task_id)
         push = await where.project.push()
         await push.configs.delete_info(work_id, context, params.id or None)
+
+    async def _webhooks(self, where: Served, work_id: str) -> list[TaskPushNotificationConfig]:
+        """A task's webhooks; a read starts nothing in a project that never had one."""
+        if where.project.a2a_push is None and not await where.project.push_in_use():
+            return []
+        return (await where.project.push()).configs.configs(work_id)
 
     async def _push_task(self, where: Served, task_id: str) -> str:
         """The work id of a push method's ``taskId``: a task of this project."""
