@@ -143,4 +143,9 @@ async def test_agent_that_never_registers_is_timed_out_and_stopped(
     record = await eventually(cleaned, what="the timed-out process to be stopped")
     assert record.stop_note == "stopped with SIGTERM"
     assert not pid_alive(int(record.op.handle["pid"]))
-    assert (await manager.store.slot(target.id)).live == []
+    # the slot is freed right after the stop is recorded (and announced): wait for it too
+
+    async def slot_freed() -> bool:
+        return (await manager.store.slot(target.id)).live == []
+
+    await eventually(slot_freed, what="the target's slot to be freed")

@@ -47,7 +47,12 @@ async def test_a_new_replica_links_the_agent_and_shuts_it_down_when_idle(
     final = await eventually(lambda: state(SpinupState.STOPPED), what="the new replica's idle shutdown")
     assert final.stop_note == "stop webhook answered 200"
     assert len(receiver.calls("POST", "/stop")) == 1
-    assert (await other.store.slot(target.id)).live == []
+    # the slot is freed right after the stop is recorded (and announced): wait for it too
+
+    async def slot_freed() -> bool:
+        return (await other.store.slot(target.id)).live == []
+
+    await eventually(slot_freed, what="the target's slot to be freed")
 
 
 async def test_a_start_abandoned_by_a_crashed_replica_times_out_and_is_stopped_by_another(
