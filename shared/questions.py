@@ -73,6 +73,14 @@ def check_answer(answer: str) -> None:
         raise QuestionError(f"answer: must be at most {MAX_ANSWER} characters", field="answer")
 
 
+def told(question: Question | None) -> str:
+    """What the agent waiting on ``question`` is told when it goes on: the answer, or why
+    there is none (the question's resolution)."""
+    if question is None:
+        return ""
+    return question.answer or question.resolution or ""
+
+
 def is_due(question: Question, now: datetime) -> bool:
     return (
         question.status is QuestionStatus.OPEN and question.deadline is not None and question.deadline <= now
@@ -262,8 +270,7 @@ class QuestionBook:
     async def _settle(self, question: Question, *, answered: bool) -> None:
         """The work the question was about goes on (resumed in progress)."""
         if question.work_id is not None:
-            said = question.answer if answered and question.answer else question.resolution
-            await self.work.resume(question.work_id, question.id, answered=answered, answer=said or "")
+            await self.work.resume(question.work_id, question.id, answered=answered, answer=told(question))
 
     async def all(self) -> list[Question]:
         values = await snapshot(await self.bucket())
@@ -317,7 +324,9 @@ class QuestionBook:
                 question = None
             if question is None or question.status is not QuestionStatus.OPEN:
                 answered = question is not None and question.status is QuestionStatus.ANSWERED
-                said = "" if question is None else (question.answer or question.resolution or "")
-                if await self.work.resume(work_id, question_id, answered=answered, answer=said) is not None:
+                if (
+                    await self.work.resume(work_id, question_id, answered=answered, answer=told(question))
+                    is not None
+                ):
                     resumed += 1
         return resumed

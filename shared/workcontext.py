@@ -44,6 +44,16 @@ def _cut(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _said(value: object) -> str | None:
+    """A node's text from an event's field: None when there is nothing to say, cut to fit."""
+    text = str(value or "")
+    return _cut(text) if text else None
+
+
+def _result_text(item: WorkItem) -> str | None:
+    return None if item.result is None else _cut(json.dumps(item.result, default=str))
+
+
 def _author(agent: object) -> str:
     return agent if isinstance(agent, str) and agent else SYSTEM_AUTHOR
 
@@ -102,17 +112,15 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
         note = str(data.get("note") or "") or None
         return [_node(item, action, attempt, agent, "progress", text=note, meta=percent)]
     if action == "completed":
-        text = None if item.result is None else _cut(json.dumps(item.result, default=str))
-        return [_node(item, action, attempt, agent, "result", text=text)]
+        return [_node(item, action, attempt, agent, "result", text=_result_text(item))]
     if action == "failed":
         # An agent's failed attempt goes under that attempt; a blocked item failed by its
         # dependency never had one, so its failure goes under the root.
         parent = attempt if data.get("agent_id") and item.attempts else root
         return [_node(item, action, parent, agent, "failure", text=_cut(str(data.get("error") or "")))]
     if action == "in-review":
-        text = None if item.result is None else _cut(json.dumps(item.result, default=str))
         facts: dict[str, str] = {"review_round": str(item.review_round)}
-        return [_node(item, action, attempt, agent, "handed_in", text=text, meta=facts)]
+        return [_node(item, action, attempt, agent, "handed_in", text=_result_text(item), meta=facts)]
     if action in ("approved", "rejected"):
         verdict = item.reviews[-1] if item.reviews else None
         facts = {
@@ -123,19 +131,18 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
             facts["score"] = str(data["score"])
         if data.get("final"):
             facts["final"] = "true"
-        feedback = str(data.get("feedback") or (verdict.feedback if verdict else "") or "") or None
-        return [_node(item, action, attempt, agent, "review", text=feedback and _cut(feedback), meta=facts)]
+        feedback = _said(data.get("feedback") or (verdict.feedback if verdict else ""))
+        return [_node(item, action, attempt, agent, "review", text=feedback, meta=facts)]
     if action == "waiting-on-operator":
         facts = {"question_id": str(data.get("question_id", ""))}
-        text = str(data.get("question") or "") or None
-        return [_node(item, action, attempt, agent, "question", text=text and _cut(text), meta=facts)]
+        return [_node(item, action, attempt, agent, "question", text=_said(data.get("question")), meta=facts)]
     if action == "resumed":
         facts = {
             "question_id": str(data.get("question_id", "")),
             "answered": "true" if data.get("answered") else "false",
         }
-        text = str(data.get("answer") or "") or None
-        return [_node(item, action, attempt, SYSTEM_AUTHOR, "answer", text=text and _cut(text), meta=facts)]
+        answer = _said(data.get("answer"))
+        return [_node(item, action, attempt, SYSTEM_AUTHOR, "answer", text=answer, meta=facts)]
     if action == "redelivered":
         lapsed = int(data.get("attempt") or 0)
         node = _node(

@@ -203,8 +203,6 @@ class PushDispatcher:
             push_url_validator=None if private_allowed else validate_push_notification_url,
         )
         self._task: asyncio.Task[None] | None = None
-        self.sent = 0
-        """Events handed to the sender by this replica (for tests and metrics)."""
 
     async def start(self) -> None:
         if self._task is not None:
@@ -257,7 +255,6 @@ class PushDispatcher:
         item = item_of_event(event)
         if item is None or not self.configs.configs(item.id):
             return
-        self.sent += 1
         try:
             await self.sender.send_notification(item.id, task_of(item))
         except Exception:  # best-effort (the SDK's own rule): the next event is sent all the same
