@@ -63,7 +63,7 @@ from mcp_client import call, mcp_session, text_of
 from pattern_transcript import Outcome, replay
 from transcript import commands, mismatches, normalized, run_shell, shown_json
 
-from shared.models import AgentEntry
+from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
 from shared.natsclient import connect
 from shared.registry import Registry
@@ -489,6 +489,16 @@ class Masked:
                 ) from None
 
 
+async def claim_soon(queue: WorkQueue, claimant: Claimant) -> WorkItem | None:
+    """What an agent claims once the submission reached the queue (None after 5 s)."""
+    for _ in range(100):
+        item = await queue.claim(claimant)
+        if item:
+            return item
+        await asyncio.sleep(0.05)
+    return None
+
+
 async def run_watch_output_block(example: Example) -> None:
     """``watch`` on an item an agent claims, reports on (50% reproduced) and completes with the
     result the example shows; the output is what the docs show."""
@@ -519,12 +529,7 @@ async def run_watch_output_block(example: Example) -> None:
         snapshot = await asyncio.wait_for(watch.stdout.readline(), 30)
         queue = WorkQueue(nc, names)
         claimant = Claimant(agent_id=agent_id, agent_type="claude-code", capabilities=("code",))
-        item = None
-        for _ in range(100):
-            item = await queue.claim(claimant)
-            if item:
-                break
-            await asyncio.sleep(0.05)
+        item = await claim_soon(queue, claimant)
         assert item is not None
         await queue.progress(item.id, agent_id, 50, "reproduced")
         await queue.complete(item.id, agent_id, {"commit": "abc123"})
@@ -642,12 +647,7 @@ async def run_plan_graph_block(example: Example) -> None:
     try:
         queue = WorkQueue(nc, ProjectNames(env["LOOM_PROJECT_ID"]))
         claimant = Claimant(agent_id=uuid.uuid4().hex, agent_type="claude-code", capabilities=("code",))
-        item = None
-        for _ in range(100):
-            item = await queue.claim(claimant)
-            if item:
-                break
-            await asyncio.sleep(0.05)
+        item = await claim_soon(queue, claimant)
         assert item is not None and item.id == first
         await queue.progress(first, claimant.agent_id, 20, "tables")
     finally:

@@ -20,6 +20,16 @@ def claimant(agent: str) -> Claimant:
     return Claimant(agent_id=agent, agent_type="generic", capabilities=("code",))
 
 
+async def claim_soon(queue: WorkQueue, who: Claimant, *, tries: int = 50) -> WorkItem | None:
+    """The next item ``who`` may take, polling while the queue catches up (None if none came)."""
+    for _ in range(tries):
+        taken = await queue.claim(who)
+        if taken is not None:
+            return taken
+        await asyncio.sleep(0.05)
+    return None
+
+
 def sub(**kw: object) -> WorkSubmission:
     return WorkSubmission.model_validate(
         {"task_id": "T-1", "description": "fix it", "capability": "code", **kw}
@@ -166,12 +176,7 @@ async def test_a_dependents_claim_carries_its_dependencies_results(nc: NatsClien
     assert second.status is WorkStatus.BLOCKED
     assert await queue.claim(claimant(A)) is not None
     await queue.complete(first.id, A, {"tables": ["users"]})
-    taken = None
-    for _ in range(50):
-        taken = await queue.claim(claimant(B))
-        if taken is not None:
-            break
-        await asyncio.sleep(0.05)
+    taken = await claim_soon(queue, claimant(B))
     assert taken is not None and taken.id == second.id
     await queue.settle()
     handed = await work_hand_off(queue.contexts, taken)
@@ -195,20 +200,10 @@ async def test_reviews_and_answers_are_in_the_tree_the_next_worker_sees(
     await questions.answer(asked.id, "sqlite")
     await queue.complete(item.id, A, {"pr": 1})
     reviewer = Claimant(agent_id=B, agent_type="generic", capabilities=("review",))
-    review = None
-    for _ in range(50):
-        review = await queue.claim(reviewer)
-        if review is not None:
-            break
-        await asyncio.sleep(0.05)
+    review = await claim_soon(queue, reviewer)
     assert review is not None
     await queue.review(item.id, B, "reject", "no tests for the parser", 30)
-    again = None
-    for _ in range(50):
-        again = await queue.claim(claimant("c" * 32))
-        if again is not None:
-            break
-        await asyncio.sleep(0.05)
+    again = await claim_soon(queue, claimant("c" * 32))
     assert again is not None and again.id == item.id
     await queue.settle()
     handed = await work_hand_off(queue.contexts, again)
