@@ -15,6 +15,7 @@ from nats.aio.client import Client as NatsClient
 from shared.natsclient import NatsConnectError
 from shared.policy import BoundaryPolicy, load_policy_file
 from shared.server import NatsServerError
+from shared.tasks import stop_task
 from weft import __version__, errors
 from weft.banner import print_banner
 from weft.deps import require_token
@@ -41,7 +42,6 @@ from weft.spinup import SpinupService, default_service
 from weft.state import NatsInfo, WeftState
 from weft.strictquery import no_unknown_query
 from weft.sweeper import run_sweeper
-from weft.tasks import stop_task
 
 log = logging.getLogger("loom.weft")
 

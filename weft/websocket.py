@@ -31,11 +31,11 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from shared.errors import Invalid, shown_name
 from shared.redact import redact
+from shared.tasks import raise_if_cancelling, stop_task
 from weft.project import ProjectContext
 from weft.relay import Listener, RelayedEvent
 from weft.state import WeftState
 from weft.stats import project_stats
-from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.ws")
 

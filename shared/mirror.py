@@ -45,9 +45,9 @@ from pydantic import BaseModel
 
 from shared.jsutil import newest_stored_seq
 from shared.redact import redact
-from weft.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task
 
-log = logging.getLogger("loom.weft.mirror")
+log = logging.getLogger("loom.mirror")
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
