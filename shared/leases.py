@@ -485,9 +485,7 @@ class LeaseBook:
             if holder is not None and lease.holder != holder:
                 raise NotHolder()
             if await delete_unchanged(self._kv, lease_id, revision):
-                self._announce_soon(
-                    "released" if holder is not None else why.replace(" ", "-"), lease, why=why
-                )
+                self._announce_soon("released" if holder is not None else _action(why), lease, why=why)
                 return lease
             await mirror.sync()
             await cas_backoff(attempt)
