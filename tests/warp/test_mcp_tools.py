@@ -201,13 +201,18 @@ async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: 
         lease_id = leased["lease"]["id"]
         assert leased["lease"]["token"] > 0 and leased["lease"]["holder"] == agent_id
         renewed = await check(
-            "warp_lease_renew", {"lease_id": lease_id, "ttl_s": 60}, {"lease_id": lease_id, "ttl_s": 1}, "ttl_s"
+            "warp_lease_renew",
+            {"lease_id": lease_id, "ttl_s": 60},
+            {"lease_id": lease_id, "ttl_s": 1},
+            "ttl_s",
         )
         assert renewed["lease"]["token"] == leased["lease"]["token"]
         clear = await check("warp_lease_list", {"paths": ["src/api/a.py"]}, {"scope": "theirs"}, "scope")
         assert clear["conflicts"] == [], "one's own lease is not in one's way"
         assert [lease["id"] for lease in (await w.ok("warp_lease_list"))["items"]] == [lease_id]
-        released = await check("warp_lease_release", {"lease_id": lease_id}, {"lease_id": "nothex"}, "lease_id")
+        released = await check(
+            "warp_lease_release", {"lease_id": lease_id}, {"lease_id": "nothex"}, "lease_id"
+        )
         assert [lease["id"] for lease in released["released"]] == [lease_id]
         second = (await w.ok("warp_work_broadcast", {"description": "flaky", "capability": "code"}))["item"][
             "id"
