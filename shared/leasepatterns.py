@@ -192,10 +192,9 @@ GLOBSTAR: Final = "**"
 class Segment:
     tokens: tuple[Tok, ...]
     text: str
-
-    @property
-    def literal(self) -> bool:
-        return all(isinstance(t, Literal) for t in self.tokens)
+    literal: bool = False
+    """Only plain characters: it matches one name, :attr:`text_name`."""
+    text_name: str = ""
 
 
 PathToken = Segment | str
@@ -254,7 +253,9 @@ def _segment(text: str) -> Segment:
         else:
             tokens.append(Literal(char))
             i += 1
-    return Segment(tuple(tokens), text)
+    literal = all(isinstance(t, Literal) for t in tokens)
+    name = "".join(t.char for t in tokens if isinstance(t, Literal)) if literal else ""
+    return Segment(tuple(tokens), text, literal, name)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -289,7 +290,7 @@ def literal_prefix(pattern: str) -> tuple[str, ...]:
     for token in structure(pattern):
         if isinstance(token, str) or not token.literal:
             break
-        out.append("".join(t.char for t in token.tokens if isinstance(t, Literal)))
+        out.append(token.text_name)
     return tuple(out)
 
 
@@ -326,8 +327,34 @@ def _accepts(token: Tok, char: str) -> bool:
     return True  # '?', '*'
 
 
+@functools.lru_cache(maxsize=65536)
+def _segment_regex(segment: Segment) -> re.Pattern[str]:
+    """The names ``segment`` matches, as a regular expression (for the literal fast path)."""
+    parts: list[str] = []
+    for token in segment.tokens:
+        if isinstance(token, Literal):
+            parts.append(re.escape(token.char))
+        elif isinstance(token, CharClass):
+            body = "".join(
+                re.escape(lo) if lo == hi else f"{re.escape(lo)}-{re.escape(hi)}" for lo, hi in token.ranges
+            )
+            parts.append(f"[{'^' if token.negated else ''}/{body}]" if token.negated else f"(?![/])[{body}]")
+        elif token == _STAR:
+            parts.append("[^/]*")
+        else:
+            parts.append("[^/]")
+    return re.compile("".join(parts), re.DOTALL)
+
+
 def segment_overlap(a: Segment, b: Segment) -> str | None:
     """A non-empty segment name both segments match, or None."""
+    if a.literal or b.literal:  # the common case: a plain name against a name or a glob
+        name, other = (a.text_name, b) if a.literal else (b.text_name, a)
+        if not name:
+            return None
+        if other.literal:
+            return name if other.text_name == name else None
+        return name if _segment_regex(other).fullmatch(name) else None
     ta, tb = a.tokens, b.tokens
 
     @functools.cache
@@ -368,12 +395,39 @@ def segment_overlap(a: Segment, b: Segment) -> str | None:
     return walk(0, 0, False)
 
 
-_ANY_SEGMENT: Final = Segment((_STAR,), "*")
+_ANY_SEGMENT: Final = Segment((_STAR,), "*")  # a whole name: what '**' takes per step
+
+
+def _literal_path(tokens: tuple[PathToken, ...]) -> tuple[str, ...] | None:
+    """The names of a plain path with what is under it (``src/api/users.py``), else None."""
+    if len(tokens) < 2 or tokens[-1] != GLOBSTAR:
+        return None
+    names: list[str] = []
+    for token in tokens[:-1]:
+        if isinstance(token, str) or not token.literal:
+            return None
+        names.append(token.text_name)
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=65536)
+def _plain(pattern: str) -> tuple[str, ...] | None:
+    return _literal_path(structure(pattern))
 
 
 def overlap(a: str, b: str) -> str | None:
     """A file path both normalised patterns cover (a witness), or None when none exists."""
+    la, lb = _plain(a), _plain(b)
+    if la is not None and lb is not None:  # two plain paths: one must lead to the other
+        short, long = (la, lb) if len(la) <= len(lb) else (lb, la)
+        return "/".join(long) if long[: len(short)] == short else None
     sa, sb = structure(a), structure(b)
+    if la is not None or lb is not None:  # a plain path against a pattern without inner '**'
+        plain, other = (la, sb) if la is not None else (lb, sa)
+        assert plain is not None
+        found = _plain_against(plain, other)
+        if found is not _UNDECIDED:
+            return found if isinstance(found, str) else None
 
     @functools.cache
     def walk(i: int, j: int) -> tuple[str, ...] | None:
@@ -384,14 +438,14 @@ def overlap(a: str, b: str) -> str | None:
         for star, other, skip, consume in ((x, y, (i + 1, j), (i, j + 1)), (y, x, (i, j + 1), (i + 1, j))):
             if star != GLOBSTAR:
                 continue
-            rest = walk(*skip)  # '**' matching no segment
+            rest: tuple[str, ...] | None = walk(skip[0], skip[1])  # "**" matching no segment
             if rest is not None:
                 return rest
             if other == GLOBSTAR:
                 continue  # the other '**' skips in its own turn
             if isinstance(other, Segment):  # '**' taking the segment the other matches
                 name = segment_overlap(_ANY_SEGMENT, other)
-                rest = None if name is None else walk(*consume)
+                rest = None if name is None else walk(consume[0], consume[1])
                 if name is not None and rest is not None:
                     return (name, *rest)
             return None
@@ -410,6 +464,39 @@ def overlap(a: str, b: str) -> str | None:
     if found is None or not found:
         return None if found is None else _nonempty(sa, sb)
     return "/".join(found)
+
+
+_UNDECIDED: Final = object()
+
+
+def _name_matches(segment: Segment, name: str) -> bool:
+    return (
+        segment.text_name == name if segment.literal else _segment_regex(segment).fullmatch(name) is not None
+    )
+
+
+def _plain_against(path: tuple[str, ...], tokens: tuple[PathToken, ...]) -> object:
+    """Overlap of a plain path (with what is under it) and a pattern whose only ``**`` is
+    its last token, by walking both once: the witness, None, or :data:`_UNDECIDED` for a
+    pattern with an inner ``**`` (left to the general walk)."""
+    tail = bool(tokens) and tokens[-1] == GLOBSTAR
+    segments = tokens[:-1] if tail else tokens
+    if any(not isinstance(t, Segment) for t in segments):
+        return _UNDECIDED
+    names = list(path)
+    for index, segment in enumerate(segments):
+        assert isinstance(segment, Segment)
+        if index < len(path):
+            if not _name_matches(segment, path[index]):
+                return None
+        else:  # deeper than the path: any name the segment matches lies under it
+            name = segment_overlap(_ANY_SEGMENT, segment)
+            if name is None:
+                return None
+            names.append(name)
+    if len(segments) < len(path) and not tail:
+        return None
+    return "/".join(names)
 
 
 def _nonempty(sa: Sequence[PathToken], sb: Sequence[PathToken]) -> str | None:

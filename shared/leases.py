@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -54,6 +55,8 @@ MAX_TTL_S: Final = 86_400.0
 DEFAULT_TTL_S: Final = 900.0
 MAX_WAIT_S: Final = 300.0
 MAX_CONFLICTS_SHOWN: Final = 20
+CONTENTION_S: Final = 10.0
+"""How long an acquire keeps retrying while other processes' lease writes win the race."""
 
 HELD_STATUSES: Final = frozenset(
     {WorkStatus.CLAIMED, WorkStatus.IN_PROGRESS, WorkStatus.WAITING_ON_OPERATOR, WorkStatus.REVIEWING}
@@ -267,6 +270,7 @@ class LeaseBook:
         """How many changes the copy has applied (waiters wait for it to move)."""
         self._changed = asyncio.Condition()
         self._background: set[asyncio.Task[None]] = set()
+        self._granting = asyncio.Lock()
 
     # -- the copy ------------------------------------------------------------------------------
     async def start(self) -> BucketMirror[Lease]:
@@ -387,46 +391,79 @@ class LeaseBook:
             validate_work_id(work_id)
             if holds_work is not None:
                 await holds_work(work_id)
-        mirror = await self.start()
-        assert self._kv is not None
-        deadline = asyncio.get_running_loop().time() + wait
-        attempt = 0
+        await self.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        contention_until = loop.time() + max(wait, CONTENTION_S)
         while True:
-            now = utcnow()
-            view, seen = mirror.revision, self._changes
-            clashes = self.clashes(holder, wanted, mode, now)
-            if clashes:
-                left = deadline - asyncio.get_running_loop().time()
-                if left <= 0:
+            outcome, seen = await self._try_grant(
+                holder,
+                wanted,
+                mode,
+                contention_until,
+                lambda now: grant(
+                    self.names.project_id, holder, handle, wanted, mode, ttl, reason, work_id, now
+                ),
+            )
+            if isinstance(outcome, Lease):
+                self._announce_soon("acquired", outcome)
+                return outcome
+            left = deadline - loop.time()
+            if left <= 0:
+                raise LeaseConflict(outcome)
+            await self._wait_for_change(seen, min(left, _until_first_expiry(outcome, utcnow())))
+
+    async def _try_grant(
+        self,
+        holder: str,
+        wanted: list[str],
+        mode: LeaseMode,
+        contention_until: float,
+        make: Callable[[datetime], Lease],
+    ) -> tuple[Lease | list[Clash], int]:
+        """One check-and-write: the lease granted, or what stands in the way (checked on an
+        up-to-date copy), with the change count the check saw. This process's own acquires
+        take turns (they would only make each other retry); other processes' writes make
+        the server refuse ours, and the copy catches up before the check runs again."""
+        mirror = await self.start()
+        loop = asyncio.get_running_loop()
+        synced = False
+        async with self._granting:
+            for attempt in itertools.count():
+                now = utcnow()
+                view, seen = mirror.revision, self._changes
+                clashes = self.clashes(holder, wanted, mode, now)
+                if clashes:
+                    if synced:
+                        return clashes, seen
                     await mirror.sync()  # refuse only on an up-to-date view
-                    if mirror.revision != view:
-                        continue
-                    raise LeaseConflict(clashes)
-                await self._wait_for_change(seen, min(left, _until_first_expiry(clashes, now)))
-                continue
-            lease = grant(self.names.project_id, holder, handle, wanted, mode, ttl, reason, work_id, now)
-            try:
-                ack = await self._js.publish(
-                    kv_subject(self.names.leases_bucket, lease.id),
-                    lease.to_json_bytes(),
-                    headers={_EXPECTED_LAST: str(view)},
-                )
-            except APIError as exc:
-                if exc.err_code not in WRONG_LAST_SEQUENCE:
-                    raise
-                attempt += 1  # a lease changed since the view: catch up and check again
-                if attempt >= CAS_RETRIES and asyncio.get_running_loop().time() > deadline:
-                    raise LeaseError(
-                        "leases are being changed concurrently; try again", field="patterns", code="conflict"
-                    ) from None
-                await mirror.sync()
-                if attempt > 3:
-                    await cas_backoff(min(attempt, 8))
-                continue
-            granted = lease.model_copy(update={"token": int(ack.seq)})
-            await mirror.wait_for(int(ack.seq))
-            self._announce_soon("acquired", granted)
-            return granted
+                    synced = True
+                    continue
+                lease = make(now)
+                body = lease.to_json_bytes()
+                try:
+                    ack = await self._js.publish(
+                        kv_subject(self.names.leases_bucket, lease.id),
+                        body,
+                        headers={_EXPECTED_LAST: str(view)},
+                    )
+                except APIError as exc:
+                    if exc.err_code not in WRONG_LAST_SEQUENCE:
+                        raise
+                    if loop.time() > contention_until:
+                        raise LeaseError(
+                            "leases are being changed concurrently; try again",
+                            field="patterns",
+                            code="conflict",
+                        ) from None
+                    await mirror.sync()  # a lease changed since the view: catch up, check again
+                    if attempt > 2:
+                        await cas_backoff(min(attempt, 8))
+                    continue
+                if not await mirror.own_write(lease.id, body, int(ack.seq)):
+                    await mirror.wait_for(int(ack.seq))
+                return lease.model_copy(update={"token": int(ack.seq)}), seen
+        raise AssertionError("unreachable")
 
     async def _wait_for_change(self, seen: int, timeout: float) -> None:
         """Until the copy applies a change after the ``seen``-th, or ``timeout``."""
@@ -564,6 +601,7 @@ class LeaseBook:
                 action,
                 lease.id,
                 {"lease": lease.model_dump(mode="json"), **extra},
+                unacked=self._nc,
             )
         except Exception as exc:
             raise_if_cancelling()
