@@ -29,11 +29,12 @@ import posixpath
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
-
-import pathspec
+from typing import TYPE_CHECKING, Any, Final
 
 from shared.errors import Invalid
+
+if TYPE_CHECKING:
+    import pathspec
 
 MAX_PATTERN: Final = 512
 """Characters in one pattern."""
@@ -125,6 +126,15 @@ def _inside(text: str, root: str | None) -> str | None:
     return text.lstrip("/")
 
 
+_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+def exact_path(path: str) -> str:
+    """The pattern that covers exactly the file ``path`` (relative to the repository root):
+    anchored at the root, its wildcard characters escaped."""
+    return "/" + _SPECIAL.sub(r"\\\1", path.strip("/"))
+
+
 def normalise_all(
     patterns: object, field: str = "patterns", *, root: str | None = None, minimum: int = 1
 ) -> list[str]:
@@ -148,6 +158,8 @@ def normalise_all(
 
 @functools.lru_cache(maxsize=4096)
 def _spec(pattern: str) -> pathspec.PathSpec[Any]:
+    import pathspec  # on first use: loom-guard, which only escapes paths, never pays for it
+
     return pathspec.PathSpec.from_lines("gitignore", [pattern])
 
 

@@ -1,17 +1,17 @@
 """``loom-guard``: the git hook that makes file leases hold (docs/leases.md, Git).
 
 Installed as ``pre-commit`` and ``pre-push`` by ``shuttle leases install-hook``. It asks
-Weft which leases are live (``GET /api/leases``) and refuses a commit (or a push) that
-touches a path another agent holds an *exclusive* lease on, naming the holder and the
-work. The committing agent's own leases pass: it says who it is with ``LOOM_AGENT_ID``
-(an agent id or handle; or ``git config loom.agent``). ``LOOM_LEASE_OVERRIDE="why"``
-lets a refused commit through, and the override is written to ``$GIT_DIR/loom-guard.log``
-and to standard error.
+Weft which leases stand in the way of the paths changed (``GET /api/leases?path=``) and
+refuses a commit (or a push) that touches a path another agent holds an *exclusive* lease
+on, naming the holder and the work. The committing agent's own leases pass: it says who
+it is with ``LOOM_AGENT_ID`` (an agent id or handle; or ``git config loom.agent``).
+``LOOM_LEASE_OVERRIDE="why"`` lets a refused commit through, and the override is written
+to ``$GIT_DIR/loom-guard.log`` and to standard error. Weft unreachable: the commit goes
+through with a warning, or is refused when ``LOOM_GUARD_STRICT=1``.
 
-It stays small on purpose (the standard library's HTTP client, Shuttle's settings and
-:mod:`shared.leasepatterns`): a hook runs on every commit, so its start-up is its cost.
-Weft unreachable: the commit goes through with a warning, or is refused when
-``LOOM_GUARD_STRICT=1``.
+It stays small on purpose (the standard library's HTTP client and Shuttle's settings),
+and Weft's lease index decides which paths are in the way: a hook runs on every commit,
+so its start-up is its cost.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from shared.leasepatterns import matches
+from shared.leasepatterns import exact_path
 
 EXIT_REFUSED: Final = 1
 EXIT_USAGE: Final = 2
@@ -103,48 +103,63 @@ def pushed_paths(repo: Path, updates: Iterable[str]) -> list[str]:
 # -- the leases ------------------------------------------------------------------------------------
 
 
-def fetch_leases(url: str, token: str | None, project: str | None, timeout: float) -> list[dict[str, Any]]:
-    request = urllib.request.Request(urllib.parse.urljoin(url.rstrip("/") + "/", "api/leases"))
+BATCH: Final = 64
+"""Paths asked about per request (Weft's limit on ``path`` parameters)."""
+
+
+def _get(
+    url: str, token: str | None, project: str | None, timeout: float, query: list[tuple[str, str]]
+) -> Any:
+    request = urllib.request.Request(f"{url.rstrip('/')}/api/leases?{urllib.parse.urlencode(query)}")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     if project:
         request.add_header("X-Loom-Project", project)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = json.loads(response.read())
+            return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        raise GuardError(f"Weft refused the lease listing (HTTP {exc.code})") from None
+        raise GuardError(f"Weft refused the lease check (HTTP {exc.code})") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise GuardError(f"cannot reach Weft for the lease listing ({type(reason).__name__})") from None
-    items = body.get("items") if isinstance(body, dict) else None
-    if not isinstance(items, list):
-        raise GuardError("Weft's lease listing has no items")
-    return [lease for lease in items if isinstance(lease, dict)]
+        raise GuardError(f"cannot reach Weft for the lease check ({type(reason).__name__})") from None
+
+
+def in_the_way(
+    paths: Sequence[str], url: str, token: str | None, project: str | None, timeout: float
+) -> list[tuple[str, dict[str, Any], str]]:
+    """(path, lease, its pattern) for each path under an exclusive lease, as Weft's index
+    decides (``GET /api/leases?path=...&mode=shared``: only exclusive leases stand in the
+    way of a shared request). Each path is asked about as itself, exactly."""
+    found: list[tuple[str, dict[str, Any], str]] = []
+    for start in range(0, len(paths), BATCH):
+        chunk = list(paths[start : start + BATCH])
+        exact = {exact_path(p): p for p in chunk}
+        body = _get(url, token, project, timeout, [("mode", "shared"), *(("path", e) for e in exact)])
+        if not isinstance(body, dict) or not isinstance(body.get("conflicts"), list):
+            raise GuardError("Weft's lease check has no conflicts list")
+        leases = {lease.get("id"): lease for lease in body.get("items", []) if isinstance(lease, dict)}
+        for clash in body["conflicts"]:
+            if not isinstance(clash, dict):
+                continue
+            lease = leases.get(clash.get("lease_id")) or {**clash, "id": clash.get("lease_id")}
+            path = exact.get(str(clash.get("requested")), str(clash.get("path", "?")))
+            found.append((path, lease, str(clash.get("pattern", "?"))))
+    return found
 
 
 def is_mine(lease: dict[str, Any], me: str | None) -> bool:
     return bool(me) and me in (lease.get("holder"), lease.get("holder_handle"))
 
 
-def blocked(paths: Sequence[str], leases: Sequence[dict[str, Any]], me: str | None) -> list[Blocked]:
-    """Each path under another agent's exclusive lease, with the lease and its pattern."""
+def blocked(clashes: Sequence[tuple[str, dict[str, Any], str]], me: str | None) -> list[Blocked]:
+    """The clashes with live exclusive leases of other agents, one per path."""
     now = datetime.now(UTC)
-    others = [
-        lease
-        for lease in leases
-        if lease.get("mode") == "exclusive" and not is_mine(lease, me) and _until(lease) > now
-    ]
-    found: list[Blocked] = []
-    for path in paths:
-        for lease in others:
-            pattern = next(
-                (p for p in lease.get("patterns", []) if isinstance(p, str) and matches(p, path)), None
-            )
-            if pattern is not None:
-                found.append(Blocked(path, lease, pattern))
-                break
-    return found
+    found: dict[str, Blocked] = {}
+    for path, lease, pattern in clashes:
+        if lease.get("mode") == "exclusive" and not is_mine(lease, me) and _until(lease) > now:
+            found.setdefault(path, Blocked(path, lease, pattern))
+    return list(found.values())
 
 
 def _until(lease: dict[str, Any]) -> datetime:
@@ -200,8 +215,8 @@ def run(hook: str, repo: Path, stdin_lines: Iterable[str] = ()) -> int:
     if not paths:
         return 0
     try:
-        leases = fetch_leases(
-            settings.api_url, settings.api_token, settings.project_id, min(settings.timeout, 10)
+        clashes = in_the_way(
+            paths, settings.api_url, settings.api_token, settings.project_id, min(settings.timeout, 10)
         )
     except GuardError as exc:
         if os.environ.get(STRICT_ENV) == "1":
@@ -210,7 +225,7 @@ def run(hook: str, repo: Path, stdin_lines: Iterable[str] = ()) -> int:
         print(f"loom-guard: warning: {exc}; leases not checked", file=sys.stderr)
         return 0
     me = who_am_i(repo)
-    refused = blocked(paths, leases, me)
+    refused = blocked(clashes, me)
     if not refused:
         return 0
     action = "commit" if hook == "pre-commit" else "push"
