@@ -59,6 +59,11 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         overlapping lease: the error names its holder, work, patterns and expiry (message
         them, or wait with wait_s). Keep the token: it grows with every grant."""
         svc = await rt.services()
+        if not svc.presence.registered:
+            raise Conflict(
+                "register first (warp_registry_register): a lease lives as long as you are online",
+                field="registration",
+            )
 
         async def check_held(held: str) -> None:
             if not holds(await svc.work.get(held), svc.agent_id):
