@@ -48,7 +48,9 @@ async def test_leases_follow_the_work_and_the_process(
             assert (
                 "alice" in conflict and A_ID in conflict and item["id"] in conflict and tied["id"] in conflict
             )
-            shared = (await b.ok("warp_lease_acquire", {"patterns": ["./Makefile"], "mode": "shared"}))["lease"]
+            shared = (await b.ok("warp_lease_acquire", {"patterns": ["./Makefile"], "mode": "shared"}))[
+                "lease"
+            ]
             everyone = (await b.ok("warp_lease_list", {"scope": "all"}))["items"]
             assert {lease["id"] for lease in everyone} == {tied["id"], loose["id"], shared["id"]}
 
