@@ -271,7 +271,9 @@ LeasePattern = Annotated[
         min_length=1,
         max_length=512,
         description="A gitignore-style path pattern relative to the repository root (src/api/**, *.md, "
-        "./Makefile); an absolute path inside the repository is made relative",
+        "./Makefile); as in .gitignore a name without '/' (Makefile, web/) matches at any depth, so "
+        "write ./Makefile or web/** for the one at the root; an absolute path inside the repository "
+        "is made relative",
     ),
 ]
 
