@@ -137,6 +137,7 @@ def _register() -> None:
         stats,
         submit,
         targets,
+        usage,
         version,
         watch,
         work,
@@ -153,6 +154,7 @@ def _register() -> None:
     questions.register(app)
     app.add_typer(context.app, name="context")
     stats.register(app)
+    usage.register(app)
     projects.register(app)
     app.add_typer(config_cmd.app, name="config")
     version.register(app)

@@ -31,6 +31,7 @@ from weft.routes import (
     questions,
     stats,
     targets,
+    usage,
     work,
     ws,
 )
@@ -159,6 +160,7 @@ def create_app(
         contexts,
         ws,
         a2a,
+        usage,
     ):
         app.include_router(module.router)
 
