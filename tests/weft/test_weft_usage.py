@@ -148,6 +148,8 @@ async def test_target_budgets_are_set_by_name(api: Any, project_id: str) -> None
     body = (await api.put("/api/budgets/targets/box", json={"tokens": 1000})).json()
     assert body["target_daily"] == {target["id"]: {"cost": None, "tokens": 1000}}
     assert (await api.get("/api/budgets")).json()["target_daily"] == body["target_daily"]
+    no_body = await api.put("/api/budgets/targets/box")
+    assert no_body.status_code == 400 and no_body.json()["details"]["field"] == "body"
     gone = (await api.put(f"/api/budgets/targets/{target['id']}", json={})).json()
     assert gone["target_daily"] == {}
 

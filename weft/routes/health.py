@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from datetime import datetime
 from typing import Literal
@@ -18,6 +19,8 @@ from weft.metrics import CONTENT_TYPE, Metrics
 from weft.project import ProjectContext
 
 router = APIRouter(tags=["health"])
+USAGE_SCRAPE_S = 2.0
+"""How long a scrape waits for a project's usage counters and budgets."""
 
 
 class Health(BaseModel):
@@ -81,6 +84,7 @@ async def metrics(state: StateDep) -> Response:
             counts[agent.status.value] += 1
         for status, count in counts.items():
             state.metrics.agents.labels(context.project_id, status).set(count)
-        with contextlib.suppress(Exception):
-            await usage_metrics(state.metrics, context)
+        if context.nc.is_connected:
+            with contextlib.suppress(Exception):  # NATS may go away meanwhile: bounded
+                await asyncio.wait_for(usage_metrics(state.metrics, context), USAGE_SCRAPE_S)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)

@@ -14,6 +14,7 @@ from shared.usage import (
     Budget,
     BudgetsDoc,
     Totals,
+    UsageInvalid,
     UsageRow,
     aggregate,
     check_group,
@@ -127,8 +128,10 @@ async def set_project_budget(budget: Budget, project: ProjectDep) -> BudgetsOut:
     dependencies=OPERATE,
     summary="Set a target's daily budget, by id or name (both limits null: none)",
 )
-async def set_target_budget(target: str, budget: Budget, project: ProjectDep) -> BudgetsOut:
-    found = await project.targets.resolve(target)
+async def set_target_budget(target: str, project: ProjectDep, budget: Budget | None = None) -> BudgetsOut:
+    found = await project.targets.resolve(target)  # an unknown target is named before the body
+    if budget is None:
+        raise UsageInvalid("must be a JSON object with cost and/or tokens", field="body", rule="a budget")
 
     def change(doc: BudgetsDoc) -> BudgetsDoc:
         return with_target_budget(doc, found.id, budget)
