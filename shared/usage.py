@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.errors import Invalid
 
@@ -65,24 +65,24 @@ class UsageInvalid(Invalid):
     """A usage report, budget or usage query that breaks a rule (never repeats the value)."""
 
 
-def _tokens(value: object, field: str) -> int | None:
+def _tokens(value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
-        raise ValueError(f"{field} must be {TOKENS_RULE}")
+        raise ValueError(f"must be {TOKENS_RULE}")
     return value
 
 
-def _cost(value: object, field: str, *, limit: bool = False) -> float | None:
+def _cost(value: object, *, limit: bool = False) -> float | None:
     if value is None:
         return None
     rule = LIMIT_COST_RULE if limit else COST_RULE
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{field} must be {rule}")
+        raise ValueError(f"must be {rule}")
     number = float(value)
     low_ok = number > 0 if limit else number >= 0
     if not math.isfinite(number) or not low_ok or number > MAX_COST:
-        raise ValueError(f"{field} must be {rule}")
+        raise ValueError(f"must be {rule}")
     return number
 
 
@@ -99,13 +99,13 @@ class Usage(_Model):
 
     @field_validator("input_tokens", "output_tokens", mode="before")
     @classmethod
-    def _tok(cls, v: object, info: ValidationInfo) -> int | None:
-        return _tokens(v, info.field_name or "tokens")
+    def _tok(cls, v: object) -> int | None:
+        return _tokens(v)
 
     @field_validator("cost", mode="before")
     @classmethod
     def _c(cls, v: object) -> float | None:
-        return _cost(v, "cost")
+        return _cost(v)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -113,7 +113,7 @@ class Usage(_Model):
         if v is None:
             return None
         if not isinstance(v, str) or _MODEL.fullmatch(v) is None:
-            raise ValueError(f"model must be {MODEL_RULE}")
+            raise ValueError(f"must be {MODEL_RULE}")
         return v
 
     @property
@@ -132,7 +132,7 @@ class Budget(_Model):
     @field_validator("cost", mode="before")
     @classmethod
     def _c(cls, v: object) -> float | None:
-        return _cost(v, "cost", limit=True)
+        return _cost(v, limit=True)
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -140,7 +140,7 @@ class Budget(_Model):
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_TOKENS:
-            raise ValueError(f"tokens must be {LIMIT_TOKENS_RULE}")
+            raise ValueError(f"must be {LIMIT_TOKENS_RULE}")
         return v
 
     @property
