@@ -24,7 +24,7 @@ from shared.usage import (
     with_project_budget,
     with_target_budget,
 )
-from weft.deps import OPERATE, ProjectDep, require_token
+from weft.deps import ADMIN, OPERATE, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.project import ProjectContext
 from weft.routes.common import WorkId
@@ -114,7 +114,7 @@ async def get_budgets(project: ProjectDep) -> BudgetsOut:
 @router.put(
     "/api/budgets/project",
     response_model=BudgetsOut,
-    dependencies=OPERATE,
+    dependencies=ADMIN,
     summary="Set the project's daily budget (both limits null: none)",
 )
 async def set_project_budget(budget: Budget, project: ProjectDep) -> BudgetsOut:
@@ -125,7 +125,7 @@ async def set_project_budget(budget: Budget, project: ProjectDep) -> BudgetsOut:
 @router.put(
     "/api/budgets/targets/{target}",
     response_model=BudgetsOut,
-    dependencies=OPERATE,
+    dependencies=ADMIN,
     summary="Set a target's daily budget, by id or name (both limits null: none)",
 )
 async def set_target_budget(target: str, project: ProjectDep, budget: Budget | None = None) -> BudgetsOut:
