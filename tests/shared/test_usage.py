@@ -188,3 +188,16 @@ async def test_another_projects_usage_and_budgets_neither_show_nor_apply(nc: Nat
     assert (await q_mine.ledger.day_totals(day)).reports == 0
     assert (await q_mine.ledger.read_budgets())[1] == 0
     assert (await q_mine.get(item.id)).usage == []
+
+
+async def test_a_daily_hold_ends_when_the_next_utc_day_begins(nc: NatsClient, project_id: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    ledger = UsageLedger(nc.jetstream(), ProjectNames(project_id))
+    late = datetime(2026, 3, 31, 23, 59, 59, tzinfo=UTC)
+    await ledger.change_budgets(lambda d: with_project_budget(d, Budget(tokens=10)))
+    await ledger.add(Usage(output_tokens=10), target_id=None, now=late)
+    hold = await ledger.hold(late)
+    assert hold is not None and hold.until == datetime(2026, 4, 1, tzinfo=UTC)
+    assert await ledger.hold(late + timedelta(seconds=1)) is None  # a new day, a new counter
+    assert (await ledger.day_totals("2026-03-31")).tokens == 10
