@@ -286,7 +286,7 @@ def reached(total: Totals, budget: Budget | None) -> str | None:
 
 def budget_error(why: str) -> str:
     """The error an item stopped by its budget fails with."""
-    return f"{BUDGET_EXCEEDED}: {why}; the item was stopped"
+    return f"{BUDGET_EXCEEDED}: {why}"
 
 
 def stopped_by_budget(item: WorkItem) -> bool:
