@@ -932,9 +932,9 @@ class WorkQueue:
         self._js = js or nc.jetstream()
         self.names = names
         self.contexts = ContextStore(nc, names, js=self._js) if record_context else None
+        """Each item's context tree (docs/context.md); every transition appends to it."""
         self.ledger = UsageLedger(self._js, names)
         """The day's usage counters and the budgets (docs/operations.md)."""
-        """Each item's context tree (docs/context.md); every transition appends to it."""
         self.ack_wait_s = ack_wait_s if ack_wait_s is not None else default_ack_wait()
         self._kv: KeyValue | None = None
         self._config_kv: KeyValue | None = None
