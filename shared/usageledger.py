@@ -85,7 +85,7 @@ class UsageLedger:
 
     async def _add_to(self, kv: KeyValue, key: str, usage: Usage) -> None:
         for attempt in range(CAS_RETRIES):
-            entry = await get_or_none(kv, key)
+            entry = await self._entry(kv, key)
             if entry is None or entry.value is None:
                 if await create_if_absent(kv, key, Totals().plus(usage).to_json_bytes()):
                     return
@@ -97,6 +97,9 @@ class UsageLedger:
             except KeyWrongLastSequenceError:
                 await cas_backoff(attempt)
         raise Conflict("usage: the day's counter is being changed concurrently; try again", field="usage")
+
+    async def _entry(self, kv: KeyValue, key: str) -> KeyValue.Entry | None:
+        return await get_or_none(kv, key)
 
     async def day_totals(self, day: str, target_id: str | None = None) -> Totals:
         """The counter of ``day`` for the project, or for ``target_id``'s agents."""

@@ -8,11 +8,14 @@ import uuid
 
 import pytest
 from nats.aio.client import Client as NatsClient
+from nats.js.kv import KeyValue
 
+from shared.errors import Conflict
 from shared.models import WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.usage import (
     Budget,
+    BudgetsDoc,
     Usage,
     day_of,
     stopped_by_budget,
@@ -201,3 +204,36 @@ async def test_a_daily_hold_ends_when_the_next_utc_day_begins(nc: NatsClient, pr
     assert hold is not None and hold.until == datetime(2026, 4, 1, tzinfo=UTC)
     assert await ledger.hold(late + timedelta(seconds=1)) is None  # a new day, a new counter
     assert (await ledger.day_totals("2026-03-31")).tokens == 10
+
+
+class _Outrun(UsageLedger):
+    """A ledger whose every compare-and-set loses: it always reads one revision behind."""
+
+    async def read_budgets(self) -> tuple[BudgetsDoc, int]:
+        doc, revision = await super().read_budgets()
+        return doc, max(revision - 1, 1)
+
+    async def _entry(self, kv: KeyValue, key: str) -> KeyValue.Entry | None:
+        entry = await super()._entry(kv, key)
+        assert entry is not None and entry.revision is not None
+        entry.revision -= 1
+        return entry
+
+
+async def test_writers_that_always_lose_get_a_conflict_naming_what(nc: NatsClient, project_id: str) -> None:
+    names = ProjectNames(project_id)
+    ledger = UsageLedger(nc.jetstream(), names)
+    now = utcnow()
+    await ledger.change_budgets(lambda d: with_project_budget(d, Budget(cost=1.0)))
+    await ledger.change_budgets(lambda d: with_project_budget(d, Budget(cost=2.0)))
+    await ledger.add(Usage(cost=1.0), target_id=None, now=now)
+    await ledger.add(Usage(cost=1.0), target_id=None, now=now)
+    loser = _Outrun(nc.jetstream(), names)
+    with pytest.raises(Conflict) as budgets:
+        await loser.change_budgets(lambda d: with_project_budget(d, Budget(cost=3.0)))
+    assert budgets.value.field == "budgets" and "try again" in budgets.value.message
+    with pytest.raises(Conflict) as counter:
+        await loser.add(Usage(cost=1.0), target_id=None, now=now)
+    assert counter.value.field == "usage"
+    assert (await ledger.read_budgets())[0].project_daily == Budget(cost=2.0)  # nothing overwritten
+    assert (await ledger.day_totals(day_of(now))).cost == 2.0
