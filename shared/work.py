@@ -591,8 +591,9 @@ def charge(
 
 
 def rebudget(record: WorkRecord, budget: Budget | None, now: datetime) -> Change:
-    """An operator's new budget for an unfinished item (None: no limit)."""
-    if record.item.is_final:
+    """An operator's new budget for an item that may still run (None: no limit): anything but
+    completed, cancelled or expired, so a dead letter's budget can be raised before its retry."""
+    if record.item.status in (WorkStatus.COMPLETED, WorkStatus.CANCELLED, WorkStatus.EXPIRED):
         raise WorkConflict(
             f"work_id: {record.item.id} is {record.item.status.value}; its budget can no longer change",
             field="work_id",

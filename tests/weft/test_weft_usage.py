@@ -9,7 +9,6 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
-from conftest import RunningWeft
 from shared.models import WorkStatus
 from shared.names import ProjectNames
 from shared.usage import Usage
@@ -107,14 +106,21 @@ async def test_an_items_budget_is_set_at_submit_and_changed_at_run_time(
     assert await q.claim(claimant(agent)) is not None
     stopped = await q.progress(made["id"], agent.agent_id, 10, usage=Usage(output_tokens=501))
     assert stopped.status is WorkStatus.DEAD_LETTERED
-    final = await api.put(f"/api/work/{made['id']}/budget", json={"cost": 9.0})
-    assert final.status_code == 409 and final.json()["error"] == "conflict"
     dead = (await api.get("/api/dlq")).json()["items"]
     assert [d["item"]["error"].split(":")[0] for d in dead] == ["budget exceeded"]
+    # raised before its retry, the dead letter runs to the end
+    assert (await api.put(f"/api/work/{made['id']}/budget", json={"tokens": 5000})).status_code == 200
+    assert (await api.post(f"/api/dlq/{made['id']}/retry")).status_code == 200
+    again = await eventually(lambda: q.claim(claimant(agent)))
+    assert again.id == made["id"]
+    done = await q.complete(made["id"], agent.agent_id, "ok", usage=Usage(output_tokens=100))
+    assert done.status is WorkStatus.COMPLETED
+    final = await api.put(f"/api/work/{made['id']}/budget", json={"cost": 9.0})
+    assert final.status_code == 409 and final.json()["error"] == "conflict"
 
 
 async def test_a_reached_project_budget_shows_in_stats_budgets_and_metrics_until_raised(
-    weft: RunningWeft, api: Any, nc: NatsClient, project_id: str
+    weft: Any, api: Any, nc: NatsClient, project_id: str
 ) -> None:
     await _work_with_usage(api, nc, project_id)
     set_low = await api.put("/api/budgets/project", json={"cost": 2.5})
@@ -155,7 +161,7 @@ async def test_target_budgets_are_set_by_name(api: Any, project_id: str) -> None
 
 
 async def test_another_projects_usage_and_budgets_are_invisible(
-    weft: RunningWeft, api: Any, nc: NatsClient, project_id: str
+    weft: Any, api: Any, nc: NatsClient, project_id: str
 ) -> None:
     await _work_with_usage(api, nc, project_id)
     await api.put("/api/budgets/project", json={"cost": 1.0})
