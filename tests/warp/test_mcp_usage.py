@@ -114,6 +114,8 @@ async def test_a_reached_project_budget_holds_claims_until_raised(
             await eventually(refused, timeout=15)
             said = told[0]
             assert "reached its daily budget" in said and "raises it" in said
+            status = await a.ok("warp_work_queue_status")
+            assert status["budget_hold"] == said and status["depths"] == {"code": 1}
             await ledger.change_budgets(lambda d: with_project_budget(d, Budget(tokens=1000)))
 
             async def resumed() -> bool:
@@ -121,5 +123,6 @@ async def test_a_reached_project_budget_holds_claims_until_raised(
                 return not res.is_error and bool((res.structured_content or {}).get("claimed"))
 
             await eventually(resumed, timeout=15)
+            assert (await a.ok("warp_work_queue_status"))["budget_hold"] is None
     finally:
         await nc.close()

@@ -314,20 +314,27 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         return tool_result(out, f"{page.total} item(s)\n{text}")
 
     async def warp_work_queue_status() -> Annotated[CallToolResult, QueueStatusOut]:
-        """Items waiting per capability, dead letters, and the items you hold."""
+        """Items waiting per capability, dead letters, the items you hold, and why claims are
+        refused if a daily budget is reached."""
         svc = await rt.services()
         depths = await svc.work.queue_depths()
         info = await svc.js.stream_info(svc.names.dlq_stream)
+        from shared.models import utcnow
+
+        hold = await svc.work.ledger.hold(utcnow(), target_id=_target_of(svc))
         out = QueueStatusOut(
             depths=depths,
             total=sum(depths.values()),
             dead_letters=int(info.state.messages or 0),
             held_by_me=sorted(svc.presence.held),
             draining=rt.draining is not None,
+            budget_hold=None if hold is None else hold.message,
         )
         lines = [f"{cap}: {n}" for cap, n in sorted(depths.items())] or ["queues empty"]
         lines.append(f"dead letters: {out.dead_letters}")
         lines.append(f"you hold: {', '.join(out.held_by_me) or 'nothing'}")
+        if out.budget_hold:
+            lines.append(f"on hold: {out.budget_hold}")
         return tool_result(out, "\n".join(lines))
 
     async def warp_work_progress(
