@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from shared import names
+from shared.usage import Budget, UsageEntry
 
 
 def utcnow() -> datetime:
@@ -384,6 +385,10 @@ class WorkSubmission(LoomModel):
     review: ReviewSpec | None = Field(
         default=None, description="Have each result reviewed by another agent before it counts"
     )
+    budget: Budget | None = Field(
+        default=None,
+        description="Cost and/or token limit: usage going over it stops the item (fails for good)",
+    )
 
     @field_validator("review")
     @classmethod
@@ -458,6 +463,10 @@ class WorkItem(WorkSubmission):
     review_round: int = Field(default=0, ge=0, description="Rounds handed in since it was (re)submitted")
     question_id: str | None = Field(
         default=None, description="The operator's question its agent waits on (waiting-on-operator)"
+    )
+    usage: list[UsageEntry] = Field(
+        default_factory=list,
+        description="What its agents reported using, per UTC day, agent, target and model",
     )
 
     @property

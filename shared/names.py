@@ -333,6 +333,18 @@ class ProjectNames:
         sub-agent can find its whole parent chain (each link checked by derivation)."""
         return f"loom-{self._p}-lineage"
 
+    # -- usage and budgets (docs/operations.md) ---------------------------------
+    @property
+    def usage_bucket(self) -> str:
+        """Usage counted per UTC day (keys ``<day>`` for the project, ``<day>.t.<target>`` per
+        target), added to by each report, read where a daily budget is enforced."""
+        return f"loom-{self._p}-usage"
+
+    @property
+    def budgets_bucket(self) -> str:
+        """The project's run-time limits (key ``budgets``): written by Weft, read by agents."""
+        return f"loom-{self._p}-budgets"
+
     # -- A2A push notifications (Weft only) ------------------------------------
     @property
     def a2a_push_bucket(self) -> str:
@@ -480,6 +492,8 @@ def agent_access(
         names.contexts_bucket,
         names.lineage_bucket,
         names.leases_bucket,
+        names.usage_bucket,
+        names.budgets_bucket,
         *user_buckets,
     ]
     kv_streams = [kv_stream(b) for b in buckets]
@@ -498,6 +512,7 @@ def agent_access(
             names.questions_bucket,  # questions an agent asks
             names.contexts_bucket,  # the listing of threads and trees agents start
             names.leases_bucket,  # leases agents take, renew and release
+            names.usage_bucket,  # the day's usage counters each report adds to
             *user_buckets,
         )
     ]

@@ -81,6 +81,8 @@ from shared.models import (
 from shared.names import ProjectNames, validate_agent_id, validate_capability, validate_work_id
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
+from shared.usage import Budget, Hold, Usage, add_usage, budget_error, exceeded, stopped_by_budget, totals_of
+from shared.usageledger import UsageLedger
 from shared.workcontext import work_nodes
 from shared.workgraph import (
     DEAD_ENDS,
@@ -152,6 +154,14 @@ class NotClaimant(WorkError, Forbidden):
     pass
 
 
+class BudgetReached(WorkError, Conflict):
+    """A daily budget is reached: no new claims until the next UTC day or a higher budget."""
+
+    def __init__(self, hold: Hold) -> None:
+        super().__init__(hold.message, field="budget", rule="daily budget reached")
+        self.hold = hold
+
+
 # -- stored shapes -----------------------------------------------------------------
 
 
@@ -181,6 +191,8 @@ class Claimant:
     agent_type: str
     capabilities: tuple[str, ...]
     boundaries: tuple[str, ...] = ("default",)
+    target_id: str | None = None
+    """The target that started the agent, if one did (its daily budget applies too)."""
 
     def __post_init__(self) -> None:
         validate_agent_id(self.agent_id)
@@ -305,6 +317,10 @@ def _holder_move(
     if moved is None:
         if item.status == WorkStatus.CANCELLED:
             raise WorkConflict(f"work_id: {item.id} was cancelled; stop working on it", field="work_id")
+        if stopped_by_budget(item):
+            raise WorkConflict(
+                f"work_id: {item.id} was stopped: {item.error}; stop working on it", field="work_id"
+            )
         raise WorkConflict(
             f"work_id: cannot {operation} {item.id}: it is {item.status.value}, not claimed", field="work_id"
         )
@@ -536,6 +552,57 @@ def hand_in(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Ch
     new.queue_seq = None  # the next queue message is the review task
     event = WorkEvent("in-review", {"agent_id": agent_id, "round": item.review_round})
     return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.ENQUEUE)
+
+
+def charge(
+    record: WorkRecord,
+    agent_id: str,
+    usage: Usage | None,
+    target_id: str | None,
+    now: datetime,
+    rule: Callable[[WorkRecord], Change],
+) -> Change:
+    """``rule`` (progress or completion by the holder) with ``usage`` added to the item.
+
+    When the item's usage then goes over its budget, the holder's operation becomes a
+    failure for good instead: the claim terminated, the item on its way to the DLQ with
+    the error ``budget exceeded: ...``, its usage and (on completion) its result kept."""
+    change = rule(record)
+    if usage is None or usage.empty or change.record is None:
+        return change
+    entries = add_usage(change.record.item.usage, usage, agent_id=agent_id, target_id=target_id, now=now)
+    change.record.item.usage = entries
+    why = exceeded(totals_of(entries), record.item.budget)
+    if why is None:
+        return change
+    moved = _move(record, WorkMove.FAIL, now)
+    if moved is None:  # a reviewer's report: counted; the next worker's report stops it
+        return change
+    new, item = moved
+    error = budget_error(why)
+    item.usage = entries
+    item.result = change.record.item.result
+    item.errors = [*item.errors, AttemptError(attempt=item.attempts, agent_id=agent_id, error=error, at=now)]
+    item.error = error
+    item.assigned_to = None
+    new.delivery = None
+    event = WorkEvent("failed", {"agent_id": agent_id, "error": error, "budget": True})
+    return Change(new, (event,), ack=Ack.STOP, ack_subject=_ack_subject(record), then=Then.DEAD_LETTER)
+
+
+def rebudget(record: WorkRecord, budget: Budget | None, now: datetime) -> Change:
+    """An operator's new budget for an item that may still run (None: no limit): anything but
+    completed, cancelled or expired, so a dead letter's budget can be raised before its retry."""
+    if record.item.status in (WorkStatus.COMPLETED, WorkStatus.CANCELLED, WorkStatus.EXPIRED):
+        raise WorkConflict(
+            f"work_id: {record.item.id} is {record.item.status.value}; its budget can no longer change",
+            field="work_id",
+        )
+    new, item = _fork(record, now)
+    item.budget = None if budget is None or budget.unlimited else budget
+    return Change(
+        new, (WorkEvent("budget", {"budget": None if item.budget is None else item.budget.model_dump()}),)
+    )
 
 
 def check_verdict(verdict: str, feedback: str, score: float | None) -> None:
@@ -867,6 +934,8 @@ class WorkQueue:
         self.names = names
         self.contexts = ContextStore(nc, names, js=self._js) if record_context else None
         """Each item's context tree (docs/context.md); every transition appends to it."""
+        self.ledger = UsageLedger(self._js, names)
+        """The day's usage counters and the budgets (docs/operations.md)."""
         self.ack_wait_s = ack_wait_s if ack_wait_s is not None else default_ack_wait()
         self._kv: KeyValue | None = None
         self._config_kv: KeyValue | None = None
@@ -1465,7 +1534,13 @@ class WorkQueue:
         return bool(info.num_pending)
 
     async def claim(self, claimant: Claimant) -> WorkItem | None:
-        """Take the highest-priority eligible item, or None when there is none."""
+        """Take the highest-priority eligible item, or None when there is none.
+
+        Refused (:class:`BudgetReached`) while the project's daily budget, or that of the
+        claimant's target, is reached: the one place claims are admitted."""
+        hold = await self.ledger.hold(utcnow(), target_id=claimant.target_id)
+        if hold is not None:
+            raise BudgetReached(hold)
         for subject in await self.eligible_subjects(claimant):
             lingered = False
             while True:
@@ -1521,20 +1596,70 @@ class WorkQueue:
             await self._nc.publish(ack_subject, verb.encode())
 
     # -- holder operations ------------------------------------------------------
-    async def progress(self, work_id: str, agent_id: str, percent: int, note: str = "") -> WorkItem:
+    async def progress(
+        self,
+        work_id: str,
+        agent_id: str,
+        percent: int,
+        note: str = "",
+        *,
+        usage: Usage | None = None,
+        target_id: str | None = None,
+    ) -> WorkItem:
+        """Progress, with the ``usage`` since the last report added (see rule ``charge``:
+        over its budget, the item is stopped and this returns it dead-lettered)."""
         check_percent(percent)  # before any I/O, whatever the item
         now = utcnow()
-        _, change = await self._mutate(work_id, lambda r: report(r, agent_id, percent, note, now))
+        _, change, revision = await self._mutate_at(
+            work_id,
+            lambda r: charge(
+                r, agent_id, usage, target_id, now, lambda x: report(x, agent_id, percent, note, now)
+            ),
+        )
         assert change.record is not None
+        await self._count(usage, target_id, now)
+        if change.then is not None:
+            return await self._carry_out(work_id, change, revision)
         await self._ack(change.ack_subject, change.ack)
         await self._announce(change.events, change.record.item)
         return change.record.item
 
-    async def complete(self, work_id: str, agent_id: str, result: Any = None) -> WorkItem:
-        """Completed; or, for work that asks for review, handed in (its review task queued)."""
+    async def complete(
+        self,
+        work_id: str,
+        agent_id: str,
+        result: Any = None,
+        *,
+        usage: Usage | None = None,
+        target_id: str | None = None,
+    ) -> WorkItem:
+        """Completed; or, for work that asks for review, handed in (its review task queued);
+        or, when ``usage`` takes it over its budget, stopped (rule ``charge``)."""
         now = utcnow()
-        _, change, revision = await self._mutate_at(work_id, lambda r: finish(r, agent_id, result, now))
+        _, change, revision = await self._mutate_at(
+            work_id,
+            lambda r: charge(r, agent_id, usage, target_id, now, lambda x: finish(x, agent_id, result, now)),
+        )
+        await self._count(usage, target_id, now)
         return await self._carry_out(work_id, change, revision)
+
+    async def _count(self, usage: Usage | None, target_id: str | None, now: datetime) -> None:
+        """Add a recorded report to the day's counters. The item's record already holds it,
+        so a counter that cannot be written is logged, not reported as a failed operation."""
+        if usage is None or usage.empty:
+            return
+        try:
+            await self.ledger.add(usage, target_id=target_id, now=now)
+        except Exception as exc:
+            log.warning("usage recorded on the item but not counted for the day: %s", type(exc).__name__)
+
+    async def set_budget(self, work_id: str, budget: Budget | None) -> WorkItem:
+        """An operator's new budget for an unfinished item (rule ``rebudget``)."""
+        now = utcnow()
+        _, change = await self._mutate(work_id, lambda r: rebudget(r, budget, now))
+        assert change.record is not None
+        await self._announce(change.events, change.record.item)
+        return change.record.item
 
     async def review(
         self, work_id: str, agent_id: str, verdict: str, feedback: str = "", score: float | None = None

@@ -138,6 +138,7 @@ def _register() -> None:
         stats,
         submit,
         targets,
+        usage,
         version,
         watch,
         work,
@@ -155,6 +156,7 @@ def _register() -> None:
     app.add_typer(leases.app, name="leases")
     app.add_typer(context.app, name="context")
     stats.register(app)
+    usage.register(app)
     projects.register(app)
     app.add_typer(config_cmd.app, name="config")
     version.register(app)

@@ -34,7 +34,9 @@ SUBMISSION_FIELDS = (
     "max_attempts",
     "depends_on",
     "review",
+    "budget",
 )
+BUDGET_FIELDS = ("cost", "tokens")
 REVIEW_FIELDS = ("capability", "rounds")
 PLAN_FIELDS = ("name", "after")
 """What a plan entry adds to a submission: a local name, and the names it comes after."""
@@ -149,6 +151,21 @@ def review(value: Any) -> dict[str, Any]:
     return clean
 
 
+def budget(value: Any) -> dict[str, Any]:
+    """``{cost, tokens}``: the item's limit (Weft checks the ranges, docs/operations.md)."""
+    if not isinstance(value, dict):
+        raise Invalid("budget: must be an object with cost and/or tokens")
+    unknown = sorted(set(value) - set(BUDGET_FIELDS))
+    if unknown:
+        raise Invalid(f"budget.{shown_name(unknown[0])}: unknown field (known: {', '.join(BUDGET_FIELDS)})")
+    cost, tokens = value.get("cost"), value.get("tokens")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float) or cost <= 0):
+        raise Invalid("budget.cost: must be a number above 0")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        raise Invalid("budget.tokens: must be a whole number from 1")
+    return {k: v for k, v in (("cost", cost), ("tokens", tokens)) if v is not None}
+
+
 def names(value: Any, field: str) -> list[str]:
     """Local names of a plan's items (``after``)."""
     if not isinstance(value, list):
@@ -204,6 +221,7 @@ def submission(raw: Any, where: str = "", *, plan: bool = False) -> dict[str, An
         "max_attempts": max_attempts,
         "depends_on": lambda v: work_ids(v, "depends_on"),
         "review": review,
+        "budget": budget,
         "name": lambda v: token(v, "name"),
         "after": lambda v: names(v, "after"),
     }

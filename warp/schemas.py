@@ -232,6 +232,9 @@ class QueueStatusOut(Out):
     dead_letters: int
     held_by_me: list[str]
     draining: bool
+    budget_hold: str | None = Field(
+        default=None, description="Why claims are refused now (a daily budget reached), if they are"
+    )
 
 
 class DeadLetterOut(Out):

@@ -33,6 +33,7 @@ from weft.routes import (
     questions,
     stats,
     targets,
+    usage,
     work,
     ws,
 )
@@ -161,6 +162,7 @@ def create_app(
         contexts,
         ws,
         a2a,
+        usage,
     ):
         app.include_router(module.router)
 

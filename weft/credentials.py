@@ -362,6 +362,8 @@ def agent_bucket(names: ProjectNames, config: dict[str, Any]) -> KeyValueConfig:
         names.questions_bucket,
         names.contexts_bucket,
         names.lineage_bucket,
+        names.usage_bucket,
+        names.budgets_bucket,
         GLOBAL_REGISTRY_BUCKET,
         PUBLIC_MEMORY_BUCKET,
     }

@@ -9,6 +9,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from shared.usage import Budget, Totals
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -64,6 +66,49 @@ class Metrics:
             ["project", "status"],
             registry=self.registry,
         )
+        usage_labels = ["project", "agent", "target", "model"]
+        self.usage_tokens = Gauge(
+            "weft_usage_tokens",
+            "Tokens reported on the work records Weft keeps, by direction (input, output)",
+            [*usage_labels, "direction"],
+            registry=self.registry,
+        )
+        self.usage_cost = Gauge(
+            "weft_usage_cost",
+            "Cost (the project's currency unit) reported on the work records Weft keeps",
+            usage_labels,
+            registry=self.registry,
+        )
+        self.usage_today_tokens = Gauge(
+            "weft_usage_today_tokens",
+            "Tokens (input plus output) counted for the project on the current UTC day",
+            ["project"],
+            registry=self.registry,
+        )
+        self.usage_today_cost = Gauge(
+            "weft_usage_today_cost",
+            "Cost counted for the project on the current UTC day",
+            ["project"],
+            registry=self.registry,
+        )
+        self.budget_daily_cost = Gauge(
+            "weft_budget_daily_cost",
+            "The project's daily cost budget (absent: none)",
+            ["project"],
+            registry=self.registry,
+        )
+        self.budget_daily_tokens = Gauge(
+            "weft_budget_daily_tokens",
+            "The project's daily token budget (absent: none)",
+            ["project"],
+            registry=self.registry,
+        )
+        self.budget_hold = Gauge(
+            "weft_budget_hold",
+            "1 while the project's daily budget is reached (no new claims or spin-ups), else 0",
+            ["project"],
+            registry=self.registry,
+        )
         self.websockets = Gauge(
             "weft_websocket_clients", "Connected WebSocket clients", registry=self.registry
         )
@@ -82,6 +127,37 @@ class Metrics:
                 self.queue_depth.remove(*labels)
         for capability, depth in depths.items():
             self.queue_depth.labels(project, capability).set(depth)
+
+    def set_usage(
+        self,
+        project: str,
+        usage: dict[tuple[str, str, str], Totals],
+        *,
+        today: Totals,
+        budget: Budget | None,
+        held: bool,
+    ) -> None:
+        """The usage gauges of one project, as of this scrape (label sets gone since dropped)."""
+        for gauge in (self.usage_tokens, self.usage_cost):
+            for labels in list(gauge._metrics):
+                if labels[0] == project and tuple(labels[1:4]) not in usage:
+                    gauge.remove(*labels)
+        for (agent, target, model), totals in usage.items():
+            self.usage_tokens.labels(project, agent, target, model, "input").set(totals.input_tokens)
+            self.usage_tokens.labels(project, agent, target, model, "output").set(totals.output_tokens)
+            self.usage_cost.labels(project, agent, target, model).set(totals.cost)
+        self.usage_today_tokens.labels(project).set(today.tokens)
+        self.usage_today_cost.labels(project).set(today.cost)
+        for gauge, limit in (
+            (self.budget_daily_cost, None if budget is None else budget.cost),
+            (self.budget_daily_tokens, None if budget is None else budget.tokens),
+        ):
+            if limit is None:
+                if (project,) in gauge._metrics:
+                    gauge.remove(project)
+            else:
+                gauge.labels(project).set(limit)
+        self.budget_hold.labels(project).set(1 if held else 0)
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -9,7 +9,7 @@ from typing import Any
 from nats.js.errors import NotFoundError
 from pydantic import BaseModel
 
-from shared.models import AgentStatus, TargetHealth
+from shared.models import AgentStatus, TargetHealth, utcnow
 from shared.names import InvalidNameError, ProjectNames
 from shared.work import WAITING
 from weft.jsapi import stream_names
@@ -53,6 +53,8 @@ class Stats(BaseModel):
     dead_letters: int
     targets: TargetCounts
     spinups: SpinupCounts
+    budget_hold: str | None = None
+    """Why new claims and spin-ups wait, while the project's daily budget is reached."""
 
 
 async def project_stats(context: ProjectContext, spinup: SpinupService) -> Stats:
@@ -72,6 +74,7 @@ async def project_stats(context: ProjectContext, spinup: SpinupService) -> Stats
         dead_letters = int(dlq.state.messages or 0)
     except NotFoundError:
         dead_letters = 0
+    hold = await context.queue.ledger.hold(utcnow())
     return Stats(
         project_id=context.project_id,
         agents=AgentCounts(
@@ -97,6 +100,7 @@ async def project_stats(context: ProjectContext, spinup: SpinupService) -> Stats
             by_state=dict(Counter(op.state.value for op in operations)),
             mechanism=spinup.name,
         ),
+        budget_hold=None if hold is None else hold.message,
     )
 
 

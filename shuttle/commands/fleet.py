@@ -51,8 +51,11 @@ def render(data: dict[str, Any], url: str, spinups: list[dict[str, Any]] | None 
         f"[bold]Loom fleet[/bold]  project [cyan]{escape(data.get('project_id') or '-')}[/cyan]  "
         f"[dim]{escape(url)}  {time.strftime('%H:%M:%S')}[/dim]"
     )
-    parts: list[RenderableType] = [
-        header,
+    parts: list[RenderableType] = [header]
+    hold = data["stats"].get("budget_hold")
+    if hold:
+        parts.append(Text(f"On hold: {hold}", style="bold yellow"))
+    parts += [
         stats_view(data["stats"]),
         agent_table(data["agents"]),
         target_table(data["targets"]),

@@ -330,9 +330,15 @@ async def test_warp_with_scoped_credentials_does_its_whole_job(
         queued = await agent.call("warp_work_broadcast", {"description": "d", "capability": "code"})
         claim = await agent.call("warp_work_claim")
         assert claim["claimed"] and claim["item"]["id"] == queued["item"]["id"]
-        await agent.call("warp_work_progress", {"work_id": claim["item"]["id"], "percent": 50})
+        usage = {"input_tokens": 10, "cost": 0.5}  # the item's record and the day's counter
+        await agent.call(
+            "warp_work_progress", {"work_id": claim["item"]["id"], "percent": 50, "usage": usage}
+        )
         done = await agent.call("warp_work_complete", {"work_id": claim["item"]["id"], "result": {"ok": 1}})
-        assert done["item"]["status"] == "completed"
+        assert done["item"]["status"] == "completed" and done["item"]["usage"][0]["cost"] == 0.5
+        async with scoped.weft.client(token=ADMIN, project=project_id) as api:
+            today = (await api.get("/api/budgets")).json()["today"]
+        assert (today["cost"], today["input_tokens"]) == (0.5, 10)
         failing = await agent.call(
             "warp_work_broadcast", {"description": "f", "capability": "code", "max_attempts": 1}
         )

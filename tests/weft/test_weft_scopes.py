@@ -34,11 +34,14 @@ OPERATE_ROUTES = {
     ("POST", "/api/work/{work_id}/retry"),
     ("POST", "/api/dlq/{work_id}/retry"),
     ("DELETE", "/api/dlq/{work_id}"),
+    ("PUT", "/api/work/{work_id}/budget"),
 }
 READ_POSTS = {
     ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body
 }
 ADMIN_ROUTES = {
+    ("PUT", "/api/budgets/project"),
+    ("PUT", "/api/budgets/targets/{target}"),
     ("POST", "/api/agents/shutdown-batch"),
     ("POST", "/api/agents/{agent_id}/shutdown"),
     ("POST", "/api/agents/credentials"),

@@ -18,6 +18,7 @@ from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
 from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus
+from shared.usage import Budget, Usage, stopped_by_budget, totals_of
 from warp.errors import Conflict
 from warp.schemas import (
     AgentId,
@@ -146,6 +147,26 @@ async def release_leases(svc: Services, work_id: str) -> None:
         log.warning("leases of work %s not released now (Weft's sweep will): %s", work_id, exc)
 
 
+USAGE_FIELD = Field(
+    description="What the work used since your last report (added up per item, agent, target, "
+    "model and day): input_tokens, output_tokens, cost (the project's currency unit), model"
+)
+
+
+def _target_of(svc: Services) -> str | None:
+    entry = svc.presence.entry
+    return entry.target_id if entry is not None else None
+
+
+def stopped_text(item: WorkItem) -> str:
+    """What the agent is told when its report took the item over its budget."""
+    used = totals_of(item.usage)
+    return (
+        f"Stopped: {item.error}. Stop working on it; it failed for good (used {used.tokens} tokens, "
+        f"cost {used.cost:g}).\n{item_text(item)}"
+    )
+
+
 def tools(rt: WarpRuntime) -> list[Tool]:
     async def warp_work_broadcast(
         description: Annotated[str, Field(min_length=1, max_length=32_000)],
@@ -178,6 +199,13 @@ def tools(rt: WarpRuntime) -> list[Tool]:
                 "(rounds: rejections after which it fails for good)"
             ),
         ] = None,
+        budget: Annotated[
+            Budget | None,
+            Field(
+                description="Limit on cost and/or tokens (input plus output); usage reported over it "
+                "stops the item: it fails for good with 'budget exceeded'"
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, WorkOut]:
         """Offer a work item to every agent with the capability (same queue as Weft's REST API).
         With depends_on it waits (blocked) until every one of those items has completed; with
@@ -199,6 +227,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             max_attempts=max_attempts,
             depends_on=depends_on or [],
             review=review,
+            budget=budget,
         )
         item = await svc.work.submit(submission, submitted_by=svc.agent_id)
         said = "Blocked until its dependencies complete." if item.status is WorkStatus.BLOCKED else "Queued."
@@ -250,6 +279,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
                 agent_type=entry.agent_type,
                 capabilities=caps,
                 boundaries=tuple(entry.boundaries),
+                target_id=entry.target_id,
             )
         )
         if item is None:
@@ -301,44 +331,68 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         return tool_result(out, f"{page.total} item(s)\n{text}")
 
     async def warp_work_queue_status() -> Annotated[CallToolResult, QueueStatusOut]:
-        """Items waiting per capability, dead letters, and the items you hold."""
+        """Items waiting per capability, dead letters, the items you hold, and why claims are
+        refused if a daily budget is reached."""
         svc = await rt.services()
         depths = await svc.work.queue_depths()
         info = await svc.js.stream_info(svc.names.dlq_stream)
+        from shared.models import utcnow
+
+        hold = await svc.work.ledger.hold(utcnow(), target_id=_target_of(svc))
         out = QueueStatusOut(
             depths=depths,
             total=sum(depths.values()),
             dead_letters=int(info.state.messages or 0),
             held_by_me=sorted(svc.presence.held),
             draining=rt.draining is not None,
+            budget_hold=None if hold is None else hold.message,
         )
         lines = [f"{cap}: {n}" for cap, n in sorted(depths.items())] or ["queues empty"]
         lines.append(f"dead letters: {out.dead_letters}")
         lines.append(f"you hold: {', '.join(out.held_by_me) or 'nothing'}")
+        if out.budget_hold:
+            lines.append(f"on hold: {out.budget_hold}")
         return tool_result(out, "\n".join(lines))
 
     async def warp_work_progress(
         work_id: WorkId,
         percent: Annotated[int, Field(ge=0, le=100)],
         note: Annotated[str, Field(max_length=2000)] = "",
+        usage: Annotated[Usage | None, USAGE_FIELD] = None,
     ) -> Annotated[CallToolResult, WorkOut]:
-        """Report progress on work you claimed; this also extends its deadline (keeps the claim)."""
+        """Report progress on work you claimed; this also extends its deadline (keeps the claim).
+        With usage: what the work used since your last report; going over the item's budget
+        stops it."""
         svc = await rt.services()
         item = await held_operation(
-            rt, svc, work_id, lambda: svc.work.progress(work_id, svc.agent_id, percent, note)
+            rt,
+            svc,
+            work_id,
+            lambda: svc.work.progress(
+                work_id, svc.agent_id, percent, note, usage=usage, target_id=_target_of(svc)
+            ),
         )
+        if stopped_by_budget(item):
+            return tool_result(WorkOut(item=item), stopped_text(item))
         return tool_result(WorkOut(item=item), f"Progress recorded.\n{item_text(item)}")
 
     async def warp_work_complete(
         work_id: WorkId,
         result: Annotated[Any, Field(description="Any JSON value describing the outcome")] = None,
+        usage: Annotated[Usage | None, USAGE_FIELD] = None,
     ) -> Annotated[CallToolResult, WorkOut]:
         """Mark work you claimed as completed, with an optional result. Work that asks for
-        review is handed in instead: it counts once another agent approved it."""
+        review is handed in instead: it counts once another agent approved it. With usage: what
+        the work used since your last report (over the item's budget, it fails instead)."""
         svc = await rt.services()
         item = await held_operation(
-            rt, svc, work_id, lambda: svc.work.complete(work_id, svc.agent_id, result)
+            rt,
+            svc,
+            work_id,
+            lambda: svc.work.complete(work_id, svc.agent_id, result, usage=usage, target_id=_target_of(svc)),
         )
+        if stopped_by_budget(item):
+            return tool_result(WorkOut(item=item), stopped_text(item))
         if item.status is WorkStatus.IN_REVIEW:
             said = "Handed in for review: another agent will approve it or send it back with feedback."
             return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")

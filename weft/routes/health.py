@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from datetime import datetime
 from typing import Literal
@@ -11,11 +12,15 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from shared.models import AgentStatus, utcnow
+from shared.usage import by_agent_target_model, day_of
 from weft import __version__
 from weft.deps import StateDep
-from weft.metrics import CONTENT_TYPE
+from weft.metrics import CONTENT_TYPE, Metrics
+from weft.project import ProjectContext
 
 router = APIRouter(tags=["health"])
+USAGE_SCRAPE_S = 2.0
+"""How long a scrape waits for a project's usage counters and budgets."""
 
 
 class Health(BaseModel):
@@ -49,6 +54,21 @@ async def health(state: StateDep) -> Response:
     return JSONResponse(body.model_dump(mode="json"), status_code=200 if body.status == "ok" else 503)
 
 
+async def usage_metrics(metrics: Metrics, context: ProjectContext) -> None:
+    """The project's usage and budget gauges, from its work records and today's counter."""
+    ledger = context.queue.ledger
+    now = utcnow()
+    doc = await ledger.budgets()
+    hold = await ledger.hold(now)
+    metrics.set_usage(
+        context.project_id,
+        by_agent_target_model(context.work.mirror.values()),
+        today=await ledger.day_totals(day_of(now)),
+        budget=doc.project_daily,
+        held=hold is not None and hold.scope == "project",
+    )
+
+
 @router.get(
     "/metrics",
     summary="Prometheus metrics",
@@ -64,4 +84,7 @@ async def metrics(state: StateDep) -> Response:
             counts[agent.status.value] += 1
         for status, count in counts.items():
             state.metrics.agents.labels(context.project_id, status).set(count)
+        if context.nc.is_connected:
+            with contextlib.suppress(Exception):  # NATS may go away meanwhile: bounded
+                await asyncio.wait_for(usage_metrics(state.metrics, context), USAGE_SCRAPE_S)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)

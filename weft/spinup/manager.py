@@ -208,6 +208,9 @@ class SpinupManager:
         spinup_id: str | None = None,
     ) -> SpinupRecord | Refusal:
         now = utcnow()
+        hold = await self.context.queue.ledger.hold(now, target_id=target.id)
+        if hold is not None:  # a daily budget is reached: the agent could claim nothing
+            return Refusal("budget", hold.message, retry_after_s=(hold.until - now).total_seconds())
         timeout = self._register_timeout(target)
         op = SpinupOperation(
             id=spinup_id or new_id(),

@@ -80,7 +80,7 @@ class Refusal:
     """Why a target cannot start another agent right now."""
 
     code: str
-    """``in-flight``, ``max-concurrent`` or ``cooldown``."""
+    """``in-flight``, ``max-concurrent``, ``cooldown`` or ``budget`` (a daily budget reached)."""
     message: str
     retry_after_s: float | None = None
 
