@@ -34,6 +34,7 @@ OPERATE_ROUTES = {
     ("POST", "/api/work/{work_id}/retry"),
     ("POST", "/api/dlq/{work_id}/retry"),
     ("DELETE", "/api/dlq/{work_id}"),
+    ("DELETE", "/api/leases/{lease_id}"),
 }
 READ_POSTS = {
     ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body
