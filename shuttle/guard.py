@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from shared.errors import Unavailable
 from shared.leasepatterns import exact_path
 
 EXIT_REFUSED: Final = 1
@@ -40,7 +41,7 @@ STRICT_ENV: Final = "LOOM_GUARD_STRICT"
 LOG_NAME: Final = "loom-guard.log"
 
 
-class GuardError(Exception):
+class GuardError(Unavailable):
     """The guard could not decide (no repository, Weft unreachable, a refused request)."""
 
 
@@ -103,8 +104,8 @@ def pushed_paths(repo: Path, updates: Iterable[str]) -> list[str]:
 # -- the leases ------------------------------------------------------------------------------------
 
 
-BATCH: Final = 64
-"""Paths asked about per request (Weft's limit on ``path`` parameters)."""
+BATCH: Final = 16
+"""Paths asked about per request (Weft's limit on ``path`` parameters, ``MAX_PATHS``)."""
 
 
 def _get(

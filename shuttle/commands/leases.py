@@ -126,6 +126,8 @@ def install_hook_cmd(
 ) -> None:
     """Install loom-guard as the repository's pre-commit and pre-push hooks: a commit that
     touches paths another agent leased exclusively is refused, naming the holder."""
+    if not repo.is_dir():
+        raise UsageError("--repo: not a directory")
     hooks = _hooks_dir(repo.resolve())
     hooks.mkdir(parents=True, exist_ok=True)
     command = guard_command()

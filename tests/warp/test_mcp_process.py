@@ -114,7 +114,7 @@ async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: Nat
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
-            assert len(tools.tools) == 39
+            assert len(tools.tools) == 43
             res = await session.call_tool(
                 "warp_channels_send", {"channel": "roadmap", "message": "over http"}
             )
@@ -139,7 +139,7 @@ async def test_with_memory_serves_pattern_tools_on_the_same_connection(
 ) -> None:
     async with spawn_warp({**warp_env, "LOOM_AGENT_ID": A_ID}, tmp_path, args=("--with-memory",)) as w:
         names = {t.name for t in (await w.session.list_tools()).tools}
-        assert len(names) == 39 + 15
+        assert len(names) == 43 + 15
         assert {"warp_channels_send", "pattern_remember", "pattern_recall_context"} <= names
         saved = await w.ready_ok("pattern_remember", {"content": "warp and pattern share a process"})
         recalled = await w.ready_ok("pattern_recall_context", {})

@@ -13,6 +13,9 @@ from hypothesis import HealthCheck, Phase
 from schemathesis import GenerationMode
 
 MAX_EXAMPLES = 12
+UVICORN_REFUSAL = "Invalid HTTP request received."
+H11_LIMIT = 16 * 1024
+"""h11's default limit on a request's head: uvicorn answers a longer one with a plain 400."""
 
 
 def fuzz(spec: dict[str, Any], base_url: str, project: str) -> tuple[int, list[str]]:
@@ -47,6 +50,8 @@ def fuzz(spec: dict[str, Any], base_url: str, project: str) -> tuple[int, list[s
                 if response.status_code >= 500:
                     problems.append(f"{label}: {response.text[:300]}")
                 elif response.status_code >= 400:
+                    if response.text == UVICORN_REFUSAL and len(response.request.url or "") > H11_LIMIT:
+                        return  # refused by the HTTP server before any route: the request line is too long
                     body = response.json()
                     if not (isinstance(body, dict) and {"error", "message"} <= set(body)):
                         problems.append(f"{label}: not the error envelope: {response.text[:200]}")

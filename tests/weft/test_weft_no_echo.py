@@ -36,6 +36,7 @@ PATH_DEFAULTS = {
     "question_id": HEX,
     "tree_id": HEX,
     "node_id": HEX,
+    "lease_id": HEX,
 }
 BODY_BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/work"): {"task_id": "t-1", "description": "d", "capability": "code"},

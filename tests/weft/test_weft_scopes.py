@@ -35,6 +35,7 @@ OPERATE_ROUTES = {
     ("POST", "/api/dlq/{work_id}/retry"),
     ("DELETE", "/api/dlq/{work_id}"),
     ("PUT", "/api/work/{work_id}/budget"),
+    ("DELETE", "/api/leases/{lease_id}"),
 }
 READ_POSTS = {
     ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.leasepatterns import MAX_PATTERN, MAX_PATTERNS
+from shared.leasepatterns import MAX_PATTERN
 from shared.leases import LeaseFilter
 from shared.models import Lease, LeaseMode
 from shared.names import validate_agent_id, validate_work_id
@@ -22,6 +22,10 @@ router = APIRouter(
     dependencies=[Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
+
+MAX_PATHS = 16
+"""Paths per check (each up to 512 characters): the request line stays within what the HTTP
+server accepts (loom-guard asks in batches of this size)."""
 
 LeaseId = Annotated[str, Path(pattern=HEX32, description="Lease id: 32 lowercase hex")]
 
@@ -41,7 +45,7 @@ async def list_leases(
     work_id: str | None = None,
     path: Annotated[
         list[Annotated[str, Field(max_length=MAX_PATTERN)]] | None,
-        Query(max_length=MAX_PATTERNS, description="Only leases in the way of these paths or patterns"),
+        Query(max_length=MAX_PATHS, description="Only leases in the way of these paths or patterns"),
     ] = None,
     mode: LeaseMode = LeaseMode.EXCLUSIVE,
     as_agent: Annotated[
@@ -49,10 +53,9 @@ async def list_leases(
     ] = None,
 ) -> LeaseList:
     book = project.leases.book
+    asking = None if as_agent is None else validate_agent_id(as_agent, "as_agent")
     if path:
-        clashes = await book.conflicting(
-            path, holder=None if as_agent is None else validate_agent_id(as_agent, "as_agent"), mode=mode
-        )
+        clashes = await book.conflicting(path, holder=asking, mode=mode)
         items = list({c.lease.id: c.lease for c in clashes}.values())
         return LeaseList(items=items, conflicts=[c.as_dict() for c in clashes])
     filters = LeaseFilter(
