@@ -15,7 +15,7 @@ from nats.aio.client import Client as NatsClient
 from shared.natsclient import NatsConnectError
 from shared.policy import BoundaryPolicy, load_policy_file
 from shared.server import NatsServerError
-from weft import __version__, errors
+from weft import __version__, console, errors
 from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
@@ -170,4 +170,5 @@ def create_app(
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(openapi_url="/openapi.json", title="Weft API")
 
+    console.install(app)
     return app

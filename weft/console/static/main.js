@@ -1,0 +1,191 @@
+// The console's entry point: sign-in, loading, the live feed and the views.
+
+import { Api } from "./api.js";
+import { h, replace } from "./dom.js";
+import { Live } from "./live.js";
+import { Store } from "./store.js";
+import { fleetView } from "./views/fleet.js";
+import { leasesView } from "./views/leases.js";
+import { queuesView } from "./views/queues.js";
+import { questionsView } from "./views/questions.js";
+import { targetsView } from "./views/targets.js";
+import { workItemView, workView } from "./views/work.js";
+
+const TOKEN_KEY = "loom.console.token";
+const VIEWS = {
+  fleet: ["Fleet", fleetView],
+  work: ["Work", workView],
+  queues: ["Queues and DLQ", queuesView],
+  targets: ["Targets and spin-ups", targetsView],
+  questions: ["Questions", questionsView],
+  leases: ["Leases", leasesView],
+};
+const AGENT_REFRESH_MS = 15000; // heartbeats are not events: re-read the registry now and then
+const CLOCK_MS = 5000; // "12 s ago" moves on
+
+const $ = (id) => document.getElementById(id);
+
+function showLogin(message) {
+  $("nav").hidden = true;
+  $("signout").hidden = true;
+  $("project").hidden = true;
+  replace($("view"));
+  $("live").textContent = "signed out";
+  $("live").className = "live";
+  $("login").hidden = false;
+  $("login-error").textContent = message || "";
+  $("token").value = "";
+  $("token").focus();
+}
+
+async function boot() {
+  const saved = sessionStorage.getItem(TOKEN_KEY);
+  const api = new Api(saved);
+  try {
+    const stats = await api.get("/api/stats");
+    start(api, stats);
+  } catch (error) {
+    if (error.status === 401) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      showLogin(saved ? "The saved token is no longer accepted. Sign in again." : "");
+    } else {
+      fatal(error);
+    }
+  }
+}
+
+function fatal(error) {
+  $("fatal").hidden = false;
+  $("fatal").textContent = `The console cannot load: ${error.message}`;
+  $("live").textContent = "not connected";
+  $("live").className = "live off";
+}
+
+$("login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const token = $("token").value.trim();
+  $("token").value = "";
+  if (!token) return;
+  const api = new Api(token);
+  $("login-error").textContent = "";
+  try {
+    const stats = await api.get("/api/stats");
+    sessionStorage.setItem(TOKEN_KEY, token);
+    start(api, stats);
+  } catch (error) {
+    $("login-error").textContent =
+      error.status === 401 ? "That token was not accepted. Check it and try again." : `Sign-in failed: ${error.message}`;
+    $("token").focus();
+  }
+});
+
+$("signout").addEventListener("click", () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  location.hash = "";
+  location.reload();
+});
+
+function start(api, stats) {
+  const store = new Store();
+  const announce = (text) => {
+    $("announce").textContent = text;
+  };
+  $("login").hidden = true;
+  $("nav").hidden = false;
+  $("signout").hidden = !api.token;
+  $("project").hidden = false;
+  $("project").textContent = `project ${stats.project_id}`;
+  api.onUnauthorized = () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    live.close();
+    showLogin("The token is no longer accepted. Sign in again.");
+  };
+  store.setStats(stats);
+
+  const loadAll = async () => {
+    // agents and targets first: the fleet view needs them; then the (larger) work records
+    const [agents, targets] = await Promise.all([api.all("/api/agents"), api.all("/api/targets")]);
+    store.setTargets(targets);
+    store.setAgents(agents);
+    const questions = api.all("/api/questions").then((items) => store.setQuestions(items));
+    await api.all("/api/work", {}, (page) => store.addWork(page));
+    store.loaded.work = true;
+    store.changed("work");
+    await questions;
+  };
+  const reload = () =>
+    loadAll().catch((error) => {
+      if (error.status !== 401) announce(`Reading the project failed: ${error.message}`);
+    });
+
+  const live = new Live({
+    token: api.token,
+    project: api.project,
+    onEvent: (event) => store.apply(event),
+    onStats: (next) => store.setStats(next),
+    onOpen: () => {
+      $("live").textContent = "live";
+      $("live").className = "live on";
+      if (connected) reload(); // after reconnecting (or skipped events): nothing missed while away
+      connected = true;
+    },
+    onClose: () => {
+      $("live").textContent = "reconnecting…";
+      $("live").className = "live off";
+    },
+    onRefused: () => announce("Live updates were refused; the console shows what it last read."),
+  });
+  let connected = false;
+  live.open();
+  reload();
+  setInterval(() => {
+    api.all("/api/agents").then((agents) => store.setAgents(agents)).catch(() => {});
+  }, AGENT_REFRESH_MS);
+  setInterval(() => store.changed("stats"), CLOCK_MS);
+
+  let current = null;
+  const ctx = {
+    api,
+    store,
+    announce,
+    /** Run an action; say what happened, show a refusal where the operator looks. */
+    async act(action, done) {
+      const notice = $("view").querySelector(".view-error");
+      if (notice) notice.textContent = "";
+      try {
+        const result = await action();
+        announce(done);
+        return result;
+      } catch (error) {
+        if (notice) notice.textContent = error.message;
+        announce(error.message);
+        return null;
+      }
+    },
+  };
+
+  const route = () => {
+    const [name, arg] = location.hash.replace(/^#/, "").split("/");
+    const key = VIEWS[name] ? name : "fleet";
+    for (const link of document.querySelectorAll("nav a")) {
+      if (link.getAttribute("href") === `#${key}`) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
+    if (current && current.destroy) current.destroy();
+    const [title, make] = VIEWS[key];
+    current = key === "work" && arg ? workItemView(ctx, arg) : make(ctx);
+    const heading = h("h2", { tabindex: "-1" }, current.title || title);
+    replace($("view"), h("section", { "aria-labelledby": "view-title", id: `view-${key}` }, heading, h("p", { class: "error view-error", role: "alert" }), current.el));
+    heading.id = "view-title";
+    document.title = `${current.title || title} · Loom console`;
+    current.update();
+    if (routed) heading.focus();
+    routed = true;
+  };
+  let routed = false;
+  store.subscribe(() => current && current.update());
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+boot();
