@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 from os import PathLike
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 from fastapi.responses import FileResponse
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
@@ -39,7 +40,11 @@ class ConsoleFiles(StaticFiles):
     """The console's assets, with the same security headers as the page."""
 
     def file_response(
-        self, full_path: PathLike[str] | str, stat_result: os.stat_result, scope: Scope, status_code: int = 200
+        self,
+        full_path: PathLike[str] | str,
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
     ) -> Response:
         response = super().file_response(full_path, stat_result, scope, status_code)
         response.headers.update(SECURITY_HEADERS)
@@ -50,7 +55,10 @@ def install(app: FastAPI) -> None:
     """Serve the console at ``/`` and its assets under ``/console/``."""
 
     @app.get("/", include_in_schema=False)
-    async def console() -> FileResponse:
+    async def console(
+        project: Annotated[str | None, Query(max_length=63, description="Read by the page itself")] = None,
+    ) -> FileResponse:
+        """The page; ``?project=`` is the project it shows (the page sends it as X-Loom-Project)."""
         return FileResponse(STATIC_DIR / "index.html", headers=SECURITY_HEADERS)
 
     app.mount(ASSET_PREFIX, ConsoleFiles(directory=STATIC_DIR), name="console")

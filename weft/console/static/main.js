@@ -24,6 +24,8 @@ const AGENT_REFRESH_MS = 15000; // heartbeats are not events: re-read the regist
 const CLOCK_MS = 5000; // "12 s ago" moves on
 
 const $ = (id) => document.getElementById(id);
+// ?project=<id> shows another project than Weft's default (the X-Loom-Project header)
+const PROJECT = new URLSearchParams(location.search).get("project") || null;
 
 function showLogin(message) {
   $("nav").hidden = true;
@@ -40,7 +42,7 @@ function showLogin(message) {
 
 async function boot() {
   const saved = sessionStorage.getItem(TOKEN_KEY);
-  const api = new Api(saved);
+  const api = new Api(saved, PROJECT);
   try {
     const stats = await api.get("/api/stats");
     start(api, stats);
@@ -66,7 +68,7 @@ $("login-form").addEventListener("submit", async (event) => {
   const token = $("token").value.trim();
   $("token").value = "";
   if (!token) return;
-  const api = new Api(token);
+  const api = new Api(token, PROJECT);
   $("login-error").textContent = "";
   try {
     const stats = await api.get("/api/stats");
