@@ -26,7 +26,10 @@ from weft.spinup import DisabledSpinup
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's own NATS_URL, LOOM_* or WEFT_* must not leak into Weft, Warp or Shuttle."""
     for name in list(os.environ):
-        if name.startswith(("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")) and name != "LOOM_CHROMIUM":
+        if name.startswith(("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")) and name not in (
+            "LOOM_CHROMIUM",
+            "LOOM_CONSOLE_SCREENSHOTS",
+        ):
             monkeypatch.delenv(name)
 
 

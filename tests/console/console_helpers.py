@@ -21,8 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from nats.aio.client import Client as NatsClient
 from playwright.async_api import BrowserContext, Page
 
+from shared.models import AgentEntry
+from shared.names import ProjectNames
+from shared.registry import Registry
+from shared.work import Claimant
 from weft.settings import WeftSettings
 
 ADMIN_TOKEN = "console-admin-7c1f0e9b2d"
@@ -85,13 +90,13 @@ async def sign_in(page: Page, url: str, token: str = ADMIN_TOKEN) -> None:
     await expect(page.locator("#live")).to_have_text("live", timeout=10_000)
 
 
-def snap(page: Page, name: str) -> Any:
+def snap(page: Page, name: str, *, full_page: bool = False) -> Any:
     """A screenshot for docs/console.md, only with LOOM_CONSOLE_SCREENSHOTS=1 (so test runs
     leave the tree alone)."""
     if os.environ.get("LOOM_CONSOLE_SCREENSHOTS") != "1":
         return asyncio.sleep(0)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    return page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
+    return page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
 
 
 @dataclass
@@ -168,3 +173,28 @@ async def eventually(probe: Callable[[], Awaitable[bool]], timeout: float = 10.0
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what or probe}")
         await asyncio.sleep(0.05)
+
+
+async def register(nc: NatsClient, project: str, handle: str, agent_type: str, **fields: Any) -> AgentEntry:
+    """A registry entry written the way Warp writes it (for agents a test needs many of, or
+    that were spun up by a target)."""
+    entry = AgentEntry(
+        agent_id=uuid.uuid4().hex,
+        handle=handle,
+        agent_type=agent_type,
+        project_id=project,
+        user_id="0123456789abcdef",
+        hostname="host-1",
+        **fields,
+    )
+    await Registry(nc.jetstream(), ProjectNames(project)).put(entry)
+    return entry
+
+
+def claimant(entry: AgentEntry) -> Claimant:
+    return Claimant(
+        agent_id=entry.agent_id,
+        agent_type=entry.agent_type,
+        capabilities=tuple(entry.capabilities),
+        boundaries=tuple(entry.boundaries),
+    )

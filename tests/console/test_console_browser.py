@@ -15,7 +15,6 @@ from console_helpers import (
     eventually,
     shuttle,
     sign_in,
-    snap,
     warp_agent,
 )
 from playwright.async_api import expect
@@ -100,7 +99,6 @@ async def test_agents_live_a_killed_one_turns_offline_and_one_is_shut_down(
         await expect(page.locator(f'#agents tr[data-agent-id="{stopped.agent_id}"]')).to_contain_text(
             "review"
         )
-        await snap(page, "fleet")
 
         doomed.kill()  # no goodbye: its heartbeats stop
         await expect(

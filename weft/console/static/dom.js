@@ -75,7 +75,7 @@ export function table(caption, headers) {
 }
 
 function numeric(header) {
-  return ["Priority", "Attempts", "Depth", "Waiting", "Count", "Tasks"].includes(header);
+  return ["Priority", "Attempts", "Depth", "Waiting", "Count", "Max", "Agents", "Online", "Busy", "Offline"].includes(header);
 }
 
 /** A labelled select; ``options`` are [value, label] pairs. */

@@ -37,7 +37,7 @@ export function fleetView(ctx) {
 
   const el = h("div", null,
     h("div", { class: "grid" }, h("div", null, cards), chart.el),
-    h("h3", null, "Agents"), filters, loading, agents.el, pager.el, byType.el);
+    filters, loading, agents.el, pager.el, byType.el);
 
   function update() {
     const now = Date.now();

@@ -6,7 +6,7 @@ export function questionsView(ctx) {
   const { store, api } = ctx;
   const open = h("div", { id: "open-questions" });
   const past = table("Answered and expired", ["Question", "Asked by", "Status", "Answer", "Resolved"]);
-  const el = h("div", null, h("h3", null, "Waiting for an answer"), open, h("h3", null, "Settled"), past.el);
+  const el = h("div", null, h("h3", null, "Waiting for an answer"), open, past.el);
   const drafts = new Map(); // question id -> what the operator typed so far
 
   function update() {

@@ -7,10 +7,10 @@ export function queuesView(ctx) {
   const { store, api } = ctx;
   const depths = table("Queue depth by capability", ["Capability", "Depth", "Waiting"]);
   depths.el.id = "queue-depths";
-  const dlq = table("Dead letters, oldest first", ["Task", "Capability", "Attempts", "Last error", "Dead-lettered", "Actions"]);
+  const dlq = table("Dead-letter queue, oldest first", ["Task", "Capability", "Attempts", "Last error", "Dead-lettered", "Actions"]);
   dlq.el.id = "dead-letters";
   const note = h("p", { class: "note" });
-  const el = h("div", null, depths.el, note, h("h3", null, "Dead-letter queue"), dlq.el);
+  const el = h("div", null, depths.el, note, dlq.el);
   let letters = null;
   let seenWork = -1;
   let reading = false;
