@@ -52,10 +52,23 @@ async def browser() -> AsyncIterator[Browser]:
 @pytest.fixture(scope="module")
 async def console_weft(nats_server: EmbeddedNatsServer) -> AsyncIterator[ConsoleWeft]:
     """One Weft with API tokens for the module; tests keep apart by project."""
+    async with serving_weft(nats_server.url, [ADMIN_TOKEN, f"read:{READ_TOKEN}"]) as weft:
+        yield weft
+
+
+@pytest.fixture(scope="module")
+async def open_weft(nats_server: EmbeddedNatsServer) -> AsyncIterator[ConsoleWeft]:
+    """A Weft without API tokens (loopback only), as `make run` starts one."""
+    async with serving_weft(nats_server.url, []) as weft:
+        yield weft
+
+
+@contextlib.asynccontextmanager
+async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[ConsoleWeft]:
     settings = WeftSettings(
-        nats=NatsSettings(url=nats_server.url),
+        nats=NatsSettings(url=nats_url),
         project_id=f"console-{uuid.uuid4().hex[:8]}",
-        api_tokens=[ADMIN_TOKEN, f"read:{READ_TOKEN}"],
+        api_tokens=api_tokens,
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
     )
@@ -78,7 +91,7 @@ async def console_weft(nats_server: EmbeddedNatsServer) -> AsyncIterator[Console
         if task.done():
             task.result()
         assert server.started, "Weft did not start"
-        yield ConsoleWeft(f"http://127.0.0.1:{port}", nats_server.url, settings)
+        yield ConsoleWeft(f"http://127.0.0.1:{port}", nats_url, settings)
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, 15)
