@@ -73,12 +73,18 @@ $("login-form").addEventListener("submit", async (event) => {
   try {
     const stats = await api.get("/api/stats");
     sessionStorage.setItem(TOKEN_KEY, token);
-    start(api, stats);
+    start(api, stats, true);
   } catch (error) {
     $("login-error").textContent =
       error.status === 401 ? "That token was not accepted. Check it and try again." : `Sign-in failed: ${error.message}`;
     $("token").focus();
   }
+});
+
+// the views live in the hash, so the skip link moves the focus itself
+document.querySelector(".skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  $("main").focus();
 });
 
 $("signout").addEventListener("click", () => {
@@ -87,7 +93,7 @@ $("signout").addEventListener("click", () => {
   location.reload();
 });
 
-function start(api, stats) {
+function start(api, stats, signedIn = false) {
   const store = new Store();
   const announce = (text) => {
     $("announce").textContent = text;
@@ -181,10 +187,10 @@ function start(api, stats) {
     heading.id = "view-title";
     document.title = `${current.title || title} · Loom console`;
     current.update();
-    if (routed) heading.focus();
+    if (routed) heading.focus(); // after signing in, and on every move between views
     routed = true;
   };
-  let routed = false;
+  let routed = signedIn;
   store.subscribe(() => current && current.update());
   window.addEventListener("hashchange", route);
   route();
