@@ -68,6 +68,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "a2a:",
         "context path",
         "context build",
+        "console:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():
