@@ -12,9 +12,11 @@ from console_helpers import ConsoleWeft, Tab, claimant, eventually, register, si
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
+from shared.models import SpinupOperation, SpinupState, Target
 from shared.names import ProjectNames
 from shared.questions import QuestionBook
 from shared.work import WorkQueue
+from weft.spinup.store import SpinupRecord, SpinupStore
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -40,6 +42,15 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         coder = await register(
             nc, project, "laptop-coder", "claude-code", capabilities=["code"], target_id=target.json()["id"]
         )
+        spinup = SpinupOperation(
+            project_id=project,
+            target_id=target.json()["id"],
+            target_name="laptop",
+            agent_id=coder.agent_id,
+            state=SpinupState.REGISTERED,
+        )
+        spinups = SpinupStore(nc.jetstream(), ProjectNames(project))
+        assert await spinups.admit(Target.model_validate(target.json()), SpinupRecord(op=spinup)) is None
         asker = await register(nc, project, "design-bot", "copilot", capabilities=["design"])
         await register(nc, project, "docs-writer", "copilot", capabilities=["docs"])
 
@@ -144,6 +155,9 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         # targets
         await page.get_by_role("link", name="Targets and spin-ups").click()
         await expect(page.locator("#targets")).to_contain_text("laptop")
+        spun = page.locator(f'#spinups tr[data-spinup-id="{spinup.id}"]')
+        await expect(spun).to_contain_text("registered")
+        await expect(spun).to_contain_text("laptop-coder")
         await snap(page, "targets")
 
         # questions: answered from here, the work goes on
