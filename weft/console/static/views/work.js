@@ -80,7 +80,7 @@ export function workItemView(ctx, workId) {
   const el = h("div", null,
     h("p", null, h("a", { href: "#work" }, "← all work")),
     actions, summary,
-    h("h3", null, "Work graph"), graph,
+    graph,
     h("h3", null, "History (context tree)"), history);
   const view = { el, update, title: "Work item", destroy: () => clearTimeout(timer) };
   let shownRev = -1;
@@ -101,7 +101,7 @@ export function workItemView(ctx, workId) {
       api.get(`/api/contexts/${workId}/nodes`, { limit: 500 }),
       api.get(`/api/work/${workId}/graph`),
     ]);
-    if (tree.status === "fulfilled") replace(history, renderTree(tree.value.items));
+    if (tree.status === "fulfilled") replace(history, renderTree(tree.value.items, (id) => store.agents.get(id)?.handle ?? id));
     else replace(history, h("p", { class: "note" }, `No history: ${tree.reason.message}`));
     if (deps.status === "fulfilled") replace(graph, renderGraph(deps.value));
     else replace(graph, h("p", { class: "note" }, deps.reason.message));
@@ -165,7 +165,7 @@ export function workItemView(ctx, workId) {
   }
 
   function renderGraph(doc) {
-    if (doc.nodes.length <= 1) return h("p", { class: "note" }, "No dependencies and no dependents.");
+    if (doc.nodes.length <= 1) return h("p", { class: "note" }, "Work graph: no dependencies and no dependents.");
     const t = table(`Work graph${doc.truncated ? " (truncated)" : ""}`, ["Relation", "Depth", "Task", "Status"]);
     const byDepth = [...doc.nodes].sort((a, b) => (a.relation === "ancestor" ? -a.depth : a.depth) - (b.relation === "ancestor" ? -b.depth : b.depth));
     replace(t.tbody, byDepth.map((n) => h("tr", null,
@@ -183,10 +183,10 @@ function field(label, value) {
   return [h("dt", null, label), h("dd", null, value instanceof Node ? value : String(value ?? "-"))];
 }
 
-function renderTree(items) {
+function renderTree(items, author) {
   if (items.length === 0) return h("p", { class: "note" }, "Nothing recorded yet.");
   return h("ol", { class: "tree", "aria-label": "History, in tree order" }, items.map(({ depth, node }) => h("li", { dataset: { depth: String(depth) }, class: `depth-${Math.min(depth, 6)}` },
     h("span", { class: "kind" }, node.kind), node.role ? ` (${node.role})` : "", " ",
-    h("span", { class: "when" }, `${when(node.at)} · ${node.author}`),
+    h("span", { class: "when" }, `${when(node.at)} · ${author(node.author)}`),
     node.text ? h("div", null, node.text.length > 600 ? `${node.text.slice(0, 600)}…` : node.text) : null)));
 }
