@@ -3,23 +3,24 @@ and one Weft per module, a tab and a project per test."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
-from console_helpers import ADMIN_TOKEN, CHROMIUM_ARGS, READ_TOKEN, ConsoleWeft, Tab, chromium_path
+from console_helpers import (
+    ADMIN_TOKEN,
+    CHROMIUM_ARGS,
+    READ_TOKEN,
+    ConsoleWeft,
+    Tab,
+    chromium_path,
+    serving_weft,
+)
 from playwright.async_api import Browser, async_playwright
 
-from shared.server import EmbeddedNatsServer, free_port
-from shared.settings import NatsSettings
-from weft.app import create_app
-from weft.settings import WeftSettings
-from weft.spinup import DisabledSpinup
+from shared.server import EmbeddedNatsServer
 
 
 @pytest.fixture(autouse=True)
@@ -61,40 +62,6 @@ async def open_weft(nats_server: EmbeddedNatsServer) -> AsyncIterator[ConsoleWef
     """A Weft without API tokens (loopback only), as `make run` starts one."""
     async with serving_weft(nats_server.url, []) as weft:
         yield weft
-
-
-@contextlib.asynccontextmanager
-async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[ConsoleWeft]:
-    settings = WeftSettings(
-        nats=NatsSettings(url=nats_url),
-        project_id=f"console-{uuid.uuid4().hex[:8]}",
-        api_tokens=api_tokens,
-        sweep_interval_s=0.2,
-        stale_check_interval_s=0.2,
-    )
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, spinup=DisabledSpinup()),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
-    task = asyncio.create_task(server.serve())
-    try:
-        for _ in range(1000):
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.01)
-        if task.done():
-            task.result()
-        assert server.started, "Weft did not start"
-        yield ConsoleWeft(f"http://127.0.0.1:{port}", nats_url, settings)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 15)
 
 
 @pytest.fixture

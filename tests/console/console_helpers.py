@@ -21,14 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import BrowserContext, Page
 
 from shared.models import AgentEntry
 from shared.names import ProjectNames
 from shared.registry import Registry
+from shared.server import free_port
+from shared.settings import NatsSettings
 from shared.work import Claimant
+from weft.app import create_app
 from weft.settings import WeftSettings
+from weft.spinup import DisabledSpinup
 
 ADMIN_TOKEN = "console-admin-7c1f0e9b2d"
 READ_TOKEN = "console-read-4a8e2b6c1f"
@@ -198,3 +203,37 @@ def claimant(entry: AgentEntry) -> Claimant:
         capabilities=tuple(entry.capabilities),
         boundaries=tuple(entry.boundaries),
     )
+
+
+@contextlib.asynccontextmanager
+async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[ConsoleWeft]:
+    settings = WeftSettings(
+        nats=NatsSettings(url=nats_url),
+        project_id=f"console-{uuid.uuid4().hex[:8]}",
+        api_tokens=api_tokens,
+        sweep_interval_s=0.2,
+        stale_check_interval_s=0.2,
+    )
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(settings, spinup=DisabledSpinup()),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(1000):
+            if server.started or task.done():
+                break
+            await asyncio.sleep(0.01)
+        if task.done():
+            task.result()
+        assert server.started, "Weft did not start"
+        yield ConsoleWeft(f"http://127.0.0.1:{port}", nats_url, settings)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)

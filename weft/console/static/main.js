@@ -103,9 +103,18 @@ function start(api, stats, signedIn = false) {
   $("signout").hidden = !api.token;
   $("project").hidden = false;
   $("project").textContent = `project ${stats.project_id}`;
+  let stopped = false;
+  const timers = [];
+  // a token that stops being accepted ends this session: timers, feed and views stop
   api.onUnauthorized = () => {
-    sessionStorage.removeItem(TOKEN_KEY);
+    if (stopped) return;
+    stopped = true;
+    timers.forEach(clearInterval);
     live.close();
+    window.removeEventListener("hashchange", route);
+    if (current && current.destroy) current.destroy();
+    current = null;
+    sessionStorage.removeItem(TOKEN_KEY);
     showLogin("The token is no longer accepted. Sign in again.");
   };
   store.setStats(stats);
@@ -115,11 +124,13 @@ function start(api, stats, signedIn = false) {
     const [agents, targets] = await Promise.all([api.all("/api/agents"), api.all("/api/targets")]);
     store.setTargets(targets);
     store.setAgents(agents);
-    const questions = api.all("/api/questions").then((items) => store.setQuestions(items));
-    await api.all("/api/work", {}, (page) => store.addWork(page));
-    store.loaded.work = true;
-    store.changed("work");
-    await questions;
+    await Promise.all([
+      api.all("/api/questions").then((items) => store.setQuestions(items)),
+      api.all("/api/work", {}, (page) => store.addWork(page)).then(() => {
+        store.loaded.work = true;
+        store.changed("work");
+      }),
+    ]);
   };
   const reload = () =>
     loadAll().catch((error) => {
@@ -146,10 +157,12 @@ function start(api, stats, signedIn = false) {
   let connected = false;
   live.open();
   reload();
-  setInterval(() => {
-    api.all("/api/agents").then((agents) => store.setAgents(agents)).catch(() => {});
-  }, AGENT_REFRESH_MS);
-  setInterval(() => store.changed("stats"), CLOCK_MS);
+  timers.push(
+    setInterval(() => {
+      api.all("/api/agents").then((agents) => store.setAgents(agents)).catch(() => {});
+    }, AGENT_REFRESH_MS),
+    setInterval(() => store.changed("stats"), CLOCK_MS),
+  );
 
   let current = null;
   const ctx = {
@@ -172,7 +185,7 @@ function start(api, stats, signedIn = false) {
     },
   };
 
-  const route = () => {
+  function route() {
     const [name, arg] = location.hash.replace(/^#/, "").split("/");
     const key = VIEWS[name] ? name : "fleet";
     for (const link of document.querySelectorAll("nav a")) {
@@ -189,7 +202,7 @@ function start(api, stats, signedIn = false) {
     current.update();
     if (routed) heading.focus(); // after signing in, and on every move between views
     routed = true;
-  };
+  }
   let routed = signedIn;
   store.subscribe(() => current && current.update());
   window.addEventListener("hashchange", route);
