@@ -42,6 +42,19 @@ CHECKS = """async () => {
   store.addWork([done(1, 0), done(2, 0), done(3, 30), done(4, 61)]);
   const bars = store.throughput(now);
   out.bars = [bars.length, bars[59], bars[29], bars.reduce((a, b) => a + b, 0)];
+
+  const ordered = new Store();
+  const at = (id, created) => ({ id, status: 'queued', created_at: created, updated_at: created });
+  ordered.addWork([at('b', '2026-01-01T00:00:02Z'), at('a', '2026-01-01T00:00:01Z')]);
+  const ids = () => ordered.workNewestFirst().map((i) => i.id).join('');
+  out.order = [ids()];
+  ordered.upsertWork(at('c', '2026-01-01T00:00:03Z'));  // the newest: first, no sort
+  out.order.push(ids());
+  ordered.upsertWork(at('x', '2026-01-01T00:00:00Z'));  // an older one: sorted in
+  out.order.push(ids());
+  const claimed = { ...at('b', '2026-01-01T00:00:02Z'), status: 'claimed' };
+  ordered.upsertWork({ ...claimed, updated_at: '2026-01-01T00:00:09Z' });  // changed: stays put
+  out.order.push(ids(), ordered.workNewestFirst()[1].status);
   return out;
 }"""
 
@@ -56,3 +69,4 @@ async def test_the_store_keeps_the_newest_copy_and_counts_the_hour(
     assert out["agent"] == ["offline", True]
     assert out["gone"] is False
     assert out["bars"] == [60, 2, 1, 3]
+    assert out["order"] == ["ba", "cba", "cbax", "cbax", "claimed"]

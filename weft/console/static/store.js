@@ -15,6 +15,7 @@ export class Store {
   constructor() {
     this.agents = new Map();
     this.work = new Map();
+    this._order = null; // work ids newest first (null: sort again)
     this.targets = new Map();
     this.spinups = new Map();
     this.questions = new Map();
@@ -82,6 +83,12 @@ export class Store {
     const known = this.work.get(item.id);
     if (known && stamp(known.updated_at) > stamp(item.updated_at)) return; // an older copy
     this.work.set(item.id, item);
+    if (!known && this._order) {
+      // a new item is almost always the newest: put it first; anything else sorts again
+      const first = this._order.length ? this.work.get(this._order[0]) : null;
+      if (!first || stamp(item.created_at) >= stamp(first.created_at)) this._order.unshift(item.id);
+      else this._order = null;
+    }
     if (notify) this.changed("work");
   }
 
@@ -138,10 +145,16 @@ export class Store {
     return held;
   }
 
-  /** Work newest first (sorted once per change of the work records). */
+  /** Work newest first. The order of ids is kept between changes (a change to an item does
+   * not move it; a new one goes first), so an event costs no sort of every record. */
   workNewestFirst() {
     if (this._sorted && this._sortedRev === this.revision.work) return this._sorted;
-    this._sorted = [...this.work.values()].sort((a, b) => stamp(b.created_at) - stamp(a.created_at));
+    if (!this._order) {
+      const keyed = [...this.work.values()].map((item) => [stamp(item.created_at), item.id]);
+      keyed.sort((a, b) => b[0] - a[0]);
+      this._order = keyed.map(([, id]) => id);
+    }
+    this._sorted = this._order.map((id) => this.work.get(id));
     this._sortedRev = this.revision.work;
     return this._sorted;
   }
