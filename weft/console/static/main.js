@@ -158,7 +158,10 @@ function start(api, first, signedIn = false) {
     onOpen: () => {
       $("live").textContent = "live";
       $("live").className = "live on";
-      if (connected) reload(); // after reconnecting (or skipped events): nothing missed while away
+      // after reconnecting (or skipped events): read everything again; on the first connect,
+      // the registry (read before the feed was open: an agent may have come meanwhile)
+      if (connected) reload();
+      else refreshAgents();
       connected = true;
     },
     onClose: () => {
@@ -168,12 +171,13 @@ function start(api, first, signedIn = false) {
     onRefused: () => announce("Live updates were refused; the console shows what it last read."),
   });
   let connected = false;
+  function refreshAgents() {
+    api.all("/api/agents").then((agents) => store.setAgents(agents)).catch(() => {});
+  }
   live.open();
   reload();
   timers.push(
-    setInterval(() => {
-      api.all("/api/agents").then((agents) => store.setAgents(agents)).catch(() => {});
-    }, AGENT_REFRESH_MS),
+    setInterval(refreshAgents, AGENT_REFRESH_MS),
     setInterval(() => store.changed("stats"), CLOCK_MS),
   );
 
