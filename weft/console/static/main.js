@@ -159,9 +159,12 @@ function start(api, first, signedIn = false) {
       $("live").textContent = "live";
       $("live").className = "live on";
       // after reconnecting (or skipped events): read everything again; on the first connect,
-      // the registry (read before the feed was open: an agent may have come meanwhile)
+      // the registry and the targets (read before the feed was open: changes in between)
       if (connected) reload();
-      else refreshAgents();
+      else {
+        refreshAgents();
+        api.all("/api/targets").then((targets) => store.setTargets(targets)).catch(() => {});
+      }
       connected = true;
     },
     onClose: () => {
