@@ -107,7 +107,7 @@ async def test_agents_live_a_killed_one_turns_offline_and_one_is_shut_down(
 
         row = page.locator(f'#agents tr[data-agent-id="{stopped.agent_id}"]')
         await row.get_by_role("button", name="Shut down").click()
-        await row.get_by_role("button", name="Shut down").click()  # the second click confirms
+        await row.get_by_role("button", name="Confirm shut down").click()  # the second press
         await expect(row.locator(".agent-status")).to_have_text("offline", timeout=15_000)
         assert await stopped.proc.wait() == 0  # Warp drained and exited
 

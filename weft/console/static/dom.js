@@ -124,19 +124,29 @@ export class Pager {
 /** A button that asks for a second click before it acts (no modal dialog). ``key`` names the
  * action, so a redraw in between keeps the button armed (and focused, with ``keepFocus``). */
 const armed = new Map(); // key -> time the arming lapses
+const CONFIRM_MS = 6000;
 
-export function confirmButton(label, confirmLabel, action, key, extra = {}) {
+export function confirmButton(label, confirmLabel, action, key, what = "") {
   const isArmed = () => (armed.get(key) || 0) > Date.now();
-  const el = h("button", { type: "button", class: "danger", dataset: { focusKey: key }, ...extra }, isArmed() ? confirmLabel : label);
+  // the visible text says what pressing does now; what it acts on is there for screen readers
+  const say = (text) => [text, what ? h("span", { class: "visually-hidden" }, ` ${what}`) : null];
+  const el = h("button", { type: "button", class: "danger", dataset: { focusKey: key } }, say(isArmed() ? confirmLabel : label));
+  // not confirmed in time: the button says again what a press does
+  const disarmLater = () =>
+    setTimeout(() => {
+      if (!isArmed() && el.isConnected) replace(el, say(label));
+    }, (armed.get(key) || 0) - Date.now() + 50);
+  if (isArmed()) disarmLater(); // drawn again while armed
   el.addEventListener("click", async () => {
     if (!isArmed()) {
-      armed.set(key, Date.now() + 6000);
-      el.textContent = confirmLabel;
+      armed.set(key, Date.now() + CONFIRM_MS);
+      replace(el, say(confirmLabel));
+      disarmLater();
       return;
     }
     armed.delete(key);
     el.disabled = true;
-    el.textContent = label;
+    replace(el, say(label));
     try {
       await action();
     } finally {

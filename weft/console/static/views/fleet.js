@@ -85,7 +85,7 @@ export function fleetView(ctx) {
       ? h("span", { class: "note" }, "-")
       : confirmButton("Shut down", "Confirm shut down", () =>
         ctx.act(() => api.post(`/api/agents/${agent.agent_id}/shutdown`, { reason: "from the console" }), `Asked ${agent.handle} to shut down`),
-        `shutdown:${agent.agent_id}`, { "aria-label": `Shut down ${agent.handle}` });
+        `shutdown:${agent.agent_id}`, agent.handle);
     return h("tr", { dataset: { agentId: agent.agent_id } },
       h("th", { scope: "row", title: agent.agent_id }, agent.handle),
       h("td", null, agent.agent_type),

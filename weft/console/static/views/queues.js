@@ -64,7 +64,7 @@ export function queuesView(ctx) {
           h("td", null, when(at)),
           h("td", null, h("div", { class: "actions" },
             h("button", { type: "button", dataset: { focusKey: `dlq-retry:${item.id}` }, "aria-label": `Retry ${item.task_id}`, onclick: () => ctx.act(() => api.post(`/api/dlq/${item.id}/retry`), `Put ${item.task_id} back in the queue`).then(readDlq) }, "Retry"),
-            confirmButton("Discard", "Confirm discard", () => ctx.act(() => api.delete(`/api/dlq/${item.id}`), `Discarded ${item.task_id}`).then(readDlq), `dlq-discard:${item.id}`, { "aria-label": `Discard ${item.task_id}` }))));
+            confirmButton("Discard", "Confirm discard", () => ctx.act(() => api.delete(`/api/dlq/${item.id}`), `Discarded ${item.task_id}`).then(readDlq), `dlq-discard:${item.id}`, item.task_id))));
       })));
   }
 
