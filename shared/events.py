@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
@@ -43,10 +44,14 @@ async def publish_event(
     data: dict[str, Any] | None = None,
     *,
     msg_id: str | None = None,
+    unacked: NatsClient | None = None,
 ) -> Event:
     """Publish one event. ``msg_id`` (default: the event id) lets several
     publishers of the same fact (two Weft replicas deriving one agent event)
-    be deduplicated by the stream."""
+    be deduplicated by the stream. With ``unacked`` (the connection), the event goes out
+    as a plain publish that the stream stores without answering: for events on a hot
+    path, where waiting for the stream's acknowledgement would cost more than the change
+    they announce (the events stream is created before any is sent)."""
     event = Event(
         kind=kind,
         action=action,
@@ -54,9 +59,9 @@ async def publish_event(
         subject_id=subject_id,
         data=data or {},
     )
-    await js.publish(
-        names.event_subject(kind, action),
-        event.to_json_bytes(),
-        headers={"Nats-Msg-Id": msg_id or event.id},
-    )
+    subject, headers = names.event_subject(kind, action), {"Nats-Msg-Id": msg_id or event.id}
+    if unacked is not None:
+        await unacked.publish(subject, event.to_json_bytes(), headers=headers)
+    else:
+        await js.publish(subject, event.to_json_bytes(), headers=headers)
     return event

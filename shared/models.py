@@ -624,7 +624,42 @@ class SpinupOperation(LoomModel):
 
 # -- events --------------------------------------------------------------------
 
-EventKind = Literal["work", "agent", "target", "spinup", "question"]
+# -- file leases (docs/leases.md) --------------------------------------------------
+
+MAX_LEASE_REASON = 500
+
+
+class LeaseMode(StrEnum):
+    EXCLUSIVE = "exclusive"
+    """Nobody else may hold any lease overlapping it."""
+    SHARED = "shared"
+    """Others may hold shared leases on the same paths (readers), no exclusive one."""
+
+
+class Lease(LoomModel):
+    """One agent's lease on paths of the repository (shared/leases.py has the rules)."""
+
+    id: str = Field(default_factory=new_id)
+    project_id: str
+    holder: str
+    """The agent id holding it."""
+    holder_handle: str = ""
+    patterns: list[str]
+    """Normalised gitignore-style patterns (shared/leasepatterns.py)."""
+    mode: LeaseMode = LeaseMode.EXCLUSIVE
+    reason: str = Field(default="", max_length=MAX_LEASE_REASON)
+    work_id: str | None = None
+    """The work item it serves: the lease ends when the holder no longer holds that item."""
+    token: int = Field(default=0, ge=0)
+    """Fencing token: the bucket sequence its grant was stored at (strictly increasing per
+    project), kept through renewals. 0 in the stored grant itself: its revision is the token."""
+    ttl_s: float
+    acquired_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
+
+
+EventKind = Literal["work", "agent", "target", "spinup", "question", "lease"]
 
 
 class Event(LoomModel):

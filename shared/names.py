@@ -282,6 +282,12 @@ class ProjectNames:
         """Agents' questions to the operator and their answers (key: question id)."""
         return f"loom-{self._p}-questions"
 
+    @property
+    def leases_bucket(self) -> str:
+        """File leases (docs/leases.md; key: lease id). Acquires are compare-and-set on the
+        bucket's last sequence, which also numbers each grant (its fencing token)."""
+        return f"loom-{self._p}-leases"
+
     # -- targets and spin-up --------------------------------------------------
     @property
     def targets_bucket(self) -> str:
@@ -351,7 +357,7 @@ class ProjectNames:
 
     def event_subject(self, kind: str, action: str) -> str:
         """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup,
-        question)."""
+        question, lease)."""
         if kind not in EVENT_KINDS:
             raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.{validate_token(action, 'action')}"
@@ -374,7 +380,7 @@ JS_API: Final = "$JS.API"
 PROVISION_SUBJECTS: Final = f"{SUBJECT_ROOT}.*.provision"
 """Every project's provisioning subject (Weft answers them all, as one queue group)."""
 
-EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question")
+EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question", "lease")
 
 
 def agent_inbox_prefix(agent_id: str) -> str:
@@ -473,6 +479,7 @@ def agent_access(
         names.questions_bucket,
         names.contexts_bucket,
         names.lineage_bucket,
+        names.leases_bucket,
         *user_buckets,
     ]
     kv_streams = [kv_stream(b) for b in buckets]
@@ -490,6 +497,7 @@ def agent_access(
             PUBLIC_MEMORY_BUCKET,
             names.questions_bucket,  # questions an agent asks
             names.contexts_bucket,  # the listing of threads and trees agents start
+            names.leases_bucket,  # leases agents take, renew and release
             *user_buckets,
         )
     ]
@@ -501,6 +509,7 @@ def agent_access(
         names.dlq_subjects,  # dead-letter failed work
         names.event_filter("work"),  # announce work transitions
         names.event_filter("question"),  # announce questions asked
+        names.event_filter("lease"),  # announce leases taken, renewed and released
         names.context_subjects,  # context nodes: work hand-offs, threads, trees
         names.provision_subject,  # ask Weft to create a missing stream or bucket
         *own_keys,

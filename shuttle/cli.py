@@ -131,6 +131,7 @@ def _register() -> None:
         context,
         dlq,
         fleet,
+        leases,
         projects,
         questions,
         spinup,
@@ -151,6 +152,7 @@ def _register() -> None:
     spinup.register(app)
     app.add_typer(dlq.app, name="dlq")
     questions.register(app)
+    app.add_typer(leases.app, name="leases")
     app.add_typer(context.app, name="context")
     stats.register(app)
     projects.register(app)

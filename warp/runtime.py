@@ -368,6 +368,19 @@ class WarpRuntime:
                     await asyncio.wait_for(svc.work.settle(), _STOP_STEP_S)  # events still in flight
                 except Exception as exc:
                     log.warning("work events while stopping (%s): %s", reason, exc)
+                if svc.leases.started:  # its leases end with it (Weft would end them once it is offline)
+                    try:
+                        mine = svc.agent_id
+                        await asyncio.wait_for(
+                            svc.leases.end_where(
+                                lambda lease: "holder offline" if lease.holder == mine else None
+                            ),
+                            _STOP_STEP_S,
+                        )
+                        await asyncio.wait_for(svc.leases.settle(), _STOP_STEP_S)
+                    except Exception as exc:
+                        log.warning("releasing leases while stopping (%s): %s", reason, exc)
+                    await svc.leases.stop()
                 try:
                     await asyncio.wait_for(svc.presence.deregister(reason), _STOP_STEP_S)
                 except Exception as exc:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.contexts import ContextNode, NodeRefView, ResolvedView, TreeMeta
-from shared.models import Question, Scope, WorkItem, WorkStatus
+from shared.models import Lease, Question, Scope, WorkItem, WorkStatus
 from shared.names import AGENT_ID_RULE, HANDLE_RULE, TOKEN_RULE
 
 TOKEN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -260,6 +260,37 @@ class QuestionListOut(Out):
     items: list[Question]
     next_cursor: str | None = None
     total: int | None = None
+
+
+# -- file leases -------------------------------------------------------------------------
+
+LeaseId = Annotated[str, Field(pattern=HEX32_PATTERN, description="A lease id: 32 lowercase hex characters")]
+LeasePattern = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=512,
+        description="A gitignore-style path pattern relative to the repository root (src/api/**, *.md, "
+        "./Makefile); as in .gitignore a name without '/' (Makefile, web/) matches at any depth, so "
+        "write ./Makefile or web/** for the one at the root; an absolute path inside the repository "
+        "is made relative",
+    ),
+]
+
+
+class LeaseOut(Out):
+    lease: Lease
+
+
+class LeaseListOut(Out):
+    items: list[Lease]
+    conflicts: list[dict[str, Any]] = Field(
+        default_factory=list, description="With paths given: who holds what overlaps them"
+    )
+
+
+class LeaseReleaseOut(Out):
+    released: list[Lease]
 
 
 # -- context trees ------------------------------------------------------------------------

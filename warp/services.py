@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 
 from shared.contextstore import ContextStore
 from shared.identity import Identity
+from shared.leases import LeaseBook
 from shared.names import ProjectNames
 from shared.questions import QuestionBook
 from shared.registry import Registry
@@ -42,6 +43,7 @@ class Services:
     presence: Presence
     contexts: ContextStore
     threads: Threads
+    leases: LeaseBook
 
     @property
     def agent_id(self) -> str:
@@ -103,4 +105,5 @@ async def build(
         presence=presence,
         contexts=contexts,
         threads=Threads(nc, names, contexts),
+        leases=LeaseBook(nc, names, js=js),
     )

@@ -20,12 +20,12 @@ from nats.js import JetStreamContext
 
 from shared.events import publish_event
 from shared.jsutil import ensure_kv
+from shared.mirror import BucketMirror, Slot, model_parser
 from shared.models import AgentEntry, AgentStatus, ControlRequest, utcnow
 from shared.names import ProjectNames, validate_agent_id
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
 from shared.registry import AgentNotFound
-from weft.mirror import BucketMirror, Slot, model_parser
-from weft.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.agents")
 

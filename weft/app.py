@@ -15,6 +15,7 @@ from nats.aio.client import Client as NatsClient
 from shared.natsclient import NatsConnectError
 from shared.policy import BoundaryPolicy, load_policy_file
 from shared.server import NatsServerError
+from shared.tasks import stop_task
 from weft import __version__, console, errors
 from weft.banner import print_banner
 from weft.deps import require_token
@@ -27,6 +28,7 @@ from weft.routes import (
     contexts,
     dlq,
     health,
+    leases,
     mechanisms,
     questions,
     spinups,
@@ -42,7 +44,6 @@ from weft.spinup import SpinupService, default_service
 from weft.state import NatsInfo, WeftState
 from weft.strictquery import no_unknown_query
 from weft.sweeper import run_sweeper
-from weft.tasks import stop_task
 
 log = logging.getLogger("loom.weft")
 
@@ -153,6 +154,7 @@ def create_app(
         work,
         dlq,
         questions,
+        leases,
         targets,
         spinups,
         mechanisms,

@@ -1,6 +1,6 @@
 """Weft's view of a project's context trees (docs/context.md): the trees themselves are
 read through :class:`shared.contextstore.ContextStore` (one caught-up copy per tree), and
-the listing comes from one watched copy of the index bucket (``weft/mirror.py``)."""
+the listing comes from one watched copy of the index bucket (``shared/mirror.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from shared.contextstore import INDEX_DM, INDEX_THREAD, INDEX_TREE, ContextStore, TreeEntry
+from shared.mirror import BucketMirror, model_parser
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
 from shared.threads import Threads
-from weft.mirror import BucketMirror, model_parser
 
 KINDS = {"tree": INDEX_TREE, "thread": INDEX_THREAD, "dm-thread": INDEX_DM}
 

@@ -25,6 +25,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from shared.jsutil import bucket_exists
+from shared.leases import LeaseBook
 from shared.names import ProjectNames
 from shared.policy import BoundaryPolicy, config_bucket, publish_policy
 from shared.questions import QuestionBook
@@ -34,6 +35,7 @@ from weft.a2a.push import PushService
 from weft.agents import AgentDirectory
 from weft.contexts import ContextIndex
 from weft.credentials import CredentialAuthority
+from weft.leases import LeaseWarden
 from weft.metrics import Metrics
 from weft.relay import EventRelay
 from weft.repair import WorkRepair
@@ -75,6 +77,7 @@ class ProjectContext:
         self.relay = EventRelay(js, names, metrics)
         assert self.queue.contexts is not None
         self.contexts = ContextIndex(nc, js, self.queue.contexts)
+        self.leases = LeaseWarden(LeaseBook(nc, names, js=js), self.agents, self.work)
         self.a2a_push: PushService | None = None
         """A2A push notifications, started once a client registers a webhook (or at start when
         the project has some)."""
@@ -100,6 +103,7 @@ class ProjectContext:
         await self.work.start()
         await self.targets.start()
         await self.contexts.start()
+        await self.leases.start(settings.stale_check_interval_s)
         self._push_private_urls = settings.a2a_push_private_urls
         if await self.push_in_use():
             await self.push()
@@ -126,6 +130,7 @@ class ProjectContext:
         parts = (
             self.extension,
             self.a2a_push,
+            self.leases,
             self.contexts,
             self.targets,
             self.work,

@@ -24,9 +24,9 @@ from datetime import datetime, timedelta
 
 from shared.models import WorkStatus, utcnow
 from shared.questions import QuestionBook
+from shared.tasks import raise_if_cancelling
 from shared.work import WorkQueue
 from shared.workgraph import repairs
-from weft.tasks import raise_if_cancelling
 from weft.workview import WorkIndex
 
 log = logging.getLogger("loom.weft.repair")

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from shared.models import Target, WorkItem
+from shared.tasks import raise_if_cancelling
 from shared.work import WAITING
 from weft.eligibility import Need, eligible_agents, matching_targets
 from weft.spinup.base import SpinupRequester
-from weft.tasks import raise_if_cancelling
 
 if TYPE_CHECKING:
     from weft.project import ProjectContext

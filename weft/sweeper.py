@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from shared.tasks import raise_if_cancelling
 from weft.project import ProjectContext, ProjectHub
 from weft.routing import Router
 from weft.settings import WeftSettings
-from weft.tasks import raise_if_cancelling
 
 log = logging.getLogger("loom.weft.sweeper")
 

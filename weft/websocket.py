@@ -31,11 +31,11 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from shared.errors import Invalid, shown_name
 from shared.redact import redact
+from shared.tasks import raise_if_cancelling, stop_task
 from weft.project import ProjectContext
 from weft.relay import Listener, RelayedEvent
 from weft.state import WeftState
 from weft.stats import project_stats
-from weft.tasks import raise_if_cancelling, stop_task
 
 log = logging.getLogger("loom.weft.ws")
 
@@ -45,6 +45,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     "targets": frozenset({"target", "spinup"}),
     "questions": frozenset({"question"}),
     "contexts": frozenset({"context"}),
+    "leases": frozenset({"lease"}),
     "stats": frozenset(),
 }
 KIND_TOPIC = {kind: topic for topic, kinds in TOPIC_KINDS.items() for kind in kinds}
@@ -54,6 +55,7 @@ FILTERS: dict[str, frozenset[str]] = {
     "targets": frozenset({"target_id", "name", "mechanism", "action"}),
     "questions": frozenset({"question_id", "work_id", "status", "agent_id", "action"}),
     "contexts": frozenset({"tree_id", "kind", "author", "action"}),
+    "leases": frozenset({"lease_id", "work_id", "agent_id", "action"}),
     "stats": frozenset({"interval_s"}),
 }
 DEFAULT_STATS_INTERVAL_S = 5.0
@@ -125,7 +127,7 @@ class Subscription:
 
 def _dicts(data: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     yield data
-    for key in ("item", "agent", "target", "operation", "question", "node"):
+    for key in ("item", "agent", "target", "operation", "question", "node", "lease"):
         inner = data.get(key)
         if isinstance(inner, Mapping):
             yield inner
@@ -137,7 +139,10 @@ def _field_matches(relayed: RelayedEvent, key: str, wanted: frozenset[str]) -> b
     assert isinstance(data, Mapping)
     if key == "action":
         return relayed.action in wanted
-    if key in ("work_id", "agent_id", "target_id", "question_id") and _subject_key(relayed.kind) == key:
+    if (
+        key in ("work_id", "agent_id", "target_id", "question_id", "lease_id")
+        and _subject_key(relayed.kind) == key
+    ):
         if event.get("subject_id") in wanted:
             return True
         if key != "agent_id":
@@ -152,6 +157,10 @@ def _field_matches(relayed: RelayedEvent, key: str, wanted: frozenset[str]) -> b
         question = data.get("question") if isinstance(data.get("question"), Mapping) else {}
         assert isinstance(question, Mapping)
         return question.get("asked_by") in wanted
+    if key == "agent_id" and relayed.kind == "lease":
+        lease = data.get("lease") if isinstance(data.get("lease"), Mapping) else {}
+        assert isinstance(lease, Mapping)
+        return lease.get("holder") in wanted
     if key == "capability":
         for source in _dicts(data):
             if source.get("capability") in wanted:
@@ -178,6 +187,7 @@ def _subject_key(kind: str) -> str:
         "target": "target_id",
         "spinup": "spinup_id",
         "question": "question_id",
+        "lease": "lease_id",
     }.get(kind, "")
 
 

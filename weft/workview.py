@@ -14,11 +14,11 @@ from datetime import datetime
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from shared.mirror import BucketMirror
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.paging import Page, decode_cursor
 from shared.work import EXPIRABLE, WAITING, WorkFilter, WorkQueue, WorkRecord, page_items
 from shared.workgraph import WorkGraph, work_graph
-from weft.mirror import BucketMirror
 
 log = logging.getLogger("loom.weft.work")
 

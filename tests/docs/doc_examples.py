@@ -196,6 +196,19 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/weft.md", '{"root":"2b..","truncated":false,'): Skip(
         "a running plan's ids and states: tests/weft/test_weft_graph.py reads a graph"
     ),
+    ("docs/leases.md", "patterns: held by another agent: src/api/users.py overlaps s"): Skip(
+        "the refusal of a conflicting acquire: tests/shared/test_leases.py checks every part it"
+        " shows (holder handle and id, work, patterns, expiry, lease id, a shared path)"
+    ),
+    ("docs/leases.md", "shuttle leases install-hook            # or: --repo PATH; --"): Skip(
+        "installs the hook in the current repository: tests/shuttle/test_shuttle_leases.py installs"
+        " it in real repositories and commits as LOOM_AGENT_ID (an id, and a handle)"
+    ),
+    ("docs/leases.md", "loom-guard: commit refused: 1 path(s) leased by other agents"): Skip(
+        "a refused commit: tests/shuttle/test_shuttle_leases.py refuses one and checks each field shown"
+    ),
+    ("docs/shuttle.md", "shuttle leases [--holder AGENT_ID] [--work-id ID] [--path P]"): run("synopsis"),
+    ("docs/warp.md", '→ warp_lease_acquire {"patterns": ["src/api/**"], "reason": '): Skip(TOOL_TRANSCRIPT),
     ("docs/weft.md", 'curl -H "$H" "$W/api/questions?status=open"'): Skip(
         "needs an agent to have asked: tests/weft/test_weft_questions.py lists and answers questions"
     ),

@@ -252,6 +252,8 @@ def shuttle_commands() -> set[str]:
     def walk(command: Any, path: str) -> Iterator[str]:
         sub = getattr(command, "commands", None)
         if sub:
+            if getattr(command, "invoke_without_command", False):
+                yield path  # a group that also runs on its own (shuttle leases)
             for name, child in sub.items():
                 if not getattr(child, "hidden", False):
                     yield from walk(child, f"{path} {name}")

@@ -68,6 +68,8 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "a2a:",
         "context path",
         "context build",
+        "leases:",
+        "git commit with loom-guard",
         "console:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
@@ -91,6 +93,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
     assert curves["weft routing decision"]["sizes"] == [10, 100, 1000, 10000]
     assert curves["registry list_project"]["sizes"][:3] == [10, 100, 1000]
     assert curves["graph plan submit+resolve"]["sizes"] == [10, 100]
+    assert curves["lease conflict check"]["sizes"] == [100, 1000]
     assert all(len(c["per_item_us"]) == len(c["sizes"]) for c in curves.values())
     assert "scale curves" in proc.stdout and "weft routing decision" in proc.stdout
 

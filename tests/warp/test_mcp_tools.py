@@ -39,6 +39,10 @@ TOOLS = {
     "warp_question_ask",
     "warp_question_get",
     "warp_question_list",
+    "warp_lease_acquire",
+    "warp_lease_renew",
+    "warp_lease_release",
+    "warp_lease_list",
     "warp_dlq_list",
     "warp_dlq_retry",
     "warp_dlq_discard",
@@ -188,6 +192,28 @@ async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: 
         assert got["question"]["status"] == "open"
         mine = await check("warp_question_list", {}, {"status": "maybe"}, "status")
         assert [q["id"] for q in mine["items"]] == [question_id]
+        leased = await check(
+            "warp_lease_acquire",
+            {"patterns": ["src/api/**"], "reason": "refactor"},
+            {"patterns": ["../outside"]},
+            "patterns",
+        )
+        lease_id = leased["lease"]["id"]
+        assert leased["lease"]["token"] > 0 and leased["lease"]["holder"] == agent_id
+        renewed = await check(
+            "warp_lease_renew",
+            {"lease_id": lease_id, "ttl_s": 60},
+            {"lease_id": lease_id, "ttl_s": 1},
+            "ttl_s",
+        )
+        assert renewed["lease"]["token"] == leased["lease"]["token"]
+        clear = await check("warp_lease_list", {"paths": ["src/api/a.py"]}, {"scope": "theirs"}, "scope")
+        assert clear["conflicts"] == [], "one's own lease is not in one's way"
+        assert [lease["id"] for lease in (await w.ok("warp_lease_list"))["items"]] == [lease_id]
+        released = await check(
+            "warp_lease_release", {"lease_id": lease_id}, {"lease_id": "nothex"}, "lease_id"
+        )
+        assert [lease["id"] for lease in released["released"]] == [lease_id]
         second = (await w.ok("warp_work_broadcast", {"description": "flaky", "capability": "code"}))["item"][
             "id"
         ]

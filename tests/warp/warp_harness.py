@@ -74,6 +74,15 @@ class WarpProc:
                 assert "NATS" in text or "try again shortly" in text, text
                 await anyio.sleep(0.2)
 
+    async def ready_err(self, name: str, arguments: dict[str, Any] | None = None) -> str:
+        """Like :meth:`err`, retrying while the server says NATS (or the service on it) is not ready."""
+        with anyio.fail_after(30):
+            while True:
+                text = await self.err(name, arguments)
+                if "NATS" not in text and "try again shortly" not in text:
+                    return text
+                await anyio.sleep(0.2)
+
     def kill9(self) -> None:
         os.kill(self.pid, signal.SIGKILL)
 

@@ -1,4 +1,4 @@
-"""weft.mirror.BucketMirror: the start-up copy is complete, read-your-writes is quick and
+"""shared.mirror.BucketMirror: the start-up copy is complete, read-your-writes is quick and
 right with key patterns, and a watch re-opened after an outage rebuilds the copy."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import eventually
 
 from shared.jsutil import drop_delete_marker
+from shared.mirror import BucketMirror, Slot
 from shared.natsclient import connect
 from shared.server import EmbeddedNatsServer
-from weft.mirror import BucketMirror, Slot
 
 
 def text(_key: str, raw: bytes) -> str:
@@ -41,7 +41,7 @@ async def test_start_holds_every_key_and_sync_does_not_wait_for_a_purged_marker(
     await drop_delete_marker(js, bucket, "gone")  # the newest message of the stream is purged
 
     mirror = BucketMirror(js, kv, bucket, text, nc=nc)
-    with caplog.at_level("WARNING", logger="loom.weft.mirror"):
+    with caplog.at_level("WARNING", logger="loom.shared.mirror"):
         await mirror.start()
         try:
             assert {key for key, _ in mirror.items()} == {f"k{n}" for n in range(50)}
@@ -81,7 +81,7 @@ async def test_a_key_pattern_holds_its_keys_only_and_its_waits_ignore_the_others
     await kv.put("slot.a", b"not mine")
 
     mirror = BucketMirror(js, kv, bucket, text, keys="op.*", nc=nc)
-    with caplog.at_level("WARNING", logger="loom.weft.mirror"):
+    with caplog.at_level("WARNING", logger="loom.shared.mirror"):
         await mirror.start()
         try:
             assert {key for key, _ in mirror.items()} == {f"op.{n}" for n in range(200)}

@@ -64,6 +64,7 @@ FREE_TEXT = {
     ("POST", "/api/contexts/{tree_id}/nodes", "body", "text"),
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/versions", "body", "text"),
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/tombstone", "body", "reason"),
+    ("GET", "/api/leases", "query", "path"),  # any relative path is a valid one to ask about
 }
 
 

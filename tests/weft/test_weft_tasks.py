@@ -1,4 +1,4 @@
-"""weft.tasks.stop_task: stopping a background task is bounded and says which one would not stop."""
+"""shared.tasks.stop_task: stopping a background task is bounded and says which one would not stop."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from weft.tasks import stop_task
+from shared.tasks import stop_task
 
 
 async def test_a_task_that_ends_on_cancel_is_stopped() -> None:
@@ -37,7 +37,7 @@ async def test_a_task_that_ignores_cancel_does_not_hang_the_caller(caplog: pytes
 
 
 async def test_a_loop_that_logs_errors_still_ends_when_a_library_turns_cancel_into_an_error() -> None:
-    from weft.tasks import raise_if_cancelling
+    from shared.tasks import raise_if_cancelling
 
     rounds = 0
 

@@ -11,9 +11,20 @@ if TYPE_CHECKING:
 
 
 def all_tools(rt: WarpRuntime) -> list[Tool]:
-    from warp.tools import channels, contexts, dlq, handle, messages, questions, registry, review, work
+    from warp.tools import (
+        channels,
+        contexts,
+        dlq,
+        handle,
+        leases,
+        messages,
+        questions,
+        registry,
+        review,
+        work,
+    )
 
     built: list[Tool] = []
-    for module in (handle, channels, registry, messages, work, review, questions, dlq, contexts):
+    for module in (handle, channels, registry, messages, work, review, questions, leases, dlq, contexts):
         built.extend(module.tools(rt))
     return built

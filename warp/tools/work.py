@@ -8,6 +8,7 @@ follows what it holds.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -33,6 +34,8 @@ from warp.schemas import (
 )
 from warp.tools.base import make_tool
 from warp.tools.base import result as tool_result
+
+log = logging.getLogger("loom.warp.work")
 
 if TYPE_CHECKING:
     from shared.workcontext import WorkHandOff
@@ -123,10 +126,24 @@ async def held_operation(
         item = await op()
     except (NotClaimant, WorkConflict):
         svc.presence.tasks_changed(released=work_id)
+        await release_leases(svc, work_id)
         raise
     if item.status not in STILL_HELD or item.assigned_to != svc.agent_id:
         svc.presence.tasks_changed(released=work_id)
+        await release_leases(svc, work_id)
     return item
+
+
+async def release_leases(svc: Services, work_id: str) -> None:
+    """The agent's leases for work it no longer holds end now (Weft's sweep would end them
+    too, a moment later, and without Weft they would otherwise wait for their TTL)."""
+    from shared.tasks import raise_if_cancelling
+
+    try:
+        await svc.leases.release_work(work_id, svc.agent_id)
+    except Exception as exc:
+        raise_if_cancelling()
+        log.warning("leases of work %s not released now (Weft's sweep will): %s", work_id, exc)
 
 
 def tools(rt: WarpRuntime) -> list[Tool]:

@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlunsplit
 
+from shared.mirror import Slot
 from shared.models import AgentEntry, SpinupOperation, Target, TargetSpec, WorkItem, utcnow
 from shared.names import ProjectNames, project_of_spinups_stream
 from shared.redact import redact
+from shared.tasks import raise_if_cancelling, stop_task
 from weft.jsapi import stream_names
-from weft.mirror import Slot
 from weft.spinup.base import TargetTestResult, check_target
 from weft.spinup.health import HealthMonitor, HealthReport
 from weft.spinup.idle import IdleMonitor
@@ -35,7 +36,6 @@ from weft.spinup.mechanisms import default_mechanisms
 from weft.spinup.mechanisms.base import Mechanism
 from weft.spinup.settings import SpinupSettings
 from weft.spinup.store import SpinupStore, newest_first
-from weft.tasks import raise_if_cancelling, stop_task
 
 if TYPE_CHECKING:
     from weft.project import ProjectContext, ProjectHub

@@ -35,6 +35,7 @@ from shared.models import (
     utcnow,
 )
 from shared.redact import redact
+from shared.tasks import stop_task
 from weft.eligibility import Need, matching_targets
 from weft.spinup.base import SpinupError
 from weft.spinup.config import InvalidTargetConfig, MechanismConfig
@@ -50,7 +51,6 @@ from weft.spinup.store import (
     SpinupStore,
 )
 from weft.targets.store import TargetNotFound
-from weft.tasks import stop_task
 
 if TYPE_CHECKING:
     from weft.project import ProjectContext

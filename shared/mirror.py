@@ -45,9 +45,9 @@ from pydantic import BaseModel
 
 from shared.jsutil import newest_stored_seq
 from shared.redact import redact
-from weft.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task
 
-log = logging.getLogger("loom.weft.mirror")
+log = logging.getLogger("loom.mirror")
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -259,6 +259,22 @@ class BucketMirror(Generic[T]):
             except Exception:  # one bad record or listener must not stop the mirror
                 raise_if_cancelling()
                 log.exception("mirror %s: change handler failed for %s", self.bucket, key)
+
+    async def own_write(self, key: str, raw: bytes, revision: int) -> bool:
+        """Take in a write this process just stored at ``revision``, without waiting for the
+        watch to bring it back, when it is the very next one (the copy holds everything
+        before it, so it stays complete); False otherwise (then :meth:`wait_for` it). The
+        watch's own delivery of it later changes nothing and notifies no one twice."""
+        if not self._current.is_set() or self._revision != revision - 1:
+            return self._revision >= revision
+        before = self._slots.get(key)
+        after = Slot[T](raw=raw, revision=revision)
+        self._slots[key] = after
+        async with self._advanced:
+            self._revision = revision
+            self._advanced.notify_all()
+        await self._notify(key, before, after)
+        return True
 
     # -- waits ---------------------------------------------------------------------------
     async def sync(self, timeout: float = SYNC_TIMEOUT_S) -> None:

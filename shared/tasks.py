@@ -14,7 +14,7 @@ import contextlib
 import logging
 from typing import Any
 
-log = logging.getLogger("loom.weft")
+log = logging.getLogger("loom.tasks")
 
 
 def raise_if_cancelling() -> None:

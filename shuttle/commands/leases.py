@@ -1,0 +1,142 @@
+"""``shuttle leases``: who holds which files, for how long and for which work; ending a
+lease as an operator; installing the git hook that enforces them (docs/leases.md)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from shuttle.app import JsonOpt, QuietOpt, out, state
+from shuttle.client import seg
+from shuttle.errors import UsageError
+from shuttle.output import ago, emit_json, escape, say, short, table
+
+app = typer.Typer(help="File leases: list them, end one, install the git hook that enforces them.")
+
+HOOKS = ("pre-commit", "pre-push")
+MARK = "# loom-guard hook (shuttle leases install-hook)"
+
+
+@app.callback(invoke_without_command=True)
+def leases_cmd(
+    ctx: typer.Context,
+    holder: Annotated[
+        str | None, typer.Option("--holder", help="Only this agent's leases (agent id).")
+    ] = None,
+    work_id: Annotated[
+        str | None, typer.Option("--work-id", help="Only leases serving this work item.")
+    ] = None,
+    path: Annotated[
+        list[str] | None,
+        typer.Option("--path", "-p", help="Only leases in the way of this path (repeatable)."),
+    ] = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Live leases: who holds what, how long for, and for which work."""
+    if ctx.invoked_subcommand is not None:
+        return
+    o = out(ctx, json_out, quiet)
+    params: dict[str, object] = {"holder": holder, "work_id": work_id}
+    if path:
+        params["path"] = path
+    result = state(ctx).client().request("GET", "/api/leases", params=params)
+    if o.json:
+        emit_json(result)
+        return
+    if o.quiet:
+        for lease in result["items"]:
+            typer.echo(lease.get("id", ""))
+        return
+    table(
+        "leases",
+        ["id", "holder", "mode", "patterns", "work", "token", "expires", "reason"],
+        [
+            (
+                escape(lease.get("id", "")),
+                escape(lease.get("holder_handle") or short(lease.get("holder"), 8)),
+                escape(lease.get("mode", "")),
+                escape(", ".join(lease.get("patterns") or [])),
+                escape(lease.get("work_id") or "-"),
+                lease.get("token", "-"),
+                ago(lease.get("expires_at")),
+                escape(short(lease.get("reason") or "-", 40)),
+            )
+            for lease in result["items"]
+        ],
+        empty="nothing in the way of those paths" if path else "no leases",
+        flex=3,
+        drop=(7, 5, 4),
+    )
+
+
+@app.command("release")
+def release_cmd(
+    ctx: typer.Context,
+    lease_id: Annotated[str, typer.Argument(help="Lease id.", show_default=False)],
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """End a lease whoever holds it (an operator's decision; needs an operate token)."""
+    o = out(ctx, json_out, quiet)
+    ended = state(ctx).client().delete(f"/api/leases/{seg(lease_id)}")
+    if o.json:
+        emit_json(ended)
+    elif o.quiet:
+        typer.echo(ended.get("id", ""))
+    else:
+        holder = ended.get("holder_handle") or ended.get("holder", "")
+        say(f"released {escape(ended.get('id', ''))} (held by {escape(holder)})")
+
+
+def _hooks_dir(repo: Path) -> Path:
+    done = subprocess.run(
+        ["git", "rev-parse", "--git-path", "hooks"], cwd=repo, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise UsageError("--repo: not inside a git repository")
+    hooks = Path(done.stdout.strip())
+    return hooks if hooks.is_absolute() else (repo / hooks)
+
+
+def guard_command() -> str:
+    """The installed ``loom-guard`` next to this Python (so the hook works outside the venv)."""
+    beside = Path(sys.executable).parent / "loom-guard"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("loom-guard")
+    if found is None:
+        raise UsageError("loom-guard: not installed next to shuttle (pip install loom-fabric)")
+    return found
+
+
+@app.command("install-hook")
+def install_hook_cmd(
+    repo: Annotated[Path, typer.Option("--repo", help="The repository (default: the current one).")] = Path(
+        "."
+    ),
+    force: Annotated[bool, typer.Option("--force", help="Replace hooks that are not loom-guard's.")] = False,
+) -> None:
+    """Install loom-guard as the repository's pre-commit and pre-push hooks: a commit that
+    touches paths another agent leased exclusively is refused, naming the holder."""
+    hooks = _hooks_dir(repo.resolve())
+    hooks.mkdir(parents=True, exist_ok=True)
+    command = guard_command()
+    for hook in HOOKS:
+        target = hooks / hook
+        if target.exists() and MARK not in target.read_text(errors="replace") and not force:
+            raise UsageError(f"{hook}: a hook that is not loom-guard's is installed; --force replaces it")
+    for hook in HOOKS:
+        target = hooks / hook
+        target.write_text(f'#!/bin/sh\n{MARK}\nexec "{command}" {hook} "$@"\n')
+        target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    say(f"installed loom-guard as {', '.join(HOOKS)} in {escape(str(hooks))}")
+    if not os.environ.get("LOOM_AGENT_ID"):
+        say("agents committing here set LOOM_AGENT_ID (their id or handle) so their own leases pass")
