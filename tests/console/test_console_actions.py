@@ -55,3 +55,19 @@ async def test_retry_from_the_item_and_discard_from_the_dlq(
         await expect(letters).to_contain_text("The dead-letter queue is empty.")
         assert (await api.get("/api/dlq")).json()["items"] == []
         assert (await api.get(f"/api/work/{dropped}")).json()["status"] == "dead-lettered"  # the record stays
+
+
+async def test_a_weft_without_leases_says_it_has_none(
+    console_weft: ConsoleWeft, tab: Tab, project: str
+) -> None:
+    """A Weft from before leases answers /api/leases with 404 (played here by the browser's
+    own request routing: this Weft has leases)."""
+    page = tab.page
+    await page.route(
+        "**/api/leases",
+        lambda route: route.fulfill(
+            status=404, json={"error": "not_found", "message": "no such route", "details": None}
+        ),
+    )
+    await sign_in(page, console_weft.console(project, "leases"))
+    await expect(page.locator("#leases")).to_contain_text("Leases aren't available in this Weft")

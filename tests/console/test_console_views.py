@@ -12,6 +12,7 @@ from console_helpers import ConsoleWeft, Tab, claimant, eventually, register, si
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
+from shared.leases import LeaseBook
 from shared.models import SpinupOperation, SpinupState, Target
 from shared.names import ProjectNames
 from shared.questions import QuestionBook
@@ -175,10 +176,32 @@ async def test_every_view_shows_the_project_and_acts_on_it(
 
         await eventually(resumed, what="the work going on after the answer")
 
-        # leases: the seam says what it can
-        await page.get_by_role("link", name="Leases").click()
-        await expect(page.locator("#leases")).to_contain_text("Leases aren't available in this Weft")
-        await snap(page, "leases")
+        # leases: who holds which files, live, and ending one
+        api_id = plan.json()["names"].get("api") or plan.json()["items"][1]["id"]
+        book = LeaseBook(nc, ProjectNames(project))
+        await book.start()
+        try:
+            held = await book.acquire(
+                coder.agent_id, ["src/api/"], reason="the API", work_id=api_id, handle="laptop-coder"
+            )
+            await page.get_by_role("link", name="Leases").click()
+            row = page.locator(f'#lease-list tr[data-lease-id="{held.id}"]')
+            await expect(row).to_contain_text("src/api/")
+            await expect(row).to_contain_text("laptop-coder")
+            await expect(row.get_by_role("link", name="api")).to_be_visible()
+            later = await book.acquire(
+                asker.agent_id, ["docs/logo.svg"], reason="the logo", handle="design-bot"
+            )
+            await expect(page.locator(f'#lease-list tr[data-lease-id="{later.id}"]')).to_contain_text(
+                "the logo"
+            )
+            await snap(page, "leases")
+            await row.get_by_role("button", name="End lease").click()
+            await row.get_by_role("button", name="Confirm end lease").click()
+            await expect(row).to_have_count(0)
+            assert (await api.get(f"/api/leases/{held.id}")).status_code == 404
+        finally:
+            await book.stop()
 
         await page.get_by_role("link", name="Fleet").click()
         await expect(agents.locator("tbody tr")).to_have_count(4)

@@ -40,6 +40,9 @@ export class Live {
       this.everOpened = true;
       this.delay = 500;
       ws.send(JSON.stringify({ type: "subscribe", topic: "stats", id: "console-stats", filters: { interval_s: STATS_INTERVAL_S } }));
+      // a topic of its own message: a Weft without leases answers it with an error frame
+      // (ignored), where naming it in the URL would refuse the whole connection
+      ws.send(JSON.stringify({ type: "subscribe", topic: "leases", id: "console-leases" }));
       this.handlers.onOpen();
     };
     ws.onmessage = (message) => {

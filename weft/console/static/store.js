@@ -19,10 +19,11 @@ export class Store {
     this.targets = new Map();
     this.spinups = new Map();
     this.questions = new Map();
+    this.leases = new Map();
     this.stats = null;
     this.depthSamples = []; // [{t, depth}] for the last hour
     this.loaded = { agents: false, work: false, targets: false, questions: false };
-    this.revision = { agents: 0, work: 0, targets: 0, spinups: 0, questions: 0, stats: 0 };
+    this.revision = { agents: 0, work: 0, targets: 0, spinups: 0, questions: 0, stats: 0, leases: 0 };
     this.listeners = new Set();
     this.scheduled = false;
     this.lastEventAt = null;
@@ -66,6 +67,16 @@ export class Store {
     this.questions = new Map(items.map((q) => [q.id, q]));
     this.loaded.questions = true;
     this.changed("questions");
+  }
+
+  setLeases(items) {
+    this.leases = new Map(items.map((l) => [l.id, l]));
+    this.changed("leases");
+  }
+
+  dropLease(id) {
+    this.leases.delete(id);
+    this.changed("leases");
   }
 
   setStats(stats) {
@@ -118,6 +129,12 @@ export class Store {
       case "spinup":
         if (data.operation) this.spinups.set(data.operation.id, data.operation);
         this.changed("spinups");
+        break;
+      case "lease":
+        // acquired and renewed carry the lease as it now is; every other action ends it
+        if (["acquired", "renewed"].includes(event.action) && data.lease) this.leases.set(data.lease.id, data.lease);
+        else this.leases.delete(event.subject_id);
+        this.changed("leases");
         break;
       case "question":
         if (data.question) this.questions.set(data.question.id, data.question);
