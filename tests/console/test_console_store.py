@@ -55,6 +55,10 @@ CHECKS = """async () => {
   const claimed = { ...at('b', '2026-01-01T00:00:02Z'), status: 'claimed' };
   ordered.upsertWork({ ...claimed, updated_at: '2026-01-01T00:00:09Z' });  // changed: stays put
   out.order.push(ids(), ordered.workNewestFirst()[1].status);
+  const { ago } = await import('/console/dom.js');
+  const base = Date.parse('2026-01-01T12:00:00Z');
+  out.ago = ['2026-01-01T11:59:30Z', '2026-01-01T11:00:00Z', '2026-01-01T12:00:01Z',
+    '2026-01-01T12:05:00Z', '2026-01-01T14:00:00Z', null].map((t) => ago(t, base));
   return out;
 }"""
 
@@ -70,3 +74,4 @@ async def test_the_store_keeps_the_newest_copy_and_counts_the_hour(
     assert out["gone"] is False
     assert out["bars"] == [60, 2, 1, 3]
     assert out["order"] == ["ba", "cba", "cbax", "cbax", "claimed"]
+    assert out["ago"] == ["30 s ago", "1 h ago", "just now", "in 5 min", "in 2 h", "-"]

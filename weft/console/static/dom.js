@@ -40,11 +40,11 @@ export function ago(iso, now = Date.now()) {
   if (!iso) return "-";
   const seconds = Math.round((now - Date.parse(iso)) / 1000);
   if (Number.isNaN(seconds)) return "-";
-  if (seconds < 0) return "just now";
-  if (seconds < 60) return `${seconds} s ago`;
-  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
-  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
-  return `${Math.floor(seconds / 86400)} d ago`;
+  if (seconds > -5 && seconds < 1) return "just now"; // (clocks a little apart)
+  const span = Math.abs(seconds);
+  const text =
+    span < 60 ? `${span} s` : span < 3600 ? `${Math.floor(span / 60)} min` : span < 86400 ? `${Math.floor(span / 3600)} h` : `${Math.floor(span / 86400)} d`;
+  return seconds < 0 ? `in ${text}` : `${text} ago`; // a deadline or an expiry is ahead
 }
 
 export function when(iso) {
