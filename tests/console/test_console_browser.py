@@ -4,6 +4,7 @@ agents and the Shuttle CLI: sign-in, live work and agents, cancel, every view.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,22 @@ async def test_a_read_token_sees_everything_and_is_told_it_cannot_cancel(
         await page.get_by_role("button", name="Confirm cancel").click()
         await expect(page.locator(".view-error")).to_contain_text("needs a token with the operate scope")
         assert (await api.get(f"/api/work/{work_id}")).json()["status"] == "queued"
+
+
+async def test_another_project_is_chosen_in_the_header(
+    console_weft: ConsoleWeft, tab: Tab, project: str
+) -> None:
+    page = tab.page
+    other = f"{project}-b"
+    async with console_weft.api(other) as api:
+        created = await api.post(
+            "/api/work", json={"task_id": "over-there", "description": "d", "capability": "code"}
+        )
+        assert created.status_code == 201
+    await sign_in(page, console_weft.console(project, "work"))
+    chooser = page.get_by_label("Project", exact=True)
+    await expect(chooser).to_have_value(project)
+    await chooser.select_option(other)
+    await expect(page).to_have_url(re.compile(rf"\?project={other}#work$"))
+    await expect(page.locator(f'#work-items tr[data-work-id="{created.json()["id"]}"]')).to_be_visible()
+    await expect(chooser).to_have_value(other)

@@ -31,6 +31,7 @@ function showLogin(message) {
   $("nav").hidden = true;
   $("signout").hidden = true;
   $("project").hidden = true;
+  $("project-choice").hidden = true;
   replace($("view"));
   $("live").textContent = "signed out";
   $("live").className = "live";
@@ -106,8 +107,29 @@ function start(api, first, signedIn = false) {
   $("login").hidden = true;
   $("nav").hidden = false;
   $("signout").hidden = !api.token;
+  // other projects on this NATS account: a choice in the header when there are some
+  const chooseProject = (current) => {
+    api.get("/api/stats/projects").then(({ projects }) => {
+      if (stopped || projects.length < 2) return;
+      const select = $("project-select");
+      select.replaceChildren(...projects.map((p) => h("option", { value: p.project_id }, p.default ? `${p.project_id} (default)` : p.project_id)));
+      select.value = current;
+      select.onchange = () => {
+        const query = new URLSearchParams(location.search);
+        query.set("project", select.value);
+        location.search = query.toString(); // a new page: a new store, a new feed
+      };
+      $("project").hidden = true;
+      $("project-choice").hidden = false;
+    }).catch(() => {});
+  };
+  let projectShown = false;
   const showStats = (stats) => {
-    $("project").hidden = false;
+    if (!projectShown) {
+      projectShown = true;
+      chooseProject(stats.project_id);
+    }
+    $("project").hidden = !$("project-choice").hidden;
     $("project").textContent = `project ${stats.project_id}`;
     store.setStats(stats);
   };
