@@ -8,7 +8,7 @@ TS_CLIENT := test-scenarios/performance/ts-client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help install run demo test lint typecheck lint-deploy pytest scenarios bench clean
+.PHONY: help install browser run demo test lint typecheck lint-deploy pytest scenarios bench clean
 
 help:
 	@echo "make run        start embedded NATS (JetStream) + Weft in the foreground"
@@ -38,7 +38,14 @@ $(TS_STAMP): $(TS_CLIENT)/package-lock.json
 		echo "npm ci in $(TS_CLIENT) failed: bench_warp will leave out its TypeScript SDK client rows"; \
 	fi
 
-install: $(STAMP) $(TS_STAMP)
+# The console's browser tests (tests/console) drive Debian's chromium, never a browser
+# Playwright downloads; installed here when missing (CI runs as root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
+		else echo "chromium not found and not root: install it (apt-get install chromium) or the console's browser tests fail"; fi; }
+
+install: $(STAMP) $(TS_STAMP) browser
 
 ifdef NATS_AUTH
 run: export WEFT_NATS_AUTH = $(NATS_AUTH)
@@ -59,7 +66,7 @@ lint-deploy: $(STAMP)
 	$(BIN)/mypy deploy
 	$(BIN)/python -m deploy.checks
 
-pytest: $(STAMP) $(TS_STAMP)
+pytest: $(STAMP) $(TS_STAMP) browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck lint-deploy pytest

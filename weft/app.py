@@ -16,7 +16,7 @@ from shared.natsclient import NatsConnectError
 from shared.policy import BoundaryPolicy, load_policy_file
 from shared.server import NatsServerError
 from shared.tasks import stop_task
-from weft import __version__, errors
+from weft import __version__, console, errors
 from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
@@ -31,6 +31,7 @@ from weft.routes import (
     leases,
     mechanisms,
     questions,
+    spinups,
     stats,
     targets,
     usage,
@@ -156,6 +157,7 @@ def create_app(
         questions,
         leases,
         targets,
+        spinups,
         mechanisms,
         stats,
         channels,
@@ -174,4 +176,5 @@ def create_app(
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(openapi_url="/openapi.json", title="Weft API")
 
+    console.install(app)
     return app

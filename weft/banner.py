@@ -85,8 +85,10 @@ def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy
         },
         indent=2,
     )
+    console = "asks for one of the tokens" if settings.auth_enabled else "the fleet live in a browser"
     lines = [
         f"Weft {__version__} - Loom coordinator",
+        f"  Console     {base}/   ({console})",
         f"  REST API    {base}/api",
         f"  API docs    {base}/docs   (OpenAPI: {base}/openapi.json)",
         f"  Events      ws://{host}:{settings.port}/api/ws",

@@ -70,6 +70,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "context build",
         "leases:",
         "git commit with loom-guard",
+        "console:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():

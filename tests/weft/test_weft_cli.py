@@ -84,10 +84,14 @@ async def test_serve_without_nats_url_starts_bundled_nats_prints_banner_and_keep
                     "/api/work", json={"task_id": "t", "description": "d", "capability": "code"}
                 )
             ).json()
+            page = await client.get("/")  # the console, from the installed package's files
+            assert page.status_code == 200 and "<title>Loom console</title>" in page.text
+            assert (await client.get("/console/main.js")).status_code == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a clean shutdown
         banner = proc.stderr.read() if proc.stderr else ""
     assert "Application shutdown complete" in banner
+    assert f"Console     {base}/   (the fleet live in a browser)" in banner
     assert f"REST API    {base}/api" in banner and f"{base}/docs" in banner
     assert "NATS        nats://127.0.0.1:" in banner and "embedded" in banner
     assert (
@@ -119,6 +123,7 @@ async def test_serve_with_nats_url_and_tokens(tmp_path: Path, nats_server: Embed
         proc.wait(20)
         banner = proc.stderr.read() if proc.stderr else ""
     assert "bearer token required" in banner and "t1" not in banner.replace("http", "")
+    assert f"Console     http://127.0.0.1:{port}/   (asks for one of the tokens)" in banner
     assert (
         f"NATS        {nats_server.url}" in banner
         and "embedded" not in banner.split("NATS")[1].split("\n")[0]

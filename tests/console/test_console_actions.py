@@ -1,0 +1,73 @@
+"""The console's other actions, each checked over REST: retry from an item's page (its failed
+attempts and their errors shown first), discard from the dead-letter queue."""
+
+from __future__ import annotations
+
+import pytest
+from console_helpers import ConsoleWeft, Tab, claimant, register, sign_in
+from nats.aio.client import Client as NatsClient
+from playwright.async_api import expect
+
+from shared.models import WorkSubmission
+from shared.names import ProjectNames
+from shared.work import WorkQueue
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def dead_letter(queue: WorkQueue, nc: NatsClient, project: str, task_id: str, error: str) -> str:
+    item = await queue.submit(
+        WorkSubmission(task_id=task_id, description="d", capability="code", max_attempts=1)
+    )
+    agent = await register(nc, project, f"agent-{task_id}", "generic", capabilities=["code"])
+    claimed = await queue.claim(claimant(agent))
+    assert claimed is not None and claimed.id == item.id
+    await queue.fail(item.id, agent.agent_id, error)
+    return item.id
+
+
+async def test_retry_from_the_item_and_discard_from_the_dlq(
+    console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient
+) -> None:
+    page = tab.page
+    queue = WorkQueue(nc, ProjectNames(project))
+    retried = await dead_letter(queue, nc, project, "retry-me", "disk full on attempt 1")
+    dropped = await dead_letter(queue, nc, project, "drop-me", "not worth it")
+    async with console_weft.api(project) as api:
+        await sign_in(page, console_weft.console(project, f"work/{retried}"))
+        await expect(page.locator("#work-status")).to_have_text("dead-lettered")
+        attempts = page.get_by_role("table", name="Attempts that failed")
+        await expect(attempts).to_contain_text("disk full on attempt 1")
+        await expect(attempts).to_contain_text("agent-retry-me")
+        await expect(page.get_by_role("button", name="Cancel")).to_have_count(0)  # nothing to cancel
+        await page.get_by_role("button", name="Retry").click()
+        await expect(page.locator("#work-status")).to_have_text("queued")
+        item = (await api.get(f"/api/work/{retried}")).json()
+        assert (item["status"], item["attempts"]) == ("queued", 0)
+
+        await page.get_by_role("link", name="Queues and DLQ").click()
+        letters = page.locator("#dead-letters")
+        await expect(letters.locator("tbody tr")).to_have_count(1)
+        await letters.get_by_role("button", name="Discard drop-me", exact=True).click()
+        confirm = letters.get_by_role("button", name="Confirm discard drop-me", exact=True)
+        await expect(confirm).to_be_focused()
+        await confirm.click()  # the second press confirms
+        await expect(letters).to_contain_text("The dead-letter queue is empty.")
+        assert (await api.get("/api/dlq")).json()["items"] == []
+        assert (await api.get(f"/api/work/{dropped}")).json()["status"] == "dead-lettered"  # the record stays
+
+
+async def test_a_weft_without_leases_says_it_has_none(
+    console_weft: ConsoleWeft, tab: Tab, project: str
+) -> None:
+    """A Weft from before leases answers /api/leases with 404 (played here by the browser's
+    own request routing: this Weft has leases)."""
+    page = tab.page
+    await page.route(
+        "**/api/leases",
+        lambda route: route.fulfill(
+            status=404, json={"error": "not_found", "message": "no such route", "details": None}
+        ),
+    )
+    await sign_in(page, console_weft.console(project, "leases"))
+    await expect(page.locator("#leases")).to_contain_text("Leases aren't available in this Weft")

@@ -1,0 +1,25 @@
+"""Without WEFT_API_TOKENS (a loopback-only Weft, as `make run` starts it) the console asks
+for nothing and shows the project at once, live."""
+
+from __future__ import annotations
+
+import pytest
+from console_helpers import ConsoleWeft, Tab
+from playwright.async_api import expect
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_an_open_weft_shows_the_console_without_a_token(open_weft: ConsoleWeft, tab: Tab) -> None:
+    page = tab.page
+    await page.goto(f"{open_weft.url}/")
+    await expect(page.locator("#live")).to_have_text("live", timeout=10_000)
+    await expect(page.get_by_label("API token")).to_be_hidden()
+    await expect(page.locator("#project")).to_have_text(f"project {open_weft.settings.project_id}")
+    await expect(page.get_by_role("button", name="Forget token")).to_be_hidden()
+    async with open_weft.api(open_weft.settings.project_id) as api:
+        created = await api.post(
+            "/api/work", json={"task_id": "open", "description": "d", "capability": "code"}
+        )
+    await page.get_by_role("link", name="Work", exact=True).click()
+    await expect(page.locator(f'#work-items tr[data-work-id="{created.json()["id"]}"]')).to_be_visible()

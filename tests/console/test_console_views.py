@@ -1,0 +1,211 @@
+"""Every view of the console on a project with something in each: agents (one a real Warp,
+one spun up by a target), work in every state with history, a plan's graph, a dead letter,
+an open question; the actions of each view carried out and checked over REST. With
+LOOM_CONSOLE_SCREENSHOTS=1 it writes the screenshots in docs/console/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from console_helpers import ConsoleWeft, Tab, claimant, eventually, register, sign_in, snap, warp_agent
+from nats.aio.client import Client as NatsClient
+from playwright.async_api import expect
+
+from shared.leases import LeaseBook
+from shared.models import SpinupOperation, SpinupState, Target
+from shared.names import ProjectNames
+from shared.questions import QuestionBook
+from shared.work import WorkQueue
+from weft.spinup.store import SpinupRecord, SpinupStore
+
+pytestmark = pytest.mark.timeout(90)
+
+
+async def test_every_view_shows_the_project_and_acts_on_it(
+    console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient, warp_home: Path
+) -> None:
+    page = tab.page
+    queue = WorkQueue(nc, ProjectNames(project))
+    book = QuestionBook(nc, ProjectNames(project), queue)
+    async with console_weft.api(project) as api, warp_agent(console_weft.nats_url, project, warp_home):
+        target = await api.post(
+            "/api/targets",
+            json={
+                "name": "laptop",
+                "agent_type": "claude-code",
+                "capabilities": ["code"],
+                "mechanism": "local",
+                "config": {"command": ["/usr/bin/env", "true"]},
+            },
+        )
+        assert target.status_code == 201, target.text
+        coder = await register(
+            nc, project, "laptop-coder", "claude-code", capabilities=["code"], target_id=target.json()["id"]
+        )
+        spinup = SpinupOperation(
+            project_id=project,
+            target_id=target.json()["id"],
+            target_name="laptop",
+            agent_id=coder.agent_id,
+            state=SpinupState.REGISTERED,
+        )
+        spinups = SpinupStore(nc.jetstream(), ProjectNames(project))
+        assert await spinups.admit(Target.model_validate(target.json()), SpinupRecord(op=spinup)) is None
+        asker = await register(nc, project, "design-bot", "copilot", capabilities=["design"])
+        await register(nc, project, "docs-writer", "copilot", capabilities=["docs"])
+
+        plan = await api.post(
+            "/api/work/plan",
+            json={
+                "items": [
+                    {
+                        "name": "schema",
+                        "task_id": "schema",
+                        "description": "the schema",
+                        "capability": "code",
+                    },
+                    {
+                        "task_id": "api",
+                        "description": "the API on the schema",
+                        "capability": "code",
+                        "priority": 8,
+                        "after": ["schema"],
+                    },
+                ]
+            },
+        )
+        assert plan.status_code == 201, plan.text
+        schema_id = plan.json()["names"]["schema"]
+        claimed = await queue.claim(claimant(coder))
+        assert claimed is not None and claimed.id == schema_id
+        await queue.progress(schema_id, coder.agent_id, 60, "tables written")
+        await queue.complete(schema_id, coder.agent_id, {"tables": ["users", "orders"]})
+
+        doomed = await api.post(
+            "/api/work",
+            json={"task_id": "flaky", "description": "always fails", "capability": "code", "max_attempts": 1},
+        )
+        doomed_id = doomed.json()["id"]
+        while (item := await queue.claim(claimant(coder))) is not None and item.id != doomed_id:
+            pass
+        await queue.fail(doomed_id, coder.agent_id, "compiler exploded")
+
+        design = await api.post(
+            "/api/work", json={"task_id": "logo", "description": "draw a logo", "capability": "design"}
+        )
+        assert await queue.claim(claimant(asker)) is not None
+        question = await book.ask(
+            asker.agent_id,
+            "round or square?",
+            choices=["round", "square"],
+            work_id=design.json()["id"],
+            handle="design-bot",
+        )
+
+        # fleet: every agent, what it holds, who started it
+        await sign_in(page, console_weft.console(project))
+        agents = page.locator("#agents")
+        await expect(agents.locator("tbody tr")).to_have_count(4, timeout=15_000)
+        coder_row = agents.locator(f'tr[data-agent-id="{coder.agent_id}"]')
+        await expect(coder_row).to_contain_text("laptop")  # spun up by that target
+        await expect(agents.locator(f'tr[data-agent-id="{asker.agent_id}"]')).to_contain_text("logo")
+        await page.get_by_label("Type").select_option("copilot")
+        await expect(agents.locator("tbody tr")).to_have_count(2)
+        await page.get_by_label("Type").select_option("")
+        await expect(
+            page.get_by_role("img", name="1 completed in the last hour", exact=False)
+        ).to_be_attached()
+
+        # work: filters and search
+        await page.get_by_role("link", name="Work", exact=True).click()
+        items = page.locator("#work-items tbody tr")
+        await expect(items).to_have_count(4)
+        await page.get_by_label("Status").select_option("dead-lettered")
+        await expect(items).to_have_count(1)
+        await expect(items).to_contain_text("flaky")
+        await page.get_by_label("Status").select_option("")
+        await page.get_by_label("Priority").select_option("8")
+        await expect(items).to_have_count(1)
+        await page.get_by_label("Priority").select_option("")
+        await page.get_by_label("Search").fill("logo")
+        await expect(items).to_have_count(1)
+        await page.get_by_label("Search").fill("")
+        await expect(items).to_have_count(4)
+        await snap(page, "work")
+
+        # an item: progress, result, history (its context tree), graph
+        await page.locator("#work-items").get_by_role("link", name="schema").click()
+        await expect(page.locator("#work-status")).to_have_text("completed")
+        await expect(page.locator("#view")).to_contain_text('"orders"')
+        await expect(page.locator("#view")).to_contain_text("tables written")
+        await expect(page.get_by_role("list", name="History, in tree order")).to_contain_text("submission")
+        await expect(page.get_by_role("table", name="Work graph")).to_contain_text("api")
+        await snap(page, "work-item", full_page=True)
+
+        # queues and the DLQ: retry puts the item back in the queue
+        await page.get_by_role("link", name="Queues and DLQ").click()
+        letters = page.locator("#dead-letters")
+        await expect(letters).to_contain_text("compiler exploded")
+        await snap(page, "queues")
+        await letters.get_by_role("button", name="Retry flaky").click()
+        await expect(letters).to_contain_text("The dead-letter queue is empty.")
+        assert (await api.get(f"/api/work/{doomed_id}")).json()["status"] == "queued"
+        await expect(page.locator('#queue-depths tr[data-capability="code"]')).to_be_visible()
+
+        # targets
+        await page.get_by_role("link", name="Targets and spin-ups").click()
+        await expect(page.locator("#targets")).to_contain_text("laptop")
+        spun = page.locator(f'#spinups tr[data-spinup-id="{spinup.id}"]')
+        await expect(spun).to_contain_text("registered")
+        await expect(spun).to_contain_text("laptop-coder")
+        await snap(page, "targets")
+
+        # questions: answered from here, the work goes on
+        await page.get_by_role("link", name="Questions").click()
+        await expect(page.locator("#open-questions")).to_contain_text("round or square?")
+        await snap(page, "questions")
+        await page.get_by_label("Answer", exact=True).select_option("square")
+        await page.get_by_role("button", name="Send answer").click()
+        await expect(page.locator("#open-questions")).to_contain_text("No agent is waiting for an answer.")
+        answered = (await api.get(f"/api/questions/{question.id}")).json()
+        assert (answered["status"], answered["answer"]) == ("answered", "square")
+
+        async def resumed() -> bool:
+            return (await api.get(f"/api/work/{design.json()['id']}")).json()["status"] == "in-progress"
+
+        await eventually(resumed, what="the work going on after the answer")
+
+        # leases: who holds which files, live, and ending one
+        api_id = plan.json()["names"].get("api") or plan.json()["items"][1]["id"]
+        book = LeaseBook(nc, ProjectNames(project))
+        await book.start()
+        try:
+            held = await book.acquire(
+                coder.agent_id, ["src/api/"], reason="the API", work_id=api_id, handle="laptop-coder"
+            )
+            await page.get_by_role("link", name="Leases").click()
+            row = page.locator(f'#lease-list tr[data-lease-id="{held.id}"]')
+            await expect(row).to_contain_text("src/api/")
+            await expect(row).to_contain_text("laptop-coder")
+            await expect(row.get_by_role("link", name="api")).to_be_visible()
+            later = await book.acquire(
+                asker.agent_id, ["docs/logo.svg"], reason="the logo", handle="design-bot"
+            )
+            await expect(page.locator(f'#lease-list tr[data-lease-id="{later.id}"]')).to_contain_text(
+                "the logo"
+            )
+            await snap(page, "leases")
+            await row.get_by_role("button", name="End lease").click()
+            await row.get_by_role("button", name="Confirm end lease").click()
+            await expect(row).to_have_count(0)
+            assert (await api.get(f"/api/leases/{held.id}")).status_code == 404
+        finally:
+            await book.stop()
+
+        await page.get_by_role("link", name="Fleet").click()
+        await expect(agents.locator("tbody tr")).to_have_count(4)
+        await snap(page, "fleet")
+        await page.emulate_media(color_scheme="dark")
+        await expect(agents.locator("tbody tr")).to_have_count(4)
+        await snap(page, "fleet-dark")

@@ -1,0 +1,72 @@
+// Queues and dead letters: depth per capability (live from the stats topic) and the DLQ,
+// with retry and discard.
+
+import { confirmButton, h, keepFocus, replace, table, when } from "../dom.js";
+
+export function queuesView(ctx) {
+  const { store, api } = ctx;
+  const depths = table("Queue depth by capability", ["Capability", "Depth", "Waiting"]);
+  depths.el.id = "queue-depths";
+  const dlq = table("Dead-letter queue, oldest first", ["Task", "Capability", "Attempts", "Last error", "Dead-lettered", "Actions"]);
+  dlq.el.id = "dead-letters";
+  const note = h("p", { class: "note" });
+  const el = h("div", null, depths.el, note, dlq.el);
+  let letters = null;
+  let seenWork = -1;
+  let reading = false;
+
+  async function readDlq() {
+    if (reading) return;
+    reading = true;
+    try {
+      letters = await api.all("/api/dlq");
+    } catch (error) {
+      letters = [];
+      ctx.announce(error.message);
+    } finally {
+      reading = false;
+    }
+    draw();
+  }
+
+  function update() {
+    if (store.revision.work !== seenWork) {
+      seenWork = store.revision.work; // a work change may be a dead letter in or out
+      readDlq();
+    }
+    draw();
+  }
+
+  function draw() {
+    const stats = store.stats || { queue_depths: {}, work: {} };
+    const waiting = new Map();
+    for (const item of store.work.values()) {
+      if (item.status === "queued" && item.waiting_reason) waiting.set(item.capability, (waiting.get(item.capability) || 0) + 1);
+    }
+    const caps = Object.entries(stats.queue_depths || {}).sort();
+    replace(depths.tbody, caps.length === 0
+      ? h("tr", null, h("td", { colspan: 3, class: "note" }, "No queued work."))
+      : caps.map(([cap, depth]) => h("tr", { dataset: { capability: cap } }, h("th", { scope: "row" }, cap), h("td", { class: "num" }, depth), h("td", { class: "num" }, waiting.get(cap) || 0))));
+    note.textContent = `${stats.work?.waiting_for_agent ?? 0} queued items have no eligible agent online; ${stats.dead_letters ?? 0} dead letters.`;
+    if (letters === null) {
+      replace(dlq.tbody, h("tr", null, h("td", { colspan: 6, class: "note" }, "Reading the dead-letter queue…")));
+      return;
+    }
+    keepFocus(dlq.tbody, () => replace(dlq.tbody, letters.length === 0
+      ? h("tr", null, h("td", { colspan: 6, class: "note" }, "The dead-letter queue is empty."))
+      : letters.map(({ item, dead_lettered_at: at }) => {
+        const last = item.errors && item.errors.length ? item.errors[item.errors.length - 1].error : item.error || "-";
+        return h("tr", { dataset: { workId: item.id } },
+          h("th", { scope: "row" }, h("a", { href: `#work/${item.id}` }, item.task_id)),
+          h("td", null, item.capability),
+          h("td", { class: "num" }, item.attempts),
+          h("td", null, last),
+          h("td", null, when(at)),
+          h("td", null, h("div", { class: "actions" },
+            h("button", { type: "button", dataset: { focusKey: `dlq-retry:${item.id}` }, "aria-label": `Retry ${item.task_id}`, onclick: () => ctx.act(() => api.post(`/api/dlq/${item.id}/retry`), `Put ${item.task_id} back in the queue`).then(readDlq) }, "Retry"),
+            confirmButton("Discard", "Confirm discard", () => ctx.act(() => api.delete(`/api/dlq/${item.id}`), `Discarded ${item.task_id}`).then(readDlq), `dlq-discard:${item.id}`, item.task_id))));
+      })));
+  }
+
+  return { el, update };
+}
