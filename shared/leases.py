@@ -480,19 +480,23 @@ class LeaseBook:
             raise LeaseNotFound()
         return stored[0]
 
+    async def _stored(self, lease_id: str) -> tuple[Lease, int]:
+        """The lease and its revision from the copy, caught up once before saying it is gone."""
+        stored = self._lease(lease_id)
+        if stored is None:
+            await (await self.start()).sync()
+            stored = self._lease(lease_id)
+            if stored is None:
+                raise LeaseNotFound()
+        return stored
+
     async def renew(self, lease_id: str, holder: str, ttl_s: float | None = None) -> Lease:
         validate_id(lease_id, "lease_id")
         ttl = None if ttl_s is None else check_ttl(ttl_s)
         mirror = await self.start()
         assert self._kv is not None
         for attempt in range(CAS_RETRIES):
-            stored = self._lease(lease_id)
-            if stored is None:
-                await mirror.sync()
-                stored = self._lease(lease_id)
-                if stored is None:
-                    raise LeaseNotFound()
-            lease, revision = stored
+            lease, revision = await self._stored(lease_id)
             renewed = renew_rule(lease, revision, holder, ttl, utcnow())
             try:
                 written = await self._kv.update(lease_id, renewed.to_json_bytes(), last=revision)
@@ -512,13 +516,7 @@ class LeaseBook:
         mirror = await self.start()
         assert self._kv is not None
         for attempt in range(CAS_RETRIES):
-            stored = self._lease(lease_id)
-            if stored is None:
-                await mirror.sync()
-                stored = self._lease(lease_id)
-                if stored is None:
-                    raise LeaseNotFound()
-            lease, revision = stored
+            lease, revision = await self._stored(lease_id)
             if holder is not None and lease.holder != holder:
                 raise NotHolder()
             if await delete_unchanged(self._kv, lease_id, revision):
