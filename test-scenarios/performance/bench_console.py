@@ -9,6 +9,12 @@ with 1,000 agents and 10,000 work records:
   ``MutationObserver`` in the page stamps the row's arrival; both clocks are this
   machine's), with every record loaded.
 
+* memory soak (only with ``--soak``, e.g. ``run.py --soak 10m --only console``): the work
+  view open while one held item reports progress about 40 times a second (a ``work.progress``
+  event each, the set of items and agents unchanged) for the soak's duration, cut into ten
+  windows; after each, a garbage collection (DevTools protocol) and the page's JS heap and
+  DOM node count. Flat means no growth from the first window to the last.
+
 No raw baseline: nothing else draws this page. Without chromium the module says so and
 reports nothing.
 """
@@ -135,6 +141,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
                         await page.evaluate("performance.getEntriesByName('loom:work-loaded')[0].startTime")
                     )
                 latencies = await _event_to_page(ctx, page, base, project, records)
+                soaked = await _memory_soak(page, nc, project, ctx.soak_s) if ctx.soak_s else []
             finally:
                 await browser.close()
     finally:
@@ -152,6 +159,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             latencies,
             target="p95 <= 250 ms",
         ),
+        *soaked,
     ]
 
 
@@ -171,3 +179,74 @@ async def _event_to_page(ctx: BenchContext, page: Any, base: str, project: str, 
             seen = await page.wait_for_function(ROW_SEEN, arg=work_id, timeout=10_000)
             samples.append(float(await seen.json_value()) - sent)
     return samples
+
+
+async def _memory_soak(page: Any, nc: Any, project: str, seconds: float) -> list[BenchResult]:
+    """The page's heap and DOM over ``seconds`` of events about a fixed set of items."""
+    from shared.work import Claimant
+
+    names = ProjectNames(project)
+    queue = WorkQueue(nc, names)
+    agent_id = uuid.uuid4().hex
+    await Registry(nc.jetstream(), names).put(
+        AgentEntry(
+            agent_id=agent_id,
+            handle="soaker",
+            agent_type="generic",
+            project_id=project,
+            user_id="0123456789abcdef",
+            capabilities=["soak"],
+            heartbeat_interval_s=3600,
+        )
+    )
+    held = await queue.submit(WorkSubmission(task_id="soak", description="soak", capability="soak"))
+    claimant = Claimant(agent_id=agent_id, agent_type="generic", capabilities=("soak",))
+    for _ in range(200):  # the queue consumer may need a moment after the first submit
+        if await queue.claim(claimant) is not None:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise RuntimeError("the soak's item could not be claimed")
+    cdp = await page.context.new_cdp_session(page)
+    await cdp.send("Performance.enable")
+
+    async def measure() -> tuple[float, float]:
+        await cdp.send("HeapProfiler.collectGarbage")
+        used = (await cdp.send("Runtime.getHeapUsage"))["usedSize"] / 1e6
+        metrics = {m["name"]: m["value"] for m in (await cdp.send("Performance.getMetrics"))["metrics"]}
+        return used, float(metrics.get("Nodes", 0))
+
+    windows, events = 10, 0
+    heap: list[float] = []
+    nodes: list[float] = []
+    for _ in range(windows):
+        until = time.monotonic() + seconds / windows
+        while time.monotonic() < until:
+            await queue.progress(held.id, agent_id, events % 100, f"step {events}")
+            events += 1
+            await asyncio.sleep(0.02)
+        used, count = await measure()
+        heap.append(used)
+        nodes.append(count)
+    row = BenchResult(
+        name=f"console soak: JS heap after GC, last window ({seconds:g} s of events)",
+        unit="MB",
+        samples=windows,
+        value=round(heap[-1], 2),
+        target="flat",
+    )
+    row.extra.update(
+        events=events,
+        heap_mb=[round(h, 2) for h in heap],
+        growth_mb=round(heap[-1] - heap[0], 2),
+        dom_nodes=nodes,
+    )
+    dom = BenchResult(
+        name="console soak: DOM nodes, last window",
+        unit="nodes",
+        samples=windows,
+        value=nodes[-1],
+        target="flat",
+    )
+    dom.extra["growth"] = nodes[-1] - nodes[0]
+    return [row, dom]

@@ -69,6 +69,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "context path",
         "context build",
         "leases:",
+        "console soak:",
         "git commit with loom-guard",
         "console:",
     ):
