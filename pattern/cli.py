@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from pattern.config import PatternConfig, PatternConfigError
 from pattern.runtime import PatternRuntime
 from pattern.server import build_server
+from shared import tracing
 from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
 from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         notices = apply_environment(["pattern"])
         configure_logging(_log_level(args.log_level))
+        tracing.configure("loom-pattern")  # the MCP SDK's spans of each tool call (docs/operations.md)
         for notice in notices:
             log.warning("%s", notice)
         nats_settings = NatsSettings()

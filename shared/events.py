@@ -15,6 +15,7 @@ from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from shared.jsutil import ensure_stream
 from shared.models import Event, EventKind
 from shared.names import ProjectNames
+from shared.tracing import with_trace_headers
 
 EVENTS_MAX_AGE_S = 7 * 24 * 3600
 EVENTS_MAX_MSGS = 1_000_000
@@ -45,13 +46,15 @@ async def publish_event(
     *,
     msg_id: str | None = None,
     unacked: NatsClient | None = None,
+    traceparent: str | None = None,
 ) -> Event:
     """Publish one event. ``msg_id`` (default: the event id) lets several
     publishers of the same fact (two Weft replicas deriving one agent event)
     be deduplicated by the stream. With ``unacked`` (the connection), the event goes out
     as a plain publish that the stream stores without answering: for events on a hot
     path, where waiting for the stream's acknowledgement would cost more than the change
-    they announce (the events stream is created before any is sent)."""
+    they announce (the events stream is created before any is sent). The event carries the
+    trace context (``traceparent``'s, else the current span's) in its headers."""
     event = Event(
         kind=kind,
         action=action,
@@ -59,7 +62,8 @@ async def publish_event(
         subject_id=subject_id,
         data=data or {},
     )
-    subject, headers = names.event_subject(kind, action), {"Nats-Msg-Id": msg_id or event.id}
+    subject = names.event_subject(kind, action)
+    headers = with_trace_headers({"Nats-Msg-Id": msg_id or event.id}, traceparent)
     if unacked is not None:
         await unacked.publish(subject, event.to_json_bytes(), headers=headers)
     else:

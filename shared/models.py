@@ -468,6 +468,10 @@ class WorkItem(WorkSubmission):
         default_factory=list,
         description="What its agents reported using, per UTC day, agent, target and model",
     )
+    traceparent: str | None = Field(
+        default=None,
+        description="The W3C trace context of its submission: every process's spans for it join this trace",
+    )
 
     @property
     def author(self) -> str | None:

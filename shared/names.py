@@ -358,6 +358,20 @@ class ProjectNames:
         from to send push notifications, so each event is sent by one of them."""
         return f"a2a-push-{self._p}"
 
+    # -- traces (docs/operations.md, Traces) -----------------------------------
+    @property
+    def traces_stream(self) -> str:
+        """The spans of the project's work items, one subject per item: each process
+        publishes the spans it made, so Weft can show an item's timeline without a collector."""
+        return f"LOOM-{self._p}-TRACES"
+
+    @property
+    def trace_subjects(self) -> str:
+        return f"{self._root}.trace.*"
+
+    def trace_subject(self, work_id: str) -> str:
+        return f"{self._root}.trace.{validate_work_id(work_id)}"
+
     # -- events ---------------------------------------------------------------
     @property
     def events_stream(self) -> str:
@@ -475,6 +489,7 @@ def agent_access(
         names.dlq_stream,
         names.events_stream,
         names.context_stream,
+        names.traces_stream,
     )
     js = JS_API
     chans = sorted({validate_channel(c) for c in channels})
@@ -526,6 +541,7 @@ def agent_access(
         names.event_filter("question"),  # announce questions asked
         names.event_filter("lease"),  # announce leases taken, renewed and released
         names.context_subjects,  # context nodes: work hand-offs, threads, trees
+        names.trace_subjects,  # the spans of work items it holds (each item's timeline)
         names.provision_subject,  # ask Weft to create a missing stream or bucket
         *own_keys,
         *shared_keys,

@@ -35,11 +35,11 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -48,6 +48,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
+from opentelemetry.trace import SpanKind
 from pydantic import Field
 
 from shared.contextstore import ContextStore
@@ -81,6 +82,7 @@ from shared.models import (
 from shared.names import ProjectNames, validate_agent_id, validate_capability, validate_work_id
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.policy import BoundaryPolicy, config_bucket, read_policy
+from shared.tracing import TraceLog, ensure_traces_stream, timed, traceparent_of, with_trace_headers
 from shared.usage import Budget, Hold, Usage, add_usage, budget_error, exceeded, stopped_by_budget, totals_of
 from shared.usageledger import UsageLedger
 from shared.workcontext import work_nodes
@@ -96,6 +98,7 @@ log = logging.getLogger("loom.work")
 
 T = TypeVar("T")
 R = TypeVar("R")
+P = ParamSpec("P")
 
 DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
@@ -917,6 +920,25 @@ def needs_message(record: WorkRecord) -> bool:
     return record.item.status in (WorkStatus.QUEUED, WorkStatus.IN_REVIEW) and record.queue_seq is None
 
 
+Op = Callable[Concatenate["WorkQueue", str, P], Coroutine[Any, Any, R]]
+
+
+def _traced(name: str) -> Callable[[Op[P, R]], Op[P, R]]:
+    """Time an operation on one item as a span of the item's trace (``shared.tracing.timed``)."""
+
+    def wrap(op: Op[P, R]) -> Op[P, R]:
+        @functools.wraps(op)
+        async def run(self: WorkQueue, work_id: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            with timed(self.traces, name, work_id=work_id) as outcome:
+                result = await op(self, work_id, *args, **kwargs)
+                outcome.about(result)
+            return result
+
+        return run
+
+    return wrap
+
+
 class WorkQueue:
     """All work operations for one project."""
 
@@ -936,6 +958,8 @@ class WorkQueue:
         """Each item's context tree (docs/context.md); every transition appends to it."""
         self.ledger = UsageLedger(self._js, names)
         """The day's usage counters and the budgets (docs/operations.md)."""
+        self.traces = TraceLog(nc, names)
+        """The spans of the project's items this process makes (docs/operations.md, Traces)."""
         self.ack_wait_s = ack_wait_s if ack_wait_s is not None else default_ack_wait()
         self._kv: KeyValue | None = None
         self._config_kv: KeyValue | None = None
@@ -975,6 +999,7 @@ class WorkQueue:
                 ),
             )
             await ensure_events_stream(self._js, self.names)
+            await ensure_traces_stream(self._js, self.names)
             self._kv = await ensure_kv(self._js, self.names.work_records_bucket, description="Loom work")
             self._config_kv = await config_bucket(self._js, self.names)
             if self.contexts is not None:
@@ -1099,7 +1124,7 @@ class WorkQueue:
         # The transition's context nodes go out with its event (one round trip).
         nodes = work_nodes(action, item, extra) if self.contexts is not None else []
         published, *recorded = await asyncio.gather(
-            publish_event(self._js, self.names, "work", action, item.id, data),
+            publish_event(self._js, self.names, "work", action, item.id, data, traceparent=item.traceparent),
             *(self.contexts.publish(node) for node in nodes if self.contexts is not None),
             return_exceptions=True,
         )
@@ -1127,8 +1152,7 @@ class WorkQueue:
             now=utcnow(),
             work_id=work_id,
         )
-        await self._create(record)
-        return record.item
+        return (await self._create(record)).item
 
     async def submit_plan(
         self,
@@ -1173,9 +1197,9 @@ class WorkQueue:
                     dependents=dependents[index],
                 )
             )
-        await self._each([records[i] for i in order], self._create)
-        items = {r.item.id: r.item for r in records}
-        blocked = [r.item for r in records if r.item.status is WorkStatus.BLOCKED]
+        stored = await self._each([records[i] for i in order], self._create)
+        items = {r.item.id: r.item for r in stored}
+        blocked = [r.item for r in stored if r.item.status is WorkStatus.BLOCKED]
         if blocked:
             items.update(await self._settle_new(blocked, set(external)))
         return [items[i] for i in ids]
@@ -1213,8 +1237,22 @@ class WorkQueue:
         await self._each(blocked, settle)
         return settled
 
-    async def _create(self, record: WorkRecord) -> None:
-        """Store a new record and announce it; a queued one gets its queue message too."""
+    async def _create(self, record: WorkRecord) -> WorkRecord:
+        """Store a new record and announce it; a queued one gets its queue message too. The
+        record as stored: with the trace context its submission started (``traceparent``)."""
+        attributes: dict[str, str | int | float | bool] = {
+            "loom.work.capability": record.item.capability,
+            "loom.work.priority": record.item.priority,
+        }
+        with self.traces.span(
+            "work.submit", work_id=record.item.id, kind=SpanKind.PRODUCER, attributes=attributes
+        ):
+            if record.item.traceparent is None:
+                record = WorkRecord(item=record.item.model_copy(update={"traceparent": traceparent_of()}))
+            await self._store_new(record)
+        return record
+
+    async def _store_new(self, record: WorkRecord) -> None:
         item = record.item
         kv = await self.records_bucket()
         if item.status is WorkStatus.BLOCKED:
@@ -1233,7 +1271,7 @@ class WorkQueue:
             self._js.publish(
                 subject,
                 json.dumps({"work_id": item.id, "epoch": 1}).encode(),
-                headers={"Nats-Msg-Id": f"{item.id}.1"},
+                headers=with_trace_headers({"Nats-Msg-Id": f"{item.id}.1"}, item.traceparent),
             ),
             return_exceptions=True,
         )
@@ -1319,7 +1357,7 @@ class WorkQueue:
         published = self._js.publish(
             subject,
             json.dumps({"work_id": item.id, "epoch": epoch}).encode(),
-            headers={"Nats-Msg-Id": f"{item.id}.{epoch}"},
+            headers=with_trace_headers({"Nats-Msg-Id": f"{item.id}.{epoch}"}, item.traceparent),
         )
         _, ack = await asyncio.gather(announced, published)
         seq, now = int(ack.seq), utcnow()
@@ -1438,7 +1476,7 @@ class WorkQueue:
         ack = await self._js.publish(
             subject,
             json.dumps({"work_id": item.id, "epoch": epoch}).encode(),
-            headers={"Nats-Msg-Id": f"{item.id}.{epoch}"},
+            headers=with_trace_headers({"Nats-Msg-Id": f"{item.id}.{epoch}"}, item.traceparent),
         )
         seq, now = int(ack.seq), utcnow()
         await self._mutate(work_id, lambda r: store_seq(r, seq, epoch, now))
@@ -1571,16 +1609,21 @@ class WorkQueue:
             ack_subject=msg.reply, stream_seq=int(meta.sequence.stream), delivered=int(meta.num_delivered)
         )
         now = utcnow()
-        try:
-            _, change = await self._mutate(work_id, lambda r: take(r, claimant.agent_id, delivery, now))
-        except WorkNotFound:
-            await self._ack(msg.reply, Ack.STOP)
-            return None
-        await self._ack(change.ack_subject, change.ack)
-        if change.record is None:
-            return None
-        item = change.record.item
+        with timed(self.traces, "work.claim", work_id=work_id, kind=SpanKind.CONSUMER) as outcome:
+            try:
+                before, change = await self._mutate(
+                    work_id, lambda r: take(r, claimant.agent_id, delivery, now)
+                )
+            except WorkNotFound:
+                await self._ack(msg.reply, Ack.STOP)
+                return None
+            await self._ack(change.ack_subject, change.ack)
+            if change.record is None:
+                return None
+            item = change.record.item
+            outcome.about(item)
         if item.status in (WorkStatus.CLAIMED, WorkStatus.REVIEWING):
+            self._trace_wait(before.item, item)
             *earlier, claimed = change.events
             await self._announce(earlier, item)
             self._event_soon(claimed.action, item, **claimed.data)  # the claim need not wait
@@ -1591,11 +1634,21 @@ class WorkQueue:
         await self._tell_dependents(item)  # expired or dead-lettered: its dependents will not run
         return None
 
+    def _trace_wait(self, queued: WorkItem, claimed: WorkItem) -> None:
+        """The time the item waited in its queue, as a span of its trace (from its last
+        change before the claim: its queueing)."""
+        since = int(queued.updated_at.timestamp() * 1e9)
+        with self.traces.span(
+            "work.queued", work_id=claimed.id, traceparent=claimed.traceparent, start_ns=since
+        ) as span:
+            span.set_attribute("loom.work.subject", self._subject_of(queued))
+
     async def _ack(self, ack_subject: str | None, verb: Ack | None) -> None:
         if ack_subject and verb is not None:
             await self._nc.publish(ack_subject, verb.encode())
 
     # -- holder operations ------------------------------------------------------
+    @_traced("work.progress")
     async def progress(
         self,
         work_id: str,
@@ -1624,6 +1677,7 @@ class WorkQueue:
         await self._announce(change.events, change.record.item)
         return change.record.item
 
+    @_traced("work.complete")
     async def complete(
         self,
         work_id: str,
@@ -1653,6 +1707,7 @@ class WorkQueue:
         except Exception as exc:
             log.warning("usage recorded on the item but not counted for the day: %s", type(exc).__name__)
 
+    @_traced("work.budget")
     async def set_budget(self, work_id: str, budget: Budget | None) -> WorkItem:
         """An operator's new budget for an unfinished item (rule ``rebudget``)."""
         now = utcnow()
@@ -1661,6 +1716,7 @@ class WorkQueue:
         await self._announce(change.events, change.record.item)
         return change.record.item
 
+    @_traced("work.review")
     async def review(
         self, work_id: str, agent_id: str, verdict: str, feedback: str = "", score: float | None = None
     ) -> WorkItem:
@@ -1672,6 +1728,7 @@ class WorkQueue:
         )
         return await self._carry_out(work_id, change, revision)
 
+    @_traced("work.wait_on_operator")
     async def wait_on_operator(
         self, work_id: str, agent_id: str, question_id: str, *, question: str = ""
     ) -> WorkItem:
@@ -1682,6 +1739,7 @@ class WorkQueue:
         )
         return await self._carry_out(work_id, change, revision)
 
+    @_traced("work.resume")
     async def resume(
         self, work_id: str, question_id: str, *, answered: bool, answer: str = ""
     ) -> WorkItem | None:
@@ -1706,6 +1764,7 @@ class WorkQueue:
         await self._ack(subject, Ack.WORKING)
         return subject is not None
 
+    @_traced("work.fail")
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:
         """Record a failed attempt: back to the queue, or to the DLQ when attempts are used up."""
         check_error(error)  # before any I/O, whatever the item
@@ -1742,6 +1801,7 @@ class WorkQueue:
         return after
 
     # -- operator operations ------------------------------------------------------
+    @_traced("work.cancel")
     async def cancel(self, work_id: str, *, reason: str = "", by: str = "operator") -> WorkItem:
         now = utcnow()
         _, change = await self._mutate(work_id, lambda r: stop(r, reason, by, now))
@@ -1800,6 +1860,7 @@ class WorkQueue:
         await self._announce(change.events, change.record.item)
         return change.record.item
 
+    @_traced("work.retry")
     async def retry(self, work_id: str) -> WorkItem:
         """Back to the queue with attempts reset, from ``failed`` or ``dead-lettered``; an
         item that failed because of a dependency waits for it again (``blocked``). Items

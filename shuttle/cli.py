@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from shuttle import __version__, fastparams
+from shuttle import __version__, fastparams, tracing
 from shuttle.app import State, state
 from shuttle.errors import EXIT_REFUSED, EXIT_USAGE, ShuttleError
 from shuttle.output import error_line, set_no_color
@@ -119,6 +119,9 @@ def root(
     ctx.obj = st
     set_no_color(no_color or bool(os.environ.get("NO_COLOR")))
     ctx.call_on_close(st.close)
+    finish_span = tracing.start(ctx.invoked_subcommand or "shuttle")
+    if finish_span is not None:
+        ctx.call_on_close(finish_span)
 
 
 fastparams.install()

@@ -6,7 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from shuttle.output import ago, console, count_rows, escape, fields, join, make_table, short, styled
+from shuttle.output import (
+    ago,
+    console,
+    count_rows,
+    escape,
+    fields,
+    join,
+    make_table,
+    parse_time,
+    short,
+    styled,
+)
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -315,3 +326,65 @@ def stats_view(stats: dict[str, Any]) -> RenderableType:
         ],
         padding=(0, 2),
     )
+
+
+BAR_WIDTH = 40
+
+
+def _bar(offset_ns: int, duration_ns: int, total_ns: int, mark: str = "█") -> str:
+    """A span's place on the timeline, ``BAR_WIDTH`` columns wide."""
+    scale = max(total_ns, 1) / BAR_WIDTH
+    start = min(BAR_WIDTH - 1, int(offset_ns / scale))
+    length = max(1, min(BAR_WIDTH - start, round(duration_ns / scale)))
+    return " " * start + mark * length + " " * (BAR_WIDTH - start - length)
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.1f}"
+
+
+def trace_waterfall(data: dict[str, Any]) -> RenderableType:
+    """``GET /api/work/{id}/trace`` as a waterfall: each span (indented under its parent) with
+    its process, start, duration and bar; then the item's transitions on the same axis."""
+    from rich.table import Table
+
+    from shared.timeline import SpanRecord, waterfall
+
+    spans = [SpanRecord.model_validate(s) for s in data.get("spans", []) if isinstance(s, dict)]
+    events = [
+        (at, e) for e in data.get("events", []) if isinstance(e, dict) and (at := parse_time(e.get("at")))
+    ]
+    starts = [s.start_ns for s in spans] + [int(at.timestamp() * 1e9) for at, _ in events]
+    ends = [s.end_ns for s in spans] + starts
+    if not starts:
+        return "nothing recorded for this item (was it submitted with tracing off?)"
+    origin, total = min(starts), max(ends) - min(starts)
+    trace_id = data.get("trace_id") or "-"
+    table = Table(title=f"trace {escape(trace_id)}", title_justify="left", box=None, pad_edge=False)
+    for header, justify in (("span", "left"), ("process", "left"), ("start ms", "right"), ("ms", "right")):
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("timeline", no_wrap=True)
+    for bar in waterfall(spans, origin_ns=origin):
+        span = bar.span
+        name = "  " * bar.depth + escape(span.name)
+        style = "red" if span.status == "error" else "cyan"
+        table.add_row(
+            name
+            + (f" [red]({escape(short(span.error or 'error', 40))})[/red]" if span.status == "error" else ""),
+            escape(span.service.removeprefix("loom-")),
+            _ms(bar.offset_ns),
+            _ms(span.duration_ns),
+            f"[{style}]{_bar(bar.offset_ns, span.duration_ns, total)}[/{style}]",
+        )
+    for at, event in sorted(events, key=lambda pair: pair[0]):
+        offset = int(at.timestamp() * 1e9) - origin
+        table.add_row(
+            f"[dim]◆ {escape(event.get('kind', ''))}[/dim]",
+            f"[dim]{escape(short(event.get('author', ''), 12))}[/dim]",
+            _ms(offset),
+            "",
+            f"[yellow]{_bar(offset, 0, total, '◆')}[/yellow]",
+        )
+    if data.get("truncated"):
+        table.caption = "more spans were recorded than one answer holds: the first are shown"
+    return table

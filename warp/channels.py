@@ -24,6 +24,7 @@ from shared.jsutil import ensure_stream
 from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, ChannelMessage, Scope
 from shared.names import ProjectNames, validate_channel
 from shared.paging import CursorError, decode_cursor, encode_cursor
+from shared.tracing import with_trace_headers
 from warp.config import ChannelSpec, ConfigLoader
 from warp.errors import NotFound, WarpError
 
@@ -155,7 +156,9 @@ class ChannelService:
             self.names.channel_subject(channel),
             message.to_json_bytes(),
             stream=self.names.channel_stream(channel),
-            headers={HDR_SCOPE: scope.value, HDR_SENDER: sender_id, HDR_USER: sender_user},
+            headers=with_trace_headers(
+                {HDR_SCOPE: scope.value, HDR_SENDER: sender_id, HDR_USER: sender_user}
+            ),
         )
         return ReadMessage(seq=int(ack.seq), message=message)
 

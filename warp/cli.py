@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
     configure_logging(settings.log_level)
+    from shared import tracing
+
+    tracing.configure("loom-warp")  # spans of MCP tool calls and of work (docs/operations.md, Traces)
     if notices:
         import logging
 

@@ -31,6 +31,7 @@ from shared.jsutil import ensure_stream, provisioned_project
 from shared.models import DirectMessage
 from shared.names import ProjectNames, validate_agent_id
 from shared.paging import CursorError, decode_cursor, encode_cursor
+from shared.tracing import with_trace_headers
 from warp.errors import WarpError
 
 INBOX_MAX_AGE_S = 30 * 24 * 3600
@@ -170,7 +171,7 @@ class InboxService:
             self.names.inbox_subject(recipient_id),
             message.to_json_bytes(),
             stream=self.names.inbox_stream,
-            headers={"Nats-Msg-Id": message.id},
+            headers=with_trace_headers({"Nats-Msg-Id": message.id}),
         )
         sent = InboxMessage(seq=int(ack.seq), message=message)
         self._remember([sent])

@@ -61,6 +61,8 @@ class Presence:
         self.entry: AgentEntry | None = None
         self.registered = False
         self.held: set[str] = set()
+        self.held_traces: dict[str, str] = {}
+        """The trace of each held item that has one (messages about it join that trace)."""
         self._manual_status: AgentStatus | None = None
         self._last_activity = time.time()
         self._task: asyncio.Task[None] | None = None
@@ -205,7 +207,17 @@ class Presence:
         return entry
 
     # -- tasks --------------------------------------------------------------------
-    def tasks_changed(self, *, claimed: str | None = None, released: str | None = None) -> None:
+    def about(self) -> tuple[str, str | None] | None:
+        """The item this agent's messages are about: the one it holds (its id and trace),
+        None when it holds none or several."""
+        if len(self.held) != 1:
+            return None
+        (work_id,) = self.held
+        return work_id, self.held_traces.get(work_id)
+
+    def tasks_changed(
+        self, *, claimed: str | None = None, released: str | None = None, traceparent: str | None = None
+    ) -> None:
         """Record a claim or release; the new task count is written in the background.
 
         A claim or completion must not wait for (or fail because of) the registry
@@ -214,8 +226,11 @@ class Presence:
         """
         if claimed:
             self.held.add(claimed)
+            if traceparent:
+                self.held_traces[claimed] = traceparent
         if released:
             self.held.discard(released)
+            self.held_traces.pop(released, None)
         if not self.registered:
             return
         self._counts_dirty = True

@@ -12,6 +12,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from nats.aio.client import Client as NatsClient
 
+from shared import tracing
 from shared.natsclient import NatsConnectError
 from shared.policy import BoundaryPolicy, load_policy_file
 from shared.server import NatsServerError
@@ -78,6 +79,7 @@ def create_app(
     neither: the lifespan opens one. ``spinup``: the spin-up service (default:
     :func:`weft.spinup.default_service`)."""
     config = settings or WeftSettings()
+    tracing.configure("loom-weft")  # once per process (docs/operations.md, Traces)
     policy = load_policy(config)  # fail before serving anything when the file is bad
     service = spinup or default_service(config)
 
@@ -139,9 +141,16 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        # Weft has its own Prometheus metrics; FastAPI's built-in OpenTelemetry hooks cost a
-        # fair share of each request and could log rejected input, so they stay off.
-        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
+        # FastAPI's own OpenTelemetry server spans join the caller's trace (docs/operations.md,
+        # Traces). Weft has its own Prometheus metrics; FastAPI's logs of rejected input would
+        # echo it, and its per-operation spans cost a fair share of each request: both off.
+        telemetry={
+            "tracing": True,
+            "metrics": False,
+            "logs": False,
+            "operation_spans": False,
+            "auto_configure": False,
+        },
         dependencies=[Depends(no_unknown_query)],
     )
     app.state.metrics = Metrics()

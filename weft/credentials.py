@@ -323,6 +323,7 @@ def agent_stream(names: ProjectNames, config: dict[str, Any]) -> StreamConfig:
         names.dlq_stream: names.dlq_subjects,
         names.events_stream: names.events_subjects,
         names.context_stream: names.context_subjects,
+        names.traces_stream: names.trace_subjects,
     }
     if name.startswith(names.channel_stream_prefix):
         channel = name.removeprefix(names.channel_stream_prefix)

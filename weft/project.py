@@ -141,6 +141,8 @@ class ProjectContext:
             if part is not None:
                 with contextlib.suppress(Exception):
                     await part.stop()
+        with contextlib.suppress(Exception):
+            await self.queue.traces.close()  # the spans still waiting to be published
 
 
 class ProjectHub:

@@ -43,6 +43,17 @@ class Router:
         self.requester = requester
 
     async def route(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
+        """Route a new (or retried) item: the decision is a span of its trace."""
+        with project.queue.traces.span("weft.route", work_id=item.id, traceparent=item.traceparent) as span:
+            decision = await self._decide(project, item)
+            span.set_attribute("loom.routing.outcome", decision.outcome)
+            if decision.agents:
+                span.set_attribute("loom.routing.agents", len(decision.agents))
+            if decision.target is not None:
+                span.set_attribute("loom.routing.target", decision.target.name)
+            return decision
+
+    async def _decide(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
         if item.status not in WAITING:
             return RoutingDecision("not-waiting")
         policy = await project.queue.policy()
@@ -63,7 +74,7 @@ class Router:
         outcomes: dict[str, int] = {}
         for item in project.work.waiting()[:limit]:
             try:
-                decision = await self.route(project, item)
+                decision = await self._decide(project, item)  # a sweep: not a span per item
             except Exception as exc:
                 raise_if_cancelling()
                 log.warning("routing %s in %s failed: %s", item.id, project.names.project_id, exc)

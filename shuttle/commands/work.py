@@ -1,4 +1,4 @@
-"""``shuttle work list|show|graph|cancel|retry``: work items in the project."""
+"""``shuttle work list|show|graph|trace|cancel|retry``: work items in the project."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from shuttle.batch import report
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
-from shuttle.views import graph_tree, work_fields, work_table
+from shuttle.views import graph_tree, trace_waterfall, work_fields, work_table
 
 app = typer.Typer(help="List, inspect, graph, cancel and retry work items.", no_args_is_help=True)
 
@@ -96,6 +96,17 @@ def graph_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False)
         emit_json(graph)
     else:
         console().print(graph_tree(graph))
+
+
+@app.command("trace")
+def trace_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
+    """The item's timeline as a waterfall: each process's spans for it (Weft, the agent's Warp,
+    spin-ups) and its transitions, from what Weft recorded (no collector needed)."""
+    timeline = state(ctx).client().get(f"/api/work/{seg(work_id)}/trace")
+    if out(ctx, json_out).json:
+        emit_json(timeline)
+    else:
+        console().print(trace_waterfall(timeline))
 
 
 @app.command("cancel")

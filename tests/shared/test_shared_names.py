@@ -40,6 +40,7 @@ _SAMPLES: dict[str, list[Any]] = {
     "action": ["created", "completed"],
     "not_for": [None, AGENT],
     "tree_id": [AGENT, OTHER_AGENT],
+    "work_id": [AGENT, OTHER_AGENT],
 }
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ErrorType
@@ -33,6 +35,7 @@ from warp.errors import as_loom_error
 
 if TYPE_CHECKING:
     from warp.runtime import WarpRuntime
+    from warp.services import Services
 
 log = logging.getLogger("loom.warp.tools")
 
@@ -173,3 +176,20 @@ def make_tool(
         ),
     )
     return _strict(tool)
+
+
+def about_held_work(svc: Services, name: str, destination: str) -> contextlib.AbstractContextManager[Any]:
+    """A message sent while the agent holds one item is about it: a span of that item's
+    trace, current while the message goes out, so the message carries that trace on
+    (docs/operations.md, Traces). Otherwise nothing is recorded."""
+    about = svc.presence.about()
+    if about is None:
+        return contextlib.nullcontext()
+    work_id, traceparent = about
+    return svc.work.traces.span(
+        name,
+        work_id=work_id,
+        traceparent=traceparent,
+        kind=SpanKind.PRODUCER,
+        attributes={"messaging.system": "nats", "messaging.destination.name": destination},
+    )

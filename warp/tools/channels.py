@@ -24,7 +24,7 @@ from warp.schemas import (
     ThreadOut,
     ThreadSummaryOut,
 )
-from warp.tools.base import make_tool, result
+from warp.tools.base import about_held_work, make_tool, result
 
 if TYPE_CHECKING:
     from shared.contexts import ContextNode, TreeMeta
@@ -134,17 +134,18 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             link = await svc.threads.channel_reply(
                 channel, reply_to, Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
             )
-        sent = await svc.channels.send(
-            channel,
-            message,
-            sender_id=svc.agent_id,
-            sender_handle=rt.handle,
-            sender_user=svc.identity.user_id,
-            scope=scope,
-            metadata=metadata,
-            reply_to=reply_to,
-            thread_id=link.tree_id if link else None,
-        )
+        with about_held_work(svc, "message.send", f"channel {channel}"):
+            sent = await svc.channels.send(
+                channel,
+                message,
+                sender_id=svc.agent_id,
+                sender_handle=rt.handle,
+                sender_user=svc.identity.user_id,
+                scope=scope,
+                metadata=metadata,
+                reply_to=reply_to,
+                thread_id=link.tree_id if link else None,
+            )
         if link is not None:
             await svc.threads.record_channel_message(
                 link, channel, sent.seq, sent.message, svc.identity.user_id

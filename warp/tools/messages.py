@@ -21,7 +21,7 @@ from warp.schemas import (
     ThreadOut,
     TreeId,
 )
-from warp.tools.base import make_tool, result
+from warp.tools.base import about_held_work, make_tool, result
 
 if TYPE_CHECKING:
     from warp.messages import InboxMessage
@@ -78,19 +78,20 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             link = await svc.threads.dm_reply(
                 reply_to, sender=svc.agent_id, recipient=recipient_id, known=svc.inbox.remembered(reply_to)
             )
-        sent, status = await asyncio.gather(
-            svc.inbox.send(
-                sender_id=svc.agent_id,
-                sender_handle=rt.handle,
-                recipient_id=recipient_id,
-                body=message,
-                message_type=message_type,
-                metadata=metadata,
-                reply_to=reply_to,
-                thread_id=link.tree_id if link else None,
-            ),
-            _recipient_status(svc, recipient_id),
-        )
+        with about_held_work(svc, "message.send", "inbox"):
+            sent, status = await asyncio.gather(
+                svc.inbox.send(
+                    sender_id=svc.agent_id,
+                    sender_handle=rt.handle,
+                    recipient_id=recipient_id,
+                    body=message,
+                    message_type=message_type,
+                    metadata=metadata,
+                    reply_to=reply_to,
+                    thread_id=link.tree_id if link else None,
+                ),
+                _recipient_status(svc, recipient_id),
+            )
         if link is not None:
             await svc.threads.record_dm(link, sent.message)
         out = DirectSendOut(

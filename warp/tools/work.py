@@ -285,7 +285,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         if item is None:
             out = ClaimOut(claimed=False, reason="no eligible work is queued")
             return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
-        presence.tasks_changed(claimed=item.id)
+        presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
         from shared.workcontext import work_hand_off
 
         context = hand_off_out(await work_hand_off(svc.contexts, item))

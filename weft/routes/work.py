@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, status
@@ -9,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from shared.models import Token, WorkItem, WorkStatus, WorkSubmission
 from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_boundary, validate_capability
+from shared.tracing import SpanRecord, read_timeline, trace_id_of
 from shared.work import WorkError, WorkFilter
 from shared.workgraph import MAX_PLAN_ITEMS, NamedStep, resolve_names
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
@@ -81,6 +83,20 @@ class WorkGraphOut(BaseModel):
     nodes: list[GraphNodeOut]
     edges: list[GraphEdgeOut]
     truncated: bool = Field(description="True when the graph had more nodes than one answer holds (2000)")
+
+
+class TimelineEventOut(BaseModel):
+    at: datetime
+    kind: str = Field(description="The transition: submission, attempt, progress, result, failure, ...")
+    author: str
+
+
+class WorkTraceOut(BaseModel):
+    work_id: str
+    trace_id: str | None = Field(description="The item's trace (null when it was submitted untraced)")
+    spans: list[SpanRecord] = Field(description="What each process recorded for the item, oldest first")
+    events: list[TimelineEventOut] = Field(description="The item's transitions, from its context tree")
+    truncated: bool = Field(description="True when the item has more spans than one answer holds")
 
 
 @router.post(
@@ -172,6 +188,24 @@ async def get_graph(work_id: WorkId, project: ProjectDep) -> WorkGraphOut:
         edges=[GraphEdgeOut(dependency=a, dependent=b) for a, b in graph.edges],
         truncated=graph.truncated,
     )
+
+
+@router.get("/{work_id}/trace", response_model=WorkTraceOut, summary="The item's spans and transitions")
+async def get_trace(work_id: WorkId, project: ProjectDep) -> WorkTraceOut:
+    """The item's timeline as Weft recorded it (docs/operations.md, Traces): every process's
+    spans for it and its transitions, without a collector."""
+    item = await project.queue.get(work_id)
+    await project.queue.traces.flush()  # this replica's own spans, not yet published
+    spans, truncated = await read_timeline(project.nc, project.names, work_id)
+    trace_id = trace_id_of(item.traceparent)
+    events: list[TimelineEventOut] = []
+    if project.queue.contexts is not None:
+        tree = await project.queue.contexts.tree(work_id)
+        events = [
+            TimelineEventOut(at=node.at, kind=node.kind, author=node.author)
+            for node in sorted(tree.nodes.values(), key=lambda n: n.at)
+        ]
+    return WorkTraceOut(work_id=work_id, trace_id=trace_id, spans=spans, events=events, truncated=truncated)
 
 
 @router.post("/{work_id}/cancel", response_model=WorkItem, dependencies=OPERATE, summary="Cancel an item")

@@ -294,7 +294,12 @@ class SpinupManager:
                     )
 
         try:
-            handle = await mechanism.start(config, launch, on_handle)
+            with self.context.queue.traces.span(
+                "spinup.start",
+                work_id=record.op.work_id,
+                attributes={"loom.spinup.id": op_id, "loom.spinup.mechanism": target.mechanism},
+            ):
+                handle = await mechanism.start(config, launch, on_handle)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -482,7 +487,9 @@ class SpinupManager:
 
     async def _mechanism_stop(self, record: SpinupRecord) -> str:
         mechanism, config = self._snapshot(record)
-        return await mechanism.stop(config, record.op.handle)
+        attributes = {"loom.spinup.id": record.op.id, "loom.spinup.mechanism": record.mechanism}
+        with self.context.queue.traces.span("spinup.stop", work_id=record.op.work_id, attributes=attributes):
+            return await mechanism.stop(config, record.op.handle)
 
     def _snapshot(self, record: SpinupRecord) -> tuple[Mechanism, MechanismConfig]:
         """The mechanism and config the operation was started with (the target may have changed since)."""
