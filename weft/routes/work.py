@@ -10,7 +10,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from shared.models import Token, WorkItem, WorkStatus, WorkSubmission
 from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_boundary, validate_capability
-from shared.tracing import SpanRecord, read_timeline, trace_id_of
+from shared.timeline import SpanRecord
+from shared.tracing import read_timeline, trace_id_of
 from shared.work import WorkError, WorkFilter
 from shared.workgraph import MAX_PLAN_ITEMS, NamedStep, resolve_names
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token

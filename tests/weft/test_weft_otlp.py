@@ -1,0 +1,92 @@
+"""One submission, one trace, exported over OTLP by every process it crosses: Shuttle's
+command, Weft's REST handling, routing and queueing, and the claiming agent's Warp (each a
+real process, exporting to a real OTLP/HTTP receiver; docs/operations.md, Traces)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from asyncio.subprocess import PIPE
+from pathlib import Path
+
+from test_weft_cli import clean_env, wait_healthy, weft_process
+from weft_helpers import eventually, warp_agent
+
+from shared.server import EmbeddedNatsServer, free_port
+from testsupport.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
+
+SHUTTLE = str(Path(sys.executable).parent / "shuttle")
+
+
+def _connected(spans: list[ReceivedSpan]) -> bool:
+    """One tree: exactly one root, and every other span's parent is in the trace."""
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if s.parent_id is None]
+    return len(roots) == 1 and all(s.parent_id in ids for s in spans if s.parent_id is not None)
+
+
+def _the_trace(receiver: OtlpReceiver) -> list[ReceivedSpan] | None:
+    command = [s for s in receiver.spans if s.service == "loom-shuttle" and s.name == "shuttle submit"]
+    if not command:
+        return None
+    spans = receiver.traces()[command[0].trace_id]
+    services = {s.service for s in spans}
+    names = {s.name for s in spans}
+    done = {"loom-shuttle", "loom-weft", "loom-warp"} <= services and "work.complete" in names
+    return spans if done and _connected(spans) else None
+
+
+async def test_one_submission_is_one_connected_trace_across_shuttle_weft_and_warp(
+    nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path
+) -> None:
+    async with otlp_receiver() as receiver:
+        otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        env = clean_env(tmp_path, NATS_URL=nats_server.url, WEFT_PORT=str(port), **otel)
+        with weft_process(["serve", "--project", project_id], env) as weft:
+            await wait_healthy(base, weft)
+            async with warp_agent(nats_server.url, project_id, tmp_path, **otel) as agent:
+                await agent.call("warp_work_queue_status")
+                shuttle_env = {
+                    **{k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "OTEL_"))},
+                    "LOOM_API_URL": base,
+                    "LOOM_PROJECT_ID": project_id,
+                    **otel,
+                }
+                shuttle = await asyncio.create_subprocess_exec(
+                    SHUTTLE,
+                    "-q",
+                    "submit",
+                    "fix the build",
+                    "-c",
+                    "code",
+                    env=shuttle_env,
+                    stdout=PIPE,
+                    stderr=PIPE,
+                )
+                out, err = await asyncio.wait_for(shuttle.communicate(), 60)
+                assert shuttle.returncode == 0, err.decode()
+                work_id = out.decode().strip()
+                claimed = await agent.call("warp_work_claim")
+                assert claimed["claimed"] and claimed["item"]["id"] == work_id
+                await agent.call("warp_work_complete", {"work_id": work_id, "result": "built"})
+                spans = await eventually(
+                    lambda: asyncio.sleep(0, _the_trace(receiver)),
+                    timeout=20,
+                    what="one connected trace from Shuttle, Weft and Warp",
+                )
+
+    by_name = {s.name: s for s in spans}
+    root = next(s for s in spans if s.parent_id is None)
+    assert root.service == "loom-shuttle" and root.name == "shuttle submit"
+    # Shuttle's request -> Weft's server span -> the submission -> the agent's claim and completion
+    submit = by_name["work.submit"]
+    assert submit.service == "loom-weft" and submit.attributes["loom.work.id"] == work_id
+    server = next(s for s in spans if s.span_id == submit.parent_id)
+    assert server.service == "loom-weft"
+    assert next(s for s in spans if s.span_id == server.parent_id).service == "loom-shuttle"
+    for name in ("work.claim", "work.complete"):
+        assert by_name[name].service == "loom-warp" and by_name[name].parent_id == submit.span_id
+    assert by_name["weft.route"].service == "loom-weft"
