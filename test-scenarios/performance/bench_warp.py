@@ -60,7 +60,7 @@ RAW_CHANNEL = "raw: channel publish -> page from cursor"
 FLOOR_MCP = "warp: floor, no-op call on A then B (MCP)"
 
 
-def _env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dict[str, str]:
+def warp_env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dict[str, str]:
     home = ctx.scratch / "home"
     proj = ctx.scratch / "project"
     home.mkdir(exist_ok=True)
@@ -80,7 +80,7 @@ def _env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dict[st
     }
 
 
-async def _session(stack: AsyncExitStack, env: dict[str, str], errlog: Any) -> Any:
+async def warp_session(stack: AsyncExitStack, env: dict[str, str], errlog: Any) -> Any:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -91,14 +91,14 @@ async def _session(stack: AsyncExitStack, env: dict[str, str], errlog: Any) -> A
     return session
 
 
-async def _ok(session: Any, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+async def call_ok(session: Any, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
     res = await session.call_tool(tool, args or {})
     if res.is_error:
         raise RuntimeError(f"{tool}: {res.content[0].text}")
     return dict(res.structured_content)
 
 
-async def _ready(session: Any) -> None:
+async def wait_ready(session: Any) -> None:
     for _ in range(200):
         res = await session.call_tool("warp_registry_get_info", {})
         if not res.is_error:
@@ -111,14 +111,14 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
     results: list[BenchResult] = []
     errlog = (ctx.scratch / "warp-bench.stderr").open("w")
     async with AsyncExitStack() as stack:
-        a = await _session(stack, _env(ctx, project, A_ID, "bench-a"), errlog)
-        b = await _session(stack, _env(ctx, project, B_ID, "bench-b"), errlog)
-        await _ready(a)
-        await _ready(b)
+        a = await warp_session(stack, warp_env(ctx, project, A_ID, "bench-a"), errlog)
+        b = await warp_session(stack, warp_env(ctx, project, B_ID, "bench-b"), errlog)
+        await wait_ready(a)
+        await wait_ready(b)
 
         async def floor_round() -> None:
-            await _ok(a, "warp_handle_get")
-            await _ok(b, "warp_handle_get")
+            await call_ok(a, "warp_handle_get")
+            await call_ok(b, "warp_handle_get")
 
         results.append(
             summarize(
@@ -129,11 +129,11 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
             )
         )
 
-        cursor = {"value": (await _ok(b, "warp_channels_read", {"channel": "roadmap"}))["next_cursor"]}
+        cursor = {"value": (await call_ok(b, "warp_channels_read", {"channel": "roadmap"}))["next_cursor"]}
 
         async def channel_round() -> None:
-            sent = await _ok(a, "warp_channels_send", {"channel": "roadmap", "message": "bench"})
-            page = await _ok(b, "warp_channels_read", {"channel": "roadmap", "cursor": cursor["value"]})
+            sent = await call_ok(a, "warp_channels_send", {"channel": "roadmap", "message": "bench"})
+            page = await call_ok(b, "warp_channels_read", {"channel": "roadmap", "cursor": cursor["value"]})
             assert [m["seq"] for m in page["messages"]] == [sent["seq"]], page
             cursor["value"] = page["next_cursor"]
 
@@ -148,8 +148,8 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
         )
 
         async def dm_round() -> None:
-            await _ok(a, "warp_messages_send_direct", {"recipient_id": B_ID, "message": "bench"})
-            page = await _ok(b, "warp_messages_read_direct", {"limit": 10})
+            await call_ok(a, "warp_messages_send_direct", {"recipient_id": B_ID, "message": "bench"})
+            page = await call_ok(b, "warp_messages_read_direct", {"limit": 10})
             assert len(page["messages"]) == 1, page
 
         samples = await time_async(dm_round, n)
@@ -166,13 +166,13 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
         missed: list[str] = []
 
         async def work_round() -> None:
-            item = (await _ok(a, "warp_work_broadcast", {"description": "bench", "capability": "code"}))[
+            item = (await call_ok(a, "warp_work_broadcast", {"description": "bench", "capability": "code"}))[
                 "item"
             ]
-            got = await _ok(b, "warp_work_claim")
+            got = await call_ok(b, "warp_work_claim")
             while not got["claimed"]:  # shared.work's no-wait pull can miss a just-queued item
                 missed.append(item["id"])
-                got = await _ok(b, "warp_work_claim")
+                got = await call_ok(b, "warp_work_claim")
             assert got["item"]["id"] == item["id"], got
             claimed.append(item["id"])
 
@@ -181,7 +181,7 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
             start = time.perf_counter()
             await work_round()
             elapsed = (time.perf_counter() - start) * 1000
-            await _ok(b, "warp_work_complete", {"work_id": claimed[-1]})
+            await call_ok(b, "warp_work_complete", {"work_id": claimed[-1]})
             if i >= 5:
                 samples.append(elapsed)
         results.append(
@@ -256,9 +256,9 @@ class _RawRpc:
 
 async def _bench_rpc(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
     errlog = (ctx.scratch / "warp-rpc.stderr").open("w")
-    a = await _RawRpc.start(_env(ctx, project, "a3" * 16, "rpc-a"), errlog)
+    a = await _RawRpc.start(warp_env(ctx, project, "a3" * 16, "rpc-a"), errlog)
     b_id = "b4" * 16
-    b = await _RawRpc.start(_env(ctx, project, b_id, "rpc-b"), errlog)
+    b = await _RawRpc.start(warp_env(ctx, project, b_id, "rpc-b"), errlog)
     results: list[BenchResult] = []
     try:
         for rpc in (a, b):
@@ -445,7 +445,7 @@ async def _bench_cold_start(ctx: BenchContext, project: str, n: int) -> list[Ben
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    env = _env(ctx, project, "c3" * 16, "bench-cold")
+    env = warp_env(ctx, project, "c3" * 16, "bench-cold")
     errlog = (ctx.scratch / "warp-cold.stderr").open("w")
     samples: list[float] = []
     for _ in range(n):
@@ -490,8 +490,8 @@ async def _bench_ts(ctx: BenchContext, project: str, n: int) -> list[BenchResult
     b_id = "b6" * 16
     spec = {
         "command": WARP,
-        "a": {"env": (env_a := _env(ctx, project, "a5" * 16, "ts-a")), "cwd": env_a["LOOM_PROJECT_PATH"]},
-        "b": {"env": (env_b := _env(ctx, project, b_id, "ts-b")), "cwd": env_b["LOOM_PROJECT_PATH"]},
+        "a": {"env": (env_a := warp_env(ctx, project, "a5" * 16, "ts-a")), "cwd": env_a["LOOM_PROJECT_PATH"]},
+        "b": {"env": (env_b := warp_env(ctx, project, b_id, "ts-b")), "cwd": env_b["LOOM_PROJECT_PATH"]},
         "b_id": b_id,
         "n": n,
         "warmup": 5,

@@ -1,0 +1,213 @@
+"""What tracing costs on the hot paths (docs/operations.md, Traces), measured both ways in the
+same run: each path runs in a fresh process with the SDK off (``OTEL_SDK_DISABLED=true``),
+with Loom's default (no ``OTEL_*`` set: only work spans recorded, kept on the traces stream,
+no exporter) and exporting everything over OTLP/HTTP to a receiver started here.
+
+* work cycle: ``WorkQueue`` submit -> claim -> progress -> complete (what Weft and Warp do
+  for every item, in one process here);
+* REST submit: ``POST /api/work`` to a real Weft (uvicorn, FastAPI's own server spans);
+* DM send -> read: two real ``warp`` processes through MCP stdio sessions (Warp's messaging
+  path, the MCP SDK's spans of each tool call).
+
+Each mode's process runs twice (off, default, OTLP, then in reverse order) and keeps its
+faster run, so a noisy moment does not land on one mode only. The default's target: within
+5% of off (p50).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from benchlib import BenchContext, BenchResult, summarize, time_async
+
+MODES = {
+    "off": "tracing off (OTEL_SDK_DISABLED)",
+    "default": "default (work spans kept, no exporter)",
+    "otlp": "exporting everything (OTLP/HTTP)",
+}
+PATHS = {"cycle": "work cycle", "rest": "REST submit", "dm": "DM send -> read (MCP)"}
+TARGET = "<= 1.05x off"
+AGENT = "c0" * 16
+
+
+def _row(path: str, mode: str) -> str:
+    return f"tracing: {PATHS[path]}, {MODES[mode]}"
+
+
+# -- in the child process ------------------------------------------------------------
+async def _cycle(nats_url: str, n: int) -> list[float]:
+    from shared.models import WorkSubmission
+    from shared.names import ProjectNames
+    from shared.natsclient import connect
+    from shared.work import Claimant, WorkQueue
+
+    nc = await connect(url=nats_url)
+    queue = WorkQueue(nc, ProjectNames(f"bench-tr-{uuid.uuid4().hex[:8]}"))
+    claimant = Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))
+
+    async def op() -> None:
+        item = await queue.submit(WorkSubmission(task_id="t", description="d", capability="code"))
+        got = await queue.claim(claimant)
+        assert got is not None and got.id == item.id
+        await queue.progress(item.id, AGENT, 50, "half")
+        await queue.complete(item.id, AGENT, "done")
+
+    try:
+        return await time_async(op, n)
+    finally:
+        await queue.traces.close()
+        await nc.close()
+
+
+async def _rest(nats_url: str, n: int) -> list[float]:
+    import contextlib
+
+    import httpx
+    import uvicorn
+
+    from shared.server import free_port
+    from shared.settings import NatsSettings
+    from weft.app import create_app
+    from weft.settings import WeftSettings
+    from weft.spinup import DisabledSpinup
+
+    project = f"bench-tr-{uuid.uuid4().hex[:8]}"
+    settings = WeftSettings(nats=NatsSettings(url=nats_url), project_id=project)
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(settings, spinup=DisabledSpinup()), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    body = {"task_id": "t", "description": "d", "capability": "code"}
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+
+            async def op() -> None:
+                response = await client.post("/api/work", json=body)
+                assert response.status_code == 201, response.text
+
+            return await time_async(op, n)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)
+
+
+async def _dm(nats_url: str, n: int, scratch: Path) -> list[float]:
+    from bench_warp import call_ok, wait_ready, warp_env, warp_session
+
+    ctx = BenchContext(nats_url=nats_url, websocket_url=None, scratch=scratch)
+    project = f"bench-tr-{uuid.uuid4().hex[:8]}"
+    b_id = uuid.uuid4().hex
+    otel = {k: v for k, v in os.environ.items() if k.startswith("OTEL_")}
+    with (scratch / "warp-tracing.stderr").open("a") as errlog:
+        async with AsyncExitStack() as stack:
+            a = await warp_session(
+                stack, {**warp_env(ctx, project, uuid.uuid4().hex, "tr-a"), **otel}, errlog
+            )
+            b = await warp_session(stack, {**warp_env(ctx, project, b_id, "tr-b"), **otel}, errlog)
+            await wait_ready(a)
+            await wait_ready(b)
+
+            async def op() -> None:
+                await call_ok(a, "warp_messages_send_direct", {"recipient_id": b_id, "message": "bench"})
+                page = await call_ok(b, "warp_messages_read_direct", {"limit": 10})
+                assert len(page["messages"]) == 1, page
+
+            return await time_async(op, n)
+
+
+async def _child(nats_url: str, n: int, scratch: Path) -> dict[str, list[float]]:
+    from shared import tracing
+
+    tracing.configure("loom-bench")  # as each part does at start (the mode is in the environment)
+    return {
+        "cycle": await _cycle(nats_url, n),
+        "rest": await _rest(nats_url, n),
+        "dm": await _dm(nats_url, n, scratch),
+    }
+
+
+# -- in the suite's process --------------------------------------------------------------
+def _mode_env(mode: str, receiver_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOM_", "NATS_", "WEFT_"))}
+    if mode == "off":
+        env["OTEL_SDK_DISABLED"] = "true"
+    elif mode == "otlp":
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver_url, OTEL_BSP_SCHEDULE_DELAY="200")
+    return env
+
+
+async def _run_mode(ctx: BenchContext, mode: str, receiver_url: str, n: int) -> dict[str, list[float]]:
+    scratch = ctx.scratch / f"tracing-{mode}-{uuid.uuid4().hex[:6]}"
+    scratch.mkdir()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "child",
+        ctx.nats_url,
+        str(n),
+        str(scratch),
+        env=_mode_env(mode, receiver_url),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tracing bench, mode {mode}: exit {proc.returncode}: {err.decode()[-2000:]}")
+    samples: dict[str, list[float]] = json.loads(out.decode().strip().splitlines()[-1])
+    return samples
+
+
+def _faster(runs: list[dict[str, list[float]]], path: str) -> list[float]:
+    """The run of ``path`` with the lower median."""
+    return min((run[path] for run in runs), key=lambda s: sorted(s)[len(s) // 2])
+
+
+async def run(ctx: BenchContext) -> list[BenchResult]:
+    from testsupport.otlp import otlp_receiver
+
+    n = ctx.iterations(200, 15)
+    order = ["off", "default", "otlp"] if ctx.quick else ["off", "default", "otlp", "otlp", "default", "off"]
+    runs: dict[str, list[dict[str, list[float]]]] = {mode: [] for mode in MODES}
+    started = time.perf_counter()
+    async with otlp_receiver() as receiver:
+        for mode in order:
+            runs[mode].append(await _run_mode(ctx, mode, receiver.url, n))
+        exported = len(receiver.spans)
+    results: list[BenchResult] = []
+    for path in PATHS:
+        off = _row(path, "off")
+        results.append(summarize(off, _faster(runs["off"], path)))
+        results.append(
+            summarize(_row(path, "default"), _faster(runs["default"], path), baseline=off, target=TARGET)
+        )
+        results.append(
+            summarize(
+                _row(path, "otlp"),
+                _faster(runs["otlp"], path),
+                baseline=off,
+                extra={"spans_received": exported},
+            )
+        )
+    results[-1].extra["seconds"] = round(time.perf_counter() - started, 1)
+    return results
+
+
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "child":
+    here = Path(__file__).resolve().parent
+    sys.path[:0] = [str(here), str(here.parent.parent)]
+    samples = asyncio.run(_child(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])))
+    print(json.dumps(samples))
