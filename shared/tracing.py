@@ -32,8 +32,8 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -178,6 +178,15 @@ def with_trace_headers(
     return out
 
 
+def work_of_headers(headers: Mapping[str, str] | None) -> tuple[str, str] | None:
+    """The item a received message is about (its id from the W3C baggage, validated) and the
+    ``traceparent`` it carries; None when it names no item."""
+    if not headers or "baggage" not in headers or "traceparent" not in headers:
+        return None
+    work_id = baggage.get_baggage(WORK_ID, propagate.extract(dict(headers)))
+    return (work_id, headers["traceparent"]) if isinstance(work_id, str) and is_work_id(work_id) else None
+
+
 def context_from_headers(headers: Mapping[str, str] | None) -> otel_context.Context | None:
     """The trace context a NATS message carries, None when it carries none."""
     if not headers or "traceparent" not in headers:
@@ -256,17 +265,41 @@ class TraceLog:
         kind: SpanKind = SpanKind.INTERNAL,
         attributes: Mapping[str, str | int | float | bool] | None = None,
         start_ns: int | None = None,
+        carry_work_id: bool = False,
     ) -> Iterator[trace.Span]:
         """A span of ``work_id``'s timeline, current inside the block: a child of the item's
         stored ``traceparent`` (linked to what was current, e.g. the MCP tool call), or of the
         current span when the item has none yet. Without a ``work_id`` it is an ordinary span
-        (exported when exporting, not kept)."""
+        (exported when exporting, not kept). ``carry_work_id``: messages published inside
+        the block also carry the item's id (W3C baggage), so their receivers can record
+        their side in its timeline."""
         parent = context_of(traceparent)
         current = trace.get_current_span().get_span_context()
         links = [Link(current)] if parent is not None and current.is_valid else None
         attrs: dict[str, Any] = {PROJECT_ID: self.names.project_id, **(attributes or {})}
         if work_id is not None:
             attrs[WORK_ID] = work_id
+        token = None
+        if carry_work_id and work_id is not None:
+            token = otel_context.attach(baggage.set_baggage(WORK_ID, work_id, context=parent))
+            parent = None  # the attached context is the parent now
+        try:
+            with self._started(name, parent, kind, attrs, links, start_ns) as span:
+                yield span
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+
+    @contextlib.contextmanager
+    def _started(
+        self,
+        name: str,
+        parent: otel_context.Context | None,
+        kind: SpanKind,
+        attrs: dict[str, Any],
+        links: list[Link] | None,
+        start_ns: int | None,
+    ) -> Iterator[trace.Span]:
         with tracer().start_as_current_span(
             name,
             context=parent,
@@ -304,12 +337,18 @@ class TraceLog:
         await asyncio.sleep(FLUSH_AFTER_S)
         await self.flush()
 
-    async def flush(self) -> None:
+    async def flush(self, *, stored: bool = False) -> None:
+        """Publish the waiting spans now; ``stored``: and wait until the stream has them (a
+        reader of the timeline about to read it)."""
         pending, self._pending = self._pending, {}
         for work_id, records in pending.items():
             payload = b"\n".join(r.to_json_bytes() for r in records)
+            subject = self.names.trace_subject(work_id)
             try:
-                await self._nc.publish(self.names.trace_subject(work_id), payload)
+                if stored:
+                    await self._nc.jetstream().publish(subject, payload, stream=self.names.traces_stream)
+                else:
+                    await self._nc.publish(subject, payload)
             except Exception as exc:  # telemetry: never an error for the work
                 log.debug("spans of %s not recorded: %s", work_id, type(exc).__name__)
 

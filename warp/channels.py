@@ -24,7 +24,7 @@ from shared.jsutil import ensure_stream
 from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, ChannelMessage, Scope
 from shared.names import ProjectNames, validate_channel
 from shared.paging import CursorError, decode_cursor, encode_cursor
-from shared.tracing import with_trace_headers
+from shared.tracing import with_trace_headers, work_of_headers
 from warp.config import ChannelSpec, ConfigLoader
 from warp.errors import NotFound, WarpError
 
@@ -45,6 +45,8 @@ class Viewer:
 class ReadMessage:
     seq: int
     message: ChannelMessage
+    about: tuple[str, str] | None = None
+    """The work item it was sent about and the trace it carries (``shared.tracing.work_of_headers``)."""
 
 
 @dataclass
@@ -219,7 +221,7 @@ class ChannelService:
                     except ValidationError:
                         hidden += 1
                     else:
-                        shown.append(ReadMessage(seq=stored.seq, message=message))
+                        shown.append(ReadMessage(stored.seq, message, work_of_headers(headers)))
                 next_seq = stored.seq + 1
             has_more = batch[-1].pending > 0
             if len(shown) >= limit or not has_more:

@@ -31,7 +31,7 @@ from shared.jsutil import ensure_stream, provisioned_project
 from shared.models import DirectMessage
 from shared.names import ProjectNames, validate_agent_id
 from shared.paging import CursorError, decode_cursor, encode_cursor
-from shared.tracing import with_trace_headers
+from shared.tracing import with_trace_headers, work_of_headers
 from warp.errors import WarpError
 
 INBOX_MAX_AGE_S = 30 * 24 * 3600
@@ -51,6 +51,8 @@ message it answers or start one with it (the inbox forgets a message once it is 
 class InboxMessage:
     seq: int
     message: DirectMessage
+    about: tuple[str, str] | None = None
+    """The work item it was sent about and the trace it carries (``shared.tracing.work_of_headers``)."""
 
 
 @dataclass
@@ -254,7 +256,7 @@ class InboxService:
                         more = True
                     hand_back.append(msg)
                 else:
-                    keep.append(InboxMessage(seq=seq, message=parsed))
+                    keep.append(InboxMessage(seq, parsed, work_of_headers(msg.headers)))
                     keep_msgs.append(msg)
             if batch and int(batch[-1].metadata.num_pending) > 0 and len(keep) >= limit:
                 more = True
@@ -300,7 +302,7 @@ class InboxService:
                     if len(shown) >= limit:
                         more = True
                         break
-                    shown.append(InboxMessage(seq=stored.seq, message=parsed))
+                    shown.append(InboxMessage(stored.seq, parsed, work_of_headers(stored.headers)))
                 next_seq = stored.seq + 1
             if more or batch[-1].pending == 0:
                 break

@@ -40,8 +40,12 @@ async def test_one_item_one_trace_across_weft_and_a_real_warp(
 ) -> None:
     trace_id, caller_span = uuid.uuid4().hex, uuid.uuid4().hex[:16]
     names = ProjectNames(project_id)
-    async with warp_agent(nats_server.url, project_id, tmp_path) as agent:
+    async with (
+        warp_agent(nats_server.url, project_id, tmp_path) as agent,
+        warp_agent(nats_server.url, project_id, tmp_path, LOOM_CAPABILITIES="review") as peer,
+    ):
         await agent.call("warp_work_queue_status")  # connected and registered
+        await peer.call("warp_work_queue_status")
         submitted = await api.post(
             "/api/work",
             json={"task_id": "traced", "description": "follow me", "capability": "code"},
@@ -58,15 +62,18 @@ async def test_one_item_one_trace_across_weft_and_a_real_warp(
 
         claimed = await agent.call("warp_work_claim")
         assert claimed["claimed"] and claimed["item"]["id"] == work["id"]
-        # a message sent while holding the item joins its trace
-        await agent.call("warp_messages_send_direct", {"recipient_id": uuid.uuid4().hex, "message": "on it"})
+        # a conversation about the item joins its trace: the sender's side and the reader's
+        await agent.call("warp_messages_send_direct", {"recipient_id": peer.agent_id, "message": "on it"})
         dm = await _stored_headers(nc, names.inbox_stream, names.inbox_subjects)
         assert _trace_id(dm.get("traceparent")) == trace_id
+        assert (await peer.call("warp_messages_read_direct"))["messages"][0]["body"] == "on it"
+        await agent.call("warp_channels_send", {"channel": "parallel-work", "message": "taking the build"})
+        await peer.call("warp_channels_read", {"channel": "parallel-work", "from_beginning": True})
         await agent.call("warp_work_progress", {"work_id": work["id"], "percent": 50, "note": "half"})
         await agent.call("warp_work_complete", {"work_id": work["id"], "result": "done"})
 
         wanted = {"work.submit", "weft.route", "work.queued", "work.claim", "message.send", "work.progress"}
-        wanted.add("work.complete")
+        wanted |= {"work.complete", "message.receive"}
 
         async def recorded() -> dict[str, Any] | None:
             timeline = (await api.get(f"/api/work/{work['id']}/trace")).json()
@@ -76,6 +83,14 @@ async def test_one_item_one_trace_across_weft_and_a_real_warp(
 
     assert timeline["trace_id"] == trace_id and timeline["truncated"] is False
     spans = {s["name"]: s for s in timeline["spans"]}
+    sends = [s for s in timeline["spans"] if s["name"] == "message.send"]
+    receives = [s for s in timeline["spans"] if s["name"] == "message.receive"]
+    assert len(sends) == 2 and len(receives) == 2  # the direct message and the channel message
+    assert {r["parent_id"] for r in receives} == {s["span_id"] for s in sends}
+    assert {r["attributes"]["messaging.destination.name"] for r in receives} == {
+        "inbox",
+        "channel parallel-work",
+    }
     assert {s["trace_id"] for s in timeline["spans"]} == {trace_id}
     # Weft's spans and the agent's Warp's spans, one tree: the claim is a child of the submission
     for name in ("work.claim", "work.progress", "work.complete", "message.send", "work.queued"):

@@ -17,7 +17,7 @@ import functools
 import inspect
 import logging
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver.tools import Tool
@@ -34,6 +34,8 @@ from shared.toolerrors import INTERNAL, VALIDATION_ERROR, error_result
 from warp.errors import as_loom_error
 
 if TYPE_CHECKING:
+    from warp.channels import ReadMessage
+    from warp.messages import InboxMessage
     from warp.runtime import WarpRuntime
     from warp.services import Services
 
@@ -192,4 +194,21 @@ def about_held_work(svc: Services, name: str, destination: str) -> contextlib.Ab
         traceparent=traceparent,
         kind=SpanKind.PRODUCER,
         attributes={"messaging.system": "nats", "messaging.destination.name": destination},
+        carry_work_id=True,
     )
+
+
+def record_received(svc: Services, messages: Iterable[InboxMessage | ReadMessage], source: str) -> None:
+    """The reading side of messages sent about a work item: a span in that item's timeline,
+    a child of the sender's (docs/operations.md, Traces)."""
+    for received in messages:
+        if received.about is not None:
+            work_id, traceparent = received.about
+            with svc.work.traces.span(
+                "message.receive",
+                work_id=work_id,
+                traceparent=traceparent,
+                kind=SpanKind.CONSUMER,
+                attributes={"messaging.system": "nats", "messaging.destination.name": source},
+            ):
+                pass

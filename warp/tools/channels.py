@@ -24,7 +24,7 @@ from warp.schemas import (
     ThreadOut,
     ThreadSummaryOut,
 )
-from warp.tools.base import about_held_work, make_tool, result
+from warp.tools.base import about_held_work, make_tool, record_received, result
 
 if TYPE_CHECKING:
     from shared.contexts import ContextNode, TreeMeta
@@ -183,6 +183,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             cursor=cursor,
             from_beginning=from_beginning,
         )
+        record_received(svc, page.messages, f"channel {channel}")
         out = ChannelReadOut(
             channel=channel,
             messages=[_message(m) for m in page.messages],

@@ -21,7 +21,7 @@ from warp.schemas import (
     ThreadOut,
     TreeId,
 )
-from warp.tools.base import about_held_work, make_tool, result
+from warp.tools.base import about_held_work, make_tool, record_received, result
 
 if TYPE_CHECKING:
     from warp.messages import InboxMessage
@@ -132,6 +132,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             filters=InboxFilter(sender=sender_id, message_type=message_type),
             peek=peek,
         )
+        record_received(svc, page.messages, "inbox")
         out = DirectReadOut(
             messages=[_out(m) for m in page.messages],
             next_cursor=page.next_cursor,

@@ -196,7 +196,7 @@ async def get_trace(work_id: WorkId, project: ProjectDep) -> WorkTraceOut:
     """The item's timeline as Weft recorded it (docs/operations.md, Traces): every process's
     spans for it and its transitions, without a collector."""
     item = await project.queue.get(work_id)
-    await project.queue.traces.flush()  # this replica's own spans, not yet published
+    await project.queue.traces.flush(stored=True)  # this replica's own spans, not yet published
     spans, truncated = await read_timeline(project.nc, project.names, work_id)
     trace_id = trace_id_of(item.traceparent)
     events: list[TimelineEventOut] = []
