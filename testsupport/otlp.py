@@ -34,7 +34,8 @@ class ReceivedSpan:
 class OtlpReceiver:
     url: str
     spans: list[ReceivedSpan] = field(default_factory=list)
-    requests: int = 0
+    bodies: list[bytes] = field(default_factory=list)
+    """Every payload as received (decompressed): what a collector would store."""
 
     def traces(self) -> dict[str, list[ReceivedSpan]]:
         out: dict[str, list[ReceivedSpan]] = {}
@@ -81,7 +82,7 @@ async def otlp_receiver() -> AsyncIterator[OtlpReceiver]:
         if request.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
         decode(body, receiver)
-        receiver.requests += 1
+        receiver.bodies.append(body)
         return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type=PROTOBUF)
 
     app = web.Application()

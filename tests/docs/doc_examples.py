@@ -208,6 +208,14 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         "a refused commit: tests/shuttle/test_shuttle_leases.py refuses one and checks each field shown"
     ),
     ("docs/shuttle.md", "shuttle leases [--holder AGENT_ID] [--work-id ID] [--path P]"): run("synopsis"),
+    ("docs/operations.md", "export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318"): Skip(
+        "needs a collector on port 4318: tests/weft/test_weft_otlp.py sets the variable for a real"
+        " Weft, Warp and Shuttle and checks the one trace they export to a receiver it runs"
+    ),
+    ("docs/operations.md", "trace e807ff4b96bb4d09aa691ba4557510f0"): Skip(
+        "a waterfall of one run's times: tests/weft/test_weft_traces.py draws one with shuttle work"
+        " trace and checks the spans, processes and transitions it shows"
+    ),
     ("docs/warp.md", '→ warp_lease_acquire {"patterns": ["src/api/**"], "reason": '): Skip(TOOL_TRANSCRIPT),
     ("docs/weft.md", 'curl -H "$H" "$W/api/questions?status=open"'): Skip(
         "needs an agent to have asked: tests/weft/test_weft_questions.py lists and answers questions"

@@ -5,11 +5,14 @@ real process, exporting to a real OTLP/HTTP receiver; docs/operations.md, Traces
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from asyncio.subprocess import PIPE
 from pathlib import Path
 
+import httpx
+import websockets
 from test_weft_cli import clean_env, wait_healthy, weft_process
 from weft_helpers import eventually, warp_agent
 
@@ -17,6 +20,8 @@ from shared.server import EmbeddedNatsServer, free_port
 from testsupport.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
 
 SHUTTLE = str(Path(sys.executable).parent / "shuttle")
+TOKEN = "operate:trace-token-never-exported-7f3a"
+SECRET = TOKEN.split(":", 1)[1]
 
 
 def _connected(spans: list[ReceivedSpan]) -> bool:
@@ -37,6 +42,13 @@ def _the_trace(receiver: OtlpReceiver) -> list[ReceivedSpan] | None:
     return spans if done and _connected(spans) else None
 
 
+def _refused(receiver: OtlpReceiver) -> bool:
+    return any(
+        s.service == "loom-weft" and s.attributes.get("http.response.status_code") == "401"
+        for s in receiver.spans
+    )
+
+
 async def test_one_submission_is_one_connected_trace_across_shuttle_weft_and_warp(
     nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path
 ) -> None:
@@ -44,7 +56,9 @@ async def test_one_submission_is_one_connected_trace_across_shuttle_weft_and_war
         otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        env = clean_env(tmp_path, NATS_URL=nats_server.url, WEFT_PORT=str(port), **otel)
+        env = clean_env(
+            tmp_path, NATS_URL=nats_server.url, WEFT_PORT=str(port), WEFT_API_TOKENS=TOKEN, **otel
+        )
         with weft_process(["serve", "--project", project_id], env) as weft:
             await wait_healthy(base, weft)
             async with warp_agent(nats_server.url, project_id, tmp_path, **otel) as agent:
@@ -53,6 +67,7 @@ async def test_one_submission_is_one_connected_trace_across_shuttle_weft_and_war
                     **{k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "OTEL_"))},
                     "LOOM_API_URL": base,
                     "LOOM_PROJECT_ID": project_id,
+                    "LOOM_API_TOKEN": SECRET,
                     **otel,
                 }
                 shuttle = await asyncio.create_subprocess_exec(
@@ -72,11 +87,23 @@ async def test_one_submission_is_one_connected_trace_across_shuttle_weft_and_war
                 claimed = await agent.call("warp_work_claim")
                 assert claimed["claimed"] and claimed["item"]["id"] == work_id
                 await agent.call("warp_work_complete", {"work_id": work_id, "result": "built"})
+                # the token in a WebSocket's query and a refused one in a header: never exported
+                async with websockets.connect(f"ws://127.0.0.1:{port}/api/ws?token={SECRET}") as ws:
+                    assert json.loads(await ws.recv())["type"] == "welcome"
+                async with httpx.AsyncClient(base_url=base) as client:
+                    bad = await client.get("/api/work", headers={"Authorization": f"Bearer {SECRET}x"})
+                    assert bad.status_code == 401
                 spans = await eventually(
                     lambda: asyncio.sleep(0, _the_trace(receiver)),
                     timeout=20,
                     what="one connected trace from Shuttle, Weft and Warp",
                 )
+                await eventually(
+                    lambda: asyncio.sleep(0, _refused(receiver) or None),
+                    timeout=20,
+                    what="the refused request's span",
+                )
+                assert not any(SECRET.encode() in body for body in receiver.bodies)
 
     by_name = {s.name: s for s in spans}
     root = next(s for s in spans if s.parent_id is None)

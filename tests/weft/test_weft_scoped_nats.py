@@ -26,7 +26,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 from pydantic import SecretStr
 from test_weft_cli import clean_env, run, wait_healthy, weft_process
-from test_weft_warp_mcp import WARP, Agent
+from weft_helpers import WARP, Agent
 
 from shared.jsutil import ensure_kv, ensure_stream
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, agent_access, kv_stream
