@@ -1,6 +1,7 @@
 """Scenario 26: a plan runs with two agents reporting usage; one item goes over its budget
 and is stopped; the project's daily budget is reached and the rest waits, with the reason in
-``shuttle fleet``; raising the budget resumes it. Another project is neither shown nor held."""
+``shuttle fleet``; raising the budget resumes it. Another project is neither shown nor held.
+The trace of a completed item shows its whole path (``shuttle work trace``)."""
 
 from __future__ import annotations
 
@@ -152,3 +153,29 @@ async def test_budgets_stop_an_item_and_hold_the_project_until_raised(fabric: Fa
         for name in ["design", *IMPL]:
             assert (await api.get(f"/api/work/{ids[name]}")).json()["status"] == "completed", name
     assert sorted(task for task, _ in done) == sorted(["design", *IMPL])
+
+    # The trace of a completed item shows its whole path: submitted by Weft, routed, waiting
+    # in the queue, claimed, worked on and completed by one agent's Warp, all one trace.
+    design = await fabric.shuttle_json("work", "trace", ids["design"])
+    names = [span["name"] for span in design["spans"]]
+    for name in ("work.submit", "work.queued", "work.claim", "work.progress", "work.complete"):
+        assert name in names, (name, names)
+    assert {span["trace_id"] for span in design["spans"]} == {design["trace_id"]}
+    spans = {span["name"]: span for span in design["spans"]}
+    assert spans["work.submit"]["service"] != "loom-warp"  # Weft's (in this test process)
+    worker = spans["work.claim"]["attributes"]["loom.agent.id"]
+    for name in ("work.claim", "work.progress", "work.complete"):
+        assert (
+            spans[name]["service"] == "loom-warp"
+            and spans[name]["parent_id"] == spans["work.submit"]["span_id"]
+        )
+        assert spans[name]["attributes"]["loom.agent.id"] == worker
+    assert [e["kind"] for e in design["events"]][:2] == ["submission", "attempt"]
+    drawn = await fabric.shuttle("work", "trace", ids["design"])
+    assert drawn.exit_code == 0 and "work.complete" in drawn.stdout and "◆ result" in drawn.stdout
+    # ...and the costly item's shows where its budget stopped it, and the refused call after
+    costly_trace = await fabric.shuttle_json("work", "trace", ids["costly"])
+    stops = [s for s in costly_trace["spans"] if s["attributes"].get("loom.work.status") == "dead-lettered"]
+    assert [s["name"] for s in stops] == ["work.progress"]
+    refused = [s for s in costly_trace["spans"] if s["name"] == "work.complete"]
+    assert [s["status"] for s in refused] == ["error"] and "budget exceeded" in (refused[0]["error"] or "")
