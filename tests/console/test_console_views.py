@@ -141,6 +141,15 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         await expect(page.locator("#view")).to_contain_text("tables written")
         await expect(page.get_by_role("list", name="History, in tree order")).to_contain_text("submission")
         await expect(page.get_by_role("table", name="Work graph")).to_contain_text("api")
+        # its trace: Weft's submission and this test's agent's claim and completion, one waterfall
+        waterfall = page.locator("#trace-waterfall")
+        for span in ("work.submit", "weft.route", "work.claim", "work.complete"):
+            await expect(waterfall.locator(f"tr[data-span='{span}']")).to_have_count(1)
+        await expect(waterfall.locator("tr[data-event='submission']")).to_have_count(1)
+        await expect(waterfall.locator("tr[data-span='work.claim'] th")).to_have_class("depth-1")
+        assert await waterfall.locator(".bar").count() == await waterfall.locator("tbody tr").count()
+        trace_id = (await api.get(f"/api/work/{schema_id}")).json()["traceparent"].split("-")[1]
+        await expect(waterfall.locator("caption")).to_have_text(f"Trace {trace_id}")
         await snap(page, "work-item", full_page=True)
 
         # queues and the DLQ: retry puts the item back in the queue

@@ -1,6 +1,6 @@
 // Work: every item, filtered by status, capability, boundary and priority, searched by text;
 // an item's detail (history as its context tree, attempts and their errors, progress, result,
-// its work graph) with cancel and retry.
+// its work graph, its trace as a waterfall) with cancel and retry.
 
 import { FINAL } from "../store.js";
 import { Pager, confirmButton, fillOptions, h, keepFocus, replace, select, short, statusText, table, tags, time, when } from "../dom.js";
@@ -77,10 +77,12 @@ export function workItemView(ctx, workId) {
   const actions = h("div", { class: "actions", role: "group", "aria-label": "Actions" });
   const history = h("div");
   const graph = h("div");
+  const trace = h("div", { id: "work-trace" });
   const el = h("div", null,
     h("p", null, h("a", { href: "#work" }, "← all work")),
     actions, summary,
     graph,
+    h("h3", null, "Trace"), trace,
     h("h3", null, "History (context tree)"), history);
   const view = { el, update, title: "Work item", destroy: () => clearTimeout(timer) };
   let shownRev = -1;
@@ -97,10 +99,13 @@ export function workItemView(ctx, workId) {
   }
 
   async function fetchMore() {
-    const [tree, deps] = await Promise.allSettled([
+    const [tree, deps, spans] = await Promise.allSettled([
       api.get(`/api/contexts/${workId}/nodes`, { limit: 500 }),
       api.get(`/api/work/${workId}/graph`),
+      api.get(`/api/work/${workId}/trace`),
     ]);
+    if (spans.status === "fulfilled") replace(trace, renderTrace(spans.value, (id) => store.agents.get(id)?.handle ?? id));
+    else replace(trace, h("p", { class: "note" }, `No trace: ${spans.reason.message}`));
     if (tree.status === "fulfilled") replace(history, renderTree(tree.value.items, (id) => store.agents.get(id)?.handle ?? id));
     else replace(history, h("p", { class: "note" }, `No history: ${tree.reason.message}`));
     if (deps.status === "fulfilled") replace(graph, renderGraph(deps.value));
@@ -189,4 +194,65 @@ function renderTree(items, author) {
     h("span", { class: "kind" }, node.kind), node.role ? ` (${node.role})` : "", " ",
     h("span", { class: "when" }, `${when(node.at)} · ${author(node.author)}`),
     node.text ? h("div", null, node.text.length > 600 ? `${node.text.slice(0, 600)}…` : node.text) : null)));
+}
+
+// The item's trace (GET /api/work/{id}/trace) as a waterfall: each process's spans in tree
+// order (children under their parent, by start), with a bar on one time axis, then the
+// item's transitions on the same axis. Bars are placed through the CSSOM (the page's
+// Content-Security-Policy allows no style attribute).
+function renderTrace(doc, author) {
+  const spans = doc.spans || [];
+  const events = (doc.events || []).map((e) => ({ ...e, ns: Date.parse(e.at) * 1e6 })).filter((e) => !Number.isNaN(e.ns));
+  if (spans.length === 0 && events.length === 0) return h("p", { class: "note" }, "Nothing recorded for this item.");
+  const starts = [...spans.map((s) => s.start_ns), ...events.map((e) => e.ns)];
+  const origin = Math.min(...starts);
+  const total = Math.max(1, Math.max(...spans.map((s) => s.end_ns), ...starts) - origin);
+  const ms = (ns) => (ns / 1e6).toFixed(1);
+  const bar = (offset, duration, cls) => {
+    const el = h("span", { class: `bar ${cls}` });
+    el.style.marginLeft = `${Math.min(99.5, (100 * offset) / total)}%`;
+    el.style.width = `${Math.max(0.5, (100 * duration) / total)}%`;
+    return h("div", { class: "lane", "aria-hidden": "true" }, el);
+  };
+  const t = table(`Trace ${doc.trace_id || "-"}${doc.truncated ? " (first spans only)" : ""}`, ["Span", "Process", "Start ms", "Duration ms", "Timeline"]);
+  t.el.id = "trace-waterfall";
+  const rows = [];
+  for (const { span, depth } of treeOrder(spans)) {
+    const failed = span.status === "error";
+    rows.push(h("tr", { dataset: { span: span.name }, class: failed ? "failed" : null },
+      h("th", { scope: "row", class: `depth-${Math.min(depth, 6)}` }, span.name, failed ? h("span", { class: "error" }, ` (${span.error || "error"})`) : null),
+      h("td", null, span.service.replace(/^loom-/, "")),
+      h("td", { class: "num" }, ms(span.start_ns - origin)),
+      h("td", { class: "num" }, ms(span.end_ns - span.start_ns)),
+      h("td", null, bar(span.start_ns - origin, span.end_ns - span.start_ns, failed ? "bad" : "ok"))));
+  }
+  for (const e of events.sort((a, b) => a.ns - b.ns)) {
+    rows.push(h("tr", { dataset: { event: e.kind }, class: "event" },
+      h("th", { scope: "row" }, `◆ ${e.kind}`), h("td", null, author(e.author)),
+      h("td", { class: "num" }, ms(e.ns - origin)), h("td", null, ""), h("td", null, bar(e.ns - origin, 0, "mark"))));
+  }
+  replace(t.tbody, rows);
+  return t.el;
+}
+
+function treeOrder(spans) {
+  const ids = new Set(spans.map((s) => s.span_id));
+  const children = new Map();
+  for (const s of spans) {
+    const parent = s.parent_id && ids.has(s.parent_id) && s.parent_id !== s.span_id ? s.parent_id : null;
+    if (!children.has(parent)) children.set(parent, []);
+    children.get(parent).push(s);
+  }
+  const byStart = (a, b) => a.start_ns - b.start_ns || a.end_ns - b.end_ns;
+  const out = [];
+  const seen = new Set();
+  const walk = (span, depth) => {
+    if (seen.has(span.span_id)) return;
+    seen.add(span.span_id);
+    out.push({ span, depth });
+    for (const child of (children.get(span.span_id) || []).sort(byStart)) walk(child, depth + 1);
+  };
+  for (const root of (children.get(null) || []).sort(byStart)) walk(root, 0);
+  for (const s of [...spans].sort(byStart)) walk(s, 0); // parents that loop: still shown
+  return out;
 }
