@@ -162,7 +162,7 @@ async def test_budgets_stop_an_item_and_hold_the_project_until_raised(fabric: Fa
         assert name in names, (name, names)
     assert {span["trace_id"] for span in design["spans"]} == {design["trace_id"]}
     spans = {span["name"]: span for span in design["spans"]}
-    assert spans["work.submit"]["service"] != "loom-warp"  # Weft's (in this test process)
+    assert spans["work.submit"]["service"] == "loom-weft"
     worker = spans["work.claim"]["attributes"]["loom.agent.id"]
     for name in ("work.claim", "work.progress", "work.complete"):
         assert (

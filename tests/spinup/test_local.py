@@ -11,6 +11,7 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
+from shared.tracing import read_timeline, trace_id_of
 from shared.work import WorkQueue
 from tests.spinup.conftest import eventually, pid_alive, published_events, read_text
 from weft.spinup.managed import ManagedSpinup
@@ -63,6 +64,17 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
     assert [a for a in actions if a in expected] == expected
     slot = await (await service.manager(project_id)).store.slot(target.id)
     assert slot.live == [] and slot.in_flight is None
+
+    # the spin-up's start and stop are spans of the item's trace, next to the agent's claim
+    await (await service.manager(project_id)).context.queue.traces.flush(stored=True)
+    spans = {s.name: s for s in (await read_timeline(nc, names, item.id))[0]}
+    assert {"spinup.start", "spinup.stop", "work.claim", "work.complete"} <= set(spans), sorted(spans)
+    submit_trace = trace_id_of(item.traceparent)
+    for name in ("spinup.start", "spinup.stop"):
+        assert spans[name].trace_id == submit_trace and spans[name].status == "ok"
+        assert spans[name].attributes["loom.spinup.id"] == op.id
+        assert spans[name].attributes["loom.spinup.mechanism"] == "local"
+    assert spans["work.claim"].trace_id == submit_trace
 
 
 async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_stderr(

@@ -96,7 +96,7 @@ async def test_one_item_one_trace_across_weft_and_a_real_warp(
     for name in ("work.claim", "work.progress", "work.complete", "message.send", "work.queued"):
         assert spans[name]["service"] == "loom-warp", name
         assert spans[name]["attributes"]["loom.work.id"] == work["id"]
-    assert spans["work.submit"]["service"] != "loom-warp"
+    assert spans["work.submit"]["service"] == spans["weft.route"]["service"] == "loom-weft"
     assert spans["work.claim"]["parent_id"] == spans["work.submit"]["span_id"]
     assert spans["work.claim"]["attributes"]["loom.agent.id"] == agent.agent_id
     assert spans["weft.route"]["attributes"]["loom.routing.outcome"] == "agent-available"

@@ -293,10 +293,12 @@ class SpinupManager:
                         target.id, "spun-up", last_spinup_at=after.op.started_at or utcnow()
                     )
 
+        traceparent = await self._trace_of(record.op.work_id)
         try:
             with self.context.queue.traces.span(
                 "spinup.start",
                 work_id=record.op.work_id,
+                traceparent=traceparent,
                 attributes={"loom.spinup.id": op_id, "loom.spinup.mechanism": target.mechanism},
             ):
                 handle = await mechanism.start(config, launch, on_handle)
@@ -488,8 +490,22 @@ class SpinupManager:
     async def _mechanism_stop(self, record: SpinupRecord) -> str:
         mechanism, config = self._snapshot(record)
         attributes = {"loom.spinup.id": record.op.id, "loom.spinup.mechanism": record.mechanism}
-        with self.context.queue.traces.span("spinup.stop", work_id=record.op.work_id, attributes=attributes):
+        traceparent = await self._trace_of(record.op.work_id)
+        with self.context.queue.traces.span(
+            "spinup.stop", work_id=record.op.work_id, traceparent=traceparent, attributes=attributes
+        ):
             return await mechanism.stop(config, record.op.handle)
+
+    async def _trace_of(self, work_id: str | None) -> str | None:
+        """The trace of the item a spin-up is for, so its start and stop join it (None when
+        the spin-up is for no item, or the item is gone)."""
+        if work_id is None:
+            return None
+        try:
+            return (await self.context.queue.get(work_id)).traceparent
+        except Exception as exc:  # a timeline bar is not worth failing a spin-up for
+            log.debug("spin-up for %s: no trace (%s)", work_id, type(exc).__name__)
+            return None
 
     def _snapshot(self, record: SpinupRecord) -> tuple[Mechanism, MechanismConfig]:
         """The mechanism and config the operation was started with (the target may have changed since)."""
