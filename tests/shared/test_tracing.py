@@ -111,18 +111,13 @@ def test_a_kept_span_keeps_ours_and_drops_what_could_carry_input() -> None:
     assert record.trace_id == format(span.get_span_context().trace_id, "032x") and record.status == "ok"
 
 
-class _Published:
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, bytes]] = []
-
-    async def publish(self, subject: str, payload: bytes) -> None:
-        self.messages.append((subject, payload))
-
-
-async def test_timed_failures_keep_our_message_and_only_the_type_of_others() -> None:
+async def test_timed_failures_keep_our_message_and_only_the_type_of_others(
+    nc: NatsClient, project_id: str
+) -> None:
     tracing.configure("loom-test")
-    sink = _Published()
-    log = TraceLog(sink, ProjectNames("p1"))  # type: ignore[arg-type]
+    names = ProjectNames(project_id)
+    await tracing.ensure_traces_stream(nc.jetstream(), names)
+    log = TraceLog(nc, names)
     work_id = uuid.uuid4().hex
     with pytest.raises(Invalid), timed(log, "ours", work_id=work_id):
         raise Invalid("percent: must be between 0 and 100", field="percent")
@@ -130,14 +125,16 @@ async def test_timed_failures_keep_our_message_and_only_the_type_of_others() -> 
         raise RuntimeError("password=hunter2")
     with pytest.raises(RuntimeError), timed(log, "refused", work_id="not an id"):
         raise RuntimeError("x")
+    await log.flush(stored=True)
     await log.close()
-    assert [subject for subject, _ in sink.messages] == [f"loom.p1.trace.{work_id}"]
-    records = [SpanRecord.model_validate_json(line) for line in sink.messages[0][1].splitlines()]
+    records, _ = await read_timeline(nc, names, work_id)
     assert [(r.name, r.status, r.error) for r in records] == [
         ("ours", "error", "percent: must be between 0 and 100"),
         ("theirs", "error", "RuntimeError"),
     ]
     assert records[1].attributes["error.type"] == "RuntimeError"
+    info = await nc.jetstream().stream_info(names.traces_stream)
+    assert info.state.messages == 1  # the refused id was never recorded (nor its subject made)
 
 
 async def test_the_timeline_on_a_real_server_is_per_item_and_read_whole(
