@@ -7,64 +7,22 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import mcp_types as types
 from agent_side import until
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from shuttle_helpers import Cli
 
-WARP = str(Path(sys.executable).parent / "warp")
-
-
-class WarpAgent:
-    def __init__(self, session: ClientSession, agent_id: str) -> None:
-        self.session = session
-        self.agent_id = agent_id
-
-    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Call a tool; retried while Warp is still connecting to NATS."""
-        for _ in range(100):
-            result = await asyncio.wait_for(self.session.call_tool(tool, arguments or {}), 60)
-            if not result.is_error:
-                assert result.structured_content is not None, f"{tool}: no structured output"
-                return dict(result.structured_content)
-            text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
-            assert "NATS" in text, f"{tool} failed: {text}"
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{tool}: Warp never reached NATS")
+from testsupport.warp import Agent
+from testsupport.warp import warp_agent as real_warp
 
 
 @asynccontextmanager
-async def warp_agent(cli: Cli, tmp_path: Path) -> AsyncIterator[WarpAgent]:
-    agent_id = uuid.uuid4().hex
-    params = StdioServerParameters(
-        command=WARP,
-        env={
-            "NATS_URL": cli.weft.nats_url,
-            "LOOM_PROJECT_ID": cli.project,
-            "LOOM_AGENT_ID": agent_id,
-            "LOOM_PROJECT_PATH": str(tmp_path),
-            "LOOM_CAPABILITIES": "code",
-            "LOOM_AUTO_REGISTER": "1",
-        },
-        cwd=str(tmp_path),
-    )
-    with (tmp_path / f"warp-{agent_id[:8]}.stderr").open("w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            agent = WarpAgent(session, agent_id)
-            await agent.call("warp_work_queue_status")  # returns once Warp is on NATS
-            yield agent
+async def warp_agent(cli: Cli, tmp_path: Path) -> AsyncIterator[Agent]:
+    async with real_warp(cli.weft.nats_url, cli.project, tmp_path) as agent:
+        await agent.call("warp_work_queue_status")  # returns once Warp is on NATS
+        yield agent
 
 
 async def first_line(proc: subprocess.Popen[str]) -> str:

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import websockets
 from test_weft_cli import clean_env, wait_healthy, weft_process
-from weft_helpers import eventually, warp_agent
+from weft_helpers import eventually
 
 from shared.server import EmbeddedNatsServer, free_port
 from testsupport.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
+from testsupport.warp import warp_agent
 
 SHUTTLE = str(Path(sys.executable).parent / "shuttle")
 TOKEN = "operate:trace-token-never-exported-7f3a"

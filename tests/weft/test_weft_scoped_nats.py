@@ -26,7 +26,6 @@ from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 from pydantic import SecretStr
 from test_weft_cli import clean_env, run, wait_healthy, weft_process
-from weft_helpers import WARP, Agent
 
 from shared.jsutil import ensure_kv, ensure_stream
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, agent_access, kv_stream
@@ -34,6 +33,7 @@ from shared.natsauth import Issuer, Permissions, agent_of, parse_creds
 from shared.natsclient import NatsConnectError, connect
 from shared.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
+from testsupport.warp import WARP, Agent
 from warp.messages import InboxService
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings

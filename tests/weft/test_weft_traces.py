@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from weft_helpers import eventually, warp_agent
+from weft_helpers import eventually
 
 from shared.names import ProjectNames
 from shared.server import EmbeddedNatsServer
+from testsupport.warp import warp_agent
 
 SHUTTLE = str(Path(sys.executable).parent / "shuttle")
 TASK = {"task_id": "t", "description": "d", "capability": "code"}

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from weft_helpers import WsClient, actions, eventually, warp_agent, ws_connect
+from weft_helpers import WsClient, actions, eventually, ws_connect
 
 from shared.server import EmbeddedNatsServer
+from testsupport.warp import warp_agent
 
 
 async def test_submit_claim_progress_complete_through_a_real_warp_session(

@@ -1,21 +1,14 @@
-"""Plain helpers for Weft's tests: agents in the registry, a WebSocket event collector, polling,
-and a real Warp agent (an MCP stdio session)."""
+"""Plain helpers for Weft's tests: agents in the registry, a WebSocket event collector, polling."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
-import mcp_types as types
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from nats.aio.client import Client as NatsClient
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from websockets.asyncio.client import ClientConnection, connect
@@ -162,49 +155,3 @@ async def channel(nc: NatsClient, project: str, name: str) -> str:
         ),
     )
     return names.channel_subject(name)
-
-
-WARP = str(Path(sys.executable).parent / "warp")
-
-
-class Agent:
-    def __init__(self, session: ClientSession, agent_id: str) -> None:
-        self.session = session
-        self.agent_id = agent_id
-
-    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Call a tool; retried while Warp is still connecting to NATS."""
-        for _ in range(100):
-            result = await asyncio.wait_for(self.session.call_tool(tool, arguments or {}), 60)
-            text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
-            if not result.is_error:
-                assert result.structured_content is not None, f"{tool}: no structured output"
-                return dict(result.structured_content)
-            assert "NATS" in text, f"{tool} failed: {text}"
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{tool}: Warp never reached NATS")
-
-
-@asynccontextmanager
-async def warp_agent(nats_url: str, project: str, tmp_path: Path, **env: str) -> AsyncIterator[Agent]:
-    agent_id = uuid.uuid4().hex
-    params = StdioServerParameters(
-        command=WARP,
-        env={
-            "NATS_URL": nats_url,
-            "LOOM_PROJECT_ID": project,
-            "LOOM_AGENT_ID": agent_id,
-            "LOOM_PROJECT_PATH": str(tmp_path),
-            "LOOM_CAPABILITIES": "code",
-            "LOOM_AUTO_REGISTER": "1",
-            **env,
-        },
-        cwd=str(tmp_path),
-    )
-    with (tmp_path / f"warp-{agent_id[:8]}.stderr").open("w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield Agent(session, agent_id)
