@@ -111,13 +111,17 @@ def test_a_kept_span_keeps_ours_and_drops_what_could_carry_input() -> None:
     assert record.trace_id == format(span.get_span_context().trace_id, "032x") and record.status == "ok"
 
 
+async def _timeline(nc: NatsClient, project_id: str) -> tuple[ProjectNames, TraceLog]:
+    """The project's traces stream, and a trace log publishing to it."""
+    names = ProjectNames(project_id)
+    await tracing.ensure_traces_stream(nc.jetstream(), names)
+    return names, TraceLog(nc, names)
+
+
 async def test_timed_failures_keep_our_message_and_only_the_type_of_others(
     nc: NatsClient, project_id: str
 ) -> None:
-    tracing.configure("loom-test")
-    names = ProjectNames(project_id)
-    await tracing.ensure_traces_stream(nc.jetstream(), names)
-    log = TraceLog(nc, names)
+    names, log = await _timeline(nc, project_id)
     work_id = uuid.uuid4().hex
     with pytest.raises(Invalid), timed(log, "ours", work_id=work_id):
         raise Invalid("percent: must be between 0 and 100", field="percent")
@@ -140,10 +144,7 @@ async def test_timed_failures_keep_our_message_and_only_the_type_of_others(
 async def test_the_timeline_on_a_real_server_is_per_item_and_read_whole(
     nc: NatsClient, project_id: str
 ) -> None:
-    tracing.configure("loom-test")
-    names = ProjectNames(project_id)
-    await tracing.ensure_traces_stream(nc.jetstream(), names)
-    log = TraceLog(nc, names)
+    names, log = await _timeline(nc, project_id)
     mine, other = uuid.uuid4().hex, uuid.uuid4().hex
     many = tracing.READ_BATCH + 30  # more messages than one read holds
     for index in range(many):
@@ -168,10 +169,7 @@ async def test_the_timeline_on_a_real_server_is_per_item_and_read_whole(
 
 
 async def test_spans_wait_briefly_then_go_out_together(nc: NatsClient, project_id: str) -> None:
-    tracing.configure("loom-test")
-    names = ProjectNames(project_id)
-    await tracing.ensure_traces_stream(nc.jetstream(), names)
-    log = TraceLog(nc, names)
+    names, log = await _timeline(nc, project_id)
     work_id = uuid.uuid4().hex
     for name in ("a", "b", "c"):
         with log.span(name, work_id=work_id):
