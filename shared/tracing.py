@@ -14,7 +14,7 @@ Three things live here, shared by Weft, Warp, Pattern and Shuttle:
 * **What Weft records** (:class:`TraceLog`): the spans of a work item are also published,
   a few at a time, to the project's traces stream (one subject per item), so an operator
   without a collector still gets the item's timeline (``GET /api/work/{id}/trace``,
-  ``shuttle work trace ID``). :func:`waterfall` lays those spans out (pure).
+  ``shuttle work trace ID``); ``shared/timeline.py`` lays those spans out (pure).
 """
 
 from __future__ import annotations

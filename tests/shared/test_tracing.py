@@ -4,6 +4,9 @@ what a kept span holds) and the timeline kept on a real nats-server (docs/operat
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -52,6 +55,32 @@ def test_disabled_only_by_true() -> None:
         and not disabled({"OTEL_SDK_DISABLED": "1"})
         and not disabled({})
     )
+
+
+def _configured_in_a_process(**env: str) -> subprocess.CompletedProcess[str]:
+    """``configure`` in a fresh process (it installs the process's one provider)."""
+    code = (
+        "from shared import tracing; t = tracing.configure('loom-x'); "
+        "print(t.provider is None, t.exporting, type(tracing.tracer()).__name__)"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return subprocess.run(
+        [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_configure_off_default_and_exporting_in_real_processes() -> None:
+    assert _configured_in_a_process(OTEL_SDK_DISABLED="true").stdout.split() == [
+        "True",
+        "False",
+        "ProxyTracer",
+    ]
+    assert _configured_in_a_process().stdout.split() == ["False", "False", "Tracer"]
+    grpc = _configured_in_a_process(
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_EXPORTER_OTLP_PROTOCOL="grpc"
+    )
+    assert grpc.stdout.split() == ["False", "True", "Tracer"]
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is supported" in grpc.stderr
 
 
 # -- which spans are recorded -------------------------------------------------------
