@@ -197,12 +197,14 @@ def context_from_headers(headers: Mapping[str, str] | None) -> otel_context.Cont
 
 # -- the timeline Weft keeps ------------------------------------------------------
 TRACES_MAX_AGE_S = 7 * 24 * 3600
-TRACES_MAX_BYTES = 256 * 1024 * 1024
+TRACES_MAX_MSGS = 200_000
+"""A few spans per message. Bounded by count, not bytes: JetStream reserves a stream's
+``max_bytes`` up front, which would take storage from every project served."""
 
 
 async def ensure_traces_stream(js: JetStreamContext, names: ProjectNames) -> None:
-    """The project's traces stream: kept as long as its events, bounded in bytes (the oldest
-    timelines go first)."""
+    """The project's traces stream: kept as long as its events, bounded in messages (the
+    oldest timelines go first)."""
     await ensure_stream(
         js,
         StreamConfig(
@@ -212,7 +214,7 @@ async def ensure_traces_stream(js: JetStreamContext, names: ProjectNames) -> Non
             storage=StorageType.FILE,
             discard=DiscardPolicy.OLD,
             max_age=TRACES_MAX_AGE_S,
-            max_bytes=TRACES_MAX_BYTES,
+            max_msgs=TRACES_MAX_MSGS,
             allow_direct=True,
         ),
     )
