@@ -2,8 +2,9 @@
 Weft (uvicorn in this event loop) on the real nats-server, real Warp processes, the real
 Shuttle CLI.
 
-The browser is never one Playwright downloads: ``/usr/bin/chromium`` (``make install``
-installs it), or ``LOOM_CHROMIUM``. Without it these tests fail, saying so: CI must run them.
+The browser is never one Playwright downloads (``testsupport.browser``: ``/usr/bin/chromium``,
+which ``make install`` installs, or ``LOOM_CHROMIUM``). Without it these tests fail, saying
+so: CI must run them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import sys
 import uuid
@@ -37,29 +37,9 @@ from weft.spinup import DisabledSpinup
 
 ADMIN_TOKEN = "console-admin-7c1f0e9b2d"
 READ_TOKEN = "console-read-4a8e2b6c1f"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    # without these Chromium's own connections are refused on a closed network
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 WARP = str(Path(sys.executable).parent / "warp")
 SHUTTLE = str(Path(sys.executable).parent / "shuttle")
-
-
-def chromium_path() -> str | None:
-    configured = os.environ.get("LOOM_CHROMIUM")
-    if configured:
-        return configured if Path(configured).is_file() else None
-    if Path("/usr/bin/chromium").is_file():
-        return "/usr/bin/chromium"
-    return shutil.which("chromium")
 
 
 @dataclass
