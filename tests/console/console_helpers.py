@@ -21,16 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import BrowserContext, Page
 
 from shared.models import AgentEntry
 from shared.names import ProjectNames
 from shared.registry import Registry
-from shared.server import free_port
 from shared.settings import NatsSettings
 from shared.work import Claimant
+from testsupport.serving import serve_in_loop
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup import DisabledSpinup
@@ -194,26 +193,5 @@ async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[Co
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
     )
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, spinup=DisabledSpinup()),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
-    task = asyncio.create_task(server.serve())
-    try:
-        for _ in range(1000):
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.01)
-        if task.done():
-            task.result()
-        assert server.started, "Weft did not start"
-        yield ConsoleWeft(f"http://127.0.0.1:{port}", nats_url, settings)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 15)
+    async with serve_in_loop(create_app(settings, spinup=DisabledSpinup())) as served:
+        yield ConsoleWeft(served.url, nats_url, settings)
