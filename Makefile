@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := test-scenarios/performance/ts-client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 PYTEST_ARGS ?=
+# pytest-xdist, opt-in until a parallel run is green: PYTEST_XDIST="-n 4 --dist loadgroup"
+# (four workers, each test file on one of them; conftest.py)
+PYTEST_XDIST ?=
 
 .PHONY: help install browser run demo test lint typecheck lint-deploy pytest scenarios bench clean
 
@@ -67,7 +70,7 @@ lint-deploy: $(STAMP)
 	$(BIN)/python -m deploy.checks
 
 pytest: $(STAMP) $(TS_STAMP) browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 test: lint typecheck lint-deploy pytest
 

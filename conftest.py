@@ -2,12 +2,66 @@
 
 Being at the repository root, this file puts the root on ``sys.path``, so the test-only
 ``testsupport`` package (not installed with the project) is importable from every tree.
+
+Under pytest-xdist (``make test PYTEST_XDIST="-n 4 --dist loadgroup"``) each test file is
+one group, run by one worker in file order, so module fixtures (a chromium, a Weft) start
+once and a file's tests never race each other; a file that sets its own ``xdist_group``
+joins that group instead.
 """
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
 
 pytest_plugins = ["testsupport.servers"]
 
+FIRST = (
+    "tests/perf/test_perf_smoke.py",
+    "tests/weft/test_weft_fuzz.py",
+    "test-scenarios/17-nats-cluster/",
+    "test-scenarios/15-failure-recovery/",
+)
+"""The longest files (a minute or more each): handed out first, so that no worker starts
+one of them last while the others have nothing left to do. Only the order changes."""
 
-def pytest_configure(config: object) -> None:
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):  # not an xdist worker: order and groups untouched
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next((i for i, first in enumerate(FIRST) if path.startswith(first)), len(FIRST))
+
+    items.sort(key=rank)  # stable: every file keeps its tests' order
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_left_as_found() -> Iterator[None]:
+    """A test that configures logging in-process (deploy's runner CLI calls
+    ``configure_logging``) leaves the root logger as it found it. Otherwise its handler, on a
+    stream closed with that test's capture, turns every later INFO line of the same process
+    into a ``--- Logging error ---`` on stderr: Shuttle's in-process CLI tests then fail, and
+    under pytest-xdist which ones depends on which files share a worker."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+
+
+def pytest_configure(config: pytest.Config) -> None:
     """In-process parts (Weft apps, work queues) record their work spans the way the real
     processes do (``shared.tracing.configure`` at start), whatever test runs first; never
     exported from here, whatever ``OTEL_*`` the developer's shell has."""

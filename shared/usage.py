@@ -65,15 +65,18 @@ class UsageInvalid(Invalid):
     """A usage report, budget or usage query that breaks a rule (never repeats the value)."""
 
 
-def _tokens(value: object) -> int | None:
+def _tokens(value: object, *, limit: bool = False) -> int | None:
+    """None, or a token count: from 0 in a report, from 1 in a budget (``limit``)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
-        raise ValueError(f"must be {TOKENS_RULE}")
+    rule, low = (LIMIT_TOKENS_RULE, 1) if limit else (TOKENS_RULE, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_TOKENS:
+        raise ValueError(f"must be {rule}")
     return value
 
 
 def _cost(value: object, *, limit: bool = False) -> float | None:
+    """None, or a cost: from 0 in a report, above 0 in a budget (``limit``)."""
     if value is None:
         return None
     rule = LIMIT_COST_RULE if limit else COST_RULE
@@ -137,11 +140,7 @@ class Budget(_Model):
     @field_validator("tokens", mode="before")
     @classmethod
     def _t(cls, v: object) -> int | None:
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_TOKENS:
-            raise ValueError(f"must be {LIMIT_TOKENS_RULE}")
-        return v
+        return _tokens(v, limit=True)
 
     @property
     def unlimited(self) -> bool:

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from shared.errors import Unavailable
+from shared.errors import LoomError, Unavailable
 from shared.leasepatterns import exact_path
 
 EXIT_REFUSED: Final = 1
@@ -39,10 +39,19 @@ OVERRIDE_ENV: Final = "LOOM_LEASE_OVERRIDE"
 AGENT_ENV: Final = "LOOM_AGENT_ID"
 STRICT_ENV: Final = "LOOM_GUARD_STRICT"
 LOG_NAME: Final = "loom-guard.log"
+GIT_ERROR: Final = "git_error"
 
 
 class GuardError(Unavailable):
-    """The guard could not decide (no repository, Weft unreachable, a refused request)."""
+    """The guard could not ask Weft (unreachable, a refused request, an answer it cannot read):
+    the commit goes through with a warning unless ``LOOM_GUARD_STRICT=1``."""
+
+
+class GitError(LoomError):
+    """git could not say what the commit or push changes (no repository, a commit it does not
+    have): the guard cannot decide, whether Weft is there or not (a usage error)."""
+
+    code = GIT_ERROR
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,7 @@ class Blocked:
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise GuardError(f"git {args[0]} failed: {done.stderr.strip()[:300]}")
+        raise GitError(f"git {args[0]} failed: {done.stderr.strip()[:300]}")
     return done.stdout
 
 
@@ -210,7 +219,7 @@ def run(hook: str, repo: Path, stdin_lines: Iterable[str] = ()) -> int:
         return EXIT_USAGE
     try:
         paths = staged_paths(repo) if hook == "pre-commit" else pushed_paths(repo, stdin_lines)
-    except GuardError as exc:
+    except GitError as exc:
         print(f"loom-guard: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if not paths:
@@ -255,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(EXIT_USAGE)
     try:
         top = _git(Path.cwd(), "rev-parse", "--show-toplevel").strip()
-    except GuardError as exc:
+    except GitError as exc:
         print(f"loom-guard: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     lines = sys.stdin.read().splitlines() if args[0] == "pre-push" else []

@@ -22,10 +22,8 @@ reports nothing.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -37,17 +35,7 @@ from shared.names import ProjectNames
 from shared.natsclient import connect
 from shared.registry import Registry
 from shared.work import WorkQueue
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from testsupport.browser import CHROMIUM_ARGS, chromium_path
 
 # stamps each work row as it is added, keyed by its work id
 OBSERVE_ROWS = """() => {
@@ -71,10 +59,6 @@ ALL_LOADED = """(records) => {
   return live && shown !== null && Number(shown[1]) >= records;
 }"""
 ROW_SEEN = "(id) => window.__rowSeen[id]"
-
-
-def chromium() -> str | None:
-    return "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else shutil.which("chromium")
 
 
 async def _fill(nc: Any, names: ProjectNames, agents: int, records: int) -> None:
@@ -109,7 +93,7 @@ async def _fill(nc: Any, names: ProjectNames, agents: int, records: int) -> None
 async def run(ctx: BenchContext) -> list[BenchResult]:
     from playwright.async_api import async_playwright
 
-    path = chromium()
+    path = chromium_path()
     if path is None:
         print("bench_console: chromium not found (apt-get install chromium); no console rows", flush=True)
         return []

@@ -16,7 +16,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -60,31 +59,14 @@ sys.stdout.write(r.json()["id"] + "\\n")
 @contextlib.contextmanager
 def weft_running(nats_url: str) -> Iterator[str]:
     """A real Weft (uvicorn in its own thread and loop) on the suite's nats-server."""
-    import uvicorn
-
-    from shared.server import free_port
     from shared.settings import NatsSettings
+    from testsupport.serving import serve_in_thread
     from weft.app import create_app
     from weft.settings import WeftSettings
 
     settings = WeftSettings(nats=NatsSettings(url=nats_url), project_id="bench-shuttle", api_tokens=[TOKEN])
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), name="weft", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("Weft did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serve_in_thread(create_app(settings)) as served:
+        yield served.url
 
 
 def _env(url: str, project: str) -> dict[str, str]:

@@ -67,42 +67,27 @@ async def _cycle(nats_url: str, n: int) -> list[float]:
 
 
 async def _rest(nats_url: str, n: int) -> list[float]:
-    import contextlib
-
     import httpx
-    import uvicorn
 
-    from shared.server import free_port
     from shared.settings import NatsSettings
+    from testsupport.serving import serve_in_loop
     from weft.app import create_app
     from weft.settings import WeftSettings
     from weft.spinup import DisabledSpinup
 
     project = f"bench-tr-{uuid.uuid4().hex[:8]}"
     settings = WeftSettings(nats=NatsSettings(url=nats_url), project_id=project)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, spinup=DisabledSpinup()), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
     body = {"task_id": "t", "description": "d", "capability": "code"}
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+    async with (
+        serve_in_loop(create_app(settings, spinup=DisabledSpinup())) as weft,
+        httpx.AsyncClient(base_url=weft.url) as client,
+    ):
 
-            async def op() -> None:
-                response = await client.post("/api/work", json=body)
-                assert response.status_code == 201, response.text
+        async def op() -> None:
+            response = await client.post("/api/work", json=body)
+            assert response.status_code == 201, response.text
 
-            return await time_async(op, n)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 30)
+        return await time_async(op, n)
 
 
 async def _dm(nats_url: str, n: int, scratch: Path) -> list[float]:

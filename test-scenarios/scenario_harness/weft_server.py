@@ -1,4 +1,4 @@
-"""A real Weft: the FastAPI app served by uvicorn on a free port, in a thread of its own.
+"""A real Weft: the FastAPI app served by uvicorn (``testsupport.serving``) in a thread of its own.
 
 Its own thread and event loop keep Weft answering while a scenario's loop is busy
 driving MCP sessions or waiting for a Shuttle process.
@@ -9,18 +9,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
-from shared.server import free_port
 from shared.settings import NatsSettings
+from testsupport.serving import serve_in_thread
 
 START_TIMEOUT_S = 30.0
 
@@ -64,46 +61,16 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
     config = WeftSettings(nats=nats, **values)
     if spinup is None:
         spinup = managed_spinup(Path(tempfile.mkdtemp(prefix="loom-scenario-spinup-")))
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(config, spinup=spinup), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-        )
-    )
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # not the main thread
-    failure: list[BaseException] = []
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    async def main() -> None:
-        loops.append(asyncio.get_running_loop())
-        await server.serve()
-
-    def serve() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # reported by the start-up check below
-            failure.append(exc)
-
-    thread = threading.Thread(target=serve, name=f"weft-{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not server.started:
-        server.should_exit = True
-        thread.join(10)
-        raise RuntimeError(f"Weft did not start: {failure!r}")
     tokens = values.get("api_tokens") or []
     token = str(tokens[0]) if tokens else None
-    try:
-        yield RunningWeft(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", token=token)
-    finally:
-        if loops and thread.is_alive():
-            stopping = asyncio.run_coroutine_threadsafe(stop_spun_up_agents(spinup), loops[0])
-            with contextlib.suppress(Exception):
-                stopping.result(60)
-        server.should_exit = True
-        thread.join(30)
+    with serve_in_thread(create_app(config, spinup=spinup), start_timeout=START_TIMEOUT_S) as served:
+        try:
+            yield RunningWeft(url=served.url, ws_url=served.ws_url, token=token)
+        finally:
+            if served.thread is not None and served.thread.is_alive():
+                stopping = asyncio.run_coroutine_threadsafe(stop_spun_up_agents(spinup), served.loop)
+                with contextlib.suppress(Exception):
+                    stopping.result(60)
 
 
 def managed_spinup(log_dir: Path, **overrides: Any) -> Any:

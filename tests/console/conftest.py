@@ -9,18 +9,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from console_helpers import (
-    ADMIN_TOKEN,
-    CHROMIUM_ARGS,
-    READ_TOKEN,
-    ConsoleWeft,
-    Tab,
-    chromium_path,
-    serving_weft,
-)
+from console_helpers import ADMIN_TOKEN, READ_TOKEN, ConsoleWeft, Tab, serving_weft
 from playwright.async_api import Browser, async_playwright
 
 from shared.server import EmbeddedNatsServer
+from testsupport.browser import CHROMIUM_ARGS, chromium_path
 
 
 @pytest.fixture(autouse=True)

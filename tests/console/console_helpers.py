@@ -2,8 +2,9 @@
 Weft (uvicorn in this event loop) on the real nats-server, real Warp processes, the real
 Shuttle CLI.
 
-The browser is never one Playwright downloads: ``/usr/bin/chromium`` (``make install``
-installs it), or ``LOOM_CHROMIUM``. Without it these tests fail, saying so: CI must run them.
+The browser is never one Playwright downloads (``testsupport.browser``: ``/usr/bin/chromium``,
+which ``make install`` installs, or ``LOOM_CHROMIUM``). Without it these tests fail, saying
+so: CI must run them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import sys
 import uuid
@@ -21,45 +21,24 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import BrowserContext, Page
 
 from shared.models import AgentEntry
 from shared.names import ProjectNames
 from shared.registry import Registry
-from shared.server import free_port
 from shared.settings import NatsSettings
 from shared.work import Claimant
+from testsupport.serving import serve_in_loop
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup import DisabledSpinup
 
 ADMIN_TOKEN = "console-admin-7c1f0e9b2d"
 READ_TOKEN = "console-read-4a8e2b6c1f"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    # without these Chromium's own connections are refused on a closed network
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 WARP = str(Path(sys.executable).parent / "warp")
 SHUTTLE = str(Path(sys.executable).parent / "shuttle")
-
-
-def chromium_path() -> str | None:
-    configured = os.environ.get("LOOM_CHROMIUM")
-    if configured:
-        return configured if Path(configured).is_file() else None
-    if Path("/usr/bin/chromium").is_file():
-        return "/usr/bin/chromium"
-    return shutil.which("chromium")
 
 
 @dataclass
@@ -214,26 +193,5 @@ async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[Co
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
     )
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, spinup=DisabledSpinup()),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
-    task = asyncio.create_task(server.serve())
-    try:
-        for _ in range(1000):
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.01)
-        if task.done():
-            task.result()
-        assert server.started, "Weft did not start"
-        yield ConsoleWeft(f"http://127.0.0.1:{port}", nats_url, settings)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 15)
+    async with serve_in_loop(create_app(settings, spinup=DisabledSpinup())) as served:
+        yield ConsoleWeft(served.url, nats_url, settings)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from agent_side import Agent
 from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
 
+from shared.errors import Unavailable
 from shared.leases import LeaseBook
+from shuttle.guard import EXIT_USAGE, GitError, staged_paths
 
 ALICE = "a1" * 16
 BOB = "b2" * 16
@@ -176,3 +179,28 @@ def test_weft_unreachable_warns_or_refuses_when_strict(cli: Cli, tmp_path: Path,
     change(repo, "src/api/users.py")
     strict = git(repo, "commit", "-qm", "weft down, strict", env={**env, "LOOM_GUARD_STRICT": "1"})
     assert strict.returncode != 0 and "refusing" in strict.stderr
+
+
+def test_a_git_failure_is_not_weft_being_away(tmp_path: Path, dead_url: str) -> None:
+    """git cannot say what a push changes (a commit it does not have): the hook stops with a
+    usage error naming git, strict or not; it is not the warning that Weft is unreachable."""
+    repo = make_repo(tmp_path)
+    guard = str(Path(sys.executable).with_name("loom-guard"))
+    update = f"refs/heads/main {'1' * 40} refs/heads/main {'2' * 40}\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "GIT_"))}
+    env.update(LOOM_API_URL=dead_url, LOOM_AGENT_ID=BOB)
+    for strict in ("0", "1"):
+        done = subprocess.run(
+            [guard, "pre-push", "origin", "unused"],
+            cwd=repo,
+            input=update,
+            capture_output=True,
+            text=True,
+            env={**env, "LOOM_GUARD_STRICT": strict},
+            check=False,
+        )
+        assert done.returncode == EXIT_USAGE, done.stderr
+        assert "git diff failed" in done.stderr and "leases not checked" not in done.stderr
+    with pytest.raises(GitError) as raised:
+        staged_paths(tmp_path)  # not a repository
+    assert raised.value.code == "git_error" and not isinstance(raised.value, Unavailable)

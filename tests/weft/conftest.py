@@ -3,8 +3,6 @@ nats-server from ``testsupport.servers``, and HTTP/WebSocket clients for it."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -16,8 +14,9 @@ import pytest
 import uvicorn
 from nats.aio.client import Client as NatsClient
 
-from shared.server import EmbeddedNatsServer, free_port
+from shared.server import EmbeddedNatsServer
 from shared.settings import NatsSettings
+from testsupport.serving import serve_in_loop
 from weft.app import create_app
 from weft.runtime import NatsRuntime
 from weft.settings import WeftSettings
@@ -73,25 +72,10 @@ def weft_factory(nats_server: EmbeddedNatsServer) -> WeftFactory:
         }
         values.update(overrides)
         settings = WeftSettings(**values)
-        port = free_port()
         # Weft's own tests pin the no-op seam (the spin-up manager has its own tests in tests/spinup).
         app = create_app(settings, spinup=spinup or DisabledSpinup(), nc=nc, runtime=runtime)
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-        server = uvicorn.Server(config)
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
-        task = asyncio.create_task(server.serve())
-        try:
-            for _ in range(500):
-                if server.started or task.done():
-                    break
-                await asyncio.sleep(0.01)
-            if task.done():
-                task.result()
-            assert server.started, "Weft did not start"
-            yield RunningWeft(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", settings, server)
-        finally:
-            server.should_exit = True
-            await asyncio.wait_for(task, 15)
+        async with serve_in_loop(app) as served:
+            yield RunningWeft(served.url, served.ws_url, settings, served.server)
 
     return start
 

@@ -1,0 +1,116 @@
+"""An ASGI app (Weft) served by uvicorn inside the test process, for the tests, the
+scenarios and the benches.
+
+Two ways, one start-up: :func:`serve_in_loop` serves in the caller's event loop (Weft's
+and the console's tests); :func:`serve_in_thread` in a thread and loop of its own, so the
+app keeps answering while the caller's loop is busy or blocked (the scenarios, the
+Shuttle and lease benches).
+
+The listening socket is bound before uvicorn starts and handed to it, so no other process
+(a parallel test worker, say) can take the port between choosing it and listening on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Served:
+    server: uvicorn.Server
+    port: int
+    loop: asyncio.AbstractEventLoop
+    """The loop the app runs in (the thread's own, with :func:`serve_in_thread`)."""
+    thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{HOST}:{self.port}"
+
+
+def _bound_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, 0))
+    return sock
+
+
+def _server(app: Any, port: int) -> uvicorn.Server:
+    server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
+    return server
+
+
+@contextlib.asynccontextmanager
+async def serve_in_loop(
+    app: Any, *, start_timeout: float = 15.0, stop_timeout: float = 15.0
+) -> AsyncIterator[Served]:
+    """Serve ``app`` in the running event loop until the block ends."""
+    loop = asyncio.get_running_loop()
+    with _bound_socket() as sock:
+        port = int(sock.getsockname()[1])
+        server = _server(app, port)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            deadline = loop.time() + start_timeout
+            # uvicorn says it has started with a plain flag, not an event to wait on
+            while not server.started and not task.done() and loop.time() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            if task.done():
+                task.result()  # start-up failed: its own error
+            if not server.started:
+                raise RuntimeError(f"the app did not start within {start_timeout} s")
+            yield Served(server, port, loop)
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, stop_timeout)
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    app: Any, *, name: str = "weft", start_timeout: float = 30.0, stop_timeout: float = 30.0
+) -> Iterator[Served]:
+    """Serve ``app`` in a thread with its own event loop until the block ends."""
+    with _bound_socket() as sock:
+        port = int(sock.getsockname()[1])
+        server = _server(app, port)
+        failure: list[BaseException] = []
+        loops: list[asyncio.AbstractEventLoop] = []
+
+        async def main() -> None:
+            loops.append(asyncio.get_running_loop())
+            await server.serve(sockets=[sock])
+
+        def serve() -> None:
+            try:
+                asyncio.run(main())
+            except BaseException as exc:  # reported by the start-up check below
+                failure.append(exc)
+
+        thread = threading.Thread(target=serve, name=f"{name}-{port}", daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + start_timeout
+            while not server.started and thread.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if not server.started:
+                raise RuntimeError(f"{name} did not start: {failure!r}")
+            yield Served(server, port, loops[0], thread)
+        finally:
+            server.should_exit = True
+            thread.join(stop_timeout)
