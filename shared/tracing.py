@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -142,8 +143,13 @@ def configure(service: str, env: Mapping[str, str] | None = None) -> Tracing:
         return _setup
 
 
+_TRACER = trace.get_tracer(TRACER_NAME)
+"""A proxy until :func:`configure` installs the provider, then the provider's tracer (made
+once: the SDK makes a new tracer on every ``get_tracer`` call)."""
+
+
 def tracer() -> trace.Tracer:
-    return trace.get_tracer(TRACER_NAME)
+    return _TRACER
 
 
 # -- context on the wire ----------------------------------------------------------
@@ -156,8 +162,13 @@ def traceparent_of(ctx: otel_context.Context | None = None) -> str | None:
 
 def context_of(traceparent: str | None) -> otel_context.Context | None:
     """The context a stored ``traceparent`` names, None when there is none (or it is malformed)."""
-    if not traceparent:
-        return None
+    return _parsed(traceparent) if traceparent else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(traceparent: str) -> otel_context.Context | None:
+    """Parsed once per item and process: every operation on an item starts from its context
+    (a context is immutable: setting a value makes a new one)."""
     ctx = _W3C.extract({"traceparent": traceparent})
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
@@ -171,10 +182,13 @@ def trace_id_of(traceparent: str | None) -> str | None:
 def with_trace_headers(
     headers: MutableMapping[str, str] | None = None, traceparent: str | None = None
 ) -> dict[str, str]:
-    """``headers`` plus the trace context: the given ``traceparent``'s, else the current span's."""
+    """``headers`` plus the trace context: the given ``traceparent`` (an item's own: nothing
+    else travels with it), else the current span's (with its baggage)."""
     out = dict(headers or {})
-    ctx = context_of(traceparent)
-    propagate.inject(out, context=ctx)
+    if context_of(traceparent) is not None:
+        out["traceparent"] = str(traceparent)
+    else:
+        propagate.inject(out)
     return out
 
 
@@ -254,7 +268,7 @@ class TraceLog:
     def __init__(self, nc: NatsClient, names: ProjectNames) -> None:
         self._nc = nc
         self.names = names
-        self._pending: dict[str, list[SpanRecord]] = {}
+        self._pending: dict[str, list[ReadableSpan]] = {}
         self._flush_task: asyncio.Task[None] | None = None
 
     @contextlib.contextmanager
@@ -324,13 +338,14 @@ class TraceLog:
                 self.keep(span)
 
     def keep(self, span: trace.Span) -> None:
+        """Hold a finished span of an item for the next publish (turned into its record then,
+        off the path of the operation that made it)."""
         if not isinstance(span, ReadableSpan):
             return  # the SDK is off
-        record = record_of(span)
         work_id = (span.attributes or {}).get(WORK_ID)
-        if record is None or not isinstance(work_id, str) or not is_work_id(work_id):
+        if not isinstance(work_id, str) or not is_work_id(work_id):
             return
-        self._pending.setdefault(work_id, []).append(record)
+        self._pending.setdefault(work_id, []).append(span)
         if self._flush_task is None or self._flush_task.done():
             with contextlib.suppress(RuntimeError):  # no running loop: kept for the next flush
                 self._flush_task = asyncio.get_running_loop().create_task(self._flush_later())
@@ -343,7 +358,8 @@ class TraceLog:
         """Publish the waiting spans now; ``stored``: and wait until the stream has them (a
         reader of the timeline about to read it)."""
         pending, self._pending = self._pending, {}
-        for work_id, records in pending.items():
+        for work_id, spans in pending.items():
+            records = [r for r in map(record_of, spans) if r is not None]
             payload = b"\n".join(r.to_json_bytes() for r in records)
             subject = self.names.trace_subject(work_id)
             try:

@@ -46,6 +46,9 @@ class Served:
 def _bound_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it. Without it, a response written in two parts waits for
+    # the client's delayed ACK (about 40 ms on Linux) before its second part goes out.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((HOST, 0))
     return sock
 

@@ -60,8 +60,8 @@ def test_disabled_only_by_true() -> None:
 def _configured_in_a_process(**env: str) -> subprocess.CompletedProcess[str]:
     """``configure`` in a fresh process (it installs the process's one provider)."""
     code = (
-        "from shared import tracing; t = tracing.configure('loom-x'); "
-        "print(t.provider is None, t.exporting, type(tracing.tracer()).__name__)"
+        "from opentelemetry import trace; from shared import tracing; t = tracing.configure('loom-x'); "
+        "print(t.provider is None, t.exporting, type(trace.get_tracer_provider()).__name__)"
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     return subprocess.run(
@@ -70,16 +70,13 @@ def _configured_in_a_process(**env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_configure_off_default_and_exporting_in_real_processes() -> None:
-    assert _configured_in_a_process(OTEL_SDK_DISABLED="true").stdout.split() == [
-        "True",
-        "False",
-        "ProxyTracer",
-    ]
-    assert _configured_in_a_process().stdout.split() == ["False", "False", "Tracer"]
+    off = _configured_in_a_process(OTEL_SDK_DISABLED="true").stdout.split()
+    assert off == ["True", "False", "ProxyTracerProvider"]
+    assert _configured_in_a_process().stdout.split() == ["False", "False", "TracerProvider"]
     grpc = _configured_in_a_process(
         OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_EXPORTER_OTLP_PROTOCOL="grpc"
     )
-    assert grpc.stdout.split() == ["False", "True", "Tracer"]
+    assert grpc.stdout.split() == ["False", "True", "TracerProvider"]
     assert "OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is supported" in grpc.stderr
 
 
