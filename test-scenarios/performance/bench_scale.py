@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchlib import BenchContext, BenchResult, summarize
+from nats.aio.client import Client as NatsClient
 
 from shared.models import AgentEntry, AgentStatus, Target, WorkItem
+from shared.names import ProjectNames
+from shared.natsclient import connect
 from shared.policy import BoundaryPolicy
+from shared.tracing import TraceLog
 from weft.routing import Router
 
 SIZES = (10, 100, 1000, 10000)
@@ -52,6 +56,9 @@ class _Agents:
 @dataclass
 class _Queue:
     policy: _Policy
+    traces: TraceLog
+    """The real trace log: routing a new item is a span of its trace (published on a real
+    connection, to a subject no stream keeps here)."""
 
 
 @dataclass
@@ -97,10 +104,9 @@ def _agents(n: int) -> list[AgentEntry]:
     return entries
 
 
-async def _route_samples(n: int, iterations: int) -> list[float]:
-    view = _ProjectView(
-        agents=_Agents(_Mirror(_agents(n))), queue=_Queue(_Policy(BoundaryPolicy())), targets=_Targets()
-    )
+async def _route_samples(nc: NatsClient, n: int, iterations: int) -> list[float]:
+    queue = _Queue(_Policy(BoundaryPolicy()), TraceLog(nc, ProjectNames(PROJECT)))
+    view = _ProjectView(agents=_Agents(_Mirror(_agents(n))), queue=queue, targets=_Targets())
     router = Router(_NoSpinup())
     item = WorkItem(
         task_id="t", description="d", capability="code", project_id=PROJECT, preferred_agent_type="copilot"
@@ -114,14 +120,19 @@ async def _route_samples(n: int, iterations: int) -> list[float]:
         start = time.perf_counter()
         await router.route(view, item)  # type: ignore[arg-type]
         samples.append((time.perf_counter() - start) * 1000)
+    await queue.traces.close()
     return samples
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
     results: list[BenchResult] = []
-    for n in SIZES:
-        iterations = max(10, min(2000, 200_000 // n)) if not ctx.quick else max(5, min(50, 5000 // n))
-        result = summarize(f"weft routing decision @ {n} agents", await _route_samples(n, iterations))
-        result.extra["per_agent_us"] = (result.p50 or 0) * 1000 / n
-        results.append(result)
+    nc = await connect(url=ctx.nats_url)
+    try:
+        for n in SIZES:
+            iterations = max(10, min(2000, 200_000 // n)) if not ctx.quick else max(5, min(50, 5000 // n))
+            result = summarize(f"weft routing decision @ {n} agents", await _route_samples(nc, n, iterations))
+            result.extra["per_agent_us"] = (result.p50 or 0) * 1000 / n
+            results.append(result)
+    finally:
+        await nc.close()
     return results
