@@ -63,8 +63,8 @@ def _root_logger_left_as_found() -> Iterator[None]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """In-process parts (Weft apps, work queues) record their work spans the way the real
-    processes do (``shared.tracing.configure`` at start), whatever test runs first; never
+    processes do (``shared.trace.tracing.configure`` at start), whatever test runs first; never
     exported from here, whatever ``OTEL_*`` the developer's shell has."""
-    from shared import tracing
+    from shared.trace import tracing
 
     tracing.configure("loom-weft", env={})

@@ -24,7 +24,7 @@ class Viewer:
     agent_id: str
     parent_id: str | None = None
     ancestors: tuple[str, ...] = ()
-    """The parent chain, nearest first (``shared.lineage``); at least the parent."""
+    """The parent chain, nearest first (``shared.agents.lineage``); at least the parent."""
 
     @classmethod
     def of(cls, identity: Identity, ancestors: tuple[str, ...] = ()) -> Viewer:

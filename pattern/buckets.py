@@ -14,7 +14,7 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
-from shared.jsutil import create_kv
+from shared.nats.jetstream import create_kv
 
 log = logging.getLogger("loom.pattern.buckets")
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from shared.tokens import TokenCounter
+from shared.context.tokens import TokenCounter
 
 LAYERS: Final = ("core", "work", "own", "inherited", "team")
 DEFAULT_SHARES: Final = {"core": 0.15, "work": 0.35, "own": 0.20, "inherited": 0.15, "team": 0.15}

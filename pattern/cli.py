@@ -22,13 +22,13 @@ from pydantic import ValidationError
 from pattern.config import PatternConfig, PatternConfigError
 from pattern.runtime import PatternRuntime
 from pattern.server import build_server
-from shared import tracing
 from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
 from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError
-from shared.natsauth import CredentialsError, agent_credential
+from shared.nats.auth import CredentialsError, agent_credential
 from shared.redact import configure_logging, redact
 from shared.settings import NatsSettings
+from shared.trace import tracing
 
 log = logging.getLogger("loom.pattern")
 

@@ -24,7 +24,7 @@ from pattern.errors import PatternError, UnavailableError
 from pattern.results import HealthIdentity, HealthResult
 from pattern.service import MemoryService
 from shared.identity import Identity
-from shared.natsclient import NatsConnectError, connect, display_url
+from shared.nats.client import NatsConnectError, connect, display_url
 from shared.redact import redact
 from shared.settings import NatsSettings
 

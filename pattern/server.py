@@ -8,7 +8,7 @@ from mcp.server.mcpserver import MCPServer
 
 from pattern.runtime import PatternRuntime
 from pattern.tools import register_pattern_tools
-from shared.toolerrors import UnknownTools
+from shared.mcp.toolerrors import UnknownTools
 
 INSTRUCTIONS = (
     "Pattern is your long-lived memory. Call pattern_recall_context at the start of a task; store what "

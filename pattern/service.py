@@ -82,14 +82,14 @@ from pattern.results import (
 )
 from pattern.secretscan import scan
 from pattern.watch import BucketWatch
-from shared import tokens
-from shared.contexts import ContextNode
-from shared.contextstore import ContextStore
+from shared.agents.lineage import ancestors, record_lineage
+from shared.context import tokens
+from shared.context.store import ContextStore
+from shared.context.tokens import TokenCounter
+from shared.context.trees import ContextNode
 from shared.identity import Identity
-from shared.lineage import ancestors, record_lineage
 from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.redact import redact
-from shared.tokens import TokenCounter
 
 log = logging.getLogger("loom.pattern")
 
@@ -488,7 +488,7 @@ class MemoryService:
         """The context to load for a task within a token budget (``pattern/build.py``)."""
         self._require_ready()
         if req.work_id is not None:
-            from shared.contexts import readable
+            from shared.context.trees import readable
 
             async with self._nats("reading the work item's context"):
                 state = await self.contexts().tree(req.work_id)

@@ -10,7 +10,7 @@ so the schema in ``tools/list`` carries the model's constraints; the
 before the SDK does (naming the field and the rule, never the value), and the
 handler validates again. Results are the result models as structured output
 plus their readable text. A refusal is a tool error whose ``_meta`` names its
-code (``shared.toolerrors``; Pattern's codes are the TypeScript
+code (``shared.mcp.toolerrors``; Pattern's codes are the TypeScript
 Pattern's, see ``pattern.errors``), and an argument of the TypeScript Pattern's
 (``memoryId``) is named with the one to use instead.
 """
@@ -36,7 +36,7 @@ from pattern.errors import InvalidInputError, UnavailableError
 from pattern.service import MemoryService
 from shared.errors import LoomError, describe_problems, shown_name, validation_problems
 from shared.legacy import argument_advice
-from shared.toolerrors import error_result
+from shared.mcp.toolerrors import error_result
 
 log = logging.getLogger("loom.pattern.tools")
 

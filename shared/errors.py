@@ -7,7 +7,7 @@ each part translates on its own). Each part renders it one way only:
 * Weft: the HTTP envelope ``{"error": code, "message": ..., "details": {"field": ...}}``
   with the status taken from ``code``;
 * Warp and Pattern: an MCP tool error whose text is ``message``, with the same
-  envelope (:func:`error_document`) in its ``_meta`` (``shared.toolerrors``);
+  envelope (:func:`error_document`) in its ``_meta`` (``shared.mcp.toolerrors``);
 * Shuttle: one ``shuttle: error: <message>`` line and an exit code.
 
 ``message`` names the field and the rule and never contains the rejected

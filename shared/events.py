@@ -12,10 +12,10 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
-from shared.jsutil import ensure_stream
 from shared.models import Event, EventKind
 from shared.names import ProjectNames
-from shared.tracing import with_trace_headers
+from shared.nats.jetstream import ensure_stream
+from shared.trace.tracing import with_trace_headers
 
 EVENTS_MAX_AGE_S = 7 * 24 * 3600
 EVENTS_MAX_MSGS = 1_000_000

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from shared.errors import Invalid, without_value
 from shared.legacy import aliases_of
 from shared.names import validate_agent_id, validate_handle, validate_project_id
-from shared.natsauth import AgentCredential
+from shared.nats.auth import AgentCredential
 from shared.settings import IdentitySettings
 
 IDENTITY_VARIABLES = ("LOOM_PROJECT_ID", "LOOM_AGENT_ID", "LOOM_PROJECT_PATH", "LOOM_SUBAGENT_TYPE")

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from shared import names
-from shared.usage import Budget, UsageEntry
+from shared.usage.rules import Budget, UsageEntry
 
 
 def utcnow() -> datetime:
@@ -202,7 +202,7 @@ FINAL_WORK_STATES = frozenset(
 
 
 class WorkMove(StrEnum):
-    """The operations that change a work item's status; each is one rule in shared/work.py."""
+    """The operations that change a work item's status; each is one rule in shared/work/queue.py."""
 
     CLAIM = "claim"
     PROGRESS = "progress"
@@ -277,7 +277,7 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.ASK: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.WAITING_ON_OPERATOR),
     WorkMove.RESUME: Transition(_from(_S.WAITING_ON_OPERATOR), _S.IN_PROGRESS),
 }
-"""The work lifecycle, one row per operation: the truth the rules in shared/work.py
+"""The work lifecycle, one row per operation: the truth the rules in shared/work/queue.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
 
 Items are created ``queued``, or ``blocked`` when they name dependencies
@@ -650,7 +650,7 @@ class LeaseMode(StrEnum):
 
 
 class Lease(LoomModel):
-    """One agent's lease on paths of the repository (shared/leases.py has the rules)."""
+    """One agent's lease on paths of the repository (shared/leases/book.py has the rules)."""
 
     id: str = Field(default_factory=new_id)
     project_id: str
@@ -658,7 +658,7 @@ class Lease(LoomModel):
     """The agent id holding it."""
     holder_handle: str = ""
     patterns: list[str]
-    """Normalised gitignore-style patterns (shared/leasepatterns.py)."""
+    """Normalised gitignore-style patterns (shared/leases/patterns.py)."""
     mode: LeaseMode = LeaseMode.EXCLUSIVE
     reason: str = Field(default="", max_length=MAX_LEASE_REASON)
     work_id: str | None = None

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from shared.errors import LoomError, Unavailable
-from shared.leasepatterns import exact_path
+from shared.leases.patterns import exact_path
 
 EXIT_REFUSED: Final = 1
 EXIT_USAGE: Final = 2

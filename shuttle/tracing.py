@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.otelenv import exporting
+from shared.trace.env import exporting
 
 
 def start(command: str) -> Callable[[], None] | None:
@@ -18,7 +18,7 @@ def start(command: str) -> Callable[[], None] | None:
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.trace import SpanKind
 
-    from shared import tracing
+    from shared.trace import tracing
 
     setup = tracing.configure("loom-shuttle")
     HTTPXClientInstrumentor().instrument(tracer_provider=setup.provider)

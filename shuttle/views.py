@@ -348,7 +348,7 @@ def trace_waterfall(data: dict[str, Any]) -> RenderableType:
     its process, start, duration and bar; then the item's transitions on the same axis."""
     from rich.table import Table
 
-    from shared.timeline import SpanRecord, waterfall
+    from shared.trace.timeline import SpanRecord, waterfall
 
     spans = [SpanRecord.model_validate(s) for s in data.get("spans", []) if isinstance(s, dict)]
     events = [

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from scenario_harness import Connection, Fabric, RunningWeft, new_project_id, run_weft
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from shared.settings import NatsSettings
 
 HERE = Path(__file__).parent

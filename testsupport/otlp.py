@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from shared.server import free_port
+from shared.nats.server import free_port
 
 PROTOBUF = "application/x-protobuf"
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.natsauth import Issuer, Permissions, parse_creds, server_auth_config
-from shared.natsclient import connect
-from shared.server import EmbeddedNatsServer, ServerConfig, TlsFiles
+from shared.nats.auth import Issuer, Permissions, parse_creds, server_auth_config
+from shared.nats.client import connect
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, TlsFiles
 
 
 @dataclass

@@ -19,12 +19,12 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
-from shared.jsraw import direct_get_batch
-from shared.jsutil import ensure_stream
 from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, ChannelMessage, Scope
 from shared.names import ProjectNames, validate_channel
+from shared.nats.jetstream import ensure_stream
+from shared.nats.jsapi import direct_get_batch
 from shared.paging import CursorError, decode_cursor, encode_cursor
-from shared.tracing import with_trace_headers, work_of_headers
+from shared.trace.tracing import with_trace_headers, work_of_headers
 from warp.config import ChannelSpec, ConfigLoader
 from warp.errors import NotFound, WarpError
 
@@ -46,7 +46,7 @@ class ReadMessage:
     seq: int
     message: ChannelMessage
     about: tuple[str, str] | None = None
-    """The work item it was sent about and the trace it carries (``shared.tracing.work_of_headers``)."""
+    """The work item it was sent about and the trace it carries (``shared.trace.tracing.work_of_headers``)."""
 
 
 @dataclass

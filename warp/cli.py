@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
     from shared.legacy import LegacySettingError, apply_environment, check_warp_files
     from shared.names import InvalidNameError
-    from shared.natsauth import CredentialsError, agent_credential
+    from shared.nats.auth import CredentialsError, agent_credential
     from shared.redact import configure_logging, redact
     from shared.settings import NatsSettings
     from warp.settings import WarpSettingsError, load_warp_settings
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
     configure_logging(settings.log_level)
-    from shared import tracing
+    from shared.trace import tracing
 
     tracing.configure("loom-warp")  # spans of MCP tool calls and of work (docs/operations.md, Traces)
     if notices:

@@ -33,7 +33,7 @@ def as_loom_error(exc: BaseException, *, nats_url: str = "NATS") -> LoomError | 
     from pydantic import ValidationError
 
     from shared.errors import describe_problems, validation_problems
-    from shared.toolerrors import VALIDATION_ERROR
+    from shared.mcp.toolerrors import VALIDATION_ERROR
 
     if isinstance(exc, LoomError):
         return exc

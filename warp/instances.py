@@ -27,9 +27,9 @@ from nats.js.kv import KeyValue
 
 from shared.errors import Conflict
 from shared.identity import Identity
-from shared.jsutil import ensure_kv
 from shared.models import utcnow
 from shared.names import ProjectNames
+from shared.nats.jetstream import ensure_kv
 
 log = logging.getLogger("loom.warp.instances")
 

@@ -26,12 +26,12 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from pydantic import ValidationError
 
-from shared.jsraw import JetStreamReplyError, ack_all, consumer_next, direct_get_batch
-from shared.jsutil import ensure_stream, provisioned_project
 from shared.models import DirectMessage
 from shared.names import ProjectNames, validate_agent_id
+from shared.nats.jetstream import ensure_stream, provisioned_project
+from shared.nats.jsapi import JetStreamReplyError, ack_all, consumer_next, direct_get_batch
 from shared.paging import CursorError, decode_cursor, encode_cursor
-from shared.tracing import with_trace_headers, work_of_headers
+from shared.trace.tracing import with_trace_headers, work_of_headers
 from warp.errors import WarpError
 
 INBOX_MAX_AGE_S = 30 * 24 * 3600
@@ -52,7 +52,7 @@ class InboxMessage:
     seq: int
     message: DirectMessage
     about: tuple[str, str] | None = None
-    """The work item it was sent about and the trace it carries (``shared.tracing.work_of_headers``)."""
+    """The work item it was sent about and the trace it carries (``shared.trace.tracing.work_of_headers``)."""
 
 
 @dataclass

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 
+from shared.agents.registry import AgentNotFound, Registry
 from shared.identity import Identity
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import ProjectNames
-from shared.registry import AgentNotFound, Registry
 from warp.errors import WarpError
 from warp.settings import WarpSettings
 

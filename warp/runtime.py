@@ -97,7 +97,7 @@ class WarpRuntime:
         # Load nats-py and the JetStream layer off the event loop, so the MCP
         # handshake is answered meanwhile.
         await asyncio.to_thread(importlib.import_module, "warp.services")
-        from shared.natsclient import NatsConnectError, connect, display_url
+        from shared.nats.client import NatsConnectError, connect, display_url
 
         self.display_url = display_url(self.nats_url)
         delay = 0.25
@@ -182,7 +182,7 @@ class WarpRuntime:
         """Claims this agent id still holds from a previous run count as its tasks (once)."""
         if self._recovered:
             return
-        from shared.work import HOLDING, WorkFilter
+        from shared.work.queue import HOLDING, WorkFilter
 
         page = await svc.work.list_items(WorkFilter(assigned_to=svc.agent_id), limit=1000)
         for item in page.items:

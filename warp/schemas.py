@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contexts import ContextNode, NodeRefView, ResolvedView, TreeMeta
+from shared.context.trees import ContextNode, NodeRefView, ResolvedView, TreeMeta
 from shared.models import Lease, Question, Scope, WorkItem, WorkStatus
 from shared.names import AGENT_ID_RULE, HANDLE_RULE, TOKEN_RULE
 

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from shared.toolerrors import UnknownTools
+from shared.mcp.toolerrors import UnknownTools
 from warp import __version__
 from warp.runtime import WarpRuntime
 from warp.tools import all_tools

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
-from shared.contextstore import ContextStore
+from shared.agents.registry import Registry
+from shared.context.store import ContextStore
+from shared.context.threads import Threads
 from shared.identity import Identity
-from shared.leases import LeaseBook
+from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
-from shared.questions import QuestionBook
-from shared.registry import Registry
-from shared.threads import Threads
-from shared.work import WorkQueue
+from shared.work.questions import QuestionBook
+from shared.work.queue import WorkQueue
 from warp.channels import ChannelService
 from warp.config import ConfigLoader
 from warp.instances import InstanceLock
@@ -84,7 +84,7 @@ async def build(
     lock = InstanceLock(js, names, hostname=base.hostname)
     identity = await lock.acquire(base, explicit_instance)
     if identity.parent_id is not None:  # so a sub-agent of this sub-agent finds its whole chain
-        from shared.lineage import record_lineage
+        from shared.agents.lineage import record_lineage
 
         await record_lineage(js, names, identity)
     registry = Registry(js, names)

@@ -12,16 +12,16 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from nats.aio.client import Client as NatsClient
 
-from shared import tracing
-from shared.natsclient import NatsConnectError
-from shared.policy import BoundaryPolicy, load_policy_file
-from shared.server import NatsServerError
+from shared.nats.client import NatsConnectError
+from shared.nats.server import NatsServerError
 from shared.tasks import stop_task
+from shared.trace import tracing
+from shared.work.policy import BoundaryPolicy, load_policy_file
 from weft import __version__, console, errors
 from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
-from weft.project import ProjectHub
+from weft.project.hub import ProjectHub
 from weft.routes import (
     a2a,
     agents,

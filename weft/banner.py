@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from shared.policy import BoundaryPolicy
+from shared.work.policy import BoundaryPolicy
 from weft import __version__
 from weft.settings import WeftSettings
 from weft.state import NatsInfo

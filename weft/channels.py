@@ -15,9 +15,9 @@ from nats.aio.client import Client as NatsClient
 from pydantic import ValidationError
 
 from shared.errors import NotFound
-from shared.jsraw import direct_get_batch, parse_timestamp
 from shared.models import ChannelMessage
 from shared.names import ProjectNames, validate_channel
+from shared.nats.jsapi import direct_get_batch, parse_timestamp
 from shared.paging import CursorError, decode_cursor, encode_cursor
 from weft.jsapi import list_streams
 

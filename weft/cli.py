@@ -17,9 +17,9 @@ from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
 from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError, validate_project_id
-from shared.natsauth import CredentialsError, Issuer, server_auth_config
-from shared.policy import PolicyError, load_policy_file
+from shared.nats.auth import CredentialsError, Issuer, server_auth_config
 from shared.redact import configure_logging, redact
+from shared.work.policy import PolicyError, load_policy_file
 from weft import __version__
 from weft.settings import WeftSettings
 
@@ -130,8 +130,8 @@ async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
     """Open NATS first (so a start-up failure is one clear line), then serve until signalled."""
     import uvicorn
 
-    from shared.natsclient import NatsConnectError
-    from shared.server import NatsServerError
+    from shared.nats.client import NatsConnectError
+    from shared.nats.server import NatsServerError
     from weft.app import create_app
     from weft.runtime import open_nats
 

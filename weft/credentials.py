@@ -1,6 +1,6 @@
 """Weft as the issuer of agents' NATS credentials (``WEFT_NATS_AUTH=scoped``).
 
-NATS runs in operator mode (:mod:`shared.natsauth`). Weft holds the issuer's seeds and:
+NATS runs in operator mode (:mod:`shared.nats.auth`). Weft holds the issuer's seeds and:
 
 * **issues** an agent's credentials: a fresh user key and a JWT with the agent's
   permissions (:meth:`shared.names.ProjectNames.agent_access`) and an expiry;
@@ -33,14 +33,6 @@ from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
 from pydantic import SecretStr
 
 from shared.errors import Conflict, Invalid, LoomError, Unavailable
-from shared.jsutil import (
-    CAS_RETRIES,
-    cas_backoff,
-    default_replicas,
-    ensure_kv,
-    get_or_none,
-    kv_config,
-)
 from shared.names import (
     AUTH_BUCKET,
     BUILT_IN_CHANNELS,
@@ -57,7 +49,7 @@ from shared.names import (
     validate_channel,
     validate_user_id,
 )
-from shared.natsauth import (
+from shared.nats.auth import (
     ROLE_AGENT,
     TAG_AGENT,
     TAG_PROJECT,
@@ -65,6 +57,14 @@ from shared.natsauth import (
     TAG_USER,
     Issuer,
     Permissions,
+)
+from shared.nats.jetstream import (
+    CAS_RETRIES,
+    cas_backoff,
+    default_replicas,
+    ensure_kv,
+    get_or_none,
+    kv_config,
 )
 from shared.redact import redact
 

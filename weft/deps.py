@@ -10,7 +10,7 @@ from starlette.requests import HTTPConnection
 
 from shared.names import PROJECT_ID_RULE, InvalidNameError, validate_project_id
 from weft.errors import ApiError
-from weft.project import ProjectContext
+from weft.project.hub import ProjectContext
 from weft.state import WeftState
 from weft.tokens import ApiScope, missing_scope_message, scope_of
 

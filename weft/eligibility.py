@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, WorkStatus, utcnow
-from shared.policy import BoundaryPolicy
+from shared.work.policy import BoundaryPolicy
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.errors import LoomError, safe_loc, validation_problems
 from shared.errors import error_details as field_details
-from shared.jsraw import JetStreamReplyError
 from shared.legacy import rest_advice
+from shared.nats.jsapi import JetStreamReplyError
 from shared.redact import redact
 
 log = logging.getLogger("loom.weft")

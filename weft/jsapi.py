@@ -9,7 +9,7 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from nats.js.errors import APIError
 
-from shared.jsraw import JS_API
+from shared.nats.jsapi import JS_API
 
 _MAX_PAGES = 1000
 

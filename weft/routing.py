@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Literal
 
 from shared.models import Target, WorkItem
 from shared.tasks import raise_if_cancelling
-from shared.work import WAITING
+from shared.work.queue import WAITING
 from weft.eligibility import Need, eligible_agents, matching_targets
 from weft.spinup.base import SpinupRequester
 
 if TYPE_CHECKING:
-    from weft.project import ProjectContext
+    from weft.project.hub import ProjectContext
 
 log = logging.getLogger("loom.weft.routing")
 

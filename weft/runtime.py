@@ -18,9 +18,9 @@ from pathlib import Path
 from nats.aio.client import Client as NatsClient
 from pydantic import SecretStr
 
-from shared.natsauth import CredentialsError, Issuer, Permissions, server_auth_config
-from shared.natsclient import NatsConnectError, connect, display_url, parse_url
-from shared.server import EmbeddedNatsServer, NatsServerError, ServerConfig
+from shared.nats.auth import CredentialsError, Issuer, Permissions, server_auth_config
+from shared.nats.client import NatsConnectError, connect, display_url, parse_url
+from shared.nats.server import EmbeddedNatsServer, NatsServerError, ServerConfig
 from shared.settings import NatsSettings, data_home
 from weft.credentials import CredentialAuthority
 from weft.settings import WeftSettings

@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.identity import project_id_for_path
 from shared.names import validate_capability, validate_project_id
-from shared.server import check_sync_interval
+from shared.nats.server import check_sync_interval
 from shared.settings import IdentitySettings, NatsSettings
 from weft.tokens import ApiToken, parse_api_tokens
 

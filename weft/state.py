@@ -12,7 +12,7 @@ from typing import Any
 from shared.models import utcnow
 from weft.credentials import CredentialAuthority
 from weft.metrics import Metrics
-from weft.project import ProjectHub
+from weft.project.hub import ProjectHub
 from weft.routing import Router
 from weft.settings import WeftSettings
 from weft.spinup.base import SpinupService

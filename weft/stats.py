@@ -11,9 +11,9 @@ from pydantic import BaseModel
 
 from shared.models import AgentStatus, TargetHealth, utcnow
 from shared.names import InvalidNameError, ProjectNames
-from shared.work import WAITING
+from shared.work.queue import WAITING
 from weft.jsapi import stream_names
-from weft.project import ProjectContext, ProjectHub
+from weft.project.hub import ProjectContext, ProjectHub
 from weft.spinup.base import SpinupService
 
 

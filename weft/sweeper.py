@@ -1,5 +1,5 @@
 """Background sweep: expire waiting work past its deadline, repair what a stopped process
-left undone (``weft/repair.py``), re-route waiting work, delete finished work and
+left undone (``weft/project/repair.py``), re-route waiting work, delete finished work and
 offline agents past their retention, and take a share of A2A push notifications once
 some replica has registered a webhook in the project.
 
@@ -14,7 +14,7 @@ import asyncio
 import logging
 
 from shared.tasks import raise_if_cancelling
-from weft.project import ProjectContext, ProjectHub
+from weft.project.hub import ProjectContext, ProjectHub
 from weft.routing import Router
 from weft.settings import WeftSettings
 

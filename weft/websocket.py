@@ -32,8 +32,8 @@ from fastapi import WebSocket, WebSocketDisconnect
 from shared.errors import Invalid, shown_name
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
-from weft.project import ProjectContext
-from weft.relay import Listener, RelayedEvent
+from weft.project.hub import ProjectContext
+from weft.project.relay import Listener, RelayedEvent
 from weft.state import WeftState
 from weft.stats import project_stats
 

@@ -13,7 +13,7 @@ from deploy.checks.common import Finding, display
 from deploy.checks.dockerfiles import stages
 from deploy.checks.k8s import nats_config_problems
 from deploy.checks.kustomize import split_image
-from shared.policy import PolicyError, load_policy_file
+from shared.work.policy import PolicyError, load_policy_file
 
 CHECK = "compose"
 SERVICE_KEYS = frozenset(

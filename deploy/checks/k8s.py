@@ -28,8 +28,8 @@ from typing import Any
 from deploy.checks.common import Finding, display, find_tool, run_tool
 from deploy.checks.k8s_schema import schema_errors, versions
 from deploy.checks.kustomize import Document, KustomizeError, ResourceId, render, resource_id, split_image
-from shared.natsauth import CredentialsError, Issuer, decode_jwt, server_auth_config
-from shared.policy import PolicyError, parse_policy
+from shared.nats.auth import CredentialsError, Issuer, decode_jwt, server_auth_config
+from shared.work.policy import PolicyError, parse_policy
 
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod"})
 LONG_RUNNING = frozenset({"Deployment", "StatefulSet", "DaemonSet"})

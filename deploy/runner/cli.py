@@ -29,10 +29,10 @@ from deploy.runner.credentials import environment_with_credentials
 from deploy.runner.process import run_agent
 from deploy.runner.report import report_failure, unfinished_after_success, work_status
 from shared.names import ProjectNames
-from shared.natsclient import NatsConnectError, connect
+from shared.nats.client import NatsConnectError, connect
 from shared.redact import configure_logging, redact, register_secret
 from shared.settings import NatsSettings
-from shared.work import WorkError, WorkQueue
+from shared.work.queue import WorkError, WorkQueue
 
 log = logging.getLogger("loom.runner")
 

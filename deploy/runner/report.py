@@ -19,7 +19,7 @@ from shared.events import ensure_events_stream, publish_event
 from shared.models import WorkItem, WorkStatus
 from shared.names import ProjectNames
 from shared.redact import redact
-from shared.work import HELD, WorkError, WorkFilter, WorkQueue
+from shared.work.queue import HELD, WorkError, WorkFilter, WorkQueue
 
 log = logging.getLogger("loom.runner")
 

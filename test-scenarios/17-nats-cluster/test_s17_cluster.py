@@ -37,7 +37,7 @@ from scenario_harness.drills import (
 )
 
 from shared.names import ProjectNames
-from shared.natsclient import connect
+from shared.nats.client import connect
 
 HERE = Path(__file__).parent
 FIGURES = Figures(HERE / "tmp" / "figures.json")

@@ -28,11 +28,11 @@ from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, S
 from bench_weft import AGENT, start_weft, stop_weft
 from benchlib import BenchContext, BenchResult, summarize, time_async
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
-from shared.work import Claimant, WorkQueue
+from shared.nats.client import connect
+from shared.work.queue import Claimant, WorkQueue
 
 CAPABILITY = "a2a-bench"
 OTHER_STREAMS = 200
@@ -230,7 +230,7 @@ async def _pushed(
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from shared.server import free_port
+    from shared.nats.server import free_port
 
     arrived: dict[str, asyncio.Event] = {}
 

@@ -26,10 +26,10 @@ from pydantic import SecretStr
 
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.server import EmbeddedNatsServer, ServerConfig
+from shared.nats.client import connect
+from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import NatsSettings
-from shared.work import Claimant, WorkQueue
+from shared.work.queue import Claimant, WorkQueue
 from warp.channels import ChannelService, Viewer
 from warp.config import ConfigLoader
 from weft.runtime import open_nats

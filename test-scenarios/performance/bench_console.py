@@ -30,11 +30,11 @@ import aiohttp
 from bench_weft import start_weft, stop_weft
 from benchlib import BenchContext, BenchResult, summarize
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
-from shared.work import WorkQueue
+from shared.nats.client import connect
+from shared.work.queue import WorkQueue
 from testsupport.browser import CHROMIUM_ARGS, chromium_path
 
 # stamps each work row as it is added, keyed by its work id
@@ -167,7 +167,7 @@ async def _event_to_page(ctx: BenchContext, page: Any, base: str, project: str, 
 
 async def _memory_soak(page: Any, nc: Any, project: str, seconds: float) -> list[BenchResult]:
     """The page's heap and DOM over ``seconds`` of events about a fixed set of items."""
-    from shared.work import Claimant
+    from shared.work.queue import Claimant
 
     names = ProjectNames(project)
     queue = WorkQueue(nc, names)

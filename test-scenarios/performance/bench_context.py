@@ -32,12 +32,12 @@ from pattern.inputs import BuildContextInput
 from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope, utcnow
 from pattern.service import MemoryService
-from shared import tokens
-from shared.contexts import ContextNode, TreeMeta, structure
-from shared.contextstore import ContextStore
+from shared.context import tokens
+from shared.context.store import ContextStore
+from shared.context.trees import ContextNode, TreeMeta, structure
 from shared.identity import Identity
 from shared.names import ProjectNames, kv_stream, kv_subject
-from shared.natsclient import connect
+from shared.nats.client import connect
 
 DEPTHS = (10, 100, 1_000)
 SIZES = (100, 1_000, 10_000)

@@ -9,11 +9,11 @@ import uuid
 from benchlib import BenchContext, BenchResult, summarize, time_async
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
-from shared.work import Claimant, WorkQueue
+from shared.nats.client import connect
+from shared.work.queue import Claimant, WorkQueue
 
 AGENT = "a" * 32
 

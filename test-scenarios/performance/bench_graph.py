@@ -1,4 +1,4 @@
-"""Work with dependencies (shared.work + shared.workgraph), without MCP or HTTP.
+"""Work with dependencies (shared.work + shared.work.graph), without MCP or HTTP.
 
 * **unblock latency**: a dependent waits for one item; the clock runs from the call that
   completes that item to the moment an agent has claimed the dependent. It covers the
@@ -22,9 +22,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, RetentionPoli
 
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.work import Claimant, WorkQueue
-from shared.workgraph import PlanStep
+from shared.nats.client import connect
+from shared.work.graph import PlanStep
+from shared.work.queue import Claimant, WorkQueue
 
 AGENT = "a" * 32
 CLAIMANT = Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))

@@ -27,10 +27,10 @@ from bench_shuttle import TOKEN, weft_running
 from benchlib import BenchContext, BenchResult, percentile, summarize
 from nats.js.api import KeyValueConfig
 
-from shared.leases import LeaseBook, LeaseConflict
+from shared.leases.book import LeaseBook, LeaseConflict
 from shared.models import LeaseMode, utcnow
 from shared.names import ProjectNames
-from shared.natsclient import connect
+from shared.nats.client import connect
 
 RAW = "raw nats-py: kv create"
 HOLDER = "a" * 32

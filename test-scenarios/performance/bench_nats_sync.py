@@ -18,8 +18,8 @@ from benchlib import BenchContext, BenchResult, concurrently, summarize, time_as
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StorageType, StreamConfig
 
-from shared.natsclient import connect
-from shared.server import EmbeddedNatsServer, ServerConfig
+from shared.nats.client import connect
+from shared.nats.server import EmbeddedNatsServer, ServerConfig
 
 PAYLOAD = b"x" * 512
 """About the size of a work record."""

@@ -33,7 +33,7 @@ from pattern.tools import register_pattern_tools
 from pattern.watch import BucketWatch
 from shared.identity import Identity
 from shared.names import kv_stream, kv_subject
-from shared.natsclient import connect
+from shared.nats.client import connect
 
 SIZES = (100, 1_000, 10_000)
 LIMIT = 50

@@ -23,9 +23,9 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import AgentEntry, AgentStatus, Target, WorkItem
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.policy import BoundaryPolicy
-from shared.tracing import TraceLog
+from shared.nats.client import connect
+from shared.trace.tracing import TraceLog
+from shared.work.policy import BoundaryPolicy
 from weft.routing import Router
 
 SIZES = (10, 100, 1000, 10000)

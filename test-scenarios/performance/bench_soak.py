@@ -38,12 +38,12 @@ from benchlib import BenchContext, BenchResult, percentile, summarize
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
-from shared.server import free_port
-from shared.work import Claimant, WorkQueue
+from shared.nats.client import connect
+from shared.nats.server import free_port
+from shared.work.queue import Claimant, WorkQueue
 
 BIN = Path(sys.executable).parent
 RATE_PER_S = 20.0

@@ -26,15 +26,15 @@ from benchlib import BenchContext, BenchResult, summarize, time_async
 from nats.aio.client import Client as NatsClient
 from nats.js.api import KeyValueConfig, StreamConfig
 
+from shared.agents.registry import Registry
 from shared.models import SpinupState, TargetSpec, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
+from shared.nats.client import connect
 from shared.settings import NatsSettings
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 from weft.eligibility import Need
 from weft.metrics import Metrics
-from weft.project import ProjectContext, ProjectHub
+from weft.project.hub import ProjectContext, ProjectHub
 from weft.settings import WeftSettings
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.mechanisms import validate_target_config

@@ -45,8 +45,8 @@ def _row(path: str, mode: str) -> str:
 async def _cycle(nats_url: str, n: int) -> list[float]:
     from shared.models import WorkSubmission
     from shared.names import ProjectNames
-    from shared.natsclient import connect
-    from shared.work import Claimant, WorkQueue
+    from shared.nats.client import connect
+    from shared.work.queue import Claimant, WorkQueue
 
     nc = await connect(url=nats_url)
     queue = WorkQueue(nc, ProjectNames(f"bench-tr-{uuid.uuid4().hex[:8]}"))
@@ -115,7 +115,7 @@ async def _dm(nats_url: str, n: int, scratch: Path) -> list[float]:
 
 
 async def _child(nats_url: str, n: int, scratch: Path) -> dict[str, list[float]]:
-    from shared import tracing
+    from shared.trace import tracing
 
     # The DM path first: its client is the agent's MCP host, not Loom, so this process runs
     # no tracing of ours while it drives the two Warps (which run in the mode's environment).

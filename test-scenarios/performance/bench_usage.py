@@ -11,9 +11,9 @@ from benchlib import BenchContext, BenchResult, summarize, time_async
 
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.usage import Budget, Usage, with_project_budget
-from shared.work import Claimant, WorkQueue
+from shared.nats.client import connect
+from shared.usage.rules import Budget, Usage, with_project_budget
+from shared.work.queue import Claimant, WorkQueue
 
 AGENT = "a" * 32
 USAGE = Usage(input_tokens=1200, output_tokens=300, cost=0.02, model="bench-model")

@@ -12,7 +12,7 @@ stdio client, exactly as an agent's MCP client drives them:
   inbox subject, no-wait pull from B's durable consumer, confirmed ack.
 * broadcast -> claim: A ``warp_work_broadcast``, then B ``warp_work_claim``
   gets it. Raw: the same work-queue operations issued in-process through
-  ``shared.work.WorkQueue`` (nats-py; KV record, queue publish, events, pull).
+  ``shared.work.queue.WorkQueue`` (nats-py; KV record, queue publish, events, pull).
 * cold start: process spawn -> ``initialize`` answered (plus, for reference,
   what importing the MCP SDK alone costs on this machine).
 * floor: a no-op tool call on A then on B (``warp_handle_get``, no NATS), the
@@ -338,11 +338,11 @@ async def _bench_rpc(ctx: BenchContext, project: str, n: int) -> list[BenchResul
 async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
     from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 
-    from shared.jsraw import direct_get_batch
     from shared.models import ChannelMessage, WorkSubmission
     from shared.names import ProjectNames
-    from shared.natsclient import connect
-    from shared.work import Claimant, WorkQueue
+    from shared.nats.client import connect
+    from shared.nats.jsapi import direct_get_batch
+    from shared.work.queue import Claimant, WorkQueue
     from warp.channels import HDR_SCOPE, HDR_SENDER, HDR_USER
 
     names = ProjectNames(project)

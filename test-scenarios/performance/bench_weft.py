@@ -25,12 +25,12 @@ import aiohttp
 from benchlib import BenchContext, BenchResult, concurrently, summarize, time_async
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
-from shared.server import free_port
-from shared.work import Claimant, WorkQueue
+from shared.nats.client import connect
+from shared.nats.server import free_port
+from shared.work.queue import Claimant, WorkQueue
 
 WEFT = str(Path(sys.executable).parent / "weft")
 AGENT = "a" * 32

@@ -41,7 +41,7 @@ from benchlib import (  # noqa: E402
     scale_curves,
 )
 
-from shared.server import EmbeddedNatsServer, ServerConfig, find_binary  # noqa: E402
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, find_binary  # noqa: E402
 
 
 def parse_duration(text: str) -> float:

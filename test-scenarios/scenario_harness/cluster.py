@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from scenario_harness.drills import RestartableNats
-from shared.natsclient import connect
-from shared.server import ClusterConfig, ServerConfig, free_port
+from shared.nats.client import connect
+from shared.nats.server import ClusterConfig, ServerConfig, free_port
 
 CLUSTER_NAME = "loom-drill"
 

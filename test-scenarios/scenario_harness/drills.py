@@ -25,7 +25,7 @@ from scenario_harness.agents import WarpAgent
 from scenario_harness.fabric import Fabric, new_project_id
 from scenario_harness.mcp_process import BIN, ToolCallError
 from scenario_harness.weft_server import RunningWeft
-from shared.server import EmbeddedNatsServer, ServerConfig, free_port
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 
 WEFT_START_TIMEOUT_S = 30.0
 
@@ -357,10 +357,10 @@ async def work_records(nats_url: str, project_id: str) -> dict[str, dict[str, An
 
     Read-only on purpose: it binds to the bucket and never "ensures" streams, so an audit
     cannot change what it audits (stream replicas, for one)."""
-    from shared.jsutil import snapshot
     from shared.names import ProjectNames
-    from shared.natsclient import connect
-    from shared.work import WorkRecord
+    from shared.nats.client import connect
+    from shared.nats.jetstream import snapshot
+    from shared.work.queue import WorkRecord
 
     nc = await connect(url=nats_url, name="drill-audit", timeout=10)
     try:

@@ -12,7 +12,7 @@ import pytest
 from console_helpers import ADMIN_TOKEN, READ_TOKEN, ConsoleWeft, Tab, serving_weft
 from playwright.async_api import Browser, async_playwright
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from testsupport.browser import CHROMIUM_ARGS, chromium_path
 
 

@@ -24,11 +24,11 @@ import httpx
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import BrowserContext, Page
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry
 from shared.names import ProjectNames
-from shared.registry import Registry
 from shared.settings import NatsSettings
-from shared.work import Claimant
+from shared.work.queue import Claimant
 from testsupport.serving import serve_in_loop
 from weft.app import create_app
 from weft.settings import WeftSettings

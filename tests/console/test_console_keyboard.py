@@ -9,7 +9,7 @@ from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 pytestmark = pytest.mark.timeout(60)
 

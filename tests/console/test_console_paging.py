@@ -12,7 +12,7 @@ from playwright.async_api import expect
 
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -8,7 +8,7 @@ import pytest
 from console_helpers import Tab, serving_weft, sign_in
 from playwright.async_api import expect
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from weft.tokens import parse_api_tokens
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,11 +12,11 @@ from console_helpers import ConsoleWeft, Tab, claimant, eventually, register, si
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
-from shared.leases import LeaseBook
+from shared.leases.book import LeaseBook
 from shared.models import SpinupOperation, SpinupState, Target
 from shared.names import ProjectNames
-from shared.questions import QuestionBook
-from shared.work import WorkQueue
+from shared.work.questions import QuestionBook
+from shared.work.queue import WorkQueue
 from weft.spinup.store import SpinupRecord, SpinupStore
 
 pytestmark = pytest.mark.timeout(90)

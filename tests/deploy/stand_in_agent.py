@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 from shared.names import ProjectNames
-from shared.natsclient import connect
+from shared.nats.client import connect
 from shared.settings import NatsSettings
-from shared.work import Claimant, WorkQueue
+from shared.work.queue import Claimant, WorkQueue
 
 
 async def work(env: dict[str, Any], mode: str) -> int:

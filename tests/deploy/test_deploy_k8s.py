@@ -25,7 +25,7 @@ from deploy.checks.kustomize import (
     render_with_kustomize,
     resource_id,
 )
-from shared.natsauth import Issuer
+from shared.nats.auth import Issuer
 
 Doc = dict[str, Any]
 

@@ -21,8 +21,8 @@ from deploy.runner.process import run_agent
 from deploy.runner.report import report_failure
 from shared.models import Event, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.server import EmbeddedNatsServer
-from shared.work import Claimant, WorkQueue
+from shared.nats.server import EmbeddedNatsServer
+from shared.work.queue import Claimant, WorkQueue
 
 SCRIPT = REPO / "deploy" / "github-actions" / "run-agent.sh"
 STAND_IN = Path(__file__).with_name("stand_in_agent.py")

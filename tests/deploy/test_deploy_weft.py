@@ -22,8 +22,8 @@ from deploy.checks.kustomize import OVERLAYS, render
 from deploy.runner import launch
 from deploy.runner.config import RUNNER_VARIABLES, SHARED_WITH_WARP, load
 from deploy.runner.credentials import NATS_KEYS
-from shared.natsauth import Issuer
-from shared.server import EmbeddedNatsServer, ServerConfig
+from shared.nats.auth import Issuer
+from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import IdentitySettings, NatsSettings
 from weft.app import create_app
 from weft.settings import WeftSettings

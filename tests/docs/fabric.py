@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from shared.server import free_port
+from shared.nats.server import free_port
 from weft.demo import serve_in_background, stop_process, wait_healthy
 
 BIN = Path(sys.executable).parent

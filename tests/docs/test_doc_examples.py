@@ -63,12 +63,12 @@ from mcp_client import call, mcp_session, text_of
 from pattern_transcript import Outcome, replay
 from transcript import commands, mismatches, normalized, run_shell, shown_json
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
-from shared.server import free_port
-from shared.work import Claimant, WorkQueue
+from shared.nats.client import connect
+from shared.nats.server import free_port
+from shared.work.queue import Claimant, WorkQueue
 from weft.demo import end_processes, processes_with
 
 TOKEN = "tok"

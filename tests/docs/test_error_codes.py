@@ -26,7 +26,7 @@ WRITTEN = (
 )
 """Where a code is spelled out: a keyword, Weft's two helpers, and module constants
 (``VALIDATION_ERROR = "validation_error"``) in the modules that define codes."""
-CONSTANT_MODULES = ("shared/errors.py", "shared/toolerrors.py", "warp/errors.py")
+CONSTANT_MODULES = ("shared/errors.py", "shared/mcp/toolerrors.py", "warp/errors.py")
 
 
 def documented() -> set[str]:

@@ -24,11 +24,11 @@ from pattern.inputs import (
     ShareLearningInput,
 )
 from pattern.models import Category, Scope
-from shared import tokens
-from shared.lineage import LineageRecord, ancestors, checked
+from shared.agents.lineage import LineageRecord, ancestors, checked
+from shared.context import tokens
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.work import Claimant, WorkQueue
+from shared.work.queue import Claimant, WorkQueue
 
 
 def test_the_counter_is_a_real_tokenizer_and_is_named() -> None:
@@ -43,7 +43,7 @@ def test_the_counter_loads_without_network() -> None:
     """In a fresh process with no network at all (its own network namespace when possible)
     and the hubs told to stay offline, the vocabulary still loads and counts."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TIKTOKEN_CACHE_DIR": str(Path("/nonexistent-cache"))}
-    code = "from shared import tokens; c = tokens.counter(); print(c.count('hello world'))"
+    code = "from shared.context import tokens; c = tokens.counter(); print(c.count('hello world'))"
     command = [sys.executable, "-c", code]
     isolated = subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
     if isolated:
@@ -185,7 +185,7 @@ async def test_a_forged_lineage_record_grants_nothing(
     child_identity = sub_identity(parent, "coder")
     names = ProjectNames(project_id)
     js = nc.jetstream()
-    from shared.jsutil import ensure_kv
+    from shared.nats.jetstream import ensure_kv
 
     kv = await ensure_kv(js, names.lineage_bucket)
     forged = LineageRecord(agent_id=parent.agent_id, parent_id=victim.agent_id, subagent_type="coder")
@@ -202,7 +202,7 @@ async def test_the_parent_chain_is_followed_to_any_depth(
 ) -> None:
     """Sub-agents of sub-agents, 40 deep (past any fixed small limit): the deepest one's chain
     names every ancestor, nearest first, up to the top-level agent."""
-    from shared.lineage import record_lineage
+    from shared.agents.lineage import record_lineage
 
     names = ProjectNames(project_id)
     js = nc.jetstream()

@@ -13,7 +13,7 @@ from mcp_types import CallToolResult
 from pattern_helpers import new_agent_id, new_user_id
 from test_pattern_mcp import PATTERN, call, pattern_session, recall_ids, text_of
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
 

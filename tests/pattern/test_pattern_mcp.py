@@ -21,7 +21,7 @@ from pattern_helpers import eventually, new_agent_id, new_user_id
 
 from pattern.tools import TOOLS
 from shared.identity import subagent_id
-from shared.server import EmbeddedNatsServer, free_port
+from shared.nats.server import EmbeddedNatsServer, free_port
 
 PATTERN = str(Path(sys.executable).parent / "pattern")
 
@@ -270,8 +270,8 @@ async def test_import_rehomes_under_importer(
         assert not any(m["own"] for m in b_view["memories"])
         assert all(m["agent_id"] != victim for m in b_view["memories"])
     # Nothing was written under B's keys.
-    from shared.jsutil import snapshot
-    from shared.natsclient import connect
+    from shared.nats.client import connect
+    from shared.nats.jetstream import snapshot
 
     nc = await connect(url=nats_server.url)
     try:

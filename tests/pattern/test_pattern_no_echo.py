@@ -14,7 +14,7 @@ from mcp.client.stdio import stdio_client
 from mcp_types import CallToolResult
 from pattern_helpers import eventually, new_agent_id, new_user_id
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from testsupport.servers import secret_inputs
 
 PATTERN = str(Path(__import__("sys").executable).parent / "pattern")

@@ -16,7 +16,7 @@ from pattern.errors import UnavailableError
 from pattern.inputs import ForgetInput, RecallInput, RememberInput
 from pattern.runtime import PatternRuntime
 from pattern.tools import TOOL_NAMES, register_pattern_tools
-from shared.server import EmbeddedNatsServer, ServerConfig, free_port
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
 
 
@@ -109,7 +109,7 @@ async def test_index_follows_again_after_nats_restart(
     from pattern_helpers import eventually
 
     from pattern.service import MemoryService
-    from shared.natsclient import connect
+    from shared.nats.client import connect
 
     port, store = free_port(), tmp_path / "js"
     server = EmbeddedNatsServer(ServerConfig(port=port, store_dir=store)).start()

@@ -552,7 +552,7 @@ async def test_tampered_value_is_ignored(
 async def test_unavailable_when_nats_is_gone(
     nats_server, project_id: str, project_path: Path, tmp_path: Path
 ) -> None:
-    from shared.natsclient import connect
+    from shared.nats.client import connect
 
     client = await connect(url=nats_server.url)
     service = MemoryService(

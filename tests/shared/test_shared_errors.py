@@ -19,7 +19,7 @@ SECRET = "ghp_Z9xK2mQ7vR4tY8wE1uI3oP5aS6dF0gH"
 
 # Exceptions that are not Loom errors on purpose (or not yet), with the reason.
 NOT_LOOM_ERRORS = {
-    "shared.jsraw.JetStreamReplyError": "a NATS reply, translated like nats-py's own errors",
+    "shared.nats.jsapi.JetStreamReplyError": "a NATS reply, translated like nats-py's own errors",
     "weft.spinup.demo_agent.WarpGone": "control flow inside the demo agent",
     "weft.demo.DemoFailed": "the throw-away demo's own failure, printed by `weft demo`; crosses no API",
     "weft.spinup.mechanisms.base.MechanismError": "a failed start/stop/probe, recorded on the operation",
@@ -74,9 +74,9 @@ def test_the_kinds_and_their_codes() -> None:
 
 def test_domain_errors_are_also_their_kind() -> None:
     from pattern.errors import AccessDeniedError, NotFoundError, UnavailableError
+    from shared.agents.registry import AgentNotFound
     from shared.names import InvalidNameError
-    from shared.registry import AgentNotFound
-    from shared.work import NotClaimant, WorkConflict, WorkNotFound
+    from shared.work.queue import NotClaimant, WorkConflict, WorkNotFound
     from shuttle.errors import Unreachable, UsageError
 
     assert isinstance(WorkNotFound("0" * 32), e.NotFound) and WorkNotFound("0" * 32).code == "not_found"

@@ -10,10 +10,10 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
-from shared.registry import Registry
-from shared.work import Claimant, WorkQueue
+from shared.work.queue import Claimant, WorkQueue
 
 AGENT = "a" * 32
 

@@ -12,7 +12,7 @@ import pytest
 from shuttle_helpers import Cli
 from weft_runner import WeftServer, running_weft
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from agent_side import Agent
 from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
 
-from shared.usage import Usage
+from shared.usage.rules import Usage
 
 SECRET = "sk-live-Zx81Qa9"
 

@@ -17,7 +17,7 @@ from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
 
 from shared.errors import Unavailable
-from shared.leases import LeaseBook
+from shared.leases.book import LeaseBook
 from shuttle.guard import EXIT_USAGE, GitError, staged_paths
 
 ALICE = "a1" * 16

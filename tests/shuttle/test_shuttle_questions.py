@@ -1,5 +1,5 @@
 """``shuttle questions`` and ``shuttle answer`` against a real Weft: the operator's side of
-an agent's question, with the agent side driven through shared.questions."""
+an agent's question, with the agent side driven through shared.work.questions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from agent_side import Agent
 from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
 
-from shared.questions import QuestionBook
+from shared.work.questions import QuestionBook
 
 
 async def test_an_operator_lists_and_answers_questions(cli: Cli, nc: NatsClient, project_id: str) -> None:

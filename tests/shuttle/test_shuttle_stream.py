@@ -9,7 +9,7 @@ import pytest
 from shuttle_helpers import Cli
 from weft_runner import running_weft
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from shuttle.client import WeftClient
 from shuttle.config import resolve
 from shuttle.errors import Refused

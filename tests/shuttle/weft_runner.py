@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import httpx
 import uvicorn
 
-from shared.server import free_port
+from shared.nats.server import free_port
 
 TOKEN = "shuttle-test-token"
 READ_TOKEN = "shuttle-read-token"

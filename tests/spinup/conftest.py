@@ -19,16 +19,16 @@ import pytest
 import uvicorn
 from nats.aio.client import Client as NatsClient
 
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, Event, SpinupOperation, Target, TargetSpec
 from shared.names import ProjectNames
-from shared.natsclient import connect
-from shared.registry import Registry
-from shared.server import EmbeddedNatsServer, free_port
+from shared.nats.client import connect
+from shared.nats.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from tests.spinup.stubs import Seen, StubServer
 from weft.app import create_app
 from weft.metrics import Metrics
-from weft.project import ProjectHub
+from weft.project.hub import ProjectHub
 from weft.settings import WeftSettings
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.mechanisms import validate_target_config

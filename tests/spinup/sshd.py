@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncssh
 
-from shared.server import free_port
+from shared.nats.server import free_port
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from shared.server import free_port
+from shared.nats.server import free_port
 
 
 @dataclass

@@ -11,9 +11,9 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import Target, WorkSubmission, utcnow
 from shared.names import ProjectNames
-from shared.usage import Budget, Usage, with_project_budget, with_target_budget
-from shared.usageledger import UsageLedger
-from shared.work import WorkQueue
+from shared.usage.ledger import UsageLedger
+from shared.usage.rules import Budget, Usage, with_project_budget, with_target_budget
+from shared.work.queue import WorkQueue
 from tests.spinup.conftest import EngineFactory
 from tests.spinup.stubs import StubServer
 from weft.spinup.base import SpinupError

@@ -9,7 +9,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from shared.models import Target
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from tests.spinup.conftest import EngineFactory, hook, stop_spinup
 from tests.spinup.stubs import StubServer
 from testsupport.servers import CROWD_STREAMS

@@ -12,11 +12,11 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import Target, TargetHealth, TargetSpec
 from shared.names import ProjectNames
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from tests.spinup.conftest import eventually, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import Seen, StubServer
 from weft.eligibility import Need
-from weft.project import ProjectHub
+from weft.project.hub import ProjectHub
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.settings import SpinupSettings
 from weft.targets.store import TargetStore

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from shared.agents.registry import Registry
 from shared.models import (
     AgentEntry,
     ControlRequest,
@@ -21,12 +22,11 @@ from shared.models import (
     utcnow,
 )
 from shared.names import ProjectNames
-from shared.registry import Registry
-from shared.server import EmbeddedNatsServer
-from shared.work import Claimant, WorkQueue
+from shared.nats.server import EmbeddedNatsServer
+from shared.work.queue import Claimant, WorkQueue
 from tests.spinup.conftest import eventually, hook, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import StubServer
-from weft.project import ProjectHub
+from weft.project.hub import ProjectHub
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.manager import SpinupManager
 from weft.spinup.settings import SpinupSettings
@@ -272,7 +272,7 @@ async def test_an_agent_holding_a_review_is_not_idle(
 async def test_an_agent_waiting_on_the_operator_is_not_idle(
     fleet: Fleet, nc: NatsClient, names: ProjectNames
 ) -> None:
-    from shared.questions import QuestionBook
+    from shared.work.questions import QuestionBook
 
     record, agent = await fleet.registered_agent()
     work = WorkQueue(nc, names)

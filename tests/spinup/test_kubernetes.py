@@ -14,7 +14,7 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkSubmission
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 from tests.spinup.conftest import EngineFactory, eventually, register_agent
 from tests.spinup.stubs import Seen, StubServer
 from weft.spinup.mechanisms import parse_config

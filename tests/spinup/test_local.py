@@ -11,8 +11,8 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.tracing import read_timeline, trace_id_of
-from shared.work import WorkQueue
+from shared.trace.tracing import read_timeline, trace_id_of
+from shared.work.queue import WorkQueue
 from tests.spinup.conftest import eventually, pid_alive, published_events, read_text
 from weft.spinup.managed import ManagedSpinup
 

@@ -10,7 +10,7 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, TargetSpec
 from shared.names import ProjectNames
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from tests.spinup.conftest import EngineFactory, eventually, hook, register_agent, stop_spinup
 from tests.spinup.stubs import StubServer
 from weft.targets.store import TargetStore

@@ -14,13 +14,13 @@ from pydantic import SecretStr
 
 from shared.models import SpinupState, TargetSpec, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.natsauth import parse_creds
-from shared.natsclient import NatsConnectError, connect
+from shared.nats.auth import parse_creds
+from shared.nats.client import NatsConnectError, connect
 from shared.settings import NatsSettings
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 from tests.spinup.conftest import ROOT, eventually
 from weft.metrics import Metrics
-from weft.project import ProjectHub
+from weft.project.hub import ProjectHub
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
 from weft.spinup.managed import ManagedSpinup

@@ -13,7 +13,7 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive, read_text
 from tests.spinup.sshd import SshServer, start_sshd
 from weft.spinup.managed import ManagedSpinup

@@ -15,7 +15,7 @@ from nats.aio.client import Client as NatsClient
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.redact import install_redaction
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 from tests.spinup.conftest import EngineFactory, eventually, published_events, register_agent
 from tests.spinup.stubs import Seen, StubServer
 from weft.spinup.mechanisms import parse_config

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from shared.models import TargetSpec
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from tests.spinup.conftest import EngineFactory, eventually, running_weft
 from tests.spinup.stubs import Seen, StubServer
 from weft.settings import WeftSettings

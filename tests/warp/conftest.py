@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 
 _ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_")
 _ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")

@@ -12,7 +12,7 @@ import mcp_types as types
 from mcp import Client
 from warp_harness import make_identity
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from warp.runtime import WarpRuntime
 from warp.server import build_server
 from warp.settings import WarpSettings

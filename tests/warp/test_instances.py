@@ -17,7 +17,7 @@ from warp_harness import WarpProc, eventually, make_identity, spawn_warp
 
 from shared.identity import base_agent_id
 from shared.names import ProjectNames
-from shared.server import EmbeddedNatsServer, ServerConfig, free_port
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from warp.instances import InstanceLock
 
 BASE = "d" * 32

@@ -9,7 +9,7 @@ from pathlib import Path
 from nats.aio.client import Client as NatsClient
 from warp_harness import spawn_warp
 
-from shared.leases import LeaseBook
+from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
 
 A_ID = "a" * 32

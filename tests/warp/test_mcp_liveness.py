@@ -9,9 +9,9 @@ from pathlib import Path
 from nats.aio.client import Client as NatsClient
 from warp_harness import eventually, spawn_warp
 
+from shared.agents.registry import Registry
 from shared.models import AgentStatus, ControlRequest
 from shared.names import ProjectNames
-from shared.registry import Registry
 
 A_ID = "a" * 32
 B_ID = "b" * 32

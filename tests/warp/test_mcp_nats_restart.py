@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from warp_harness import eventually, spawn_warp
 
-from shared.server import EmbeddedNatsServer, ServerConfig, free_port
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 
 A_ID = "a" * 32
 B_ID = "b" * 32

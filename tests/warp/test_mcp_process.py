@@ -13,10 +13,10 @@ from mcp.client.streamable_http import streamable_http_client
 from nats.aio.client import Client as NatsClient
 from warp_harness import WARP, eventually, spawn_warp, stdout_frames_only
 
+from shared.agents.registry import AgentNotFound, Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
-from shared.registry import AgentNotFound, Registry
-from shared.server import free_port
+from shared.nats.server import free_port
 
 A_ID = "a" * 32
 

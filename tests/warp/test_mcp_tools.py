@@ -12,7 +12,7 @@ from nats.aio.client import Client as NatsClient
 from warp_harness import WARP, spawn_warp, stdout_frames_only
 
 from shared.names import ProjectNames
-from shared.work import Claimant, WorkQueue
+from shared.work.queue import Claimant, WorkQueue
 
 TOOLS = {
     "warp_handle_set",

@@ -10,8 +10,8 @@ from warp_harness import eventually, spawn_warp
 
 from shared.models import utcnow
 from shared.names import ProjectNames
-from shared.usage import Budget, day_of, with_project_budget
-from shared.usageledger import UsageLedger
+from shared.usage.ledger import UsageLedger
+from shared.usage.rules import Budget, day_of, with_project_budget
 
 A_ID = "a" * 32
 B_ID = "b" * 32

@@ -8,7 +8,7 @@ from nats.aio.client import Client as NatsClient
 from warp_harness import eventually, spawn_warp
 
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 A_ID = "a" * 32
 B_ID = "b" * 32

@@ -6,9 +6,9 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from shared.names import InvalidNameError, ProjectNames
-from shared.natsclient import connect
+from shared.nats.client import connect
+from shared.nats.server import EmbeddedNatsServer
 from shared.paging import CursorError
-from shared.server import EmbeddedNatsServer
 from warp.errors import WarpError
 from warp.messages import InboxFilter, InboxService
 

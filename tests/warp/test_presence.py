@@ -9,9 +9,9 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from warp_harness import eventually, make_identity
 
+from shared.agents.registry import AgentFilter, Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
-from shared.registry import AgentFilter, Registry
 from warp.errors import WarpError
 from warp.presence import Presence
 from warp.settings import WarpSettings

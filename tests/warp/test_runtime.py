@@ -12,12 +12,12 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from warp_harness import eventually, make_identity
 
-from shared.jsutil import snapshot
+from shared.agents.registry import Registry
 from shared.models import AgentStatus, ControlRequest, WorkSubmission
 from shared.names import ProjectNames
-from shared.registry import Registry
-from shared.server import EmbeddedNatsServer, free_port
-from shared.work import WorkQueue
+from shared.nats.jetstream import snapshot
+from shared.nats.server import EmbeddedNatsServer, free_port
+from shared.work.queue import WorkQueue
 from warp.errors import Unavailable
 from warp.runtime import WarpRuntime
 from warp.settings import WarpSettings
@@ -118,7 +118,7 @@ async def test_cancel_work_is_remembered_and_stops_counting(
         item = await queue.submit(
             WorkSubmission(task_id="t", description="d", capability="code"), submitted_by="test"
         )
-        from shared.work import Claimant
+        from shared.work.queue import Claimant
 
         claimed = await svc.work.claim(Claimant(agent_id=A, agent_type="claude-code", capabilities=("code",)))
         assert claimed is not None and claimed.id == item.id

@@ -18,8 +18,8 @@ from warp_harness import make_identity
 
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.server import EmbeddedNatsServer
-from shared.work import Claimant, WorkQueue
+from shared.nats.server import EmbeddedNatsServer
+from shared.work.queue import Claimant, WorkQueue
 from warp.errors import describe
 from warp.runtime import WarpRuntime
 from warp.server import build_server
@@ -88,8 +88,8 @@ async def test_registry_error_paths_and_paging(
         assert (await ok(client, "warp_registry_get_info"))["handle"] == "second"
         unknown = await err(client, "warp_registry_get_info", {"agent_id": B})
         assert "agent_id: no agent with this id" in unknown and B not in unknown
+        from shared.agents.registry import Registry
         from shared.models import AgentEntry
-        from shared.registry import Registry
 
         registry = Registry(nc.jetstream(), ProjectNames(project_id))
         for i in range(3):

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from warp_harness import WARP, make_identity, spawn_warp
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from warp.runtime import WarpRuntime
 from warp.server import build_server
 from warp.settings import WarpSettings

@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 from nats.aio.client import Client as NatsClient
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from shared.settings import NatsSettings
 from testsupport.serving import serve_in_loop
 from weft.app import create_app

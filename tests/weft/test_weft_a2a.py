@@ -46,8 +46,8 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
 from shared.names import ProjectNames
-from shared.questions import QuestionBook
-from shared.work import WorkQueue
+from shared.work.questions import QuestionBook
+from shared.work.queue import WorkQueue
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -638,7 +638,7 @@ class Webhook:
 
 @asynccontextmanager
 async def webhook() -> AsyncIterator[Webhook]:
-    from shared.server import free_port
+    from shared.nats.server import free_port
 
     port = free_port()
     hook = Webhook(f"http://127.0.0.1:{port}/a2a-events")
@@ -852,7 +852,7 @@ async def test_a_read_token_may_list_webhooks_but_not_register_them(
 async def test_a_failing_webhook_is_logged_without_its_url_or_token(
     weft_factory: Any, nc: NatsClient, project_id: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from shared.server import free_port
+    from shared.nats.server import free_port
 
     secret_url = f"http://127.0.0.1:{free_port()}/hook?sig=q8Zr-5ecret-sig"  # nothing listens there
     async with (
@@ -907,6 +907,6 @@ async def test_webhooks_of_one_project_are_not_seen_through_another(
                 ListTaskPushNotificationConfigsRequest(task_id=task.id)
             )
             assert [c.id for c in listed.configs] == ["h"]
-    from shared.jsutil import bucket_exists
+    from shared.nats.jetstream import bucket_exists
 
     assert not await bucket_exists(nc.jetstream(), ProjectNames(other).a2a_push_bucket)

@@ -9,9 +9,9 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_connect
 
+from shared.agents.registry import Registry
 from shared.models import AgentStatus, ControlRequest, Scope, utcnow
 from shared.names import ProjectNames
-from shared.registry import Registry
 
 
 async def test_listing_shows_every_field_and_stale_agents_offline(

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.server import EmbeddedNatsServer, free_port
+from shared.nats.server import EmbeddedNatsServer, free_port
 
 WEFT = str(Path(sys.executable).parent / "weft")
 

@@ -7,11 +7,11 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from weft_helpers import WsClient, ws_connect
 
-from shared.contexts import NodeInput, TreeMeta, channel_thread_id
-from shared.contextstore import ContextStore, Viewer
+from shared.context.store import ContextStore, Viewer
+from shared.context.threads import Threads
+from shared.context.trees import NodeInput, TreeMeta, channel_thread_id
 from shared.models import ChannelMessage
 from shared.names import ProjectNames
-from shared.threads import Threads
 
 A = "a" * 32
 B = "b" * 32

@@ -6,7 +6,7 @@ from typing import Any
 
 from weft_helpers import eventually
 
-from shared.server import EmbeddedNatsServer, ServerConfig
+from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import NatsSettings
 
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from test_weft_cli import clean_env, run, wait_healthy, weft_process
 
-from shared.server import free_port
+from shared.nats.server import free_port
 from weft.runtime import EMBEDDED_HOST, start_embedded
 from weft.settings import WeftSettings, is_loopback
 

@@ -11,7 +11,7 @@ from weft_helpers import WsClient, actions, eventually, ws_connect
 
 from shared.models import WorkStatus
 from shared.names import ProjectNames
-from shared.work import Claimant, WorkQueue, WorkRecord
+from shared.work.queue import Claimant, WorkQueue, WorkRecord
 
 A = "a" * 32
 
@@ -135,9 +135,9 @@ async def test_graphs_and_dependencies_stay_inside_their_project(
 async def test_the_sweeper_repairs_a_dependent_nobody_told(
     api: httpx.AsyncClient, nc: NatsClient, project_id: str, monkeypatch: Any
 ) -> None:
-    import weft.repair
+    import weft.project.repair
 
-    monkeypatch.setattr(weft.repair, "GRACE", weft.repair.timedelta(0))
+    monkeypatch.setattr(weft.project.repair, "GRACE", weft.project.repair.timedelta(0))
     root = (await api.post("/api/work", json=entry("root"))).json()
     child = (await api.post("/api/work", json=entry("child", depends_on=[root["id"]]))).json()
     queue = WorkQueue(nc, ProjectNames(project_id))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StorageType, StreamConfig
 
-from shared.natsclient import connect
-from shared.server import EmbeddedNatsServer
+from shared.nats.client import connect
+from shared.nats.server import EmbeddedNatsServer
 from testsupport.servers import CROWD_STREAMS
 from weft.jsapi import list_streams, stream_names
 

@@ -10,10 +10,10 @@ import httpx
 from nats.aio.client import Client as NatsClient
 from weft_helpers import WsClient, claimant, eventually, register, ws_connect
 
-from shared.leases import LeaseBook, LeaseConflict
+from shared.leases.book import LeaseBook, LeaseConflict
 from shared.models import AgentStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 
 async def test_leases_over_rest_and_websocket(

@@ -12,7 +12,7 @@ import httpx
 from test_weft_cli import WEFT, wait_healthy, weft_process
 from test_weft_cli import clean_env as process_env
 
-from shared.server import EmbeddedNatsServer, free_port
+from shared.nats.server import EmbeddedNatsServer, free_port
 
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
 

@@ -1,4 +1,4 @@
-"""shared.mirror.BucketMirror: the start-up copy is complete, read-your-writes is quick and
+"""shared.nats.mirror.BucketMirror: the start-up copy is complete, read-your-writes is quick and
 right with key patterns, and a watch re-opened after an outage rebuilds the copy."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from weft_helpers import eventually
 
-from shared.jsutil import drop_delete_marker
-from shared.mirror import BucketMirror, Slot
-from shared.natsclient import connect
-from shared.server import EmbeddedNatsServer
+from shared.nats.client import connect
+from shared.nats.jetstream import drop_delete_marker
+from shared.nats.mirror import BucketMirror, Slot
+from shared.nats.server import EmbeddedNatsServer
 
 
 def text(_key: str, raw: bytes) -> str:

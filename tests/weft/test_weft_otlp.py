@@ -16,7 +16,7 @@ import websockets
 from test_weft_cli import clean_env, wait_healthy, weft_process
 from weft_helpers import eventually
 
-from shared.server import EmbeddedNatsServer, free_port
+from shared.nats.server import EmbeddedNatsServer, free_port
 from testsupport.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
 from testsupport.warp import warp_agent
 

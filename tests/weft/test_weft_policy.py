@@ -9,8 +9,8 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
 from shared.names import ProjectNames
-from shared.policy import config_bucket, read_policy
-from shared.work import WorkQueue
+from shared.work.policy import config_bucket, read_policy
+from shared.work.queue import WorkQueue
 from weft.routing import NO_AGENT_NO_TARGET
 
 POLICY = """\
@@ -94,7 +94,7 @@ async def test_policy_is_published_to_default_and_lazily_to_named_projects(
 
 
 async def test_bad_policy_file_is_refused_at_start(weft_factory: Any, tmp_path: Path) -> None:
-    from shared.policy import PolicyError
+    from shared.work.policy import PolicyError
     from weft.app import create_app
     from weft.settings import WeftSettings
 

@@ -12,8 +12,8 @@ from weft_helpers import WsClient, eventually, ws_connect
 
 from shared.models import WorkSubmission, utcnow
 from shared.names import ProjectNames
-from shared.questions import QuestionBook
-from shared.work import Claimant, WorkQueue
+from shared.work.questions import QuestionBook
+from shared.work.queue import Claimant, WorkQueue
 
 A = "a" * 32
 

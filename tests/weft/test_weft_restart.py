@@ -9,7 +9,7 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, register
 
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 
 async def test_restart_between_submit_and_claim(weft_factory: Any, nc: NatsClient, project_id: str) -> None:

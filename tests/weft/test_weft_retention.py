@@ -10,15 +10,15 @@ from datetime import timedelta
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from shared.agents.registry import AgentNotFound, Registry
 from shared.models import AgentStatus, Scope, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames, kv_stream, kv_subject
-from shared.registry import AgentNotFound, Registry
-from shared.work import DLQ_MAX_AGE_S, WorkNotFound, WorkQueue
+from shared.work.queue import DLQ_MAX_AGE_S, WorkNotFound, WorkQueue
 from tests.weft.conftest import WeftFactory
 from tests.weft.weft_helpers import claimant, eventually, register
-from weft.agents import AgentDirectory
-from weft.retention import Retention
-from weft.workview import WorkIndex
+from weft.project.agents import AgentDirectory
+from weft.project.retention import Retention
+from weft.project.work import WorkIndex
 
 
 def _submission(task: str, **changes: object) -> WorkSubmission:

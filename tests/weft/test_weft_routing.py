@@ -9,7 +9,7 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_connect
 
 from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, WorkStatus, utcnow
-from shared.policy import BoundaryPolicy, BoundaryRule
+from shared.work.policy import BoundaryPolicy, BoundaryRule
 from weft.eligibility import Need, eligible_agents, matching_targets
 from weft.routing import NO_AGENT_NO_TARGET
 from weft.spinup import WAITING_FOR_AGENT
@@ -229,7 +229,7 @@ async def test_blocked_work_is_never_routed_and_a_review_task_is(
     """A blocked item waits for other work, not for an agent: no reason, no spin-up. An item
     handed in for review waits for a reviewer, and says so when none is online."""
     from shared.names import ProjectNames
-    from shared.work import Claimant, WorkQueue
+    from shared.work.queue import Claimant, WorkQueue
 
     made = await api.post(
         "/api/targets",

@@ -27,11 +27,11 @@ from nats.js.api import StreamConfig
 from pydantic import SecretStr
 from test_weft_cli import clean_env, run, wait_healthy, weft_process
 
-from shared.jsutil import ensure_kv, ensure_stream
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, agent_access, kv_stream
-from shared.natsauth import Issuer, Permissions, agent_of, parse_creds
-from shared.natsclient import NatsConnectError, connect
-from shared.server import EmbeddedNatsServer, ServerConfig, free_port
+from shared.nats.auth import Issuer, Permissions, agent_of, parse_creds
+from shared.nats.client import NatsConnectError, connect
+from shared.nats.jetstream import ensure_kv, ensure_stream
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
 from testsupport.warp import WARP, Agent
 from warp.messages import InboxService

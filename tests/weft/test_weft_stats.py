@@ -9,7 +9,7 @@ from weft_helpers import channel, claimant, eventually, register
 
 from shared.models import AgentStatus, ChannelMessage
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 WORK = {"description": "d", "capability": "code"}
 

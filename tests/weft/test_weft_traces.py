@@ -16,7 +16,7 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import eventually
 
 from shared.names import ProjectNames
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from testsupport.warp import warp_agent
 
 SHUTTLE = str(Path(sys.executable).parent / "shuttle")

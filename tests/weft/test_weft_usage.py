@@ -11,8 +11,8 @@ from weft_helpers import claimant, eventually, register
 
 from shared.models import WorkStatus
 from shared.names import ProjectNames
-from shared.usage import Usage
-from shared.work import WorkQueue
+from shared.usage.rules import Usage
+from shared.work.queue import WorkQueue
 
 WORK = {"description": "d", "capability": "code"}
 SECRET = "sk-live-Zx81Qa9"

@@ -8,7 +8,7 @@ from typing import Any
 
 from weft_helpers import WsClient, actions, eventually, ws_connect
 
-from shared.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer
 from testsupport.warp import warp_agent
 
 

@@ -10,7 +10,7 @@ from websockets.exceptions import InvalidStatus
 from weft_helpers import WsClient, claimant, register, ws_connect
 
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 WORK = {"description": "d", "capability": "code"}
 

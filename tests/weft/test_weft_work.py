@@ -11,7 +11,7 @@ from weft_helpers import WsClient, actions, claimant, eventually, register, ws_c
 
 from shared.models import ControlRequest, utcnow
 from shared.names import ProjectNames
-from shared.work import WorkQueue
+from shared.work.queue import WorkQueue
 
 SUBMISSION = {"task_id": "t-1", "description": "write the parser", "capability": "code"}
 

@@ -13,11 +13,11 @@ from nats.aio.client import Client as NatsClient
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from websockets.asyncio.client import ClientConnection, connect
 
-from shared.jsutil import ensure_stream
+from shared.agents.registry import Registry
 from shared.models import AgentEntry, AgentStatus, utcnow
 from shared.names import ProjectNames
-from shared.registry import Registry
-from shared.work import Claimant
+from shared.nats.jetstream import ensure_stream
+from shared.work.queue import Claimant
 
 T = TypeVar("T")
 

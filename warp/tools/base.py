@@ -4,7 +4,7 @@
   of error messages, so the published schema is exactly what is enforced;
 * anticipated failures (bad input, NATS away, a refused work transition)
   become tool errors that name the field and the rule and carry a code in their
-  ``_meta`` (``shared.toolerrors``); a bug is logged with its
+  ``_meta`` (``shared.mcp.toolerrors``); a bug is logged with its
   traceback and reported without internals (code ``internal``);
 * every call counts as in flight, so a shutdown drain can wait for it.
 """
@@ -30,7 +30,7 @@ from pydantic_core.core_schema import ErrorType
 
 from shared.errors import LoomError, safe_loc, validation_problems, without_value
 from shared.legacy import argument_advice
-from shared.toolerrors import INTERNAL, VALIDATION_ERROR, error_result
+from shared.mcp.toolerrors import INTERNAL, VALIDATION_ERROR, error_result
 from warp.errors import as_loom_error
 
 if TYPE_CHECKING:

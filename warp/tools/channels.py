@@ -27,7 +27,7 @@ from warp.schemas import (
 from warp.tools.base import about_held_work, make_tool, record_received, result
 
 if TYPE_CHECKING:
-    from shared.contexts import ContextNode, TreeMeta
+    from shared.context.trees import ContextNode, TreeMeta
     from warp.channels import ChannelStatus, ReadMessage
     from warp.runtime import WarpRuntime
 
@@ -128,7 +128,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         svc = await rt.services()
         link = None
         if reply_to is not None:
-            from shared.contextstore import Viewer
+            from shared.context.store import Viewer
 
             svc.channels.spec(channel)  # an unconfigured channel is named as such, not as a missing message
             link = await svc.threads.channel_reply(
@@ -213,7 +213,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
     ) -> Annotated[CallToolResult, ThreadOut]:
         """Read a thread of a channel in tree order: each reply under the message it answers."""
-        from shared.contexts import in_tree_order
+        from shared.context.trees import in_tree_order
 
         svc = await rt.services()
         svc.channels.spec(channel)
@@ -271,7 +271,7 @@ def thread_out(
     user_id: str,
 ) -> ThreadOut:
     """A page of a thread as the agent may see it (content of others' private nodes withheld)."""
-    from shared.contexts import readable
+    from shared.context.trees import readable
 
     nodes: list[ThreadNodeOut] = []
     withheld = 0

@@ -1,4 +1,4 @@
-"""warp_context_*: context trees (docs/context.md). Thin adapters over shared.contextstore.
+"""warp_context_*: context trees (docs/context.md). Thin adapters over shared.context.store.
 
 A tree another agent may not read (a direct-message thread it is not part of) answers
 as if it did not exist; nodes whose scope hides their content from this agent are
@@ -13,7 +13,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from shared.contexts import MAX_TEXT, ContextHandle, TreeMeta, node_input
+from shared.context.trees import MAX_TEXT, ContextHandle, TreeMeta, node_input
 from shared.models import Scope
 from warp.schemas import (
     ContextChangeOut,
@@ -33,8 +33,8 @@ from warp.schemas import (
 from warp.tools.base import make_tool, result
 
 if TYPE_CHECKING:
-    from shared.contexts import ContextNode, TreeState
-    from shared.contextstore import Viewer
+    from shared.context.store import Viewer
+    from shared.context.trees import ContextNode, TreeState
     from warp.runtime import WarpRuntime
     from warp.services import Services
 
@@ -52,12 +52,12 @@ def _line(node: ContextNode, depth: int = 0) -> str:
 
 def tools(rt: WarpRuntime) -> list[Tool]:
     def viewer(svc: Services) -> Viewer:
-        from shared.contextstore import Viewer
+        from shared.context.store import Viewer
 
         return Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
 
     async def readable_tree(svc: Services, tree_id: str) -> TreeState:
-        from shared.contexts import may_read_tree, tree_missing
+        from shared.context.trees import may_read_tree, tree_missing
 
         state = await svc.contexts.existing(tree_id)
         if not may_read_tree(state.meta, svc.agent_id):
@@ -75,7 +75,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         return state.latest(first)
 
     def shown(svc: Services, nodes: list[ContextNode]) -> tuple[list[ContextNode], list[str]]:
-        from shared.contexts import readable
+        from shared.context.trees import readable
 
         out: list[ContextNode] = []
         withheld: list[str] = []
@@ -198,7 +198,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         include_hidden: bool = False,
     ) -> Annotated[CallToolResult, ContextStructureOut]:
         """A tree's shape without content: ids, kinds, authors, child counts (navigate cheaply)."""
-        from shared.contexts import structure
+        from shared.context.trees import structure
 
         svc = await rt.services()
         state = await readable_tree(svc, tree_id)
@@ -237,7 +237,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         limit: Annotated[int, Field(ge=1, le=500)] = 100,
     ) -> Annotated[CallToolResult, ContextChangesOut]:
         """What was added since a cursor (oldest first); without one, from the beginning."""
-        from shared.contexts import may_read_tree
+        from shared.context.trees import may_read_tree
 
         svc = await rt.services()
         if tree_id is not None:

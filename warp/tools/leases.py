@@ -1,6 +1,6 @@
 """warp_lease_acquire, _renew, _release, _list: say which files you are changing.
 
-Thin adapters over :class:`shared.leases.LeaseBook` (docs/leases.md). Patterns are
+Thin adapters over :class:`shared.leases.book.LeaseBook` (docs/leases.md). Patterns are
 relative to the repository root (this Warp's project path); an absolute path inside it
 is made relative. A lease tied to a work item ends when the agent no longer holds the
 item (completed, failed, handed in, cancelled, claim lost), as it does when the agent
@@ -15,9 +15,9 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from shared.leases import DEFAULT_TTL_S, MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S, LeaseFilter, holds
+from shared.leases.book import DEFAULT_TTL_S, MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S, LeaseFilter, holds
 from shared.models import MAX_LEASE_REASON, Lease, LeaseMode
-from shared.work import NotClaimant
+from shared.work.queue import NotClaimant
 from warp.errors import Conflict
 from warp.schemas import LeaseId, LeaseListOut, LeaseOut, LeasePattern, LeaseReleaseOut, WorkId
 from warp.tools.base import make_tool, result

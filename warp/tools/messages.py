@@ -46,7 +46,7 @@ def _out(m: InboxMessage) -> DirectMessageOut:
 
 
 async def _recipient_status(svc: Services, agent_id: str) -> str:
-    from shared.registry import AgentNotFound
+    from shared.agents.registry import AgentNotFound
 
     try:
         entry = await svc.registry.get(agent_id)
@@ -163,8 +163,8 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
     ) -> Annotated[CallToolResult, ThreadOut]:
         """Read a direct-message thread you take part in, in tree order."""
-        from shared.contexts import in_tree_order
-        from shared.contextstore import Viewer
+        from shared.context.store import Viewer
+        from shared.context.trees import in_tree_order
         from warp.tools.channels import thread_out, thread_text
 
         svc = await rt.services()

@@ -1,6 +1,6 @@
 """warp_question_ask, warp_question_get, warp_question_list: asking a person.
 
-Thin adapters over :class:`shared.questions.QuestionBook`. A question about a work item the
+Thin adapters over :class:`shared.work.questions.QuestionBook`. A question about a work item the
 agent holds makes that item ``waiting-on-operator``: its claim does not lapse while the
 agent waits (Warp keeps it alive, see ``warp/runtime.py``), and the answer, or the
 question's deadline passing, puts it back in progress. Answers wait in the project's
@@ -121,7 +121,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         cursor: Cursor | None = None,
     ) -> Annotated[CallToolResult, QuestionListOut]:
         """Questions of this project (yours by default), newest first, with their answers."""
-        from shared.questions import QuestionFilter
+        from shared.work.questions import QuestionFilter
 
         svc = await rt.services()
         page = await svc.questions.listing(

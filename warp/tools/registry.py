@@ -133,7 +133,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
     ) -> Annotated[CallToolResult, AgentList]:
         """Find agents you can see, by capability, agent type, status, boundary and handle (all given
         filters must match). Status is effective: an agent that stopped heartbeating shows offline."""
-        from shared.registry import AgentFilter
+        from shared.agents.registry import AgentFilter
 
         svc = await rt.services()
         await svc.presence.flush()
@@ -171,7 +171,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         agent_id: Annotated[AgentId | None, Field(description="Omit for yourself")] = None,
     ) -> Annotated[CallToolResult, AgentOut]:
         """Full registry entry of one agent (yourself by default)."""
-        from shared.registry import AgentNotFound
+        from shared.agents.registry import AgentNotFound
         from warp.errors import NotFound
 
         svc = await rt.services()

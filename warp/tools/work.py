@@ -1,6 +1,6 @@
 """warp_work_broadcast, _claim, _list, _queue_status, _progress, _complete, _fail.
 
-Thin adapters over :class:`shared.work.WorkQueue`; a claim uses the agent's
+Thin adapters over :class:`shared.work.queue.WorkQueue`; a claim uses the agent's
 registered capabilities, boundaries and type, and the agent's ``current_tasks``
 follows what it holds.
 """
@@ -18,7 +18,7 @@ from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
 from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus
-from shared.usage import Budget, Usage, stopped_by_budget, totals_of
+from shared.usage.rules import Budget, Usage, stopped_by_budget, totals_of
 from warp.errors import Conflict
 from warp.schemas import (
     AgentId,
@@ -39,7 +39,7 @@ from warp.tools.base import result as tool_result
 log = logging.getLogger("loom.warp.work")
 
 if TYPE_CHECKING:
-    from shared.workcontext import WorkHandOff
+    from shared.work.context import WorkHandOff
     from warp.runtime import WarpRuntime
     from warp.services import Services
 
@@ -117,7 +117,7 @@ async def held_operation(
 ) -> WorkItem:
     """Run an operation of the agent holding ``work_id``; whatever happens, an item it no
     longer holds stops counting among its tasks. Work Weft cancelled is refused first."""
-    from shared.work import NotClaimant, WorkConflict
+    from shared.work.queue import NotClaimant, WorkConflict
 
     cancelled = rt.cancelled
     message = cancelled.message(work_id) if cancelled is not None else None
@@ -242,7 +242,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         boundaries and agent type). Report on it with warp_work_progress, then complete or fail it.
         With a review capability you may get a review task instead (review: true): another
         agent's result to approve or reject with warp_work_review."""
-        from shared.work import Claimant
+        from shared.work.queue import Claimant
 
         if rt.draining is not None:
             raise Conflict(
@@ -286,7 +286,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             out = ClaimOut(claimed=False, reason="no eligible work is queued")
             return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
         presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
-        from shared.workcontext import work_hand_off
+        from shared.work.context import work_hand_off
 
         context = hand_off_out(await work_hand_off(svc.contexts, item))
         if item.status is WorkStatus.REVIEWING:
@@ -309,7 +309,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         cursor: Cursor | None = None,
     ) -> Annotated[CallToolResult, WorkListOut]:
         """List the project's work items, newest first, with filters."""
-        from shared.work import WorkFilter
+        from shared.work.queue import WorkFilter
 
         svc = await rt.services()
         if mine and assigned_to is not None and assigned_to != svc.agent_id:
@@ -423,7 +423,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
     ) -> Annotated[CallToolResult, HandOffOut]:
         """A work item's context: its submission, every attempt, progress notes, results and
         failures, newest first (what a claim hands over; pass next_cursor for older nodes)."""
-        from shared.workcontext import work_hand_off
+        from shared.work.context import work_hand_off
 
         svc = await rt.services()
         item = await svc.work.get(work_id)

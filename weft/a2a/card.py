@@ -26,7 +26,7 @@ from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, Tran
 
 from shared.models import AgentStatus
 from weft import __version__
-from weft.project import ProjectContext
+from weft.project.hub import ProjectContext
 
 SECURITY_SCHEME: Final = "bearer"
 INPUT_MODES: Final = ("text/plain", "application/json")

@@ -56,7 +56,7 @@ from shared.errors import Forbidden
 from shared.models import WorkItem, WorkStatus, new_id
 from shared.names import InvalidNameError, validate_work_id
 from shared.paging import decode_cursor
-from shared.work import WorkNotFound, page_items
+from shared.work.queue import WorkNotFound, page_items
 from weft.a2a.errors import field_error, translate
 from weft.a2a.mapping import (
     A2A_ANSWERED_BY,
@@ -72,8 +72,8 @@ from weft.a2a.mapping import (
     text_of_parts,
 )
 from weft.a2a.push import check_url, without_secrets
-from weft.project import ProjectContext
-from weft.relay import Listener
+from weft.project.hub import ProjectContext
+from weft.project.relay import Listener
 from weft.state import WeftState
 from weft.tokens import ApiScope
 

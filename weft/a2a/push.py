@@ -6,7 +6,7 @@ The SDK defines the two halves and this module fills them in the way a fleet nee
   ``PushNotificationConfigStore``): the project's bucket ``loom-P-a2a-push``, one key per
   configuration (``<task id>.<hash of its id>``), so every Weft replica sees what a client
   registered through any of them. Each replica reads it from one watched copy
-  (``shared/mirror.py``). The bucket keeps a configuration 30 days at most.
+  (``shared/nats/mirror.py``). The bucket keeps a configuration 30 days at most.
 * **Who sends** (:class:`PushDispatcher`): every replica pulls the project's work events from
   one durable consumer, so each event is handled by one replica, and sends the task as it
   is after that event (the SDK's ``BasePushNotificationSender``: JSON of a
@@ -42,9 +42,9 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from shared.jsutil import ensure_kv
-from shared.mirror import BucketMirror
 from shared.names import ProjectNames
+from shared.nats.jetstream import ensure_kv
+from shared.nats.mirror import BucketMirror
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
 from weft.a2a.errors import field_error

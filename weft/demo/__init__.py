@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from shared.server import free_port
+from shared.nats.server import free_port
 
 WORK_FILE = Path(__file__).with_name("work.yaml")
 PROJECT = "demo"

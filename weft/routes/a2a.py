@@ -24,7 +24,7 @@ from weft.a2a.errors import scrub
 from weft.a2a.handler import SERVED_KEY, LoomRequestHandler, Served, granted_by
 from weft.deps import ProjectDep, ScopeDep, StateDep, choose_project, require_token
 from weft.errors import ERROR_RESPONSES
-from weft.project import ProjectContext
+from weft.project.hub import ProjectContext
 from weft.settings import WeftSettings
 from weft.state import WeftState
 

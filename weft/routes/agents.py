@@ -8,13 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.agents.registry import AgentNotFound
 from shared.models import AgentEntry, AgentStatus
 from shared.names import validate_agent_type, validate_boundary, validate_capability, validate_handle
-from shared.registry import AgentNotFound
-from weft.agents import AgentQuery, AgentState
 from weft.credentials import MAX_TTL_S, CredentialsUnavailable
 from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
+from weft.project.agents import AgentQuery, AgentState
 from weft.routes.common import HEX32, TOKEN, AgentId
 from weft.schemas import BatchOut, BatchResult, PageOut
 

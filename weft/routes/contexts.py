@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contexts import (
+from shared.context.store import TreeEntry, check_change_cursor
+from shared.context.trees import (
     MAX_PAGE,
     MAX_STRUCTURE,
     MAX_TEXT,
@@ -25,7 +26,6 @@ from shared.contexts import (
     node_input,
     structure,
 )
-from shared.contextstore import TreeEntry, check_change_cursor
 from shared.names import TOKEN_RULE
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES

@@ -12,11 +12,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from shared.models import AgentStatus, utcnow
-from shared.usage import by_agent_target_model, day_of
+from shared.usage.rules import by_agent_target_model, day_of
 from weft import __version__
 from weft.deps import StateDep
 from weft.metrics import CONTENT_TYPE, Metrics
-from weft.project import ProjectContext
+from weft.project.hub import ProjectContext
 
 router = APIRouter(tags=["health"])
 USAGE_SCRAPE_S = 2.0

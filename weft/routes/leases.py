@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.leasepatterns import MAX_PATTERN
-from shared.leases import LeaseFilter
+from shared.leases.book import LeaseFilter
+from shared.leases.patterns import MAX_PATTERN
 from shared.models import Lease, LeaseMode
 from shared.names import validate_agent_id, validate_work_id
 from weft.deps import OPERATE, ProjectDep, require_token

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.models import MAX_ANSWER, Question, QuestionStatus
 from shared.names import HANDLE_PATTERN, validate_agent_id, validate_work_id
-from shared.questions import QuestionFilter
+from shared.work.questions import QuestionFilter
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import HEX32

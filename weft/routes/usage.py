@@ -1,5 +1,5 @@
 """``/api/usage`` (usage added up) and ``/api/budgets`` (run-time limits); see
-docs/operations.md. Thin adapters over :mod:`shared.usage` and :mod:`shared.usageledger`."""
+docs/operations.md. Thin adapters over :mod:`shared.usage` and :mod:`shared.usage.ledger`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from shared.models import WorkItem, utcnow
-from shared.usage import (
+from shared.usage.rules import (
     GROUP_RULE,
     Budget,
     BudgetsDoc,
@@ -26,7 +26,7 @@ from shared.usage import (
 )
 from weft.deps import ADMIN, OPERATE, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
-from weft.project import ProjectContext
+from weft.project.hub import ProjectContext
 from weft.routes.common import WorkId
 
 router = APIRouter(tags=["usage"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)

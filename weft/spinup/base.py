@@ -23,7 +23,7 @@ from shared.models import SpinupOperation, Target, TargetHealth, TargetSpec, Wor
 from weft.spinup.config import InvalidTargetConfig
 
 if TYPE_CHECKING:
-    from weft.project import ProjectContext, ProjectExtension, ProjectHub
+    from weft.project.hub import ProjectContext, ProjectExtension, ProjectHub
 
 WAITING_FOR_AGENT = "waiting for an agent"
 

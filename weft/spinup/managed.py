@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlunsplit
 
-from shared.mirror import Slot
 from shared.models import AgentEntry, SpinupOperation, Target, TargetSpec, WorkItem, utcnow
 from shared.names import ProjectNames, project_of_spinups_stream
+from shared.nats.mirror import Slot
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
 from weft.jsapi import stream_names
@@ -38,7 +38,7 @@ from weft.spinup.settings import SpinupSettings
 from weft.spinup.store import SpinupStore, newest_first
 
 if TYPE_CHECKING:
-    from weft.project import ProjectContext, ProjectHub
+    from weft.project.hub import ProjectContext, ProjectHub
 
 log = logging.getLogger("loom.weft.spinup")
 

@@ -1,6 +1,6 @@
 """The spin-up manager of one project: decide, start, link, time out, stop.
 
-It works on the project's context (:class:`~weft.project.ProjectContext`):
+It works on the project's context (:class:`~weft.project.hub.ProjectContext`):
 targets come from the project's target store, agents from its registry copy.
 Every decision and transition goes through the spinups bucket with
 compare-and-set (see :mod:`weft.spinup.store`), so several Weft replicas can
@@ -53,7 +53,7 @@ from weft.spinup.store import (
 from weft.targets.store import TargetNotFound
 
 if TYPE_CHECKING:
-    from weft.project import ProjectContext
+    from weft.project.hub import ProjectContext
 
 log = logging.getLogger("loom.weft.spinup")
 

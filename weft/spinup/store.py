@@ -12,7 +12,7 @@ Three kinds of keys:
 * ``work.<work-id>``: the id of the start made for a waiting work item, so
   sweeps that find it still waiting do not start a second agent for it.
 
-A running Weft follows the bucket through one :class:`~shared.mirror.BucketMirror`
+A running Weft follows the bucket through one :class:`~shared.nats.mirror.BucketMirror`
 (:meth:`SpinupStore.start`); decisions still read and write the keys themselves.
 """
 
@@ -30,10 +30,17 @@ from nats.js.kv import KeyValue
 from pydantic import Field
 
 from shared.errors import Conflict, NotFound
-from shared.jsutil import CAS_RETRIES, cas_backoff, create_if_absent, ensure_kv, get_or_none, snapshot_keys
-from shared.mirror import BucketMirror
 from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
+from shared.nats.jetstream import (
+    CAS_RETRIES,
+    cas_backoff,
+    create_if_absent,
+    ensure_kv,
+    get_or_none,
+    snapshot_keys,
+)
+from shared.nats.mirror import BucketMirror
 
 IN_FLIGHT_STATES = frozenset({SpinupState.PENDING, SpinupState.STARTING, SpinupState.RUNNING})
 """Started but not yet registered: at most one per target."""

@@ -19,10 +19,17 @@ from nats.js.kv import KeyValue
 
 from shared.errors import Conflict, Invalid, NotFound, shown_name
 from shared.events import ensure_events_stream, publish_event
-from shared.jsutil import CAS_RETRIES, cas_backoff, create_if_absent, delete_unchanged, ensure_kv, get_or_none
-from shared.mirror import BucketMirror, model_parser
 from shared.models import Target, TargetSpec, utcnow
 from shared.names import ProjectNames
+from shared.nats.jetstream import (
+    CAS_RETRIES,
+    cas_backoff,
+    create_if_absent,
+    delete_unchanged,
+    ensure_kv,
+    get_or_none,
+)
+from shared.nats.mirror import BucketMirror, model_parser
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
 from weft.targets.redaction import merge_masked, redact_config
 

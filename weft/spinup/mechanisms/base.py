@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from shared.natsauth import CREDS_CONTENT
+from shared.nats.auth import CREDS_CONTENT
 from shared.redact import redact, register_secret
 from weft.spinup.config import MechanismConfig
 

@@ -22,7 +22,7 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 
 from shared.errors import shown_name
-from shared.natsauth import CREDS_CONTENT
+from shared.nats.auth import CREDS_CONTENT
 from shared.redact import register_secret
 from weft.spinup.config import (
     K8S_NAME,

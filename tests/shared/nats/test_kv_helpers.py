@@ -1,0 +1,85 @@
+"""shared.nats.jetstream.get_or_none and create_if_absent against a real nats-server: typed
+nats-py errors, never the text of an exception."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.aio.client import Client as NatsClient
+from nats.js.errors import InvalidKeyError, KeyNotFoundError, KeyWrongLastSequenceError
+
+from shared.models import WorkSubmission
+from shared.names import ProjectNames
+from shared.nats.jetstream import create_if_absent, ensure_kv, get_or_none
+from shared.work.queue import WorkNotFound, WorkQueue
+
+MALFORMED_KEYS = ["", "a b", ".x", "x.", "a*", "a>", "ü", "tab\there"]
+
+
+async def test_nats_py_raises_typed_errors_for_missing_and_malformed_keys(
+    nc: NatsClient, project_id: str
+) -> None:
+    """What the helpers rely on: nats-py's own exception types, checked on this version."""
+    kv = await ensure_kv(nc.jetstream(), f"kvh-{project_id}-raw")
+    with pytest.raises(KeyNotFoundError):
+        await kv.get("never-written")
+    for key in MALFORMED_KEYS:
+        with pytest.raises(InvalidKeyError):
+            await kv.get(key)
+    await kv.put("taken", b"1")
+    with pytest.raises(KeyWrongLastSequenceError):
+        await kv.create("taken", b"2")
+
+
+async def test_get_or_none(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"kvh-{project_id}-get")
+    assert await get_or_none(kv, "never-written") is None
+    revision = await kv.put("live", b"value")
+    entry = await get_or_none(kv, "live")
+    assert entry is not None and entry.value == b"value" and entry.revision == revision
+    await kv.put("deleted", b"x")
+    await kv.delete("deleted")
+    assert await get_or_none(kv, "deleted") is None
+    await kv.put("purged", b"x")
+    await kv.purge("purged")
+    assert await get_or_none(kv, "purged") is None
+    for key in MALFORMED_KEYS:
+        assert await get_or_none(kv, key) is None, key
+
+
+async def test_create_if_absent(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"kvh-{project_id}-create")
+    assert await create_if_absent(kv, "k", b"first") is True
+    assert await create_if_absent(kv, "k", b"second") is False
+    assert (await kv.get("k")).value == b"first"
+    await kv.delete("k")
+    assert await create_if_absent(kv, "k", b"again") is True  # a deleted key can be created again
+    assert (await kv.get("k")).value == b"again"
+    with pytest.raises(InvalidKeyError):  # a malformed key is a bug of the caller, not "exists"
+        await create_if_absent(kv, "a b", b"x")
+
+
+async def test_create_if_absent_lets_exactly_one_of_many_writers_win(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"kvh-{project_id}-race")
+    for round_ in range(5):
+        key = f"race-{round_}"
+        if round_ % 2:  # odd rounds race to re-create a deleted key
+            await kv.put(key, b"old")
+            await kv.delete(key)
+        won = await asyncio.gather(*(create_if_absent(kv, key, f"w{i}".encode()) for i in range(8)))
+        assert won.count(True) == 1, won
+        assert (await kv.get(key)).value == f"w{won.index(True)}".encode()
+
+
+@pytest.mark.parametrize("work_id", ["0" * 32, "not a key", "a*", "", "ghp_Secret9Token"])
+async def test_unknown_or_malformed_work_id_is_work_not_found(
+    nc: NatsClient, project_id: str, work_id: str
+) -> None:
+    queue = WorkQueue(nc, ProjectNames(project_id))
+    await queue.submit(WorkSubmission(task_id="t", description="d", capability="code"), submitted_by="test")
+    with pytest.raises(WorkNotFound) as info:
+        await queue.get(work_id)
+    assert info.value.field == "work_id" and info.value.code == "not_found"
+    if work_id:
+        assert work_id not in info.value.message

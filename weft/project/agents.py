@@ -1,0 +1,264 @@
+"""Weft's view of one project's agent registry (written by Warp).
+
+Warp does not publish ``agent.*`` events; Weft derives them from registry
+changes (registered, status changes, offline when heartbeats stop,
+deregistered). Each derived event carries a message id made of the agent id
+and the registry revision, so two Weft replicas that both see a change
+publish it once (the events stream drops the duplicate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.agents.registry import AgentNotFound
+from shared.events import publish_event
+from shared.models import AgentEntry, AgentStatus, ControlRequest, utcnow
+from shared.names import ProjectNames, validate_agent_id
+from shared.nats.jetstream import ensure_kv
+from shared.nats.mirror import BucketMirror, Slot, model_parser
+from shared.paging import CursorError, Page, decode_cursor, encode_cursor
+from shared.tasks import raise_if_cancelling, stop_task
+
+log = logging.getLogger("loom.weft.agents")
+
+_PRESENCE_FIELDS = (
+    "handle",
+    "agent_type",
+    "capabilities",
+    "boundaries",
+    "current_tasks",
+    "max_concurrent_tasks",
+    "scope",
+    "metadata",
+)
+
+
+@dataclass(frozen=True)
+class AgentQuery:
+    agent_type: str | None = None
+    status: AgentStatus | None = None
+    capability: str | None = None
+    boundary: str | None = None
+    handle: str | None = None
+
+    def matches(self, entry: AgentEntry, effective: AgentStatus) -> bool:
+        return (
+            (self.agent_type is None or entry.agent_type == self.agent_type)
+            and (self.status is None or effective == self.status)
+            and (self.capability is None or self.capability in entry.capabilities)
+            and (self.boundary is None or self.boundary in entry.boundaries)
+            and (self.handle is None or entry.handle == self.handle)
+        )
+
+
+@dataclass
+class AgentState:
+    entry: AgentEntry
+    status: AgentStatus
+    """Effective status: offline when heartbeats stopped, whatever the entry says."""
+    stale: bool
+
+
+class AgentDirectory:
+    """Registry mirror + derived agent events + shutdown requests for one project."""
+
+    def __init__(self, nc: NatsClient, js: JetStreamContext, names: ProjectNames) -> None:
+        self._nc = nc
+        self._js = js
+        self.names = names
+        self._mirror: BucketMirror[AgentEntry] | None = None
+        self._stale_reported: dict[str, int] = {}
+        """agent id -> revision whose staleness was already announced."""
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, stale_check_interval_s: float = 1.0) -> None:
+        kv = await ensure_kv(self._js, self.names.registry_bucket, description="Loom agents")
+        self._mirror = BucketMirror(
+            self._js,
+            kv,
+            self.names.registry_bucket,
+            model_parser(AgentEntry),
+            on_change=self._changed,
+            nc=self._nc,
+        )
+        await self._mirror.start()
+        self._task = asyncio.create_task(
+            self._watch_staleness(stale_check_interval_s), name=f"stale:{self.names.project_id}"
+        )
+
+    async def stop(self) -> None:
+        await stop_task(self._task)
+        if self._mirror is not None:
+            await self._mirror.stop()
+
+    @property
+    def mirror(self) -> BucketMirror[AgentEntry]:
+        assert self._mirror is not None, "AgentDirectory.start() was not awaited"
+        return self._mirror
+
+    # -- reads -----------------------------------------------------------------
+    def states(self, now: datetime | None = None) -> list[AgentState]:
+        moment = now or utcnow()
+        out: list[AgentState] = []
+        for _, entry in self.mirror.items():
+            stale = entry.is_stale(moment)
+            out.append(AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale))
+        return out
+
+    async def get(self, agent_id: str) -> AgentState:
+        validate_agent_id(agent_id)
+        await self.mirror.sync()
+        entry = self.mirror.get(agent_id)
+        if entry is None:
+            raise AgentNotFound(agent_id)
+        stale = entry.is_stale()
+        return AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale)
+
+    async def list_page(
+        self, query: AgentQuery, *, limit: int = 50, cursor: str | None = None
+    ) -> Page[AgentState]:
+        """Sorted by handle then id; the cursor remembers the last one returned."""
+        await self.mirror.sync()
+        after = decode_cursor(cursor)
+        last: tuple[str, str] | None = None
+        if after is not None:
+            try:
+                last = (str(after["h"]), str(after["id"]))
+            except KeyError:
+                raise CursorError() from None
+        matching = [s for s in self.states() if query.matches(s.entry, s.status)]
+        matching.sort(key=lambda s: (s.entry.handle, s.entry.agent_id))
+        total = len(matching)
+        if last is not None:
+            matching = [s for s in matching if (s.entry.handle, s.entry.agent_id) > last]
+        page = matching[:limit]
+        more = len(matching) > limit
+        next_cursor = (
+            encode_cursor({"h": page[-1].entry.handle, "id": page[-1].entry.agent_id}) if more else None
+        )
+        return Page(items=page, next_cursor=next_cursor, total=total)
+
+    # -- shutdown ---------------------------------------------------------------
+    async def request_shutdown(
+        self, agent_id: str, *, reason: str = "", grace_s: float = 30, by: str = "weft"
+    ) -> AgentState:
+        """Ask the agent's Warp to drain, deregister and exit (it listens on its control subject)."""
+        state = await self.get(agent_id)
+        request = ControlRequest(action="shutdown", reason=reason, requested_by=by, grace_s=grace_s)
+        await self._nc.publish(self.names.control_subject(agent_id), request.to_json_bytes())
+        await self._nc.flush()
+        await self._publish(
+            "shutdown-requested",
+            state.entry,
+            state.status,
+            extra={"reason": reason, "grace_s": grace_s, "requested_by": by},
+        )
+        return state
+
+    # -- derived events ------------------------------------------------------------
+    async def _changed(
+        self,
+        key: str,
+        before: Slot[AgentEntry] | None,
+        after: Slot[AgentEntry] | None,
+        initial: bool,
+    ) -> None:
+        if initial:
+            entry = None if after is None else self.mirror.value_of(key, after)
+            if entry is not None and entry.is_stale():  # already offline before we started: nothing new
+                self._stale_reported[key] = after.revision if after is not None else 0
+            return
+        if after is None:
+            gone = None if before is None else self.mirror.value_of(key, before)
+            if before is not None and gone is not None:
+                self._stale_reported.pop(key, None)
+                await self._publish(
+                    "deregistered", gone, AgentStatus.OFFLINE, msg_id=f"{key}.{before.revision}.deleted"
+                )
+            return
+        entry = self.mirror.value_of(key, after)
+        if entry is None:
+            return
+        msg_id = f"{key}.{after.revision}"
+        effective = AgentStatus.OFFLINE if entry.is_stale() else entry.status
+        previous = None if before is None else self.mirror.value_of(key, before)
+        if previous is None:
+            await self._publish("registered", entry, effective, msg_id=msg_id)
+            return
+        was_stale = key in self._stale_reported
+        if not entry.is_stale():
+            self._stale_reported.pop(key, None)
+        previous_status = AgentStatus.OFFLINE if was_stale else previous.status
+        if effective != previous_status:
+            action = "offline" if effective is AgentStatus.OFFLINE else "status-changed"
+            await self._publish(
+                action, entry, effective, msg_id=msg_id, extra={"previous_status": previous_status}
+            )
+        elif any(getattr(entry, f) != getattr(previous, f) for f in _PRESENCE_FIELDS):
+            await self._publish("updated", entry, effective, msg_id=msg_id)
+
+    async def check_staleness(self, now: datetime | None = None) -> list[str]:
+        """Announce agents whose heartbeats stopped (once per registry revision)."""
+        moment = now or utcnow()
+        announced: list[str] = []
+        for key, entry in self.mirror.items():
+            revision = self.mirror.revision_of(key)
+            if revision is None or entry.status is AgentStatus.OFFLINE or not entry.is_stale(moment):
+                continue
+            if self._stale_reported.get(key) == revision:
+                continue
+            self._stale_reported[key] = revision
+            await self._publish(
+                "offline",
+                entry,
+                AgentStatus.OFFLINE,
+                msg_id=f"{key}.{revision}.stale",
+                extra={"previous_status": entry.status, "reason": "heartbeats stopped"},
+            )
+            announced.append(key)
+        return announced
+
+    async def _watch_staleness(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.check_staleness()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise_if_cancelling()
+                log.warning("agent staleness check failed for %s: %s", self.names.project_id, exc)
+
+    async def _publish(
+        self,
+        action: str,
+        entry: AgentEntry,
+        status: AgentStatus,
+        *,
+        msg_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        data: dict[str, Any] = {"agent": entry.model_dump(mode="json"), "status": status.value}
+        if extra:
+            data.update({k: (v.value if isinstance(v, AgentStatus) else v) for k, v in extra.items()})
+        try:
+            await publish_event(
+                self._js,
+                self.names,
+                "agent",
+                action,
+                entry.agent_id,
+                data,
+                msg_id=f"agent.{msg_id}" if msg_id else None,
+            )
+        except Exception as exc:  # an event lost to a NATS hiccup must not stop the mirror
+            raise_if_cancelling()
+            log.warning("could not publish agent.%s for %s: %s", action, entry.agent_id, exc)

@@ -1,0 +1,221 @@
+"""Per-project services, started lazily the first time a request names a project.
+
+A :class:`ProjectContext` bundles everything Weft does for one project over the
+one NATS connection: the work queue, and one copy of each of the project's
+buckets (agent registry, work records, targets), which routing, listings, the
+sweeper and spin-up all read. The spin-up service adds its own part for the
+project when the context starts (:meth:`~weft.spinup.base.SpinupService.attach`);
+it reads the same copies instead of keeping its own.
+
+The :class:`ProjectHub` creates contexts on demand, publishes the boundary
+policy to each, and drops the least recently used beyond a cap (never one
+whose spin-up part still has agents to look after).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.agents.registry import Registry
+from shared.leases.book import LeaseBook
+from shared.names import ProjectNames
+from shared.nats.jetstream import bucket_exists
+from shared.work.policy import BoundaryPolicy, config_bucket, publish_policy
+from shared.work.questions import QuestionBook
+from shared.work.queue import WorkQueue
+from weft.a2a.push import PushService
+from weft.credentials import CredentialAuthority
+from weft.metrics import Metrics
+from weft.project.agents import AgentDirectory
+from weft.project.contexts import ContextIndex
+from weft.project.leases import LeaseWarden
+from weft.project.relay import EventRelay
+from weft.project.repair import WorkRepair
+from weft.project.retention import Retention
+from weft.project.work import WorkIndex
+from weft.settings import WeftSettings
+from weft.targets.store import TargetStore
+
+log = logging.getLogger("loom.weft.project")
+
+
+class ProjectExtension(Protocol):
+    """What a service runs for one project, stopped with it."""
+
+    def busy(self) -> bool:
+        """True while stopping the project would leave something unattended."""
+        ...
+
+    async def stop(self) -> None: ...
+
+
+Attach = Callable[["ProjectContext"], Awaitable[ProjectExtension | None]]
+
+
+class ProjectContext:
+    def __init__(self, nc: NatsClient, js: JetStreamContext, names: ProjectNames, metrics: Metrics) -> None:
+        self.nc = nc
+        self.js = js
+        self.names = names
+        self.metrics = metrics
+        self.queue = WorkQueue(nc, names, js=js)
+        self.questions = QuestionBook(nc, names, self.queue, js=js)
+        self.registry = Registry(js, names)
+        self.agents = AgentDirectory(nc, js, names)
+        self.work = WorkIndex(nc, js, self.queue)
+        self.targets = TargetStore(nc, js, names)
+        self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
+        self.repair = WorkRepair(self.queue, self.work, self.questions)
+        self.relay = EventRelay(js, names, metrics)
+        assert self.queue.contexts is not None
+        self.contexts = ContextIndex(nc, js, self.queue.contexts)
+        self.leases = LeaseWarden(LeaseBook(nc, names, js=js), self.agents, self.work)
+        self.a2a_push: PushService | None = None
+        """A2A push notifications, started once a client registers a webhook (or at start when
+        the project has some)."""
+        self._push_private_urls = False
+        self._push_lock = asyncio.Lock()
+        self.extension: ProjectExtension | None = None
+        self.credentials: CredentialAuthority | None = None
+        self.last_used = time.monotonic()
+
+    @property
+    def project_id(self) -> str:
+        return self.names.project_id
+
+    async def start(
+        self, settings: WeftSettings, policy: BoundaryPolicy | None, attach: Attach | None
+    ) -> None:
+        await self.queue.ensure()
+        if policy is not None:
+            await publish_policy(await config_bucket(self.js, self.names), policy)
+            self.queue.forget_policy_cache()
+        await self.relay.start()
+        await self.agents.start(settings.stale_check_interval_s)
+        await self.work.start()
+        await self.targets.start()
+        await self.contexts.start()
+        await self.leases.start(settings.stale_check_interval_s)
+        self._push_private_urls = settings.a2a_push_private_urls
+        if await self.push_in_use():
+            await self.push()
+        if attach is not None:
+            self.extension = await attach(self)
+
+    async def push_in_use(self) -> bool:
+        """Whether an A2A client ever registered a webhook in this project (its bucket exists)."""
+        return await bucket_exists(self.js, self.names.a2a_push_bucket)
+
+    async def push(self) -> PushService:
+        """The project's A2A push notifications, started on first use."""
+        async with self._push_lock:
+            if self.a2a_push is None:
+                service = PushService(self.js, self.names, private_allowed=self._push_private_urls)
+                await service.start()
+                self.a2a_push = service
+        return self.a2a_push
+
+    def busy(self) -> bool:
+        return self.extension is not None and self.extension.busy()
+
+    async def stop(self) -> None:
+        parts = (
+            self.extension,
+            self.a2a_push,
+            self.leases,
+            self.contexts,
+            self.targets,
+            self.work,
+            self.agents,
+            self.relay,
+        )
+        for part in parts:
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    await part.stop()
+        with contextlib.suppress(Exception):
+            await self.queue.traces.close()  # the spans still waiting to be published
+
+
+class ProjectHub:
+    def __init__(
+        self,
+        nc: NatsClient,
+        settings: WeftSettings,
+        metrics: Metrics,
+        policy: BoundaryPolicy | None,
+        *,
+        attach: Attach | None = None,
+        credentials: CredentialAuthority | None = None,
+    ) -> None:
+        self.nc = nc
+        self.credentials = credentials
+        """Scoped NATS auth: issues (and revokes) the credentials of agents Weft starts."""
+        self.js = nc.jetstream()
+        self.settings = settings
+        self.metrics = metrics
+        self.policy = policy
+        self.default_project = settings.project_id
+        self._attach = attach
+        self._contexts: dict[str, ProjectContext] = {}
+        self._starting: dict[str, asyncio.Task[ProjectContext]] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, project_id: str) -> ProjectContext:
+        context = self._contexts.get(project_id)
+        if context is not None:
+            context.last_used = time.monotonic()
+            return context
+        async with self._lock:
+            task = self._starting.get(project_id)
+            if task is None:
+                task = asyncio.create_task(self._start(project_id), name=f"project:{project_id}")
+                self._starting[project_id] = task
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._starting.pop(project_id, None)
+
+    async def _start(self, project_id: str) -> ProjectContext:
+        context = ProjectContext(self.nc, self.js, ProjectNames(project_id), self.metrics)
+        context.credentials = self.credentials
+        try:
+            await context.start(self.settings, self.policy, self._attach)
+        except BaseException:
+            await context.stop()
+            raise
+        self._contexts[project_id] = context
+        log.info("serving project %s", project_id)
+        await self._evict()
+        return context
+
+    async def _evict(self) -> None:
+        while len(self._contexts) > self.settings.max_projects:
+            candidates = [
+                c for c in self._contexts.values() if c.project_id != self.default_project and not c.busy()
+            ]
+            if not candidates:
+                return
+            oldest = min(candidates, key=lambda c: c.last_used)
+            self._contexts.pop(oldest.project_id, None)
+            log.info("no longer serving project %s (least recently used)", oldest.project_id)
+            await oldest.stop()
+
+    def served(self) -> list[ProjectContext]:
+        return list(self._contexts.values())
+
+    async def close(self) -> None:
+        for task in list(self._starting.values()):
+            task.cancel()
+        contexts, self._contexts = list(self._contexts.values()), {}
+        for context in contexts:
+            await context.stop()

@@ -1,0 +1,92 @@
+"""What a sweep repairs in one project's work: the steps a process did not get to because
+it stopped between them (docs/architecture.md, Work: dependencies).
+
+The normal path is done by whoever makes a change (Warp or Weft, ``shared/work/queue.py``); this
+is the second line, judged from Weft's copy of the records and carried out by the same
+idempotent, compare-and-set rules, so replicas repairing at once change an item once:
+
+* a blocked item whose dependency completed or can no longer complete without telling
+  it is settled;
+* an item that failed because of a dependency that has since been retried is revived;
+* a queued item (or one handed in for review) whose queue message was never stored
+  gets one;
+* an item still waiting on the operator about a question that was answered or expired
+  goes back in progress. The copy does not show
+  queue messages, so each queued item is read once after it has been quiet for a while.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable
+from datetime import datetime, timedelta
+
+from shared.models import WorkStatus, utcnow
+from shared.tasks import raise_if_cancelling
+from shared.work.graph import repairs
+from shared.work.questions import QuestionBook
+from shared.work.queue import WorkQueue
+from weft.project.work import WorkIndex
+
+log = logging.getLogger("loom.weft.repair")
+
+GRACE = timedelta(seconds=5)
+"""Changes younger than this are left to the process still making them."""
+REMEMBERED = 50_000
+NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW})
+
+
+class WorkRepair:
+    def __init__(self, queue: WorkQueue, work: WorkIndex, questions: QuestionBook) -> None:
+        self.queue = queue
+        self.work = work
+        self.questions = questions
+        self._checked: OrderedDict[tuple[str, datetime], None] = OrderedDict()
+
+    async def sweep(self, now: datetime | None = None) -> dict[str, int]:
+        moment = now or utcnow()
+        items = self.work.by_id()
+        found = repairs(items, moment, grace=GRACE)
+        done = {"settled": 0, "revived": 0, "enqueued": 0, "resumed": 0}
+        for work_id in found.settle:
+            if await self._try(self.queue.settle_blocked(work_id), work_id):
+                done["settled"] += 1
+        for work_id, dependency_id in found.revive:
+            if await self._try(self.queue.revive_from(work_id, dependency_id), work_id):
+                done["revived"] += 1
+        quiet = moment - GRACE
+        waiting = {
+            i.id: i.question_id
+            for i in items.values()
+            if i.status is WorkStatus.WAITING_ON_OPERATOR
+            and i.question_id is not None
+            and i.updated_at <= quiet
+        }
+        if waiting:
+            try:
+                done["resumed"] = await self.questions.resume_settled(waiting)
+            except Exception as exc:
+                raise_if_cancelling()
+                log.warning("resuming work whose question was settled failed: %s", exc)
+        for item in items.values():
+            if item.status not in NEEDS_A_MESSAGE or item.updated_at > quiet:
+                continue
+            key = (item.id, item.updated_at)
+            if key in self._checked:
+                continue
+            if await self._try(self.queue.ensure_enqueued(item.id), item.id):
+                done["enqueued"] += 1
+            self._checked[key] = None
+            while len(self._checked) > REMEMBERED:
+                self._checked.popitem(last=False)
+        return done
+
+    @staticmethod
+    async def _try(step: Awaitable[object], work_id: str) -> bool:
+        try:
+            return bool(await step)
+        except Exception as exc:
+            raise_if_cancelling()
+            log.warning("repairing work %s failed: %s", work_id, exc)
+            return False

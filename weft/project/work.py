@@ -1,0 +1,84 @@
+"""Weft's read side of the work records, plus the one field Weft itself writes.
+
+Records are written by whoever performs a transition (Warp agents claim,
+progress, complete and fail them directly), so Weft follows the work bucket
+instead of assuming it saw every change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import datetime
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.models import WorkItem, WorkStatus, utcnow
+from shared.nats.mirror import BucketMirror
+from shared.paging import Page, decode_cursor
+from shared.work.graph import WorkGraph, work_graph
+from shared.work.queue import EXPIRABLE, WAITING, WorkFilter, WorkQueue, WorkRecord, page_items
+
+log = logging.getLogger("loom.weft.work")
+
+_CAS_RETRIES = 20
+
+
+def _parse(_key: str, raw: bytes) -> WorkItem:
+    return WorkRecord.model_validate_json(raw).item
+
+
+class WorkIndex:
+    """Watch-backed copy of one project's work records (items only)."""
+
+    def __init__(self, nc: NatsClient, js: JetStreamContext, queue: WorkQueue) -> None:
+        self._nc = nc
+        self._js = js
+        self.queue = queue
+        self._mirror: BucketMirror[WorkItem] | None = None
+
+    async def start(self) -> None:
+        kv = await self.queue.records_bucket()
+        self._mirror = BucketMirror(self._js, kv, self.queue.names.work_records_bucket, _parse, nc=self._nc)
+        await self._mirror.start()
+
+    async def stop(self) -> None:
+        if self._mirror is not None:
+            await self._mirror.stop()
+
+    @property
+    def mirror(self) -> BucketMirror[WorkItem]:
+        assert self._mirror is not None, "WorkIndex.start() was not awaited"
+        return self._mirror
+
+    async def list_page(self, filters: WorkFilter, *, limit: int, cursor: str | None) -> Page[WorkItem]:
+        await self.mirror.sync()
+        after = decode_cursor(cursor)
+        return page_items((i for i in self.mirror.values() if filters.matches(i)), limit=limit, after=after)
+
+    def counts_by_status(self) -> dict[str, int]:
+        counts = Counter(item.status.value for item in self.mirror.values())
+        return {status.value: counts.get(status.value, 0) for status in WorkStatus}
+
+    def waiting(self) -> list[WorkItem]:
+        """Items waiting for an agent (a worker, or a reviewer), highest priority first,
+        then oldest first. Blocked items wait for other work, not for an agent."""
+        items = [i for i in self.mirror.values() if i.status in WAITING]
+        items.sort(key=lambda i: (-i.priority, i.created_at))
+        return items
+
+    def has_expired(self, now: datetime | None = None) -> bool:
+        moment = now or utcnow()
+        return any(
+            i.status in EXPIRABLE and i.deadline is not None and i.deadline <= moment
+            for i in self.mirror.values()
+        )
+
+    async def graph(self, root: WorkItem) -> WorkGraph:
+        """The items ``root`` depends on and the items that depend on it, from the copy."""
+        await self.mirror.sync()
+        return work_graph(root, self.mirror.get)
+
+    def by_id(self) -> dict[str, WorkItem]:
+        return dict(self.mirror.items())
