@@ -202,7 +202,7 @@ FINAL_WORK_STATES = frozenset(
 
 
 class WorkMove(StrEnum):
-    """The operations that change a work item's status; each is one rule in shared/work/queue.py."""
+    """The operations that change a work item's status; each is one rule in shared/work/rules.py."""
 
     CLAIM = "claim"
     PROGRESS = "progress"
@@ -277,7 +277,7 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.ASK: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.WAITING_ON_OPERATOR),
     WorkMove.RESUME: Transition(_from(_S.WAITING_ON_OPERATOR), _S.IN_PROGRESS),
 }
-"""The work lifecycle, one row per operation: the truth the rules in shared/work/queue.py
+"""The work lifecycle, one row per operation: the truth the rules in shared/work/rules.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
 
 Items are created ``queued``, or ``blocked`` when they name dependencies

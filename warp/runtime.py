@@ -182,7 +182,7 @@ class WarpRuntime:
         """Claims this agent id still holds from a previous run count as its tasks (once)."""
         if self._recovered:
             return
-        from shared.work.queue import HOLDING, WorkFilter
+        from shared.work.rules import HOLDING, WorkFilter
 
         page = await svc.work.list_items(WorkFilter(assigned_to=svc.agent_id), limit=1000)
         for item in page.items:

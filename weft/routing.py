@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from shared.models import Target, WorkItem
 from shared.tasks import raise_if_cancelling
-from shared.work.queue import WAITING
+from shared.work.rules import WAITING
 from weft.eligibility import Need, eligible_agents, matching_targets
 from weft.spinup.base import SpinupRequester
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from shared.models import AgentStatus, TargetHealth, utcnow
 from shared.names import InvalidNameError, ProjectNames
-from shared.work.queue import WAITING
+from shared.work.rules import WAITING
 from weft.jsapi import stream_names
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.spinup.base import SpinupService

@@ -32,7 +32,8 @@ from shared.names import ProjectNames
 from shared.nats.client import NatsConnectError, connect
 from shared.redact import configure_logging, redact, register_secret
 from shared.settings import NatsSettings
-from shared.work.queue import WorkError, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import WorkError
 
 log = logging.getLogger("loom.runner")
 

@@ -19,7 +19,8 @@ from shared.events import ensure_events_stream, publish_event
 from shared.models import WorkItem, WorkStatus
 from shared.names import ProjectNames
 from shared.redact import redact
-from shared.work.queue import HELD, WorkError, WorkFilter, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import HELD, WorkError, WorkFilter
 
 log = logging.getLogger("loom.runner")
 

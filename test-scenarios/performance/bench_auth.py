@@ -29,7 +29,8 @@ from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import NatsSettings
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 from warp.channels import ChannelService, Viewer
 from warp.config import ConfigLoader
 from weft.runtime import open_nats

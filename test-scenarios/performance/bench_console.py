@@ -167,7 +167,7 @@ async def _event_to_page(ctx: BenchContext, page: Any, base: str, project: str, 
 
 async def _memory_soak(page: Any, nc: Any, project: str, seconds: float) -> list[BenchResult]:
     """The page's heap and DOM over ``seconds`` of events about a fixed set of items."""
-    from shared.work.queue import Claimant
+    from shared.work.rules import Claimant
 
     names = ProjectNames(project)
     queue = WorkQueue(nc, names)

@@ -24,7 +24,8 @@ from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.work.graph import PlanStep
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 AGENT = "a" * 32
 CLAIMANT = Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))

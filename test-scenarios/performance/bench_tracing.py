@@ -46,7 +46,8 @@ async def _cycle(nats_url: str, n: int) -> list[float]:
     from shared.models import WorkSubmission
     from shared.names import ProjectNames
     from shared.nats.client import connect
-    from shared.work.queue import Claimant, WorkQueue
+    from shared.work.queue import WorkQueue
+    from shared.work.rules import Claimant
 
     nc = await connect(url=nats_url)
     queue = WorkQueue(nc, ProjectNames(f"bench-tr-{uuid.uuid4().hex[:8]}"))

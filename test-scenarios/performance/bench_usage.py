@@ -13,7 +13,8 @@ from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.usage.rules import Budget, Usage, with_project_budget
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 AGENT = "a" * 32
 USAGE = Usage(input_tokens=1200, output_tokens=300, cost=0.02, model="bench-model")

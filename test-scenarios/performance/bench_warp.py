@@ -342,7 +342,8 @@ async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResul
     from shared.names import ProjectNames
     from shared.nats.client import connect
     from shared.nats.jsapi import direct_get_batch
-    from shared.work.queue import Claimant, WorkQueue
+    from shared.work.queue import WorkQueue
+    from shared.work.rules import Claimant
     from warp.channels import HDR_SCOPE, HDR_SENDER, HDR_USER
 
     names = ProjectNames(project)

@@ -30,7 +30,8 @@ from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import free_port
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 WEFT = str(Path(sys.executable).parent / "weft")
 AGENT = "a" * 32

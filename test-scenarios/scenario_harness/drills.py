@@ -360,7 +360,7 @@ async def work_records(nats_url: str, project_id: str) -> dict[str, dict[str, An
     from shared.names import ProjectNames
     from shared.nats.client import connect
     from shared.nats.jetstream import snapshot
-    from shared.work.queue import WorkRecord
+    from shared.work.rules import WorkRecord
 
     nc = await connect(url=nats_url, name="drill-audit", timeout=10)
     try:

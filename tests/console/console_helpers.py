@@ -28,7 +28,7 @@ from shared.agents.registry import Registry
 from shared.models import AgentEntry
 from shared.names import ProjectNames
 from shared.settings import NatsSettings
-from shared.work.queue import Claimant
+from shared.work.rules import Claimant
 from testsupport.serving import serve_in_loop
 from weft.app import create_app
 from weft.settings import WeftSettings

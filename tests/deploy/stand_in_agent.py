@@ -17,7 +17,8 @@ from typing import Any
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.settings import NatsSettings
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 
 async def work(env: dict[str, Any], mode: str) -> int:

@@ -22,7 +22,8 @@ from deploy.runner.report import report_failure
 from shared.models import Event, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 SCRIPT = REPO / "deploy" / "github-actions" / "run-agent.sh"
 STAND_IN = Path(__file__).with_name("stand_in_agent.py")

@@ -68,7 +68,8 @@ from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import free_port
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 from weft.demo import end_processes, processes_with
 
 TOKEN = "tok"

@@ -28,7 +28,8 @@ from shared.agents.lineage import LineageRecord, ancestors, checked
 from shared.context import tokens
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 
 def test_the_counter_is_a_real_tokenizer_and_is_named() -> None:

@@ -76,7 +76,7 @@ def test_domain_errors_are_also_their_kind() -> None:
     from pattern.errors import AccessDeniedError, NotFoundError, UnavailableError
     from shared.agents.registry import AgentNotFound
     from shared.names import InvalidNameError
-    from shared.work.queue import NotClaimant, WorkConflict, WorkNotFound
+    from shared.work.rules import NotClaimant, WorkConflict, WorkNotFound
     from shuttle.errors import Unreachable, UsageError
 
     assert isinstance(WorkNotFound("0" * 32), e.NotFound) and WorkNotFound("0" * 32).code == "not_found"

@@ -162,7 +162,7 @@ def test_agent_entry_rejects_bad_fields(field: str, value: object) -> None:
 # -- work lifecycle ----------------------------------------------------------------
 
 S = WorkStatus
-# Every change of status shared/work/queue.py makes (WORK_LIFECYCLE; docs/architecture.md, "Work: one
+# Every change of status shared/work/rules.py makes (WORK_LIFECYCLE; docs/architecture.md, "Work: one
 # lifecycle"). Items are created queued; a lapsed claim is a failed attempt, claimed again,
 # expired or dead-lettered from there.
 EXPECTED_MOVES = {

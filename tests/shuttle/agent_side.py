@@ -13,7 +13,8 @@ from nats.aio.client import Client as NatsClient
 from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 AGENT = "a" * 32
 

@@ -23,7 +23,8 @@ from shared.models import (
 )
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 from tests.spinup.conftest import eventually, hook, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import StubServer
 from weft.project.hub import ProjectHub

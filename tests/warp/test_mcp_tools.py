@@ -12,7 +12,8 @@ from nats.aio.client import Client as NatsClient
 from warp_harness import WARP, spawn_warp, stdout_frames_only
 
 from shared.names import ProjectNames
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 TOOLS = {
     "warp_handle_set",

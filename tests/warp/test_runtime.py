@@ -118,7 +118,7 @@ async def test_cancel_work_is_remembered_and_stops_counting(
         item = await queue.submit(
             WorkSubmission(task_id="t", description="d", capability="code"), submitted_by="test"
         )
-        from shared.work.queue import Claimant
+        from shared.work.rules import Claimant
 
         claimed = await svc.work.claim(Claimant(agent_id=A, agent_type="claude-code", capabilities=("code",)))
         assert claimed is not None and claimed.id == item.id

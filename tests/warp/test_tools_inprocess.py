@@ -19,7 +19,8 @@ from warp_harness import make_identity
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 from warp.errors import describe
 from warp.runtime import WarpRuntime
 from warp.server import build_server

@@ -155,7 +155,7 @@ def test_refusals_become_the_a2a_error_of_their_kind_with_the_a2a_field_name() -
     from a2a.utils.errors import InvalidRequestError, TaskNotCancelableError, TaskNotFoundError
 
     from shared.errors import Forbidden
-    from shared.work.queue import WorkConflict, WorkNotFound
+    from shared.work.rules import WorkConflict, WorkNotFound
     from weft.a2a.errors import INTERNAL_MESSAGE, translate
     from weft.a2a.handler import Access, Served
 

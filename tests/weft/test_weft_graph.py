@@ -11,7 +11,8 @@ from weft_helpers import WsClient, actions, eventually, ws_connect
 
 from shared.models import WorkStatus
 from shared.names import ProjectNames
-from shared.work.queue import Claimant, WorkQueue, WorkRecord
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant, WorkRecord
 
 A = "a" * 32
 

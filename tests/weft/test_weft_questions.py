@@ -13,7 +13,8 @@ from weft_helpers import WsClient, eventually, ws_connect
 from shared.models import WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 
 A = "a" * 32
 

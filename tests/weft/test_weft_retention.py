@@ -13,7 +13,8 @@ from nats.aio.client import Client as NatsClient
 from shared.agents.registry import AgentNotFound, Registry
 from shared.models import AgentStatus, Scope, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames, kv_stream, kv_subject
-from shared.work.queue import DLQ_MAX_AGE_S, WorkNotFound, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import DLQ_MAX_AGE_S, WorkNotFound
 from tests.weft.conftest import WeftFactory
 from tests.weft.weft_helpers import claimant, eventually, register
 from weft.project.agents import AgentDirectory

@@ -229,7 +229,8 @@ async def test_blocked_work_is_never_routed_and_a_review_task_is(
     """A blocked item waits for other work, not for an agent: no reason, no spin-up. An item
     handed in for review waits for a reviewer, and says so when none is online."""
     from shared.names import ProjectNames
-    from shared.work.queue import Claimant, WorkQueue
+    from shared.work.queue import WorkQueue
+    from shared.work.rules import Claimant
 
     made = await api.post(
         "/api/targets",

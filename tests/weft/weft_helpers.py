@@ -17,7 +17,7 @@ from shared.agents.registry import Registry
 from shared.models import AgentEntry, AgentStatus, utcnow
 from shared.names import ProjectNames
 from shared.nats.jetstream import ensure_stream
-from shared.work.queue import Claimant
+from shared.work.rules import Claimant
 
 T = TypeVar("T")
 

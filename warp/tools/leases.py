@@ -17,7 +17,7 @@ from pydantic import Field
 
 from shared.leases.book import DEFAULT_TTL_S, MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S, LeaseFilter, holds
 from shared.models import MAX_LEASE_REASON, Lease, LeaseMode
-from shared.work.queue import NotClaimant
+from shared.work.rules import NotClaimant
 from warp.errors import Conflict
 from warp.schemas import LeaseId, LeaseListOut, LeaseOut, LeasePattern, LeaseReleaseOut, WorkId
 from warp.tools.base import make_tool, result

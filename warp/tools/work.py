@@ -117,7 +117,7 @@ async def held_operation(
 ) -> WorkItem:
     """Run an operation of the agent holding ``work_id``; whatever happens, an item it no
     longer holds stops counting among its tasks. Work Weft cancelled is refused first."""
-    from shared.work.queue import NotClaimant, WorkConflict
+    from shared.work.rules import NotClaimant, WorkConflict
 
     cancelled = rt.cancelled
     message = cancelled.message(work_id) if cancelled is not None else None
@@ -242,7 +242,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         boundaries and agent type). Report on it with warp_work_progress, then complete or fail it.
         With a review capability you may get a review task instead (review: true): another
         agent's result to approve or reject with warp_work_review."""
-        from shared.work.queue import Claimant
+        from shared.work.rules import Claimant
 
         if rt.draining is not None:
             raise Conflict(
@@ -309,7 +309,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         cursor: Cursor | None = None,
     ) -> Annotated[CallToolResult, WorkListOut]:
         """List the project's work items, newest first, with filters."""
-        from shared.work.queue import WorkFilter
+        from shared.work.rules import WorkFilter
 
         svc = await rt.services()
         if mine and assigned_to is not None and assigned_to != svc.agent_id:

@@ -56,7 +56,7 @@ from shared.errors import Forbidden
 from shared.models import WorkItem, WorkStatus, new_id
 from shared.names import InvalidNameError, validate_work_id
 from shared.paging import decode_cursor
-from shared.work.queue import WorkNotFound, page_items
+from shared.work.rules import WorkNotFound, page_items
 from weft.a2a.errors import field_error, translate
 from weft.a2a.mapping import (
     A2A_ANSWERED_BY,

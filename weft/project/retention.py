@@ -21,7 +21,8 @@ from nats.js import JetStreamContext
 from shared.agents.registry import Registry
 from shared.models import AgentStatus, WorkStatus, utcnow
 from shared.nats.jetstream import drop_delete_marker
-from shared.work.queue import DLQ_MAX_AGE_S, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import DLQ_MAX_AGE_S
 from weft.project.agents import AgentDirectory
 from weft.project.work import WorkIndex
 

@@ -18,7 +18,8 @@ from shared.models import WorkItem, WorkStatus, utcnow
 from shared.nats.mirror import BucketMirror
 from shared.paging import Page, decode_cursor
 from shared.work.graph import WorkGraph, work_graph
-from shared.work.queue import EXPIRABLE, WAITING, WorkFilter, WorkQueue, WorkRecord, page_items
+from shared.work.queue import WorkQueue
+from shared.work.rules import EXPIRABLE, WAITING, WorkFilter, WorkRecord, page_items
 
 log = logging.getLogger("loom.weft.work")
 

@@ -13,7 +13,7 @@ from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_bound
 from shared.trace.timeline import SpanRecord
 from shared.trace.tracing import read_timeline, trace_id_of
 from shared.work.graph import MAX_PLAN_ITEMS, NamedStep, resolve_names
-from shared.work.queue import WorkError, WorkFilter
+from shared.work.rules import WorkError, WorkFilter
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, WorkId

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.models import AgentEntry, AgentStatus, SpinupState, Target, WorkItem
-from shared.work.queue import HOLDING
+from shared.work.rules import HOLDING
 from weft.spinup.manager import SpinupManager
 from weft.spinup.store import SpinupRecord
 

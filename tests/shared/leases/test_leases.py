@@ -251,7 +251,7 @@ async def test_sweeps_end_leases_of_offline_holders_and_ended_work(
 async def test_a_lease_for_work_not_held_is_refused_and_nothing_is_kept(
     nc: NatsClient, names: ProjectNames
 ) -> None:
-    from shared.work.queue import NotClaimant
+    from shared.work.rules import NotClaimant
 
     async def not_held(_work_id: str) -> None:
         raise NotClaimant(WORK)

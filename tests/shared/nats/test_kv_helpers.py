@@ -12,7 +12,8 @@ from nats.js.errors import InvalidKeyError, KeyNotFoundError, KeyWrongLastSequen
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.jetstream import create_if_absent, ensure_kv, get_or_none
-from shared.work.queue import WorkNotFound, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import WorkNotFound
 
 MALFORMED_KEYS = ["", "a b", ".x", "x.", "a*", "a>", "ü", "tab\there"]
 

@@ -24,7 +24,8 @@ from shared.usage.rules import (
     with_project_budget,
     with_target_budget,
 )
-from shared.work.queue import BudgetReached, Claimant, WorkConflict, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import BudgetReached, Claimant, WorkConflict
 
 A = "a" * 32
 B = "b" * 32

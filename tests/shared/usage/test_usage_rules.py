@@ -35,7 +35,7 @@ from shared.usage.rules import (
     with_project_budget,
     with_target_budget,
 )
-from shared.work.queue import (
+from shared.work.rules import (
     Ack,
     Delivery,
     NotClaimant,

@@ -21,7 +21,8 @@ from shared.work.questions import (
     answer_rule,
     expire_rule,
 )
-from shared.work.queue import (
+from shared.work.queue import WorkQueue
+from shared.work.rules import (
     HOLDING,
     Ack,
     Change,
@@ -30,7 +31,6 @@ from shared.work.queue import (
     NotClaimant,
     WorkConflict,
     WorkEvent,
-    WorkQueue,
     WorkRecord,
     keep_alive_subject,
     resume,

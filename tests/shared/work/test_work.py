@@ -14,15 +14,8 @@ from shared.models import WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.paging import CursorError
 from shared.work.policy import BoundaryPolicy, BoundaryRule, config_bucket, publish_policy
-from shared.work.queue import (
-    Claimant,
-    NotClaimant,
-    WorkConflict,
-    WorkError,
-    WorkFilter,
-    WorkNotFound,
-    WorkQueue,
-)
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant, NotClaimant, WorkConflict, WorkError, WorkFilter, WorkNotFound
 
 A = "a" * 32
 B = "b" * 32

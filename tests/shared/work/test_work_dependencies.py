@@ -13,7 +13,8 @@ from nats.aio.client import Client as NatsClient
 from shared.models import WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.work.graph import DependencyFinished, DependencyRefused, PlanError, PlanStep
-from shared.work.queue import Claimant, WorkQueue, WorkRecord
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant, WorkRecord
 from testsupport.events import work_actions
 
 A = "a" * 32

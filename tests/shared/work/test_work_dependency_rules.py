@@ -1,4 +1,4 @@
-"""The dependency rules of shared/work/queue.py and the plan and graph functions of
+"""The dependency rules of shared/work/rules.py and the plan and graph functions of
 shared/work/graph.py, without NATS: every move, every refusal, every idempotent repeat."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from shared.work.graph import (
     resolve_names,
     work_graph,
 )
-from shared.work.queue import (
+from shared.work.rules import (
     Change,
     Then,
     WorkConflict,

@@ -10,7 +10,8 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import Claimant
 from testsupport.events import work_actions
 
 S = WorkStatus

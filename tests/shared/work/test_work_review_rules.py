@@ -1,4 +1,4 @@
-"""The review rules of shared/work/queue.py without NATS: hand-in, a reviewer's claim (never the
+"""The review rules of shared/work/rules.py without NATS: hand-in, a reviewer's claim (never the
 author's), a reviewer gone silent, the verdicts, and the checks of a verdict."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from shared.errors import validation_problems
 from shared.models import ReviewRound, ReviewSpec, WorkItem, WorkStatus, WorkSubmission
-from shared.work.queue import (
+from shared.work.rules import (
     HOLDING,
     WAITING,
     Ack,

@@ -1,4 +1,4 @@
-"""The work rules of shared/work/queue.py, without NATS: every move, every refusal.
+"""The work rules of shared/work/rules.py, without NATS: every move, every refusal.
 
 Each rule is called through ``run``, which also checks that the record it was given
 is exactly as it was afterwards (the rules copy, they never change their input).
@@ -24,7 +24,7 @@ from shared.models import (
     can_transition,
 )
 from shared.names import InvalidNameError
-from shared.work.queue import (
+from shared.work.rules import (
     CLAIM_LAPSED,
     CLAIMABLE,
     HELD,
@@ -604,7 +604,7 @@ def test_discard_refuses_when_the_dead_letter_changed(current: int | None) -> No
 def test_a_bad_ack_wait_names_the_variable_and_the_rule_without_the_value(
     raw: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shared.work.queue import default_ack_wait
+    from shared.work.rules import default_ack_wait
 
     monkeypatch.setenv("LOOM_WORK_ACK_WAIT_S", raw)
     with pytest.raises(ValueError) as refused:
@@ -614,7 +614,7 @@ def test_a_bad_ack_wait_names_the_variable_and_the_rule_without_the_value(
 
 
 def test_the_ack_wait_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared.work.queue import DEFAULT_ACK_WAIT_S, default_ack_wait
+    from shared.work.rules import DEFAULT_ACK_WAIT_S, default_ack_wait
 
     monkeypatch.delenv("LOOM_WORK_ACK_WAIT_S", raising=False)
     assert default_ack_wait() == DEFAULT_ACK_WAIT_S

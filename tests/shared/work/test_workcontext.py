@@ -10,7 +10,8 @@ from shared.context.trees import NodeInput, structure, work_attempt_id, work_roo
 from shared.models import WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.work.context import work_hand_off, work_nodes
-from shared.work.queue import CLAIM_LAPSED, Claimant, WorkQueue
+from shared.work.queue import WorkQueue
+from shared.work.rules import CLAIM_LAPSED, Claimant
 
 A = "a" * 32
 B = "b" * 32

@@ -1,0 +1,240 @@
+"""A project's work records and events on JetStream (docs/architecture.md, Work): the
+streams and buckets, the compare-and-set write of a rule's record, the listing, and the
+events each transition publishes. :class:`shared.work.queue.WorkQueue` builds every
+operation on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from shared.context.store import ContextStore
+from shared.events import ensure_events_stream, publish_event
+from shared.models import WorkItem
+from shared.names import ProjectNames
+from shared.nats.jetstream import CAS_RETRIES, cas_backoff, ensure_kv, ensure_stream, get_or_none, snapshot
+from shared.paging import Page, decode_cursor
+from shared.trace.tracing import TraceLog, ensure_traces_stream
+from shared.usage.ledger import UsageLedger
+from shared.work.context import work_nodes
+from shared.work.policy import BoundaryPolicy, config_bucket, read_policy
+from shared.work.rules import (
+    DLQ_MAX_AGE_S,
+    POLICY_CACHE_S,
+    Change,
+    WorkConflict,
+    WorkError,
+    WorkEvent,
+    WorkFilter,
+    WorkNotFound,
+    WorkRecord,
+    default_ack_wait,
+    page_items,
+)
+
+log = logging.getLogger("loom.work")
+
+
+class WorkRecords:
+    """One project's work records, read and changed compare-and-set, and their events."""
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        names: ProjectNames,
+        *,
+        js: JetStreamContext | None = None,
+        ack_wait_s: float | None = None,
+        record_context: bool = True,
+    ) -> None:
+        self._nc = nc
+        self._js = js or nc.jetstream()
+        self.names = names
+        self.contexts = ContextStore(nc, names, js=self._js) if record_context else None
+        """Each item's context tree (docs/context.md); every transition appends to it."""
+        self.ledger = UsageLedger(self._js, names)
+        """The day's usage counters and the budgets (docs/operations.md)."""
+        self.traces = TraceLog(nc, names)
+        """The spans of the project's items this process makes (docs/operations.md, Traces)."""
+        self.ack_wait_s = ack_wait_s if ack_wait_s is not None else default_ack_wait()
+        self._kv: KeyValue | None = None
+        self._config_kv: KeyValue | None = None
+        self._consumers: set[str] = set()
+        self._ensured = False
+        self._policy: BoundaryPolicy | None = None
+        self._policy_read_at = 0.0
+        self._ensure_lock = asyncio.Lock()
+        self._events_in_flight: set[asyncio.Task[None]] = set()
+
+    # -- set-up --------------------------------------------------------------
+    async def ensure(self) -> None:
+        if self._ensured:
+            return
+        async with self._ensure_lock:
+            if self._ensured:
+                return
+            await ensure_stream(
+                self._js,
+                StreamConfig(
+                    name=self.names.work_stream,
+                    subjects=[self.names.work_subjects],
+                    retention=RetentionPolicy.WORK_QUEUE,
+                    storage=StorageType.FILE,
+                    duplicate_window=120,
+                ),
+            )
+            await ensure_stream(
+                self._js,
+                StreamConfig(
+                    name=self.names.dlq_stream,
+                    subjects=[self.names.dlq_subjects],
+                    retention=RetentionPolicy.LIMITS,
+                    storage=StorageType.FILE,
+                    max_age=DLQ_MAX_AGE_S,
+                    duplicate_window=120,
+                ),
+            )
+            await ensure_events_stream(self._js, self.names)
+            await ensure_traces_stream(self._js, self.names)
+            self._kv = await ensure_kv(self._js, self.names.work_records_bucket, description="Loom work")
+            self._config_kv = await config_bucket(self._js, self.names)
+            if self.contexts is not None:
+                await self.contexts.ensure()
+            self._ensured = True
+
+    async def records_bucket(self) -> KeyValue:
+        await self.ensure()
+        assert self._kv is not None
+        return self._kv
+
+    async def policy(self) -> BoundaryPolicy:
+        """The project's boundary policy, cached for a couple of seconds."""
+        await self.ensure()
+        now = time.monotonic()
+        if self._policy is None or now - self._policy_read_at > POLICY_CACHE_S:
+            assert self._config_kv is not None
+            self._policy = await read_policy(self._config_kv)
+            self._policy_read_at = now
+        return self._policy
+
+    def forget_policy_cache(self) -> None:
+        self._policy = None
+
+    # -- records ---------------------------------------------------------------
+    async def _load(self, work_id: str) -> tuple[WorkRecord, int]:
+        raw, revision = await self._load_raw(work_id)
+        return WorkRecord.model_validate_json(raw), revision
+
+    async def _load_raw(self, work_id: str) -> tuple[bytes, int]:
+        entry = await get_or_none(await self.records_bucket(), work_id)
+        if entry is None or entry.value is None:
+            raise WorkNotFound(work_id)
+        return entry.value, int(entry.revision or 0)
+
+    async def _mutate(self, work_id: str, rule: Callable[[WorkRecord], Change]) -> tuple[WorkRecord, Change]:
+        """Compare-and-set what ``rule`` decides; returns the record it decided on and its
+        Change (whose record is the one now stored).
+
+        ``rule`` raises to refuse; a Change without a record leaves the stored one alone.
+        Only I/O here: load, decide, write, and again from the top when another writer won.
+        """
+        record, change, _ = await self._mutate_at(work_id, rule)
+        return record, change
+
+    async def _mutate_at(
+        self, work_id: str, rule: Callable[[WorkRecord], Change]
+    ) -> tuple[WorkRecord, Change, int]:
+        """:meth:`_mutate`, plus the revision the record now has (the one it was read at
+        when the rule changed nothing), for a next write that need not read it again."""
+        kv = await self.records_bucket()
+        for attempt in range(CAS_RETRIES):
+            raw, revision = await self._load_raw(work_id)
+            record = WorkRecord.model_validate_json(raw)
+            change = rule(record)
+            if change.record is None:
+                return record, change, revision
+            try:
+                revision = await kv.update(work_id, change.record.to_json_bytes(), last=revision)
+            except KeyWrongLastSequenceError:
+                await cas_backoff(attempt)
+                continue
+            return record, change, revision
+        raise WorkConflict(f"work_id: {work_id} is being changed concurrently; try again", field="work_id")
+
+    async def get(self, work_id: str) -> WorkItem:
+        record, _ = await self._load(work_id)
+        return record.item
+
+    async def get_record(self, work_id: str) -> WorkRecord:
+        record, _ = await self._load(work_id)
+        return record
+
+    async def all_records(self) -> list[WorkRecord]:
+        """Every record in one pass over the bucket (no per-key get)."""
+        values = await snapshot(await self.records_bucket())
+        return [WorkRecord.model_validate_json(raw) for raw in values.values()]
+
+    async def list_items(
+        self, filters: WorkFilter | None = None, *, limit: int = 50, cursor: str | None = None
+    ) -> Page[WorkItem]:
+        """Newest first, paged with an opaque cursor."""
+        if not 1 <= limit <= 1000:
+            raise WorkError("limit: must be between 1 and 1000", field="limit")
+        wanted = filters or WorkFilter()
+        after = decode_cursor(cursor)
+        items = [r.item for r in await self.all_records() if wanted.matches(r.item)]
+        return page_items(items, limit=limit, after=after)
+
+    # -- events ------------------------------------------------------------------
+    async def _event(self, action: str, item: WorkItem, **extra: Any) -> None:
+        """Announce a transition that is already on record, after any still in flight."""
+        await self.settle()
+        await self._publish_event(action, item, **extra)
+
+    def _event_soon(self, action: str, item: WorkItem, **extra: Any) -> None:
+        """Announce a transition without making the caller wait for the server's ack.
+
+        Events leave in order: publishes go out in the order their tasks start, and
+        :meth:`_event` waits for these first.
+        """
+        task = asyncio.create_task(self._publish_event(action, item, **extra), name=f"work-event-{action}")
+        self._events_in_flight.add(task)
+        task.add_done_callback(self._events_in_flight.discard)
+
+    async def _announce(self, events: Iterable[WorkEvent], item: WorkItem) -> None:
+        """Publish a rule's events, in order, for the item as it now stands."""
+        for event in events:
+            await self._event(event.action, item, **event.data)
+
+    async def settle(self) -> None:
+        """Wait until every event published in the background is acknowledged (or logged)."""
+        while self._events_in_flight:
+            await asyncio.wait(list(self._events_in_flight))
+
+    async def _publish_event(self, action: str, item: WorkItem, **extra: Any) -> None:
+        """The record is the truth and has changed by now, so an event that cannot be
+        published is logged, never reported as a failed operation: the caller would
+        retry something that happened (claim it twice, resubmit it)."""
+        data: dict[str, Any] = {"item": item.model_dump(mode="json")}
+        data.update(extra)
+        # The transition's context nodes go out with its event (one round trip).
+        nodes = work_nodes(action, item, extra) if self.contexts is not None else []
+        published, *recorded = await asyncio.gather(
+            publish_event(self._js, self.names, "work", action, item.id, data, traceparent=item.traceparent),
+            *(self.contexts.publish(node) for node in nodes if self.contexts is not None),
+            return_exceptions=True,
+        )
+        if isinstance(published, Exception):
+            log.warning("work %s: %s, but its event was not published: %s", item.id, action, published)
+        if any(isinstance(outcome, Exception) for outcome in recorded):
+            log.warning("work %s: %s, but its context was not recorded", item.id, action)
