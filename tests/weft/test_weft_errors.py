@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import nats.errors
 import pytest
 from weft_helpers import eventually
 
@@ -80,3 +81,6 @@ async def test_nats_failures_are_503_with_the_code_every_part_gives(
     assert {name: body["error"] for name, body in answered.items()} == {
         name: code for name, (_, code) in FAILURES.items()
     }
+    failure[:] = [nats.errors.BadSubjectError()]  # a NATS error no part anticipates: a bug
+    response = await api.get(f"/api/work/{'0' * 32}")
+    assert (response.status_code, response.json()["error"]) == (500, "internal")
