@@ -17,7 +17,6 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import nats.errors
-import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
@@ -89,6 +88,7 @@ from shared.context.tokens import TokenCounter
 from shared.context.trees import ContextNode
 from shared.identity import Identity
 from shared.names import ProjectNames, kv_stream, kv_subject
+from shared.nats.failures import NatsUnavailable, nats_failure
 from shared.redact import redact
 
 log = logging.getLogger("loom.pattern")
@@ -193,7 +193,9 @@ class MemoryService:
 
     @asynccontextmanager
     async def _nats(self, doing: str) -> AsyncIterator[None]:
-        """Turn NATS failures into one clear :class:`UnavailableError`."""
+        """NATS failures as Pattern's ``NATS_ERROR``: unavailable (:class:`UnavailableError`)
+        or refused (:class:`StorageError`), as :func:`shared.nats.failures.nats_failure`
+        classifies them for every part, worded "... while <doing>"."""
         if not self._nc.is_connected:
             raise UnavailableError(
                 f"NATS is not connected ({self.nats_url or 'server'}); reconnecting in the background — "
@@ -203,18 +205,15 @@ class MemoryService:
             yield
         except PatternError:
             raise
-        except (nats.errors.TimeoutError, TimeoutError) as exc:
-            raise UnavailableError(f"NATS did not answer in time while {doing}") from exc
-        except (nats.errors.ConnectionClosedError, nats.errors.NoRespondersError) as exc:
-            raise UnavailableError(f"NATS is unreachable while {doing}") from exc
-        except nats.js.errors.NoStreamResponseError as exc:
-            raise UnavailableError(
-                f"JetStream did not respond while {doing} (is JetStream enabled?)"
-            ) from exc
-        except nats.js.errors.APIError as exc:
-            raise StorageError(redact(f"NATS refused the request while {doing}: {exc.description}")) from exc
-        except nats.errors.Error as exc:
-            raise UnavailableError(redact(f"NATS error while {doing}: {exc}")) from exc
+        except Exception as exc:
+            found = nats_failure(exc, doing=doing)
+            if isinstance(found, NatsUnavailable):
+                raise UnavailableError(found.message) from exc
+            if found is not None:
+                raise StorageError(found.message) from exc
+            if isinstance(exc, nats.errors.Error):  # one no part anticipates: still not a crash
+                raise UnavailableError(redact(f"NATS error while {doing}: {exc}")) from exc
+            raise
 
     def _require_ready(self) -> None:
         if not self.ready:

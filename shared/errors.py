@@ -1,8 +1,9 @@
 """One base for every error Loom anticipates: :class:`LoomError`.
 
 A ``LoomError`` is a refusal the caller can act on; anything else that escapes
-a REST route, an MCP tool or a CLI command is a bug (or a NATS failure, which
-each part translates on its own). Each part renders it one way only:
+a REST route, an MCP tool or a CLI command is a bug, or a NATS failure, which
+:mod:`shared.nats.failures` turns into one for every part (kept out of this
+module: Shuttle imports it and never NATS). Each part renders it one way only:
 
 * Weft: the HTTP envelope ``{"error": code, "message": ..., "details": {"field": ...}}``
   with the status taken from ``code``;

@@ -4,7 +4,9 @@ Every anticipated failure is a :class:`shared.errors.LoomError` and goes
 through one handler: the status comes from its ``code`` (:data:`STATUS_FOR_CODE`),
 ``details`` names its field (and rule). Caller mistakes are 4xx and name the
 field and the rule without repeating the rejected value; anything that is
-Weft's or NATS's fault is 5xx with a message that carries no secret.
+Weft's or NATS's fault is 5xx with a message that carries no secret. A NATS
+failure is what :func:`shared.nats.failures.nats_failure` makes of it, as in
+every part: 503 with ``nats_unavailable`` or ``jetstream_error``.
 """
 
 from __future__ import annotations
@@ -16,15 +18,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import APIError as JsApiError
+from nats.errors import Error as NatsError
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.errors import LoomError, safe_loc, validation_problems
 from shared.errors import error_details as field_details
 from shared.legacy import rest_advice
+from shared.nats.failures import JETSTREAM_ERROR, NATS_UNAVAILABLE, NatsUnavailable, nats_failure
 from shared.nats.jsapi import JetStreamReplyError
 from shared.redact import redact
 
@@ -41,6 +42,8 @@ STATUS_FOR_CODE: dict[str, int] = {
     "spinup_unavailable": 409,
     "validation_error": 422,
     "unavailable": 503,
+    NATS_UNAVAILABLE: 503,
+    JETSTREAM_ERROR: 503,
 }
 """HTTP status of each error code; an unlisted code is a 400."""
 
@@ -58,6 +61,9 @@ _CODE_FOR_STATUS = {
     429: "too_many_requests",
     503: "unavailable",
 }
+
+NATS_RETRY = "Try again shortly."
+"""Weft's advice on a NATS failure that may pass (it reconnects by itself)."""
 
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
 
@@ -177,13 +183,15 @@ def install(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return envelope(exc.status_code, code, message, headers=getattr(exc, "headers", None))
 
-    async def nats_down(_: Request, exc: Exception) -> JSONResponse:
-        log.warning("NATS unavailable while serving a request: %s", redact(type(exc).__name__))
-        return envelope(503, "nats_unavailable", "NATS did not answer in time; try again shortly")
-
-    async def js_failure(_: Request, exc: Exception) -> JSONResponse:
-        log.error("JetStream refused an operation: %s", redact(exc))
-        return envelope(503, "jetstream_error", "JetStream refused the operation; see the Weft log")
+    async def nats_failed(_: Request, exc: Exception) -> JSONResponse:
+        found = nats_failure(exc, retry=NATS_RETRY)
+        if found is None:  # a NATS error no part anticipates: a bug, answered by ``unexpected``
+            raise exc
+        if isinstance(found, NatsUnavailable):
+            log.warning("NATS unavailable while serving a request: %s", redact(type(exc).__name__))
+        else:
+            log.error("JetStream refused an operation: %s", redact(exc))
+        return render(found)
 
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error: %s", redact(exc))
@@ -192,10 +200,10 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(LoomError, refused)
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
-    for kind in (NatsTimeoutError, ConnectionClosedError, NoRespondersError, OutboundBufferLimitError):
-        app.add_exception_handler(kind, nats_down)
-    for refusal in (JsApiError, JetStreamReplyError):
-        app.add_exception_handler(refusal, js_failure)
+    # nats-py's errors, a deadline around a NATS call, and our own JetStream replies (a
+    # LoomError, but worded by the classifier like nats-py's): shared.nats.failures decides
+    for kind in (NatsError, TimeoutError, JetStreamReplyError):
+        app.add_exception_handler(kind, nats_failed)
     app.add_exception_handler(Exception, unexpected)
 
 

@@ -28,16 +28,22 @@ from datetime import UTC, datetime
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
+from shared.nats.failures import JetStreamRefused
+from shared.redact import redact
+
 JS_API = "$JS.API"
 
 
-class JetStreamReplyError(RuntimeError):
-    """The server answered with an error status (no stream, no consumer, ...)."""
+class JetStreamReplyError(JetStreamRefused, RuntimeError):
+    """The server answered with an error status (no stream, no consumer, ...).
+
+    A :class:`~shared.nats.failures.JetStreamRefused` (``jetstream_error``) like
+    nats-py's own ``APIError``; still a ``RuntimeError`` for callers that catch that."""
 
     def __init__(self, status: str, description: str) -> None:
+        super().__init__(redact(f"JetStream answered {status}: {description}"))
         self.status = status
-        self.description = description
-        super().__init__(f"JetStream answered {status}: {description}")
+        self.description = redact(description)
 
 
 @dataclass

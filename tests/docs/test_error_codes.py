@@ -22,11 +22,12 @@ WRITTEN = (
     re.compile(r"""\bcode=["']([A-Za-z_]+)["']"""),
     re.compile(r"""\bApiError\(\s*["']([a-z_]+)["']"""),
     re.compile(r"""\benvelope\(\s*\d+,\s*["']([a-z_]+)["']"""),
-    re.compile(r"""^[A-Z_]+\s*=\s*["']([a-z_]+)["']\s*$""", re.MULTILINE),
+    re.compile(r"""^[A-Z_]+\s*(?::\s*Final)?\s*=\s*["']([a-z_]+)["']\s*$""", re.MULTILINE),
 )
 """Where a code is spelled out: a keyword, Weft's two helpers, and module constants
-(``VALIDATION_ERROR = "validation_error"``) in the modules that define codes."""
-CONSTANT_MODULES = ("shared/errors.py", "shared/mcp/toolerrors.py", "warp/errors.py")
+(``VALIDATION_ERROR = "validation_error"``, ``NOT_FOUND: Final = "not_found"``) in the
+modules that define codes."""
+CONSTANT_MODULES = ("shared/errors.py", "shared/mcp/toolerrors.py", "shared/nats/failures.py")
 
 
 def documented() -> set[str]:

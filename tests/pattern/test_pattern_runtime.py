@@ -12,12 +12,14 @@ from nats.aio.client import Client as NatsClient
 from pattern_helpers import make_identity
 
 from pattern.config import PatternConfig
-from pattern.errors import UnavailableError
+from pattern.errors import StorageError, UnavailableError
 from pattern.inputs import ForgetInput, RecallInput, RememberInput
 from pattern.runtime import PatternRuntime
 from pattern.tools import TOOL_NAMES, register_pattern_tools
+from shared.nats.failures import JETSTREAM_ERROR, NATS_UNAVAILABLE, nats_failure
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
+from testsupport.natsfailures import FAILURES, SECRET
 
 
 async def test_runtime_keeps_retrying_until_nats_appears(
@@ -149,3 +151,46 @@ async def test_index_follows_again_after_nats_restart(
         await writer_nc.close()
         await reader_nc.close()
         server.stop()
+
+
+async def test_nats_failures_are_nats_error_of_the_kind_every_part_gives(
+    nc: NatsClient,
+    project_id: str,
+    project_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stale connection is "unavailable" (``NATS_ERROR``, an :class:`UnavailableError`), as
+    in Warp and Weft: Pattern maps what shared.nats.failures says onto its TypeScript code."""
+    host: MCPServer[Any] = MCPServer("pattern-host")
+    runtime = PatternRuntime(make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path))
+    register_pattern_tools(host, runtime.get_service, health=runtime.health)
+    runtime.use_connection(nc)
+    service = await runtime.wait_ready(30)
+    failure: list[BaseException] = []
+
+    async def failing(*_: object, **__: object) -> None:
+        raise failure[0]
+
+    monkeypatch.setattr(service, "_put", failing)
+    kinds: dict[str, str] = {}
+    async with Client(host) as client:
+        for name, (make, _) in FAILURES.items():
+            failure[:] = [make()]
+            res = await client.call_tool("pattern_remember", {"content": "lost", "scope": "team"})
+            assert res.is_error, name
+            envelope = (res.meta or {})["loom/error"]
+            assert envelope["error"] == "NATS_ERROR", name
+            shown = " ".join(getattr(c, "text", "") for c in res.content)
+            assert envelope["message"] == shown and SECRET not in shown
+            assert " while storing the memory" in shown, shown
+            found = nats_failure(failure[0], doing="storing the memory")
+            assert found is not None and shown == found.message  # mapped, not classified again
+            failure[:] = [make()]
+            with pytest.raises((UnavailableError, StorageError)) as raised:
+                await service.remember(RememberInput(content="lost"))
+            kinds[name] = NATS_UNAVAILABLE if isinstance(raised.value, UnavailableError) else JETSTREAM_ERROR
+            if name == "stale-connection":
+                assert shown == "NATS is unreachable while storing the memory (StaleConnectionError)"
+    await runtime.close()
+    assert kinds == {name: code for name, (_, code) in FAILURES.items()}

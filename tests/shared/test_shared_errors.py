@@ -19,10 +19,8 @@ SECRET = "ghp_Z9xK2mQ7vR4tY8wE1uI3oP5aS6dF0gH"
 
 # Exceptions that are not Loom errors on purpose (or not yet), with the reason.
 NOT_LOOM_ERRORS = {
-    "shared.nats.jsapi.JetStreamReplyError": "a NATS reply, translated like nats-py's own errors",
     "weft.spinup.demo_agent.WarpGone": "control flow inside the demo agent",
     "weft.demo.DemoFailed": "the throw-away demo's own failure, printed by `weft demo`; crosses no API",
-    "weft.spinup.mechanisms.base.MechanismError": "a failed start/stop/probe, recorded on the operation",
 }
 
 
@@ -86,6 +84,15 @@ def test_domain_errors_are_also_their_kind() -> None:
     assert isinstance(UnavailableError("x"), e.Unavailable)
     assert isinstance(UsageError("x"), e.Invalid) and isinstance(Unreachable("x"), e.Unavailable)
     assert isinstance(InvalidNameError("f", "rule"), ValueError)  # pydantic validators rely on it
+    from shared.nats.jsapi import JetStreamReplyError
+    from weft.spinup.mechanisms.base import MechanismError
+
+    reply = JetStreamReplyError("404", "No Messages")
+    assert reply.code == "jetstream_error" and isinstance(reply, RuntimeError)  # callers catch either
+    assert (reply.status, reply.description, reply.message) == ("404", "No Messages", str(reply))
+    failed = MechanismError("ssh host:22: cannot connect: token=abc123def")
+    assert isinstance(failed, e.Unavailable) and failed.code == "unavailable"
+    assert "abc123def" not in str(failed) and failed.message == str(failed)
 
 
 def test_message_names_the_field_once() -> None:

@@ -21,6 +21,7 @@ from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.natsfailures import FAILURES, SECRET
 from warp.errors import describe
 from warp.runtime import WarpRuntime
 from warp.server import build_server
@@ -158,6 +159,38 @@ async def test_a_bug_is_reported_without_internals(
         message = await err(client, "warp_channels_send", {"channel": "roadmap", "message": "x"})
         assert "warp_channels_send failed unexpectedly (RuntimeError)" in message
         assert "abc123" not in message and "internal detail" not in message
+
+
+async def test_nats_failures_are_answered_as_every_part_answers_them(
+    nats_server: EmbeddedNatsServer, project_id: str, project_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale connection is ``nats_unavailable``, as in Weft and Pattern; every failure
+    shared.nats.failures knows gets the same code here (``FAILURES``, the parity list)."""
+    async with session(nats_server.url, project_id, project_dir) as (client, rt):
+        svc = await rt.services()
+        failure: list[BaseException] = []
+
+        async def failing(*_: object, **__: object) -> None:
+            raise failure[0]
+
+        monkeypatch.setattr(svc.channels, "send", failing)
+        answered: dict[str, tuple[str, str]] = {}
+        for name, (make, _) in FAILURES.items():
+            failure[:] = [make()]
+            res = await client.call_tool("warp_channels_send", {"channel": "roadmap", "message": "x"})
+            assert res.is_error, name
+            envelope = (res.meta or {})["loom/error"]
+            assert envelope["message"] == text(res) and SECRET not in text(res)
+            answered[name] = (envelope["error"], text(res))
+    code, message = answered["stale-connection"]
+    assert code == "nats_unavailable"
+    assert message == (
+        f"NATS at {nats_server.url} is unreachable (StaleConnectionError). "
+        "Warp keeps reconnecting; retry in a few seconds."
+    )
+    assert {name: code for name, (code, _) in answered.items()} == {
+        name: code for name, (_, code) in FAILURES.items()
+    }
 
 
 class _Model(BaseModel):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import nats.errors
+import pytest
 from weft_helpers import eventually
 
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import NatsSettings
+from testsupport.natsfailures import FAILURES, SECRET
 
 
 async def test_every_listing_refuses_a_foreign_cursor(api: Any) -> None:
@@ -49,3 +52,35 @@ async def test_nats_going_away_is_a_503_not_a_crash(weft_factory: Any, project_i
             assert (await api.get("/metrics")).status_code == 200
     finally:
         server.stop()
+
+
+async def test_nats_failures_are_503_with_the_code_every_part_gives(
+    weft: Any, api: Any, project_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale connection is a 503 ``nats_unavailable`` (it was a 500 ``internal``), as in
+    Warp and Pattern; every failure shared.nats.failures knows gets the same code here."""
+    project = await weft.server.config.app.state.weft.hub.get(project_id)
+    failure: list[BaseException] = []
+
+    async def failing(*_: object, **__: object) -> None:
+        raise failure[0]
+
+    monkeypatch.setattr(project.queue, "get", failing)
+    answered: dict[str, dict[str, Any]] = {}
+    for name, (make, _) in FAILURES.items():
+        failure[:] = [make()]
+        response = await api.get(f"/api/work/{'0' * 32}")
+        assert response.status_code == 503, (name, response.text)
+        assert SECRET not in response.text
+        answered[name] = response.json()
+    assert answered["stale-connection"] == {
+        "error": "nats_unavailable",
+        "message": "NATS is unreachable (StaleConnectionError). Try again shortly.",
+        "details": None,
+    }
+    assert {name: body["error"] for name, body in answered.items()} == {
+        name: code for name, (_, code) in FAILURES.items()
+    }
+    failure[:] = [nats.errors.BadSubjectError()]  # a NATS error no part anticipates: a bug
+    response = await api.get(f"/api/work/{'0' * 32}")
+    assert (response.status_code, response.json()["error"]) == (500, "internal")

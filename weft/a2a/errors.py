@@ -23,11 +23,10 @@ from a2a.utils.errors import (
     InvalidRequestError,
     TaskNotFoundError,
 )
-from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
-from nats.errors import TimeoutError as NatsTimeoutError
 from starlette.responses import JSONResponse, Response
 
 from shared.errors import Conflict, Forbidden, LoomError, NotFound, Problem
+from shared.nats.failures import NatsUnavailable, nats_failure
 from shared.redact import redact
 from weft.a2a.mapping import A2AInvalid
 
@@ -44,7 +43,6 @@ _INTERNAL_CODE: Final = -32603
 _INVALID_PARAMS_CODE: Final = -32602
 _INVALID_REQUEST_CODE: Final = -32600
 _VERSION_CODE: Final = -32009
-_NATS_ERRORS = (NatsTimeoutError, ConnectionClosedError, NoRespondersError, OutboundBufferLimitError)
 
 
 def field_errors(problems: list[Problem]) -> dict[str, Any]:
@@ -76,6 +74,13 @@ def translate(exc: Exception, *, conflict: type[A2AError] = InvalidRequestError)
         return exc
     if isinstance(exc, A2AInvalid):
         return InvalidParamsError(message=redact(exc.message), data=field_errors(exc.problems))
+    nats = nats_failure(exc)  # before LoomError: a JetStream reply error is one, but NATS's fault
+    if isinstance(nats, NatsUnavailable):
+        log.warning("NATS unavailable while serving an A2A request: %s", type(exc).__name__)
+        return InternalError(message=NATS_MESSAGE)
+    if nats is not None:
+        log.error("JetStream refused an operation of an A2A request: %s", redact(exc))
+        return InternalError(message=INTERNAL_MESSAGE)
     if isinstance(exc, LoomError):
         _a2a_named(exc)
         message = redact(exc.message)
@@ -93,9 +98,6 @@ def translate(exc: Exception, *, conflict: type[A2AError] = InvalidRequestError)
         if exc.code in ("invalid", "invalid_project", "invalid_cursor"):
             return InvalidParamsError(message=message, data=data)
         return InternalError(message=message, data=data)
-    if isinstance(exc, _NATS_ERRORS):
-        log.warning("NATS unavailable while serving an A2A request: %s", type(exc).__name__)
-        return InternalError(message=NATS_MESSAGE)
     log.error("unhandled error in an A2A request: %s", redact(exc), exc_info=exc)
     return InternalError(message=INTERNAL_MESSAGE)
 

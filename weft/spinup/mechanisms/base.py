@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from shared.errors import Unavailable
 from shared.nats.auth import CREDS_CONTENT
 from shared.redact import redact, register_secret
 from weft.spinup.config import MechanismConfig
@@ -26,8 +27,10 @@ HandleCallback = Callable[[dict[str, str]], Awaitable[None]]
 so an agent that registers quickly (or a Weft that dies mid-start) leaves a stoppable record."""
 
 
-class MechanismError(Exception):
-    """A start, stop or probe that failed; the message is redacted and safe to show."""
+class MechanismError(Unavailable):
+    """A start, stop or probe that failed: the host, cluster or service the mechanism
+    drives did not do it (retrying, or fixing the target, may help). The message is
+    redacted and safe to show; it is recorded on the operation."""
 
     def __init__(self, message: str) -> None:
         super().__init__(redact(message))
