@@ -484,10 +484,6 @@ class WorkItem(WorkSubmission):
             names.validate_agent_id(self.assigned_to, "assigned_to")
         return self
 
-    @property
-    def is_final(self) -> bool:
-        return self.status in FINAL_WORK_STATES
-
 
 # -- questions to the operator ------------------------------------------------
 

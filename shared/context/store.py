@@ -252,10 +252,6 @@ class ContextStore:
         )
         return int(ack.seq)
 
-    def publish_soon(self, node: ContextNode) -> asyncio.Future[Any]:
-        """Publish without waiting for the server's ack (the caller gathers it)."""
-        return asyncio.ensure_future(self.publish(node))
-
     async def _store(self, state: TreeState, node: ContextNode) -> ContextNode:
         check_append(state, node)
         seq = await self.publish(node)

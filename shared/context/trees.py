@@ -208,10 +208,6 @@ class ContextNode(LoomModel):
     def is_root(self) -> bool:
         return self.parent_id is None
 
-    @property
-    def is_tombstone(self) -> bool:
-        return self.target is not None
-
 
 TOMBSTONE: Final = "tombstone"
 
@@ -539,14 +535,6 @@ class TreeState:
                 return True
             at = self.parent_of(at)
         return False
-
-    def depth_of(self, first: str) -> int:
-        depth = 0
-        at = self.parent_of(first)
-        while at is not None:
-            depth += 1
-            at = self.parent_of(at)
-        return depth
 
     def path(self, node_id: str, *, include_hidden: bool = False) -> list[ContextNode]:
         """Root -> node, each in its newest version."""
