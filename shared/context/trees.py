@@ -28,8 +28,9 @@ from typing import Annotated, Any, Final, Literal, NamedTuple
 from pydantic import Field, field_validator, model_validator
 
 from shared import names
+from shared.base import LoomModel
 from shared.errors import Conflict, Invalid, NotFound
-from shared.models import AgentId, LoomModel, Scope, Token, new_id, utcnow
+from shared.models import AgentId, Scope, Token, new_id, utcnow
 from shared.paging import CursorError, decode_cursor, encode_cursor
 
 MAX_TEXT: Final = 64_000
