@@ -23,6 +23,7 @@ from weft.metrics import Metrics
 from weft.project.hub import ProjectHub
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
+from weft.spinup.base import SPINUP_EXTENSION
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.mechanisms import validate_target_config
 from weft.spinup.settings import SpinupSettings
@@ -56,7 +57,7 @@ async def test_a_spun_up_agents_credentials_die_with_its_operation(
         WeftSettings(project_id=project_id, stale_check_interval_s=0.2),
         Metrics(),
         None,
-        attach=spinup.attach,
+        extensions={SPINUP_EXTENSION: spinup.attach},
         credentials=authority,
     )
     await spinup.start(hub)

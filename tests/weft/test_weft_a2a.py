@@ -48,6 +48,7 @@ from weft_helpers import claimant, eventually, register
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
+from weft.a2a.push import push_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -668,7 +669,7 @@ def push_started(weft: Any, project: str) -> bool:
     """Whether this Weft runs the project's push dispatcher."""
     state = weft.server.config.app.state.weft
     served = {c.project_id: c for c in state.hub.served()}
-    return project in served and served[project].a2a_push is not None
+    return project in served and push_of(served[project]).service is not None
 
 
 def work_event_count(nc: NatsClient, project: str, work_id: str) -> Any:
