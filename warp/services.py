@@ -18,6 +18,8 @@ from shared.context.threads import Threads
 from shared.identity import Identity
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
+from shared.trace.tracing import TraceLog
+from shared.usage.ledger import UsageLedger
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
 from warp.channels import ChannelService
@@ -44,6 +46,10 @@ class Services:
     contexts: ContextStore
     threads: Threads
     leases: LeaseBook
+    traces: TraceLog
+    """The spans this process makes of the project's items; kept across reconnects (it holds
+    no knowledge of the server)."""
+    ledger: UsageLedger
 
     @property
     def agent_id(self) -> str:
@@ -57,16 +63,24 @@ class Services:
         self.lock.forget()
         self.registry = Registry(self.js, self.names)
         self.presence.registry = self.registry
-        self.work = WorkQueue(self.nc, self.names, js=self.js)
+        self.contexts = ContextStore(self.nc, self.names, js=self.js)
+        self.ledger = UsageLedger(self.js, self.names)
+        self.work = _work(self.nc, self.js, self.names, self.contexts, self.traces, self.ledger)
         self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
-        self.contexts = _contexts(self.work)
         self.threads = Threads(self.nc, self.names, self.contexts)
 
 
-def _contexts(work: WorkQueue) -> ContextStore:
-    """The work queue's context store, shared so both use one copy of each tree."""
-    assert work.contexts is not None
-    return work.contexts
+def _work(
+    nc: NatsClient,
+    js: JetStreamContext,
+    names: ProjectNames,
+    contexts: ContextStore,
+    traces: TraceLog,
+    ledger: UsageLedger,
+) -> WorkQueue:
+    """The work queue, on the tools' own context store (one copy of each tree), trace log
+    and ledger."""
+    return WorkQueue(nc, names, js=js, contexts=contexts, traces=traces, ledger=ledger)
 
 
 async def build(
@@ -89,8 +103,10 @@ async def build(
         await record_lineage(js, names, identity)
     registry = Registry(js, names)
     presence = Presence(registry, js, names, identity, settings, handle=handle)
-    work = WorkQueue(nc, names, js=js)
-    contexts = _contexts(work)
+    contexts = ContextStore(nc, names, js=js)
+    traces = TraceLog(nc, names)
+    ledger = UsageLedger(js, names)
+    work = _work(nc, js, names, contexts, traces, ledger)
     return Services(
         nc=nc,
         js=js,
@@ -106,4 +122,6 @@ async def build(
         contexts=contexts,
         threads=Threads(nc, names, contexts),
         leases=LeaseBook(nc, names, js=js),
+        traces=traces,
+        ledger=ledger,
     )

@@ -31,7 +31,7 @@ from shared.models import SpinupState, TargetSpec, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.settings import NatsSettings
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 from weft.eligibility import Need
 from weft.metrics import Metrics
 from weft.project.hub import ProjectContext, ProjectHub
@@ -97,7 +97,7 @@ async def _end_to_end(ctx: BenchContext, runs: int) -> dict[str, list[float]]:
             name="bench-local", capabilities=["code"], mechanism="local", config=config, idle_timeout_s=0
         )
     )
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     registry = Registry(nc.jetstream(), names)
     manager = _spinup_of(context).manager
     await work.ensure()

@@ -17,8 +17,8 @@ from shared.names import ProjectNames
 from shared.nats.auth import parse_creds
 from shared.nats.client import NatsConnectError, connect
 from shared.settings import NatsSettings
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import ROOT, eventually
+from testsupport.work import work_queue
 from weft.metrics import Metrics
 from weft.project.hub import ProjectHub
 from weft.runtime import NatsRuntime, open_nats
@@ -77,7 +77,7 @@ async def test_a_spun_up_agents_credentials_die_with_its_operation(
         )
         context = await hub.get(project_id)
         await context.targets.mirror.sync()
-        work = WorkQueue(nc, names)
+        work = work_queue(nc, names)
         item = await work.submit(WorkSubmission(task_id="scoped-1", description="do it", capability="code"))
         decision = await spinup.request_for_work(project_id, item)
         assert decision.outcome == "started", decision.detail

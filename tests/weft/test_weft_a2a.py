@@ -47,7 +47,7 @@ from weft_helpers import claimant, eventually, register
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 from weft.a2a.push import push_of
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,7 +100,7 @@ async def agent_finishes(
 ) -> str:
     """A registered agent claims the next item, reports progress and completes (or fails) it."""
     entry = await register(nc, project)
-    queue = WorkQueue(nc, ProjectNames(project))
+    queue = work_queue(nc, ProjectNames(project))
 
     async def claim() -> Any:
         return await queue.claim(claimant(entry))
@@ -432,7 +432,7 @@ async def test_an_operator_question_is_input_required_and_a_follow_up_message_an
     async with a2a(weft_auth, project_id) as client:
         task = await submitted(client, message("Pick the cache"))
         entry = await register(nc, project_id)
-        queue = WorkQueue(nc, ProjectNames(project_id))
+        queue = work_queue(nc, ProjectNames(project_id))
 
         async def claim() -> Any:
             return await queue.claim(claimant(entry))

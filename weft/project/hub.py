@@ -1,9 +1,10 @@
 """Per-project services, started lazily the first time a request names a project.
 
 A :class:`ProjectContext` bundles everything Weft does for one project over the
-one NATS connection: the work queue, and one copy of each of the project's
-buckets (agent registry, work records, targets), which routing, listings, the
-sweeper and spin-up all read. The spin-up service adds its own part for the
+one NATS connection: the work queue and the collaborators it is built with (context
+trees, trace log, usage ledger: the layer's own, which routes read directly), and one
+copy of each of the project's buckets (agent registry, work records, targets), which
+routing, listings, the sweeper and spin-up all read. The spin-up service adds its own part for the
 project when the context starts (:meth:`~weft.spinup.base.SpinupService.attach`);
 it reads the same copies instead of keeping its own. A2A push notifications attach
 the same way (``weft.a2a.push``): services above this layer plug into it, by name,
@@ -27,8 +28,11 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from shared.agents.registry import Registry
+from shared.context.store import ContextStore
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
+from shared.trace.tracing import TraceLog
+from shared.usage.ledger import UsageLedger
 from shared.work.policy import BoundaryPolicy, config_bucket, publish_policy
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
@@ -71,7 +75,12 @@ class ProjectContext:
         self.js = js
         self.names = names
         self.metrics = metrics
-        self.queue = WorkQueue(nc, names, js=js)
+        self.traces = TraceLog(nc, names)
+        """The spans this replica makes of the project's items (docs/operations.md, Traces)."""
+        self.ledger = UsageLedger(js, names)
+        """The day's usage counters and the budgets (docs/operations.md)."""
+        store = ContextStore(nc, names, js=js)
+        self.queue = WorkQueue(nc, names, js=js, contexts=store, traces=self.traces, ledger=self.ledger)
         self.questions = QuestionBook(nc, names, self.queue, js=js)
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
@@ -80,8 +89,7 @@ class ProjectContext:
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)
-        assert self.queue.contexts is not None
-        self.contexts = ContextIndex(nc, js, self.queue.contexts)
+        self.contexts = ContextIndex(nc, js, store)
         self.leases = LeaseWarden(LeaseBook(nc, names, js=js), self.agents, self.work)
         self.extensions: dict[str, ProjectExtension] = {}
         """What services above this layer run for the project (spin-up, A2A push), by name, in
@@ -133,7 +141,7 @@ class ProjectContext:
             with contextlib.suppress(Exception):
                 await part.stop()
         with contextlib.suppress(Exception):
-            await self.queue.traces.close()  # the spans still waiting to be published
+            await self.traces.close()  # the spans still waiting to be published
 
 
 class ProjectHub:
