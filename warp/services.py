@@ -44,6 +44,7 @@ class Services:
     questions: QuestionBook
     presence: Presence
     contexts: ContextStore
+    """The context trees, shared with the work queue (one copy of each tree)."""
     threads: Threads
     leases: LeaseBook
     traces: TraceLog
@@ -65,22 +66,11 @@ class Services:
         self.presence.registry = self.registry
         self.contexts = ContextStore(self.nc, self.names, js=self.js)
         self.ledger = UsageLedger(self.js, self.names)
-        self.work = _work(self.nc, self.js, self.names, self.contexts, self.traces, self.ledger)
+        self.work = WorkQueue(
+            self.nc, self.names, js=self.js, contexts=self.contexts, traces=self.traces, ledger=self.ledger
+        )
         self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
         self.threads = Threads(self.nc, self.names, self.contexts)
-
-
-def _work(
-    nc: NatsClient,
-    js: JetStreamContext,
-    names: ProjectNames,
-    contexts: ContextStore,
-    traces: TraceLog,
-    ledger: UsageLedger,
-) -> WorkQueue:
-    """The work queue, on the tools' own context store (one copy of each tree), trace log
-    and ledger."""
-    return WorkQueue(nc, names, js=js, contexts=contexts, traces=traces, ledger=ledger)
 
 
 async def build(
@@ -106,7 +96,7 @@ async def build(
     contexts = ContextStore(nc, names, js=js)
     traces = TraceLog(nc, names)
     ledger = UsageLedger(js, names)
-    work = _work(nc, js, names, contexts, traces, ledger)
+    work = WorkQueue(nc, names, js=js, contexts=contexts, traces=traces, ledger=ledger)
     return Services(
         nc=nc,
         js=js,

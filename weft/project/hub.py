@@ -1,14 +1,14 @@
 """Per-project services, started lazily the first time a request names a project.
 
 A :class:`ProjectContext` bundles everything Weft does for one project over the
-one NATS connection: the work queue and the collaborators it is built with (context
-trees, trace log, usage ledger: the layer's own, which routes read directly), and one
-copy of each of the project's buckets (agent registry, work records, targets), which
-routing, listings, the sweeper and spin-up all read. The spin-up service adds its own part for the
-project when the context starts (:meth:`~weft.spinup.base.SpinupService.attach`);
-it reads the same copies instead of keeping its own. A2A push notifications attach
-the same way (``weft.a2a.push``): services above this layer plug into it, by name,
-and it imports none of them.
+one NATS connection: the work queue and what it is built with (context trees, trace
+log, usage ledger: the layer's own, which routes use directly), and one copy of each
+of the project's buckets (agent registry, work records, targets), which routing,
+listings, the sweeper and spin-up all read. Services above this layer plug into it by
+name when the context starts (``ProjectContext.extensions``) and it imports none of
+them: spin-up adds its part (:meth:`~weft.spinup.base.SpinupService.attach`), which
+reads the same copies instead of keeping its own, and so do A2A push notifications
+(``weft.a2a.push``).
 
 The :class:`ProjectHub` creates contexts on demand, publishes the boundary
 policy to each, and drops the least recently used beyond a cap (never one
@@ -52,6 +52,8 @@ log = logging.getLogger("loom.weft.project")
 
 
 class Stoppable(Protocol):
+    """A part the context stops when the project is no longer served."""
+
     async def stop(self) -> None: ...
 
 
@@ -66,7 +68,7 @@ class ProjectExtension(Stoppable, Protocol):
 Attach = Callable[["ProjectContext"], Awaitable[ProjectExtension | None]]
 """A service's hook, called when a project starts being served: its part for the project."""
 
-E = TypeVar("E")
+Part = TypeVar("Part")
 
 
 class ProjectContext:
@@ -119,7 +121,7 @@ class ProjectContext:
             if part is not None:
                 self.extensions[name] = part
 
-    def extension(self, name: str, kind: type[E]) -> E | None:
+    def extension(self, name: str, kind: type[Part]) -> Part | None:
         """The part attached as ``name``, if there is one of that kind (typed for its owner)."""
         part = self.extensions.get(name)
         return part if isinstance(part, kind) else None
