@@ -57,10 +57,6 @@ def scope_filter(scope: Scope) -> str:
     return f"{scope.value}.>"
 
 
-def category_filter(scope: Scope, category: Category, owner: str = "*") -> str:
-    return f"{scope.value}.{owner}.{category.value}.*"
-
-
 @dataclass(frozen=True)
 class BucketNames:
     """The three buckets one agent uses."""

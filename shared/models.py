@@ -16,8 +16,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     WithJsonSchema,
@@ -26,6 +24,7 @@ from pydantic import (
 )
 
 from shared import names
+from shared.base import LoomModel
 from shared.usage.rules import Budget, UsageEntry
 
 
@@ -70,13 +69,6 @@ class Scope(StrEnum):
     PERSONAL = "personal"
     TEAM = "team"
     PUBLIC = "public"
-
-
-class LoomModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    def to_json_bytes(self) -> bytes:
-        return self.model_dump_json().encode()
 
 
 # -- agents --------------------------------------------------------------------
@@ -483,10 +475,6 @@ class WorkItem(WorkSubmission):
         if self.assigned_to is not None:
             names.validate_agent_id(self.assigned_to, "assigned_to")
         return self
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in FINAL_WORK_STATES
 
 
 # -- questions to the operator ------------------------------------------------

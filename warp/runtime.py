@@ -368,7 +368,7 @@ class WarpRuntime:
                 svc.presence.stop_heartbeat()
                 try:
                     await asyncio.wait_for(svc.work.settle(), _STOP_STEP_S)  # events still in flight
-                    await asyncio.wait_for(svc.work.traces.close(), _STOP_STEP_S)  # spans not yet sent
+                    await asyncio.wait_for(svc.traces.close(), _STOP_STEP_S)  # spans not yet sent
                 except Exception as exc:
                     log.warning("work events while stopping (%s): %s", reason, exc)
                 if svc.leases.started:  # its leases end with it (Weft would end them once it is offline)

@@ -18,6 +18,8 @@ from shared.context.threads import Threads
 from shared.identity import Identity
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
+from shared.trace.tracing import TraceLog
+from shared.usage.ledger import UsageLedger
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
 from warp.channels import ChannelService
@@ -42,8 +44,13 @@ class Services:
     questions: QuestionBook
     presence: Presence
     contexts: ContextStore
+    """The context trees, shared with the work queue (one copy of each tree)."""
     threads: Threads
     leases: LeaseBook
+    traces: TraceLog
+    """The spans this process makes of the project's items; kept across reconnects (it holds
+    no knowledge of the server)."""
+    ledger: UsageLedger
 
     @property
     def agent_id(self) -> str:
@@ -57,16 +64,13 @@ class Services:
         self.lock.forget()
         self.registry = Registry(self.js, self.names)
         self.presence.registry = self.registry
-        self.work = WorkQueue(self.nc, self.names, js=self.js)
+        self.contexts = ContextStore(self.nc, self.names, js=self.js)
+        self.ledger = UsageLedger(self.js, self.names)
+        self.work = WorkQueue(
+            self.nc, self.names, js=self.js, contexts=self.contexts, traces=self.traces, ledger=self.ledger
+        )
         self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
-        self.contexts = _contexts(self.work)
         self.threads = Threads(self.nc, self.names, self.contexts)
-
-
-def _contexts(work: WorkQueue) -> ContextStore:
-    """The work queue's context store, shared so both use one copy of each tree."""
-    assert work.contexts is not None
-    return work.contexts
 
 
 async def build(
@@ -89,8 +93,10 @@ async def build(
         await record_lineage(js, names, identity)
     registry = Registry(js, names)
     presence = Presence(registry, js, names, identity, settings, handle=handle)
-    work = WorkQueue(nc, names, js=js)
-    contexts = _contexts(work)
+    contexts = ContextStore(nc, names, js=js)
+    traces = TraceLog(nc, names)
+    ledger = UsageLedger(js, names)
+    work = WorkQueue(nc, names, js=js, contexts=contexts, traces=traces, ledger=ledger)
     return Services(
         nc=nc,
         js=js,
@@ -106,4 +112,6 @@ async def build(
         contexts=contexts,
         threads=Threads(nc, names, contexts),
         leases=LeaseBook(nc, names, js=js),
+        traces=traces,
+        ledger=ledger,
     )

@@ -18,6 +18,7 @@ from shared.tasks import stop_task
 from shared.trace import tracing
 from shared.work.policy import BoundaryPolicy, load_policy_file
 from weft import __version__, console, errors
+from weft.a2a.push import PUSH_EXTENSION, push_attach
 from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
@@ -42,7 +43,7 @@ from weft.routes import (
 from weft.routing import Router
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
-from weft.spinup import SpinupService, default_service
+from weft.spinup import SPINUP_EXTENSION, SpinupService, default_service
 from weft.state import NatsInfo, WeftState
 from weft.strictquery import no_unknown_query
 from weft.sweeper import run_sweeper
@@ -100,7 +101,11 @@ def create_app(
             connection = nc
             info = NatsInfo(url="(provided connection)", embedded=False)
         metrics: Metrics = app.state.metrics
-        hub = ProjectHub(connection, config, metrics, policy, attach=service.attach, credentials=authority)
+        extensions = {  # attached in this order when a project is served, stopped in reverse
+            PUSH_EXTENSION: push_attach(private_allowed=config.a2a_push_private_urls),
+            SPINUP_EXTENSION: service.attach,
+        }
+        hub = ProjectHub(connection, config, metrics, policy, extensions=extensions, credentials=authority)
         state = WeftState(
             settings=config,
             hub=hub,

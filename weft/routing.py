@@ -44,7 +44,7 @@ class Router:
 
     async def route(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
         """Route a new (or retried) item: the decision is a span of its trace."""
-        with project.queue.traces.span("weft.route", work_id=item.id, traceparent=item.traceparent) as span:
+        with project.traces.span("weft.route", work_id=item.id, traceparent=item.traceparent) as span:
             decision = await self._decide(project, item)
             span.set_attribute("loom.routing.outcome", decision.outcome)
             if decision.agents:

@@ -74,7 +74,7 @@ async def project_stats(context: ProjectContext, spinup: SpinupService) -> Stats
         dead_letters = int(dlq.state.messages or 0)
     except NotFoundError:
         dead_letters = 0
-    hold = await context.queue.ledger.hold(utcnow())
+    hold = await context.ledger.hold(utcnow())
     return Stats(
         project_id=context.project_id,
         agents=AgentCounts(

@@ -14,6 +14,7 @@ import asyncio
 import logging
 
 from shared.tasks import raise_if_cancelling
+from weft.a2a.push import PUSH_EXTENSION, ProjectPush
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.routing import Router
 from weft.settings import WeftSettings
@@ -33,9 +34,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     if expired_questions:
         outcome["questions_expired"] = len(expired_questions)
     outcome.update(await router.route_waiting(context))
-    if context.a2a_push is None and await context.push_in_use():
-        await context.push()  # another replica registered a webhook: send its share too
-        outcome["a2a_push_started"] = 1
+    push = context.extension(PUSH_EXTENSION, ProjectPush)
+    if push is not None and await push.start_if_in_use():
+        outcome["a2a_push_started"] = 1  # another replica registered a webhook: send its share too
     deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
     for kind, count in deleted.items():
         outcome[f"deleted_{kind}"] = count

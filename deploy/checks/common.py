@@ -9,9 +9,6 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -79,9 +76,3 @@ def display(path: Path) -> str:
         return str(path.resolve().relative_to(REPO))
     except ValueError:
         return str(path)
-
-
-def load_yaml_documents(path: Path) -> list[Any]:
-    """Every non-empty document of a YAML file."""
-    with path.open(encoding="utf-8") as handle:
-        return [doc for doc in yaml.safe_load_all(handle) if doc is not None]

@@ -27,12 +27,11 @@ from deploy.runner import launch
 from deploy.runner.config import ConfigError, RunnerConfig, load
 from deploy.runner.credentials import environment_with_credentials
 from deploy.runner.process import run_agent
-from deploy.runner.report import report_failure, unfinished_after_success, work_status
+from deploy.runner.report import report_failure, unfinished_after_success, work_queue, work_status
 from shared.names import ProjectNames
 from shared.nats.client import NatsConnectError, connect
 from shared.redact import configure_logging, redact, register_secret
 from shared.settings import NatsSettings
-from shared.work.queue import WorkQueue
 from shared.work.rules import WorkError
 
 log = logging.getLogger("loom.runner")
@@ -62,7 +61,7 @@ async def with_capabilities(nc: NatsClient, config: RunnerConfig) -> RunnerConfi
         return config
     assert config.work_id is not None  # load() refuses neither capabilities nor work id
     try:
-        item = await WorkQueue(nc, ProjectNames(config.project_id)).get(config.work_id)
+        item = await work_queue(nc, ProjectNames(config.project_id)).get(config.work_id)
     except WorkError:
         raise ConfigError(
             f"LOOM_CAPABILITIES: not given, and work item {config.work_id} does not exist in project "
@@ -76,7 +75,7 @@ async def run(config: RunnerConfig, env: Mapping[str, str]) -> int:
     try:
         config = await with_capabilities(nc, config)
         launch.check_warp_environment(launch.warp_environment(config, env))
-        queue = WorkQueue(nc, ProjectNames(config.project_id))
+        queue = work_queue(nc, ProjectNames(config.project_id))
         status = await work_status(queue, config.work_id)
         log.info(
             "run %s: starting the agent as %s with capabilities %s%s",

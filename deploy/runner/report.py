@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from nats.aio.client import Client as NatsClient
 
 from deploy.runner.config import RunnerConfig
+from shared.context.store import ContextStore
 from shared.events import ensure_events_stream, publish_event
 from shared.models import WorkItem, WorkStatus
 from shared.names import ProjectNames
 from shared.redact import redact
+from shared.trace.tracing import TraceLog
+from shared.usage.ledger import UsageLedger
 from shared.work.queue import WorkQueue
 from shared.work.rules import HELD, WorkError, WorkFilter
 
@@ -32,6 +35,14 @@ class Report:
     work_status: WorkStatus | None = None
     """Status of the work item the run was started for, after the report."""
     event_published: bool = False
+
+
+def work_queue(nc: NatsClient, names: ProjectNames) -> WorkQueue:
+    """The project's work queue as Warp builds it: a failure reported on the agent's behalf
+    is recorded in the item's context tree and timeline like the agent's own."""
+    js = nc.jetstream()
+    contexts, traces, ledger = ContextStore(nc, names, js=js), TraceLog(nc, names), UsageLedger(js, names)
+    return WorkQueue(nc, names, js=js, contexts=contexts, traces=traces, ledger=ledger)
 
 
 async def held_items(queue: WorkQueue, agent_id: str) -> list[WorkItem]:
@@ -51,7 +62,7 @@ async def work_status(queue: WorkQueue, work_id: str | None) -> WorkStatus | Non
 async def report_failure(nc: NatsClient, config: RunnerConfig, reason: str) -> Report:
     """Fail whatever the agent still holds; if it held nothing, publish ``spinup.failed``."""
     names = ProjectNames(config.project_id)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     report = Report()
     message = redact(f"agent run {config.correlation_id} failed: {reason}")[:2000]
     for item in await held_items(queue, config.agent_id):
@@ -86,4 +97,4 @@ async def report_failure(nc: NatsClient, config: RunnerConfig, reason: str) -> R
 
 async def unfinished_after_success(nc: NatsClient, config: RunnerConfig) -> list[WorkItem]:
     """Items a successfully exited agent left claimed: it forgot to complete them."""
-    return await held_items(WorkQueue(nc, ProjectNames(config.project_id)), config.agent_id)
+    return await held_items(work_queue(nc, ProjectNames(config.project_id)), config.agent_id)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from nats.js import JetStreamContext
 from pydantic import ValidationError
 
+from shared.base import LoomModel
 from shared.identity import Identity, subagent_id
-from shared.models import AgentId, LoomModel, Token
+from shared.models import AgentId, Token
 from shared.names import ProjectNames
 from shared.nats.jetstream import create_if_absent, ensure_kv, get_or_none
 

@@ -38,6 +38,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
+from shared.base import LoomModel
 from shared.context.trees import (
     LOOM_SOURCES,
     MAX_NODES_PER_TREE,
@@ -55,7 +56,7 @@ from shared.context.trees import (
     tree_missing,
     update_of,
 )
-from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, LoomModel, Scope
+from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, Scope
 from shared.names import ProjectNames, validate_channel
 from shared.nats.jetstream import create_if_absent, ensure_kv, ensure_stream, get_or_none, snapshot_keys
 from shared.nats.jsapi import JetStreamReplyError, direct_get_batch
@@ -251,10 +252,6 @@ class ContextStore:
             headers={"Nats-Msg-Id": node.id},
         )
         return int(ack.seq)
-
-    def publish_soon(self, node: ContextNode) -> asyncio.Future[Any]:
-        """Publish without waiting for the server's ack (the caller gathers it)."""
-        return asyncio.ensure_future(self.publish(node))
 
     async def _store(self, state: TreeState, node: ContextNode) -> ContextNode:
         check_append(state, node)

@@ -28,8 +28,9 @@ from typing import Annotated, Any, Final, Literal, NamedTuple
 from pydantic import Field, field_validator, model_validator
 
 from shared import names
+from shared.base import LoomModel
 from shared.errors import Conflict, Invalid, NotFound
-from shared.models import AgentId, LoomModel, Scope, Token, new_id, utcnow
+from shared.models import AgentId, Scope, Token, new_id, utcnow
 from shared.paging import CursorError, decode_cursor, encode_cursor
 
 MAX_TEXT: Final = 64_000
@@ -207,10 +208,6 @@ class ContextNode(LoomModel):
     @property
     def is_root(self) -> bool:
         return self.parent_id is None
-
-    @property
-    def is_tombstone(self) -> bool:
-        return self.target is not None
 
 
 TOMBSTONE: Final = "tombstone"
@@ -539,14 +536,6 @@ class TreeState:
                 return True
             at = self.parent_of(at)
         return False
-
-    def depth_of(self, first: str) -> int:
-        depth = 0
-        at = self.parent_of(first)
-        while at is not None:
-            depth += 1
-            at = self.parent_of(at)
-        return depth
 
     def path(self, node_id: str, *, include_hidden: bool = False) -> list[ContextNode]:
         """Root -> node, each in its newest version."""

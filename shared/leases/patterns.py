@@ -168,10 +168,6 @@ def matches(pattern: str, path: str) -> bool:
     return _spec(pattern).match_file(path)
 
 
-def covering(patterns: Iterable[str], path: str) -> list[str]:
-    return [p for p in patterns if matches(p, path)]
-
-
 # -- the structure of a pattern ------------------------------------------------------------------
 
 _ANY: Final = "?"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from shared.models import LoomModel
+from shared.base import LoomModel
 
 
 class SpanRecord(LoomModel):

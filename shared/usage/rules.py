@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Annotated, Final, Literal
+from typing import Annotated, Final, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from shared.base import LoomModel
 from shared.errors import Invalid
-
-if TYPE_CHECKING:
-    from shared.models import WorkItem
 
 MAX_TOKENS: Final = 10**12
 """Tokens one report (and one budget) may name: far beyond any real use, small enough to add."""
@@ -50,15 +48,6 @@ the last one so a record cannot grow without bound."""
 
 _MODEL = re.compile(MODEL_PATTERN)
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-class _Model(BaseModel):
-    """Records of this module (``shared.models`` builds on them, so they cannot build on it)."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    def to_json_bytes(self) -> bytes:
-        return self.model_dump_json().encode()
 
 
 class UsageInvalid(Invalid):
@@ -89,7 +78,7 @@ def _cost(value: object, *, limit: bool = False) -> float | None:
     return number
 
 
-class Usage(_Model):
+class Usage(LoomModel):
     """One report: what the work used since the agent's previous report. Every field is
     optional; an empty report changes nothing."""
 
@@ -124,7 +113,7 @@ class Usage(_Model):
         return self.input_tokens is None and self.output_tokens is None and self.cost is None
 
 
-class Budget(_Model):
+class Budget(LoomModel):
     """A limit on cost, on tokens (input plus output), or both; a missing one is no limit."""
 
     cost: Annotated[float | None, Field(description="Cost limit, " + LIMIT_COST_RULE)] = None
@@ -147,7 +136,7 @@ class Budget(_Model):
         return self.cost is None and self.tokens is None
 
 
-class Totals(_Model):
+class Totals(LoomModel):
     """Usage added up."""
 
     input_tokens: int = 0
@@ -188,7 +177,7 @@ class UsageEntry(Totals):
         return (self.day, self.agent_id, self.target_id, self.model)
 
 
-class BudgetsDoc(_Model):
+class BudgetsDoc(LoomModel):
     """A project's run-time limits, one document (compare-and-set as a whole)."""
 
     project_daily: Budget | None = None
@@ -219,6 +208,23 @@ def next_day_start(day: str) -> datetime:
 
 
 # -- a work item's usage -----------------------------------------------------------------
+
+
+class UsageHolder(Protocol):
+    """What these rules read of a work item (:class:`shared.models.WorkItem`, whose records
+    include this module's, so the rules name the fields they read instead of importing it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def project_id(self) -> str: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def usage(self) -> Sequence[UsageEntry]: ...
 
 
 def add_usage(
@@ -288,7 +294,7 @@ def budget_error(why: str) -> str:
     return f"{BUDGET_EXCEEDED}: {why}"
 
 
-def stopped_by_budget(item: WorkItem) -> bool:
+def stopped_by_budget(item: UsageHolder) -> bool:
     return item.error is not None and item.error.startswith(BUDGET_EXCEEDED)
 
 
@@ -346,7 +352,7 @@ def check_group(value: str) -> Group:
 
 
 def aggregate(
-    items: Iterable[WorkItem],
+    items: Iterable[UsageHolder],
     by: Group,
     *,
     since: str | None = None,
@@ -367,7 +373,7 @@ def aggregate(
     return rows
 
 
-def _group_key(by: Group, item: WorkItem, entry: UsageEntry, project_id: str) -> str:
+def _group_key(by: Group, item: UsageHolder, entry: UsageEntry, project_id: str) -> str:
     if by == "item":
         return item.id
     if by == "agent":
@@ -395,7 +401,7 @@ def with_project_budget(doc: BudgetsDoc, budget: Budget | None) -> BudgetsDoc:
     return doc.model_copy(update={"project_daily": kept})
 
 
-def by_agent_target_model(items: Iterable[WorkItem]) -> dict[tuple[str, str, str], Totals]:
+def by_agent_target_model(items: Iterable[UsageHolder]) -> dict[tuple[str, str, str], Totals]:
     """Usage per (agent, target, model) over every day: the label sets of Weft's metrics
     (``-`` for no target or no model)."""
     sums: dict[tuple[str, str, str], Totals] = {}

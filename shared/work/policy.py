@@ -18,8 +18,8 @@ from nats.js.kv import KeyValue
 from pydantic import Field, ValidationError, field_validator
 
 from shared import names
+from shared.base import LoomModel
 from shared.errors import Invalid, describe_problems, parse_problem, validation_problems
-from shared.models import LoomModel
 from shared.nats.jetstream import ensure_kv
 
 POLICY_KEY = "boundary-policy"

@@ -53,18 +53,24 @@ class WorkRecords:
         nc: NatsClient,
         names: ProjectNames,
         *,
+        contexts: ContextStore | None,
+        traces: TraceLog,
+        ledger: UsageLedger,
         js: JetStreamContext | None = None,
         ack_wait_s: float | None = None,
-        record_context: bool = True,
     ) -> None:
+        """The collaborators are the caller's (Warp's and Weft's use them too, one copy each):
+        ``contexts``, the project's context trees, which every transition appends to (None:
+        record no context); ``traces``, the spans this process makes of the project's items;
+        ``ledger``, the day's usage counters and the budgets that claims check."""
         self._nc = nc
         self._js = js or nc.jetstream()
         self.names = names
-        self.contexts = ContextStore(nc, names, js=self._js) if record_context else None
+        self.contexts = contexts
         """Each item's context tree (docs/context.md); every transition appends to it."""
-        self.ledger = UsageLedger(self._js, names)
+        self.ledger = ledger
         """The day's usage counters and the budgets (docs/operations.md)."""
-        self.traces = TraceLog(nc, names)
+        self.traces = traces
         """The spans of the project's items this process makes (docs/operations.md, Traces)."""
         self.ack_wait_s = ack_wait_s if ack_wait_s is not None else default_ack_wait()
         self._kv: KeyValue | None = None

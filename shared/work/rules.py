@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import Field
 
+from shared.base import LoomModel
 from shared.errors import Conflict, Forbidden, LoomError, NotFound
 from shared.models import (
     WORK_LIFECYCLE,
     AttemptError,
-    LoomModel,
     Progress,
     ReviewRound,
     WorkItem,

@@ -34,6 +34,7 @@ from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 CAPABILITY = "a2a-bench"
 OTHER_STREAMS = 200
@@ -63,7 +64,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     try:
         registry = Registry(nc.jetstream(), names)
         await registry.put(_agent(AGENT, project, [CAPABILITY, "rest-bench", "idle"]))
-        queue = WorkQueue(nc, names)
+        queue = work_queue(nc, names)
         agent = Claimant(agent_id=AGENT, agent_type="bench", capabilities=(CAPABILITY, "rest-bench"))
         async with httpx.AsyncClient(
             timeout=60, limits=httpx.Limits(max_connections=OTHER_STREAMS + 20)

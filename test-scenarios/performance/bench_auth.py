@@ -29,8 +29,8 @@ from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import NatsSettings
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 from warp.channels import ChannelService, Viewer
 from warp.config import ConfigLoader
 from weft.runtime import open_nats
@@ -50,7 +50,7 @@ def _warp_ops(ctx: BenchContext, nc: NatsClient, project: str, agent_id: str) ->
         page = await channels.read("roadmap", viewer, limit=1)
         assert page.messages
 
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     claimant = Claimant(agent_id=agent_id, agent_type="generic", capabilities=("code",))
 
     async def work_op() -> None:

@@ -34,8 +34,8 @@ from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
-from shared.work.queue import WorkQueue
 from testsupport.browser import CHROMIUM_ARGS, chromium_path
+from testsupport.work import work_queue
 
 # stamps each work row as it is added, keyed by its work id
 OBSERVE_ROWS = """() => {
@@ -63,7 +63,7 @@ ROW_SEEN = "(id) => window.__rowSeen[id]"
 
 async def _fill(nc: Any, names: ProjectNames, agents: int, records: int) -> None:
     registry = Registry(nc.jetstream(), names)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     sem = asyncio.Semaphore(64)
 
     async def agent(i: int) -> None:
@@ -170,7 +170,7 @@ async def _memory_soak(page: Any, nc: Any, project: str, seconds: float) -> list
     from shared.work.rules import Claimant
 
     names = ProjectNames(project)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     agent_id = uuid.uuid4().hex
     await Registry(nc.jetstream(), names).put(
         AgentEntry(

@@ -13,8 +13,8 @@ from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 AGENT = "a" * 32
 
@@ -45,7 +45,7 @@ async def _raw_queue(ctx: BenchContext, n: int) -> list[float]:
 
 async def _core_queue(ctx: BenchContext, n: int) -> tuple[list[float], list[float]]:
     nc = await connect(url=ctx.nats_url)
-    q = WorkQueue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
+    q = work_queue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
     claimant = Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))
     submit_to_claim: list[float] = []
     lifecycle: list[float] = []

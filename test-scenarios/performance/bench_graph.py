@@ -26,6 +26,7 @@ from shared.nats.client import connect
 from shared.work.graph import PlanStep
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 AGENT = "a" * 32
 CLAIMANT = Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))
@@ -45,7 +46,7 @@ async def _claim(q: WorkQueue) -> str:
 
 async def _unblock(ctx: BenchContext, n: int) -> list[float]:
     nc = await connect(url=ctx.nats_url)
-    q = WorkQueue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
+    q = work_queue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
     samples: list[float] = []
     try:
         for i in range(n + 5):
@@ -110,7 +111,7 @@ def _plan(size: int, width: int = 10) -> list[PlanStep]:
 
 async def _plan_run(ctx: BenchContext, size: int) -> tuple[float, float]:
     nc = await connect(url=ctx.nats_url)
-    q = WorkQueue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
+    q = work_queue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
     try:
         await q.ensure()
         steps = _plan(size)

@@ -56,9 +56,6 @@ class _Agents:
 @dataclass
 class _Queue:
     policy: _Policy
-    traces: TraceLog
-    """The real trace log: routing a new item is a span of its trace (published on a real
-    connection, to a subject no stream keeps here)."""
 
 
 @dataclass
@@ -71,11 +68,14 @@ class _Targets:
 
 @dataclass
 class _ProjectView:
-    """What ``Router.route`` reads from a ``ProjectContext``: agents, targets, policy."""
+    """What ``Router.route`` reads from a ``ProjectContext``: agents, targets, policy, traces."""
 
     agents: _Agents
     queue: _Queue
     targets: _Targets
+    traces: TraceLog
+    """The real trace log: routing a new item is a span of its trace (published on a real
+    connection, to a subject no stream keeps here)."""
 
 
 class _NoSpinup:
@@ -105,8 +105,9 @@ def _agents(n: int) -> list[AgentEntry]:
 
 
 async def _route_samples(nc: NatsClient, n: int, iterations: int) -> list[float]:
-    queue = _Queue(_Policy(BoundaryPolicy()), TraceLog(nc, ProjectNames(PROJECT)))
-    view = _ProjectView(agents=_Agents(_Mirror(_agents(n))), queue=queue, targets=_Targets())
+    traces = TraceLog(nc, ProjectNames(PROJECT))
+    queue = _Queue(_Policy(BoundaryPolicy()))
+    view = _ProjectView(agents=_Agents(_Mirror(_agents(n))), queue=queue, targets=_Targets(), traces=traces)
     router = Router(_NoSpinup())
     item = WorkItem(
         task_id="t", description="d", capability="code", project_id=PROJECT, preferred_agent_type="copilot"
@@ -120,7 +121,7 @@ async def _route_samples(nc: NatsClient, n: int, iterations: int) -> list[float]
         start = time.perf_counter()
         await router.route(view, item)  # type: ignore[arg-type]
         samples.append((time.perf_counter() - start) * 1000)
-    await queue.traces.close()
+    await traces.close()
     return samples
 
 

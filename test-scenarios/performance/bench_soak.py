@@ -45,6 +45,7 @@ from shared.nats.client import connect
 from shared.nats.server import free_port
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 BIN = Path(sys.executable).parent
 RATE_PER_S = 20.0
@@ -322,7 +323,7 @@ class Soak:
     async def run(self) -> list[BenchResult]:
         await self.start_weft()
         nc = await connect(url=self.ctx.nats_url, name="bench-soak")
-        queue = WorkQueue(nc, self.names)
+        queue = work_queue(nc, self.names)
         await queue.submit(WorkSubmission(task_id="warm", description="warm-up", capability=CAPABILITY))
         registry = Registry(nc.jetstream(), self.names)
         self.t0 = self.now()

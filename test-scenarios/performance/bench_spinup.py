@@ -31,12 +31,13 @@ from shared.models import SpinupState, TargetSpec, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.settings import NatsSettings
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 from weft.eligibility import Need
 from weft.metrics import Metrics
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.settings import WeftSettings
-from weft.spinup.managed import ManagedSpinup
+from weft.spinup.base import SPINUP_EXTENSION
+from weft.spinup.managed import ManagedSpinup, ProjectSpinup
 from weft.spinup.mechanisms import validate_target_config
 from weft.spinup.settings import SpinupSettings
 
@@ -58,13 +59,20 @@ async def _wait(predicate, timeout: float = 60.0, interval: float = 0.005):  # t
 async def _weft(nc: NatsClient, nats_url: str, settings: SpinupSettings, project: str) -> ProjectContext:
     """Weft's project layer with managed spin-up on ``nc`` (no HTTP), serving ``project``."""
     spinup = ManagedSpinup(settings, discover=False)
-    hub = ProjectHub(nc, WeftSettings(nats=NatsSettings(url=nats_url)), Metrics(), None, attach=spinup.attach)
+    weft_settings = WeftSettings(nats=NatsSettings(url=nats_url))
+    hub = ProjectHub(nc, weft_settings, Metrics(), None, extensions={SPINUP_EXTENSION: spinup.attach})
     await spinup.start(hub)
     return await hub.get(project)
 
 
+def _spinup_of(context: ProjectContext) -> ProjectSpinup:
+    part = context.extension(SPINUP_EXTENSION, ProjectSpinup)
+    assert part is not None
+    return part
+
+
 async def _close(context: ProjectContext) -> None:
-    spinup = context.extension.owner  # type: ignore[union-attr]
+    spinup = _spinup_of(context).owner
     await spinup.stop()
     await spinup.hub.close()
 
@@ -89,9 +97,9 @@ async def _end_to_end(ctx: BenchContext, runs: int) -> dict[str, list[float]]:
             name="bench-local", capabilities=["code"], mechanism="local", config=config, idle_timeout_s=0
         )
     )
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     registry = Registry(nc.jetstream(), names)
-    manager = context.extension.manager  # type: ignore[union-attr]
+    manager = _spinup_of(context).manager
     await work.ensure()
     samples: dict[str, list[float]] = {
         k: [] for k in ("total", "decision", "process start", "registration", "claim", "link")
@@ -165,7 +173,7 @@ async def _decisions(ctx: BenchContext, n: int) -> list[float]:
                 config={"url": "http://127.0.0.1:9/spawn"},
             )
         )
-    manager = context.extension.manager  # type: ignore[union-attr]
+    manager = _spinup_of(context).manager
     counter = 0
     samples: list[float] = []
 

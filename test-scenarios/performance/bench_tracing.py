@@ -46,11 +46,11 @@ async def _cycle(nats_url: str, n: int) -> list[float]:
     from shared.models import WorkSubmission
     from shared.names import ProjectNames
     from shared.nats.client import connect
-    from shared.work.queue import WorkQueue
     from shared.work.rules import Claimant
+    from testsupport.work import work_queue
 
     nc = await connect(url=nats_url)
-    queue = WorkQueue(nc, ProjectNames(f"bench-tr-{uuid.uuid4().hex[:8]}"))
+    queue = work_queue(nc, ProjectNames(f"bench-tr-{uuid.uuid4().hex[:8]}"))
     claimant = Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))
 
     async def op() -> None:

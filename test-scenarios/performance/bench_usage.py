@@ -13,8 +13,8 @@ from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.usage.rules import Budget, Usage, with_project_budget
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 AGENT = "a" * 32
 USAGE = Usage(input_tokens=1200, output_tokens=300, cost=0.02, model="bench-model")
@@ -45,7 +45,7 @@ async def _raw_cas(ctx: BenchContext, n: int, writes: int) -> list[float]:
 async def _progress(ctx: BenchContext, n: int, usage: Usage | None) -> list[float]:
     """``WorkQueue.progress`` on one claimed item, with or without usage."""
     nc = await connect(url=ctx.nats_url)
-    q = WorkQueue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"), ack_wait_s=600)
+    q = work_queue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"), ack_wait_s=600)
     item = await q.submit(WorkSubmission(task_id="t", description="d", capability="code"))
     assert await q.claim(Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))) is not None
     if usage is not None:
@@ -65,7 +65,7 @@ async def _lifecycle(
 ) -> tuple[list[float], list[float]]:
     """submit -> claim (-> samples) -> complete (with usage) (-> samples)."""
     nc = await connect(url=ctx.nats_url)
-    q = WorkQueue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
+    q = work_queue(nc, ProjectNames(f"bench-{uuid.uuid4().hex[:8]}"))
     if budget:
         await q.ledger.change_budgets(lambda d: with_project_budget(d, Budget(cost=10**8)))
     claimant = Claimant(agent_id=AGENT, agent_type="generic", capabilities=("code",))

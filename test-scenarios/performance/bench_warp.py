@@ -342,8 +342,8 @@ async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResul
     from shared.names import ProjectNames
     from shared.nats.client import connect
     from shared.nats.jsapi import direct_get_batch
-    from shared.work.queue import WorkQueue
     from shared.work.rules import Claimant
+    from testsupport.work import work_queue
     from warp.channels import HDR_SCOPE, HDR_SENDER, HDR_USER
 
     names = ProjectNames(project)
@@ -417,7 +417,7 @@ async def _bench_raw(ctx: BenchContext, project: str, n: int) -> list[BenchResul
         results.append(summarize("raw: inbox publish -> pull + ack", samples))
 
         raw_names = ProjectNames(f"{project}-raw")
-        qa, qb = WorkQueue(nc_a, raw_names), WorkQueue(nc_b, raw_names)
+        qa, qb = work_queue(nc_a, raw_names), work_queue(nc_b, raw_names)
         claimant = Claimant(agent_id=B_ID, agent_type="generic", capabilities=("code",))
         samples = []
         raw_missed = 0

@@ -30,8 +30,8 @@ from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import free_port
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 WEFT = str(Path(sys.executable).parent / "weft")
 AGENT = "a" * 32
@@ -145,7 +145,7 @@ async def _latency(
     raw = await time_async(raw_once, ctx.iterations(300))
     await js.delete_stream("BENCH-WEFT-RAW")
 
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     agent = Claimant(agent_id=AGENT, agent_type="bench", capabilities=("latency",))
     body = WorkSubmission(task_id="lat", description="measure", capability="latency").model_dump_json()
 
@@ -310,7 +310,7 @@ async def _memory(
     already: int,
 ) -> BenchResult:
     records = 500 if ctx.quick else 10_000
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     sem = asyncio.Semaphore(64)
     missing = max(0, records - already)
 

@@ -11,6 +11,7 @@ from playwright.async_api import expect
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,7 +31,7 @@ async def test_retry_from_the_item_and_discard_from_the_dlq(
     console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient
 ) -> None:
     page = tab.page
-    queue = WorkQueue(nc, ProjectNames(project))
+    queue = work_queue(nc, ProjectNames(project))
     retried = await dead_letter(queue, nc, project, "retry-me", "disk full on attempt 1")
     dropped = await dead_letter(queue, nc, project, "drop-me", "not worth it")
     async with console_weft.api(project) as api:

@@ -9,7 +9,7 @@ from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,7 +51,7 @@ async def test_sign_in_navigate_and_cancel_with_the_keyboard(
         await expect(confirm).to_be_focused()
         # an agent claims the item meanwhile: the page redraws it, the confirmation stays
         coder = await register(nc, project, "coder", "claude-code", capabilities=["code"])
-        claimed = await WorkQueue(nc, ProjectNames(project)).claim(claimant(coder))
+        claimed = await work_queue(nc, ProjectNames(project)).claim(claimant(coder))
         assert claimed is not None and claimed.id == work_id
         await expect(page.locator("#work-status")).to_have_text("claimed")
         await expect(confirm).to_be_focused()

@@ -12,7 +12,7 @@ from playwright.async_api import expect
 
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -29,7 +29,7 @@ async def test_agents_and_work_are_paged(
             for i in range(150)
         )
     )
-    queue = WorkQueue(nc, ProjectNames(project))
+    queue = work_queue(nc, ProjectNames(project))
     for start in range(0, 250, 50):
         await asyncio.gather(
             *(

@@ -16,7 +16,7 @@ from shared.leases.book import LeaseBook
 from shared.models import SpinupOperation, SpinupState, Target
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 from weft.spinup.store import SpinupRecord, SpinupStore
 
 pytestmark = pytest.mark.timeout(90)
@@ -26,7 +26,7 @@ async def test_every_view_shows_the_project_and_acts_on_it(
     console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient, warp_home: Path
 ) -> None:
     page = tab.page
-    queue = WorkQueue(nc, ProjectNames(project))
+    queue = work_queue(nc, ProjectNames(project))
     book = QuestionBook(nc, ProjectNames(project), queue)
     async with console_weft.api(project) as api, warp_agent(console_weft.nats_url, project, warp_home):
         target = await api.post(

@@ -14,9 +14,12 @@ import os
 import sys
 from typing import Any
 
+from shared.context.store import ContextStore
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.settings import NatsSettings
+from shared.trace.tracing import TraceLog
+from shared.usage.ledger import UsageLedger
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 
@@ -24,7 +27,15 @@ from shared.work.rules import Claimant
 async def work(env: dict[str, Any], mode: str) -> int:
     nc = await connect(NatsSettings.model_validate({k: v for k, v in env.items() if k.startswith("NATS_")}))
     try:
-        queue = WorkQueue(nc, ProjectNames(env["LOOM_PROJECT_ID"]))
+        names, js = ProjectNames(env["LOOM_PROJECT_ID"]), nc.jetstream()
+        queue = WorkQueue(  # wired as Warp wires it (this process has no testsupport on its path)
+            nc,
+            names,
+            js=js,
+            contexts=ContextStore(nc, names, js=js),
+            traces=TraceLog(nc, names),
+            ledger=UsageLedger(js, names),
+        )
         claimant = Claimant(
             agent_id=env["LOOM_AGENT_ID"],
             agent_type=env["LOOM_AGENT_TYPE"],

@@ -22,8 +22,8 @@ from deploy.runner.report import report_failure
 from shared.models import Event, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 SCRIPT = REPO / "deploy" / "github-actions" / "run-agent.sh"
 STAND_IN = Path(__file__).with_name("stand_in_agent.py")
@@ -214,7 +214,7 @@ def runner_env(nats_server: EmbeddedNatsServer, project_id: str) -> dict[str, st
 
 
 async def submit(nc: NatsClient, project_id: str) -> str:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     item = await queue.submit(WorkSubmission(task_id="t", description="write the thing", capability="code"))
     return item.id
 
@@ -238,7 +238,7 @@ async def test_the_script_runs_an_agent_that_completes_its_work(
     )
     _, err = await asyncio.wait_for(process.communicate(), timeout=90)
     assert process.returncode == 0, err.decode()
-    item = await WorkQueue(nc, ProjectNames(project_id)).get(work_id)
+    item = await work_queue(nc, ProjectNames(project_id)).get(work_id)
     assert item.status == WorkStatus.COMPLETED
     assert item.assigned_to == agent_id_for(env["LOOM_CORRELATION_ID"])
     assert item.result == {"summary": "done by the stand-in"}
@@ -254,7 +254,7 @@ async def test_a_failed_run_is_reported_as_a_work_failure(
     work_id = await submit(nc, project_id)
     env = {**runner_env, "LOOM_WORK_ID": work_id, "AGENT_COMMAND": stand_in(mode)}
     assert await cli.run(load(env), env) == cli.EXIT_AGENT_FAILED
-    item = await WorkQueue(nc, ProjectNames(project_id)).get(work_id)
+    item = await work_queue(nc, ProjectNames(project_id)).get(work_id)
     assert item.status == WorkStatus.QUEUED  # retried: attempts 1 of 3
     assert item.attempts == 1 and item.assigned_to is None
     (error,) = item.errors
@@ -288,7 +288,7 @@ async def test_a_run_that_fails_before_claiming_leaves_the_work_queued_and_says_
     work_id = await submit(nc, project_id)
     env = {**runner_env, "LOOM_WORK_ID": work_id, "AGENT_COMMAND": stand_in("exit-1")}
     assert await cli.run(load(env), env) == cli.EXIT_AGENT_FAILED
-    item = await WorkQueue(nc, ProjectNames(project_id)).get(work_id)
+    item = await work_queue(nc, ProjectNames(project_id)).get(work_id)
     assert item.status == WorkStatus.QUEUED and item.attempts == 0
     (event,) = [e for e in await events(nc, project_id, "spinup") if e.action == "failed"]
     assert event.data["work_id"] == work_id and event.data["correlation_id"] == env["LOOM_CORRELATION_ID"]
@@ -301,7 +301,7 @@ async def test_report_failure_step_fails_what_the_agent_still_holds(
     """The workflow's `if: failure() || cancelled()` step: a separate process, same correlation id."""
     work_id = await submit(nc, project_id)
     agent_id = agent_id_for(runner_env["LOOM_CORRELATION_ID"])
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     claimed = await queue.claim(Claimant(agent_id=agent_id, agent_type="claude-code", capabilities=("code",)))
     assert claimed is not None and claimed.id == work_id
     env = {**runner_env, "LOOM_WORK_ID": work_id, "LOOM_PYTHON": sys.executable}

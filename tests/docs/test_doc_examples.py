@@ -70,6 +70,7 @@ from shared.nats.client import connect
 from shared.nats.server import free_port
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 from weft.demo import end_processes, processes_with
 
 TOKEN = "tok"
@@ -528,7 +529,7 @@ async def run_watch_output_block(example: Example) -> None:
         assert watch.stdout is not None
         heading = await asyncio.wait_for(watch.stdout.readline(), 30)
         snapshot = await asyncio.wait_for(watch.stdout.readline(), 30)
-        queue = WorkQueue(nc, names)
+        queue = work_queue(nc, names)
         claimant = Claimant(agent_id=agent_id, agent_type="claude-code", capabilities=("code",))
         item = await claim_soon(queue, claimant)
         assert item is not None
@@ -646,7 +647,7 @@ async def run_plan_graph_block(example: Example) -> None:
     first, second = created["names"]["migration"], created["names"]["api"]
     nc = await connect(url=example.fabric.nats_url, name="docs-agent")
     try:
-        queue = WorkQueue(nc, ProjectNames(env["LOOM_PROJECT_ID"]))
+        queue = work_queue(nc, ProjectNames(env["LOOM_PROJECT_ID"]))
         claimant = Claimant(agent_id=uuid.uuid4().hex, agent_type="claude-code", capabilities=("code",))
         item = await claim_soon(queue, claimant)
         assert item is not None and item.id == first

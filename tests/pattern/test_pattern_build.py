@@ -28,8 +28,8 @@ from shared.agents.lineage import LineageRecord, ancestors, checked
 from shared.context import tokens
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 
 def test_the_counter_is_a_real_tokenizer_and_is_named() -> None:
@@ -135,7 +135,7 @@ async def test_build_layers_work_context_and_inheritance(
     ).memory
     await stranger.share_learning(ShareLearningInput(memory_id=shared.id))
     await child.remember(RememberInput(content="my own note: lexer tests live in tests/lex"))
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     item = await queue.submit(
         WorkSubmission(task_id="lex", description="rewrite the lexer", capability="code")
     )

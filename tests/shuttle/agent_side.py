@@ -13,8 +13,8 @@ from nats.aio.client import Client as NatsClient
 from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 AGENT = "a" * 32
 
@@ -24,7 +24,7 @@ class Agent:
         self, nc: NatsClient, project_id: str, agent_id: str = AGENT, caps: tuple[str, ...] = ("code",)
     ):
         self.names = ProjectNames(project_id)
-        self.queue = WorkQueue(nc, self.names)
+        self.queue = work_queue(nc, self.names)
         self.registry = Registry(nc.jetstream(), self.names)
         self.claimant = Claimant(agent_id=agent_id, agent_type="claude-code", capabilities=caps)
         self.agent_id = agent_id

@@ -30,6 +30,7 @@ from weft.app import create_app
 from weft.metrics import Metrics
 from weft.project.hub import ProjectHub
 from weft.settings import WeftSettings
+from weft.spinup.base import SPINUP_EXTENSION
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.mechanisms import validate_target_config
 from weft.spinup.settings import SpinupSettings
@@ -159,7 +160,7 @@ async def start_spinup(
     """Weft's project layer and managed spin-up on ``nc``, without HTTP (one Weft replica)."""
     spinup = ManagedSpinup(settings, discover=discover)
     weft_settings = WeftSettings(nats=NatsSettings(url=nats_url), stale_check_interval_s=0.2)
-    hub = ProjectHub(nc, weft_settings, Metrics(), None, attach=spinup.attach)
+    hub = ProjectHub(nc, weft_settings, Metrics(), None, extensions={SPINUP_EXTENSION: spinup.attach})
     await spinup.start(hub)
     return spinup
 

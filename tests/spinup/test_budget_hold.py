@@ -13,9 +13,9 @@ from shared.models import Target, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.usage.ledger import UsageLedger
 from shared.usage.rules import Budget, Usage, with_project_budget, with_target_budget
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import EngineFactory
 from tests.spinup.stubs import StubServer
+from testsupport.work import work_queue
 from weft.spinup.base import SpinupError
 
 MakeTarget = Callable[..., Awaitable[Target]]
@@ -39,12 +39,12 @@ async def test_a_reached_budget_refuses_spin_ups_until_raised(
     ledger = UsageLedger(nc.jetstream(), names)
     await ledger.add(Usage(cost=3.0), target_id=pool.id, now=utcnow())
     manager = await engine.manager(project_id)
-    shared_ledger = manager.context.queue.ledger
+    shared_ledger = manager.context.ledger
 
     async def change(rule: Callable[[Any], Any]) -> None:
         await shared_ledger.change_budgets(rule)  # what PUT /api/budgets does (and the cache it refreshes)
 
-    item = await WorkQueue(nc, names).submit(WorkSubmission(task_id="b", description="d", capability="code"))
+    item = await work_queue(nc, names).submit(WorkSubmission(task_id="b", description="d", capability="code"))
     await change(lambda d: with_project_budget(d, Budget(cost=3.0)))
     held = await engine.request_for_work(project_id, item)
     assert held.outcome == "deferred" and held.operation is None

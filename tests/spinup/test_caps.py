@@ -13,7 +13,6 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import (
     ROOT,
     EngineFactory,
@@ -24,6 +23,7 @@ from tests.spinup.conftest import (
     register_agent,
 )
 from tests.spinup.stubs import Seen, StubServer
+from testsupport.work import work_queue
 from weft.eligibility import Need
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.store import LIVE_STATES
@@ -162,7 +162,7 @@ async def test_cooldown_spaces_starts_even_when_a_slot_is_free(
         max_concurrent=5,
         cooldown_s=1.5,
     )
-    item = await WorkQueue(nc, names).submit(WorkSubmission(task_id="c", description="d", capability="code"))
+    item = await work_queue(nc, names).submit(WorkSubmission(task_id="c", description="d", capability="code"))
     first = await engine.request_for_work(project_id, item)
     assert first.operation is not None
     await register_agent(
@@ -207,7 +207,7 @@ async def test_one_waiting_item_gets_one_start_even_with_several_matching_target
         await make_target(
             name=name, agent_type=agent_type, mechanism="webhook", config={"url": f"{receiver.url}/{name}"}
         )
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(
         WorkSubmission(task_id="one", description="d", capability="code", preferred_agent_type="copilot")
     )

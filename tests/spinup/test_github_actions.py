@@ -13,9 +13,9 @@ from nats.aio.client import Client as NatsClient
 from shared.models import SpinupState, Target, WorkSubmission
 from shared.names import ProjectNames
 from shared.redact import install_redaction
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import EngineFactory, eventually, register_agent
 from tests.spinup.stubs import Seen, StubServer
+from testsupport.work import work_queue
 from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch, MechanismError
 from weft.spinup.mechanisms.github_actions import GithubActionsMechanism
@@ -274,7 +274,7 @@ async def test_engine_dispatches_links_the_runner_agent_and_cancels_the_run_when
     target = await make_target(
         name="gh-runner", mechanism="github-actions", config=gh_config(server), idle_timeout_s=0.5
     )
-    item = await WorkQueue(nc, names).submit(WorkSubmission(task_id="g", description="d", capability="code"))
+    item = await work_queue(nc, names).submit(WorkSubmission(task_id="g", description="d", capability="code"))
     decision = await engine.request_for_work(project_id, item)
     op = decision.operation
     assert op is not None, decision.detail

@@ -23,10 +23,10 @@ from shared.models import (
 )
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 from tests.spinup.conftest import eventually, hook, published_events, start_spinup, stop_spinup, tick
 from tests.spinup.stubs import StubServer
+from testsupport.work import work_queue
 from weft.project.hub import ProjectHub
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.manager import SpinupManager
@@ -109,7 +109,7 @@ async def test_an_agent_holding_work_is_never_asked_to_stop(
     fleet: Fleet, nc: NatsClient, names: ProjectNames
 ) -> None:
     record, agent = await fleet.registered_agent()
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="long", description="d", capability="code"))
     claimed = await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",)))
     assert claimed is not None and claimed.id == item.id
@@ -159,7 +159,7 @@ async def test_shutdown_waits_for_work_claimed_after_the_request_then_stops_the_
         return current if current.shutdown_requested_at else None
 
     await eventually(asked, what="the shutdown request")
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="late", description="d", capability="code"))
     assert await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",))) is not None
     await asyncio.sleep(0.3)  # the grace period passes while it holds work
@@ -246,7 +246,7 @@ async def test_an_agent_holding_a_review_is_not_idle(
     fleet: Fleet, nc: NatsClient, names: ProjectNames
 ) -> None:
     record, agent = await fleet.registered_agent()
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(
         WorkSubmission(task_id="r", description="d", capability="code", review={"capability": "code"})
     )
@@ -276,7 +276,7 @@ async def test_an_agent_waiting_on_the_operator_is_not_idle(
     from shared.work.questions import QuestionBook
 
     record, agent = await fleet.registered_agent()
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="q", description="d", capability="code"))
     assert await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",))) is not None
     book = QuestionBook(nc, names, work)

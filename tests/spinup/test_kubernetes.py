@@ -14,9 +14,9 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import EngineFactory, eventually, register_agent
 from tests.spinup.stubs import Seen, StubServer
+from testsupport.work import work_queue
 from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch, MechanismError
 from weft.spinup.mechanisms.kubernetes import KubernetesMechanism
@@ -239,7 +239,7 @@ async def test_engine_starts_a_job_links_its_agent_and_deletes_the_job_when_idle
     target = await make_target(
         name="cluster", mechanism="kubernetes", config=k8s_config(apiserver, ca_file), idle_timeout_s=0.5
     )
-    item = await WorkQueue(nc, names).submit(WorkSubmission(task_id="k", description="d", capability="code"))
+    item = await work_queue(nc, names).submit(WorkSubmission(task_id="k", description="d", capability="code"))
     decision = await engine.request_for_work(project_id, item)
     op = decision.operation
     assert op is not None, decision.detail

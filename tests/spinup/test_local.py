@@ -12,8 +12,8 @@ from nats.aio.client import Client as NatsClient
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.trace.tracing import read_timeline, trace_id_of
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import eventually, pid_alive, published_events, read_text
+from testsupport.work import work_queue
 from weft.spinup.managed import ManagedSpinup
 
 MakeTarget = Callable[..., Awaitable[Target]]
@@ -28,7 +28,7 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
     service: ManagedSpinup, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
     target = await make_target(idle_timeout_s=2)
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="local-1", description="do it", capability="code"))
 
     decision = await service.request_for_work(project_id, item)
@@ -66,7 +66,7 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
     assert slot.live == [] and slot.in_flight is None
 
     # the spin-up's start and stop are spans of the item's trace, next to the agent's claim
-    await (await service.manager(project_id)).context.queue.traces.flush(stored=True)
+    await (await service.manager(project_id)).context.traces.flush(stored=True)
     spans = {s.name: s for s in (await read_timeline(nc, names, item.id))[0]}
     assert {"spinup.start", "spinup.stop", "work.claim", "work.complete"} <= set(spans), sorted(spans)
     submit_trace = trace_id_of(item.traceparent)
@@ -82,7 +82,7 @@ async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_s
 ) -> None:
     script = "import sys; print('cannot reach the model API', file=sys.stderr); sys.exit(3)"
     await make_target(config={"command": [sys.executable, "-c", script]})
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="dies", description="x", capability="code"))
 
     decision = await service.request_for_work(project_id, item)

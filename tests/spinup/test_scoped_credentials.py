@@ -17,12 +17,13 @@ from shared.names import ProjectNames
 from shared.nats.auth import parse_creds
 from shared.nats.client import NatsConnectError, connect
 from shared.settings import NatsSettings
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import ROOT, eventually
+from testsupport.work import work_queue
 from weft.metrics import Metrics
 from weft.project.hub import ProjectHub
 from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
+from weft.spinup.base import SPINUP_EXTENSION
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.mechanisms import validate_target_config
 from weft.spinup.settings import SpinupSettings
@@ -56,7 +57,7 @@ async def test_a_spun_up_agents_credentials_die_with_its_operation(
         WeftSettings(project_id=project_id, stale_check_interval_s=0.2),
         Metrics(),
         None,
-        attach=spinup.attach,
+        extensions={SPINUP_EXTENSION: spinup.attach},
         credentials=authority,
     )
     await spinup.start(hub)
@@ -76,7 +77,7 @@ async def test_a_spun_up_agents_credentials_die_with_its_operation(
         )
         context = await hub.get(project_id)
         await context.targets.mirror.sync()
-        work = WorkQueue(nc, names)
+        work = work_queue(nc, names)
         item = await work.submit(WorkSubmission(task_id="scoped-1", description="do it", capability="code"))
         decision = await spinup.request_for_work(project_id, item)
         assert decision.outcome == "started", decision.detail

@@ -13,9 +13,9 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive, read_text
 from tests.spinup.sshd import SshServer, start_sshd
+from testsupport.work import work_queue
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch
@@ -65,7 +65,7 @@ async def test_ssh_agent_joins_claims_completes_and_is_stopped_when_idle(
     tmp_path: Path,
 ) -> None:
     await make_target(name="remote", mechanism="ssh", config=ssh_config(sshd, tmp_path), idle_timeout_s=2)
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="over-ssh", description="d", capability="code"))
     decision = await service.request_for_work(project_id, item)
     assert decision.operation is not None, decision.detail

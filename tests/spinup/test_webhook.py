@@ -15,9 +15,9 @@ from nats.aio.client import Client as NatsClient
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.redact import install_redaction
-from shared.work.queue import WorkQueue
 from tests.spinup.conftest import EngineFactory, eventually, published_events, register_agent
 from tests.spinup.stubs import Seen, StubServer
+from testsupport.work import work_queue
 from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch, MechanismError
 from weft.spinup.mechanisms.webhook import WebhookMechanism
@@ -83,7 +83,7 @@ async def test_start_sends_the_templated_signed_body_and_idle_stop_calls_the_sto
     target = await make_target(
         name="ci-pool", mechanism="webhook", config=webhook_config(receiver), idle_timeout_s=0.5
     )
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="hook", description="d", capability="code"))
     decision = await engine.request_for_work(project_id, item)
     op = decision.operation
@@ -151,7 +151,7 @@ async def test_a_failing_webhook_fails_the_operation_and_the_work_waits(
         config=webhook_config(receiver, url=f"{receiver.url}/broken"),
         cooldown_s=60,
     )
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="w", description="d", capability="code"))
     decision = await engine.request_for_work(project_id, item)
     assert decision.operation is not None

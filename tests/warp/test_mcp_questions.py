@@ -12,7 +12,7 @@ from warp_harness import eventually, spawn_warp
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 A_ID = "a" * 32
 B_ID = "b" * 32
@@ -24,7 +24,7 @@ async def test_waiting_on_the_operator_keeps_the_claim_and_the_answer_survives_a
     warp_env: dict[str, str], tmp_path: Path, nc: NatsClient
 ) -> None:
     names = ProjectNames(warp_env["LOOM_PROJECT_ID"])
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     book = QuestionBook(nc, names, queue)
     env_a = {**warp_env, **FAST, "LOOM_AGENT_ID": A_ID}
     async with spawn_warp({**warp_env, **FAST, "LOOM_AGENT_ID": B_ID}, tmp_path, name="b") as b:

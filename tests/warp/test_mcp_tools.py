@@ -12,8 +12,8 @@ from nats.aio.client import Client as NatsClient
 from warp_harness import WARP, spawn_warp, stdout_frames_only
 
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 TOOLS = {
     "warp_handle_set",
@@ -172,7 +172,7 @@ async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: 
             )
         )["item"]["id"]
         other = Claimant(agent_id="e" * 32, agent_type="generic", capabilities=("code",))
-        queue = WorkQueue(nc, ProjectNames(warp_env["LOOM_PROJECT_ID"]))
+        queue = work_queue(nc, ProjectNames(warp_env["LOOM_PROJECT_ID"]))
         assert (await queue.claim(other)) is not None
         await queue.complete(reviewed, other.agent_id, "by someone else")
         assert (await w.ok("warp_work_claim"))["review"] is True

@@ -8,7 +8,7 @@ from nats.aio.client import Client as NatsClient
 from warp_harness import eventually, spawn_warp
 
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 A_ID = "a" * 32
 B_ID = "b" * 32
@@ -98,7 +98,7 @@ async def test_cancelled_work_is_reported_on_the_next_call(
             "item"
         ]
         assert (await b.ok("warp_work_claim"))["item"]["id"] == item["id"]
-        queue = WorkQueue(nc, ProjectNames(warp_env["LOOM_PROJECT_ID"]))
+        queue = work_queue(nc, ProjectNames(warp_env["LOOM_PROJECT_ID"]))
         await queue.cancel(item["id"], reason="no longer needed", by="operator")
 
         async def told() -> bool:

@@ -17,7 +17,7 @@ from shared.models import AgentStatus, ControlRequest, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.jetstream import snapshot
 from shared.nats.server import EmbeddedNatsServer, free_port
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 from warp.errors import Unavailable
 from warp.runtime import WarpRuntime
 from warp.settings import WarpSettings
@@ -114,7 +114,7 @@ async def test_cancel_work_is_remembered_and_stops_counting(
     names = ProjectNames(project_id)
     async with runtime(nats_server.url, project_id, tmp_path, auto_register=True) as rt:
         svc = await rt.services()
-        queue = WorkQueue(nc, names)
+        queue = work_queue(nc, names)
         item = await queue.submit(
             WorkSubmission(task_id="t", description="d", capability="code"), submitted_by="test"
         )

@@ -19,9 +19,9 @@ from warp_harness import make_identity
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 from testsupport.natsfailures import FAILURES, SECRET
+from testsupport.work import work_queue
 from warp.errors import describe
 from warp.runtime import WarpRuntime
 from warp.server import build_server
@@ -111,7 +111,7 @@ async def test_registry_error_paths_and_paging(
 async def test_work_error_paths(
     nats_server: EmbeddedNatsServer, nc: NatsClient, project_id: str, project_dir: Path
 ) -> None:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     async with session(nats_server.url, project_id, project_dir, capabilities=()) as (client, _):
         await ok(client, "warp_registry_register")
         nothing = await ok(client, "warp_work_claim")

@@ -47,7 +47,8 @@ from weft_helpers import claimant, eventually, register
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
+from weft.a2a.push import push_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -99,7 +100,7 @@ async def agent_finishes(
 ) -> str:
     """A registered agent claims the next item, reports progress and completes (or fails) it."""
     entry = await register(nc, project)
-    queue = WorkQueue(nc, ProjectNames(project))
+    queue = work_queue(nc, ProjectNames(project))
 
     async def claim() -> Any:
         return await queue.claim(claimant(entry))
@@ -431,7 +432,7 @@ async def test_an_operator_question_is_input_required_and_a_follow_up_message_an
     async with a2a(weft_auth, project_id) as client:
         task = await submitted(client, message("Pick the cache"))
         entry = await register(nc, project_id)
-        queue = WorkQueue(nc, ProjectNames(project_id))
+        queue = work_queue(nc, ProjectNames(project_id))
 
         async def claim() -> Any:
             return await queue.claim(claimant(entry))
@@ -668,7 +669,7 @@ def push_started(weft: Any, project: str) -> bool:
     """Whether this Weft runs the project's push dispatcher."""
     state = weft.server.config.app.state.weft
     served = {c.project_id: c for c in state.hub.served()}
-    return project in served and served[project].a2a_push is not None
+    return project in served and push_of(served[project]).service is not None
 
 
 def work_event_count(nc: NatsClient, project: str, work_id: str) -> Any:

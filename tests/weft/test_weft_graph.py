@@ -13,6 +13,7 @@ from shared.models import WorkStatus
 from shared.names import ProjectNames
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant, WorkRecord
+from testsupport.work import work_queue
 
 A = "a" * 32
 
@@ -36,7 +37,7 @@ async def complete_next(queue: WorkQueue) -> str:
 async def test_a_plan_runs_in_dependency_order_and_its_graph_shows_states(
     weft: Any, api: httpx.AsyncClient, nc: NatsClient, project_id: str
 ) -> None:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     plan = {
         "items": [
             entry("docs", "docs", "api"),
@@ -141,7 +142,7 @@ async def test_the_sweeper_repairs_a_dependent_nobody_told(
     monkeypatch.setattr(weft.project.repair, "GRACE", weft.project.repair.timedelta(0))
     root = (await api.post("/api/work", json=entry("root"))).json()
     child = (await api.post("/api/work", json=entry("child", depends_on=[root["id"]]))).json()
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     claimed = await queue.claim(Claimant(agent_id=A, agent_type="generic", capabilities=("code",)))
     assert claimed is not None and claimed.id == root["id"]
     # The root completes, but the process stops before telling its dependent.

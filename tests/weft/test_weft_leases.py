@@ -13,7 +13,7 @@ from weft_helpers import WsClient, claimant, eventually, register, ws_connect
 from shared.leases.book import LeaseBook, LeaseConflict
 from shared.models import AgentStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 
 async def test_leases_over_rest_and_websocket(
@@ -93,7 +93,7 @@ async def test_weft_ends_leases_whose_work_ended_or_whose_holder_went_offline(
     names = ProjectNames(project_id)
     worker = await register(nc, project_id, handle="worker")
     idle = await register(nc, project_id, handle="idle")
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     book = LeaseBook(nc, names)
     try:
         item = await queue.submit(WorkSubmission(task_id="t", description="d", capability="code"))

@@ -10,7 +10,7 @@ from weft_helpers import claimant, eventually, register
 
 from shared.names import ProjectNames
 from shared.work.policy import config_bucket, read_policy
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 from weft.routing import NO_AGENT_NO_TARGET
 
 POLICY = """\
@@ -36,7 +36,7 @@ async def test_forbidden_agent_type_never_claims_corporate_work_even_when_alone(
 ) -> None:
     async with weft_factory(project_id=project_id, policy_file=policy_file(tmp_path)) as weft:
         claude = await register(nc, project_id, agent_type="claude-code", boundaries=("default", "corporate"))
-        queue = WorkQueue(nc, ProjectNames(project_id))
+        queue = work_queue(nc, ProjectNames(project_id))
         async with weft.client() as api:
             work = (
                 await api.post(
@@ -62,7 +62,7 @@ async def test_forbidden_agent_type_never_claims_corporate_work_even_when_alone(
 
 async def test_capability_mismatch_never_claims(api: Any, nc: NatsClient, project_id: str) -> None:
     reviewer = await register(nc, project_id, capabilities=("review",))
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     work = (
         await api.post("/api/work", json={"task_id": "x", "description": "d", "capability": "code"})
     ).json()
@@ -90,7 +90,7 @@ async def test_policy_is_published_to_default_and_lazily_to_named_projects(
                 "/api/work",
                 json={"task_id": "c", "description": "d", "capability": "code", "boundary": "corporate"},
             )
-        assert await WorkQueue(nc, ProjectNames(other)).claim(claimant(claude)) is None
+        assert await work_queue(nc, ProjectNames(other)).claim(claimant(claude)) is None
 
 
 async def test_bad_policy_file_is_refused_at_start(weft_factory: Any, tmp_path: Path) -> None:

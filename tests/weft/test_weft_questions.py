@@ -15,12 +15,13 @@ from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.work import work_queue
 
 A = "a" * 32
 
 
 async def held_work(nc: NatsClient, project_id: str) -> tuple[WorkQueue, QuestionBook, str]:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     item = await queue.submit(WorkSubmission(task_id="t", description="d", capability="code"))
     assert await queue.claim(Claimant(agent_id=A, agent_type="generic", capabilities=("code",))) is not None
     return queue, QuestionBook(nc, ProjectNames(project_id), queue), item.id

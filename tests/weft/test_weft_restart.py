@@ -9,7 +9,7 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, register
 
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 
 async def test_restart_between_submit_and_claim(weft_factory: Any, nc: NatsClient, project_id: str) -> None:
@@ -30,7 +30,7 @@ async def test_restart_between_submit_and_claim(weft_factory: Any, nc: NatsClien
         assert (await api.get("/api/targets/box")).json()["id"] == target["id"]
 
         agent = await register(nc, project_id)
-        queue = WorkQueue(nc, ProjectNames(project_id))
+        queue = work_queue(nc, ProjectNames(project_id))
         claimed = await queue.claim(claimant(agent))
         assert claimed is not None and claimed.id == work["id"]
         assert (await api.get(f"/api/work/{work['id']}")).json()["status"] == "claimed"
@@ -43,7 +43,7 @@ async def test_restart_while_claimed_then_complete(
     weft_factory: Any, nc: NatsClient, project_id: str
 ) -> None:
     agent = await register(nc, project_id)
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     async with weft_factory(project_id=project_id) as first, first.client() as api:
         work = (
             await api.post("/api/work", json={"task_id": "t", "description": "d", "capability": "code"})

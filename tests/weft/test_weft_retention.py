@@ -17,6 +17,7 @@ from shared.work.queue import WorkQueue
 from shared.work.rules import DLQ_MAX_AGE_S, WorkNotFound
 from tests.weft.conftest import WeftFactory
 from tests.weft.weft_helpers import claimant, eventually, register
+from testsupport.work import work_queue
 from weft.project.agents import AgentDirectory
 from weft.project.retention import Retention
 from weft.project.work import WorkIndex
@@ -30,7 +31,7 @@ def _submission(task: str, **changes: object) -> WorkSubmission:
 
 @pytest.fixture
 async def queue(nc: NatsClient, project_id: str) -> WorkQueue:
-    return WorkQueue(nc, ProjectNames(project_id))
+    return work_queue(nc, ProjectNames(project_id))
 
 
 @pytest.fixture
@@ -156,7 +157,7 @@ async def test_two_replicas_delete_a_record_once(
     await index.mirror.sync()
     revision = index.mirror.revision_of(done)
     assert revision is not None
-    other = WorkQueue(nc, ProjectNames(project_id))
+    other = work_queue(nc, ProjectNames(project_id))
     outcomes = await asyncio.gather(
         queue.forget(done, revision=revision), other.forget(done, revision=revision)
     )

@@ -229,8 +229,8 @@ async def test_blocked_work_is_never_routed_and_a_review_task_is(
     """A blocked item waits for other work, not for an agent: no reason, no spin-up. An item
     handed in for review waits for a reviewer, and says so when none is online."""
     from shared.names import ProjectNames
-    from shared.work.queue import WorkQueue
     from shared.work.rules import Claimant
+    from testsupport.work import work_queue
 
     made = await api.post(
         "/api/targets",
@@ -262,7 +262,7 @@ async def test_blocked_work_is_never_routed_and_a_review_task_is(
             },
         )
     ).json()
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     worker = "e" * 32
     assert (await queue.claim(Claimant(agent_id=worker, agent_type="x", capabilities=("rare",)))) is not None
     claimed_second = await queue.claim(Claimant(agent_id=worker, agent_type="x", capabilities=("rare",)))

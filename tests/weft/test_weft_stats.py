@@ -9,7 +9,7 @@ from weft_helpers import channel, claimant, eventually, register
 
 from shared.models import AgentStatus, ChannelMessage
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 WORK = {"description": "d", "capability": "code"}
 
@@ -21,7 +21,7 @@ async def test_stats_count_agents_work_targets_and_queues(api: Any, nc: NatsClie
     for task in ("a", "b", "c"):
         await api.post("/api/work", json={**WORK, "task_id": task})
     await api.post("/api/work", json={**WORK, "task_id": "d", "capability": "docs"})
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     taken = await queue.claim(claimant(agent))
     assert taken is not None
     await queue.fail(taken.id, agent.agent_id, "no", retryable=False)
@@ -59,7 +59,7 @@ async def test_projects_lists_every_project_with_data(
     weft: Any, api: Any, nc: NatsClient, project_id: str
 ) -> None:
     other = f"{project_id}-x"
-    await WorkQueue(nc, ProjectNames(other)).ensure()  # data written without Weft ever serving it
+    await work_queue(nc, ProjectNames(other)).ensure()  # data written without Weft ever serving it
     body = (await api.get("/api/stats/projects")).json()
     assert body["default_project"] == project_id
     by_id = {p["project_id"]: p for p in body["projects"]}
@@ -125,7 +125,7 @@ async def test_metrics_count_requests_transitions_and_queue_depth(
     agent = await register(nc, project_id)
     work = (await api.post("/api/work", json={**WORK, "task_id": "m"})).json()
     await api.post("/api/work", json={**WORK, "task_id": "n"})
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     claimed = await queue.claim(claimant(agent))
     assert claimed is not None and claimed.id == work["id"]
     await queue.complete(work["id"], agent.agent_id)

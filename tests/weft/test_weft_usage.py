@@ -12,7 +12,7 @@ from weft_helpers import claimant, eventually, register
 from shared.models import WorkStatus
 from shared.names import ProjectNames
 from shared.usage.rules import Usage
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 WORK = {"description": "d", "capability": "code"}
 SECRET = "sk-live-Zx81Qa9"
@@ -22,7 +22,7 @@ T1 = "1" * 32
 async def _work_with_usage(api: Any, nc: NatsClient, project_id: str) -> tuple[str, str, str]:
     one = await register(nc, project_id, target_id=T1)
     two = await register(nc, project_id)
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     first = (await api.post("/api/work", json={**WORK, "task_id": "a"})).json()["id"]
     second = (await api.post("/api/work", json={**WORK, "task_id": "b"})).json()["id"]
     taken = await q.claim(claimant(one))
@@ -102,7 +102,7 @@ async def test_an_items_budget_is_set_at_submit_and_changed_at_run_time(
     assert made["budget"] == {"cost": 1.0, "tokens": None}
     raised = await api.put(f"/api/work/{made['id']}/budget", json={"cost": 3.0, "tokens": 500})
     assert raised.status_code == 200 and raised.json()["budget"] == {"cost": 3.0, "tokens": 500}
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     assert await q.claim(claimant(agent)) is not None
     stopped = await q.progress(made["id"], agent.agent_id, 10, usage=Usage(output_tokens=501))
     assert stopped.status is WorkStatus.DEAD_LETTERED
@@ -174,6 +174,6 @@ async def test_another_projects_usage_and_budgets_are_invisible(
         assert (await theirs.get("/api/stats")).json()["budget_hold"] is None
         agent = await register(nc, other)
         await theirs.post("/api/work", json={**WORK, "task_id": "x"})
-        claimed = await eventually(lambda: WorkQueue(nc, ProjectNames(other)).claim(claimant(agent)))
+        claimed = await eventually(lambda: work_queue(nc, ProjectNames(other)).claim(claimant(agent)))
         assert claimed.project_id == other
     assert (await api.get("/api/budgets")).json()["hold"] is not None

@@ -10,14 +10,14 @@ from websockets.exceptions import InvalidStatus
 from weft_helpers import WsClient, claimant, register, ws_connect
 
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 WORK = {"description": "d", "capability": "code"}
 
 
 async def test_filters_select_events(weft: Any, api: Any, nc: NatsClient, project_id: str) -> None:
     agent = await register(nc, project_id, capabilities=("code", "docs"))
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     async with ws_connect(f"{weft.ws_url}/api/ws") as conn:
         ws = WsClient(conn)
         assert (await ws.next_of("welcome"))["subscriptions"] == []

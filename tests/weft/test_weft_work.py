@@ -11,7 +11,7 @@ from weft_helpers import WsClient, actions, claimant, eventually, register, ws_c
 
 from shared.models import ControlRequest, utcnow
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 SUBMISSION = {"task_id": "t-1", "description": "write the parser", "capability": "code"}
 
@@ -24,7 +24,7 @@ async def test_submit_claim_progress_complete_seen_over_rest_and_websocket(
     weft: Any, api: httpx.AsyncClient, nc: NatsClient, project_id: str
 ) -> None:
     agent = await register(nc, project_id)
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     async with ws_connect(f"{weft.ws_url}/api/ws?topics=work") as conn:
         ws = WsClient(conn)
         welcome = await ws.next_of("welcome")
@@ -79,7 +79,7 @@ async def test_list_filters_and_paging(api: httpx.AsyncClient, nc: NatsClient, p
     }.items():
         response = await api.post("/api/work", json=submission(task_id=name, **extra))
         ids[name] = response.json()["id"]
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     taken = await queue.claim(claimant(agent))
     assert taken is not None
 
@@ -115,7 +115,7 @@ async def test_cancel_queued_and_claimed_tells_the_agent(
 ) -> None:
     agent = await register(nc, project_id)
     names = ProjectNames(project_id)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     queued = (await api.post("/api/work", json=submission(task_id="q"))).json()
     cancelled = await api.post(f"/api/work/{queued['id']}/cancel", json={"reason": "not needed"})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
@@ -160,7 +160,7 @@ async def test_failures_dead_letter_then_retry_and_discard(
     api: httpx.AsyncClient, nc: NatsClient, project_id: str
 ) -> None:
     agent = await register(nc, project_id)
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     first = (await api.post("/api/work", json=submission(task_id="f1", max_attempts=1))).json()["id"]
     second = (await api.post("/api/work", json=submission(task_id="f2", max_attempts=1))).json()["id"]
     for _ in range(2):
@@ -199,7 +199,7 @@ async def test_failures_dead_letter_then_retry_and_discard(
 
 async def test_retry_failed_work_over_rest(api: httpx.AsyncClient, nc: NatsClient, project_id: str) -> None:
     agent = await register(nc, project_id)
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     work_id = (await api.post("/api/work", json=submission(max_attempts=1))).json()["id"]
     item = await queue.claim(claimant(agent))
     assert item is not None

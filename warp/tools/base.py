@@ -188,7 +188,7 @@ def about_held_work(svc: Services, name: str, destination: str) -> contextlib.Ab
     if about is None:
         return contextlib.nullcontext()
     work_id, traceparent = about
-    return svc.work.traces.span(
+    return svc.traces.span(
         name,
         work_id=work_id,
         traceparent=traceparent,
@@ -204,7 +204,7 @@ def record_received(svc: Services, messages: Iterable[InboxMessage | ReadMessage
     for received in messages:
         if received.about is not None:
             work_id, traceparent = received.about
-            with svc.work.traces.span(
+            with svc.traces.span(
                 "message.receive",
                 work_id=work_id,
                 traceparent=traceparent,

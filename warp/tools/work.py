@@ -338,7 +338,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         info = await svc.js.stream_info(svc.names.dlq_stream)
         from shared.models import utcnow
 
-        hold = await svc.work.ledger.hold(utcnow(), target_id=_target_of(svc))
+        hold = await svc.ledger.hold(utcnow(), target_id=_target_of(svc))
         out = QueueStatusOut(
             depths=depths,
             total=sum(depths.values()),

@@ -71,7 +71,7 @@ from weft.a2a.mapping import (
     task_of,
     text_of_parts,
 )
-from weft.a2a.push import check_url, without_secrets
+from weft.a2a.push import check_url, push_of, without_secrets
 from weft.project.hub import ProjectContext
 from weft.project.relay import Listener
 from weft.state import WeftState
@@ -424,14 +424,15 @@ class LoomRequestHandler(RequestHandler):
     ) -> None:
         where = served(context, params.tenant, Access.OPERATE)
         work_id = await self._push_task(where, params.task_id)
-        push = await where.project.push()
+        push = await push_of(where.project).started()
         await push.configs.delete_info(work_id, context, params.id or None)
 
     async def _webhooks(self, where: Served, work_id: str) -> list[TaskPushNotificationConfig]:
         """A task's webhooks; a read starts nothing in a project that never had one."""
-        if where.project.a2a_push is None and not await where.project.push_in_use():
+        push = push_of(where.project)
+        if push.service is None and not await push.in_use():
             return []
-        return (await where.project.push()).configs.configs(work_id)
+        return (await push.started()).configs.configs(work_id)
 
     async def _push_task(self, where: Served, task_id: str) -> str:
         """The work id of a push method's ``taskId``: a task of this project."""
@@ -446,7 +447,7 @@ class LoomRequestHandler(RequestHandler):
     async def _register_push(
         self, where: Served, work_id: str, config: TaskPushNotificationConfig, *, url_field: str = "url"
     ) -> TaskPushNotificationConfig:
-        push = await where.project.push()
+        push = await push_of(where.project).started()
         await check_url(config.url, private_allowed=push.private_allowed, field=url_field)
         return await push.configs.set_info(work_id, config, ServerCallContext())
 

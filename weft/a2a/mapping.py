@@ -30,7 +30,7 @@ from google.protobuf import json_format, struct_pb2
 from pydantic import ValidationError
 
 from shared.errors import Invalid, Problem, describe_problems, shown_name, validation_problems
-from shared.models import FINAL_WORK_STATES, WorkItem, WorkStatus, WorkSubmission
+from shared.models import WorkItem, WorkStatus, WorkSubmission
 
 A2A_KEY: Final = "a2a"
 """Key of ``WorkItem.context`` holding the A2A ids of a task submitted over A2A."""
@@ -208,10 +208,6 @@ def task_of(item: WorkItem) -> Task:
 
 def is_terminal(item: WorkItem) -> bool:
     return state_of(item) in TERMINAL
-
-
-def is_final_work(item: WorkItem) -> bool:
-    return item.status in FINAL_WORK_STATES
 
 
 # -- work events -> stream events ------------------------------------------------------

@@ -18,6 +18,11 @@ Webhook URLs must be ``http(s)``; unless ``WEFT_A2A_PUSH_PRIVATE_URLS`` allows t
 whose host resolves to a loopback, private, link-local or otherwise internal address are
 refused when registered and again when sent to (the SDK's
 ``validate_push_notification_url``), so a client cannot make Weft call its own network.
+
+**Per project** (:class:`ProjectPush`): attached to each served project's context
+(``weft/project/hub.py``, ``ProjectContext.extensions``) like spin-up; its service starts when
+the project is served if the project has webhooks, when a client registers one, or on a sweep
+that finds one another replica registered.
 """
 
 from __future__ import annotations
@@ -43,12 +48,13 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from shared.names import ProjectNames
-from shared.nats.jetstream import ensure_kv
+from shared.nats.jetstream import bucket_exists, ensure_kv
 from shared.nats.mirror import BucketMirror
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
 from weft.a2a.errors import field_error
 from weft.a2a.mapping import item_of_event, task_of
+from weft.project.hub import Attach, ProjectContext
 
 log = logging.getLogger("loom.weft.a2a.push")
 
@@ -62,6 +68,8 @@ FETCH_WAIT_S: Final = 1.0
 ACK_WAIT_S: Final = 60.0
 CONSUMER_IDLE_S: Final = 24 * 3600.0
 """A dispatch consumer no replica pulled from for this long is removed by the server."""
+PUSH_EXTENSION: Final = "a2a-push"
+"""The name :class:`ProjectPush` is attached under (``ProjectContext.extensions``)."""
 
 
 def _refused(field: str, rule: str) -> InvalidParamsError:
@@ -284,3 +292,64 @@ class PushService:
     async def stop(self) -> None:
         await self.dispatcher.stop()
         await self.configs.stop()
+
+
+class ProjectPush:
+    """One served project's push notifications, attached to its context: the
+    :class:`PushService` is started on first use, so a project without webhooks runs none."""
+
+    def __init__(self, js: JetStreamContext, names: ProjectNames, *, private_allowed: bool) -> None:
+        self._js = js
+        self.names = names
+        self.private_allowed = private_allowed
+        self.service: PushService | None = None
+        self._lock = asyncio.Lock()
+
+    async def in_use(self) -> bool:
+        """Whether an A2A client ever registered a webhook in this project (its bucket exists)."""
+        return await bucket_exists(self._js, self.names.a2a_push_bucket)
+
+    async def started(self) -> PushService:
+        """The project's push service, started on first use."""
+        async with self._lock:
+            if self.service is None:
+                service = PushService(self._js, self.names, private_allowed=self.private_allowed)
+                await service.start()
+                self.service = service
+        return self.service
+
+    async def start_if_in_use(self) -> bool:
+        """Start the service if webhooks were registered (by any replica) and it is not running
+        yet; True when this call started it."""
+        if self.service is not None or not await self.in_use():
+            return False
+        await self.started()
+        return True
+
+    def busy(self) -> bool:
+        """Never: sends are best-effort, so stopping the project leaves nothing unattended."""
+        return False
+
+    async def stop(self) -> None:
+        if self.service is not None:
+            await self.service.stop()
+
+
+def push_attach(*, private_allowed: bool) -> Attach:
+    """The hook that attaches :class:`ProjectPush` to each project Weft serves
+    (``private_allowed``: ``WEFT_A2A_PUSH_PRIVATE_URLS``)."""
+
+    async def attach(project: ProjectContext) -> ProjectPush:
+        part = ProjectPush(project.js, project.names, private_allowed=private_allowed)
+        await part.start_if_in_use()
+        return part
+
+    return attach
+
+
+def push_of(project: ProjectContext) -> ProjectPush:
+    """The project's push part; Weft's app attaches it to every project it serves."""
+    part = project.extension(PUSH_EXTENSION, ProjectPush)
+    if part is None:
+        raise RuntimeError("A2A push is not attached to this project (create_app attaches it)")
+    return part

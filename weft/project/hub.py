@@ -1,11 +1,14 @@
 """Per-project services, started lazily the first time a request names a project.
 
 A :class:`ProjectContext` bundles everything Weft does for one project over the
-one NATS connection: the work queue, and one copy of each of the project's
-buckets (agent registry, work records, targets), which routing, listings, the
-sweeper and spin-up all read. The spin-up service adds its own part for the
-project when the context starts (:meth:`~weft.spinup.base.SpinupService.attach`);
-it reads the same copies instead of keeping its own.
+one NATS connection: the work queue and what it is built with (context trees, trace
+log, usage ledger: the layer's own, which routes use directly), and one copy of each
+of the project's buckets (agent registry, work records, targets), which routing,
+listings, the sweeper and spin-up all read. Services above this layer plug into it by
+name when the context starts (``ProjectContext.extensions``) and it imports none of
+them: spin-up adds its part (:meth:`~weft.spinup.base.SpinupService.attach`), which
+reads the same copies instead of keeping its own, and so do A2A push notifications
+(``weft.a2a.push``).
 
 The :class:`ProjectHub` creates contexts on demand, publishes the boundary
 policy to each, and drops the least recently used beyond a cap (never one
@@ -18,20 +21,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from shared.agents.registry import Registry
+from shared.context.store import ContextStore
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
-from shared.nats.jetstream import bucket_exists
+from shared.trace.tracing import TraceLog
+from shared.usage.ledger import UsageLedger
 from shared.work.policy import BoundaryPolicy, config_bucket, publish_policy
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
-from weft.a2a.push import PushService
 from weft.credentials import CredentialAuthority
 from weft.metrics import Metrics
 from weft.project.agents import AgentDirectory
@@ -47,17 +51,24 @@ from weft.targets.store import TargetStore
 log = logging.getLogger("loom.weft.project")
 
 
-class ProjectExtension(Protocol):
+class Stoppable(Protocol):
+    """A part the context stops when the project is no longer served."""
+
+    async def stop(self) -> None: ...
+
+
+class ProjectExtension(Stoppable, Protocol):
     """What a service runs for one project, stopped with it."""
 
     def busy(self) -> bool:
         """True while stopping the project would leave something unattended."""
         ...
 
-    async def stop(self) -> None: ...
-
 
 Attach = Callable[["ProjectContext"], Awaitable[ProjectExtension | None]]
+"""A service's hook, called when a project starts being served: its part for the project."""
+
+Part = TypeVar("Part")
 
 
 class ProjectContext:
@@ -66,7 +77,12 @@ class ProjectContext:
         self.js = js
         self.names = names
         self.metrics = metrics
-        self.queue = WorkQueue(nc, names, js=js)
+        self.traces = TraceLog(nc, names)
+        """The spans this replica makes of the project's items (docs/operations.md, Traces)."""
+        self.ledger = UsageLedger(js, names)
+        """The day's usage counters and the budgets (docs/operations.md)."""
+        store = ContextStore(nc, names, js=js)
+        self.queue = WorkQueue(nc, names, js=js, contexts=store, traces=self.traces, ledger=self.ledger)
         self.questions = QuestionBook(nc, names, self.queue, js=js)
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
@@ -75,15 +91,11 @@ class ProjectContext:
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)
-        assert self.queue.contexts is not None
-        self.contexts = ContextIndex(nc, js, self.queue.contexts)
+        self.contexts = ContextIndex(nc, js, store)
         self.leases = LeaseWarden(LeaseBook(nc, names, js=js), self.agents, self.work)
-        self.a2a_push: PushService | None = None
-        """A2A push notifications, started once a client registers a webhook (or at start when
-        the project has some)."""
-        self._push_private_urls = False
-        self._push_lock = asyncio.Lock()
-        self.extension: ProjectExtension | None = None
+        self.extensions: dict[str, ProjectExtension] = {}
+        """What services above this layer run for the project (spin-up, A2A push), by name, in
+        the order they were attached; stopped in the reverse order, before the layer itself."""
         self.credentials: CredentialAuthority | None = None
         self.last_used = time.monotonic()
 
@@ -92,7 +104,7 @@ class ProjectContext:
         return self.names.project_id
 
     async def start(
-        self, settings: WeftSettings, policy: BoundaryPolicy | None, attach: Attach | None
+        self, settings: WeftSettings, policy: BoundaryPolicy | None, extensions: Mapping[str, Attach]
     ) -> None:
         await self.queue.ensure()
         if policy is not None:
@@ -104,32 +116,22 @@ class ProjectContext:
         await self.targets.start()
         await self.contexts.start()
         await self.leases.start(settings.stale_check_interval_s)
-        self._push_private_urls = settings.a2a_push_private_urls
-        if await self.push_in_use():
-            await self.push()
-        if attach is not None:
-            self.extension = await attach(self)
+        for name, attach in extensions.items():
+            part = await attach(self)
+            if part is not None:
+                self.extensions[name] = part
 
-    async def push_in_use(self) -> bool:
-        """Whether an A2A client ever registered a webhook in this project (its bucket exists)."""
-        return await bucket_exists(self.js, self.names.a2a_push_bucket)
-
-    async def push(self) -> PushService:
-        """The project's A2A push notifications, started on first use."""
-        async with self._push_lock:
-            if self.a2a_push is None:
-                service = PushService(self.js, self.names, private_allowed=self._push_private_urls)
-                await service.start()
-                self.a2a_push = service
-        return self.a2a_push
+    def extension(self, name: str, kind: type[Part]) -> Part | None:
+        """The part attached as ``name``, if there is one of that kind (typed for its owner)."""
+        part = self.extensions.get(name)
+        return part if isinstance(part, kind) else None
 
     def busy(self) -> bool:
-        return self.extension is not None and self.extension.busy()
+        return any(part.busy() for part in self.extensions.values())
 
     async def stop(self) -> None:
-        parts = (
-            self.extension,
-            self.a2a_push,
+        parts: tuple[Stoppable, ...] = (
+            *reversed(self.extensions.values()),
             self.leases,
             self.contexts,
             self.targets,
@@ -138,11 +140,10 @@ class ProjectContext:
             self.relay,
         )
         for part in parts:
-            if part is not None:
-                with contextlib.suppress(Exception):
-                    await part.stop()
+            with contextlib.suppress(Exception):
+                await part.stop()
         with contextlib.suppress(Exception):
-            await self.queue.traces.close()  # the spans still waiting to be published
+            await self.traces.close()  # the spans still waiting to be published
 
 
 class ProjectHub:
@@ -153,7 +154,7 @@ class ProjectHub:
         metrics: Metrics,
         policy: BoundaryPolicy | None,
         *,
-        attach: Attach | None = None,
+        extensions: Mapping[str, Attach] | None = None,
         credentials: CredentialAuthority | None = None,
     ) -> None:
         self.nc = nc
@@ -164,7 +165,8 @@ class ProjectHub:
         self.metrics = metrics
         self.policy = policy
         self.default_project = settings.project_id
-        self._attach = attach
+        self._extensions = dict(extensions or {})
+        """Attached to every project served, in this order (``ProjectContext.extensions``)."""
         self._contexts: dict[str, ProjectContext] = {}
         self._starting: dict[str, asyncio.Task[ProjectContext]] = {}
         self._lock = asyncio.Lock()
@@ -189,7 +191,7 @@ class ProjectHub:
         context = ProjectContext(self.nc, self.js, ProjectNames(project_id), self.metrics)
         context.credentials = self.credentials
         try:
-            await context.start(self.settings, self.policy, self._attach)
+            await context.start(self.settings, self.policy, self._extensions)
         except BaseException:
             await context.stop()
             raise

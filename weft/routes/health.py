@@ -56,7 +56,7 @@ async def health(state: StateDep) -> Response:
 
 async def usage_metrics(metrics: Metrics, context: ProjectContext) -> None:
     """The project's usage and budget gauges, from its work records and today's counter."""
-    ledger = context.queue.ledger
+    ledger = context.ledger
     now = utcnow()
     doc = await ledger.budgets()
     hold = await ledger.hold(now)

@@ -59,7 +59,7 @@ class BudgetsOut(BaseModel):
 
 
 async def budgets_out(project: ProjectContext) -> BudgetsOut:
-    ledger = project.queue.ledger
+    ledger = project.ledger
     doc, revision = await ledger.read_budgets()
     now = utcnow()
     ledger.forget_cache()
@@ -101,7 +101,7 @@ async def usage(
         until=last,
         rows=rows,
         total=totals_of(rows),
-        today=await project.queue.ledger.day_totals(day),
+        today=await project.ledger.day_totals(day),
         day=day,
     )
 
@@ -118,7 +118,7 @@ async def get_budgets(project: ProjectDep) -> BudgetsOut:
     summary="Set the project's daily budget (both limits null: none)",
 )
 async def set_project_budget(budget: Budget, project: ProjectDep) -> BudgetsOut:
-    await project.queue.ledger.change_budgets(lambda doc: with_project_budget(doc, budget))
+    await project.ledger.change_budgets(lambda doc: with_project_budget(doc, budget))
     return await budgets_out(project)
 
 
@@ -136,7 +136,7 @@ async def set_target_budget(target: str, project: ProjectDep, budget: Budget | N
     def change(doc: BudgetsDoc) -> BudgetsDoc:
         return with_target_budget(doc, found.id, budget)
 
-    await project.queue.ledger.change_budgets(change)
+    await project.ledger.change_budgets(change)
     return await budgets_out(project)
 
 

@@ -196,16 +196,14 @@ async def get_trace(work_id: WorkId, project: ProjectDep) -> WorkTraceOut:
     """The item's timeline as Weft recorded it (docs/operations.md, Traces): every process's
     spans for it and its transitions, without a collector."""
     item = await project.queue.get(work_id)
-    await project.queue.traces.flush(stored=True)  # this replica's own spans, not yet published
+    await project.traces.flush(stored=True)  # this replica's own spans, not yet published
     spans, truncated = await read_timeline(project.nc, project.names, work_id)
     trace_id = trace_id_of(item.traceparent)
-    events: list[TimelineEventOut] = []
-    if project.queue.contexts is not None:
-        tree = await project.queue.contexts.tree(work_id)
-        events = [
-            TimelineEventOut(at=node.at, kind=node.kind, author=node.author)
-            for node in sorted(tree.nodes.values(), key=lambda n: n.at)
-        ]
+    tree = await project.contexts.store.tree(work_id)
+    events = [
+        TimelineEventOut(at=node.at, kind=node.kind, author=node.author)
+        for node in sorted(tree.nodes.values(), key=lambda n: n.at)
+    ]
     return WorkTraceOut(work_id=work_id, trace_id=trace_id, spans=spans, events=events, truncated=truncated)
 
 

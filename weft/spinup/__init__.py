@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from weft.settings import WeftSettings
 from weft.spinup.base import (
+    SPINUP_EXTENSION,
     WAITING_FOR_AGENT,
     DisabledSpinup,
     SpinupError,
@@ -17,6 +18,7 @@ from weft.spinup.base import (
 )
 
 __all__ = [
+    "SPINUP_EXTENSION",
     "WAITING_FOR_AGENT",
     "DisabledSpinup",
     "SpinupError",

@@ -14,7 +14,7 @@ with a clear 409, and still checks targets like any other replica.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from weft.project.hub import ProjectContext, ProjectExtension, ProjectHub
 
 WAITING_FOR_AGENT = "waiting for an agent"
+SPINUP_EXTENSION: Final = "spinup"
+"""The name a project's spin-up part is attached under (``ProjectContext.extensions``)."""
 
 
 class SpinupError(Conflict):

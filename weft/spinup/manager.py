@@ -208,7 +208,7 @@ class SpinupManager:
         spinup_id: str | None = None,
     ) -> SpinupRecord | Refusal:
         now = utcnow()
-        hold = await self.context.queue.ledger.hold(now, target_id=target.id)
+        hold = await self.context.ledger.hold(now, target_id=target.id)
         if hold is not None:  # a daily budget is reached: the agent could claim nothing
             return Refusal("budget", hold.message, retry_after_s=(hold.until - now).total_seconds())
         timeout = self._register_timeout(target)
@@ -295,7 +295,7 @@ class SpinupManager:
 
         traceparent = await self._trace_of(record.op.work_id)
         try:
-            with self.context.queue.traces.span(
+            with self.context.traces.span(
                 "spinup.start",
                 work_id=record.op.work_id,
                 traceparent=traceparent,
@@ -491,7 +491,7 @@ class SpinupManager:
         mechanism, config = self._snapshot(record)
         attributes = {"loom.spinup.id": record.op.id, "loom.spinup.mechanism": record.mechanism}
         traceparent = await self._trace_of(record.op.work_id)
-        with self.context.queue.traces.span(
+        with self.context.traces.span(
             "spinup.stop", work_id=record.op.work_id, traceparent=traceparent, attributes=attributes
         ):
             return await mechanism.stop(config, record.op.handle)

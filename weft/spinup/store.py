@@ -29,8 +29,9 @@ from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
+from shared.base import LoomModel
 from shared.errors import Conflict, NotFound
-from shared.models import LoomModel, SpinupOperation, SpinupState, Target, utcnow
+from shared.models import SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
 from shared.nats.jetstream import (
     CAS_RETRIES,

@@ -18,7 +18,7 @@ from shared.context.trees import (
 from shared.models import Scope, WorkSubmission
 from shared.names import ProjectNames
 from shared.paging import CursorError
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 A = "a" * 32
 B = "b" * 32
@@ -98,7 +98,7 @@ async def test_changes_since_a_cursor(nc: NatsClient, project_id: str) -> None:
 async def test_resolve_loom_handles(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
     store = ContextStore(nc, names)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     item = await queue.submit(
         WorkSubmission(task_id="t", description="d", capability="code"), submitted_by="tester"
     )

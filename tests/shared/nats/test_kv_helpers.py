@@ -12,8 +12,8 @@ from nats.js.errors import InvalidKeyError, KeyNotFoundError, KeyWrongLastSequen
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.jetstream import create_if_absent, ensure_kv, get_or_none
-from shared.work.queue import WorkQueue
 from shared.work.rules import WorkNotFound
+from testsupport.work import work_queue
 
 MALFORMED_KEYS = ["", "a b", ".x", "x.", "a*", "a>", "ü", "tab\there"]
 
@@ -77,7 +77,7 @@ async def test_create_if_absent_lets_exactly_one_of_many_writers_win(nc: NatsCli
 async def test_unknown_or_malformed_work_id_is_work_not_found(
     nc: NatsClient, project_id: str, work_id: str
 ) -> None:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     await queue.submit(WorkSubmission(task_id="t", description="d", capability="code"), submitted_by="test")
     with pytest.raises(WorkNotFound) as info:
         await queue.get(work_id)

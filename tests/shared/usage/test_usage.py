@@ -24,8 +24,8 @@ from shared.usage.rules import (
     with_project_budget,
     with_target_budget,
 )
-from shared.work.queue import WorkQueue
 from shared.work.rules import BudgetReached, Claimant, WorkConflict
+from testsupport.work import work_queue
 
 A = "a" * 32
 B = "b" * 32
@@ -43,7 +43,7 @@ def sub(task: str = "t", **kw: object) -> WorkSubmission:
 
 
 async def test_usage_is_recorded_on_the_item_and_counted_for_the_day(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     item = await q.submit(sub())
     assert await q.claim(claimant(target_id=T1)) is not None
     await q.progress(
@@ -67,7 +67,7 @@ async def test_usage_is_recorded_on_the_item_and_counted_for_the_day(nc: NatsCli
 
 async def test_an_item_over_its_budget_is_stopped_and_fails_for_good(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     item = await q.submit(sub(budget={"cost": 1.0}, max_attempts=5))
     assert item.budget == Budget(cost=1.0)
     assert await q.claim(claimant()) is not None
@@ -93,7 +93,7 @@ async def test_an_item_over_its_budget_is_stopped_and_fails_for_good(nc: NatsCli
 
 
 async def test_a_completion_over_the_budget_keeps_its_result(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     item = await q.submit(sub(budget={"tokens": 10}))
     await q.claim(claimant())
     done = await q.complete(item.id, A, {"answer": 42}, usage=Usage(input_tokens=8, output_tokens=3))
@@ -102,7 +102,7 @@ async def test_a_completion_over_the_budget_keeps_its_result(nc: NatsClient, pro
 
 
 async def test_raising_an_items_budget_at_run_time_lets_it_go_on(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     item = await q.submit(sub(budget={"cost": 1.0}))
     await q.claim(claimant())
     await q.progress(item.id, A, 10, usage=Usage(cost=0.9))
@@ -118,14 +118,14 @@ async def test_a_reached_daily_budget_holds_claims_until_it_is_raised(
     nc: NatsClient, project_id: str
 ) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     first, second = await q.submit(sub("one")), await q.submit(sub("two"))
     await q.ledger.change_budgets(lambda d: with_project_budget(d, Budget(cost=1.0)))
     assert (await q.claim(claimant())) is not None
     held = first if (await q.get(first.id)).status is WorkStatus.CLAIMED else second
     await q.complete(held.id, A, "ok", usage=Usage(cost=1.0))
     # another agent's process: its own queue, no cached budgets
-    other = WorkQueue(nc, names)
+    other = work_queue(nc, names)
     with pytest.raises(BudgetReached) as caught:
         await other.claim(claimant(B))
     assert caught.value.code == "conflict" and caught.value.field == "budget"
@@ -134,18 +134,18 @@ async def test_a_reached_daily_budget_holds_claims_until_it_is_raised(
     waiting = second if held is first else first
     assert (await q.get(waiting.id)).status is WorkStatus.QUEUED  # nothing lost: it waits
     await q.ledger.change_budgets(lambda d: with_project_budget(d, Budget(cost=2.0)))
-    resumed = await WorkQueue(nc, names).claim(claimant(B))
+    resumed = await work_queue(nc, names).claim(claimant(B))
     assert resumed is not None and resumed.id == waiting.id
 
 
 async def test_a_targets_daily_budget_holds_its_agents_only(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     item = await q.submit(sub("one"))
     await q.submit(sub("two"))
     await q.ledger.change_budgets(lambda d: with_target_budget(d, T1, Budget(tokens=100)))
     assert await q.claim(claimant(target_id=T1)) is not None
     await q.complete(item.id, A, "ok", usage=Usage(input_tokens=100), target_id=T1)
-    fresh = WorkQueue(nc, ProjectNames(project_id))
+    fresh = work_queue(nc, ProjectNames(project_id))
     with pytest.raises(BudgetReached) as caught:
         await fresh.claim(claimant(A, target_id=T1))
     assert "this target reached its daily budget" in caught.value.message
@@ -179,13 +179,13 @@ async def test_counters_and_budgets_are_compare_and_set_across_writers(
 
 async def test_another_projects_usage_and_budgets_neither_show_nor_apply(nc: NatsClient) -> None:
     mine, theirs = (ProjectNames(f"usage-{uuid.uuid4().hex[:10]}") for _ in range(2))
-    q_mine, q_theirs = WorkQueue(nc, mine), WorkQueue(nc, theirs)
+    q_mine, q_theirs = work_queue(nc, mine), work_queue(nc, theirs)
     await q_theirs.ledger.change_budgets(lambda d: with_project_budget(d, Budget(cost=0.5)))
     theirs_item = await q_theirs.submit(sub())
     await q_theirs.claim(claimant())
     await q_theirs.complete(theirs_item.id, A, "ok", usage=Usage(cost=3.0))
     with pytest.raises(BudgetReached):
-        await WorkQueue(nc, theirs).claim(claimant())
+        await work_queue(nc, theirs).claim(claimant())
     item = await q_mine.submit(sub())
     assert (await q_mine.claim(claimant())) is not None  # their hold does not apply here
     day = day_of(utcnow())

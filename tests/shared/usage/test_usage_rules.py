@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import math
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from shared.base import LoomModel
 from shared.errors import Invalid
 from shared.models import WorkItem, WorkStatus
+from shared.usage import rules as usage_rules
 from shared.usage.rules import (
     BUDGET_EXCEEDED,
     Budget,
@@ -294,3 +298,13 @@ def test_rebudget_changes_an_unfinished_item_only() -> None:
     done.item.status = WorkStatus.COMPLETED
     with pytest.raises(WorkConflict):
         rebudget(done, None, NOON)
+
+
+def test_usage_records_share_the_one_base_and_never_import_the_work_item() -> None:
+    """shared.models builds on these records (a work item holds its usage and budget), so
+    they take the one base from shared.base and the rules never import shared.models back."""
+    for record in (Usage, Budget, Totals, UsageEntry, BudgetsDoc):
+        assert issubclass(record, LoomModel)
+    source = Path(usage_rules.__file__).read_text(encoding="utf-8")
+    imported = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
+    assert "shared.models" not in imported

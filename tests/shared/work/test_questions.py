@@ -21,7 +21,6 @@ from shared.work.questions import (
     answer_rule,
     expire_rule,
 )
-from shared.work.queue import WorkQueue
 from shared.work.rules import (
     HOLDING,
     Ack,
@@ -38,6 +37,7 @@ from shared.work.rules import (
     wait_on,
 )
 from testsupport.events import work_actions
+from testsupport.work import work_queue
 
 S = WorkStatus
 A = "a" * 32
@@ -175,7 +175,7 @@ async def test_a_question_about_work_holds_it_until_the_answer_resumes_it(
     nc: NatsClient, project_id: str
 ) -> None:
     names = ProjectNames(project_id)
-    work = WorkQueue(nc, names, ack_wait_s=0.6)
+    work = work_queue(nc, names, ack_wait_s=0.6)
     book = QuestionBook(nc, names, work)
     item = await work.submit(WorkSubmission(task_id="t", description="d", capability="code"))
     assert (await work.claim(coder(A))) is not None
@@ -210,7 +210,7 @@ async def test_an_unanswered_question_resolves_at_its_deadline_and_the_work_goes
     nc: NatsClient, project_id: str
 ) -> None:
     names = ProjectNames(project_id)
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     book = QuestionBook(nc, names, work)
     item = await work.submit(WorkSubmission(task_id="t", description="d", capability="code"))
     await work.claim(coder(A))
@@ -230,7 +230,7 @@ async def test_questions_are_refused_clearly_and_a_refused_one_is_not_kept(
     nc: NatsClient, project_id: str
 ) -> None:
     names = ProjectNames(project_id)
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     book = QuestionBook(nc, names, work)
     item = await work.submit(WorkSubmission(task_id="t", description="d", capability="code"))
     with pytest.raises(WorkConflict):  # not claimed by anyone
@@ -246,7 +246,7 @@ async def test_questions_are_refused_clearly_and_a_refused_one_is_not_kept(
         await book.get("0" * 32)
     assert missing.value.message == "question_id: no question with this id in this project"
     free = await book.ask(B, "lunch?")  # a question need not be about work
-    other = QuestionBook(nc, ProjectNames(f"{project_id}-x"), WorkQueue(nc, ProjectNames(f"{project_id}-x")))
+    other = QuestionBook(nc, ProjectNames(f"{project_id}-x"), work_queue(nc, ProjectNames(f"{project_id}-x")))
     with pytest.raises(QuestionNotFound):
         await other.get(free.id)
     assert [q.id for q in (await book.listing(QuestionFilter(asked_by=B))).items] == [free.id]
@@ -255,7 +255,7 @@ async def test_questions_are_refused_clearly_and_a_refused_one_is_not_kept(
 
 async def test_operators_answering_at_once_make_one_answer(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    work = WorkQueue(nc, names)
+    work = work_queue(nc, names)
     books = [QuestionBook(nc, names, work) for _ in range(3)]  # as if from three Weft replicas
     item = await work.submit(WorkSubmission(task_id="t", description="d", capability="code"))
     await work.claim(coder(A))

@@ -14,8 +14,8 @@ from shared.models import WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.paging import CursorError
 from shared.work.policy import BoundaryPolicy, BoundaryRule, config_bucket, publish_policy
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant, NotClaimant, WorkConflict, WorkError, WorkFilter, WorkNotFound
+from testsupport.work import work_queue
 
 A = "a" * 32
 B = "b" * 32
@@ -49,7 +49,7 @@ async def events(nc: NatsClient, names: ProjectNames) -> list[dict[str, object]]
 
 async def test_submit_claim_progress_complete_with_events(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     item = await q.submit(sub(), submitted_by="tester")
     assert item.status is WorkStatus.QUEUED
     claimed = await q.claim(coder())
@@ -68,7 +68,7 @@ async def test_submit_claim_progress_complete_with_events(nc: NatsClient, projec
 
 
 async def test_priority_highest_first_and_capability_respected(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     low = await q.submit(sub("low", priority=2))
     high = await q.submit(sub("high", priority=9))
     mid = await q.submit(sub("mid", priority=5))
@@ -86,7 +86,7 @@ async def test_priority_highest_first_and_capability_respected(nc: NatsClient, p
 
 async def test_required_agent_type_and_boundary_policy(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     await q.ensure()
     policy = BoundaryPolicy(boundaries={"corporate": BoundaryRule(allowed_agent_types=["copilot"])})
     await publish_policy(await config_bucket(nc.jetstream(), names), policy)
@@ -100,7 +100,7 @@ async def test_required_agent_type_and_boundary_policy(nc: NatsClient, project_i
 
 
 async def test_fail_until_dead_letter_then_retry(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     item = await q.submit(sub(max_attempts=3))
     for attempt in range(1, 4):
         got = await q.claim(coder())
@@ -121,7 +121,7 @@ async def test_fail_until_dead_letter_then_retry(nc: NatsClient, project_id: str
 
 
 async def test_silent_claim_is_redelivered_and_counted(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id), ack_wait_s=0.6)
+    q = work_queue(nc, ProjectNames(project_id), ack_wait_s=0.6)
     item = await q.submit(sub(max_attempts=2))
     assert (await q.claim(coder(A))) is not None
     got = None
@@ -147,7 +147,7 @@ async def test_silent_claim_is_redelivered_and_counted(nc: NatsClient, project_i
 
 async def test_cancel_queued_and_claimed(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     queued = await q.submit(sub("q"))
     cancelled = await q.cancel(queued.id, reason="not needed")
     assert cancelled.status is WorkStatus.CANCELLED
@@ -165,7 +165,7 @@ async def test_cancel_queued_and_claimed(nc: NatsClient, project_id: str) -> Non
 
 
 async def test_deadline_expiry(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     with pytest.raises(WorkError, match="deadline"):
         await q.submit(sub(deadline=utcnow() - timedelta(seconds=1)))
     deadline = utcnow() + timedelta(seconds=1)  # far enough ahead that the submission is never late
@@ -178,7 +178,7 @@ async def test_deadline_expiry(nc: NatsClient, project_id: str) -> None:
 
 
 async def test_errors_for_unknown_and_wrong_holder(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     with pytest.raises(WorkNotFound, match="work_id"):
         await q.get("0" * 32)
     item = await q.submit(sub())
@@ -196,7 +196,7 @@ async def test_errors_for_unknown_and_wrong_holder(nc: NatsClient, project_id: s
 
 
 async def test_list_filters_and_paging(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     ids = [(await q.submit(sub(f"t{i}", capability="code" if i % 2 else "docs"))).id for i in range(5)]
     page1 = await q.list_items(limit=2)
     page2 = await q.list_items(limit=2, cursor=page1.next_cursor)
@@ -210,8 +210,8 @@ async def test_list_filters_and_paging(nc: NatsClient, project_id: str) -> None:
 
 
 async def test_projects_are_isolated(nc: NatsClient, project_id: str) -> None:
-    q1 = WorkQueue(nc, ProjectNames(project_id))
-    q2 = WorkQueue(nc, ProjectNames(project_id + "-other"))
+    q1 = work_queue(nc, ProjectNames(project_id))
+    q2 = work_queue(nc, ProjectNames(project_id + "-other"))
     item = await q1.submit(sub())
     assert await q2.claim(coder()) is None
     with pytest.raises(WorkNotFound):
@@ -221,7 +221,7 @@ async def test_projects_are_isolated(nc: NatsClient, project_id: str) -> None:
 
 async def test_lingering_pull_gets_a_message_published_while_waiting(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     first = await q.submit(sub("first"))
     subject = names.work_subject("code", "default", None, 5)
     assert await q.claim(coder()) is not None  # the only message is now in flight
@@ -240,7 +240,7 @@ async def test_lingering_pull_gets_a_message_published_while_waiting(nc: NatsCli
 
 async def test_submit_that_cannot_queue_leaves_no_record(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     kept = await q.submit(sub("kept"))  # the queue's consumer is known from here on
     await nc.jetstream().delete_stream(names.work_stream)  # the queue is gone; records and events stay
     with pytest.raises(NoStreamResponseError):  # the record was written, the queue message was not
@@ -253,7 +253,7 @@ async def test_transitions_on_record_stand_when_events_are_unavailable(
     nc: NatsClient, project_id: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     await q.ensure()
     await nc.jetstream().delete_stream(names.events_stream)
     with caplog.at_level("WARNING", logger="loom.work"):
@@ -269,7 +269,7 @@ async def test_transitions_on_record_stand_when_events_are_unavailable(
 
 async def test_claim_event_sent_in_background_keeps_order(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     item = await q.submit(sub())
     claimed = await q.claim(coder())
     assert claimed is not None

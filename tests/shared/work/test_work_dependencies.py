@@ -16,6 +16,7 @@ from shared.work.graph import DependencyFinished, DependencyRefused, PlanError, 
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant, WorkRecord
 from testsupport.events import work_actions
+from testsupport.work import work_queue
 
 A = "a" * 32
 B = "b" * 32
@@ -51,7 +52,7 @@ async def test_a_dependent_waits_blocked_outside_the_queue_until_its_last_depend
     nc: NatsClient, project_id: str
 ) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     first = await q.submit(sub("first"))
     second = await q.submit(sub("second"))
     after = await q.submit(sub("after", first.id, second.id))
@@ -78,7 +79,7 @@ async def test_a_dependent_waits_blocked_outside_the_queue_until_its_last_depend
 async def test_a_blocked_item_is_never_claimed_and_half_done_stays_blocked(
     nc: NatsClient, project_id: str
 ) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     first = await q.submit(sub("first"))
     second = await q.submit(sub("second", capability="docs"))
     after = await q.submit(sub("after", first.id, second.id))
@@ -90,7 +91,7 @@ async def test_a_blocked_item_is_never_claimed_and_half_done_stays_blocked(
 
 
 async def test_depending_on_completed_work_queues_at_once(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     first = await q.submit(sub("first"))
     await run_one(q)
     after = await q.submit(sub("after", first.id))
@@ -102,8 +103,8 @@ async def test_depending_on_completed_work_queues_at_once(nc: NatsClient, projec
 async def test_refused_dependencies_name_the_field_and_create_nothing(
     nc: NatsClient, project_id: str
 ) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
-    other = WorkQueue(nc, ProjectNames(f"{project_id}-other"))
+    q = work_queue(nc, ProjectNames(project_id))
+    other = work_queue(nc, ProjectNames(f"{project_id}-other"))
     elsewhere = await other.submit(sub("elsewhere"))
     mine = await q.submit(sub("mine"))
     for deps, field in (([mine.id, "f" * 32], "depends_on.1"), ([elsewhere.id], "depends_on.0")):
@@ -124,7 +125,7 @@ async def test_a_dead_dependency_fails_the_chain_naming_it_and_a_dlq_retry_reviv
     nc: NatsClient, project_id: str
 ) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     root = await q.submit(sub("root"))
     middle = await q.submit(sub("middle", root.id))
     leaf = await q.submit(sub("leaf", middle.id))
@@ -164,7 +165,7 @@ async def test_a_dead_dependency_fails_the_chain_naming_it_and_a_dlq_retry_reviv
 async def test_cancel_and_expiry_fail_dependents_and_retrying_a_dependent_alone_is_refused(
     nc: NatsClient, project_id: str
 ) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     doomed = await q.submit(sub("doomed"))
     waits = await q.submit(sub("waits", doomed.id))
     await q.cancel(doomed.id, reason="not needed")
@@ -188,7 +189,7 @@ async def test_cancel_and_expiry_fail_dependents_and_retrying_a_dependent_alone_
 async def test_retrying_a_dependent_whose_dependency_came_back_waits_for_it_again(
     nc: NatsClient, project_id: str
 ) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     root = await q.submit(sub("root"))
     child = await q.submit(sub("child", root.id))
     await fail_for_good(q, root.id)
@@ -213,7 +214,7 @@ async def forget_dependents(q: WorkQueue, work_id: str) -> None:
 async def test_a_plan_is_checked_whole_and_created_in_dependency_order(
     nc: NatsClient, project_id: str
 ) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     existing = await q.submit(sub("existing"))
     steps = [
         PlanStep(sub("docs"), after=(1,)),
@@ -247,7 +248,7 @@ async def test_many_processes_completing_dependencies_at_once_unblock_the_depend
     nc: NatsClient, project_id: str
 ) -> None:
     names = ProjectNames(project_id)
-    queues = [WorkQueue(nc, names) for _ in range(4)]
+    queues = [work_queue(nc, names) for _ in range(4)]
     roots = [await queues[0].submit(sub(f"root-{i}")) for i in range(8)]
     joined = await queues[0].submit(sub("joined", *(r.id for r in roots)))
     claims = [await queues[i % 4].claim(coder(f"{i:032x}")) for i in range(8)]
@@ -266,7 +267,7 @@ async def test_many_processes_completing_dependencies_at_once_unblock_the_depend
 async def test_a_crash_between_steps_is_repaired_by_settling_and_enqueueing(
     nc: NatsClient, project_id: str
 ) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     root = await q.submit(sub("root"))
     child = await q.submit(sub("child", root.id))
     # The root completes, but its dependents are never told (the process stopped).

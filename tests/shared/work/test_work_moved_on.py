@@ -12,12 +12,12 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
+from testsupport.work import work_queue
 
 
 async def test_a_dead_letter_is_removed_when_the_item_moved_on(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     item = await queue.submit(WorkSubmission(task_id="t1", description="do it", capability="code"))
     # A queued record is what the burial finds after a retry requeued the failed item.
     after = await queue._dead_letter(item.id)

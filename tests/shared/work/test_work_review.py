@@ -10,9 +10,9 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 from testsupport.events import work_actions
+from testsupport.work import work_queue
 
 S = WorkStatus
 ALICE = "a" * 32  # writes code and reviews
@@ -37,7 +37,7 @@ def reviewed(task: str = "t1", rounds: int = 2, **kw: object) -> WorkSubmission:
 
 async def test_a_review_goes_to_another_agent_and_approval_completes(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    q = WorkQueue(nc, names)
+    q = work_queue(nc, names)
     item = await q.submit(reviewed())
     claimed = await q.claim(agent(ALICE))
     assert claimed is not None and claimed.id == item.id
@@ -72,7 +72,7 @@ async def test_a_review_goes_to_another_agent_and_approval_completes(nc: NatsCli
 async def test_a_rejection_goes_back_with_feedback_and_the_last_one_dead_letters(
     nc: NatsClient, project_id: str
 ) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     item = await q.submit(reviewed(rounds=2))
     for round_, (worker, reviewer) in enumerate(((ALICE, BOB), (BOB, ALICE)), 1):
         claimed = await q.claim(agent(worker, "code"))
@@ -96,7 +96,7 @@ async def test_a_rejection_goes_back_with_feedback_and_the_last_one_dead_letters
 
 
 async def test_a_silent_reviewer_is_redelivered_and_nothing_is_lost(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id), ack_wait_s=1.0)
+    q = work_queue(nc, ProjectNames(project_id), ack_wait_s=1.0)
     item = await q.submit(reviewed())
     assert (await q.claim(agent(ALICE, "code"))) is not None
     await q.complete(item.id, ALICE, "work")
@@ -122,7 +122,7 @@ async def test_a_silent_reviewer_is_redelivered_and_nothing_is_lost(nc: NatsClie
 
 
 async def test_a_dependent_waits_until_the_review_approves(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     first = await q.submit(reviewed(rounds=1))
     after = await q.submit(
         WorkSubmission(task_id="after", description="d", capability="code", depends_on=[first.id])
@@ -136,7 +136,7 @@ async def test_a_dependent_waits_until_the_review_approves(nc: NatsClient, proje
 
 
 async def test_a_last_round_rejection_fails_the_dependents_too(nc: NatsClient, project_id: str) -> None:
-    q = WorkQueue(nc, ProjectNames(project_id))
+    q = work_queue(nc, ProjectNames(project_id))
     first = await q.submit(reviewed(rounds=1))
     after = await q.submit(
         WorkSubmission(task_id="after", description="d", capability="code", depends_on=[first.id])

@@ -9,9 +9,12 @@ from nats.aio.client import Client as NatsClient
 from shared.context.trees import NodeInput, structure, work_attempt_id, work_root_id
 from shared.models import WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
+from shared.trace.tracing import TraceLog
+from shared.usage.ledger import UsageLedger
 from shared.work.context import work_hand_off, work_nodes
 from shared.work.queue import WorkQueue
 from shared.work.rules import CLAIM_LAPSED, Claimant
+from testsupport.work import work_queue
 
 A = "a" * 32
 B = "b" * 32
@@ -39,7 +42,7 @@ def sub(**kw: object) -> WorkSubmission:
 
 async def test_attempts_are_branches_and_a_claim_sees_earlier_ones(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     assert queue.contexts is not None
     item = await queue.submit(sub(), submitted_by="tester")
     first = await queue.claim(claimant(A))
@@ -75,7 +78,7 @@ async def test_attempts_are_branches_and_a_claim_sees_earlier_ones(nc: NatsClien
 
 
 async def test_a_lapsed_claim_is_recorded_as_that_attempts_failure(nc: NatsClient, project_id: str) -> None:
-    queue = WorkQueue(nc, ProjectNames(project_id), ack_wait_s=0.5)
+    queue = work_queue(nc, ProjectNames(project_id), ack_wait_s=0.5)
     item = await queue.submit(sub(), submitted_by="tester")
     assert await queue.claim(claimant(A)) is not None
     again = None
@@ -95,7 +98,7 @@ async def test_a_lapsed_claim_is_recorded_as_that_attempts_failure(nc: NatsClien
 
 
 async def test_forgetting_a_record_removes_its_tree(nc: NatsClient, project_id: str) -> None:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     item = await queue.submit(sub(), submitted_by="tester")
     await queue.cancel(item.id, reason="not needed")
     assert queue.contexts is not None
@@ -108,9 +111,11 @@ async def test_forgetting_a_record_removes_its_tree(nc: NatsClient, project_id: 
 
 async def test_without_recording_nothing_is_written(nc: NatsClient, project_id: str) -> None:
     names = ProjectNames(project_id)
-    queue = WorkQueue(nc, names, record_context=False)
+    queue = WorkQueue(
+        nc, names, contexts=None, traces=TraceLog(nc, names), ledger=UsageLedger(nc.jetstream(), names)
+    )
     item = await queue.submit(sub(), submitted_by="tester")
-    recording = WorkQueue(nc, names)
+    recording = work_queue(nc, names)
     assert recording.contexts is not None
     assert not (await recording.contexts.tree(item.id)).exists
 
@@ -170,7 +175,7 @@ def test_each_transition_maps_to_its_nodes() -> None:
 
 
 async def test_a_dependents_claim_carries_its_dependencies_results(nc: NatsClient, project_id: str) -> None:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     assert queue.contexts is not None
     first = await queue.submit(sub(task_id="schema"), submitted_by="tester")
     second = await queue.submit(sub(task_id="api", depends_on=[first.id]), submitted_by="tester")
@@ -192,7 +197,7 @@ async def test_reviews_and_answers_are_in_the_tree_the_next_worker_sees(
     from shared.work.questions import QuestionBook
 
     names = ProjectNames(project_id)
-    queue = WorkQueue(nc, names)
+    queue = work_queue(nc, names)
     questions = QuestionBook(nc, names, queue)
     assert queue.contexts is not None
     item = await queue.submit(sub(review={"capability": "review", "rounds": 2}), submitted_by="tester")
@@ -218,7 +223,7 @@ async def test_reviews_and_answers_are_in_the_tree_the_next_worker_sees(
 
 
 async def test_a_dependency_failure_is_visible_under_the_root(nc: NatsClient, project_id: str) -> None:
-    queue = WorkQueue(nc, ProjectNames(project_id))
+    queue = work_queue(nc, ProjectNames(project_id))
     assert queue.contexts is not None
     first = await queue.submit(sub(task_id="schema"), submitted_by="tester")
     second = await queue.submit(sub(task_id="api", depends_on=[first.id]), submitted_by="tester")
