@@ -44,7 +44,7 @@ def _schema(pattern: str, description: str) -> WithJsonSchema:
     The rule itself is enforced by the field validators, whose messages name
     the field and the rule in words.
     """
-    return WithJsonSchema({"type": "string", "pattern": f"^{pattern}$", "description": description})
+    return WithJsonSchema({"type": "string", "pattern": names.anchored(pattern), "description": description})
 
 
 Token = Annotated[str, _schema(names.TOKEN_PATTERN, names.TOKEN_RULE)]
@@ -60,7 +60,7 @@ def _work_id(value: str) -> str:
     raise ValueError(f"must be {names.WORK_ID_RULE}")
 
 
-WorkId = Annotated[str, _schema(names.AGENT_ID_PATTERN, names.WORK_ID_RULE), AfterValidator(_work_id)]
+WorkId = Annotated[str, _schema(names.ID_PATTERN, names.WORK_ID_RULE), AfterValidator(_work_id)]
 MAX_DEPENDENCIES = 100
 """How many items one submission may depend on."""
 

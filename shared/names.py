@@ -23,14 +23,27 @@ USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
 WORK_ID_RULE: Final = "exactly 32 lowercase hex characters (a work item id)"
 ID_RULE: Final = "exactly 32 lowercase hex characters"
 
+# The one copy of each id and token pattern. They are unanchored (use ``fullmatch``);
+# a JSON Schema or pydantic ``pattern`` takes :func:`anchored` of one.
 PROJECT_ID_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,62}"
-AGENT_ID_PATTERN: Final = r"[0-9a-f]{32}"
+ID_PATTERN: Final = r"[0-9a-f]{32}"
+"""Every 32-hex id (``shared.models.new_id``): agents, work items, context trees and nodes,
+questions, leases, targets, spin-ups, memories."""
+AGENT_ID_PATTERN: Final = ID_PATTERN
 USER_ID_PATTERN: Final = r"[0-9a-f]{16}"
 HANDLE_PATTERN: Final = r"[a-z0-9-]{1,64}"
 TOKEN_PATTERN: Final = r"[a-z0-9][a-z0-9_-]{0,63}"
+"""One subject token: capability, boundary, channel, agent type, category, target name."""
+
+
+def anchored(pattern: str) -> str:
+    """``pattern`` matched against the whole value: JSON Schema and pydantic patterns
+    match anywhere in a string unless anchored."""
+    return f"^{pattern}$"
+
 
 _PROJECT_ID = re.compile(PROJECT_ID_PATTERN)
-_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+_AGENT_ID = re.compile(ID_PATTERN)
 _USER_ID = re.compile(USER_ID_PATTERN)
 _HANDLE = re.compile(HANDLE_PATTERN)
 _TOKEN = re.compile(TOKEN_PATTERN)
@@ -158,6 +171,11 @@ class ProjectNames:
 
     def channel_subject(self, channel: str) -> str:
         return f"{self._root}.chan.{validate_channel(channel)}"
+
+    @property
+    def channel_subjects(self) -> str:
+        """Every channel of the project (one token per channel)."""
+        return f"{self._root}.chan.*"
 
     @property
     def channel_stream_prefix(self) -> str:
@@ -430,7 +448,7 @@ AUTH_BUCKET: Final = "loom-_auth"
 BUILT_IN_CHANNELS: Final = ("roadmap", "parallel-work", "errors")
 """Channels every project has (Warp's defaults); scoped credentials always include them."""
 
-_USER_MEMORY = re.compile(r"loom-_user-[0-9a-f]{16}-memory")
+_USER_MEMORY = re.compile(f"loom-_user-{USER_ID_PATTERN}-memory")
 
 
 def is_user_memory_bucket(bucket: str) -> bool:
@@ -533,7 +551,7 @@ def agent_access(
     ]
     inbox_consumer = names.inbox_consumer(a)
     publish = [
-        f"{names._root}.chan.*",  # send to the project's channels
+        names.channel_subjects,  # send to the project's channels
         f"{names._root}.inbox.*",  # send a direct message to any agent of the project
         names.work_subjects,  # submit and requeue work
         names.dlq_subjects,  # dead-letter failed work

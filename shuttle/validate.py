@@ -40,7 +40,6 @@ BUDGET_FIELDS = ("cost", "tokens")
 REVIEW_FIELDS = ("capability", "rounds")
 PLAN_FIELDS = ("name", "after")
 """What a plan entry adds to a submission: a local name, and the names it comes after."""
-_WORK_ID = re.compile(r"[0-9a-f]{32}")
 _RELATIVE = re.compile(r"\+?(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -121,13 +120,15 @@ def deadline(value: Any, now: datetime | None = None) -> str:
 
 def work_ids(value: Any, field: str) -> list[str]:
     """A list of work ids (32 lowercase hex), each once."""
+    from shared.names import WORK_ID_RULE, is_work_id
+
     if not isinstance(value, list):
         raise Invalid(f"{field}: must be a list of work ids")
     if len(value) > 100:
         raise Invalid(f"{field}: at most 100 ids")
     for n, entry in enumerate(value):
-        if not isinstance(entry, str) or _WORK_ID.fullmatch(entry) is None:
-            raise Invalid(f"{field}.{n}: must be exactly 32 lowercase hex characters (a work item id)")
+        if not is_work_id(entry):
+            raise Invalid(f"{field}.{n}: must be {WORK_ID_RULE}")
     if len(set(value)) != len(value):
         raise Invalid(f"{field}: must not name the same item twice")
     return list(value)

@@ -10,7 +10,7 @@ from nats.js.errors import NotFoundError
 from pydantic import BaseModel
 
 from shared.models import AgentStatus, TargetHealth, utcnow
-from shared.names import InvalidNameError, ProjectNames
+from shared.names import PROJECT_ID_PATTERN, InvalidNameError, ProjectNames
 from shared.work.rules import WAITING
 from weft.jsapi import stream_names
 from weft.project.hub import ProjectContext, ProjectHub
@@ -113,8 +113,9 @@ class ProjectSummary(BaseModel):
     buckets: list[str]
 
 
-_STREAM = re.compile(r"LOOM-(?P<p>[a-z0-9][a-z0-9-]*)-(?P<what>WORK|DLQ|EVENTS|INBOX|CHAN-.+)")
-_BUCKET = re.compile(r"KV_loom-(?P<p>[a-z0-9][a-z0-9-]*)-(?P<what>agents|config|work|targets|spinups|memory)")
+_PROJECT = f"(?P<p>{PROJECT_ID_PATTERN})"
+_STREAM = re.compile(f"LOOM-{_PROJECT}-(?P<what>WORK|DLQ|EVENTS|INBOX|CHAN-.+)")
+_BUCKET = re.compile(f"KV_loom-{_PROJECT}-(?P<what>agents|config|work|targets|spinups|memory)")
 
 
 def _owner(stream: str) -> tuple[str, str] | None:
