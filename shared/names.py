@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 from shared.errors import Invalid
+from shared.work.limits import PRIORITY_MAX, PRIORITY_MIN
 
 PROJECT_ID_RULE: Final = "lowercase letters, digits and '-', starting with a letter or digit, 1-63 characters"
 AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
@@ -47,9 +48,6 @@ _AGENT_ID = re.compile(ID_PATTERN)
 _USER_ID = re.compile(USER_ID_PATTERN)
 _HANDLE = re.compile(HANDLE_PATTERN)
 _TOKEN = re.compile(TOKEN_PATTERN)
-
-PRIORITY_MIN: Final = 1
-PRIORITY_MAX: Final = 10
 
 SUBJECT_ROOT: Final = "loom"
 ANY_AGENT_TYPE: Final = "_any"
