@@ -17,9 +17,8 @@ from pydantic import ValidationError
 from shared.errors import NotFound
 from shared.models import ChannelMessage
 from shared.names import ProjectNames, validate_channel
-from shared.nats.jsapi import direct_get_batch, parse_timestamp
+from shared.nats.jsapi import direct_get_batch, list_streams, parse_timestamp
 from shared.paging import CursorError, decode_cursor, encode_cursor
-from weft.jsapi import list_streams
 
 MAX_PAGE = 200
 _SCAN_ROUNDS = 10

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from shared.models import AgentStatus, TargetHealth, utcnow
 from shared.names import PROJECT_ID_PATTERN, InvalidNameError, ProjectNames
+from shared.nats.jsapi import stream_names
 from shared.work.rules import WAITING
-from weft.jsapi import stream_names
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.spinup.base import SpinupService
 
