@@ -34,7 +34,7 @@ from warp.schemas import (
 from warp.tools.base import make_tool, result
 
 if TYPE_CHECKING:
-    from shared.context.store import Viewer
+    from shared.channels import Viewer
     from shared.context.trees import ContextNode, TreeState
     from warp.runtime import WarpRuntime
     from warp.services import Services
@@ -51,7 +51,7 @@ def _line(node: ContextNode, depth: int = 0) -> str:
 
 def tools(rt: WarpRuntime) -> list[Tool]:
     def viewer(svc: Services) -> Viewer:
-        from shared.context.store import Viewer
+        from shared.channels import Viewer
 
         return Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
 
