@@ -488,6 +488,48 @@ def project_of_spinups_stream(stream: str) -> str | None:
     return project
 
 
+class ProjectResource(NamedTuple):
+    project_id: str
+    name: str
+    """The stream's name, or the bucket's (without ``KV_``)."""
+    bucket: bool
+
+
+_PROJECT_STREAM = re.compile(f"LOOM-(?P<p>{PROJECT_ID_PATTERN})-(?P<what>WORK|DLQ|EVENTS|INBOX|CHAN-.+)")
+_PROJECT_BUCKET = re.compile(
+    f"{kv_stream('loom-')}(?P<p>{PROJECT_ID_PATTERN})-(?P<what>agents|config|work|targets|spinups|memory)"
+)
+
+
+def project_resource(stream: str) -> ProjectResource | None:
+    """The project a JetStream stream belongs to: its work, DLQ, events, inbox and channel
+    streams, and those of its registry, config, work, targets, spin-ups and memory buckets;
+    None for anything else. How Weft finds the projects with data on an account."""
+    if (match := _PROJECT_BUCKET.fullmatch(stream)) is not None:
+        names = ProjectNames(match["p"])
+        bucket = {
+            "agents": names.registry_bucket,
+            "config": names.config_bucket,
+            "work": names.work_records_bucket,
+            "targets": names.targets_bucket,
+            "spinups": names.spinups_bucket,
+            "memory": names.memory_bucket,
+        }[match["what"]]
+        return ProjectResource(names.project_id, bucket, bucket=True) if kv_stream(bucket) == stream else None
+    if (match := _PROJECT_STREAM.fullmatch(stream)) is None:
+        return None
+    names = ProjectNames(match["p"])
+    what = match["what"]
+    if what.startswith("CHAN-"):
+        try:
+            ok = names.channel_stream(what.removeprefix("CHAN-")) == stream
+        except InvalidNameError:
+            ok = False
+    else:
+        ok = stream in (names.work_stream, names.dlq_stream, names.events_stream, names.inbox_stream)
+    return ProjectResource(names.project_id, stream, bucket=False) if ok else None
+
+
 def agent_access(
     names: ProjectNames, agent_id: str, *, user_id: str | None = None, channels: Iterable[str] = ()
 ) -> AgentAccess:
