@@ -49,24 +49,16 @@ class Viewer:
     user_id: str
 
 
-def visible(scope: str, sender: str, sender_user: str, viewer: Viewer) -> bool:
-    """``private`` messages are shown only to their sender, ``personal`` ones to agents of
-    the same user; ``team`` and ``public`` ones to everyone in the project."""
+def visible(headers: Mapping[str, str], viewer: Viewer) -> bool:
+    """Whether ``viewer`` may see a stored message, by the scope and sender its headers carry:
+    ``private`` messages only their sender, ``personal`` ones agents of the sender's user,
+    ``team`` (also a message without a scope) and ``public`` ones everyone in the project."""
+    scope = headers.get(CHANNEL_HDR_SCOPE, Scope.TEAM.value)
     if scope == Scope.PRIVATE.value:
-        return sender == viewer.agent_id
+        return headers.get(CHANNEL_HDR_SENDER, "") == viewer.agent_id
     if scope == Scope.PERSONAL.value:
-        return sender_user == viewer.user_id
+        return headers.get(CHANNEL_HDR_USER, "") == viewer.user_id
     return True
-
-
-def visible_stored(headers: Mapping[str, str], viewer: Viewer) -> bool:
-    """Whether a stored message, by the scope and sender its headers carry, is ``viewer``'s to see."""
-    return visible(
-        headers.get(CHANNEL_HDR_SCOPE, Scope.TEAM.value),
-        headers.get(CHANNEL_HDR_SENDER, ""),
-        headers.get(CHANNEL_HDR_USER, ""),
-        viewer,
-    )
 
 
 @dataclass(frozen=True)
@@ -100,6 +92,8 @@ class StoredChannelMessage:
 
 @dataclass
 class ChannelPage(Generic[T]):
+    """One page of a channel, oldest first."""
+
     channel: str
     messages: list[T]
     next_seq: int
@@ -167,7 +161,7 @@ class ChannelReader:
         bounds = None if start is not None or from_beginning else await self.bounds(channel)
 
         def keep(stored: StoredMsg) -> ReadMessage | None:
-            if not visible_stored(stored.headers, viewer):
+            if not visible(stored.headers, viewer):
                 return None
             try:
                 message = ChannelMessage.model_validate_json(stored.data)

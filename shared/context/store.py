@@ -38,7 +38,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from shared.channels import Viewer, visible_stored
+from shared.channels import Viewer, visible
 from shared.context.trees import (
     LOOM_SOURCES,
     MAX_NODES_PER_TREE,
@@ -481,7 +481,7 @@ class ContextStore:
         if not stored or stored[0].seq != seq:
             done.reason = "the message is no longer stored (expired or never sent)"
             return done
-        if viewer is not None and not visible_stored(stored[0].headers, viewer):
+        if viewer is not None and not visible(stored[0].headers, viewer):
             done.reason = "not visible to you (its scope)"
             return done
         done.resolved, done.content = True, json.loads(stored[0].data)

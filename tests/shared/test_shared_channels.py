@@ -7,7 +7,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 
-from shared.channels import ChannelReader, Viewer, visible_stored
+from shared.channels import ChannelReader, Viewer, visible
 from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, ChannelMessage, Scope
 from shared.names import ProjectNames
 from shared.paging import CursorError
@@ -78,10 +78,10 @@ async def test_pages_resume_from_a_cursor_and_refuse_another_channels(
 
 def test_visibility_reads_the_scope_and_sender_headers() -> None:
     me = Viewer(A, USER_A)
-    assert visible_stored({}, me)  # no scope header: team
-    assert visible_stored({CHANNEL_HDR_SCOPE: "private", CHANNEL_HDR_SENDER: A}, me)
-    assert not visible_stored({CHANNEL_HDR_SCOPE: "private", CHANNEL_HDR_SENDER: B}, me)
-    assert not visible_stored({CHANNEL_HDR_SCOPE: "private"}, me)
-    assert visible_stored({CHANNEL_HDR_SCOPE: "personal", CHANNEL_HDR_USER: USER_A}, me)
-    assert not visible_stored({CHANNEL_HDR_SCOPE: "personal", CHANNEL_HDR_USER: USER_B}, me)
-    assert visible_stored({CHANNEL_HDR_SCOPE: "public", CHANNEL_HDR_SENDER: B}, me)
+    assert visible({}, me)  # no scope header: team
+    assert visible({CHANNEL_HDR_SCOPE: "private", CHANNEL_HDR_SENDER: A}, me)
+    assert not visible({CHANNEL_HDR_SCOPE: "private", CHANNEL_HDR_SENDER: B}, me)
+    assert not visible({CHANNEL_HDR_SCOPE: "private"}, me)
+    assert visible({CHANNEL_HDR_SCOPE: "personal", CHANNEL_HDR_USER: USER_A}, me)
+    assert not visible({CHANNEL_HDR_SCOPE: "personal", CHANNEL_HDR_USER: USER_B}, me)
+    assert visible({CHANNEL_HDR_SCOPE: "public", CHANNEL_HDR_SENDER: B}, me)
