@@ -19,11 +19,11 @@ import re
 from dataclasses import dataclass
 
 from pattern.models import Category, Scope
-from shared.names import PUBLIC_MEMORY_BUCKET, ProjectNames, user_memory_bucket
+from shared.names import AGENT_ID_PATTERN, ID_PATTERN, PUBLIC_MEMORY_BUCKET, ProjectNames, user_memory_bucket
 
 _KEY = re.compile(
-    r"(?P<scope>private|team|personal|public)\.(?P<owner>[0-9a-f]{32})\."
-    r"(?P<category>[a-z]+)\.(?P<id>[0-9a-f]{32})"
+    rf"(?P<scope>private|team|personal|public)\.(?P<owner>{AGENT_ID_PATTERN})\."
+    rf"(?P<category>[a-z]+)\.(?P<id>{ID_PATTERN})"
 )
 _CATEGORIES = {c.value for c in Category}
 

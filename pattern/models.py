@@ -10,7 +10,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from shared.models import Scope, new_id, utcnow
-from shared.names import AGENT_ID_RULE, USER_ID_RULE
+from shared.names import AGENT_ID_PATTERN, AGENT_ID_RULE, ID_PATTERN, USER_ID_PATTERN, USER_ID_RULE, anchored
 
 __all__ = [
     "CATEGORY_RANK",
@@ -57,7 +57,7 @@ CATEGORY_RANK: Final[dict[Category, int]] = {
 PERSONAL_SCOPES: Final = frozenset({Scope.PRIVATE, Scope.PERSONAL})
 """Scopes a core memory may live in: core memories belong to one agent (or its user)."""
 
-MEMORY_ID_PATTERN: Final = r"^[0-9a-f]{32}$"
+MEMORY_ID_PATTERN: Final = anchored(ID_PATTERN)
 TAG_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 METADATA_KEY_PATTERN: Final = r"^[A-Za-z0-9_.-]{1,64}$"
 
@@ -70,8 +70,8 @@ Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
 MetadataKey = Annotated[str, StringConstraints(pattern=METADATA_KEY_PATTERN)]
 MetadataValue = Annotated[str, StringConstraints(max_length=1024)]
 
-_AGENT = re.compile(r"[0-9a-f]{32}")
-_USER = re.compile(r"[0-9a-f]{16}")
+_AGENT = re.compile(AGENT_ID_PATTERN)
+_USER = re.compile(USER_ID_PATTERN)
 
 
 def normalize_tags(tags: list[str]) -> list[str]:

@@ -25,6 +25,17 @@ from pydantic import (
 
 from shared import names
 from shared.base import LoomModel
+from shared.limits import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
+    DESCRIPTION_MAX_LENGTH,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DEPENDENCIES,
+    MAX_REVIEW_ROUNDS,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TASK_ID_MAX_LENGTH,
+)
 from shared.usage.rules import Budget, UsageEntry
 
 
@@ -43,7 +54,7 @@ def _schema(pattern: str, description: str) -> WithJsonSchema:
     The rule itself is enforced by the field validators, whose messages name
     the field and the rule in words.
     """
-    return WithJsonSchema({"type": "string", "pattern": f"^{pattern}$", "description": description})
+    return WithJsonSchema({"type": "string", "pattern": names.anchored(pattern), "description": description})
 
 
 Token = Annotated[str, _schema(names.TOKEN_PATTERN, names.TOKEN_RULE)]
@@ -59,9 +70,7 @@ def _work_id(value: str) -> str:
     raise ValueError(f"must be {names.WORK_ID_RULE}")
 
 
-WorkId = Annotated[str, _schema(names.AGENT_ID_PATTERN, names.WORK_ID_RULE), AfterValidator(_work_id)]
-MAX_DEPENDENCIES = 100
-"""How many items one submission may depend on."""
+WorkId = Annotated[str, _schema(names.ID_PATTERN, names.WORK_ID_RULE), AfterValidator(_work_id)]
 
 
 class Scope(StrEnum):
@@ -321,9 +330,6 @@ class Progress(LoomModel):
     at: datetime = Field(default_factory=utcnow)
 
 
-MAX_REVIEW_ROUNDS = 10
-
-
 class ReviewSpec(LoomModel):
     """A submission's request for review: who reviews, and how many rounds a change gets."""
 
@@ -355,20 +361,22 @@ class ReviewRound(LoomModel):
     reviewed_at: datetime | None = None
 
 
+# The limits and defaults are shared.limits, which Warp's tool and Shuttle read too (the
+# docstring below is published in the OpenAPI document).
 class WorkSubmission(LoomModel):
     """What a caller submits (REST ``POST /api/work`` or ``warp_work_broadcast``)."""
 
-    task_id: str = Field(min_length=1, max_length=200)
-    description: str = Field(min_length=1, max_length=32_000)
+    task_id: str = Field(min_length=1, max_length=TASK_ID_MAX_LENGTH)
+    description: str = Field(min_length=1, max_length=DESCRIPTION_MAX_LENGTH)
     capability: Token
     boundary: Token = "default"
-    priority: int = Field(default=5, ge=names.PRIORITY_MIN, le=names.PRIORITY_MAX)
+    priority: int = Field(default=DEFAULT_PRIORITY, ge=PRIORITY_MIN, le=PRIORITY_MAX)
     required_agent_type: Token | None = None
     preferred_agent_type: Token | None = None
     deadline: datetime | None = None
     context: dict[str, Any] = Field(default_factory=dict)
     scope: Scope = Scope.TEAM
-    max_attempts: int = Field(default=3, ge=1, le=100)
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=MAX_ATTEMPTS_LIMIT)
     depends_on: list[WorkId] = Field(
         default_factory=list,
         max_length=MAX_DEPENDENCIES,

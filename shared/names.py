@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 from shared.errors import Invalid
+from shared.limits import PRIORITY_MAX, PRIORITY_MIN
 
 PROJECT_ID_RULE: Final = "lowercase letters, digits and '-', starting with a letter or digit, 1-63 characters"
 AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
@@ -23,20 +24,30 @@ USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
 WORK_ID_RULE: Final = "exactly 32 lowercase hex characters (a work item id)"
 ID_RULE: Final = "exactly 32 lowercase hex characters"
 
+# The one copy of each id and token pattern. They are unanchored (use ``fullmatch``);
+# a JSON Schema or pydantic ``pattern`` takes :func:`anchored` of one.
 PROJECT_ID_PATTERN: Final = r"[a-z0-9][a-z0-9-]{0,62}"
-AGENT_ID_PATTERN: Final = r"[0-9a-f]{32}"
+ID_PATTERN: Final = r"[0-9a-f]{32}"
+"""Every 32-hex id (``shared.models.new_id``): agents, work items, context trees and nodes,
+questions, leases, targets, spin-ups, memories."""
+AGENT_ID_PATTERN: Final = ID_PATTERN
 USER_ID_PATTERN: Final = r"[0-9a-f]{16}"
 HANDLE_PATTERN: Final = r"[a-z0-9-]{1,64}"
 TOKEN_PATTERN: Final = r"[a-z0-9][a-z0-9_-]{0,63}"
+"""One subject token: capability, boundary, channel, agent type, category, target name."""
+
+
+def anchored(pattern: str) -> str:
+    """``pattern`` matched against the whole value: JSON Schema and pydantic patterns
+    match anywhere in a string unless anchored."""
+    return f"^{pattern}$"
+
 
 _PROJECT_ID = re.compile(PROJECT_ID_PATTERN)
-_AGENT_ID = re.compile(AGENT_ID_PATTERN)
+_AGENT_ID = re.compile(ID_PATTERN)
 _USER_ID = re.compile(USER_ID_PATTERN)
 _HANDLE = re.compile(HANDLE_PATTERN)
 _TOKEN = re.compile(TOKEN_PATTERN)
-
-PRIORITY_MIN: Final = 1
-PRIORITY_MAX: Final = 10
 
 SUBJECT_ROOT: Final = "loom"
 ANY_AGENT_TYPE: Final = "_any"
@@ -158,6 +169,11 @@ class ProjectNames:
 
     def channel_subject(self, channel: str) -> str:
         return f"{self._root}.chan.{validate_channel(channel)}"
+
+    @property
+    def channel_subjects(self) -> str:
+        """Every channel of the project (one token per channel)."""
+        return f"{self._root}.chan.*"
 
     @property
     def channel_stream_prefix(self) -> str:
@@ -430,7 +446,7 @@ AUTH_BUCKET: Final = "loom-_auth"
 BUILT_IN_CHANNELS: Final = ("roadmap", "parallel-work", "errors")
 """Channels every project has (Warp's defaults); scoped credentials always include them."""
 
-_USER_MEMORY = re.compile(r"loom-_user-[0-9a-f]{16}-memory")
+_USER_MEMORY = re.compile(f"loom-_user-{USER_ID_PATTERN}-memory")
 
 
 def is_user_memory_bucket(bucket: str) -> bool:
@@ -470,6 +486,48 @@ def project_of_spinups_stream(stream: str) -> str | None:
     if not _PROJECT_ID.fullmatch(project) or kv_stream(ProjectNames(project).spinups_bucket) != stream:
         return None
     return project
+
+
+class ProjectResource(NamedTuple):
+    project_id: str
+    name: str
+    """The stream's name, or the bucket's (without ``KV_``)."""
+    bucket: bool
+
+
+_PROJECT_STREAM = re.compile(f"LOOM-(?P<p>{PROJECT_ID_PATTERN})-(?P<what>WORK|DLQ|EVENTS|INBOX|CHAN-.+)")
+_PROJECT_BUCKET = re.compile(
+    f"{kv_stream('loom-')}(?P<p>{PROJECT_ID_PATTERN})-(?P<what>agents|config|work|targets|spinups|memory)"
+)
+
+
+def project_resource(stream: str) -> ProjectResource | None:
+    """The project a JetStream stream belongs to: its work, DLQ, events, inbox and channel
+    streams, and those of its registry, config, work, targets, spin-ups and memory buckets;
+    None for anything else. How Weft finds the projects with data on an account."""
+    if (match := _PROJECT_BUCKET.fullmatch(stream)) is not None:
+        names = ProjectNames(match["p"])
+        bucket = {
+            "agents": names.registry_bucket,
+            "config": names.config_bucket,
+            "work": names.work_records_bucket,
+            "targets": names.targets_bucket,
+            "spinups": names.spinups_bucket,
+            "memory": names.memory_bucket,
+        }[match["what"]]
+        return ProjectResource(names.project_id, bucket, bucket=True) if kv_stream(bucket) == stream else None
+    if (match := _PROJECT_STREAM.fullmatch(stream)) is None:
+        return None
+    names = ProjectNames(match["p"])
+    what = match["what"]
+    if what.startswith("CHAN-"):
+        try:
+            ok = names.channel_stream(what.removeprefix("CHAN-")) == stream
+        except InvalidNameError:
+            ok = False
+    else:
+        ok = stream in (names.work_stream, names.dlq_stream, names.events_stream, names.inbox_stream)
+    return ProjectResource(names.project_id, stream, bucket=False) if ok else None
 
 
 def agent_access(
@@ -533,7 +591,7 @@ def agent_access(
     ]
     inbox_consumer = names.inbox_consumer(a)
     publish = [
-        f"{names._root}.chan.*",  # send to the project's channels
+        names.channel_subjects,  # send to the project's channels
         f"{names._root}.inbox.*",  # send a direct message to any agent of the project
         names.work_subjects,  # submit and requeue work
         names.dlq_subjects,  # dead-letter failed work

@@ -25,8 +25,6 @@ DEFAULT_API_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 10.0
 CONFIG_ENV = "LOOM_CONFIG"
 
-_PROJECT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-PROJECT_ID_RULE = "lowercase letters, digits and '-', starting with a letter or digit, 1-63 characters"
 _TOKEN = re.compile(r"[\x21-\x7e]{1,4096}")
 
 
@@ -52,7 +50,9 @@ def _token(value: str) -> str:
 
 
 def _project(value: str) -> str:
-    if not _PROJECT_ID.fullmatch(value):
+    from shared.names import PROJECT_ID_PATTERN, PROJECT_ID_RULE  # the fabric's rule, loaded when used
+
+    if not re.fullmatch(PROJECT_ID_PATTERN, value):
         raise ValueError(f"must be {PROJECT_ID_RULE}")
     return value
 

@@ -1,8 +1,10 @@
 """Client-side checks of a work submission, so that a batch file with one bad
 entry is refused before anything is sent (Weft validates again).
 
-The rules are the fabric's own (``shared.names``); the checks stay free of
-pydantic so that ``shuttle submit`` starts fast.
+The rules are the fabric's own: names and tokens from ``shared.names``, the limits
+from ``shared.limits`` (``tests/shared/work/test_submission_parity.py`` holds these
+checks to ``WorkSubmission``). They stay free of pydantic so that ``shuttle submit``
+starts fast.
 """
 
 from __future__ import annotations
@@ -17,6 +19,15 @@ from typing import Any
 
 from shared.errors import Invalid as LoomInvalid
 from shared.errors import parse_problem, shown_name
+from shared.limits import (
+    DESCRIPTION_MAX_LENGTH,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DEPENDENCIES,
+    MAX_REVIEW_ROUNDS,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TASK_ID_MAX_LENGTH,
+)
 from shuttle.errors import UsageError
 
 SCOPES = ("private", "personal", "team", "public")
@@ -40,7 +51,6 @@ BUDGET_FIELDS = ("cost", "tokens")
 REVIEW_FIELDS = ("capability", "rounds")
 PLAN_FIELDS = ("name", "after")
 """What a plan entry adds to a submission: a local name, and the names it comes after."""
-_WORK_ID = re.compile(r"[0-9a-f]{32}")
 _RELATIVE = re.compile(r"\+?(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -63,26 +73,26 @@ def token(value: Any, field: str) -> str:
 
 
 def task_id(value: Any) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 200:
-        raise Invalid("task_id: must be a string of 1-200 characters")
+    if not isinstance(value, str) or not 1 <= len(value) <= TASK_ID_MAX_LENGTH:
+        raise Invalid(f"task_id: must be a string of 1-{TASK_ID_MAX_LENGTH} characters")
     return value
 
 
 def description(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 32_000:
-        raise Invalid("description: must be non-empty text of at most 32000 characters")
+    if not isinstance(value, str) or not value.strip() or len(value) > DESCRIPTION_MAX_LENGTH:
+        raise Invalid(f"description: must be non-empty text of at most {DESCRIPTION_MAX_LENGTH} characters")
     return value
 
 
 def priority(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
-        raise Invalid("priority: must be an integer from 1 to 10")
+    if isinstance(value, bool) or not isinstance(value, int) or not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise Invalid(f"priority: must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
     return int(value)
 
 
 def max_attempts(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
-        raise Invalid("max_attempts: must be an integer from 1 to 100")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPTS_LIMIT:
+        raise Invalid(f"max_attempts: must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}")
     return int(value)
 
 
@@ -121,13 +131,15 @@ def deadline(value: Any, now: datetime | None = None) -> str:
 
 def work_ids(value: Any, field: str) -> list[str]:
     """A list of work ids (32 lowercase hex), each once."""
+    from shared.names import WORK_ID_RULE, is_work_id
+
     if not isinstance(value, list):
         raise Invalid(f"{field}: must be a list of work ids")
-    if len(value) > 100:
-        raise Invalid(f"{field}: at most 100 ids")
+    if len(value) > MAX_DEPENDENCIES:
+        raise Invalid(f"{field}: at most {MAX_DEPENDENCIES} ids")
     for n, entry in enumerate(value):
-        if not isinstance(entry, str) or _WORK_ID.fullmatch(entry) is None:
-            raise Invalid(f"{field}.{n}: must be exactly 32 lowercase hex characters (a work item id)")
+        if not is_work_id(entry):
+            raise Invalid(f"{field}.{n}: must be {WORK_ID_RULE}")
     if len(set(value)) != len(value):
         raise Invalid(f"{field}: must not name the same item twice")
     return list(value)
@@ -145,8 +157,8 @@ def review(value: Any) -> dict[str, Any]:
     clean: dict[str, Any] = {"capability": token(value["capability"], "review.capability")}
     if value.get("rounds") is not None:
         rounds = value["rounds"]
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 10:
-            raise Invalid("review.rounds: must be an integer from 1 to 10")
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_REVIEW_ROUNDS:
+            raise Invalid(f"review.rounds: must be an integer from 1 to {MAX_REVIEW_ROUNDS}")
         clean["rounds"] = rounds
     return clean
 

@@ -15,26 +15,28 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.context.trees import ContextNode, NodeRefView, ResolvedView, TreeMeta
 from shared.models import Lease, Question, Scope, WorkItem, WorkStatus
-from shared.names import AGENT_ID_RULE, HANDLE_RULE, TOKEN_RULE
+from shared.names import (
+    AGENT_ID_RULE,
+    HANDLE_PATTERN,
+    HANDLE_RULE,
+    ID_PATTERN,
+    TOKEN_PATTERN,
+    TOKEN_RULE,
+    anchored,
+)
 
-TOKEN_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
-HEX32_PATTERN = r"^[0-9a-f]{32}$"
+_TOKEN = anchored(TOKEN_PATTERN)
+_ID = anchored(ID_PATTERN)
 
-AgentId = Annotated[
-    str, Field(pattern=HEX32_PATTERN, description=f"An agent id as discover shows it: {AGENT_ID_RULE}")
-]
-WorkId = Annotated[
-    str, Field(pattern=HEX32_PATTERN, description="A work item id: 32 lowercase hex characters")
-]
-MessageId = Annotated[
-    str, Field(pattern=HEX32_PATTERN, description="A direct message id: 32 lowercase hex characters")
-]
-Handle = Annotated[str, Field(pattern=r"^[a-z0-9-]{1,64}$", description=f"A handle: {HANDLE_RULE}")]
-Channel = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"Channel name: {TOKEN_RULE}")]
-Capability = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"A capability: {TOKEN_RULE}")]
-Boundary = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"A boundary: {TOKEN_RULE}")]
-AgentType = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"An agent type: {TOKEN_RULE}")]
-MessageType = Annotated[str, Field(pattern=TOKEN_PATTERN, description=f"Message type: {TOKEN_RULE}")]
+AgentId = Annotated[str, Field(pattern=_ID, description=f"An agent id as discover shows it: {AGENT_ID_RULE}")]
+WorkId = Annotated[str, Field(pattern=_ID, description="A work item id: 32 lowercase hex characters")]
+MessageId = Annotated[str, Field(pattern=_ID, description="A direct message id: 32 lowercase hex characters")]
+Handle = Annotated[str, Field(pattern=anchored(HANDLE_PATTERN), description=f"A handle: {HANDLE_RULE}")]
+Channel = Annotated[str, Field(pattern=_TOKEN, description=f"Channel name: {TOKEN_RULE}")]
+Capability = Annotated[str, Field(pattern=_TOKEN, description=f"A capability: {TOKEN_RULE}")]
+Boundary = Annotated[str, Field(pattern=_TOKEN, description=f"A boundary: {TOKEN_RULE}")]
+AgentType = Annotated[str, Field(pattern=_TOKEN, description=f"An agent type: {TOKEN_RULE}")]
+MessageType = Annotated[str, Field(pattern=_TOKEN, description=f"Message type: {TOKEN_RULE}")]
 Cursor = Annotated[
     str, Field(min_length=1, max_length=2000, description="next_cursor from a previous call, unchanged")
 ]
@@ -250,9 +252,7 @@ class DlqListOut(Out):
 
 # -- questions ---------------------------------------------------------------------------
 
-QuestionId = Annotated[
-    str, Field(pattern=HEX32_PATTERN, description="A question id: 32 lowercase hex characters")
-]
+QuestionId = Annotated[str, Field(pattern=_ID, description="A question id: 32 lowercase hex characters")]
 
 
 class QuestionOut(Out):
@@ -267,7 +267,7 @@ class QuestionListOut(Out):
 
 # -- file leases -------------------------------------------------------------------------
 
-LeaseId = Annotated[str, Field(pattern=HEX32_PATTERN, description="A lease id: 32 lowercase hex characters")]
+LeaseId = Annotated[str, Field(pattern=_ID, description="A lease id: 32 lowercase hex characters")]
 LeasePattern = Annotated[
     str,
     Field(
@@ -298,8 +298,8 @@ class LeaseReleaseOut(Out):
 
 # -- context trees ------------------------------------------------------------------------
 
-TreeId = Annotated[str, Field(pattern=HEX32_PATTERN, description="A context tree id: 32 lowercase hex")]
-NodeId = Annotated[str, Field(pattern=HEX32_PATTERN, description="A node id: 32 lowercase hex")]
+TreeId = Annotated[str, Field(pattern=_ID, description="A context tree id: 32 lowercase hex")]
+NodeId = Annotated[str, Field(pattern=_ID, description="A node id: 32 lowercase hex")]
 
 
 class ContextTreeOut(Out):

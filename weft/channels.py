@@ -2,7 +2,9 @@
 
 Weft is the operator's view, so it shows every message of the project's
 channels whatever its scope; nothing outside the project is reachable
-(stream names embed the project id).
+(stream names embed the project id). Which channels exist is found here, by
+listing the project's channel streams; their messages are read with the reader
+Warp uses too (``shared/channels.py``).
 """
 
 from __future__ import annotations
@@ -12,17 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from pydantic import ValidationError
 
+from shared.channels import ChannelBounds, ChannelPage, ChannelReader, StoredChannelMessage
 from shared.errors import NotFound
-from shared.models import ChannelMessage
 from shared.names import ProjectNames, validate_channel
-from shared.nats.jsapi import direct_get_batch, parse_timestamp
-from shared.paging import CursorError, decode_cursor, encode_cursor
-from weft.jsapi import list_streams
-
-MAX_PAGE = 200
-_SCAN_ROUNDS = 10
+from shared.nats.jsapi import list_streams, parse_timestamp
 
 
 class ChannelNotFound(NotFound, LookupError):
@@ -40,23 +36,6 @@ class ChannelInfo:
     first_seq: int
     last_seq: int
     last_message_at: datetime | None
-
-
-@dataclass
-class StoredChannelMessage:
-    seq: int
-    stored_at: datetime | None
-    message: ChannelMessage | None
-    raw: str | None
-
-
-@dataclass
-class ChannelPage:
-    channel: str
-    items: list[StoredChannelMessage]
-    next_cursor: str | None
-    follow_cursor: str
-    """Pass back to get messages that arrive later (also when next_cursor is null)."""
 
 
 def _info(names: ProjectNames, stream: dict[str, Any]) -> ChannelInfo | None:
@@ -86,7 +65,7 @@ def _info(names: ProjectNames, stream: dict[str, Any]) -> ChannelInfo | None:
 
 
 async def list_channels(nc: NatsClient, names: ProjectNames) -> list[ChannelInfo]:
-    streams = await list_streams(nc, subject=f"loom.{names.project_id}.chan.>")
+    streams = await list_streams(nc, subject=names.channel_subjects)
     found = [info for s in streams if (info := _info(names, s)) is not None]
     return sorted(found, key=lambda c: c.name)
 
@@ -107,41 +86,10 @@ async def read_messages(
     limit: int = 50,
     cursor: str | None = None,
     from_beginning: bool = False,
-) -> ChannelPage:
+) -> ChannelPage[StoredChannelMessage]:
     """Oldest first. Without a cursor: the latest ``limit`` (or the first, ``from_beginning``)."""
     info = await channel_info(nc, names, channel)
-    state = decode_cursor(cursor)
-    if state is not None:
-        if state.get("ch") != channel or not isinstance(state.get("seq"), int) or state["seq"] < 1:
-            raise CursorError()
-        start = int(state["seq"])
-    elif from_beginning:
-        start = max(1, info.first_seq)
-    else:
-        start = max(info.first_seq, info.last_seq - limit + 1, 1)
-    items: list[StoredChannelMessage] = []
-    next_seq = start
-    more = False
-    if info.messages:
-        for _ in range(_SCAN_ROUNDS):
-            batch = await direct_get_batch(nc, info.stream, start_seq=next_seq, batch=limit - len(items))
-            for stored in batch:
-                items.append(_decode(stored.seq, stored.time, stored.data))
-                next_seq = stored.seq + 1
-            more = bool(batch) and batch[-1].pending > 0
-            if not batch or len(items) >= limit or not more:
-                break
-    follow = encode_cursor({"ch": channel, "seq": max(next_seq, info.last_seq + 1 if not more else next_seq)})
-    return ChannelPage(
-        channel=channel,
-        items=items,
-        next_cursor=encode_cursor({"ch": channel, "seq": next_seq}) if more else None,
-        follow_cursor=follow,
+    bounds = ChannelBounds(first_seq=info.first_seq, last_seq=info.last_seq, messages=info.messages)
+    return await ChannelReader(nc, names).read_all(
+        channel, bounds, limit=limit, cursor=cursor, from_beginning=from_beginning
     )
-
-
-def _decode(seq: int, at: datetime | None, data: bytes) -> StoredChannelMessage:
-    try:
-        return StoredChannelMessage(seq, at, ChannelMessage.model_validate_json(data), None)
-    except ValidationError:
-        return StoredChannelMessage(seq, at, None, data.decode(errors="replace")[:64_000])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -40,9 +39,9 @@ from shared.names import (
     JS_API,
     PROVISION_SUBJECTS,
     PUBLIC_MEMORY_BUCKET,
-    TOKEN_PATTERN,
     ProjectNames,
     agent_access,
+    is_token,
     is_user_memory_bucket,
     project_of_subject,
     validate_agent_id,
@@ -213,7 +212,7 @@ class CredentialAuthority:
         found: set[str] = set()
         for stream in json.loads(reply.data).get("streams") or []:
             channel = str(stream).removeprefix(names.channel_stream_prefix)
-            if channel != stream and _is_token(channel):
+            if channel != stream and is_token(channel):
                 found.add(channel)
         return found
 
@@ -298,10 +297,6 @@ class CredentialAuthority:
             raise ProvisionRefused("must be stream or kv", field="kind")
 
 
-def _is_token(value: str) -> bool:
-    return re.fullmatch(TOKEN_PATTERN, value) is not None
-
-
 _STREAM_FIELDS = (
     "description",
     "max_msgs",
@@ -327,7 +322,7 @@ def agent_stream(names: ProjectNames, config: dict[str, Any]) -> StreamConfig:
     }
     if name.startswith(names.channel_stream_prefix):
         channel = name.removeprefix(names.channel_stream_prefix)
-        if not _is_token(channel):
+        if not is_token(channel):
             raise ProvisionRefused("is not a stream of this project", field="name")
         expected[name] = names.channel_subject(channel)
     if name not in expected:

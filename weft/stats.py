@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from typing import Any
 
 from nats.js.errors import NotFoundError
 from pydantic import BaseModel
 
 from shared.models import AgentStatus, TargetHealth, utcnow
-from shared.names import InvalidNameError, ProjectNames
+from shared.names import project_resource
+from shared.nats.jsapi import stream_names
 from shared.work.rules import WAITING
-from weft.jsapi import stream_names
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.spinup.base import SpinupService
 
@@ -113,52 +111,15 @@ class ProjectSummary(BaseModel):
     buckets: list[str]
 
 
-_STREAM = re.compile(r"LOOM-(?P<p>[a-z0-9][a-z0-9-]*)-(?P<what>WORK|DLQ|EVENTS|INBOX|CHAN-.+)")
-_BUCKET = re.compile(r"KV_loom-(?P<p>[a-z0-9][a-z0-9-]*)-(?P<what>agents|config|work|targets|spinups|memory)")
-
-
-def _owner(stream: str) -> tuple[str, str] | None:
-    """(project id, resource name) for a stream or KV bucket that belongs to a project."""
-    for pattern, is_bucket in ((_STREAM, False), (_BUCKET, True)):
-        match = pattern.fullmatch(stream)
-        if match is None:
-            continue
-        try:
-            names = ProjectNames(match["p"])
-        except InvalidNameError:
-            return None
-        what = match["what"]
-        if is_bucket:
-            expected: dict[str, Any] = {
-                "agents": names.registry_bucket,
-                "config": names.config_bucket,
-                "work": names.work_records_bucket,
-                "targets": names.targets_bucket,
-                "spinups": names.spinups_bucket,
-                "memory": names.memory_bucket,
-            }
-            bucket = stream.removeprefix("KV_")
-            return (names.project_id, bucket) if expected[what] == bucket else None
-        if what.startswith("CHAN-"):
-            try:
-                ok = names.channel_stream(what.removeprefix("CHAN-")) == stream
-            except InvalidNameError:
-                ok = False
-        else:
-            ok = stream in (names.work_stream, names.dlq_stream, names.events_stream, names.inbox_stream)
-        return (names.project_id, stream) if ok else None
-    return None
-
-
 async def known_projects(hub: ProjectHub) -> list[ProjectSummary]:
     """Every project with data on this NATS account (found by the names its resources carry)."""
     found: dict[str, ProjectSummary] = {}
     served = {c.project_id for c in hub.served()}
     for stream in await stream_names(hub.nc):
-        owner = _owner(stream)
+        owner = project_resource(stream)
         if owner is None:
             continue
-        project_id, resource = owner
+        project_id = owner.project_id
         summary = found.setdefault(
             project_id,
             ProjectSummary(
@@ -169,7 +130,7 @@ async def known_projects(hub: ProjectHub) -> list[ProjectSummary]:
                 buckets=[],
             ),
         )
-        (summary.buckets if stream.startswith("KV_") else summary.streams).append(resource)
+        (summary.buckets if owner.bucket else summary.streams).append(owner.name)
     for summary in found.values():
         summary.streams.sort()
         summary.buckets.sort()

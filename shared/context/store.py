@@ -39,6 +39,7 @@ from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
 from shared.base import LoomModel
+from shared.channels import Viewer, visible
 from shared.context.trees import (
     LOOM_SOURCES,
     MAX_NODES_PER_TREE,
@@ -56,7 +57,7 @@ from shared.context.trees import (
     tree_missing,
     update_of,
 )
-from shared.models import CHANNEL_HDR_SCOPE, CHANNEL_HDR_SENDER, CHANNEL_HDR_USER, Scope
+from shared.models import Scope
 from shared.names import ProjectNames, validate_channel
 from shared.nats.jetstream import create_if_absent, ensure_kv, ensure_stream, get_or_none, snapshot_keys
 from shared.nats.jsapi import JetStreamReplyError, direct_get_batch
@@ -91,15 +92,6 @@ def index_key(meta: TreeMeta, tree_id: str) -> str:
     if meta.kind == "dm-thread":
         return f"{INDEX_DM}.{tree_id}"
     return f"{INDEX_TREE}.{tree_id}"
-
-
-@dataclass
-class Viewer:
-    """Who reads: Warp's agent (content filtered by scope, trees by participants), or
-    None for Weft, the operator's view of the whole project."""
-
-    agent_id: str
-    user_id: str
 
 
 @dataclass
@@ -486,14 +478,9 @@ class ContextStore:
         if not stored or stored[0].seq != seq:
             done.reason = "the message is no longer stored (expired or never sent)"
             return done
-        headers = stored[0].headers
-        if viewer is not None:
-            scope = headers.get(CHANNEL_HDR_SCOPE, Scope.TEAM.value)
-            if (scope == Scope.PRIVATE.value and headers.get(CHANNEL_HDR_SENDER) != viewer.agent_id) or (
-                scope == Scope.PERSONAL.value and headers.get(CHANNEL_HDR_USER) != viewer.user_id
-            ):
-                done.reason = "not visible to you (its scope)"
-                return done
+        if viewer is not None and not visible(stored[0].headers, viewer):
+            done.reason = "not visible to you (its scope)"
+            return done
         done.resolved, done.content = True, json.loads(stored[0].data)
         return done
 

@@ -19,7 +19,8 @@ from datetime import datetime
 from nats.aio.client import Client as NatsClient
 from pydantic import ValidationError
 
-from shared.context.store import ContextStore, Viewer
+from shared.channels import Viewer
+from shared.context.store import ContextStore
 from shared.context.trees import (
     ContextConflict,
     ContextHandle,

@@ -92,7 +92,7 @@ LOOM_SOURCES: Final = frozenset(
 )
 """Sources Loom itself resolves into content (``resolve``)."""
 
-_HEX32 = re.compile(names.AGENT_ID_PATTERN)
+_HEX32 = re.compile(names.ID_PATTERN)
 
 
 class ContextHandle(LoomModel):
@@ -172,8 +172,8 @@ class TreeMeta(LoomModel):
         return [names.validate_agent_id(a, "participants") for a in v]
 
 
-Id32 = Annotated[str, Field(pattern=f"^{names.AGENT_ID_PATTERN}$", description=names.ID_RULE)]
-TokenField = Annotated[str, Field(pattern=f"^{names.TOKEN_PATTERN}$", description=names.TOKEN_RULE)]
+Id32 = Annotated[str, Field(pattern=names.anchored(names.ID_PATTERN), description=names.ID_RULE)]
+TokenField = Annotated[str, Field(pattern=names.anchored(names.TOKEN_PATTERN), description=names.TOKEN_RULE)]
 
 
 class ContextNode(LoomModel):
@@ -190,7 +190,7 @@ class ContextNode(LoomModel):
     kind: TokenField = "note"
     role: TokenField | None = None
     handle: ContextHandle = Field(default_factory=ContextHandle)
-    author: Annotated[str, Field(pattern=f"^{names.TOKEN_PATTERN}$", description=AUTHOR_RULE)]
+    author: Annotated[str, Field(pattern=names.anchored(names.TOKEN_PATTERN), description=AUTHOR_RULE)]
     author_user: str | None = Field(default=None, max_length=64)
     scope: Scope = Scope.TEAM
     """Who may read the node's content: as for channel messages (private: its author,

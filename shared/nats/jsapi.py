@@ -3,7 +3,9 @@
 * batched direct get: up to N stored messages from a sequence in one round
   trip (channel reads, inbox peeks), ending with an ``EOB`` status;
 * a no-wait pull of up to N messages from a durable consumer, ending as soon
-  as the server has nothing more (inbox reads: no 30 s wait).
+  as the server has nothing more (inbox reads: no 30 s wait);
+* stream listing with the server-side subject filter and every page, which
+  nats-py's ``streams_info`` does not expose (Weft: channels, projects, spin-ups).
 
 Several replies answer one such request, so nats-py's request/response
 helper (first reply only) does not fit. Direct gets share one wildcard inbox
@@ -24,14 +26,15 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from nats.js.errors import APIError
 
+from shared.names import JS_API
 from shared.nats.failures import JetStreamRefused
 from shared.redact import redact
-
-JS_API = "$JS.API"
 
 
 class JetStreamReplyError(JetStreamRefused, RuntimeError):
@@ -199,3 +202,35 @@ async def ack_all(nc: NatsClient, msgs: list[Msg], verb: bytes, *, timeout: floa
     if not msgs:
         return
     await asyncio.gather(*(nc.request(m.reply, verb, timeout=timeout) for m in msgs))
+
+
+_MAX_PAGES = 1000
+
+
+async def _every_page(nc: NatsClient, api: str, request: dict[str, Any], timeout: float) -> list[Any]:
+    """The ``streams`` of every page of a listing request (``offset`` advanced page by page)."""
+    found: list[Any] = []
+    for _ in range(_MAX_PAGES):
+        body = {**request, "offset": len(found)}
+        reply = await nc.request(f"{JS_API}.{api}", json.dumps(body).encode(), timeout=timeout)
+        answer = json.loads(reply.data)
+        if "error" in answer:
+            APIError.from_error(answer["error"])  # raises  # type: ignore[no-untyped-call]
+        page = answer.get("streams") or []
+        found.extend(page)
+        if not page or len(found) >= int(answer.get("total", 0)):
+            break
+    return found
+
+
+async def list_streams(
+    nc: NatsClient, *, subject: str | None = None, timeout: float = 5.0
+) -> list[dict[str, Any]]:
+    """Every stream's info (config and state), optionally only those that capture ``subject``."""
+    request: dict[str, Any] = {"subject": subject} if subject else {}
+    return await _every_page(nc, "STREAM.LIST", request, timeout)
+
+
+async def stream_names(nc: NatsClient, *, timeout: float = 5.0) -> list[str]:
+    """The name of every stream on the account."""
+    return await _every_page(nc, "STREAM.NAMES", {}, timeout)

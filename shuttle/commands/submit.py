@@ -7,6 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
+from shared.limits import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_REVIEW_ROUNDS,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+)
 from shuttle import validate as v
 from shuttle.app import JsonOpt, Out, QuietOpt, out, state
 from shuttle.client import WeftClient, seg
@@ -37,7 +45,11 @@ def _interactive() -> dict[str, Any]:
         "description": _prompt("Description", v.description, field="description"),
         "capability": _prompt("Capability", lambda x: v.token(x, "capability"), field="capability"),
         "boundary": _prompt("Boundary", lambda x: v.token(x, "boundary"), "default"),
-        "priority": _prompt("Priority (1-10)", lambda x: v.priority(_int(x, "priority")), 5),
+        "priority": _prompt(
+            f"Priority ({PRIORITY_MIN}-{PRIORITY_MAX})",
+            lambda x: v.priority(_int(x, "priority")),
+            DEFAULT_PRIORITY,
+        ),
         "required_agent_type": _prompt(
             "Required agent type (empty: any)", lambda x: v.token(x, "required_agent_type")
         ),
@@ -118,7 +130,12 @@ def register(app: typer.Typer) -> None:
         boundary: Annotated[
             str, typer.Option("--boundary", "-b", help="Boundary (policy zone).")
         ] = "default",
-        priority: Annotated[int, typer.Option("--priority", "-P", min=1, max=10, help="10 runs first.")] = 5,
+        priority: Annotated[
+            int,
+            typer.Option(
+                "--priority", "-P", min=PRIORITY_MIN, max=PRIORITY_MAX, help=f"{PRIORITY_MAX} runs first."
+            ),
+        ] = DEFAULT_PRIORITY,
         task_id: Annotated[
             str | None, typer.Option("--task-id", help="Your own id for the task [default: generated].")
         ] = None,
@@ -135,7 +152,9 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--context", help="JSON object, or @file.json.", show_default=False)
         ] = None,
         scope: Annotated[str, typer.Option("--scope", help="private, personal, team or public.")] = "team",
-        max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=100)] = 3,
+        max_attempts: Annotated[
+            int, typer.Option("--max-attempts", min=1, max=MAX_ATTEMPTS_LIMIT)
+        ] = DEFAULT_MAX_ATTEMPTS,
         review: Annotated[
             str | None,
             typer.Option(
@@ -145,7 +164,10 @@ def register(app: typer.Typer) -> None:
         review_rounds: Annotated[
             int | None,
             typer.Option(
-                "--review-rounds", min=1, max=10, help="With --review: rejections before it fails [1]."
+                "--review-rounds",
+                min=1,
+                max=MAX_REVIEW_ROUNDS,
+                help="With --review: rejections before it fails [1].",
             ),
         ] = None,
         after: Annotated[

@@ -24,6 +24,7 @@ from benchlib import BenchContext, BenchResult, summarize
 from nats.aio.client import Client as NatsClient
 from pydantic import SecretStr
 
+from shared.channels import Viewer
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
@@ -31,7 +32,7 @@ from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import NatsSettings
 from shared.work.rules import Claimant
 from testsupport.work import work_queue
-from warp.channels import ChannelService, Viewer
+from warp.channels import ChannelService
 from warp.config import ConfigLoader
 from weft.runtime import open_nats
 from weft.settings import WeftSettings

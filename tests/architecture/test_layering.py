@@ -31,6 +31,7 @@ other except Warp hosting Pattern."""
 SHUTTLE_MAY_USE = {
     "shared.errors",
     "shared.legacy",
+    "shared.limits",
     "shared.names",
     "shared.redact",
     "shared.leases.patterns",

@@ -20,8 +20,10 @@ from shared.names import (
     USER_ID_RULE,
     InvalidNameError,
     ProjectNames,
+    kv_stream,
     project_of_spinups_stream,
     project_of_subject,
+    project_resource,
     user_memory_bucket,
 )
 
@@ -375,6 +377,36 @@ def test_project_of_spinups_stream() -> None:
     assert project_of_spinups_stream("KV_loom-_global-spinups") is None
     assert project_of_spinups_stream("loom-alpha-spinups") is None  # a bucket, not its stream
     assert project_of_spinups_stream("A-crowd-0001") is None
+
+
+def test_project_resource_recognises_the_projects_own_streams_and_buckets() -> None:
+    pn = ProjectNames("alpha-2")
+    for stream in (
+        pn.work_stream,
+        pn.dlq_stream,
+        pn.events_stream,
+        pn.inbox_stream,
+        pn.channel_stream("ops"),
+    ):
+        assert project_resource(stream) == ("alpha-2", stream, False)
+    for bucket in (pn.registry_bucket, pn.config_bucket, pn.work_records_bucket, pn.memory_bucket):
+        assert project_resource(kv_stream(bucket)) == ("alpha-2", bucket, True)
+    assert project_resource(pn.context_stream) is None  # not among the resources listed
+    assert project_resource(pn.registry_bucket) is None  # a bucket, not its stream
+    assert project_resource("LOOM-alpha-2-CHAN-Not.Valid") is None
+    assert project_resource("LOOM-" + "a" * 64 + "-WORK") is None  # no project id is that long
+    assert project_resource(kv_stream(GLOBAL_REGISTRY_BUCKET)) is None
+    assert project_resource("A-crowd-0001") is None
+
+
+def test_patterns_are_the_validators_rules() -> None:
+    import re
+
+    assert re.fullmatch(names.anchored(names.TOKEN_PATTERN), "code-review_2")
+    assert not re.search(names.anchored(names.TOKEN_PATTERN), "ok but not.this")
+    for value in ("0" * 32, "0" * 31, "g" * 32):
+        assert (re.fullmatch(names.ID_PATTERN, value) is not None) == names.is_work_id(value)
+    assert ProjectNames("p").channel_subjects == "loom.p.chan.*"
 
 
 def test_context_names() -> None:

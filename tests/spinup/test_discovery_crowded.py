@@ -9,11 +9,11 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from shared.models import Target
+from shared.nats.jsapi import stream_names
 from shared.nats.server import EmbeddedNatsServer
 from tests.spinup.conftest import EngineFactory, hook, stop_spinup
 from tests.spinup.stubs import StubServer
 from testsupport.servers import CROWD_STREAMS
-from weft.jsapi import stream_names
 
 
 @pytest.fixture

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from shared.channels import Viewer
 from shared.models import Scope
 from shared.names import InvalidNameError, ProjectNames
 from shared.paging import CursorError
-from warp.channels import ChannelService, Viewer
+from warp.channels import ChannelService
 from warp.config import ConfigError, ConfigLoader
 from warp.errors import NotFound, WarpError
 

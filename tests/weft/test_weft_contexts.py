@@ -7,7 +7,8 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from weft_helpers import WsClient, ws_connect
 
-from shared.context.store import ContextStore, Viewer
+from shared.channels import Viewer
+from shared.context.store import ContextStore
 from shared.context.threads import Threads
 from shared.context.trees import NodeInput, TreeMeta, channel_thread_id
 from shared.models import ChannelMessage

@@ -34,7 +34,7 @@ from shared.mcp.toolerrors import INTERNAL, VALIDATION_ERROR, error_result
 from warp.errors import as_loom_error
 
 if TYPE_CHECKING:
-    from warp.channels import ReadMessage
+    from shared.channels import ReadMessage
     from warp.messages import InboxMessage
     from warp.runtime import WarpRuntime
     from warp.services import Services

@@ -27,8 +27,9 @@ from warp.schemas import (
 from warp.tools.base import about_held_work, make_tool, record_received, result
 
 if TYPE_CHECKING:
+    from shared.channels import ReadMessage
     from shared.context.trees import ContextNode, TreeMeta
-    from warp.channels import ChannelStatus, ReadMessage
+    from warp.channels import ChannelStatus
     from warp.runtime import WarpRuntime
 
 
@@ -128,7 +129,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         svc = await rt.services()
         link = None
         if reply_to is not None:
-            from shared.context.store import Viewer
+            from shared.channels import Viewer
 
             svc.channels.spec(channel)  # an unconfigured channel is named as such, not as a missing message
             link = await svc.threads.channel_reply(
@@ -173,7 +174,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
     ) -> Annotated[CallToolResult, ChannelReadOut]:
         """Read a channel, oldest first. Without a cursor: the latest messages; pass next_cursor back
         to get only newer ones."""
-        from warp.channels import Viewer
+        from shared.channels import Viewer
 
         svc = await rt.services()
         page = await svc.channels.read(

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from shared.context.trees import MAX_TEXT, ContextHandle, TreeMeta, node_input
 from shared.models import Scope
+from shared.names import TOKEN_PATTERN, anchored
 from warp.schemas import (
     ContextChangeOut,
     ContextChangesOut,
@@ -33,15 +34,13 @@ from warp.schemas import (
 from warp.tools.base import make_tool, result
 
 if TYPE_CHECKING:
-    from shared.context.store import Viewer
+    from shared.channels import Viewer
     from shared.context.trees import ContextNode, TreeState
     from warp.runtime import WarpRuntime
     from warp.services import Services
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT, description="The node's own content")]
-Kind = Annotated[
-    str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description="What the node is: note, plan, ...")
-]
+Kind = Annotated[str, Field(pattern=anchored(TOKEN_PATTERN), description="What the node is: note, plan, ...")]
 
 
 def _line(node: ContextNode, depth: int = 0) -> str:
@@ -52,7 +51,7 @@ def _line(node: ContextNode, depth: int = 0) -> str:
 
 def tools(rt: WarpRuntime) -> list[Tool]:
     def viewer(svc: Services) -> Viewer:
-        from shared.context.store import Viewer
+        from shared.channels import Viewer
 
         return Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
 
@@ -117,7 +116,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         text: Text | None = None,
         handle: Annotated[ContextHandle | None, Field(description="Where the content lives")] = None,
         kind: Kind = "note",
-        role: Annotated[str | None, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")] = None,
+        role: Annotated[str | None, Field(pattern=anchored(TOKEN_PATTERN))] = None,
         metadata: Metadata | None = None,
         scope: Annotated[Scope, Field(description="Who may read its content")] = Scope.TEAM,
     ) -> Annotated[CallToolResult, ContextNodeOut]:

@@ -163,7 +163,7 @@ def tools(rt: WarpRuntime) -> list[Tool]:
         cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
     ) -> Annotated[CallToolResult, ThreadOut]:
         """Read a direct-message thread you take part in, in tree order."""
-        from shared.context.store import Viewer
+        from shared.channels import Viewer
         from shared.context.trees import in_tree_order
         from warp.tools.channels import thread_out, thread_text
 

@@ -17,6 +17,16 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
+from shared.limits import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
+    DESCRIPTION_MAX_LENGTH,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_DEPENDENCIES,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TASK_ID_MAX_LENGTH,
+)
 from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus
 from shared.usage.rules import Budget, Usage, stopped_by_budget, totals_of
 from warp.errors import Conflict
@@ -169,14 +179,25 @@ def stopped_text(item: WorkItem) -> str:
 
 def tools(rt: WarpRuntime) -> list[Tool]:
     async def warp_work_broadcast(
-        description: Annotated[str, Field(min_length=1, max_length=32_000)],
+        description: Annotated[str, Field(min_length=1, max_length=DESCRIPTION_MAX_LENGTH)],
         capability: Capability,
         task_id: Annotated[
             str | None,
-            Field(min_length=1, max_length=200, description="Your own reference (default: generated)"),
+            Field(
+                min_length=1,
+                max_length=TASK_ID_MAX_LENGTH,
+                description="Your own reference (default: generated)",
+            ),
         ] = None,
         boundary: Boundary = "default",
-        priority: Annotated[int, Field(ge=1, le=10, description="1-10, 10 is taken first")] = 5,
+        priority: Annotated[
+            int,
+            Field(
+                ge=PRIORITY_MIN,
+                le=PRIORITY_MAX,
+                description=f"{PRIORITY_MIN}-{PRIORITY_MAX}, {PRIORITY_MAX} is taken first",
+            ),
+        ] = DEFAULT_PRIORITY,
         required_agent_type: AgentType | None = None,
         preferred_agent_type: AgentType | None = None,
         deadline: Annotated[AwareDatetime | None, Field(description="ISO 8601 with a timezone")] = None,
@@ -184,11 +205,11 @@ def tools(rt: WarpRuntime) -> list[Tool]:
             dict[str, Any] | None, Field(description="Any JSON object the worker needs")
         ] = None,
         scope: Scope = Scope.TEAM,
-        max_attempts: Annotated[int, Field(ge=1, le=100)] = 3,
+        max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] = DEFAULT_MAX_ATTEMPTS,
         depends_on: Annotated[
             list[WorkId] | None,
             Field(
-                max_length=100,
+                max_length=MAX_DEPENDENCIES,
                 description="Ids of work in this project that must complete first; until then it is blocked",
             ),
         ] = None,

@@ -10,7 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.agents.registry import AgentNotFound
 from shared.models import AgentEntry, AgentStatus
-from shared.names import validate_agent_type, validate_boundary, validate_capability, validate_handle
+from shared.names import (
+    USER_ID_PATTERN,
+    anchored,
+    validate_agent_type,
+    validate_boundary,
+    validate_capability,
+    validate_handle,
+)
 from weft.credentials import MAX_TTL_S, CredentialsUnavailable
 from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
@@ -60,7 +67,7 @@ class CredentialsRequest(BaseModel):
         default=None, pattern=HEX32, description="The agent's id (32 hex); default: a new one"
     )
     user_id: str | None = Field(
-        default=None, pattern="^[0-9a-f]{16}$", description="Its user (16 hex): personal memories"
+        default=None, pattern=anchored(USER_ID_PATTERN), description="Its user (16 hex): personal memories"
     )
     channels: list[Annotated[str, Field(pattern=TOKEN)]] = Field(
         default_factory=list,

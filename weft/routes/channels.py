@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from shared.channels import MAX_PAGE
 from shared.models import ChannelMessage
-from weft.channels import MAX_PAGE, list_channels, read_messages
+from weft.channels import list_channels, read_messages
 from weft.deps import Cursor, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import ChannelName
@@ -85,9 +86,9 @@ async def messages(
         channel=page.channel,
         items=[
             ChannelMessageOut(seq=m.seq, stored_at=m.stored_at, message=m.message, raw=m.raw)
-            for m in page.items
+            for m in page.messages
         ],
-        next_cursor=page.next_cursor,
+        next_cursor=page.next_cursor if page.has_more else None,
         follow_cursor=page.follow_cursor,
     )
 

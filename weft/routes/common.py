@@ -6,10 +6,12 @@ from typing import Annotated
 
 from fastapi import Path
 
-from shared.names import AGENT_ID_RULE, TOKEN_RULE
+from shared.names import AGENT_ID_RULE, ID_PATTERN, TOKEN_PATTERN, TOKEN_RULE, anchored
 
-HEX32 = "^[0-9a-f]{32}$"
-TOKEN = "^[a-z0-9][a-z0-9_-]{0,63}$"
+HEX32 = anchored(ID_PATTERN)
+"""A 32-hex id (``shared.names``), as a path, query or body pattern."""
+TOKEN = anchored(TOKEN_PATTERN)
+"""One subject token (``shared.names``), as a path, query or body pattern."""
 
 WorkId = Annotated[str, Path(pattern=HEX32, description="Work item id: 32 lowercase hex")]
 AgentId = Annotated[str, Path(pattern=HEX32, description=f"Agent id: {AGENT_ID_RULE}")]

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.models import MAX_ANSWER, Question, QuestionStatus
-from shared.names import HANDLE_PATTERN, validate_agent_id, validate_work_id
+from shared.names import HANDLE_PATTERN, anchored, validate_agent_id, validate_work_id
 from shared.work.questions import QuestionFilter
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
@@ -32,7 +32,7 @@ class AnswerRequest(BaseModel):
         min_length=1, max_length=MAX_ANSWER, description="One of the choices, when there are some"
     )
     by: str = Field(
-        default="operator", pattern=f"^{HANDLE_PATTERN}$", description="Who answers (shown to the agent)"
+        default="operator", pattern=anchored(HANDLE_PATTERN), description="Who answers (shown to the agent)"
     )
 
 

@@ -24,10 +24,10 @@ from urllib.parse import urlunsplit
 
 from shared.models import AgentEntry, SpinupOperation, Target, TargetSpec, WorkItem, utcnow
 from shared.names import ProjectNames, project_of_spinups_stream
+from shared.nats.jsapi import stream_names
 from shared.nats.mirror import Slot
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
-from weft.jsapi import stream_names
 from weft.spinup.base import TargetTestResult, check_target
 from weft.spinup.health import HealthMonitor, HealthReport
 from weft.spinup.idle import IdleMonitor

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.context.store import ContextStore, Viewer
+from shared.channels import Viewer
+from shared.context.store import ContextStore
 from shared.context.trees import (
     ContextConflict,
     ContextHandle,

@@ -1,5 +1,5 @@
-"""Stream listing pages through the JetStream API: on a server with more streams than
-one page holds, nothing past the first page is missed."""
+"""shared.nats.jsapi: stream listing pages through the JetStream API; on a server with
+more streams than one page holds, nothing past the first page is missed."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from nats.aio.client import Client as NatsClient
 from nats.js.api import StorageType, StreamConfig
 
 from shared.nats.client import connect
+from shared.nats.jsapi import list_streams, stream_names
 from shared.nats.server import EmbeddedNatsServer
 from testsupport.servers import CROWD_STREAMS
-from weft.jsapi import list_streams, stream_names
 
 
 async def _client(server: EmbeddedNatsServer) -> NatsClient:
