@@ -7,10 +7,8 @@ everywhere. Replicas come from ``LOOM_JS_REPLICAS`` (3 on a cluster).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import random
 import weakref
 from typing import Any
 
@@ -185,15 +183,6 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     await js.update_stream(config)
 
 
-CAS_RETRIES = 60
-
-
-async def cas_backoff(attempt: int) -> None:
-    """Sleep before retrying a lost compare-and-set: jittered and growing, so
-    many writers racing on one key spread out instead of colliding forever."""
-    await asyncio.sleep(random.uniform(0, 0.001 * (2 ** min(attempt, 7))))
-
-
 SNAPSHOT_TIMEOUT_S = 10.0
 ONE_SHOT_INACTIVE_S = 5.0
 """A one-shot listing's consumer goes away this soon after it is done (the server caps consumers)."""
@@ -220,11 +209,25 @@ async def create_if_absent(kv: KeyValue, key: str, value: bytes) -> bool:
     if it does. nats-py's ``create`` reports a live key as ``KeyWrongLastSequenceError``
     (JetStream err_code 10071), also when another writer won a race to re-create a
     deleted one; a malformed key is an ``InvalidKeyError`` and is raised."""
+    return await create_new(kv, key, value) is not None
+
+
+async def create_new(kv: KeyValue, key: str, value: bytes) -> int | None:
+    """:func:`create_if_absent` that returns the new key's revision (None: it holds a value)."""
     try:
-        await kv.create(key, value)
+        return int(await kv.create(key, value))
     except KeyWrongLastSequenceError:
-        return False
-    return True
+        return None
+
+
+async def update_unchanged(kv: KeyValue, key: str, value: bytes, revision: int) -> int | None:
+    """Write ``key`` only if it is still at ``revision``: the new revision, or None when
+    another writer changed (or deleted) it since (nats-py: ``KeyWrongLastSequenceError``,
+    JetStream err_code 10071 or 10164)."""
+    try:
+        return int(await kv.update(key, value, last=revision))
+    except KeyWrongLastSequenceError:
+        return None
 
 
 async def delete_unchanged(kv: KeyValue, key: str, revision: int) -> bool:
@@ -238,6 +241,19 @@ async def delete_unchanged(kv: KeyValue, key: str, revision: int) -> bool:
             return False
         raise
     return True
+
+
+async def publish_unchanged(js: JetStreamContext, subject: str, body: bytes, last_seq: int) -> int | None:
+    """Append ``body`` only if the stream's last sequence is still ``last_seq``
+    (``Nats-Expected-Last-Sequence``): its sequence, or None when anything was stored
+    in the stream since (a compare-and-set over a whole bucket)."""
+    try:
+        ack = await js.publish(subject, body, headers={"Nats-Expected-Last-Sequence": str(last_seq)})
+    except APIError as exc:
+        if exc.err_code in WRONG_LAST_SEQUENCE:
+            return None
+        raise
+    return int(ack.seq)
 
 
 async def drop_delete_marker(js: JetStreamContext, bucket: str, key: str) -> None:
