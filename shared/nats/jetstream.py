@@ -103,8 +103,13 @@ async def ensure_kv(
     replicas: int | None = None,
     ttl: float | None = None,
     description: str | None = None,
+    max_value_size: int | None = None,
+    marker_ttl: float | None = None,
+    direct: bool | None = True,
 ) -> KeyValue:
-    """Bind to ``bucket``, creating it on first use."""
+    """Bind to ``bucket``, creating it on first use (file storage; ``marker_ttl``: how long
+    the server keeps the marker of an expired or purged key, for watchers to see it). An
+    existing bucket is bound as it is, whatever it was created with."""
     try:
         return await js.key_value(bucket)
     except (BucketNotFoundError, NotFoundError):
@@ -116,7 +121,9 @@ async def ensure_kv(
         storage=StorageType.FILE,
         ttl=ttl,
         description=description,
-        direct=True,
+        max_value_size=max_value_size,
+        limit_marker_ttl=marker_ttl,
+        direct=direct,
     )
     return await create_kv(js, config)
 
