@@ -7,6 +7,7 @@ everywhere. Replicas come from ``LOOM_JS_REPLICAS`` (3 on a cluster).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import weakref
@@ -26,10 +27,11 @@ from nats.js.errors import (
     KeyWrongLastSequenceError,
     NotFoundError,
 )
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 
 from shared.errors import Unavailable
 from shared.names import ProjectNames, kv_stream, kv_subject
+from shared.nats.watch import KeyWatch
 
 _provisioned: weakref.WeakKeyDictionary[NatsClient, str] = weakref.WeakKeyDictionary()
 PROVISION_TIMEOUT_S = 10.0
@@ -283,14 +285,14 @@ async def newest_stored_seq(js: JetStreamContext, bucket: str, keys: str = ">") 
 async def snapshot(kv: KeyValue) -> dict[str, bytes]:
     """Every live key's current value, read in one pass (no per-key get).
 
-    nats-py's watcher may hand out its "initial values done" marker (None)
-    *before* the values when the server delivered them all before the client
-    asked for consumer info, so the marker cannot end the read. Instead we
-    read deletes too and stop at the entry after which nothing is pending.
+    Read through :class:`shared.nats.watch.KeyWatch`, deletes too, up to the entry after
+    which the server has nothing pending.
     """
-    if not (await kv.status()).values:
+    status = await kv.status()
+    if not status.values:
         return {}
-    return await _read_all(await kv.watchall())
+    # nats-py keeps a bound bucket's JetStream context private; the watch needs it.
+    return await _read_all(KeyWatch(kv._js, status.bucket))
 
 
 async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: str) -> dict[str, bytes]:
@@ -298,21 +300,25 @@ async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: s
     info = await js.stream_info(kv_stream(bucket), subjects_filter=kv_subject(bucket, keys))
     if not info.state.subjects:  # nothing stored under the pattern, not even a delete marker
         return {}
-    return await _read_all(await kv.watch(keys, inactive_threshold=ONE_SHOT_INACTIVE_S))
+    return await _read_all(KeyWatch(js, bucket, keys, inactive_s=ONE_SHOT_INACTIVE_S))
 
 
-async def _read_all(watcher: KeyValue.KeyWatcher) -> dict[str, bytes]:
+async def _read_all(watch: KeyWatch) -> dict[str, bytes]:
     values: dict[str, bytes] = {}
+    await watch.start()
     try:
         while True:
-            update = await watcher.updates(timeout=SNAPSHOT_TIMEOUT_S)  # type: ignore[no-untyped-call]
-            if update is None:
+            try:
+                change = await asyncio.wait_for(anext(watch), SNAPSHOT_TIMEOUT_S)
+            except TimeoutError:
+                raise NatsTimeoutError from None  # what nats-py's own watch raised here
+            if change is None:
                 continue
-            if update.operation in (KV_DEL, KV_PURGE) or not update.value:
-                values.pop(update.key, None)
+            if change.removed:
+                values.pop(change.key, None)
             else:
-                values[update.key] = update.value
-            if not update.delta:
+                values[change.key] = change.value
+            if not change.pending:
                 return values
     finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]
+        await watch.stop()

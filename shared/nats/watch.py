@@ -1,8 +1,9 @@
 """The one watch of a KV bucket: each key's current value, then every change.
 
-Both copies of buckets read through it: Weft's and the lease book's
-(:class:`shared.nats.mirror.BucketMirror`) and Pattern's memory index
-(``pattern/watch.py``). It reads the bucket's stream with one ordered consumer
+Everything that follows or reads a bucket key by key goes through it: the copies
+of buckets (:class:`shared.nats.mirror.BucketMirror`: Weft's, the lease book's),
+Pattern's memory index (``pattern/watch.py``) and the one-pass reads
+(:func:`shared.nats.jetstream.snapshot`). It reads the bucket's stream with one ordered consumer
 (last message per key first, then live) rather than through nats-py's
 ``KeyValue.watch``, because that one
 
