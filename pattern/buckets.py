@@ -7,16 +7,10 @@ expiries and the "recently expired" count survives a restart.
 
 from __future__ import annotations
 
-import logging
-
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
-from shared.nats.jetstream import create_kv
-
-log = logging.getLogger("loom.pattern.buckets")
+from shared.nats.jetstream import ensure_kv
 
 MAX_VALUE_BYTES = 256 * 1024
 """A record holds at most 32 KB of content plus tags and metadata; JSON escaping can grow it."""
@@ -37,21 +31,15 @@ async def ensure_bucket(
     replicas: int = 1,
     description: str = "",
 ) -> KeyValue:
-    """Bind to ``bucket``, creating it on first use (races with another creator are fine)."""
-    try:
-        return await js.key_value(bucket)
-    except (BucketNotFoundError, NotFoundError):
-        pass
-    config = KeyValueConfig(
-        bucket=bucket,
-        description=description or None,
+    """Bind to a memory bucket, creating it on first use with Pattern's settings
+    (:func:`shared.nats.jetstream.ensure_kv`: another creator's bucket is used as it is)."""
+    return await ensure_kv(
+        js,
+        bucket,
         history=1,
-        max_value_size=MAX_VALUE_BYTES,
-        storage=StorageType.FILE,
         replicas=replicas,
-        limit_marker_ttl=marker_ttl_s,
+        description=description or None,
+        max_value_size=MAX_VALUE_BYTES,
+        marker_ttl=marker_ttl_s,
+        direct=None,
     )
-    # Someone else may create it meanwhile (possibly with other settings): then theirs is used.
-    kv = await create_kv(js, config)
-    log.info("memory bucket %s ready", bucket)
-    return kv

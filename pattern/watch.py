@@ -1,36 +1,32 @@
 """Follow a subject filter of a KV bucket into the :class:`MemoryIndex`.
 
-nats-py's ``KeyValue.watch`` folds server expiry markers into "purge", and we
-need to tell an expiry from a deliberate forget, so this reads the KV stream
-directly with an ordered consumer (``last per subject`` first, then live).
+The watch itself is :class:`shared.nats.watch.KeyWatch`, the one every copy of a
+bucket reads through; it tells an expiry (the server's marker) from a deliberate
+forget, which the index counts apart.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
 from pattern.index import MemoryIndex
 from pattern.models import MemoryRecord
-from shared.names import kv_stream, kv_subject
+from shared.names import kv_subject
+from shared.nats.watch import KeyChange, KeyWatch
 
 log = logging.getLogger("loom.pattern.watch")
 
-KV_OPERATION = "KV-Operation"
 HEARTBEAT_S = 1.0
 """nats-py recreates an ordered consumer after two missed heartbeats, e.g. after nats-server restarted
 and lost the ephemeral consumer; a short interval keeps the index stale for seconds, not tens of seconds."""
-MARKER_REASON = "Nats-Marker-Reason"
 
 
 class BucketWatch:
-    """One ordered consumer on ``$KV.<bucket>.<filter>``."""
+    """One ordered consumer on ``$KV.<bucket>.<filter>``, applied to the index."""
 
     def __init__(
         self,
@@ -40,62 +36,36 @@ class BucketWatch:
         index: MemoryIndex,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        self._js = js
         self.bucket = bucket
         self.key_filter = key_filter
         self._index = index
-        self._prefix = kv_subject(bucket, "")
         self._on_change = on_change
-        self._sub: JetStreamContext.PushSubscription | None = None
-        self.ready = asyncio.Event()
+        self._watch = KeyWatch(js, bucket, key_filter, on_change=self._on_key, heartbeat_s=HEARTBEAT_S)
+        self.ready = self._watch.loaded
         self.applied = 0
 
     async def start(self) -> None:
-        self._sub = await self._js.subscribe(
-            self._prefix + self.key_filter,
-            stream=kv_stream(self.bucket),
-            cb=self._on_msg,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            inactive_threshold=300,
-            idle_heartbeat=HEARTBEAT_S,
-        )
-        info = await self._sub.consumer_info()
-        if info.num_pending == 0 and (info.delivered is None or not info.delivered.consumer_seq):
-            self.ready.set()
+        await self._watch.start()
 
     async def stop(self) -> None:
-        sub, self._sub = self._sub, None
-        if sub is not None:
-            try:
-                await sub.unsubscribe()
-            except Exception as exc:  # closing connection: nothing left to unsubscribe
-                log.debug("unsubscribe %s failed: %s", self.key_filter, exc)
+        await self._watch.stop()
 
-    async def _on_msg(self, msg: Msg) -> None:
+    async def _on_key(self, change: KeyChange) -> None:
         try:
-            self._apply(msg)
+            self._apply(change)
         except Exception:  # one bad message must not stop the watch
-            log.exception("could not apply %s", msg.subject)
-        if msg.metadata.num_pending == 0:
-            self.ready.set()
+            log.exception("could not apply %s", kv_subject(self.bucket, change.key))
 
-    def _apply(self, msg: Msg) -> None:
-        meta = msg.metadata
-        key = msg.subject[len(self._prefix) :]
-        revision = meta.sequence.stream
-        headers = msg.headers or {}
-        reason = headers.get(MARKER_REASON)
-        op = headers.get(KV_OPERATION)
+    def _apply(self, change: KeyChange) -> None:
+        key, revision = change.key, change.revision
         changed: bool
-        if reason is not None:
-            expired_at = meta.timestamp.timestamp() if reason == "MaxAge" else None
-            changed = self._index.remove(self.bucket, key, revision, expired_at=expired_at)
-        elif op in ("DEL", "PURGE") or not msg.data:
+        if change.expired:
+            changed = self._index.remove(self.bucket, key, revision, expired_at=change.stored_at.timestamp())
+        elif change.removed:
             changed = self._index.remove(self.bucket, key, revision)
         else:
             try:
-                record = MemoryRecord.model_validate_json(msg.data)
+                record = MemoryRecord.model_validate_json(change.value)
             except ValidationError:
                 log.warning("ignoring %s/%s: not a Pattern memory record", self.bucket, key)
                 return

@@ -22,14 +22,14 @@ import uuid
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from shared.errors import Conflict
 from shared.identity import Identity
 from shared.models import utcnow
 from shared.names import ProjectNames
-from shared.nats.jetstream import ensure_kv
+from shared.nats.jetstream import create_new, ensure_kv, update_unchanged
 
 log = logging.getLogger("loom.warp.instances")
 
@@ -111,11 +111,10 @@ class InstanceLock:
     async def _try(self, key: str) -> bool:
         """Take ``key`` if it is free or held by a dead process on this host."""
         kv = await self._bucket()
-        try:
-            self._revision = int(await kv.create(key, self.me.to_bytes()))
+        created = await create_new(kv, key, self.me.to_bytes())
+        if created is not None:
+            self._revision = created
             return True
-        except KeyWrongLastSequenceError:
-            pass
         try:
             entry = await kv.get(key)
         except KeyNotFoundError:
@@ -129,10 +128,10 @@ class InstanceLock:
         )
         if not stale:
             return False
-        try:
-            self._revision = int(await kv.update(key, self.me.to_bytes(), last=entry.revision))
-        except KeyWrongLastSequenceError:
+        taken = await update_unchanged(kv, key, self.me.to_bytes(), int(entry.revision or 0))
+        if taken is None:
             return False
+        self._revision = taken
         log.info("took over the instance lock of exited process %s", holder.pid if holder else "?")
         return True
 
@@ -158,11 +157,10 @@ class InstanceLock:
         if self.key is None:
             return
         kv = await self._bucket()
-        try:
-            self._revision = int(await kv.update(self.key, self.me.to_bytes(), last=self._revision))
+        refreshed = await update_unchanged(kv, self.key, self.me.to_bytes(), self._revision)
+        if refreshed is not None:
+            self._revision = refreshed
             return
-        except KeyWrongLastSequenceError:
-            pass
         # Expired (NATS was away longer than the TTL) or taken: take it back if it is free.
         if not await self._try(self.key):
             log.warning("instance lock %s is now held by another process", self.key)

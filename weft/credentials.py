@@ -28,7 +28,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import NotFoundError
 from pydantic import SecretStr
 
 from shared.errors import Conflict, Invalid, LoomError, Unavailable
@@ -57,9 +57,8 @@ from shared.nats.auth import (
     Issuer,
     Permissions,
 )
+from shared.nats.cas import cas_upsert
 from shared.nats.jetstream import (
-    CAS_RETRIES,
-    cas_backoff,
     default_replicas,
     ensure_kv,
     get_or_none,
@@ -224,28 +223,32 @@ class CredentialAuthority:
         now = int(time.time())
         until = int(expires_at.timestamp()) if expires_at else now + int(UNKNOWN_EXPIRY_S)
         kv = await ensure_kv(self.js, AUTH_BUCKET, history=5, description="Loom revoked credentials")
-        for attempt in range(CAS_RETRIES):
-            entry = await get_or_none(kv, REVOCATIONS_KEY)
-            current = Revocations.parse(entry.value if entry else None).without_expired(now)
+
+        def revoked(stored: Revocations | None) -> Revocations:
+            current = (Revocations.parse(None) if stored is None else stored).without_expired(now)
             current.users[user_key] = (now, until)
             current.issued_at = max(now, current.issued_at + 1)
-            try:
-                if entry is None:
-                    await kv.create(REVOCATIONS_KEY, current.to_bytes())
-                else:
-                    await kv.update(REVOCATIONS_KEY, current.to_bytes(), last=entry.revision)
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-                continue
-            await self._push(current)
-            # another replica may have written (and pushed) a newer list meanwhile: the
-            # servers keep the JWT with the highest iat, which is the newest list's
-            latest = await get_or_none(kv, REVOCATIONS_KEY)
-            if latest is not None and Revocations.parse(latest.value).issued_at > current.issued_at:
-                await self._push(Revocations.parse(latest.value))
-            log.info("revoked NATS credentials %s", user_key)
-            return
-        raise Unavailable("revocations are being changed concurrently; try again", field="user_key")
+            return current
+
+        swap = await cas_upsert(
+            kv,
+            REVOCATIONS_KEY,
+            revoked,
+            parse=Revocations.parse,
+            dump=Revocations.to_bytes,
+            conflict=lambda: Unavailable(
+                "revocations are being changed concurrently; try again", field="user_key"
+            ),
+        )
+        current = swap.after
+        assert current is not None
+        await self._push(current)
+        # another replica may have written (and pushed) a newer list meanwhile: the
+        # servers keep the JWT with the highest iat, which is the newest list's
+        latest = await get_or_none(kv, REVOCATIONS_KEY)
+        if latest is not None and Revocations.parse(latest.value).issued_at > current.issued_at:
+            await self._push(Revocations.parse(latest.value))
+        log.info("revoked NATS credentials %s", user_key)
 
     async def _push(self, revocations: Revocations) -> None:
         jwt = self.issuer.account_jwt(revocations.claims(), issued_at=revocations.issued_at or None)

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from shared.errors import CONFLICT, LoomError, NotFound
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, validate_agent_id
-from shared.nats.jetstream import CAS_RETRIES, cas_backoff, delete_unchanged, ensure_kv, snapshot
+from shared.nats.cas import CAS_RETRIES, cas_update
+from shared.nats.jetstream import delete_unchanged, ensure_kv, snapshot
 
 
 class RegistryError(LoomError):
@@ -90,28 +91,22 @@ class Registry:
     async def update(self, agent_id: str, mutate: Callable[[AgentEntry], AgentEntry]) -> AgentEntry:
         """Apply ``mutate`` to the current entry with compare-and-set, retrying on conflict."""
         validate_agent_id(agent_id)
-        kv = await self._bucket()
-        for attempt in range(CAS_RETRIES):
-            try:
-                current = await kv.get(agent_id)
-            except KeyNotFoundError:
-                raise AgentNotFound(agent_id) from None
-            if not current.value:
-                raise AgentNotFound(agent_id)
-            entry = AgentEntry.model_validate_json(current.value)
-            updated = mutate(AgentEntry.model_validate_json(current.value))  # cheaper than a deep copy
-            try:
-                await kv.update(agent_id, updated.to_json_bytes(), last=current.revision)
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-                continue
-            await self._mirror(updated, previous=entry)
-            return updated
-        raise RegistryError(
-            f"could not update the entry after {CAS_RETRIES} concurrent writes; try again",
-            field="agent_id",
-            code=CONFLICT,
+        swap = await cas_update(
+            await self._bucket(),
+            agent_id,
+            lambda entry: mutate(entry.model_copy(deep=True)),
+            parse=AgentEntry.model_validate_json,
+            dump=AgentEntry.to_json_bytes,
+            absent=lambda: AgentNotFound(agent_id),
+            conflict=lambda: RegistryError(
+                f"could not update the entry after {CAS_RETRIES} concurrent writes; try again",
+                field="agent_id",
+                code=CONFLICT,
+            ),
         )
+        assert swap.after is not None
+        await self._mirror(swap.after, previous=swap.before)
+        return swap.after
 
     async def heartbeat(self, agent_id: str, status: AgentStatus | None = None) -> AgentEntry:
         def beat(entry: AgentEntry) -> AgentEntry:

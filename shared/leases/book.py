@@ -36,7 +36,6 @@ from typing import Any, Final
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import APIError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.errors import Conflict, Forbidden, LoomError, NotFound
@@ -44,7 +43,8 @@ from shared.events import ensure_events_stream, publish_event
 from shared.leases.patterns import PatternIndex, normalise_all
 from shared.models import MAX_LEASE_REASON, Lease, LeaseMode, WorkItem, WorkStatus, utcnow
 from shared.names import ProjectNames, kv_subject, validate_agent_id, validate_id, validate_work_id
-from shared.nats.jetstream import CAS_RETRIES, WRONG_LAST_SEQUENCE, cas_backoff, delete_unchanged, ensure_kv
+from shared.nats.cas import DELETE, Delete, cas_backoff, cas_update
+from shared.nats.jetstream import delete_unchanged, ensure_kv, publish_unchanged
 from shared.nats.mirror import BucketMirror, Slot, model_parser
 from shared.tasks import raise_if_cancelling
 
@@ -252,8 +252,6 @@ class LeaseFilter:
 
 # -- I/O -------------------------------------------------------------------------------------------
 
-_EXPECTED_LAST: Final = "Nats-Expected-Last-Sequence"
-
 
 class LeaseBook:
     """All lease operations of one project, over one copy of its leases bucket."""
@@ -441,28 +439,23 @@ class LeaseBook:
                     continue
                 lease = make(now)
                 body = lease.to_json_bytes()
-                try:
-                    ack = await self._js.publish(
-                        kv_subject(self.names.leases_bucket, lease.id),
-                        body,
-                        headers={_EXPECTED_LAST: str(view)},
-                    )
-                except APIError as exc:
-                    if exc.err_code not in WRONG_LAST_SEQUENCE:
-                        raise
+                seq = await publish_unchanged(
+                    self._js, kv_subject(self.names.leases_bucket, lease.id), body, view
+                )
+                if seq is None:
                     if loop.time() > contention_until:
                         raise LeaseError(
                             "leases are being changed concurrently; try again",
                             field="patterns",
                             code="conflict",
-                        ) from None
+                        )
                     await mirror.sync()  # a lease changed since the view: catch up, check again
                     if attempt > 2:
                         await cas_backoff(min(attempt, 8))
                     continue
-                if not await mirror.own_write(lease.id, body, int(ack.seq)):
-                    await mirror.wait_for(int(ack.seq))
-                return lease.model_copy(update={"token": int(ack.seq)}), seen
+                if not await mirror.own_write(lease.id, body, seq):
+                    await mirror.wait_for(seq)
+                return lease.model_copy(update={"token": seq}), seen
         raise AssertionError("unreachable")
 
     async def _wait_for_change(self, seen: int, timeout: float) -> None:
@@ -495,19 +488,29 @@ class LeaseBook:
         ttl = None if ttl_s is None else check_ttl(ttl_s)
         mirror = await self.start()
         assert self._kv is not None
-        for attempt in range(CAS_RETRIES):
-            lease, revision = await self._stored(lease_id)
-            renewed = renew_rule(lease, revision, holder, ttl, utcnow())
-            try:
-                written = await self._kv.update(lease_id, renewed.to_json_bytes(), last=revision)
-            except KeyWrongLastSequenceError:
-                await mirror.sync()
-                await cas_backoff(attempt)
-                continue
-            await mirror.wait_for(written)
-            self._announce_soon("renewed", renewed)
-            return renewed
-        raise LeaseError("being changed concurrently; try again", field="lease_id", code="conflict")
+        read_at = 0
+
+        async def read() -> tuple[Lease, int]:
+            nonlocal read_at
+            lease, read_at = await self._stored(lease_id)
+            return lease, read_at
+
+        swap = await cas_update(
+            self._kv,
+            lease_id,
+            lambda lease: renew_rule(lease, read_at, holder, ttl, utcnow()),
+            read=read,
+            parse=Lease.model_validate_json,
+            dump=Lease.to_json_bytes,
+            absent=LeaseNotFound,
+            conflict=_contended,
+            on_lost=mirror.sync,
+        )
+        renewed = swap.after
+        assert renewed is not None
+        await mirror.wait_for(swap.revision)
+        self._announce_soon("renewed", renewed)
+        return renewed
 
     async def release(self, lease_id: str, *, holder: str | None, why: str = "released") -> Lease:
         """End a lease: by its ``holder`` (anyone else is refused), or with ``holder=None``
@@ -515,16 +518,26 @@ class LeaseBook:
         validate_id(lease_id, "lease_id")
         mirror = await self.start()
         assert self._kv is not None
-        for attempt in range(CAS_RETRIES):
-            lease, revision = await self._stored(lease_id)
+
+        def end(lease: Lease) -> Delete:
             if holder is not None and lease.holder != holder:
                 raise NotHolder()
-            if await delete_unchanged(self._kv, lease_id, revision):
-                self._announce_soon("released" if holder is not None else _action(why), lease, why=why)
-                return lease
-            await mirror.sync()
-            await cas_backoff(attempt)
-        raise LeaseError("being changed concurrently; try again", field="lease_id", code="conflict")
+            return DELETE
+
+        swap = await cas_update(
+            self._kv,
+            lease_id,
+            end,
+            read=lambda: self._stored(lease_id),
+            parse=Lease.model_validate_json,
+            dump=Lease.to_json_bytes,
+            absent=LeaseNotFound,
+            conflict=_contended,
+            on_lost=mirror.sync,
+        )
+        lease = swap.before
+        self._announce_soon("released" if holder is not None else _action(why), lease, why=why)
+        return lease
 
     async def end_where(self, predicate: Callable[[Lease], str | None]) -> list[tuple[Lease, str]]:
         """End every stored lease ``predicate`` gives a reason for (the fabric's sweeps).
@@ -609,6 +622,10 @@ class LeaseBook:
         """Wait for events still being published (tests, shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+
+
+def _contended() -> LeaseError:
+    return LeaseError("being changed concurrently; try again", field="lease_id", code="conflict")
 
 
 def _action(why: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import weakref
 from typing import Any
 
@@ -28,10 +27,11 @@ from nats.js.errors import (
     KeyWrongLastSequenceError,
     NotFoundError,
 )
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 
 from shared.errors import Unavailable
 from shared.names import ProjectNames, kv_stream, kv_subject
+from shared.nats.watch import KeyWatch
 
 _provisioned: weakref.WeakKeyDictionary[NatsClient, str] = weakref.WeakKeyDictionary()
 PROVISION_TIMEOUT_S = 10.0
@@ -105,8 +105,13 @@ async def ensure_kv(
     replicas: int | None = None,
     ttl: float | None = None,
     description: str | None = None,
+    max_value_size: int | None = None,
+    marker_ttl: float | None = None,
+    direct: bool | None = True,
 ) -> KeyValue:
-    """Bind to ``bucket``, creating it on first use."""
+    """Bind to ``bucket``, creating it on first use (file storage; ``marker_ttl``: how long
+    the server keeps the marker of an expired or purged key, for watchers to see it). An
+    existing bucket is bound as it is, whatever it was created with."""
     try:
         return await js.key_value(bucket)
     except (BucketNotFoundError, NotFoundError):
@@ -118,7 +123,9 @@ async def ensure_kv(
         storage=StorageType.FILE,
         ttl=ttl,
         description=description,
-        direct=True,
+        max_value_size=max_value_size,
+        limit_marker_ttl=marker_ttl,
+        direct=direct,
     )
     return await create_kv(js, config)
 
@@ -185,15 +192,6 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     await js.update_stream(config)
 
 
-CAS_RETRIES = 60
-
-
-async def cas_backoff(attempt: int) -> None:
-    """Sleep before retrying a lost compare-and-set: jittered and growing, so
-    many writers racing on one key spread out instead of colliding forever."""
-    await asyncio.sleep(random.uniform(0, 0.001 * (2 ** min(attempt, 7))))
-
-
 SNAPSHOT_TIMEOUT_S = 10.0
 ONE_SHOT_INACTIVE_S = 5.0
 """A one-shot listing's consumer goes away this soon after it is done (the server caps consumers)."""
@@ -220,11 +218,25 @@ async def create_if_absent(kv: KeyValue, key: str, value: bytes) -> bool:
     if it does. nats-py's ``create`` reports a live key as ``KeyWrongLastSequenceError``
     (JetStream err_code 10071), also when another writer won a race to re-create a
     deleted one; a malformed key is an ``InvalidKeyError`` and is raised."""
+    return await create_new(kv, key, value) is not None
+
+
+async def create_new(kv: KeyValue, key: str, value: bytes) -> int | None:
+    """:func:`create_if_absent` that returns the new key's revision (None: it holds a value)."""
     try:
-        await kv.create(key, value)
+        return int(await kv.create(key, value))
     except KeyWrongLastSequenceError:
-        return False
-    return True
+        return None
+
+
+async def update_unchanged(kv: KeyValue, key: str, value: bytes, revision: int) -> int | None:
+    """Write ``key`` only if it is still at ``revision``: the new revision, or None when
+    another writer changed (or deleted) it since (nats-py: ``KeyWrongLastSequenceError``,
+    JetStream err_code 10071 or 10164)."""
+    try:
+        return int(await kv.update(key, value, last=revision))
+    except KeyWrongLastSequenceError:
+        return None
 
 
 async def delete_unchanged(kv: KeyValue, key: str, revision: int) -> bool:
@@ -238,6 +250,19 @@ async def delete_unchanged(kv: KeyValue, key: str, revision: int) -> bool:
             return False
         raise
     return True
+
+
+async def publish_unchanged(js: JetStreamContext, subject: str, body: bytes, last_seq: int) -> int | None:
+    """Append ``body`` only if the stream's last sequence is still ``last_seq``
+    (``Nats-Expected-Last-Sequence``): its sequence, or None when anything was stored
+    in the stream since (a compare-and-set over a whole bucket)."""
+    try:
+        ack = await js.publish(subject, body, headers={"Nats-Expected-Last-Sequence": str(last_seq)})
+    except APIError as exc:
+        if exc.err_code in WRONG_LAST_SEQUENCE:
+            return None
+        raise
+    return int(ack.seq)
 
 
 async def drop_delete_marker(js: JetStreamContext, bucket: str, key: str) -> None:
@@ -260,14 +285,14 @@ async def newest_stored_seq(js: JetStreamContext, bucket: str, keys: str = ">") 
 async def snapshot(kv: KeyValue) -> dict[str, bytes]:
     """Every live key's current value, read in one pass (no per-key get).
 
-    nats-py's watcher may hand out its "initial values done" marker (None)
-    *before* the values when the server delivered them all before the client
-    asked for consumer info, so the marker cannot end the read. Instead we
-    read deletes too and stop at the entry after which nothing is pending.
+    Read through :class:`shared.nats.watch.KeyWatch`, deletes too, up to the entry after
+    which the server has nothing pending.
     """
-    if not (await kv.status()).values:
+    status = await kv.status()
+    if not status.values:
         return {}
-    return await _read_all(await kv.watchall())
+    # nats-py keeps a bound bucket's JetStream context private; the watch needs it.
+    return await _read_all(KeyWatch(kv._js, status.bucket))
 
 
 async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: str) -> dict[str, bytes]:
@@ -275,21 +300,25 @@ async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: s
     info = await js.stream_info(kv_stream(bucket), subjects_filter=kv_subject(bucket, keys))
     if not info.state.subjects:  # nothing stored under the pattern, not even a delete marker
         return {}
-    return await _read_all(await kv.watch(keys, inactive_threshold=ONE_SHOT_INACTIVE_S))
+    return await _read_all(KeyWatch(js, bucket, keys, inactive_s=ONE_SHOT_INACTIVE_S))
 
 
-async def _read_all(watcher: KeyValue.KeyWatcher) -> dict[str, bytes]:
+async def _read_all(watch: KeyWatch) -> dict[str, bytes]:
     values: dict[str, bytes] = {}
+    await watch.start()
     try:
         while True:
-            update = await watcher.updates(timeout=SNAPSHOT_TIMEOUT_S)  # type: ignore[no-untyped-call]
-            if update is None:
+            try:
+                change = await asyncio.wait_for(anext(watch), SNAPSHOT_TIMEOUT_S)
+            except TimeoutError:
+                raise NatsTimeoutError from None  # what nats-py's own watch raised here
+            if change is None:
                 continue
-            if update.operation in (KV_DEL, KV_PURGE) or not update.value:
-                values.pop(update.key, None)
+            if change.removed:
+                values.pop(change.key, None)
             else:
-                values[update.key] = update.value
-            if not update.delta:
+                values[change.key] = change.value
+            if not change.pending:
                 return values
     finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]
+        await watch.stop()

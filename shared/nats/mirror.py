@@ -11,9 +11,10 @@ What makes the copy trustworthy:
 * **Server-side key filter.** ``keys`` is a KV key pattern (``t.*``); the
   server sends only matching keys, and every wait below is computed for that
   pattern alone.
-* **Complete at start.** nats-py's end-of-snapshot marker can come before
-  values the server already sent, so the copy is declared loaded only once it
-  holds the newest message stored under its pattern (:meth:`_settle`).
+* **Complete at start.** The copy reads the bucket through
+  :class:`shared.nats.watch.KeyWatch` and does not take the end of its initial
+  values on trust: it is declared loaded only once it holds the newest message
+  stored under its pattern (:meth:`_settle`).
 * **Rebuilt after an outage.** When the watch fails, or the connection comes
   back after being lost, the mirror opens a new watch and rebuilds from its
   snapshot: keys that the new snapshot no longer holds (their delete markers
@@ -40,10 +41,11 @@ from typing import Generic, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 from pydantic import BaseModel
 
 from shared.nats.jetstream import newest_stored_seq
+from shared.nats.watch import KeyChange, KeyWatch
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
 
@@ -92,6 +94,8 @@ the first snapshot loads (a value that existed before, not a change). Read value
 
 
 class BucketMirror(Generic[T]):
+    """The copy of ``bucket`` (``kv``: bound by the caller, so it exists) or of its ``keys``."""
+
     def __init__(
         self,
         js: JetStreamContext,
@@ -104,7 +108,6 @@ class BucketMirror(Generic[T]):
         nc: NatsClient | None = None,
     ) -> None:
         self._js = js
-        self._kv = kv
         self.bucket = bucket
         self.keys = keys
         self._parse = parse
@@ -165,7 +168,7 @@ class BucketMirror(Generic[T]):
 
     async def _follow(self, *, rebuild: bool) -> None:
         """One watch, until it fails or the connection was lost and re-established."""
-        watcher = await self._kv.watch(self.keys)
+        watcher = await KeyWatch(self._js, self.bucket, self.keys).start()
         seen: set[str] = set()
         generation = _Generation()
         settle: asyncio.Task[None] | None = None
@@ -185,9 +188,9 @@ class BucketMirror(Generic[T]):
             await stop_task(guard)
             await stop_task(settle)
             with contextlib.suppress(Exception):
-                await watcher.stop()  # type: ignore[no-untyped-call]
+                await watcher.stop()
 
-    async def _end_on_reconnect(self, watcher: KeyValue.KeyWatcher) -> None:
+    async def _end_on_reconnect(self, watcher: KeyWatch) -> None:
         """End the watch once the connection has been re-established after a loss: what
         was deleted and purged meanwhile can only be learnt from a new snapshot."""
         if self._nc is None:
@@ -198,7 +201,7 @@ class BucketMirror(Generic[T]):
         while self._nc.stats["reconnects"] == reconnects:  # noqa: ASYNC110
             await asyncio.sleep(CONNECTION_CHECK_S)
         log.info("mirror %s: connection re-established; rebuilding the copy", self.bucket)
-        await watcher.stop()  # type: ignore[no-untyped-call]
+        await watcher.stop()
 
     async def _settle(self, generation: _Generation, seen: set[str] | None, rebuild: bool) -> None:
         """Declare the copy loaded once this watch has delivered the newest message stored
@@ -228,13 +231,13 @@ class BucketMirror(Generic[T]):
         self._current.set()
         self.ready.set()
 
-    async def _apply(self, entry: KeyValue.Entry, generation: _Generation) -> None:
-        revision = int(entry.revision or 0)
+    async def _apply(self, entry: KeyChange, generation: _Generation) -> None:
+        revision = entry.revision
         key = entry.key
         try:
             before = self._slots.get(key)
             after: Slot[T] | None
-            if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
+            if entry.removed:
                 after = None
                 self._slots.pop(key, None)
             elif before is not None and before.revision == revision:

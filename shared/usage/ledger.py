@@ -22,12 +22,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 from nats.js import JetStreamContext
-from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.errors import Conflict
 from shared.names import ProjectNames
-from shared.nats.jetstream import CAS_RETRIES, cas_backoff, create_if_absent, ensure_kv, get_or_none
+from shared.nats.cas import cas_upsert
+from shared.nats.jetstream import ensure_kv, get_or_none
 from shared.usage.rules import BudgetsDoc, Hold, Totals, Usage, day_of, project_hold, target_hold
 
 log = logging.getLogger("loom.usage")
@@ -84,22 +84,26 @@ class UsageLedger:
         await asyncio.gather(*(self._add_to(kv, key, usage) for key in keys))
 
     async def _add_to(self, kv: KeyValue, key: str, usage: Usage) -> None:
-        for attempt in range(CAS_RETRIES):
-            entry = await self._entry(kv, key)
-            if entry is None or entry.value is None:
-                if await create_if_absent(kv, key, Totals().plus(usage).to_json_bytes()):
-                    return
-                continue
-            total = Totals.model_validate_json(entry.value).plus(usage)
-            try:
-                await kv.update(key, total.to_json_bytes(), last=int(entry.revision or 0))
-                return
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-        raise Conflict("usage: the day's counter is being changed concurrently; try again", field="usage")
+        await cas_upsert(
+            kv,
+            key,
+            lambda total: (Totals() if total is None else total).plus(usage),
+            read=lambda: self._counter(kv, key),
+            parse=Totals.model_validate_json,
+            dump=Totals.to_json_bytes,
+            conflict=lambda: Conflict(
+                "usage: the day's counter is being changed concurrently; try again", field="usage"
+            ),
+        )
 
     async def _entry(self, kv: KeyValue, key: str) -> KeyValue.Entry | None:
         return await get_or_none(kv, key)
+
+    async def _counter(self, kv: KeyValue, key: str) -> tuple[Totals, int] | None:
+        entry = await self._entry(kv, key)
+        if entry is None or entry.value is None:
+            return None
+        return Totals.model_validate_json(entry.value), int(entry.revision or 0)
 
     async def day_totals(self, day: str, target_id: str | None = None) -> Totals:
         """The counter of ``day`` for the project, or for ``target_id``'s agents."""
@@ -119,6 +123,10 @@ class UsageLedger:
             return BudgetsDoc(), 0
         return BudgetsDoc.model_validate_json(entry.value), int(entry.revision or 0)
 
+    async def _stored_budgets(self) -> tuple[BudgetsDoc, int] | None:
+        doc, revision = await self.read_budgets()
+        return (doc, revision) if revision else None
+
     async def budgets(self) -> BudgetsDoc:
         """The budgets, cached for :data:`BUDGETS_CACHE_S` (the claim path reads them)."""
         now = time.monotonic()
@@ -134,22 +142,18 @@ class UsageLedger:
         """Apply ``rule`` to the stored document compare-and-set (again from a fresh read when
         another writer won); the new document and its revision."""
         _, kv = await self._buckets()
-        for attempt in range(CAS_RETRIES):
-            doc, revision = await self.read_budgets()
-            new = rule(doc)
-            try:
-                if revision == 0:
-                    if not await create_if_absent(kv, BUDGETS_KEY, new.to_json_bytes()):
-                        continue
-                    stored = (await self.read_budgets())[1]
-                else:
-                    stored = await kv.update(BUDGETS_KEY, new.to_json_bytes(), last=revision)
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-                continue
-            self._doc, self._doc_read_at = new, time.monotonic()
-            return new, stored
-        raise Conflict("budgets: being changed concurrently; try again", field="budgets")
+        swap = await cas_upsert(
+            kv,
+            BUDGETS_KEY,
+            lambda doc: rule(BudgetsDoc() if doc is None else doc),
+            read=self._stored_budgets,
+            parse=BudgetsDoc.model_validate_json,
+            dump=BudgetsDoc.to_json_bytes,
+            conflict=lambda: Conflict("budgets: being changed concurrently; try again", field="budgets"),
+        )
+        assert swap.after is not None
+        self._doc, self._doc_read_at = swap.after, time.monotonic()
+        return swap.after, swap.revision
 
     # -- holds ----------------------------------------------------------------------------
     async def hold(self, now: datetime, *, target_id: str | None = None) -> Hold | None:

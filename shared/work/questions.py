@@ -23,7 +23,6 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.errors import Conflict, LoomError, NotFound
@@ -36,7 +35,8 @@ from shared.models import (
     utcnow,
 )
 from shared.names import ProjectNames
-from shared.nats.jetstream import CAS_RETRIES, cas_backoff, delete_unchanged, ensure_kv, get_or_none, snapshot
+from shared.nats.cas import cas_update
+from shared.nats.jetstream import delete_unchanged, ensure_kv, get_or_none, snapshot
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.work.queue import WorkQueue
 
@@ -176,19 +176,19 @@ class QuestionBook:
     ) -> tuple[Question, bool]:
         """Compare-and-set what ``rule`` decides (None: no change); the question as it now
         stands and whether this call changed it."""
-        kv = await self.bucket()
-        for attempt in range(CAS_RETRIES):
-            question, revision = await self._load(question_id)
-            changed = rule(question)
-            if changed is None:
-                return question, False
-            try:
-                await kv.update(question_id, changed.to_json_bytes(), last=revision)
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-                continue
-            return changed, True
-        raise QuestionClosed("question_id: being changed concurrently; try again", field="question_id")
+        swap = await cas_update(
+            await self.bucket(),
+            question_id,
+            rule,
+            parse=Question.model_validate_json,
+            dump=Question.to_json_bytes,
+            absent=QuestionNotFound,
+            conflict=lambda: QuestionClosed(
+                "question_id: being changed concurrently; try again", field="question_id"
+            ),
+        )
+        assert swap.after is not None
+        return swap.after, swap.changed
 
     async def _announce(self, action: str, question: Question, **extra: Any) -> None:
         """Events announce what the record already says: a failed publish is logged only."""

@@ -40,7 +40,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import NotFoundError
 from opentelemetry.trace import SpanKind
 
 from shared.models import (
@@ -54,7 +54,7 @@ from shared.models import (
     utcnow,
 )
 from shared.names import validate_capability
-from shared.nats.jetstream import delete_unchanged, get_or_none
+from shared.nats.jetstream import delete_unchanged, get_or_none, update_unchanged
 from shared.nats.jsapi import JetStreamReplyError, consumer_next
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.trace.tracing import timed, traceparent_of, with_trace_headers
@@ -281,14 +281,13 @@ class WorkQueue(WorkRecords):
             # Not queued: take the record back (unless something changed it), so the error
             # the caller sees means "nothing was submitted" and no record waits forever.
             with contextlib.suppress(Exception):
-                await kv.delete(item.id, last=revision)
+                await delete_unchanged(kv, item.id, revision)
             raise published
         seq, now = int(published.seq), utcnow()
         queued = store_seq(record, seq, 1, now).record
         assert queued is not None
-        try:
-            await kv.update(item.id, queued.to_json_bytes(), last=revision)
-        except KeyWrongLastSequenceError:  # claimed (or cancelled) already: record the seq onto that
+        if await update_unchanged(kv, item.id, queued.to_json_bytes(), revision) is None:
+            # claimed (or cancelled) already: record the seq onto that
             await self._mutate(item.id, lambda r: store_seq(r, seq, 1, now))
 
     # -- dependencies ------------------------------------------------------------
@@ -366,9 +365,7 @@ class WorkQueue(WorkRecords):
         stamped = store_seq(record, seq, epoch, now).record
         assert stamped is not None
         kv = await self.records_bucket()
-        try:
-            await kv.update(item.id, stamped.to_json_bytes(), last=revision)
-        except KeyWrongLastSequenceError:
+        if await update_unchanged(kv, item.id, stamped.to_json_bytes(), revision) is None:
             await self._mutate(item.id, lambda r: store_seq(r, seq, epoch, now))
 
     async def _tell_dependents(self, item: WorkItem) -> None:

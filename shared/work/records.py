@@ -15,14 +15,14 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.context.store import ContextStore
 from shared.events import ensure_events_stream, publish_event
 from shared.models import WorkItem
 from shared.names import ProjectNames
-from shared.nats.jetstream import CAS_RETRIES, cas_backoff, ensure_kv, ensure_stream, get_or_none, snapshot
+from shared.nats.cas import cas_update
+from shared.nats.jetstream import ensure_kv, ensure_stream, get_or_none, snapshot
 from shared.paging import Page, decode_cursor
 from shared.trace.tracing import TraceLog, ensure_traces_stream
 from shared.usage.ledger import UsageLedger
@@ -162,20 +162,24 @@ class WorkRecords:
     ) -> tuple[WorkRecord, Change, int]:
         """:meth:`_mutate`, plus the revision the record now has (the one it was read at
         when the rule changed nothing), for a next write that need not read it again."""
-        kv = await self.records_bucket()
-        for attempt in range(CAS_RETRIES):
-            raw, revision = await self._load_raw(work_id)
-            record = WorkRecord.model_validate_json(raw)
-            change = rule(record)
-            if change.record is None:
-                return record, change, revision
-            try:
-                revision = await kv.update(work_id, change.record.to_json_bytes(), last=revision)
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-                continue
-            return record, change, revision
-        raise WorkConflict(f"work_id: {work_id} is being changed concurrently; try again", field="work_id")
+        decided: list[Change] = []
+
+        def decide(record: WorkRecord) -> WorkRecord | None:
+            decided[:] = [rule(record)]
+            return decided[0].record
+
+        swap = await cas_update(
+            await self.records_bucket(),
+            work_id,
+            decide,
+            parse=WorkRecord.model_validate_json,
+            dump=WorkRecord.to_json_bytes,
+            absent=lambda: WorkNotFound(work_id),
+            conflict=lambda: WorkConflict(
+                f"work_id: {work_id} is being changed concurrently; try again", field="work_id"
+            ),
+        )
+        return swap.before, decided[0], swap.revision
 
     async def get(self, work_id: str) -> WorkItem:
         record, _ = await self._load(work_id)

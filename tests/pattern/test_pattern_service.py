@@ -9,6 +9,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from pattern_helpers import eventually, make_identity, new_user_id, sub_identity
 
+from pattern.buckets import MAX_VALUE_BYTES, ensure_bucket
 from pattern.config import PatternConfig, PatternLimits, SecretScanMode
 from pattern.errors import (
     AccessDeniedError,
@@ -36,7 +37,7 @@ from pattern.inputs import (
 from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope
 from pattern.service import MemoryService
-from shared.names import kv_subject
+from shared.names import kv_stream, kv_subject
 
 
 def ids(result: object) -> set[str]:
@@ -612,3 +613,14 @@ async def test_commit_insight_tag_limit(make_service, project_id: str, project_p
         await a.commit_insight(CommitInsightInput(memory_id=m.id, tags=[f"n{i}" for i in range(10)]))
     assert str(err.value).startswith("tags:") and "at most 20" in str(err.value)
     assert ids(await a.recall_context(RecallInput(categories=[Category.RECENT]))) == {m.id}
+
+
+async def test_pattern_memory_buckets_keep_their_settings(nc: NatsClient, project_id: str) -> None:
+    """Pattern creates its buckets through ensure_kv: values up to MAX_VALUE_BYTES, expiry
+    markers kept for the window asked, no direct get (as before it was shared)."""
+    bucket = f"ens-{project_id}-memory"
+    await ensure_bucket(nc.jetstream(), bucket, marker_ttl_s=30.0, description="memory")
+    config = (await nc.jetstream().stream_info(kv_stream(bucket))).config
+    assert config.max_msg_size == MAX_VALUE_BYTES and config.subject_delete_marker_ttl == 30.0
+    assert config.max_msgs_per_subject == 1 and config.description == "memory"
+    assert not config.allow_direct

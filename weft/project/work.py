@@ -23,8 +23,6 @@ from shared.work.rules import EXPIRABLE, WAITING, WorkFilter, WorkRecord, page_i
 
 log = logging.getLogger("loom.weft.work")
 
-_CAS_RETRIES = 20
-
 
 def _parse(_key: str, raw: bytes) -> WorkItem:
     return WorkRecord.model_validate_json(raw).item

@@ -25,7 +25,6 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import Field
 
@@ -33,10 +32,8 @@ from shared.base import LoomModel
 from shared.errors import Conflict, NotFound
 from shared.models import SpinupOperation, SpinupState, Target, utcnow
 from shared.names import ProjectNames
+from shared.nats.cas import cas_update, cas_upsert
 from shared.nats.jetstream import (
-    CAS_RETRIES,
-    cas_backoff,
-    create_if_absent,
     ensure_kv,
     get_or_none,
     snapshot_keys,
@@ -81,6 +78,11 @@ class TargetSlot(LoomModel):
     in_flight: str | None = None
     live: list[str] = Field(default_factory=list)
     last_start_at: datetime | None = None
+
+
+class _Outraced(Conflict):
+    """Every compare-and-set of an admission lost its race: the caller answers with a
+    :class:`Refusal` or a placeholder id instead (it never leaves this module)."""
 
 
 @dataclass(frozen=True)
@@ -174,16 +176,6 @@ class SpinupStore:
             return TargetSlot(target_id=target_id), None
         return TargetSlot.model_validate_json(entry.value), int(entry.revision or 0)
 
-    async def _write_slot(self, slot: TargetSlot, revision: int | None) -> bool:
-        kv = await self.bucket()
-        if revision is None:
-            return await create_if_absent(kv, _slot_key(slot.target_id), slot.to_json_bytes())
-        try:
-            await kv.update(_slot_key(slot.target_id), slot.to_json_bytes(), last=revision)
-        except KeyWrongLastSequenceError:
-            return False
-        return True
-
     async def slot(self, target_id: str) -> TargetSlot:
         return (await self._slot(target_id))[0]
 
@@ -191,32 +183,47 @@ class SpinupStore:
         """Reserve the target for ``record`` (and store it) or say why not; atomic per target."""
         kv = await self.bucket()
         stored = False
+        refusal: Refusal | None = None
+
+        async def reserve(found: TargetSlot | None) -> TargetSlot | None:
+            nonlocal stored, refusal
+            slot = TargetSlot(target_id=target.id) if found is None else found
+            now = utcnow()
+            refusal = admission(target, slot, now)
+            if refusal is not None:
+                return None
+            if not stored:
+                await kv.create(_op_key(record.op.id), record.to_json_bytes())
+                stored = True
+            slot.in_flight = record.op.id
+            slot.live.append(record.op.id)
+            slot.last_start_at = now
+            return slot
+
         try:
-            for attempt in range(CAS_RETRIES):
-                slot, revision = await self._slot(target.id)
-                now = utcnow()
-                refusal = admission(target, slot, now)
-                if refusal is not None:
-                    return refusal
-                if not stored:
-                    await kv.create(_op_key(record.op.id), record.to_json_bytes())
-                    stored = True
-                slot.in_flight = record.op.id
-                slot.live.append(record.op.id)
-                slot.last_start_at = now
-                if await self._write_slot(slot, revision):
-                    stored = False  # admitted: keep the record
-                    return None
-                await cas_backoff(attempt)
-            return Refusal("in-flight", f"target {target.name} is being started concurrently; try again")
+            try:
+                swap = await cas_upsert(
+                    kv,
+                    _slot_key(target.id),
+                    reserve,
+                    parse=TargetSlot.model_validate_json,
+                    dump=TargetSlot.to_json_bytes,
+                    conflict=lambda: _Outraced("being changed concurrently", field="target_id"),
+                )
+            except _Outraced:
+                return Refusal("in-flight", f"target {target.name} is being started concurrently; try again")
+            if swap.changed:
+                stored = False  # admitted: keep the record
+            return refusal
         finally:
             if stored:
                 await kv.purge(_op_key(record.op.id))
 
     async def release(self, target_id: str, spinup_id: str, *, keep_live: bool) -> TargetSlot:
         """Clear the in-flight mark of ``spinup_id``; also drop it from ``live`` unless ``keep_live``."""
-        for attempt in range(CAS_RETRIES):
-            slot, revision = await self._slot(target_id)
+
+        def drop(found: TargetSlot | None) -> TargetSlot | None:
+            slot = TargetSlot(target_id=target_id) if found is None else found
             changed = False
             if slot.in_flight == spinup_id:
                 slot.in_flight = None
@@ -224,10 +231,19 @@ class SpinupStore:
             if not keep_live and spinup_id in slot.live:
                 slot.live.remove(spinup_id)
                 changed = True
-            if not changed or await self._write_slot(slot, revision):
-                return slot
-            await cas_backoff(attempt)
-        raise Conflict("the slot of this target is being changed concurrently; try again", field="target_id")
+            return slot if changed else None
+
+        swap = await cas_upsert(
+            await self.bucket(),
+            _slot_key(target_id),
+            drop,
+            parse=TargetSlot.model_validate_json,
+            dump=TargetSlot.to_json_bytes,
+            conflict=lambda: Conflict(
+                "the slot of this target is being changed concurrently; try again", field="target_id"
+            ),
+        )
+        return TargetSlot(target_id=target_id) if swap.after is None else swap.after
 
     # -- one start per waiting work item -------------------------------------------------
     async def reserve_work(self, work_id: str, spinup_id: str) -> str | None:
@@ -243,30 +259,34 @@ class SpinupStore:
                 op = record.op
                 if op.work_id == work_id and op.state in IN_FLIGHT_STATES and op.id != spinup_id:
                     return op.id
-        kv = await self.bucket()
-        key = _work_key(work_id)
-        for attempt in range(CAS_RETRIES):
-            entry = await get_or_none(kv, key)
-            if entry is None:
-                if await create_if_absent(kv, key, spinup_id.encode()):
-                    return None
-                await cas_backoff(attempt)
-                continue
-            holder = (entry.value or b"").decode()
+        other: str | None = None
+
+        async def reserve(holder: str | None) -> str | None:
+            nonlocal other
+            other = None
             if holder == spinup_id:
                 return None
-            if holder:
+            if holder is not None:
                 try:
                     if (await self.get(holder)).op.state in IN_FLIGHT_STATES:
-                        return holder
+                        other = holder
+                        return None
                 except SpinupNotFound:
                     pass
-            try:
-                await kv.update(key, spinup_id.encode(), last=entry.revision)
-                return None
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-        return "(concurrent)"
+            return spinup_id
+
+        try:
+            await cas_upsert(
+                await self.bucket(),
+                _work_key(work_id),
+                reserve,
+                parse=bytes.decode,
+                dump=str.encode,
+                conflict=lambda: _Outraced("being changed concurrently", field="work_id"),
+            )
+        except _Outraced:
+            return "(concurrent)"
+        return other
 
     async def release_work(self, work_id: str | None, spinup_id: str) -> None:
         """Forget the reservation of ``work_id`` if ``spinup_id`` still holds it."""
@@ -303,23 +323,26 @@ class SpinupStore:
     ) -> tuple[SpinupRecord, SpinupRecord]:
         """Compare-and-set ``change`` onto the record; returns (before, after).
         ``change`` returns None to leave the record as it is."""
-        kv = await self.bucket()
-        for attempt in range(CAS_RETRIES):
-            entry = await get_or_none(kv, _op_key(spinup_id))
-            if entry is None or entry.value is None:
-                raise SpinupNotFound()
-            before = SpinupRecord.model_validate_json(entry.value)
+
+        def changed(before: SpinupRecord) -> SpinupRecord | None:
             after = change(before.model_copy(deep=True))
-            if after is None:
-                return before, before
-            after.op.updated_at = utcnow()
-            try:
-                await kv.update(_op_key(spinup_id), after.to_json_bytes(), last=entry.revision)
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-                continue
-            return before, after
-        raise Conflict("this spin-up operation is being changed concurrently; try again", field="spinup_id")
+            if after is not None:
+                after.op.updated_at = utcnow()
+            return after
+
+        swap = await cas_update(
+            await self.bucket(),
+            _op_key(spinup_id),
+            changed,
+            parse=SpinupRecord.model_validate_json,
+            dump=SpinupRecord.to_json_bytes,
+            absent=SpinupNotFound,
+            conflict=lambda: Conflict(
+                "this spin-up operation is being changed concurrently; try again", field="spinup_id"
+            ),
+        )
+        assert swap.after is not None
+        return swap.before, swap.after
 
     async def all(self) -> list[SpinupRecord]:
         if self._copy is not None:

@@ -14,16 +14,14 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.errors import Conflict, Invalid, NotFound, shown_name
 from shared.events import ensure_events_stream, publish_event
 from shared.models import Target, TargetSpec, utcnow
 from shared.names import ProjectNames
+from shared.nats.cas import cas_update, cas_upsert
 from shared.nats.jetstream import (
-    CAS_RETRIES,
-    cas_backoff,
     create_if_absent,
     delete_unchanged,
     ensure_kv,
@@ -152,23 +150,24 @@ class TargetStore:
 
     async def _claim_name(self, name: str, target_id: str) -> None:
         key = _name_key(name)
-        for attempt in range(CAS_RETRIES):
-            if await create_if_absent(self.kv, key, target_id.encode()):
-                return
-            entry = await get_or_none(self.kv, key)
-            if entry is None:
-                continue  # released meanwhile; try again
-            owner = (entry.value or b"").decode()
+        if await create_if_absent(self.kv, key, target_id.encode()):
+            return
+
+        async def claim(owner: str | None) -> str | None:
             if owner == target_id:
-                return
+                return None
             if owner and await self._exists(owner):
                 raise Conflict("a target with this name already exists in this project", field="name")
-            try:  # a name left behind by an interrupted delete or rename: take it over
-                await self.kv.update(key, target_id.encode(), last=entry.revision)
-                return
-            except KeyWrongLastSequenceError:
-                await cas_backoff(attempt)
-        raise Conflict("this name is being changed concurrently; try again", field="name")
+            return target_id  # free again, or left behind by an interrupted delete or rename: take it
+
+        await cas_upsert(
+            self.kv,
+            key,
+            claim,
+            parse=bytes.decode,
+            dump=str.encode,
+            conflict=lambda: Conflict("this name is being changed concurrently; try again", field="name"),
+        )
 
     async def _release_name(self, name: str, target_id: str) -> None:
         key = _name_key(name)
@@ -184,29 +183,41 @@ class TargetStore:
     ) -> Target:
         """Compare-and-set ``change`` onto a target (renames keep the name index right)."""
         current = await self.resolve(ref)
-        key = _target_key(current.id)
-        for attempt in range(CAS_RETRIES):
-            entry = await get_or_none(self.kv, key)
-            if entry is None or entry.value is None:
-                raise TargetNotFound()
-            before = Target.model_validate_json(entry.value)
+        claimed: str | None = None  # a new name claimed for a write not yet landed (released if it loses)
+
+        async def changed(before: Target) -> Target:
+            nonlocal claimed
             after = change(before.model_copy(deep=True))
             after.id, after.project_id, after.created_at = before.id, before.project_id, before.created_at
             after.updated_at = utcnow()
             if after.name != before.name:
                 await self._claim_name(after.name, after.id)
-            try:
-                await self._seen(await self.kv.update(key, after.to_json_bytes(), last=entry.revision))
-            except KeyWrongLastSequenceError:
-                if after.name != before.name:
-                    await self._release_name(after.name, after.id)
-                await cas_backoff(attempt)
-                continue
-            if after.name != before.name:
-                await self._release_name(before.name, before.id)
-            await self._event(action, after, previous_name=before.name if after.name != before.name else None)
+                claimed = after.name
             return after
-        raise Conflict("this target is being changed concurrently; try again", field="target")
+
+        async def lost() -> None:
+            nonlocal claimed
+            if claimed is not None:
+                await self._release_name(claimed, current.id)
+                claimed = None
+
+        swap = await cas_update(
+            self.kv,
+            _target_key(current.id),
+            changed,
+            parse=Target.model_validate_json,
+            dump=Target.to_json_bytes,
+            absent=TargetNotFound,
+            conflict=lambda: Conflict("this target is being changed concurrently; try again", field="target"),
+            on_lost=lost,
+        )
+        before, after = swap.before, swap.after
+        assert after is not None
+        await self._seen(swap.revision)
+        if after.name != before.name:
+            await self._release_name(before.name, before.id)
+        await self._event(action, after, previous_name=before.name if after.name != before.name else None)
+        return after
 
     async def record(self, ref: str, action: str, **fields: Any) -> Target:
         """Set fields Weft itself maintains (health verdicts, last start) and announce it

@@ -1,5 +1,5 @@
-"""shared.nats.jetstream.get_or_none and create_if_absent against a real nats-server: typed
-nats-py errors, never the text of an exception."""
+"""shared.nats.jetstream's KV helpers (get_or_none, the conditional writes) against a real
+nats-server: typed nats-py errors and JetStream error codes, never the text of an exception."""
 
 from __future__ import annotations
 
@@ -10,8 +10,16 @@ from nats.aio.client import Client as NatsClient
 from nats.js.errors import InvalidKeyError, KeyNotFoundError, KeyWrongLastSequenceError
 
 from shared.models import WorkSubmission
-from shared.names import ProjectNames
-from shared.nats.jetstream import create_if_absent, ensure_kv, get_or_none
+from shared.names import ProjectNames, kv_subject
+from shared.nats.jetstream import (
+    create_if_absent,
+    create_new,
+    delete_unchanged,
+    ensure_kv,
+    get_or_none,
+    publish_unchanged,
+    update_unchanged,
+)
 from shared.work.rules import WorkNotFound
 from testsupport.work import work_queue
 
@@ -71,6 +79,50 @@ async def test_create_if_absent_lets_exactly_one_of_many_writers_win(nc: NatsCli
         won = await asyncio.gather(*(create_if_absent(kv, key, f"w{i}".encode()) for i in range(8)))
         assert won.count(True) == 1, won
         assert (await kv.get(key)).value == f"w{won.index(True)}".encode()
+
+
+async def test_create_new_returns_the_revision_or_none(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"kvh-{project_id}-new")
+    revision = await create_new(kv, "k", b"first")
+    assert revision is not None and (await kv.get("k")).revision == revision
+    assert await create_new(kv, "k", b"second") is None
+    assert (await kv.get("k")).value == b"first"
+
+
+async def test_update_unchanged_writes_only_on_the_revision_given(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"kvh-{project_id}-update")
+    first = await kv.put("k", b"1")
+    second = await update_unchanged(kv, "k", b"2", first)
+    assert second is not None and second > first
+    assert await update_unchanged(kv, "k", b"3", first) is None  # stale revision: refused
+    assert (await kv.get("k")).value == b"2"
+    await kv.delete("k")
+    assert await update_unchanged(kv, "k", b"4", second) is None  # deleted since
+    assert await get_or_none(kv, "k") is None
+
+
+async def test_delete_unchanged_deletes_only_on_the_revision_given(nc: NatsClient, project_id: str) -> None:
+    kv = await ensure_kv(nc.jetstream(), f"kvh-{project_id}-delete")
+    first = await kv.put("k", b"1")
+    second = await kv.put("k", b"2")
+    assert await delete_unchanged(kv, "k", first) is False
+    assert (await kv.get("k")).value == b"2"
+    assert await delete_unchanged(kv, "k", second) is True
+    assert await get_or_none(kv, "k") is None
+
+
+async def test_publish_unchanged_appends_only_onto_the_sequence_given(
+    nc: NatsClient, project_id: str
+) -> None:
+    js = nc.jetstream()
+    bucket = f"kvh-{project_id}-publish"
+    kv = await ensure_kv(js, bucket)
+    last = await kv.put("a", b"1")
+    await kv.put("b", b"2")  # another key: the whole bucket's sequence moved on
+    assert await publish_unchanged(js, kv_subject(bucket, "c"), b"3", last) is None
+    assert await get_or_none(kv, "c") is None
+    seq = await publish_unchanged(js, kv_subject(bucket, "c"), b"3", last + 1)
+    assert seq == last + 2 and (await kv.get("c")).value == b"3"
 
 
 @pytest.mark.parametrize("work_id", ["0" * 32, "not a key", "a*", "", "ghp_Secret9Token"])
