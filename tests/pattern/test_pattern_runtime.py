@@ -15,7 +15,7 @@ from pattern.config import PatternConfig
 from pattern.errors import UnavailableError
 from pattern.inputs import ForgetInput, RecallInput, RememberInput
 from pattern.runtime import PatternRuntime
-from pattern.tools import TOOL_NAMES, register_pattern_tools
+from pattern.tools import TOOL_NAMES, pattern_tools
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
 
@@ -53,15 +53,15 @@ async def test_tools_mount_on_a_host_server(
     nc: NatsClient, project_id: str, project_path: Path, tmp_path: Path
 ) -> None:
     """Warp's ``--with-memory``: the host owns the server, the connection and the identity."""
-    host: MCPServer[Any] = MCPServer("warp-like")
+    runtime = PatternRuntime(make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path))
+    tools = pattern_tools(runtime.get_service, health=runtime.health)
+    assert [t.name for t in tools] == list(TOOL_NAMES)
+    host: MCPServer[Any] = MCPServer("warp-like", tools=tools)
 
     @host.tool()
     def warp_handle_get() -> str:
         return "host tool"
 
-    runtime = PatternRuntime(make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path))
-    names = register_pattern_tools(host, runtime.get_service, health=runtime.health)
-    assert names == list(TOOL_NAMES)
     async with Client(host) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
         assert listed == {"warp_handle_get", *TOOL_NAMES}
