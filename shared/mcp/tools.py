@@ -26,7 +26,9 @@ and the function reads the call's arguments from the request context and
 validates them itself, with the SDK's own ``FuncMetadata`` for the published
 signature, so what is enforced is exactly what is published. Done there rather
 than in a server middleware, a refusal takes the SDK's ordinary result path
-(after its handshake gate, serialized and stamped like any tool result).
+(after its handshake gate, serialized and stamped like any tool result). A tool
+so built answers MCP requests (any transport, the in-memory client too); Python
+code calls the tool's own function instead.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ class ToolHost:
 
     @property
     def time_limit_s(self) -> float | None:
-        """A call still running after this long is stopped and reported as timed out."""
+        """A call still running after this long is stopped (a ``TimeoutError`` for :meth:`anticipated`)."""
         return None
 
     def started(self, tool: str) -> None:
