@@ -7,7 +7,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from pattern.runtime import PatternRuntime
-from pattern.tools import register_pattern_tools
+from pattern.tools import pattern_tools
 from shared.mcp.toolerrors import UnknownTools
 
 INSTRUCTIONS = (
@@ -24,7 +24,7 @@ def build_server(runtime: PatternRuntime, version: str = "") -> MCPServer[Any]:
         title="Loom Pattern memory",
         instructions=INSTRUCTIONS,
         version=version,
+        tools=pattern_tools(runtime.get_service, health=runtime.health),
     )
     server.middleware.append(UnknownTools(server))
-    register_pattern_tools(server, runtime.get_service, health=runtime.health)
     return server

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.tools import Tool
 
     from warp.runtime import WarpRuntime
     from warp.services import Services
@@ -96,11 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         nats_url=os.environ.get("NATS_URL") or None,
         explicit_instance=identity_settings.instance,
     )
-    server = build_server(rt)
+    memory: list[Tool] = []
     if args.with_memory:
-        problem = _mount_memory(server, rt)
-        if problem:
-            return _fail(problem)
+        mounted = _memory_tools(rt)
+        if isinstance(mounted, str):
+            return _fail(mounted)
+        memory = mounted
+    server = build_server(rt, also=memory)
 
     import anyio
 
@@ -111,12 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> str | None:
-    """Pattern's memory tools in this server, on Warp's NATS connection and identity."""
+def _memory_tools(rt: WarpRuntime) -> list[Tool] | str:
+    """Pattern's memory tools for this server, on Warp's NATS connection and identity
+    (or why they cannot be served)."""
     try:
         from pattern.config import PatternConfig, PatternConfigError
         from pattern.runtime import PatternRuntime
-        from pattern.tools import register_pattern_tools
+        from pattern.tools import pattern_tools
     except ImportError as exc:
         return f"--with-memory: Pattern is not available in this installation ({exc})"
     try:
@@ -125,14 +129,13 @@ def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> str | None
         return str(exc)
     # No identity to show until Warp has taken its instance id (another Warp may hold the plain one).
     memory = PatternRuntime(rt.base_identity, config, identity_settled=False)
-    register_pattern_tools(server, memory.get_service, health=memory.health)
 
     def start(svc: Services) -> None:
         memory.use_connection(svc.nc, svc.identity)  # the instance id Warp settled on
 
     rt.on_ready.append(start)
     rt.on_stop.append(memory.close)
-    return None
+    return pattern_tools(memory.get_service, health=memory.health)
 
 
 def _install_signals(rt: WarpRuntime) -> None:

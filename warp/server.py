@@ -7,8 +7,9 @@ HTTP server stopping), marks the agent offline and closes the connection.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -17,6 +18,9 @@ from shared.mcp.toolerrors import UnknownTools
 from warp import __version__
 from warp.runtime import WarpRuntime
 from warp.tools import all_tools
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver.tools import Tool
 
 INSTRUCTIONS = """\
 Warp connects this agent to the other agents of the project (Loom fabric over NATS).
@@ -35,7 +39,9 @@ Errors name the argument at fault and the rule (a code is in the result's _meta[
 NATS outages are reported and retried automatically."""
 
 
-def build_server(rt: WarpRuntime) -> MCPServer[WarpRuntime]:
+def build_server(rt: WarpRuntime, *, also: Sequence[Tool] = ()) -> MCPServer[WarpRuntime]:
+    """Warp's server for ``rt``; ``also``: more tools served after Warp's own (``--with-memory``)."""
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[WarpRuntime]) -> AsyncIterator[WarpRuntime]:
         rt.start()
@@ -50,7 +56,7 @@ def build_server(rt: WarpRuntime) -> MCPServer[WarpRuntime]:
         title="Loom Warp",
         instructions=INSTRUCTIONS,
         version=__version__,
-        tools=all_tools(rt),
+        tools=[*all_tools(rt), *also],
         lifespan=lifespan,
         log_level=rt.settings.log_level,  # type: ignore[arg-type]
     )

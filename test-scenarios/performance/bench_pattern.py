@@ -29,7 +29,7 @@ from pattern.inputs import RecallInput
 from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope, utcnow
 from pattern.service import MemoryService
-from pattern.tools import register_pattern_tools
+from pattern.tools import pattern_tools
 from pattern.watch import BucketWatch
 from shared.identity import Identity
 from shared.names import kv_stream, kv_subject
@@ -208,8 +208,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
 
 async def _mcp_recall(service: MemoryService, n: int, iterations: int) -> BenchResult:
     """The same recall through an in-process MCP session (tool dispatch, validation, JSON)."""
-    mounted: MCPServer[object] = MCPServer("pattern-bench")
-    register_pattern_tools(mounted, lambda: service)
+    mounted: MCPServer[object] = MCPServer("pattern-bench", tools=pattern_tools(lambda: service))
     async with Client(mounted) as client:
 
         async def op() -> None:

@@ -129,7 +129,7 @@ async def warp_tool_schemas(tmp_path: Path) -> dict[str, dict[str, Any]]:
 
 
 def pattern_tool_schemas() -> dict[str, dict[str, Any]]:
-    return {spec.name: spec.input_model.model_json_schema() for spec in PATTERN_TOOLS}
+    return {spec.name: spec.model.model_json_schema() for spec in PATTERN_TOOLS if spec.model is not None}
 
 
 async def test_tools_named_are_ours_and_ours_are_named(tables: list[Table], tmp_path: Path) -> None:

@@ -86,7 +86,8 @@ async def test_tools_list_matches_the_models(
     assert len(listed) == 15
     for spec in TOOLS:
         tool = listed[spec.name]
-        schema = spec.input_model.model_json_schema()
+        assert spec.model is not None, spec.name
+        schema = spec.model.model_json_schema()
         props = tool.input_schema.get("properties", {})
         assert set(props) == set(schema.get("properties", {})), spec.name
         assert set(tool.input_schema.get("required", [])) == set(schema.get("required", [])), spec.name

@@ -15,7 +15,7 @@ from pattern.config import PatternConfig
 from pattern.errors import StorageError, UnavailableError
 from pattern.inputs import ForgetInput, RecallInput, RememberInput
 from pattern.runtime import PatternRuntime
-from pattern.tools import TOOL_NAMES, register_pattern_tools
+from pattern.tools import TOOL_NAMES, pattern_tools
 from shared.nats.failures import JETSTREAM_ERROR, NATS_UNAVAILABLE, nats_failure
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
@@ -55,15 +55,15 @@ async def test_tools_mount_on_a_host_server(
     nc: NatsClient, project_id: str, project_path: Path, tmp_path: Path
 ) -> None:
     """Warp's ``--with-memory``: the host owns the server, the connection and the identity."""
-    host: MCPServer[Any] = MCPServer("warp-like")
+    runtime = PatternRuntime(make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path))
+    tools = pattern_tools(runtime.get_service, health=runtime.health)
+    assert [t.name for t in tools] == list(TOOL_NAMES)
+    host: MCPServer[Any] = MCPServer("warp-like", tools=tools)
 
     @host.tool()
     def warp_handle_get() -> str:
         return "host tool"
 
-    runtime = PatternRuntime(make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path))
-    names = register_pattern_tools(host, runtime.get_service, health=runtime.health)
-    assert names == list(TOOL_NAMES)
     async with Client(host) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
         assert listed == {"warp_handle_get", *TOOL_NAMES}
@@ -162,9 +162,10 @@ async def test_nats_failures_are_nats_error_of_the_kind_every_part_gives(
 ) -> None:
     """A stale connection is "unavailable" (``NATS_ERROR``, an :class:`UnavailableError`), as
     in Warp and Weft: Pattern maps what shared.nats.failures says onto its TypeScript code."""
-    host: MCPServer[Any] = MCPServer("pattern-host")
     runtime = PatternRuntime(make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path))
-    register_pattern_tools(host, runtime.get_service, health=runtime.health)
+    host: MCPServer[Any] = MCPServer(
+        "pattern-host", tools=pattern_tools(runtime.get_service, health=runtime.health)
+    )
     runtime.use_connection(nc)
     service = await runtime.wait_ready(30)
     failure: list[BaseException] = []

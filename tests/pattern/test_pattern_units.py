@@ -26,8 +26,9 @@ from pattern.models import Category, MemoryRecord, Scope
 from pattern.recall import summarize
 from pattern.results import MemoryView, RecallCounts
 from pattern.secretscan import scan
-from pattern.tools import TOOLS, _signature, describe_validation
+from pattern.tools import TOOLS
 from pattern.transfer import resolve_in
+from shared.mcp.tools import describe_validation
 
 AGENT = new_agent_id()
 
@@ -288,10 +289,11 @@ def test_inputs_normalise() -> None:
 
 def test_tool_signatures_mirror_the_models() -> None:
     for spec in TOOLS:
-        sig = _signature(spec.input_model, spec.output_model)
-        assert list(sig.parameters) == list(spec.input_model.model_fields), spec.name
+        sig, model = spec.signature, spec.model
+        assert sig is not None and model is not None, spec.name
+        assert list(sig.parameters) == list(model.model_fields), spec.name
         for name, param in sig.parameters.items():
-            field = spec.input_model.model_fields[name]
+            field = model.model_fields[name]
             assert (param.default is inspect.Parameter.empty) == field.is_required(), (spec.name, name)
 
 

@@ -1,4 +1,10 @@
-"""Warp's MCP tools, one module per tool group; each module's ``tools(rt)`` builds its tools."""
+"""Warp's MCP tools, one module per tool group.
+
+Each tool is a module-level function whose first parameter is the
+:class:`~warp.runtime.WarpRuntime` (a test imports and calls it alone); each module
+lists its tools in ``TOOLS``, and :func:`all_tools` builds them for the server with
+the builder Pattern uses too (:mod:`shared.mcp.tools`), bound to one runtime.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mcp.server.mcpserver.tools import Tool
 
+    from shared.mcp.tools import ToolSpec
     from warp.runtime import WarpRuntime
 
 
-def all_tools(rt: WarpRuntime) -> list[Tool]:
+def specs() -> list[ToolSpec]:
+    """Every Warp tool, in the order ``tools/list`` shows them."""
     from warp.tools import (
         channels,
         contexts,
@@ -24,7 +32,13 @@ def all_tools(rt: WarpRuntime) -> list[Tool]:
         work,
     )
 
-    built: list[Tool] = []
-    for module in (handle, channels, registry, messages, work, review, questions, leases, dlq, contexts):
-        built.extend(module.tools(rt))
-    return built
+    modules = (handle, channels, registry, messages, work, review, questions, leases, dlq, contexts)
+    return [spec for module in modules for spec in module.TOOLS]
+
+
+def all_tools(rt: WarpRuntime) -> list[Tool]:
+    """The server's tools, each called with ``rt``."""
+    from shared.mcp.tools import build_tools
+    from warp.tools.base import WarpHost
+
+    return build_tools(specs(), rt, WarpHost(rt))

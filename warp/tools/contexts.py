@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from shared.context.trees import MAX_TEXT, ContextHandle, TreeMeta, node_input
+from shared.mcp.tools import tool
 from shared.models import Scope
 from shared.names import TOKEN_PATTERN, anchored
+from warp.runtime import WarpRuntime
 from warp.schemas import (
     ContextChangeOut,
     ContextChangesOut,
@@ -31,12 +32,11 @@ from warp.schemas import (
     ResolvedOut,
     TreeId,
 )
-from warp.tools.base import make_tool, result
+from warp.tools.base import result
 
 if TYPE_CHECKING:
     from shared.channels import Viewer
     from shared.context.trees import ContextNode, TreeState
-    from warp.runtime import WarpRuntime
     from warp.services import Services
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT, description="The node's own content")]
@@ -49,225 +49,234 @@ def _line(node: ContextNode, depth: int = 0) -> str:
     return f"{'  ' * depth}- {node.id} [{node.kind}] {node.author[:8]}{where}: {text}"
 
 
-def tools(rt: WarpRuntime) -> list[Tool]:
-    def viewer(svc: Services) -> Viewer:
-        from shared.channels import Viewer
+def _viewer(svc: Services) -> Viewer:
+    from shared.channels import Viewer
 
-        return Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
+    return Viewer(agent_id=svc.agent_id, user_id=svc.identity.user_id)
 
-    async def readable_tree(svc: Services, tree_id: str) -> TreeState:
-        from shared.context.trees import may_read_tree, tree_missing
 
-        state = await svc.contexts.existing(tree_id)
-        if not may_read_tree(state.meta, svc.agent_id):
-            raise tree_missing()
-        return state
+async def _readable_tree(svc: Services, tree_id: str) -> TreeState:
+    from shared.context.trees import may_read_tree, tree_missing
 
-    def own_node(svc: Services, state: TreeState, node_id: str, doing: str) -> ContextNode:
-        """The node, if this agent wrote it: an agent changes only its own nodes (Weft, the
-        operator's view, may change any)."""
-        from shared.errors import Forbidden
+    state = await svc.contexts.existing(tree_id)
+    if not may_read_tree(state.meta, svc.agent_id):
+        raise tree_missing()
+    return state
 
-        first = state.find(node_id)
-        if state.nodes[first].author != svc.agent_id:
-            raise Forbidden(f"only its author may {doing} it", field="node_id")
-        return state.latest(first)
 
-    def shown(svc: Services, nodes: list[ContextNode]) -> tuple[list[ContextNode], list[str]]:
-        from shared.context.trees import readable
+def _own_node(svc: Services, state: TreeState, node_id: str, doing: str) -> ContextNode:
+    """The node, if this agent wrote it: an agent changes only its own nodes (Weft, the
+    operator's view, may change any)."""
+    from shared.errors import Forbidden
 
-        out: list[ContextNode] = []
-        withheld: list[str] = []
-        for node in nodes:
-            if readable(node, agent_id=svc.agent_id, user_id=svc.identity.user_id):
-                out.append(node)
-            else:
-                withheld.append(node.id)
-                out.append(node.model_copy(update={"text": None, "meta": {}}))
-        return out, withheld
+    first = state.find(node_id)
+    if state.nodes[first].author != svc.agent_id:
+        raise Forbidden(f"only its author may {doing} it", field="node_id")
+    return state.latest(first)
 
-    async def warp_context_create(
-        title: Annotated[str, Field(min_length=1, max_length=200, description="What the tree is about")],
-        text: Annotated[Text | None, Field(description="The root's content")] = None,
-        handle: Annotated[ContextHandle | None, Field(description="Where the root's content lives")] = None,
-        metadata: Metadata | None = None,
-    ) -> Annotated[CallToolResult, ContextTreeOut]:
-        """Start a context tree (a shared, durable record of what was tried, said and decided).
-        Its root holds text or a handle to data elsewhere; append nodes under any node."""
-        svc = await rt.services()
-        given = node_input(
-            parent_id="0" * 32, text=text, handle=handle or ContextHandle(), meta=metadata or {}
-        )
-        state, root, _ = await svc.contexts.create_tree(
-            TreeMeta(kind="tree", title=title),
-            author=svc.agent_id,
-            author_user=svc.identity.user_id,
-            handle=given.handle,
-            text=given.text,
-        )
-        out = ContextTreeOut(tree_id=state.tree_id, meta=state.meta, root=root)
-        return result(out, f"Created tree {state.tree_id}: {title}\n{_line(root)}")
 
-    async def warp_context_append(
-        tree_id: TreeId,
-        parent_id: Annotated[
-            NodeId, Field(description="Append under this node (a second child is a branch)")
-        ],
-        text: Text | None = None,
-        handle: Annotated[ContextHandle | None, Field(description="Where the content lives")] = None,
-        kind: Kind = "note",
-        role: Annotated[str | None, Field(pattern=anchored(TOKEN_PATTERN))] = None,
-        metadata: Metadata | None = None,
-        scope: Annotated[Scope, Field(description="Who may read its content")] = Scope.TEAM,
-    ) -> Annotated[CallToolResult, ContextNodeOut]:
-        """Append a node under any node of a tree (a work item's tree has the work id as its id)."""
-        svc = await rt.services()
-        await readable_tree(svc, tree_id)
-        given = node_input(
-            parent_id=parent_id,
-            text=text,
-            handle=handle or ContextHandle(),
-            kind=kind,
-            role=role,
-            meta=metadata or {},
-            scope=scope,
-        )
-        node = await svc.contexts.append(
-            tree_id, given, author=svc.agent_id, author_user=svc.identity.user_id
-        )
-        return result(ContextNodeOut(tree_id=tree_id, node=node), f"Appended.\n{_line(node)}")
+def _shown(svc: Services, nodes: list[ContextNode]) -> tuple[list[ContextNode], list[str]]:
+    from shared.context.trees import readable
 
-    async def warp_context_update(
-        tree_id: TreeId,
-        node_id: Annotated[NodeId, Field(description="The node's newest version")],
-        text: Text | None = None,
-        handle: Annotated[ContextHandle | None, Field(description="Where the content lives")] = None,
-        metadata: Metadata | None = None,
-    ) -> Annotated[CallToolResult, ContextNodeOut]:
-        """Update a node you wrote: a new node supersedes it in place (children stay); the old one
-        stays stored."""
-        svc = await rt.services()
-        state = await readable_tree(svc, tree_id)
-        newest = own_node(svc, state, node_id, "update")
-        given = node_input(
-            parent_id=newest.parent_id or "0" * 32,
-            text=text if text is not None else newest.text,
-            handle=handle or newest.handle,
-            kind=newest.kind,
-            role=newest.role,
-            meta=metadata if metadata is not None else newest.meta,
-            scope=newest.scope,
-        )
-        node = await svc.contexts.update(
-            tree_id, node_id, given, author=svc.agent_id, author_user=svc.identity.user_id
-        )
-        return result(ContextNodeOut(tree_id=tree_id, node=node), f"Updated.\n{_line(node)}")
+    out: list[ContextNode] = []
+    withheld: list[str] = []
+    for node in nodes:
+        if readable(node, agent_id=svc.agent_id, user_id=svc.identity.user_id):
+            out.append(node)
+        else:
+            withheld.append(node.id)
+            out.append(node.model_copy(update={"text": None, "meta": {}}))
+    return out, withheld
 
-    async def warp_context_tombstone(
-        tree_id: TreeId,
-        node_id: NodeId,
-        reason: Annotated[str, Field(max_length=2000)] = "",
-    ) -> Annotated[CallToolResult, ContextNodeOut]:
-        """Hide a node you wrote and its subtree from reads (the history stays stored)."""
-        svc = await rt.services()
-        own_node(svc, await readable_tree(svc, tree_id), node_id, "tombstone")
-        node = await svc.contexts.tombstone(
-            tree_id, node_id, author=svc.agent_id, author_user=svc.identity.user_id, reason=reason
-        )
-        return result(ContextNodeOut(tree_id=tree_id, node=node), f"Tombstoned {node_id}.")
 
-    async def warp_context_path(
-        tree_id: TreeId,
-        node_id: NodeId,
-        include_hidden: Annotated[bool, Field(description="Also inside a tombstoned subtree")] = False,
-    ) -> Annotated[CallToolResult, ContextPathOut]:
-        """The context of a node: the path from the root to it, each node in its newest version."""
-        svc = await rt.services()
-        state = await readable_tree(svc, tree_id)
-        nodes, withheld = shown(svc, state.path(node_id, include_hidden=include_hidden))
-        out = ContextPathOut(tree_id=tree_id, nodes=nodes, withheld=withheld)
-        return result(out, "\n".join(_line(n, i) for i, n in enumerate(nodes)))
+async def warp_context_create(
+    rt: WarpRuntime,
+    title: Annotated[str, Field(min_length=1, max_length=200, description="What the tree is about")],
+    text: Annotated[Text | None, Field(description="The root's content")] = None,
+    handle: Annotated[ContextHandle | None, Field(description="Where the root's content lives")] = None,
+    metadata: Metadata | None = None,
+) -> Annotated[CallToolResult, ContextTreeOut]:
+    """Start a context tree (a shared, durable record of what was tried, said and decided).
+    Its root holds text or a handle to data elsewhere; append nodes under any node."""
+    svc = await rt.services()
+    given = node_input(parent_id="0" * 32, text=text, handle=handle or ContextHandle(), meta=metadata or {})
+    state, root, _ = await svc.contexts.create_tree(
+        TreeMeta(kind="tree", title=title),
+        author=svc.agent_id,
+        author_user=svc.identity.user_id,
+        handle=given.handle,
+        text=given.text,
+    )
+    out = ContextTreeOut(tree_id=state.tree_id, meta=state.meta, root=root)
+    return result(out, f"Created tree {state.tree_id}: {title}\n{_line(root)}")
 
-    async def warp_context_structure(
-        tree_id: TreeId,
-        node_id: Annotated[NodeId | None, Field(description="Start here (default: the root)")] = None,
-        depth: Annotated[int | None, Field(ge=0, le=10_000, description="Levels below the start")] = None,
-        limit: Annotated[int, Field(ge=1, le=10_000)] = 500,
-        cursor: Cursor | None = None,
-        include_hidden: bool = False,
-    ) -> Annotated[CallToolResult, ContextStructureOut]:
-        """A tree's shape without content: ids, kinds, authors, child counts (navigate cheaply)."""
-        from shared.context.trees import structure
 
-        svc = await rt.services()
-        state = await readable_tree(svc, tree_id)
-        refs, following = structure(
-            state, node_id, max_depth=depth, limit=limit, cursor=cursor, include_hidden=include_hidden
-        )
-        out = ContextStructureOut(
-            tree_id=tree_id, nodes=[NodeRefOut.of(r) for r in refs], next_cursor=following
-        )
-        lines = [f"{'  ' * r.depth}- {r.id} [{r.kind}] {r.author[:8]} ({r.children} children)" for r in refs]
-        if following:
-            lines.append(f"More: next_cursor {following}")
-        return result(out, "\n".join(lines))
+async def warp_context_append(
+    rt: WarpRuntime,
+    tree_id: TreeId,
+    parent_id: Annotated[NodeId, Field(description="Append under this node (a second child is a branch)")],
+    text: Text | None = None,
+    handle: Annotated[ContextHandle | None, Field(description="Where the content lives")] = None,
+    kind: Kind = "note",
+    role: Annotated[str | None, Field(pattern=anchored(TOKEN_PATTERN))] = None,
+    metadata: Metadata | None = None,
+    scope: Annotated[Scope, Field(description="Who may read its content")] = Scope.TEAM,
+) -> Annotated[CallToolResult, ContextNodeOut]:
+    """Append a node under any node of a tree (a work item's tree has the work id as its id)."""
+    svc = await rt.services()
+    await _readable_tree(svc, tree_id)
+    given = node_input(
+        parent_id=parent_id,
+        text=text,
+        handle=handle or ContextHandle(),
+        kind=kind,
+        role=role,
+        meta=metadata or {},
+        scope=scope,
+    )
+    node = await svc.contexts.append(tree_id, given, author=svc.agent_id, author_user=svc.identity.user_id)
+    return result(ContextNodeOut(tree_id=tree_id, node=node), f"Appended.\n{_line(node)}")
 
-    async def warp_context_resolve(
-        tree_id: TreeId,
-        node_ids: Annotated[list[NodeId], Field(min_length=1, max_length=50)],
-    ) -> Annotated[CallToolResult, ContextResolveOut]:
-        """The content behind nodes' handles, in one call, for sources Loom holds (inline text,
-        work items, channel and direct messages, other trees' nodes)."""
-        svc = await rt.services()
-        state = await readable_tree(svc, tree_id)
-        done = await svc.contexts.resolve(state, node_ids, viewer(svc))
-        items = [ResolvedOut.model_validate(vars(r)) for r in done]
-        lines = [
-            f"{r.node_id}: {'resolved' if r.resolved else 'not resolved (' + (r.reason or '') + ')'}"
-            for r in items
-        ]
-        return result(ContextResolveOut(tree_id=tree_id, items=items), "\n".join(lines))
 
-    async def warp_context_changes(
-        tree_id: Annotated[
-            TreeId | None, Field(description="One tree (default: every tree of the project)")
-        ] = None,
-        cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous call")] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 100,
-    ) -> Annotated[CallToolResult, ContextChangesOut]:
-        """What was added since a cursor (oldest first); without one, from the beginning."""
-        from shared.context.trees import may_read_tree
+async def warp_context_update(
+    rt: WarpRuntime,
+    tree_id: TreeId,
+    node_id: Annotated[NodeId, Field(description="The node's newest version")],
+    text: Text | None = None,
+    handle: Annotated[ContextHandle | None, Field(description="Where the content lives")] = None,
+    metadata: Metadata | None = None,
+) -> Annotated[CallToolResult, ContextNodeOut]:
+    """Update a node you wrote: a new node supersedes it in place (children stay); the old one
+    stays stored."""
+    svc = await rt.services()
+    state = await _readable_tree(svc, tree_id)
+    newest = _own_node(svc, state, node_id, "update")
+    given = node_input(
+        parent_id=newest.parent_id or "0" * 32,
+        text=text if text is not None else newest.text,
+        handle=handle or newest.handle,
+        kind=newest.kind,
+        role=newest.role,
+        meta=metadata if metadata is not None else newest.meta,
+        scope=newest.scope,
+    )
+    node = await svc.contexts.update(
+        tree_id, node_id, given, author=svc.agent_id, author_user=svc.identity.user_id
+    )
+    return result(ContextNodeOut(tree_id=tree_id, node=node), f"Updated.\n{_line(node)}")
 
-        svc = await rt.services()
-        if tree_id is not None:
-            await readable_tree(svc, tree_id)
-        changes, following = await svc.contexts.changes(tree_id, cursor=cursor, limit=limit)
-        kept: list[ContextChangeOut] = []
-        withheld = 0
-        metas: dict[str, TreeMeta] = {}
-        for change in changes:
-            tree = change.node.tree_id
-            if tree not in metas:
-                metas[tree] = (await svc.contexts.tree(tree)).meta
-            if not may_read_tree(metas[tree], svc.agent_id):
-                withheld += 1
-                continue
-            nodes, hidden = shown(svc, [change.node])
-            withheld += len(hidden)
-            kept.append(ContextChangeOut(seq=change.seq, node=nodes[0]))
-        out = ContextChangesOut(changes=kept, next_cursor=following, withheld=withheld)
-        lines = [f"[{c.seq}] tree {c.node.tree_id[:8]} " + _line(c.node).lstrip("- ") for c in kept]
-        return result(out, "\n".join(lines or ["No changes."]) + f"\nnext_cursor: {following}")
 
-    return [
-        make_tool(rt, warp_context_create, title="Create a context tree"),
-        make_tool(rt, warp_context_append, title="Append to a context tree"),
-        make_tool(rt, warp_context_update, title="Update a context node"),
-        make_tool(rt, warp_context_tombstone, title="Tombstone a context node", destructive=True),
-        make_tool(rt, warp_context_path, title="Context path", read_only=True, idempotent=True),
-        make_tool(
-            rt, warp_context_structure, title="Context tree structure", read_only=True, idempotent=True
-        ),
-        make_tool(rt, warp_context_resolve, title="Resolve context handles", read_only=True, idempotent=True),
-        make_tool(rt, warp_context_changes, title="Context changes", read_only=True, idempotent=True),
+async def warp_context_tombstone(
+    rt: WarpRuntime,
+    tree_id: TreeId,
+    node_id: NodeId,
+    reason: Annotated[str, Field(max_length=2000)] = "",
+) -> Annotated[CallToolResult, ContextNodeOut]:
+    """Hide a node you wrote and its subtree from reads (the history stays stored)."""
+    svc = await rt.services()
+    _own_node(svc, await _readable_tree(svc, tree_id), node_id, "tombstone")
+    node = await svc.contexts.tombstone(
+        tree_id, node_id, author=svc.agent_id, author_user=svc.identity.user_id, reason=reason
+    )
+    return result(ContextNodeOut(tree_id=tree_id, node=node), f"Tombstoned {node_id}.")
+
+
+async def warp_context_path(
+    rt: WarpRuntime,
+    tree_id: TreeId,
+    node_id: NodeId,
+    include_hidden: Annotated[bool, Field(description="Also inside a tombstoned subtree")] = False,
+) -> Annotated[CallToolResult, ContextPathOut]:
+    """The context of a node: the path from the root to it, each node in its newest version."""
+    svc = await rt.services()
+    state = await _readable_tree(svc, tree_id)
+    nodes, withheld = _shown(svc, state.path(node_id, include_hidden=include_hidden))
+    out = ContextPathOut(tree_id=tree_id, nodes=nodes, withheld=withheld)
+    return result(out, "\n".join(_line(n, i) for i, n in enumerate(nodes)))
+
+
+async def warp_context_structure(
+    rt: WarpRuntime,
+    tree_id: TreeId,
+    node_id: Annotated[NodeId | None, Field(description="Start here (default: the root)")] = None,
+    depth: Annotated[int | None, Field(ge=0, le=10_000, description="Levels below the start")] = None,
+    limit: Annotated[int, Field(ge=1, le=10_000)] = 500,
+    cursor: Cursor | None = None,
+    include_hidden: bool = False,
+) -> Annotated[CallToolResult, ContextStructureOut]:
+    """A tree's shape without content: ids, kinds, authors, child counts (navigate cheaply)."""
+    from shared.context.trees import structure
+
+    svc = await rt.services()
+    state = await _readable_tree(svc, tree_id)
+    refs, following = structure(
+        state, node_id, max_depth=depth, limit=limit, cursor=cursor, include_hidden=include_hidden
+    )
+    out = ContextStructureOut(tree_id=tree_id, nodes=[NodeRefOut.of(r) for r in refs], next_cursor=following)
+    lines = [f"{'  ' * r.depth}- {r.id} [{r.kind}] {r.author[:8]} ({r.children} children)" for r in refs]
+    if following:
+        lines.append(f"More: next_cursor {following}")
+    return result(out, "\n".join(lines))
+
+
+async def warp_context_resolve(
+    rt: WarpRuntime,
+    tree_id: TreeId,
+    node_ids: Annotated[list[NodeId], Field(min_length=1, max_length=50)],
+) -> Annotated[CallToolResult, ContextResolveOut]:
+    """The content behind nodes' handles, in one call, for sources Loom holds (inline text,
+    work items, channel and direct messages, other trees' nodes)."""
+    svc = await rt.services()
+    state = await _readable_tree(svc, tree_id)
+    done = await svc.contexts.resolve(state, node_ids, _viewer(svc))
+    items = [ResolvedOut.model_validate(vars(r)) for r in done]
+    lines = [
+        f"{r.node_id}: {'resolved' if r.resolved else 'not resolved (' + (r.reason or '') + ')'}"
+        for r in items
     ]
+    return result(ContextResolveOut(tree_id=tree_id, items=items), "\n".join(lines))
+
+
+async def warp_context_changes(
+    rt: WarpRuntime,
+    tree_id: Annotated[
+        TreeId | None, Field(description="One tree (default: every tree of the project)")
+    ] = None,
+    cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous call")] = None,
+    limit: Annotated[int, Field(ge=1, le=500)] = 100,
+) -> Annotated[CallToolResult, ContextChangesOut]:
+    """What was added since a cursor (oldest first); without one, from the beginning."""
+    from shared.context.trees import may_read_tree
+
+    svc = await rt.services()
+    if tree_id is not None:
+        await _readable_tree(svc, tree_id)
+    changes, following = await svc.contexts.changes(tree_id, cursor=cursor, limit=limit)
+    kept: list[ContextChangeOut] = []
+    withheld = 0
+    metas: dict[str, TreeMeta] = {}
+    for change in changes:
+        tree = change.node.tree_id
+        if tree not in metas:
+            metas[tree] = (await svc.contexts.tree(tree)).meta
+        if not may_read_tree(metas[tree], svc.agent_id):
+            withheld += 1
+            continue
+        nodes, hidden = _shown(svc, [change.node])
+        withheld += len(hidden)
+        kept.append(ContextChangeOut(seq=change.seq, node=nodes[0]))
+    out = ContextChangesOut(changes=kept, next_cursor=following, withheld=withheld)
+    lines = [f"[{c.seq}] tree {c.node.tree_id[:8]} " + _line(c.node).lstrip("- ") for c in kept]
+    return result(out, "\n".join(lines or ["No changes."]) + f"\nnext_cursor: {following}")
+
+
+TOOLS = (
+    tool(warp_context_create, title="Create a context tree"),
+    tool(warp_context_append, title="Append to a context tree"),
+    tool(warp_context_update, title="Update a context node"),
+    tool(warp_context_tombstone, title="Tombstone a context node", destructive=True),
+    tool(warp_context_path, title="Context path", read_only=True, idempotent=True),
+    tool(warp_context_structure, title="Context tree structure", read_only=True, idempotent=True),
+    tool(warp_context_resolve, title="Resolve context handles", read_only=True, idempotent=True),
+    tool(warp_context_changes, title="Context changes", read_only=True, idempotent=True),
+)

@@ -8,16 +8,14 @@ else's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
-from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 
+from shared.mcp.tools import tool
+from warp.runtime import WarpRuntime
 from warp.schemas import Handle, HandleInfo
-from warp.tools.base import make_tool, result
-
-if TYPE_CHECKING:
-    from warp.runtime import WarpRuntime
+from warp.tools.base import result
 
 
 async def _info(rt: WarpRuntime) -> HandleInfo:
@@ -46,24 +44,25 @@ def _text(info: HandleInfo, rt: WarpRuntime) -> str:
     )
 
 
-def tools(rt: WarpRuntime) -> list[Tool]:
-    async def warp_handle_set(handle: Handle) -> Annotated[CallToolResult, HandleInfo]:
-        """Set this session's handle (the name other agents see). Updates the registry entry
-        when registered."""
-        rt.handle = handle
-        if rt.ready:
-            svc = await rt.services()
-            await svc.presence.set_handle(handle)
-        info = await _info(rt)
-        return result(info, f"Handle set.\n{_text(info, rt)}")
+async def warp_handle_set(rt: WarpRuntime, handle: Handle) -> Annotated[CallToolResult, HandleInfo]:
+    """Set this session's handle (the name other agents see). Updates the registry entry
+    when registered."""
+    rt.handle = handle
+    if rt.ready:
+        svc = await rt.services()
+        await svc.presence.set_handle(handle)
+    info = await _info(rt)
+    return result(info, f"Handle set.\n{_text(info, rt)}")
 
-    async def warp_handle_get() -> Annotated[CallToolResult, HandleInfo]:
-        """This session's handle, agent id, project and instance (the id and instance are
-        null until Warp has reached NATS and taken its instance id)."""
-        info = await _info(rt)
-        return result(info, _text(info, rt))
 
-    return [
-        make_tool(rt, warp_handle_set, title="Set handle", idempotent=True),
-        make_tool(rt, warp_handle_get, title="Get handle", read_only=True, idempotent=True),
-    ]
+async def warp_handle_get(rt: WarpRuntime) -> Annotated[CallToolResult, HandleInfo]:
+    """This session's handle, agent id, project and instance (the id and instance are
+    null until Warp has reached NATS and taken its instance id)."""
+    info = await _info(rt)
+    return result(info, _text(info, rt))
+
+
+TOOLS = (
+    tool(warp_handle_set, title="Set handle", idempotent=True),
+    tool(warp_handle_get, title="Get handle", read_only=True, idempotent=True),
+)

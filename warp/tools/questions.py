@@ -12,20 +12,18 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
-from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
+from shared.mcp.tools import tool
 from shared.models import MAX_CHOICE, MAX_CHOICES, MAX_QUESTION, Question, QuestionStatus, WorkItem, utcnow
 from warp.errors import Conflict
+from warp.runtime import WarpRuntime
 from warp.schemas import Cursor, QuestionId, QuestionListOut, QuestionOut, WorkId
-from warp.tools.base import make_tool, result
+from warp.tools.base import result
 from warp.tools.work import held_operation
-
-if TYPE_CHECKING:
-    from warp.runtime import WarpRuntime
 
 MAX_WAIT_S = 20.0
 POLL_S = 0.25
@@ -46,93 +44,98 @@ def question_text(q: Question) -> str:
     return "\n".join(lines)
 
 
-def tools(rt: WarpRuntime) -> list[Tool]:
-    async def warp_question_ask(
-        question: Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, description="What to ask")],
-        choices: Annotated[
-            list[Annotated[str, Field(min_length=1, max_length=MAX_CHOICE)]] | None,
-            Field(max_length=MAX_CHOICES, description="Answers to choose from (the answer must be one)"),
-        ] = None,
-        work_id: Annotated[
-            WorkId | None,
-            Field(description="Work you hold that waits on the answer (its claim is kept meanwhile)"),
-        ] = None,
-        deadline: Annotated[
-            AwareDatetime | None, Field(description="ISO 8601 with a timezone; after it: no answer")
-        ] = None,
-        expires_in_s: Annotated[
-            float | None, Field(ge=1, le=604_800, description="Or: seconds from now until the deadline")
-        ] = None,
-    ) -> Annotated[CallToolResult, QuestionOut]:
-        """Ask a person (the operator) a question only they can answer. Tied to work you hold,
-        that item waits on the operator and its claim does not lapse meanwhile. Read the
-        answer with warp_question_get (it waits up to 20 s); past the deadline it resolves
-        with no answer."""
-        if deadline is not None and expires_in_s is not None:
-            raise Conflict("give deadline or expires_in_s, not both", field="expires_in_s")
-        if expires_in_s is not None:
-            deadline = utcnow() + timedelta(seconds=expires_in_s)
-        svc = await rt.services()
+async def warp_question_ask(
+    rt: WarpRuntime,
+    question: Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, description="What to ask")],
+    choices: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_CHOICE)]] | None,
+        Field(max_length=MAX_CHOICES, description="Answers to choose from (the answer must be one)"),
+    ] = None,
+    work_id: Annotated[
+        WorkId | None,
+        Field(description="Work you hold that waits on the answer (its claim is kept meanwhile)"),
+    ] = None,
+    deadline: Annotated[
+        AwareDatetime | None, Field(description="ISO 8601 with a timezone; after it: no answer")
+    ] = None,
+    expires_in_s: Annotated[
+        float | None, Field(ge=1, le=604_800, description="Or: seconds from now until the deadline")
+    ] = None,
+) -> Annotated[CallToolResult, QuestionOut]:
+    """Ask a person (the operator) a question only they can answer. Tied to work you hold,
+    that item waits on the operator and its claim does not lapse meanwhile. Read the
+    answer with warp_question_get (it waits up to 20 s); past the deadline it resolves
+    with no answer."""
+    if deadline is not None and expires_in_s is not None:
+        raise Conflict("give deadline or expires_in_s, not both", field="expires_in_s")
+    if expires_in_s is not None:
+        deadline = utcnow() + timedelta(seconds=expires_in_s)
+    svc = await rt.services()
 
-        async def ask() -> Question:
-            return await svc.questions.ask(
-                svc.agent_id,
-                question,
-                choices=choices or [],
-                work_id=work_id,
-                deadline=deadline,
-                handle=rt.handle,
-            )
-
-        if work_id is None:
-            asked = await ask()
-        else:  # refused first if Weft cancelled the item; it stays among this agent's tasks
-            held, box = work_id, []
-
-            async def about_work() -> WorkItem:
-                box.append(await ask())
-                return await svc.work.get(held)
-
-            await held_operation(rt, svc, held, about_work)
-            asked = box[0]
-        said = "Asked. Read the answer with warp_question_get (question_id, wait_s up to 20)."
-        return result(QuestionOut(question=asked), f"{said}\n{question_text(asked)}")
-
-    async def warp_question_get(
-        question_id: QuestionId,
-        wait_s: Annotated[
-            float, Field(ge=0, le=MAX_WAIT_S, description="Wait up to this long for an answer (0: just look)")
-        ] = 0,
-    ) -> Annotated[CallToolResult, QuestionOut]:
-        """A question and its answer: answered (the answer), expired (no answer before the
-        deadline: decide without it or ask again), or still open."""
-        svc = await rt.services()
-        until = time.monotonic() + wait_s
-        asked = await svc.questions.get(question_id)
-        while asked.status is QuestionStatus.OPEN and time.monotonic() < until:
-            await asyncio.sleep(POLL_S)
-            asked = await svc.questions.get(question_id)
-        return result(QuestionOut(question=asked), question_text(asked))
-
-    async def warp_question_list(
-        status: QuestionStatus | None = None,
-        mine: Annotated[bool, Field(description="Only the questions you asked")] = True,
-        limit: Annotated[int, Field(ge=1, le=200)] = 50,
-        cursor: Cursor | None = None,
-    ) -> Annotated[CallToolResult, QuestionListOut]:
-        """Questions of this project (yours by default), newest first, with their answers."""
-        from shared.work.questions import QuestionFilter
-
-        svc = await rt.services()
-        page = await svc.questions.listing(
-            QuestionFilter(status=status, asked_by=svc.agent_id if mine else None), limit=limit, cursor=cursor
+    async def ask() -> Question:
+        return await svc.questions.ask(
+            svc.agent_id,
+            question,
+            choices=choices or [],
+            work_id=work_id,
+            deadline=deadline,
+            handle=rt.handle,
         )
-        out = QuestionListOut(items=page.items, next_cursor=page.next_cursor, total=page.total)
-        text = "\n".join(question_text(q) for q in page.items) if page.items else "No questions match."
-        return result(out, f"{page.total} question(s)\n{text}")
 
-    return [
-        make_tool(rt, warp_question_ask, title="Ask the operator"),
-        make_tool(rt, warp_question_get, title="Read a question's answer", read_only=True),
-        make_tool(rt, warp_question_list, title="List questions", read_only=True, idempotent=True),
-    ]
+    if work_id is None:
+        asked = await ask()
+    else:  # refused first if Weft cancelled the item; it stays among this agent's tasks
+        held, box = work_id, []
+
+        async def about_work() -> WorkItem:
+            box.append(await ask())
+            return await svc.work.get(held)
+
+        await held_operation(rt, svc, held, about_work)
+        asked = box[0]
+    said = "Asked. Read the answer with warp_question_get (question_id, wait_s up to 20)."
+    return result(QuestionOut(question=asked), f"{said}\n{question_text(asked)}")
+
+
+async def warp_question_get(
+    rt: WarpRuntime,
+    question_id: QuestionId,
+    wait_s: Annotated[
+        float, Field(ge=0, le=MAX_WAIT_S, description="Wait up to this long for an answer (0: just look)")
+    ] = 0,
+) -> Annotated[CallToolResult, QuestionOut]:
+    """A question and its answer: answered (the answer), expired (no answer before the
+    deadline: decide without it or ask again), or still open."""
+    svc = await rt.services()
+    until = time.monotonic() + wait_s
+    asked = await svc.questions.get(question_id)
+    while asked.status is QuestionStatus.OPEN and time.monotonic() < until:
+        await asyncio.sleep(POLL_S)
+        asked = await svc.questions.get(question_id)
+    return result(QuestionOut(question=asked), question_text(asked))
+
+
+async def warp_question_list(
+    rt: WarpRuntime,
+    status: QuestionStatus | None = None,
+    mine: Annotated[bool, Field(description="Only the questions you asked")] = True,
+    limit: Annotated[int, Field(ge=1, le=200)] = 50,
+    cursor: Cursor | None = None,
+) -> Annotated[CallToolResult, QuestionListOut]:
+    """Questions of this project (yours by default), newest first, with their answers."""
+    from shared.work.questions import QuestionFilter
+
+    svc = await rt.services()
+    page = await svc.questions.listing(
+        QuestionFilter(status=status, asked_by=svc.agent_id if mine else None), limit=limit, cursor=cursor
+    )
+    out = QuestionListOut(items=page.items, next_cursor=page.next_cursor, total=page.total)
+    text = "\n".join(question_text(q) for q in page.items) if page.items else "No questions match."
+    return result(out, f"{page.total} question(s)\n{text}")
+
+
+TOOLS = (
+    tool(warp_question_ask, title="Ask the operator"),
+    tool(warp_question_get, title="Read a question's answer", read_only=True),
+    tool(warp_question_list, title="List questions", read_only=True, idempotent=True),
+)

@@ -7,48 +7,47 @@ item itself, status ``reviewing``, with every round's result and feedback in ``r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
-from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import Field
 
+from shared.mcp.tools import tool
 from shared.models import WorkStatus
+from warp.runtime import WarpRuntime
 from warp.schemas import WorkId, WorkOut
-from warp.tools.base import make_tool, result
+from warp.tools.base import result
 from warp.tools.work import held_operation, item_text
 
-if TYPE_CHECKING:
-    from warp.runtime import WarpRuntime
+
+async def warp_work_review(
+    rt: WarpRuntime,
+    work_id: WorkId,
+    verdict: Annotated[
+        Literal["approve", "reject"], Field(description="approve: it counts; reject: back to the workers")
+    ],
+    feedback: Annotated[
+        str,
+        Field(max_length=8000, description="What is wrong and what to change (required to reject)"),
+    ] = "",
+    score: Annotated[
+        float | None, Field(ge=0, le=100, description="Optional score, as in a QC rubric (0-100)")
+    ] = None,
+) -> Annotated[CallToolResult, WorkOut]:
+    """Give your verdict on work you claimed for review. Approve completes it; reject sends
+    it back to the workers with your feedback (the next worker sees it), and after its last
+    review round it fails for good into the dead-letter queue."""
+    svc = await rt.services()
+    item = await held_operation(
+        rt, svc, work_id, lambda: svc.work.review(work_id, svc.agent_id, verdict, feedback, score)
+    )
+    if item.status is WorkStatus.COMPLETED:
+        said = "Approved: the work is completed."
+    elif item.status is WorkStatus.QUEUED:
+        said = "Rejected: the work is back in the queue with your feedback."
+    else:
+        said = "Rejected in its last round: the work is in the dead-letter queue."
+    return result(WorkOut(item=item), f"{said}\n{item_text(item)}")
 
 
-def tools(rt: WarpRuntime) -> list[Tool]:
-    async def warp_work_review(
-        work_id: WorkId,
-        verdict: Annotated[
-            Literal["approve", "reject"], Field(description="approve: it counts; reject: back to the workers")
-        ],
-        feedback: Annotated[
-            str,
-            Field(max_length=8000, description="What is wrong and what to change (required to reject)"),
-        ] = "",
-        score: Annotated[
-            float | None, Field(ge=0, le=100, description="Optional score, as in a QC rubric (0-100)")
-        ] = None,
-    ) -> Annotated[CallToolResult, WorkOut]:
-        """Give your verdict on work you claimed for review. Approve completes it; reject sends
-        it back to the workers with your feedback (the next worker sees it), and after its last
-        review round it fails for good into the dead-letter queue."""
-        svc = await rt.services()
-        item = await held_operation(
-            rt, svc, work_id, lambda: svc.work.review(work_id, svc.agent_id, verdict, feedback, score)
-        )
-        if item.status is WorkStatus.COMPLETED:
-            said = "Approved: the work is completed."
-        elif item.status is WorkStatus.QUEUED:
-            said = "Rejected: the work is back in the queue with your feedback."
-        else:
-            said = "Rejected in its last round: the work is in the dead-letter queue."
-        return result(WorkOut(item=item), f"{said}\n{item_text(item)}")
-
-    return [make_tool(rt, warp_work_review, title="Review work")]
+TOOLS = (tool(warp_work_review, title="Review work"),)

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
@@ -27,9 +26,11 @@ from shared.limits import (
     PRIORITY_MIN,
     TASK_ID_MAX_LENGTH,
 )
+from shared.mcp.tools import tool
 from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus
 from shared.usage.rules import Budget, Usage, stopped_by_budget, totals_of
 from warp.errors import Conflict
+from warp.runtime import WarpRuntime
 from warp.schemas import (
     AgentId,
     AgentType,
@@ -43,14 +44,12 @@ from warp.schemas import (
     WorkListOut,
     WorkOut,
 )
-from warp.tools.base import make_tool
 from warp.tools.base import result as tool_result
 
 log = logging.getLogger("loom.warp.work")
 
 if TYPE_CHECKING:
     from shared.work.context import WorkHandOff
-    from warp.runtime import WarpRuntime
     from warp.services import Services
 
 
@@ -177,287 +176,293 @@ def stopped_text(item: WorkItem) -> str:
     )
 
 
-def tools(rt: WarpRuntime) -> list[Tool]:
-    async def warp_work_broadcast(
-        description: Annotated[str, Field(min_length=1, max_length=DESCRIPTION_MAX_LENGTH)],
-        capability: Capability,
-        task_id: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=TASK_ID_MAX_LENGTH,
-                description="Your own reference (default: generated)",
-            ),
-        ] = None,
-        boundary: Boundary = "default",
-        priority: Annotated[
-            int,
-            Field(
-                ge=PRIORITY_MIN,
-                le=PRIORITY_MAX,
-                description=f"{PRIORITY_MIN}-{PRIORITY_MAX}, {PRIORITY_MAX} is taken first",
-            ),
-        ] = DEFAULT_PRIORITY,
-        required_agent_type: AgentType | None = None,
-        preferred_agent_type: AgentType | None = None,
-        deadline: Annotated[AwareDatetime | None, Field(description="ISO 8601 with a timezone")] = None,
-        context: Annotated[
-            dict[str, Any] | None, Field(description="Any JSON object the worker needs")
-        ] = None,
-        scope: Scope = Scope.TEAM,
-        max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] = DEFAULT_MAX_ATTEMPTS,
-        depends_on: Annotated[
-            list[WorkId] | None,
-            Field(
-                max_length=MAX_DEPENDENCIES,
-                description="Ids of work in this project that must complete first; until then it is blocked",
-            ),
-        ] = None,
-        review: Annotated[
-            ReviewSpec | None,
-            Field(
-                description="Have another agent with this capability review the result before it counts "
-                "(rounds: rejections after which it fails for good)"
-            ),
-        ] = None,
-        budget: Annotated[
-            Budget | None,
-            Field(
-                description="Limit on cost and/or tokens (input plus output); usage reported over it "
-                "stops the item: it fails for good with 'budget exceeded'"
-            ),
-        ] = None,
-    ) -> Annotated[CallToolResult, WorkOut]:
-        """Offer a work item to every agent with the capability (same queue as Weft's REST API).
-        With depends_on it waits (blocked) until every one of those items has completed; with
-        review, each result is approved or sent back by another agent before it counts."""
-        from shared.models import WorkSubmission
+async def warp_work_broadcast(
+    rt: WarpRuntime,
+    description: Annotated[str, Field(min_length=1, max_length=DESCRIPTION_MAX_LENGTH)],
+    capability: Capability,
+    task_id: Annotated[
+        str | None,
+        Field(
+            min_length=1, max_length=TASK_ID_MAX_LENGTH, description="Your own reference (default: generated)"
+        ),
+    ] = None,
+    boundary: Boundary = "default",
+    priority: Annotated[
+        int,
+        Field(
+            ge=PRIORITY_MIN,
+            le=PRIORITY_MAX,
+            description=f"{PRIORITY_MIN}-{PRIORITY_MAX}, {PRIORITY_MAX} is taken first",
+        ),
+    ] = DEFAULT_PRIORITY,
+    required_agent_type: AgentType | None = None,
+    preferred_agent_type: AgentType | None = None,
+    deadline: Annotated[AwareDatetime | None, Field(description="ISO 8601 with a timezone")] = None,
+    context: Annotated[dict[str, Any] | None, Field(description="Any JSON object the worker needs")] = None,
+    scope: Scope = Scope.TEAM,
+    max_attempts: Annotated[int, Field(ge=1, le=MAX_ATTEMPTS_LIMIT)] = DEFAULT_MAX_ATTEMPTS,
+    depends_on: Annotated[
+        list[WorkId] | None,
+        Field(
+            max_length=MAX_DEPENDENCIES,
+            description="Ids of work in this project that must complete first; until then it is blocked",
+        ),
+    ] = None,
+    review: Annotated[
+        ReviewSpec | None,
+        Field(
+            description="Have another agent with this capability review the result before it counts "
+            "(rounds: rejections after which it fails for good)"
+        ),
+    ] = None,
+    budget: Annotated[
+        Budget | None,
+        Field(
+            description="Limit on cost and/or tokens (input plus output); usage reported over it "
+            "stops the item: it fails for good with 'budget exceeded'"
+        ),
+    ] = None,
+) -> Annotated[CallToolResult, WorkOut]:
+    """Offer a work item to every agent with the capability (same queue as Weft's REST API).
+    With depends_on it waits (blocked) until every one of those items has completed; with
+    review, each result is approved or sent back by another agent before it counts."""
+    from shared.models import WorkSubmission
 
-        svc = await rt.services()
-        submission = WorkSubmission(
-            task_id=task_id or f"task-{uuid.uuid4().hex[:8]}",
-            description=description,
+    svc = await rt.services()
+    submission = WorkSubmission(
+        task_id=task_id or f"task-{uuid.uuid4().hex[:8]}",
+        description=description,
+        capability=capability,
+        boundary=boundary,
+        priority=priority,
+        required_agent_type=required_agent_type,
+        preferred_agent_type=preferred_agent_type,
+        deadline=deadline,
+        context=context or {},
+        scope=scope,
+        max_attempts=max_attempts,
+        depends_on=depends_on or [],
+        review=review,
+        budget=budget,
+    )
+    item = await svc.work.submit(submission, submitted_by=svc.agent_id)
+    said = "Blocked until its dependencies complete." if item.status is WorkStatus.BLOCKED else "Queued."
+    return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")
+
+
+async def warp_work_claim(
+    rt: WarpRuntime,
+    capability: Annotated[
+        Capability | None, Field(description="Only this one of your registered capabilities")
+    ] = None,
+) -> Annotated[CallToolResult, ClaimOut]:
+    """Claim the highest-priority work you are eligible for (your registered capabilities,
+    boundaries and agent type). Report on it with warp_work_progress, then complete or fail it.
+    With a review capability you may get a review task instead (review: true): another
+    agent's result to approve or reject with warp_work_review."""
+    from shared.work.rules import Claimant
+
+    if rt.draining is not None:
+        raise Conflict(
+            f"Warp is shutting down (requested by {rt.draining.requested_by}); it claims no new work",
+            field="claim",
+        )
+    svc = await rt.services()
+    presence = svc.presence
+    if not presence.registered or presence.entry is None:
+        raise Conflict(
+            "register first (warp_registry_register): a claim uses your registered capabilities",
+            field="registration",
+        )
+    entry = presence.entry
+    caps = tuple(entry.capabilities)
+    if capability is not None:
+        if capability not in caps:
+            raise Conflict(
+                f"is not one of your registered capabilities ({', '.join(caps) or 'none'})",
+                field="capability",
+            )
+        caps = (capability,)
+    if len(presence.held) >= entry.max_concurrent_tasks:
+        raise Conflict(
+            f"you already hold {len(presence.held)} item(s), your maximum; complete or fail one first",
+            field="max_concurrent_tasks",
+        )
+    if not caps:
+        out = ClaimOut(claimed=False, reason="you registered no capabilities")
+        return tool_result(out, "Nothing claimed: you registered no capabilities.")
+    item = await svc.work.claim(
+        Claimant(
+            agent_id=svc.agent_id,
+            agent_type=entry.agent_type,
+            capabilities=caps,
+            boundaries=tuple(entry.boundaries),
+            target_id=entry.target_id,
+        )
+    )
+    if item is None:
+        out = ClaimOut(claimed=False, reason="no eligible work is queued")
+        return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
+    presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
+    from shared.work.context import work_hand_off
+
+    context = hand_off_out(await work_hand_off(svc.contexts, item))
+    if item.status is WorkStatus.REVIEWING:
+        said = (
+            "Claimed for review: judge the result of the latest round below, then give your "
+            "verdict with warp_work_review (approve, or reject with feedback)."
+        )
+        out = ClaimOut(claimed=True, item=item, review=True, context=context)
+        return tool_result(out, f"{said}\n{item_text(item)}\n{hand_off_text(context)}")
+    out = ClaimOut(claimed=True, item=item, context=context)
+    return tool_result(out, f"Claimed.\n{item_text(item)}\n{hand_off_text(context)}")
+
+
+async def warp_work_list(
+    rt: WarpRuntime,
+    status: WorkStatus | None = None,
+    capability: Capability | None = None,
+    boundary: Boundary | None = None,
+    assigned_to: AgentId | None = None,
+    mine: Annotated[bool, Field(description="Only items assigned to you")] = False,
+    limit: Annotated[int, Field(ge=1, le=200)] = 50,
+    cursor: Cursor | None = None,
+) -> Annotated[CallToolResult, WorkListOut]:
+    """List the project's work items, newest first, with filters."""
+    from shared.work.rules import WorkFilter
+
+    svc = await rt.services()
+    if mine and assigned_to is not None and assigned_to != svc.agent_id:
+        raise Conflict("cannot be combined with mine=true for another agent", field="assigned_to")
+    page = await svc.work.list_items(
+        WorkFilter(
+            status=status,
             capability=capability,
             boundary=boundary,
-            priority=priority,
-            required_agent_type=required_agent_type,
-            preferred_agent_type=preferred_agent_type,
-            deadline=deadline,
-            context=context or {},
-            scope=scope,
-            max_attempts=max_attempts,
-            depends_on=depends_on or [],
-            review=review,
-            budget=budget,
-        )
-        item = await svc.work.submit(submission, submitted_by=svc.agent_id)
-        said = "Blocked until its dependencies complete." if item.status is WorkStatus.BLOCKED else "Queued."
+            assigned_to=svc.agent_id if mine else assigned_to,
+        ),
+        limit=limit,
+        cursor=cursor,
+    )
+    out = WorkListOut(items=page.items, next_cursor=page.next_cursor, total=page.total)
+    text = "\n".join(item_line(i) for i in page.items) if page.items else "No work items match."
+    if page.next_cursor:
+        text += "\nMore: pass next_cursor."
+    return tool_result(out, f"{page.total} item(s)\n{text}")
+
+
+async def warp_work_queue_status(rt: WarpRuntime) -> Annotated[CallToolResult, QueueStatusOut]:
+    """Items waiting per capability, dead letters, the items you hold, and why claims are
+    refused if a daily budget is reached."""
+    svc = await rt.services()
+    depths = await svc.work.queue_depths()
+    info = await svc.js.stream_info(svc.names.dlq_stream)
+    from shared.models import utcnow
+
+    hold = await svc.ledger.hold(utcnow(), target_id=_target_of(svc))
+    out = QueueStatusOut(
+        depths=depths,
+        total=sum(depths.values()),
+        dead_letters=int(info.state.messages or 0),
+        held_by_me=sorted(svc.presence.held),
+        draining=rt.draining is not None,
+        budget_hold=None if hold is None else hold.message,
+    )
+    lines = [f"{cap}: {n}" for cap, n in sorted(depths.items())] or ["queues empty"]
+    lines.append(f"dead letters: {out.dead_letters}")
+    lines.append(f"you hold: {', '.join(out.held_by_me) or 'nothing'}")
+    if out.budget_hold:
+        lines.append(f"on hold: {out.budget_hold}")
+    return tool_result(out, "\n".join(lines))
+
+
+async def warp_work_progress(
+    rt: WarpRuntime,
+    work_id: WorkId,
+    percent: Annotated[int, Field(ge=0, le=100)],
+    note: Annotated[str, Field(max_length=2000)] = "",
+    usage: Annotated[Usage | None, USAGE_FIELD] = None,
+) -> Annotated[CallToolResult, WorkOut]:
+    """Report progress on work you claimed; this also extends its deadline (keeps the claim).
+    With usage: what the work used since your last report; going over the item's budget
+    stops it."""
+    svc = await rt.services()
+    item = await held_operation(
+        rt,
+        svc,
+        work_id,
+        lambda: svc.work.progress(
+            work_id, svc.agent_id, percent, note, usage=usage, target_id=_target_of(svc)
+        ),
+    )
+    if stopped_by_budget(item):
+        return tool_result(WorkOut(item=item), stopped_text(item))
+    return tool_result(WorkOut(item=item), f"Progress recorded.\n{item_text(item)}")
+
+
+async def warp_work_complete(
+    rt: WarpRuntime,
+    work_id: WorkId,
+    result: Annotated[Any, Field(description="Any JSON value describing the outcome")] = None,
+    usage: Annotated[Usage | None, USAGE_FIELD] = None,
+) -> Annotated[CallToolResult, WorkOut]:
+    """Mark work you claimed as completed, with an optional result. Work that asks for
+    review is handed in instead: it counts once another agent approved it. With usage: what
+    the work used since your last report (over the item's budget, it fails instead)."""
+    svc = await rt.services()
+    item = await held_operation(
+        rt,
+        svc,
+        work_id,
+        lambda: svc.work.complete(work_id, svc.agent_id, result, usage=usage, target_id=_target_of(svc)),
+    )
+    if stopped_by_budget(item):
+        return tool_result(WorkOut(item=item), stopped_text(item))
+    if item.status is WorkStatus.IN_REVIEW:
+        said = "Handed in for review: another agent will approve it or send it back with feedback."
         return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")
+    return tool_result(WorkOut(item=item), f"Completed.\n{item_text(item)}")
 
-    async def warp_work_claim(
-        capability: Annotated[
-            Capability | None, Field(description="Only this one of your registered capabilities")
-        ] = None,
-    ) -> Annotated[CallToolResult, ClaimOut]:
-        """Claim the highest-priority work you are eligible for (your registered capabilities,
-        boundaries and agent type). Report on it with warp_work_progress, then complete or fail it.
-        With a review capability you may get a review task instead (review: true): another
-        agent's result to approve or reject with warp_work_review."""
-        from shared.work.rules import Claimant
 
-        if rt.draining is not None:
-            raise Conflict(
-                f"Warp is shutting down (requested by {rt.draining.requested_by}); it claims no new work",
-                field="claim",
-            )
-        svc = await rt.services()
-        presence = svc.presence
-        if not presence.registered or presence.entry is None:
-            raise Conflict(
-                "register first (warp_registry_register): a claim uses your registered capabilities",
-                field="registration",
-            )
-        entry = presence.entry
-        caps = tuple(entry.capabilities)
-        if capability is not None:
-            if capability not in caps:
-                raise Conflict(
-                    f"is not one of your registered capabilities ({', '.join(caps) or 'none'})",
-                    field="capability",
-                )
-            caps = (capability,)
-        if len(presence.held) >= entry.max_concurrent_tasks:
-            raise Conflict(
-                f"you already hold {len(presence.held)} item(s), your maximum; complete or fail one first",
-                field="max_concurrent_tasks",
-            )
-        if not caps:
-            out = ClaimOut(claimed=False, reason="you registered no capabilities")
-            return tool_result(out, "Nothing claimed: you registered no capabilities.")
-        item = await svc.work.claim(
-            Claimant(
-                agent_id=svc.agent_id,
-                agent_type=entry.agent_type,
-                capabilities=caps,
-                boundaries=tuple(entry.boundaries),
-                target_id=entry.target_id,
-            )
-        )
-        if item is None:
-            out = ClaimOut(claimed=False, reason="no eligible work is queued")
-            return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
-        presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
-        from shared.work.context import work_hand_off
+async def warp_work_fail(
+    rt: WarpRuntime,
+    work_id: WorkId,
+    error: Annotated[str, Field(min_length=1, max_length=8000, description="What went wrong")],
+    retryable: Annotated[bool, Field(description="false sends it straight to the dead-letter queue")] = True,
+) -> Annotated[CallToolResult, WorkOut]:
+    """Report that work you claimed failed: it is queued again, or dead-lettered once its
+    attempts are used up (or at once when retryable is false)."""
+    svc = await rt.services()
+    item = await held_operation(
+        rt, svc, work_id, lambda: svc.work.fail(work_id, svc.agent_id, error, retryable=retryable)
+    )
+    where = "dead-letter queue" if item.status is WorkStatus.DEAD_LETTERED else "queue again"
+    return tool_result(WorkOut(item=item), f"Failure recorded; item is in the {where}.\n{item_text(item)}")
 
-        context = hand_off_out(await work_hand_off(svc.contexts, item))
-        if item.status is WorkStatus.REVIEWING:
-            said = (
-                "Claimed for review: judge the result of the latest round below, then give your "
-                "verdict with warp_work_review (approve, or reject with feedback)."
-            )
-            out = ClaimOut(claimed=True, item=item, review=True, context=context)
-            return tool_result(out, f"{said}\n{item_text(item)}\n{hand_off_text(context)}")
-        out = ClaimOut(claimed=True, item=item, context=context)
-        return tool_result(out, f"Claimed.\n{item_text(item)}\n{hand_off_text(context)}")
 
-    async def warp_work_list(
-        status: WorkStatus | None = None,
-        capability: Capability | None = None,
-        boundary: Boundary | None = None,
-        assigned_to: AgentId | None = None,
-        mine: Annotated[bool, Field(description="Only items assigned to you")] = False,
-        limit: Annotated[int, Field(ge=1, le=200)] = 50,
-        cursor: Cursor | None = None,
-    ) -> Annotated[CallToolResult, WorkListOut]:
-        """List the project's work items, newest first, with filters."""
-        from shared.work.rules import WorkFilter
+async def warp_work_context(
+    rt: WarpRuntime,
+    work_id: WorkId,
+    limit: Annotated[int, Field(ge=1, le=200, description="Nodes per page, newest first")] = 20,
+    cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
+) -> Annotated[CallToolResult, HandOffOut]:
+    """A work item's context: its submission, every attempt, progress notes, results and
+    failures, newest first (what a claim hands over; pass next_cursor for older nodes)."""
+    from shared.work.context import work_hand_off
 
-        svc = await rt.services()
-        if mine and assigned_to is not None and assigned_to != svc.agent_id:
-            raise Conflict("cannot be combined with mine=true for another agent", field="assigned_to")
-        page = await svc.work.list_items(
-            WorkFilter(
-                status=status,
-                capability=capability,
-                boundary=boundary,
-                assigned_to=svc.agent_id if mine else assigned_to,
-            ),
-            limit=limit,
-            cursor=cursor,
-        )
-        out = WorkListOut(items=page.items, next_cursor=page.next_cursor, total=page.total)
-        text = "\n".join(item_line(i) for i in page.items) if page.items else "No work items match."
-        if page.next_cursor:
-            text += "\nMore: pass next_cursor."
-        return tool_result(out, f"{page.total} item(s)\n{text}")
+    svc = await rt.services()
+    item = await svc.work.get(work_id)
+    out = hand_off_out(await work_hand_off(svc.contexts, item, limit=limit, cursor=cursor))
+    return tool_result(out, hand_off_text(out))
 
-    async def warp_work_queue_status() -> Annotated[CallToolResult, QueueStatusOut]:
-        """Items waiting per capability, dead letters, the items you hold, and why claims are
-        refused if a daily budget is reached."""
-        svc = await rt.services()
-        depths = await svc.work.queue_depths()
-        info = await svc.js.stream_info(svc.names.dlq_stream)
-        from shared.models import utcnow
 
-        hold = await svc.ledger.hold(utcnow(), target_id=_target_of(svc))
-        out = QueueStatusOut(
-            depths=depths,
-            total=sum(depths.values()),
-            dead_letters=int(info.state.messages or 0),
-            held_by_me=sorted(svc.presence.held),
-            draining=rt.draining is not None,
-            budget_hold=None if hold is None else hold.message,
-        )
-        lines = [f"{cap}: {n}" for cap, n in sorted(depths.items())] or ["queues empty"]
-        lines.append(f"dead letters: {out.dead_letters}")
-        lines.append(f"you hold: {', '.join(out.held_by_me) or 'nothing'}")
-        if out.budget_hold:
-            lines.append(f"on hold: {out.budget_hold}")
-        return tool_result(out, "\n".join(lines))
-
-    async def warp_work_progress(
-        work_id: WorkId,
-        percent: Annotated[int, Field(ge=0, le=100)],
-        note: Annotated[str, Field(max_length=2000)] = "",
-        usage: Annotated[Usage | None, USAGE_FIELD] = None,
-    ) -> Annotated[CallToolResult, WorkOut]:
-        """Report progress on work you claimed; this also extends its deadline (keeps the claim).
-        With usage: what the work used since your last report; going over the item's budget
-        stops it."""
-        svc = await rt.services()
-        item = await held_operation(
-            rt,
-            svc,
-            work_id,
-            lambda: svc.work.progress(
-                work_id, svc.agent_id, percent, note, usage=usage, target_id=_target_of(svc)
-            ),
-        )
-        if stopped_by_budget(item):
-            return tool_result(WorkOut(item=item), stopped_text(item))
-        return tool_result(WorkOut(item=item), f"Progress recorded.\n{item_text(item)}")
-
-    async def warp_work_complete(
-        work_id: WorkId,
-        result: Annotated[Any, Field(description="Any JSON value describing the outcome")] = None,
-        usage: Annotated[Usage | None, USAGE_FIELD] = None,
-    ) -> Annotated[CallToolResult, WorkOut]:
-        """Mark work you claimed as completed, with an optional result. Work that asks for
-        review is handed in instead: it counts once another agent approved it. With usage: what
-        the work used since your last report (over the item's budget, it fails instead)."""
-        svc = await rt.services()
-        item = await held_operation(
-            rt,
-            svc,
-            work_id,
-            lambda: svc.work.complete(work_id, svc.agent_id, result, usage=usage, target_id=_target_of(svc)),
-        )
-        if stopped_by_budget(item):
-            return tool_result(WorkOut(item=item), stopped_text(item))
-        if item.status is WorkStatus.IN_REVIEW:
-            said = "Handed in for review: another agent will approve it or send it back with feedback."
-            return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")
-        return tool_result(WorkOut(item=item), f"Completed.\n{item_text(item)}")
-
-    async def warp_work_fail(
-        work_id: WorkId,
-        error: Annotated[str, Field(min_length=1, max_length=8000, description="What went wrong")],
-        retryable: Annotated[
-            bool, Field(description="false sends it straight to the dead-letter queue")
-        ] = True,
-    ) -> Annotated[CallToolResult, WorkOut]:
-        """Report that work you claimed failed: it is queued again, or dead-lettered once its
-        attempts are used up (or at once when retryable is false)."""
-        svc = await rt.services()
-        item = await held_operation(
-            rt, svc, work_id, lambda: svc.work.fail(work_id, svc.agent_id, error, retryable=retryable)
-        )
-        where = "dead-letter queue" if item.status is WorkStatus.DEAD_LETTERED else "queue again"
-        return tool_result(
-            WorkOut(item=item), f"Failure recorded; item is in the {where}.\n{item_text(item)}"
-        )
-
-    async def warp_work_context(
-        work_id: WorkId,
-        limit: Annotated[int, Field(ge=1, le=200, description="Nodes per page, newest first")] = 20,
-        cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
-    ) -> Annotated[CallToolResult, HandOffOut]:
-        """A work item's context: its submission, every attempt, progress notes, results and
-        failures, newest first (what a claim hands over; pass next_cursor for older nodes)."""
-        from shared.work.context import work_hand_off
-
-        svc = await rt.services()
-        item = await svc.work.get(work_id)
-        out = hand_off_out(await work_hand_off(svc.contexts, item, limit=limit, cursor=cursor))
-        return tool_result(out, hand_off_text(out))
-
-    return [
-        make_tool(rt, warp_work_broadcast, title="Offer work"),
-        make_tool(rt, warp_work_claim, title="Claim work"),
-        make_tool(rt, warp_work_list, title="List work", read_only=True, idempotent=True),
-        make_tool(rt, warp_work_queue_status, title="Queue status", read_only=True, idempotent=True),
-        make_tool(rt, warp_work_progress, title="Report progress"),
-        make_tool(rt, warp_work_complete, title="Complete work"),
-        make_tool(rt, warp_work_fail, title="Fail work"),
-        make_tool(rt, warp_work_context, title="Work context", read_only=True, idempotent=True),
-    ]
+TOOLS = (
+    tool(warp_work_broadcast, title="Offer work"),
+    tool(warp_work_claim, title="Claim work"),
+    tool(warp_work_list, title="List work", read_only=True, idempotent=True),
+    tool(warp_work_queue_status, title="Queue status", read_only=True, idempotent=True),
+    tool(warp_work_progress, title="Report progress"),
+    tool(warp_work_complete, title="Complete work"),
+    tool(warp_work_fail, title="Fail work"),
+    tool(warp_work_context, title="Work context", read_only=True, idempotent=True),
+)
