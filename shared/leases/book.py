@@ -282,7 +282,6 @@ class LeaseBook:
                     )
                     mirror = BucketMirror(
                         self._js,
-                        self._kv,
                         self.names.leases_bucket,
                         model_parser(Lease),
                         on_change=self._indexed,

@@ -41,7 +41,6 @@ from typing import Generic, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from nats.js.kv import KeyValue
 from pydantic import BaseModel
 
 from shared.nats.jetstream import newest_stored_seq
@@ -94,12 +93,11 @@ the first snapshot loads (a value that existed before, not a change). Read value
 
 
 class BucketMirror(Generic[T]):
-    """The copy of ``bucket`` (``kv``: bound by the caller, so it exists) or of its ``keys``."""
+    """The copy of ``bucket`` (the caller has made sure it exists) or of its ``keys``."""
 
     def __init__(
         self,
         js: JetStreamContext,
-        kv: KeyValue,
         bucket: str,
         parse: Parse[T],
         *,

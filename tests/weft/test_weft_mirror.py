@@ -40,7 +40,7 @@ async def test_start_holds_every_key_and_sync_does_not_wait_for_a_purged_marker(
     await kv.delete("gone")
     await drop_delete_marker(js, bucket, "gone")  # the newest message of the stream is purged
 
-    mirror = BucketMirror(js, kv, bucket, text, nc=nc)
+    mirror = BucketMirror(js, bucket, text, nc=nc)
     with caplog.at_level("WARNING", logger="loom.shared.mirror"):
         await mirror.start()
         try:
@@ -56,7 +56,7 @@ async def test_start_holds_every_key_and_sync_does_not_wait_for_a_purged_marker(
 
 async def test_start_on_an_empty_bucket(nc: NatsClient) -> None:
     kv, bucket = await _bucket(nc)
-    mirror = BucketMirror(nc.jetstream(), kv, bucket, text, nc=nc)
+    mirror = BucketMirror(nc.jetstream(), bucket, text, nc=nc)
     await mirror.start()
     try:
         assert list(mirror.items()) == []
@@ -80,7 +80,7 @@ async def test_a_key_pattern_holds_its_keys_only_and_its_waits_ignore_the_others
     await kv.delete("op.gone")
     await kv.put("slot.a", b"not mine")
 
-    mirror = BucketMirror(js, kv, bucket, text, keys="op.*", nc=nc)
+    mirror = BucketMirror(js, bucket, text, keys="op.*", nc=nc)
     with caplog.at_level("WARNING", logger="loom.shared.mirror"):
         await mirror.start()
         try:
@@ -99,7 +99,7 @@ async def test_a_key_pattern_holds_its_keys_only_and_its_waits_ignore_the_others
 async def test_start_with_nothing_under_its_pattern(nc: NatsClient) -> None:
     kv, bucket = await _bucket(nc)
     await kv.put("slot.a", b"other keys only")
-    mirror = BucketMirror(nc.jetstream(), kv, bucket, text, keys="op.*", nc=nc)
+    mirror = BucketMirror(nc.jetstream(), bucket, text, keys="op.*", nc=nc)
     await mirror.start()
     try:
         assert list(mirror.items()) == []
@@ -114,7 +114,7 @@ async def test_an_unreadable_record_is_skipped_not_fatal(nc: NatsClient) -> None
     kv, bucket = await _bucket(nc)
     await kv.put("a", b"1")
     await kv.put("b", b"not a number")
-    mirror = BucketMirror(nc.jetstream(), kv, bucket, number, nc=nc)
+    mirror = BucketMirror(nc.jetstream(), bucket, number, nc=nc)
     await mirror.start()
     try:
         assert dict(mirror.items()) == {"a": 1}
@@ -191,7 +191,6 @@ async def test_a_watch_reopened_after_an_outage_drops_keys_deleted_and_purged_me
 
     mirror = BucketMirror(
         client.jetstream(),
-        await client.jetstream().key_value(bucket),
         bucket,
         text,
         on_change=record,

@@ -127,11 +127,11 @@ class PushConfigs(PushNotificationConfigStore):
     async def start(self) -> None:
         async with self._lock:
             if self.mirror is None:
-                kv = await ensure_kv(
+                await ensure_kv(
                     self._js, self.names.a2a_push_bucket, ttl=KEEP_S, description="Loom A2A push configs"
                 )
                 mirror: BucketMirror[TaskPushNotificationConfig] = BucketMirror(
-                    self._js, kv, self.names.a2a_push_bucket, _parse
+                    self._js, self.names.a2a_push_bucket, _parse
                 )
                 await mirror.start()
                 self.mirror = mirror

@@ -80,10 +80,9 @@ class AgentDirectory:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, stale_check_interval_s: float = 1.0) -> None:
-        kv = await ensure_kv(self._js, self.names.registry_bucket, description="Loom agents")
+        await ensure_kv(self._js, self.names.registry_bucket, description="Loom agents")
         self._mirror = BucketMirror(
             self._js,
-            kv,
             self.names.registry_bucket,
             model_parser(AgentEntry),
             on_change=self._changed,

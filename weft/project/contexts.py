@@ -28,9 +28,9 @@ class ContextIndex:
         self._mirror: BucketMirror[TreeEntry] | None = None
 
     async def start(self) -> None:
-        kv = await self.store.index()
+        await self.store.index()
         self._mirror = BucketMirror(
-            self._js, kv, self.store.names.contexts_bucket, model_parser(TreeEntry), nc=self._nc
+            self._js, self.store.names.contexts_bucket, model_parser(TreeEntry), nc=self._nc
         )
         await self._mirror.start()
 

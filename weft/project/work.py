@@ -38,8 +38,8 @@ class WorkIndex:
         self._mirror: BucketMirror[WorkItem] | None = None
 
     async def start(self) -> None:
-        kv = await self.queue.records_bucket()
-        self._mirror = BucketMirror(self._js, kv, self.queue.names.work_records_bucket, _parse, nc=self._nc)
+        await self.queue.records_bucket()
+        self._mirror = BucketMirror(self._js, self.queue.names.work_records_bucket, _parse, nc=self._nc)
         await self._mirror.start()
 
     async def stop(self) -> None:

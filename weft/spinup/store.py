@@ -147,8 +147,8 @@ class SpinupStore:
     async def start(self, nc: NatsClient | None = None) -> None:
         """Serve :meth:`slots`, :meth:`all` and reservation checks from a live copy of the bucket."""
         if self._mirror is None:
-            kv = await self.bucket()
-            self._mirror = BucketMirror(self._js, kv, self.names.spinups_bucket, _parse, nc=nc)
+            await self.bucket()
+            self._mirror = BucketMirror(self._js, self.names.spinups_bucket, _parse, nc=nc)
         await self._mirror.start()
 
     async def stop(self) -> None:

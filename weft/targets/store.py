@@ -69,7 +69,7 @@ class TargetStore:
         await ensure_events_stream(self._js, self.names)  # every change is announced there
         self._kv = await ensure_kv(self._js, self.names.targets_bucket, description="Loom spin-up targets")
         self._mirror = BucketMirror(
-            self._js, self._kv, self.names.targets_bucket, model_parser(Target), keys="t.*", nc=self._nc
+            self._js, self.names.targets_bucket, model_parser(Target), keys="t.*", nc=self._nc
         )
         await self._mirror.start()
 
