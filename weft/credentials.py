@@ -59,6 +59,7 @@ from shared.nats.auth import (
 )
 from shared.nats.cas import cas_upsert
 from shared.nats.jetstream import (
+    create_kv,
     default_replicas,
     ensure_kv,
     get_or_none,
@@ -295,7 +296,7 @@ class CredentialAuthority:
             try:
                 await self.js.key_value(str(bucket.bucket))
             except NotFoundError:
-                await self.js.create_key_value(bucket)
+                await create_kv(self.js, bucket)  # another agent's request may create it meanwhile
         else:
             raise ProvisionRefused("must be stream or kv", field="kind")
 
