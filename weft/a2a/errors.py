@@ -33,7 +33,7 @@ from weft.a2a.mapping import A2AInvalid
 log = logging.getLogger("loom.weft.a2a")
 
 INTERNAL_MESSAGE: Final = "Weft failed to handle this request; see its log"
-NATS_MESSAGE: Final = "NATS did not answer in time; try again shortly"
+NATS_MESSAGE: Final = "NATS is unavailable (it did not answer, or cannot be reached now); try again shortly"
 PARAMS_RULE: Final = "must match the A2A schema of this method"
 VERSION_MESSAGE: Final = (
     "A2A-Version: this endpoint speaks A2A 1.0 (send A2A-Version: 1.0) and the 0.3 method names"
