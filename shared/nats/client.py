@@ -28,7 +28,7 @@ from shared.names import agent_inbox_prefix
 from shared.nats.auth import CREDS_CONTENT, AgentCredential, CredentialsError, credential_of, creds_source
 from shared.nats.jetstream import mark_provisioned
 from shared.redact import redact, register_secret
-from shared.settings import NatsSettings
+from shared.settings import NATS_SCHEMES, NatsSettings, nats_schemes_text
 
 log = logging.getLogger("loom.nats")
 
@@ -36,7 +36,6 @@ Mode = Literal["bounded", "service"]
 StateCallback = Callable[[str], Awaitable[None] | None]
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-_SCHEMES = ("nats", "tls", "ws", "wss")
 _BACKOFF_BASE_S = 0.25
 _BACKOFF_MAX_S = 10.0
 
@@ -69,8 +68,8 @@ def parse_url(url: str) -> ParsedUrl:
     schemes: set[str] = set()
     for raw in (part.strip() for part in url.split(",") if part.strip()):
         parts = urlsplit(raw)
-        if parts.scheme not in _SCHEMES:
-            raise NatsConnectError("NATS_URL: each URL must start with nats://, tls://, ws:// or wss://")
+        if parts.scheme not in NATS_SCHEMES:
+            raise NatsConnectError(f"NATS_URL: each URL must start with {nats_schemes_text()}")
         if not parts.hostname:
             raise NatsConnectError("NATS_URL: a URL has no host (e.g. nats://127.0.0.1:4222)")
         schemes.add(parts.scheme)
