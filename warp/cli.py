@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from warp.runtime import WarpRuntime
     from warp.services import Services
+    from warp.settings import WarpSettings
 
 SIGNAL_GRACE_S = 2.0
 EXIT_USAGE = 2
@@ -61,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from shared.names import InvalidNameError
     from shared.nats.auth import CredentialsError, agent_credential
     from shared.redact import configure_logging, redact
-    from shared.settings import NatsSettings
-    from warp.settings import WarpSettingsError, load_warp_settings
+    from shared.settings import NatsSettings, SettingsError
+    from warp.settings import load_warp_settings
 
     try:
         # the TypeScript Warp's (and Pattern's) variables: read with their meaning, or refused
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         identity = resolve_identity(identity_settings)
         check_warp_files(identity.project_path)
         settings = load_warp_settings()
-    except (IdentityError, WarpSettingsError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
+    except (IdentityError, SettingsError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
         return _fail(str(exc))
     except ValidationError as exc:
         return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     server = build_server(rt)
     if args.with_memory:
-        problem = _mount_memory(server, rt)
+        problem = _mount_memory(server, rt, settings)
         if problem:
             return _fail(problem)
 
@@ -111,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> str | None:
-    """Pattern's memory tools in this server, on Warp's NATS connection and identity."""
+def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime, warp: WarpSettings) -> str | None:
+    """Pattern's memory tools in this server, on Warp's NATS connection and identity (and
+    Warp's reading of the shared ``LOOM_*`` variables)."""
     try:
         from pattern.config import PatternConfig, PatternConfigError
         from pattern.runtime import PatternRuntime
@@ -120,7 +122,7 @@ def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> str | None
     except ImportError as exc:
         return f"--with-memory: Pattern is not available in this installation ({exc})"
     try:
-        config = PatternConfig.from_env()
+        config = PatternConfig.from_env(warp)
     except PatternConfigError as exc:
         return str(exc)
     # No identity to show until Warp has taken its instance id (another Warp may hold the plain one).
