@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # the TypeScript Warp's (and Pattern's) variables: read with their meaning, or refused
         notices = apply_environment(["warp", "pattern"] if args.with_memory else ["warp"])
+        # Every setting is read here, once, and passed down; nothing below reads the environment.
         nats_settings = NatsSettings()
         # Scoped NATS credentials are one agent's: Warp takes that agent's identity.
         identity_settings = bound_to_credential(load_settings(), agent_credential(nats_settings))
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     rt = WarpRuntime(
         identity,
         settings,
-        nats_url=os.environ.get("NATS_URL") or None,
+        nats_url=nats_settings.url,
+        nats_settings=nats_settings,
         explicit_instance=identity_settings.instance,
     )
     server = build_server(rt)
@@ -126,7 +128,7 @@ def _mount_memory(server: MCPServer[WarpRuntime], rt: WarpRuntime, warp: WarpSet
     except PatternConfigError as exc:
         return str(exc)
     # No identity to show until Warp has taken its instance id (another Warp may hold the plain one).
-    memory = PatternRuntime(rt.base_identity, config, identity_settled=False)
+    memory = PatternRuntime(rt.base_identity, config, nats_settings=rt.nats_settings, identity_settled=False)
     register_pattern_tools(server, memory.get_service, health=memory.health)
 
     def start(svc: Services) -> None:

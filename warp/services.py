@@ -57,7 +57,7 @@ class Services:
         self.lock.forget()
         self.registry = Registry(self.js, self.names)
         self.presence.registry = self.registry
-        self.work = WorkQueue(self.nc, self.names, js=self.js)
+        self.work = WorkQueue(self.nc, self.names, js=self.js, ack_wait_s=self.work.ack_wait_s)
         self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
         self.contexts = _contexts(self.work)
         self.threads = Threads(self.nc, self.names, self.contexts)
@@ -89,7 +89,7 @@ async def build(
         await record_lineage(js, names, identity)
     registry = Registry(js, names)
     presence = Presence(registry, js, names, identity, settings, handle=handle)
-    work = WorkQueue(nc, names, js=js)
+    work = WorkQueue(nc, names, js=js, ack_wait_s=settings.work_ack_wait_s)
     contexts = _contexts(work)
     return Services(
         nc=nc,

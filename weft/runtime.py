@@ -146,15 +146,22 @@ async def open_nats(settings: WeftSettings) -> NatsRuntime:
     else:
         url = settings.nats.url
     opened: list[NatsClient] = []
+    replicas = settings.loom.js_replicas  # of the streams and buckets Weft creates, also for agents
     try:
         authority: CredentialAuthority | None = None
         if issuer is None:
-            opened.append(await connect(settings.nats, url=url, name="weft", mode="service", timeout=30))
+            opened.append(
+                await connect(
+                    settings.nats, url=url, name="weft", mode="service", timeout=30, replicas=replicas
+                )
+            )
         else:
             # Weft's own user: every subject of the account, a key that never leaves this process
             own, _ = issuer.user_creds("loom-weft", Permissions.everything())
             mine = with_creds(settings.nats, own)
-            opened.append(await connect(mine, url=url, name="weft", mode="service", timeout=30))
+            opened.append(
+                await connect(mine, url=url, name="weft", mode="service", timeout=30, replicas=replicas)
+            )
             system, _ = issuer.user_creds(
                 "loom-weft-system",
                 Permissions(publish=(issuer.claims_update_subject(),), subscribe=("_INBOX.>",)),

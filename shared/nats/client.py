@@ -26,9 +26,9 @@ from nats.aio.client import RawCredentials, Server
 from shared.errors import Unavailable
 from shared.names import agent_inbox_prefix
 from shared.nats.auth import CREDS_CONTENT, AgentCredential, CredentialsError, credential_of, creds_source
-from shared.nats.jetstream import mark_provisioned
+from shared.nats.jetstream import mark_provisioned, use_replicas
 from shared.redact import redact, register_secret
-from shared.settings import NATS_SCHEMES, NatsSettings, nats_schemes_text
+from shared.settings import DEFAULT_REPLICAS, NATS_SCHEMES, NatsSettings, nats_schemes_text
 
 log = logging.getLogger("loom.nats")
 
@@ -236,12 +236,14 @@ async def connect(
     mode: Mode = "bounded",
     timeout: float = 5.0,
     on_state: StateCallback | None = None,
+    replicas: int = DEFAULT_REPLICAS,
 ) -> NatsClient:
     """Open a NATS connection.
 
     ``bounded``: fail with :class:`NatsConnectError` within ``timeout`` seconds.
     ``service``: retry the first connect until ``timeout`` (``0`` means forever)
-    and then reconnect forever with exponential backoff.
+    and then reconnect forever with exponential backoff. ``replicas``: of the streams and
+    buckets created through it (``LOOM_JS_REPLICAS``, :func:`shared.nats.jetstream.use_replicas`).
     """
     s = settings if settings is not None else NatsSettings()
     options = build_options(s, url=url)
@@ -349,6 +351,7 @@ async def connect(
             f"NATS at {options.display}: tls:// was requested but the server does not offer TLS"
         )
     await notify("connected")
+    use_replicas(nc, replicas)
     if options.credential is not None:
         mark_provisioned(nc, options.credential.project_id)
     return nc
