@@ -278,14 +278,3 @@ class IdentitySettings(BaseSettings):
     @classmethod
     def _user_id(cls, value: str | None) -> str | None:
         return None if value is None else validate_user_id(value, "LOOM_USER_ID")
-
-
-def data_home() -> Path:
-    """Where Loom keeps local state (embedded nats-server data): ``LOOM_DATA_DIR``
-    or ``$XDG_DATA_HOME/loom`` (default ``~/.local/share/loom``)."""
-    explicit = os.environ.get("LOOM_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "loom"
