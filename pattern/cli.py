@@ -13,13 +13,12 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from pydantic import ValidationError
 
-from pattern.config import PatternConfig, PatternConfigError
+from pattern.config import PatternConfig
 from pattern.runtime import PatternRuntime
 from pattern.server import build_server
 from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
@@ -27,7 +26,7 @@ from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError
 from shared.nats.auth import CredentialsError, agent_credential
 from shared.redact import configure_logging, redact
-from shared.settings import NatsSettings
+from shared.settings import NatsSettings, SettingsError, load_loom_settings
 from shared.trace import tracing
 
 log = logging.getLogger("loom.pattern")
@@ -55,15 +54,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _log_level(flag: str | None) -> str:
-    if flag:
-        return flag
-    level = os.environ.get("LOOM_LOG_LEVEL", "").strip().upper() or "INFO"
-    if level not in LOG_LEVELS:
-        raise PatternConfigError(f"LOOM_LOG_LEVEL: must be one of {', '.join(LOG_LEVELS)}")
-    return level
-
-
 async def _serve(runtime: PatternRuntime) -> None:
     server = build_server(runtime, _version())
     runtime.start()
@@ -77,15 +67,17 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     try:
         notices = apply_environment(["pattern"])
-        configure_logging(_log_level(args.log_level))
+        # Every setting is read here, once, and passed down; nothing below reads the environment.
+        shared = load_loom_settings()
+        configure_logging(args.log_level or shared.log_level)
         tracing.configure("loom-pattern")  # the MCP SDK's spans of each tool call (docs/operations.md)
         for notice in notices:
             log.warning("%s", notice)
         nats_settings = NatsSettings()
         # scoped NATS credentials are one agent's: take that agent's identity (docs/security.md)
         identity = resolve_identity(bound_to_credential(load_settings(), agent_credential(nats_settings)))
-        config = PatternConfig.from_env()
-    except (IdentityError, PatternConfigError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
+        config = PatternConfig.from_env(shared)
+    except (IdentityError, SettingsError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
         print(f"pattern: {redact(exc)}", file=sys.stderr)
         sys.exit(2)
     except ValidationError as exc:

@@ -2,7 +2,8 @@
 
 Limits are plain data so tests can shrink them; the environment only
 controls behaviour an operator may want to change (TTL for tests, secret
-scanning, where exports may be written).
+scanning, where exports may be written). The ``LOOM_*`` variables every part
+shares (replicas, log level) come from :class:`shared.settings.LoomSettings`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.errors import Invalid, describe_problems, validation_problems
+from shared.settings import LoomSettings, SettingsError, load
 
 DAY_S = 24 * 3600
 
@@ -41,6 +42,10 @@ _SCAN_ALIASES = {
 }
 
 
+class PatternConfigError(SettingsError):
+    """A ``PATTERN_*`` variable is invalid; the message names it and the rule."""
+
+
 class PatternSettings(BaseSettings):
     """``PATTERN_*`` environment variables."""
 
@@ -50,7 +55,6 @@ class PatternSettings(BaseSettings):
     secret_scan: SecretScanMode = Field(default=SecretScanMode.WARN, validation_alias="PATTERN_SECRET_SCAN")
     export_dir: Path | None = Field(default=None, validation_alias="PATTERN_EXPORT_DIR")
     expired_window_s: int = Field(default=3600, validation_alias="PATTERN_EXPIRED_WINDOW_S", ge=60, le=DAY_S)
-    replicas: int = Field(default=1, validation_alias="LOOM_JS_REPLICAS", ge=1, le=5)
 
     @field_validator("short_ttl_s", "export_dir", mode="before")
     @classmethod
@@ -64,20 +68,15 @@ class PatternSettings(BaseSettings):
             return value
         text = str(value).strip().lower()
         if text not in _SCAN_ALIASES:
-            raise ValueError("PATTERN_SECRET_SCAN must be one of warn, block, off (or 1/0)")
+            raise PatternConfigError("must be one of warn, block, off (or 1/0)", field="PATTERN_SECRET_SCAN")
         return _SCAN_ALIASES[text]
-
-
-class PatternConfigError(Invalid, ValueError):
-    """A ``PATTERN_*`` variable is invalid; the message names it and the rule."""
 
 
 def load_settings() -> PatternSettings:
     try:
-        return PatternSettings()
-    except ValidationError as exc:
-        problems = describe_problems(validation_problems(exc.errors()), limit=10)
-        raise PatternConfigError(f"invalid Pattern configuration: {problems}") from None
+        return load(PatternSettings)
+    except SettingsError as exc:
+        raise PatternConfigError(f"invalid Pattern configuration: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -107,14 +106,17 @@ class PatternConfig:
     limits: PatternLimits = field(default_factory=PatternLimits)
 
     @classmethod
-    def from_env(cls) -> PatternConfig:
+    def from_env(cls, shared: LoomSettings | None = None) -> PatternConfig:
+        """The ``PATTERN_*`` variables from the environment; the shared ``LOOM_*`` ones from
+        ``shared``, as the process's start-up read them (read here only when not given)."""
         s = load_settings()
+        loom = shared if shared is not None else load(LoomSettings, error=PatternConfigError)
         return cls(
             temporary_ttl_s=s.short_ttl_s or DAY_S,
             secret_scan=s.secret_scan,
             export_dir=s.export_dir,
             expired_window_s=s.expired_window_s,
-            replicas=s.replicas,
+            replicas=loom.js_replicas,
         )
 
     def export_root(self, project_path: Path) -> Path:

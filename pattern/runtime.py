@@ -82,7 +82,11 @@ class PatternRuntime:
         while nc is None:
             try:
                 nc = await connect(
-                    self._nats_settings, name="loom-pattern", mode="service", timeout=self._connect_timeout
+                    self._nats_settings,
+                    name="loom-pattern",
+                    mode="service",
+                    timeout=self._connect_timeout,
+                    replicas=self.config.replicas,
                 )
             except NatsConnectError as exc:
                 self.last_error = str(exc)

@@ -23,7 +23,7 @@ from shared.errors import Invalid, without_value
 from shared.legacy import aliases_of
 from shared.names import validate_agent_id, validate_handle, validate_project_id
 from shared.nats.auth import AgentCredential
-from shared.settings import IdentitySettings
+from shared.settings import IdentitySettings, first_set
 
 IDENTITY_VARIABLES = ("LOOM_PROJECT_ID", "LOOM_AGENT_ID", "LOOM_PROJECT_PATH", "LOOM_SUBAGENT_TYPE")
 
@@ -137,10 +137,9 @@ def _problem(err: Mapping[str, Any]) -> str:
         return msg
     if variable not in msg:
         msg = f"{variable}: {msg}"
-    if not os.environ.get(variable):
-        alias = next((a for a in _ALIASES.get(variable, ()) if os.environ.get(a)), None)
-        if alias:
-            msg = msg.replace(variable, f"{alias} (alias of {variable})", 1)
+    given = first_set((variable, *_ALIASES.get(variable, ())))
+    if given and given != variable:
+        msg = msg.replace(variable, f"{given} (alias of {variable})", 1)
     return msg
 
 

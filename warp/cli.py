@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from warp.runtime import WarpRuntime
     from warp.services import Services
+    from warp.settings import WarpSettings
 
 SIGNAL_GRACE_S = 2.0
 EXIT_USAGE = 2
@@ -62,19 +63,20 @@ def main(argv: list[str] | None = None) -> int:
     from shared.names import InvalidNameError
     from shared.nats.auth import CredentialsError, agent_credential
     from shared.redact import configure_logging, redact
-    from shared.settings import NatsSettings
-    from warp.settings import WarpSettingsError, load_warp_settings
+    from shared.settings import NatsSettings, SettingsError
+    from warp.settings import load_warp_settings
 
     try:
         # the TypeScript Warp's (and Pattern's) variables: read with their meaning, or refused
         notices = apply_environment(["warp", "pattern"] if args.with_memory else ["warp"])
+        # Every setting is read here, once, and passed down; nothing below reads the environment.
         nats_settings = NatsSettings()
         # Scoped NATS credentials are one agent's: Warp takes that agent's identity.
         identity_settings = bound_to_credential(load_settings(), agent_credential(nats_settings))
         identity = resolve_identity(identity_settings)
         check_warp_files(identity.project_path)
         settings = load_warp_settings()
-    except (IdentityError, WarpSettingsError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
+    except (IdentityError, SettingsError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
         return _fail(str(exc))
     except ValidationError as exc:
         return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
@@ -94,12 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     rt = WarpRuntime(
         identity,
         settings,
-        nats_url=os.environ.get("NATS_URL") or None,
+        nats_url=nats_settings.url,
+        nats_settings=nats_settings,
         explicit_instance=identity_settings.instance,
     )
     memory: list[Tool] = []
     if args.with_memory:
-        mounted = _memory_tools(rt)
+        mounted = _memory_tools(rt, settings)
         if isinstance(mounted, str):
             return _fail(mounted)
         memory = mounted
@@ -114,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _memory_tools(rt: WarpRuntime) -> list[Tool] | str:
-    """Pattern's memory tools for this server, on Warp's NATS connection and identity
-    (or why they cannot be served)."""
+def _memory_tools(rt: WarpRuntime, warp: WarpSettings) -> list[Tool] | str:
+    """Pattern's memory tools for this server, on Warp's NATS connection and identity (and
+    Warp's reading of the shared ``LOOM_*`` variables), or why they cannot be served."""
     try:
         from pattern.config import PatternConfig, PatternConfigError
         from pattern.runtime import PatternRuntime
@@ -124,11 +127,11 @@ def _memory_tools(rt: WarpRuntime) -> list[Tool] | str:
     except ImportError as exc:
         return f"--with-memory: Pattern is not available in this installation ({exc})"
     try:
-        config = PatternConfig.from_env()
+        config = PatternConfig.from_env(warp)
     except PatternConfigError as exc:
         return str(exc)
     # No identity to show until Warp has taken its instance id (another Warp may hold the plain one).
-    memory = PatternRuntime(rt.base_identity, config, identity_settled=False)
+    memory = PatternRuntime(rt.base_identity, config, nats_settings=rt.nats_settings, identity_settled=False)
 
     def start(svc: Services) -> None:
         memory.use_connection(svc.nc, svc.identity)  # the instance id Warp settled on

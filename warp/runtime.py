@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
     from shared.models import ControlRequest
+    from shared.settings import NatsSettings
     from warp.control import CancelledWork, ControlListener
     from warp.services import Services
 
@@ -51,6 +52,7 @@ class WarpRuntime:
         settings: WarpSettings,
         *,
         nats_url: str | None = None,
+        nats_settings: NatsSettings | None = None,
         explicit_instance: int | None = None,
         loader: ConfigLoader | None = None,
     ) -> None:
@@ -62,6 +64,8 @@ class WarpRuntime:
         self.names = ProjectNames(identity.project_id)
         self.loader = loader or ConfigLoader(identity.project_path)
         self.nats_url = nats_url
+        self.nats_settings = nats_settings
+        """How to reach NATS, as read at start-up (None: :func:`shared.nats.client.connect` reads them)."""
         self.explicit_instance = explicit_instance
         self.display_url = "NATS"
         self.state = "starting"
@@ -104,11 +108,13 @@ class WarpRuntime:
         while self._nc is None and not self._stopped:
             try:
                 self._nc = await connect(
+                    self.nats_settings,
                     url=self.nats_url,
                     name=f"warp-{self.handle}",
                     mode="service",
                     timeout=5.0,
                     on_state=self._on_state,
+                    replicas=self.settings.js_replicas,
                 )
             except NatsConnectError as exc:
                 self.last_error = str(exc)

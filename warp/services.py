@@ -67,7 +67,13 @@ class Services:
         self.contexts = ContextStore(self.nc, self.names, js=self.js)
         self.ledger = UsageLedger(self.js, self.names)
         self.work = WorkQueue(
-            self.nc, self.names, js=self.js, contexts=self.contexts, traces=self.traces, ledger=self.ledger
+            self.nc,
+            self.names,
+            js=self.js,
+            contexts=self.contexts,
+            traces=self.traces,
+            ledger=self.ledger,
+            ack_wait_s=self.work.ack_wait_s,
         )
         self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
         self.threads = Threads(self.nc, self.names, self.contexts)
@@ -96,7 +102,15 @@ async def build(
     contexts = ContextStore(nc, names, js=js)
     traces = TraceLog(nc, names)
     ledger = UsageLedger(js, names)
-    work = WorkQueue(nc, names, js=js, contexts=contexts, traces=traces, ledger=ledger)
+    work = WorkQueue(
+        nc,
+        names,
+        js=js,
+        contexts=contexts,
+        traces=traces,
+        ledger=ledger,
+        ack_wait_s=settings.work_ack_wait_s,
+    )
     return Services(
         nc=nc,
         js=js,

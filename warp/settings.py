@@ -1,119 +1,149 @@
 """Warp's own environment settings (identity comes from :mod:`shared.identity`).
 
-Read once at start-up; a bad value is a start-up error naming the variable and
-the rule, like the identity variables.
+Read once at start-up (``warp.cli``); a bad value is a start-up error naming the
+variable and the rule, like the identity variables. The fabric-wide ``LOOM_*``
+variables (log level, ack wait, replicas) come from :class:`shared.settings.LoomSettings`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from typing import Annotated
 
-from shared.errors import Invalid
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_settings import NoDecode
+
 from shared.models import Scope
 from shared.names import TOKEN_RULE, InvalidNameError, validate_token
+from shared.settings import LoomSettings, SettingsError, load
 
 _OPAQUE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 OPAQUE_ID_RULE = "letters, digits, '_', '.' and '-', 1-128 characters"
+FLAG_RULE = "must be a boolean (1/0, true/false, yes/no, on/off)"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
-class WarpSettingsError(Invalid, ValueError):
+class WarpSettingsError(SettingsError):
     """A Warp environment variable is invalid; the message names it."""
 
 
-@dataclass(frozen=True)
-class WarpSettings:
-    heartbeat_s: float = 10.0
-    capabilities: tuple[str, ...] = ()
-    boundaries: tuple[str, ...] = ("default",)
-    max_concurrent_tasks: int = 1
-    scope: Scope = Scope.TEAM
-    auto_register: bool = False
-    target_id: str | None = None
-    spinup_id: str | None = None
-    work_id: str | None = None
-    op_timeout_s: float = 10.0
-    ready_wait_s: float = 3.0
-    log_level: str = "INFO"
-
-
-def _number(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+def _seconds(value: object, name: str, lo: float, hi: float) -> float:
     try:
-        value = float(raw)
+        seconds = float(value) if isinstance(value, int | float) else float(str(value).strip())
     except ValueError:
-        raise WarpSettingsError(f"{name}: must be a number of seconds") from None
-    if not lo <= value <= hi:
-        raise WarpSettingsError(f"{name}: must be between {lo:g} and {hi:g}")
-    return value
+        raise WarpSettingsError("must be a number of seconds", field=name) from None
+    if not lo <= seconds <= hi:
+        raise WarpSettingsError(f"must be between {lo:g} and {hi:g}", field=name)
+    return seconds
 
 
-def _tokens(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    raw = env.get(name)
-    if raw is None or not raw.strip():
-        return default
+def _tokens(value: object, name: str) -> tuple[str, ...]:
+    parts = value.split(",") if isinstance(value, str) else value if isinstance(value, Iterable) else [value]
     values: list[str] = []
-    for part in raw.split(","):
-        token = part.strip()
+    for part in parts:
+        token = str(part).strip()
         if not token:
             continue
         try:
             values.append(validate_token(token, name))
         except InvalidNameError:
-            raise WarpSettingsError(f"{name}: each comma-separated value must be {TOKEN_RULE}") from None
+            raise WarpSettingsError(f"each comma-separated value must be {TOKEN_RULE}", field=name) from None
     return tuple(sorted(set(values)))
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    raise WarpSettingsError(f"{name}: must be a boolean (1/0, true/false, yes/no, on/off)")
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _opaque(env: Mapping[str, str], name: str) -> str | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    if _OPAQUE_ID.fullmatch(raw) is None:
-        raise WarpSettingsError(f"{name}: must be {OPAQUE_ID_RULE}")
-    return raw
+class WarpSettings(LoomSettings):
+    """``LOOM_*`` variables of Warp (docs/warp.md, Configuration). An empty or blank
+    variable means its default."""
+
+    heartbeat_s: float = Field(default=10.0, validation_alias="LOOM_HEARTBEAT_S")
+    capabilities: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), validation_alias="LOOM_CAPABILITIES"
+    )
+    boundaries: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=("default",), validation_alias="LOOM_BOUNDARIES"
+    )
+    max_concurrent_tasks: int = Field(default=1, validation_alias="LOOM_MAX_CONCURRENT_TASKS")
+    scope: Scope = Field(default=Scope.TEAM, validation_alias="LOOM_SCOPE")
+    auto_register: bool = Field(default=False, validation_alias="LOOM_AUTO_REGISTER")
+    target_id: str | None = Field(default=None, validation_alias="LOOM_TARGET_ID")
+    spinup_id: str | None = Field(default=None, validation_alias="LOOM_SPINUP_ID")
+    work_id: str | None = Field(default=None, validation_alias="LOOM_WORK_ID")
+    op_timeout_s: float = Field(default=10.0, validation_alias="LOOM_WARP_TIMEOUT_S")
+    ready_wait_s: float = Field(default=3.0, validation_alias="LOOM_WARP_READY_WAIT_S")
+
+    @field_validator("heartbeat_s", mode="before")
+    @classmethod
+    def _heartbeat(cls, value: object) -> float:
+        return 10.0 if _blank(value) else _seconds(value, "LOOM_HEARTBEAT_S", 0.1, 3600)
+
+    @field_validator("op_timeout_s", mode="before")
+    @classmethod
+    def _op_timeout(cls, value: object) -> float:
+        return 10.0 if _blank(value) else _seconds(value, "LOOM_WARP_TIMEOUT_S", 0.5, 600)
+
+    @field_validator("ready_wait_s", mode="before")
+    @classmethod
+    def _ready_wait(cls, value: object) -> float:
+        return 3.0 if _blank(value) else _seconds(value, "LOOM_WARP_READY_WAIT_S", 0, 120)
+
+    @field_validator("capabilities", mode="before")
+    @classmethod
+    def _capabilities(cls, value: object) -> tuple[str, ...]:
+        return () if _blank(value) else _tokens(value, "LOOM_CAPABILITIES")
+
+    @field_validator("boundaries", mode="before")
+    @classmethod
+    def _boundaries(cls, value: object) -> tuple[str, ...]:
+        return ("default",) if _blank(value) else _tokens(value, "LOOM_BOUNDARIES")
+
+    @field_validator("max_concurrent_tasks", mode="before")
+    @classmethod
+    def _max_tasks(cls, value: object) -> int:
+        if _blank(value):
+            return 1
+        raw = str(value).strip()
+        if isinstance(value, bool) or not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1000:
+            raise WarpSettingsError("must be an integer from 1 to 1000", field="LOOM_MAX_CONCURRENT_TASKS")
+        return int(raw)
+
+    @field_validator("scope", mode="before")
+    @classmethod
+    def _scope(cls, value: object) -> Scope:
+        raw = Scope.TEAM.value if _blank(value) else str(value).strip().lower()
+        try:
+            return Scope(raw)
+        except ValueError:
+            choices = ", ".join(s.value for s in Scope)
+            raise WarpSettingsError(f"must be one of {choices}", field="LOOM_SCOPE") from None
+
+    @field_validator("auto_register", mode="before")
+    @classmethod
+    def _flag(cls, value: object) -> bool:
+        if isinstance(value, bool):
+            return value
+        raw = "" if value is None else str(value).strip().lower()
+        if raw in _FALSE or raw in _TRUE:
+            return raw in _TRUE
+        raise WarpSettingsError(FLAG_RULE, field="LOOM_AUTO_REGISTER")
+
+    @field_validator("target_id", "spinup_id", "work_id", mode="before")
+    @classmethod
+    def _opaque(cls, value: object, info: ValidationInfo) -> str | None:
+        if _blank(value):
+            return None
+        raw = str(value).strip()
+        if _OPAQUE_ID.fullmatch(raw) is None:
+            name = f"LOOM_{(info.field_name or '').upper()}"  # LOOM_TARGET_ID, LOOM_SPINUP_ID, LOOM_WORK_ID
+            raise WarpSettingsError(f"must be {OPAQUE_ID_RULE}", field=name)
+        return raw
 
 
 def load_warp_settings(env: Mapping[str, str] | None = None) -> WarpSettings:
-    e = os.environ if env is None else env
-    raw_max = e.get("LOOM_MAX_CONCURRENT_TASKS", "").strip()
-    max_tasks = 1
-    if raw_max:
-        if not raw_max.isdigit() or not 1 <= int(raw_max) <= 1000:
-            raise WarpSettingsError("LOOM_MAX_CONCURRENT_TASKS: must be an integer from 1 to 1000")
-        max_tasks = int(raw_max)
-    raw_scope = e.get("LOOM_SCOPE", "").strip().lower() or Scope.TEAM.value
-    try:
-        scope = Scope(raw_scope)
-    except ValueError:
-        choices = ", ".join(s.value for s in Scope)
-        raise WarpSettingsError(f"LOOM_SCOPE: must be one of {choices}") from None
-    level = e.get("LOOM_LOG_LEVEL", "").strip().upper() or "INFO"
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        raise WarpSettingsError("LOOM_LOG_LEVEL: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
-    return WarpSettings(
-        heartbeat_s=_number(e, "LOOM_HEARTBEAT_S", 10.0, 0.1, 3600),
-        capabilities=_tokens(e, "LOOM_CAPABILITIES", ()),
-        boundaries=_tokens(e, "LOOM_BOUNDARIES", ("default",)),
-        max_concurrent_tasks=max_tasks,
-        scope=scope,
-        auto_register=_flag(e, "LOOM_AUTO_REGISTER"),
-        target_id=_opaque(e, "LOOM_TARGET_ID"),
-        spinup_id=_opaque(e, "LOOM_SPINUP_ID"),
-        work_id=_opaque(e, "LOOM_WORK_ID"),
-        op_timeout_s=_number(e, "LOOM_WARP_TIMEOUT_S", 10.0, 0.5, 600),
-        ready_wait_s=_number(e, "LOOM_WARP_READY_WAIT_S", 3.0, 0, 120),
-        log_level=level,
-    )
+    """Warp's settings from the environment, or from ``env`` alone (to check an environment
+    before it is handed to Warp); every bad value is one :class:`WarpSettingsError`."""
+    return load(WarpSettings, env, error=WarpSettingsError)

@@ -60,10 +60,10 @@ from shared.nats.auth import (
 from shared.nats.cas import cas_upsert
 from shared.nats.jetstream import (
     create_kv,
-    default_replicas,
     ensure_kv,
     get_or_none,
     kv_config,
+    replicas_of,
 )
 from shared.redact import redact
 
@@ -283,7 +283,7 @@ class CredentialAuthority:
     async def provision(self, names: ProjectNames, kind: str, config: dict[str, Any]) -> None:
         """Create what an agent of ``names``' project asked for, if it may exist at all."""
         if kind == "stream":
-            stream = agent_stream(names, config)
+            stream = agent_stream(names, config, replicas=replicas_of(self.js))
             try:
                 await self.js.stream_info(str(stream.name))
             except NotFoundError:
@@ -292,7 +292,7 @@ class CredentialAuthority:
             if str(stream.name).startswith(names.channel_stream_prefix):
                 await self.js.update_stream(stream)  # a channel's limits are its config's
         elif kind == "kv":
-            bucket = agent_bucket(names, config)
+            bucket = agent_bucket(names, config, replicas=replicas_of(self.js))
             try:
                 await self.js.key_value(str(bucket.bucket))
             except NotFoundError:
@@ -312,9 +312,9 @@ _STREAM_FIELDS = (
 )
 
 
-def agent_stream(names: ProjectNames, config: dict[str, Any]) -> StreamConfig:
+def agent_stream(names: ProjectNames, config: dict[str, Any], *, replicas: int) -> StreamConfig:
     """The stream an agent asked for, if it is one of its project's (with exactly that
-    stream's subjects), from whitelisted settings only."""
+    stream's subjects), from whitelisted settings only; with Weft's ``replicas``."""
     name = str(config.get("name") or "")
     expected = {
         names.inbox_stream: names.inbox_subjects,
@@ -345,13 +345,14 @@ def agent_stream(names: ProjectNames, config: dict[str, Any]) -> StreamConfig:
         retention=retention,
         discard=discard,
         storage=StorageType.FILE,
-        num_replicas=default_replicas(),
+        num_replicas=replicas,
         **settings,
     )
 
 
-def agent_bucket(names: ProjectNames, config: dict[str, Any]) -> KeyValueConfig:
-    """The bucket an agent asked for, if agents may use it, from whitelisted settings only."""
+def agent_bucket(names: ProjectNames, config: dict[str, Any], *, replicas: int) -> KeyValueConfig:
+    """The bucket an agent asked for, if agents may use it, from whitelisted settings only;
+    with Weft's ``replicas``."""
     bucket = str(config.get("bucket") or "")
     allowed = {
         names.registry_bucket,
@@ -369,4 +370,4 @@ def agent_bucket(names: ProjectNames, config: dict[str, Any]) -> KeyValueConfig:
     }
     if bucket not in allowed and not is_user_memory_bucket(bucket):
         raise ProvisionRefused("is not a bucket agents of this project use", field="bucket")
-    return kv_config(config, replicas=default_replicas())
+    return kv_config(config, replicas=replicas)

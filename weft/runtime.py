@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from shared.nats.auth import CredentialsError, Issuer, Permissions, server_auth_config
 from shared.nats.client import NatsConnectError, connect, display_url, parse_url
 from shared.nats.server import EmbeddedNatsServer, NatsServerError, ServerConfig
-from shared.settings import NatsSettings, data_home
+from shared.settings import NatsSettings
 from weft.credentials import CredentialAuthority
 from weft.settings import WeftSettings
 from weft.state import NatsInfo
@@ -62,8 +62,8 @@ def _port_busy(port: int) -> bool:
         return sock.connect_ex((EMBEDDED_HOST, port)) == 0
 
 
-def store_dir() -> Path:
-    return data_home() / "nats" / "jetstream"
+def store_dir(settings: WeftSettings) -> Path:
+    return settings.loom.data_home / "nats" / "jetstream"
 
 
 def issuer_file(settings: WeftSettings) -> Path:
@@ -74,7 +74,7 @@ def issuer_file(settings: WeftSettings) -> Path:
             "WEFT_NATS_ISSUER: is required with WEFT_NATS_AUTH=scoped and NATS_URL (the issuer file "
             "of that NATS's operator, made by `weft nats-auth init`)"
         )
-    return data_home() / "nats" / "issuer.json"
+    return settings.loom.data_home / "nats" / "issuer.json"
 
 
 def load_issuer(settings: WeftSettings) -> Issuer:
@@ -120,7 +120,8 @@ async def start_embedded(settings: WeftSettings, issuer: Issuer | None = None) -
     if _port_busy(ws_port):
         log.warning("port %s is in use; the NATS WebSocket listener takes a free port instead", ws_port)
         ws_port = -1
-    folder = store_dir()
+    data = settings.loom.data_home
+    folder = store_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
     config = ServerConfig(
         host=EMBEDDED_HOST,
@@ -129,9 +130,10 @@ async def start_embedded(settings: WeftSettings, issuer: Issuer | None = None) -
         websocket_port=ws_port,
         server_name="loom-weft-embedded",
         sync_interval=settings.nats_sync,
-        extra="" if issuer is None else server_auth_config(issuer, str(data_home() / "nats" / "jwt")),
+        extra="" if issuer is None else server_auth_config(issuer, str(data / "nats" / "jwt")),
+        binary=settings.loom.nats_server,
     )
-    server = EmbeddedNatsServer(config, log_file=data_home() / "nats" / "nats-server.log")
+    server = EmbeddedNatsServer(config, log_file=data / "nats" / "nats-server.log")
     return await asyncio.to_thread(server.start)
 
 
@@ -146,15 +148,22 @@ async def open_nats(settings: WeftSettings) -> NatsRuntime:
     else:
         url = settings.nats.url
     opened: list[NatsClient] = []
+    replicas = settings.loom.js_replicas  # of the streams and buckets Weft creates, also for agents
     try:
         authority: CredentialAuthority | None = None
         if issuer is None:
-            opened.append(await connect(settings.nats, url=url, name="weft", mode="service", timeout=30))
+            opened.append(
+                await connect(
+                    settings.nats, url=url, name="weft", mode="service", timeout=30, replicas=replicas
+                )
+            )
         else:
             # Weft's own user: every subject of the account, a key that never leaves this process
             own, _ = issuer.user_creds("loom-weft", Permissions.everything())
             mine = with_creds(settings.nats, own)
-            opened.append(await connect(mine, url=url, name="weft", mode="service", timeout=30))
+            opened.append(
+                await connect(mine, url=url, name="weft", mode="service", timeout=30, replicas=replicas)
+            )
             system, _ = issuer.user_creds(
                 "loom-weft-system",
                 Permissions(publish=(issuer.claims_update_subject(),), subscribe=("_INBOX.>",)),
@@ -179,7 +188,7 @@ async def open_nats(settings: WeftSettings) -> NatsRuntime:
         url=display_url(url),
         embedded=server is not None,
         websocket_url=server.websocket_url if server is not None else None,
-        store_dir=str(store_dir()) if server is not None else None,
+        store_dir=str(store_dir(settings)) if server is not None else None,
         scoped=issuer is not None,
     )
     return NatsRuntime(nc=opened[0], info=info, server=server, authority=authority)

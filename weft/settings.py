@@ -1,4 +1,7 @@
-"""Weft's settings: ``WEFT_*`` variables plus the shared ``NATS_*`` ones."""
+"""Weft's settings: ``WEFT_*`` variables plus the shared ``NATS_*`` and ``LOOM_*`` ones.
+
+Read once, by ``weft serve`` (or :func:`weft.app.create_app` when given none), and
+passed down: :attr:`WeftSettings.loom` carries the fabric-wide ``LOOM_*`` variables."""
 
 from __future__ import annotations
 
@@ -12,7 +15,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from shared.identity import project_id_for_path
 from shared.names import validate_capability, validate_project_id
 from shared.nats.server import check_sync_interval
-from shared.settings import IdentitySettings, NatsSettings
+from shared.settings import (
+    LOG_LEVEL_RULE,
+    LOG_LEVELS,
+    IdentitySettings,
+    LoomSettings,
+    NatsSettings,
+    SettingsError,
+)
 from weft.tokens import ApiToken, parse_api_tokens
 
 DEFAULT_PORT = 8080
@@ -96,6 +106,8 @@ class WeftSettings(BaseSettings):
     banner: bool = False
     """Print the start-up banner (``weft serve`` sets this)."""
     nats: NatsSettings = Field(default_factory=NatsSettings)
+    loom: LoomSettings = Field(default_factory=LoomSettings)
+    """The fabric-wide ``LOOM_*`` variables (replicas, ack wait, the nats-server binary)."""
 
     @field_validator("api_tokens", mode="before")
     @classmethod
@@ -117,7 +129,7 @@ class WeftSettings(BaseSettings):
         if not value:
             return None
         if not value.startswith(("http://", "https://")) or "@" in value:
-            raise ValueError("WEFT_PUBLIC_URL must be an http:// or https:// URL without credentials")
+            raise SettingsError("WEFT_PUBLIC_URL must be an http:// or https:// URL without credentials")
         return value.rstrip("/")
 
     @field_validator("a2a_default_capability")
@@ -136,8 +148,8 @@ class WeftSettings(BaseSettings):
     @classmethod
     def _level(cls, value: str) -> str:
         level = value.upper()
-        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-            raise ValueError("WEFT_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        if level not in LOG_LEVELS:
+            raise SettingsError(f"WEFT_LOG_LEVEL {LOG_LEVEL_RULE}")
         return level
 
     @property

@@ -26,9 +26,9 @@ from nats.aio.client import RawCredentials, Server
 from shared.errors import Unavailable
 from shared.names import agent_inbox_prefix
 from shared.nats.auth import CREDS_CONTENT, AgentCredential, CredentialsError, credential_of, creds_source
-from shared.nats.jetstream import mark_provisioned
+from shared.nats.jetstream import mark_provisioned, use_replicas
 from shared.redact import redact, register_secret
-from shared.settings import NatsSettings
+from shared.settings import DEFAULT_REPLICAS, NATS_SCHEMES, NatsSettings, nats_schemes_text
 
 log = logging.getLogger("loom.nats")
 
@@ -36,7 +36,6 @@ Mode = Literal["bounded", "service"]
 StateCallback = Callable[[str], Awaitable[None] | None]
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-_SCHEMES = ("nats", "tls", "ws", "wss")
 _BACKOFF_BASE_S = 0.25
 _BACKOFF_MAX_S = 10.0
 
@@ -69,8 +68,8 @@ def parse_url(url: str) -> ParsedUrl:
     schemes: set[str] = set()
     for raw in (part.strip() for part in url.split(",") if part.strip()):
         parts = urlsplit(raw)
-        if parts.scheme not in _SCHEMES:
-            raise NatsConnectError("NATS_URL: each URL must start with nats://, tls://, ws:// or wss://")
+        if parts.scheme not in NATS_SCHEMES:
+            raise NatsConnectError(f"NATS_URL: each URL must start with {nats_schemes_text()}")
         if not parts.hostname:
             raise NatsConnectError("NATS_URL: a URL has no host (e.g. nats://127.0.0.1:4222)")
         schemes.add(parts.scheme)
@@ -237,12 +236,14 @@ async def connect(
     mode: Mode = "bounded",
     timeout: float = 5.0,
     on_state: StateCallback | None = None,
+    replicas: int = DEFAULT_REPLICAS,
 ) -> NatsClient:
     """Open a NATS connection.
 
     ``bounded``: fail with :class:`NatsConnectError` within ``timeout`` seconds.
     ``service``: retry the first connect until ``timeout`` (``0`` means forever)
-    and then reconnect forever with exponential backoff.
+    and then reconnect forever with exponential backoff. ``replicas``: of the streams and
+    buckets created through it (``LOOM_JS_REPLICAS``, :func:`shared.nats.jetstream.use_replicas`).
     """
     s = settings if settings is not None else NatsSettings()
     options = build_options(s, url=url)
@@ -350,6 +351,7 @@ async def connect(
             f"NATS at {options.display}: tls:// was requested but the server does not offer TLS"
         )
     await notify("connected")
+    use_replicas(nc, replicas)
     if options.credential is not None:
         mark_provisioned(nc, options.credential.project_id)
     return nc

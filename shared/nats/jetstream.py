@@ -2,14 +2,14 @@
 
 Every part may be the first to touch a project, so each ensures what it uses;
 these helpers make "create or keep" a single call with the same semantics
-everywhere. Replicas come from ``LOOM_JS_REPLICAS`` (3 on a cluster).
+everywhere. Replicas are the connection's (:func:`use_replicas`: ``LOOM_JS_REPLICAS``,
+read at start-up and passed to :func:`shared.nats.client.connect`; 3 on a cluster).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import weakref
 from typing import Any
 
@@ -32,8 +32,10 @@ from nats.js.kv import KeyValue
 from shared.errors import Unavailable
 from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.nats.watch import KeyWatch
+from shared.settings import DEFAULT_REPLICAS
 
 _provisioned: weakref.WeakKeyDictionary[NatsClient, str] = weakref.WeakKeyDictionary()
+_replicas: weakref.WeakKeyDictionary[NatsClient, int] = weakref.WeakKeyDictionary()
 PROVISION_TIMEOUT_S = 10.0
 
 
@@ -77,15 +79,17 @@ def _stream_request(config: StreamConfig) -> dict[str, Any]:
     return {k: v for k, v in config.as_dict().items() if v is not None}
 
 
-def default_replicas() -> int:
-    raw = os.environ.get("LOOM_JS_REPLICAS", "1")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError("LOOM_JS_REPLICAS: must be an integer from 1 to 5") from None
-    if not 1 <= value <= 5:
-        raise ValueError("LOOM_JS_REPLICAS: must be an integer from 1 to 5")
-    return value
+def use_replicas(nc: NatsClient, replicas: int) -> None:
+    """Streams and buckets created through ``nc`` get ``replicas`` replicas unless the caller
+    asks for a number (the process's ``LOOM_JS_REPLICAS``, passed in where it connects)."""
+    _replicas[nc] = replicas
+
+
+def replicas_of(js: JetStreamContext) -> int:
+    """How many replicas a stream or bucket created through ``js`` gets by default
+    (:func:`use_replicas`; 1 for a connection nobody told)."""
+    nc = getattr(js, "_nc", None)
+    return _replicas.get(nc, DEFAULT_REPLICAS) if nc is not None else DEFAULT_REPLICAS
 
 
 async def bucket_exists(js: JetStreamContext, bucket: str) -> bool:
@@ -119,7 +123,7 @@ async def ensure_kv(
     config = KeyValueConfig(
         bucket=bucket,
         history=history,
-        replicas=replicas or default_replicas(),
+        replicas=replicas or replicas_of(js),
         storage=StorageType.FILE,
         ttl=ttl,
         description=description,
@@ -168,7 +172,7 @@ def kv_config(request: dict[str, Any], *, replicas: int) -> KeyValueConfig:
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     """Create the stream, or update it when it exists (limits may have changed).
 
-    A new stream gets ``config.num_replicas`` or ``LOOM_JS_REPLICAS``. An
+    A new stream gets ``config.num_replicas`` or the connection's (:func:`replicas_of`). An
     existing one keeps its replica count unless the caller set one explicitly,
     so a process started without the cluster's setting cannot shrink it.
     """
@@ -182,7 +186,7 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     try:
         current = await js.stream_info(config.name)
     except NotFoundError:
-        config.num_replicas = explicit_replicas or default_replicas()
+        config.num_replicas = explicit_replicas or replicas_of(js)
         try:
             await js.add_stream(config)
             return

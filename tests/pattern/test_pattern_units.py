@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from pattern.secretscan import scan
 from pattern.tools import TOOLS
 from pattern.transfer import resolve_in
 from shared.mcp.tools import describe_validation
+from shared.settings import LoomSettings
 
 AGENT = new_agent_id()
 
@@ -170,6 +173,36 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     config = PatternConfig.from_env()
     assert config.temporary_ttl_s == 24 * 3600
     assert config.export_root(tmp_path) == tmp_path / ".loom" / "memory-exports"
+
+
+def test_config_takes_the_shared_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_JS_REPLICAS", "3")
+    assert PatternConfig.from_env().replicas == 3
+    # warp --with-memory: Warp's start-up read them already; they are not read again
+    monkeypatch.setenv("LOOM_JS_REPLICAS", "many")
+    assert PatternConfig.from_env(LoomSettings(js_replicas=2)).replicas == 2
+    with pytest.raises(PatternConfigError) as err:
+        PatternConfig.from_env()
+    assert str(err.value) == "LOOM_JS_REPLICAS: must be an integer from 1 to 5"
+
+
+@pytest.mark.parametrize(
+    ("variable", "rule"),
+    [
+        ("LOOM_JS_REPLICAS", "must be an integer from 1 to 5"),
+        ("LOOM_LOG_LEVEL", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ],
+)
+def test_pattern_refuses_a_bad_shared_setting_at_start(tmp_path: Path, variable: str, rule: str) -> None:
+    secret = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
+    env = {"HOME": str(tmp_path), "LOOM_PROJECT_PATH": str(tmp_path), variable: secret}
+    pattern = str(Path(sys.executable).parent / "pattern")
+    done = subprocess.run(
+        [pattern], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.strip() == f"pattern: {variable}: {rule}"
 
 
 # -- index ------------------------------------------------------------------------------

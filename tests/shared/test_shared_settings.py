@@ -1,13 +1,25 @@
-"""NATS settings from the environment (docs/architecture.md, Reaching NATS)."""
+"""Shared settings from the environment: NATS (docs/architecture.md, Reaching NATS) and the
+fabric-wide LOOM_* variables (Settings)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from shared.settings import NatsSettings, data_home
+from shared.errors import LoomError
+from shared.settings import (
+    DEFAULT_ACK_WAIT_S,
+    DEFAULT_REPLICAS,
+    NATS_SCHEMES,
+    LoomSettings,
+    NatsSettings,
+    SettingsError,
+    load_loom_settings,
+    nats_schemes_text,
+)
 
 
 @pytest.mark.parametrize(
@@ -104,8 +116,139 @@ def test_constructor_names_work_alongside_env(tmp_path: Path) -> None:
 
 def test_data_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert data_home() == tmp_path / "home" / ".local" / "share" / "loom"
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.delenv("LOOM_DATA_DIR", raising=False)
+    assert LoomSettings().data_home == tmp_path / "home" / ".local" / "share" / "loom"
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert data_home() == tmp_path / "xdg" / "loom"
+    assert LoomSettings().data_home == tmp_path / "xdg" / "loom"
     monkeypatch.setenv("LOOM_DATA_DIR", str(tmp_path / "explicit"))
-    assert data_home() == tmp_path / "explicit"
+    assert LoomSettings().data_home == tmp_path / "explicit"
+
+
+# -- the fabric-wide LOOM_* variables (shared.settings.LoomSettings) --------------------------------
+
+SHARED_VARIABLES = (
+    "LOOM_JS_REPLICAS",
+    "LOOM_WORK_ACK_WAIT_S",
+    "LOOM_LOG_LEVEL",
+    "LOOM_NATS_SERVER",
+    "LOOM_DATA_DIR",
+)
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in (*SHARED_VARIABLES, "XDG_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_loom_settings_defaults(clean_env: pytest.MonkeyPatch) -> None:
+    s = load_loom_settings()
+    assert (s.js_replicas, s.work_ack_wait_s, s.log_level, s.nats_server) == (1, 60.0, "INFO", None)
+    assert (s.js_replicas, s.work_ack_wait_s) == (DEFAULT_REPLICAS, DEFAULT_ACK_WAIT_S)
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "field", "value"),
+    [
+        ("LOOM_JS_REPLICAS", "3", "js_replicas", 3),
+        ("LOOM_JS_REPLICAS", " 5 ", "js_replicas", 5),
+        ("LOOM_WORK_ACK_WAIT_S", "2.5", "work_ack_wait_s", 2.5),
+        ("LOOM_WORK_ACK_WAIT_S", "86400", "work_ack_wait_s", 86400.0),
+        ("LOOM_WORK_ACK_WAIT_S", "", "work_ack_wait_s", 60.0),
+        ("LOOM_LOG_LEVEL", "debug", "log_level", "DEBUG"),
+        ("LOOM_LOG_LEVEL", " warning ", "log_level", "WARNING"),
+        ("LOOM_LOG_LEVEL", "", "log_level", "INFO"),
+        ("LOOM_NATS_SERVER", "/opt/nats/nats-server", "nats_server", Path("/opt/nats/nats-server")),
+        ("LOOM_NATS_SERVER", "", "nats_server", None),
+        ("LOOM_DATA_DIR", "/srv/loom", "data_home", Path("/srv/loom")),
+    ],
+)
+def test_loom_settings_read_each_variable(
+    clean_env: pytest.MonkeyPatch, variable: str, raw: str, field: str, value: object
+) -> None:
+    clean_env.setenv(variable, raw)
+    assert getattr(load_loom_settings(), field) == value
+    # the same from a given environment (what a launcher checks before starting a part)
+    assert getattr(load_loom_settings({variable: raw}), field) == value
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "rule"),
+    [
+        ("LOOM_JS_REPLICAS", "many-s3cr3t", "must be an integer from 1 to 5"),
+        ("LOOM_JS_REPLICAS", "0", "must be an integer from 1 to 5"),
+        ("LOOM_JS_REPLICAS", "6", "must be an integer from 1 to 5"),
+        ("LOOM_JS_REPLICAS", "", "must be an integer from 1 to 5"),  # refused, as before
+        ("LOOM_WORK_ACK_WAIT_S", "s3cr3t-token-pasted", "must be a number of seconds from 0.5 to 86400"),
+        ("LOOM_WORK_ACK_WAIT_S", "0.1", "must be a number of seconds from 0.5 to 86400"),
+        ("LOOM_WORK_ACK_WAIT_S", "nan", "must be a number of seconds from 0.5 to 86400"),
+        ("LOOM_LOG_LEVEL", "verbose-s3cr3t", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ],
+)
+def test_a_bad_loom_variable_is_named_with_its_rule_not_its_value(
+    clean_env: pytest.MonkeyPatch, variable: str, raw: str, rule: str
+) -> None:
+    clean_env.setenv(variable, raw)
+    with pytest.raises(SettingsError) as refused:
+        load_loom_settings()
+    assert isinstance(refused.value, LoomError) and refused.value.code == "invalid"
+    assert str(refused.value) == f"{variable}: {rule}"
+    with pytest.raises(SettingsError) as given:
+        load_loom_settings({variable: raw})
+    assert str(given.value) == f"{variable}: {rule}"
+
+
+def test_every_bad_loom_variable_is_named_at_once(clean_env: pytest.MonkeyPatch) -> None:
+    for name, raw in (("LOOM_JS_REPLICAS", "x"), ("LOOM_WORK_ACK_WAIT_S", "y"), ("LOOM_LOG_LEVEL", "z")):
+        clean_env.setenv(name, raw)
+    with pytest.raises(SettingsError) as refused:
+        load_loom_settings()
+    assert [p.split(":")[0] for p in str(refused.value).split("; ")] == [
+        "LOOM_JS_REPLICAS",
+        "LOOM_WORK_ACK_WAIT_S",
+        "LOOM_LOG_LEVEL",
+    ]
+
+
+def test_a_given_environment_is_read_alone(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("LOOM_JS_REPLICAS", "3")
+    assert load_loom_settings({}).js_replicas == 1
+    assert load_loom_settings().js_replicas == 3
+
+
+# -- the NATS URL schemes: one list, every check ----------------------------------------------------
+
+
+def _nats_url_checks() -> dict[str, Callable[[str], object]]:
+    from shared.nats.client import parse_url
+    from weft.spinup.config import MechanismConfig
+    from weft.spinup.settings import SpinupSettings
+
+    return {
+        "NATS_URL (settings)": lambda url: NatsSettings(url=url),
+        "NATS_URL (connect)": parse_url,
+        "WEFT_AGENT_NATS_URL": lambda url: SpinupSettings(agent_nats_url=url),
+        "a target's nats_url": lambda url: MechanismConfig(nats_url=url),
+    }
+
+
+@pytest.mark.parametrize("scheme", NATS_SCHEMES)
+def test_every_nats_url_check_accepts_each_scheme(scheme: str) -> None:
+    for check in _nats_url_checks().values():
+        check(f"{scheme}://nats.example:4222")
+
+
+@pytest.mark.parametrize("scheme", ["http", "https", "redis", "nats+tls"])
+def test_every_nats_url_check_refuses_other_schemes_listing_ours(scheme: str) -> None:
+    for what, check in _nats_url_checks().items():
+        with pytest.raises(Exception) as refused:
+            check(f"{scheme}://nats.example:4222")
+        assert isinstance(refused.value, ValueError | LoomError), what
+        assert "wss://" in str(refused.value) and "nats://" in str(refused.value), what
+
+
+def test_the_schemes_are_the_four_nats_speaks() -> None:
+    assert NATS_SCHEMES == ("nats", "tls", "ws", "wss")
+    assert nats_schemes_text() == "nats://, tls://, ws:// or wss://"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ def presence(nc: NatsClient, project_id: str, tmp_path: Path, **settings: object
     names = ProjectNames(project_id)
     js = nc.jetstream()
     ident = make_identity(project_id, tmp_path, A)
-    s = dataclasses.replace(WarpSettings(capabilities=("code",), heartbeat_s=0.2), **settings)  # type: ignore[arg-type]
+    s = WarpSettings(capabilities=("code",), heartbeat_s=0.2).model_copy(update=settings)
     return Presence(Registry(js, names), js, names, ident, s, handle=lambda: "alpha")
 
 

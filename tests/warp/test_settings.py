@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from shared.errors import Invalid
 from shared.models import Scope
+from shared.settings import LoomSettings
 from warp.settings import WarpSettingsError, load_warp_settings
+
+WARP = str(Path(sys.executable).parent / "warp")
+SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
 
 
 def test_defaults() -> None:
@@ -58,6 +67,8 @@ def test_values_from_env() -> None:
         ("LOOM_TARGET_ID", "has space", "must be"),
         ("LOOM_LOG_LEVEL", "loud", "must be one of"),
         ("LOOM_WARP_TIMEOUT_S", "0.1", "between"),
+        ("LOOM_JS_REPLICAS", "many", "integer from 1 to 5"),
+        ("LOOM_WORK_ACK_WAIT_S", "soon", "number of seconds from 0.5 to 86400"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, expected: str) -> None:
@@ -67,3 +78,43 @@ def test_bad_values_name_the_variable(name: str, value: str, expected: str) -> N
     assert expected in str(info.value)
     if len(value) > 3:  # the rejected value is not repeated
         assert value not in str(info.value).removeprefix(f"{name}:")
+
+
+def test_the_shared_variables_are_the_shared_settings() -> None:
+    s = load_warp_settings({"LOOM_JS_REPLICAS": "3", "LOOM_WORK_ACK_WAIT_S": "2.5", "LOOM_NATS_SERVER": ""})
+    assert isinstance(s, LoomSettings)
+    assert (s.js_replicas, s.work_ack_wait_s, s.log_level, s.nats_server) == (3, 2.5, "INFO", None)
+
+
+def test_a_bad_setting_is_an_invalid_loom_error() -> None:
+    with pytest.raises(Invalid) as info:
+        load_warp_settings({"LOOM_HEARTBEAT_S": SECRET})
+    assert info.value.code == "invalid" and SECRET not in str(info.value)
+
+
+def test_a_given_environment_is_read_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a launcher checks is what it hands Warp, not its own environment."""
+    monkeypatch.setenv("LOOM_CAPABILITIES", "review")
+    monkeypatch.setenv("LOOM_JS_REPLICAS", "many")
+    s = load_warp_settings({"LOOM_BOUNDARIES": "corp"})
+    assert (s.capabilities, s.boundaries, s.js_replicas) == ((), ("corp",), 1)
+    with pytest.raises(WarpSettingsError, match="LOOM_JS_REPLICAS"):
+        load_warp_settings()  # without one: the process's environment
+
+
+@pytest.mark.parametrize(
+    ("variable", "rule"),
+    [
+        ("LOOM_JS_REPLICAS", "must be an integer from 1 to 5"),
+        ("LOOM_WORK_ACK_WAIT_S", "must be a number of seconds from 0.5 to 86400"),
+        ("LOOM_LOG_LEVEL", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ],
+)
+def test_warp_refuses_a_bad_shared_setting_at_start(tmp_path: Path, variable: str, rule: str) -> None:
+    env = {"HOME": str(tmp_path), "LOOM_PROJECT_PATH": str(tmp_path), variable: SECRET}
+    done = subprocess.run(
+        [WARP], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.strip() == f"warp: {variable}: {rule}"

@@ -150,7 +150,14 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path, nats_server: Embedd
     assert "weft: invalid settings: LOOM_NATS_SYNC: LOOM_NATS_SYNC must be 'always'" in result.stderr
     assert "hourly" not in result.stderr
     # a token pasted into the wrong variable is not repeated (issue 21)
-    for name in ("WEFT_PORT", "WEFT_PROJECT_ID", "WEFT_LOG_LEVEL", "WEFT_SWEEP_INTERVAL_S"):
+    for name in (
+        "WEFT_PORT",
+        "WEFT_PROJECT_ID",
+        "WEFT_LOG_LEVEL",
+        "WEFT_SWEEP_INTERVAL_S",
+        "LOOM_JS_REPLICAS",
+        "LOOM_WORK_ACK_WAIT_S",
+    ):
         result = run(["serve"], {**env, name: "ghp_Zq9TOKEN+sEcReT42"})
         assert result.returncode == 2 and name in result.stderr, (name, result.stderr)
         assert "Zq9TOKEN" not in result.stderr, (name, result.stderr)

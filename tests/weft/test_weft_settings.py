@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client as NatsClient
 from pydantic import ValidationError
 
 from shared.identity import project_id_for_path
+from shared.settings import LoomSettings
 from weft.banner import render_banner
+from weft.metrics import Metrics
+from weft.project.hub import ProjectHub
 from weft.runtime import start_embedded
 from weft.settings import WeftSettings
 from weft.state import NatsInfo
@@ -112,3 +116,24 @@ def test_banner_never_shows_credentials() -> None:
         and "LOOM_PROJECT_ID=demo" in text
         and "bearer token required" in text
     )
+
+
+def test_the_shared_loom_variables_are_read_once_and_passed_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_JS_REPLICAS", "3")
+    monkeypatch.setenv("LOOM_WORK_ACK_WAIT_S", "2.5")
+    monkeypatch.setenv("LOOM_DATA_DIR", "/srv/loom-data")
+    loom = WeftSettings(project_id="p").loom
+    assert (loom.js_replicas, loom.work_ack_wait_s, loom.data_home) == (3, 2.5, Path("/srv/loom-data"))
+    monkeypatch.setenv("LOOM_JS_REPLICAS", "ghp_Zq9TOKEN+sEcReT42")
+    with pytest.raises(ValidationError) as refused:
+        WeftSettings(project_id="p")
+    assert "LOOM_JS_REPLICAS" in str(refused.value) and "Zq9TOKEN" not in str(refused.value)
+
+
+async def test_each_projects_work_queue_gets_the_ack_wait(nc: NatsClient, project_id: str) -> None:
+    settings = WeftSettings(project_id=project_id, loom=LoomSettings(work_ack_wait_s=2.5))
+    hub = ProjectHub(nc, settings, Metrics(), None)
+    try:
+        assert (await hub.get(project_id)).queue.ack_wait_s == 2.5
+    finally:
+        await hub.close()

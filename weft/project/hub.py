@@ -72,7 +72,15 @@ Part = TypeVar("Part")
 
 
 class ProjectContext:
-    def __init__(self, nc: NatsClient, js: JetStreamContext, names: ProjectNames, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        nc: NatsClient,
+        js: JetStreamContext,
+        names: ProjectNames,
+        metrics: Metrics,
+        *,
+        ack_wait_s: float | None = None,
+    ) -> None:
         self.nc = nc
         self.js = js
         self.names = names
@@ -82,7 +90,15 @@ class ProjectContext:
         self.ledger = UsageLedger(js, names)
         """The day's usage counters and the budgets (docs/operations.md)."""
         store = ContextStore(nc, names, js=js)
-        self.queue = WorkQueue(nc, names, js=js, contexts=store, traces=self.traces, ledger=self.ledger)
+        self.queue = WorkQueue(
+            nc,
+            names,
+            js=js,
+            contexts=store,
+            traces=self.traces,
+            ledger=self.ledger,
+            ack_wait_s=ack_wait_s,
+        )
         self.questions = QuestionBook(nc, names, self.queue, js=js)
         self.registry = Registry(js, names)
         self.agents = AgentDirectory(nc, js, names)
@@ -188,7 +204,13 @@ class ProjectHub:
                 self._starting.pop(project_id, None)
 
     async def _start(self, project_id: str) -> ProjectContext:
-        context = ProjectContext(self.nc, self.js, ProjectNames(project_id), self.metrics)
+        context = ProjectContext(
+            self.nc,
+            self.js,
+            ProjectNames(project_id),
+            self.metrics,
+            ack_wait_s=self.settings.loom.work_ack_wait_s,
+        )
         context.credentials = self.credentials
         try:
             await context.start(self.settings, self.policy, self._extensions)

@@ -39,4 +39,8 @@ def default_service(settings: WeftSettings) -> SpinupService:
     spinup_settings = SpinupSettings()
     if spinup_settings.mode == "none":
         return DisabledSpinup()
+    if spinup_settings.log_dir is None:  # local agents' output: under Weft's data home
+        spinup_settings = spinup_settings.model_copy(
+            update={"log_dir": settings.loom.data_home / "spinup-logs"}
+        )
     return ManagedSpinup(spinup_settings)

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shared.errors import Invalid, shown_name
+from shared.settings import NATS_SCHEMES, nats_schemes_text
 
 M = TypeVar("M", bound="MechanismConfig")
 
@@ -33,7 +34,6 @@ SECRET_ENV_RULE = "must be the name of an environment variable (upper-case lette
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 
 TEMPLATE_FIELDS = ("work_id", "target_id", "target_name", "agent_id", "project_id", "spinup_id")
 """Placeholders a webhook body, URL or header may use."""
@@ -102,7 +102,7 @@ class MechanismConfig(BaseModel):
         for part in v.split(","):
             parts = urlsplit(part.strip())
             if parts.scheme not in NATS_SCHEMES or not parts.hostname:
-                raise ValueError("must be a nats://, tls://, ws:// or wss:// URL with a host")
+                raise ValueError(f"must be a {nats_schemes_text()} URL with a host")
             if parts.password or parts.username:
                 raise ValueError(
                     "must not carry credentials (they would be stored in the target); "

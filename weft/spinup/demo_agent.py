@@ -32,6 +32,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from shared.redact import configure_logging
+from shared.settings import SettingsError, load_loom_settings
 
 log = logging.getLogger("loom.demo-agent")
 
@@ -110,7 +111,12 @@ async def run() -> int:
 
 
 def main() -> None:
-    configure_logging(os.environ.get("LOOM_LOG_LEVEL", "INFO"))
+    try:
+        shared = load_loom_settings()
+    except SettingsError as exc:
+        print(f"demo-agent: {exc}", file=sys.stderr)
+        sys.exit(2)
+    configure_logging(shared.log_level)
     sys.exit(asyncio.run(run()))
 
 

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.settings import SettingsError, nats_schemes_text, nats_url_schemes_ok
+
 
 class SpinupSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
@@ -46,7 +48,6 @@ class SpinupSettings(BaseSettings):
     def _url(cls, value: str | None) -> str | None:
         if not value:
             return None
-        for part in value.split(","):
-            if part.strip().split("://", 1)[0] not in ("nats", "tls", "ws", "wss"):
-                raise ValueError("WEFT_AGENT_NATS_URL must use nats://, tls://, ws:// or wss://")
+        if not nats_url_schemes_ok(value):
+            raise SettingsError(f"WEFT_AGENT_NATS_URL must use {nats_schemes_text()}")
         return value

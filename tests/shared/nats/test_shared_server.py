@@ -24,6 +24,7 @@ from shared.nats.server import (
     free_port,
     render_config,
 )
+from shared.settings import load_loom_settings
 
 
 def _alive(pid: int) -> bool:
@@ -151,7 +152,7 @@ def test_find_binary_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     fake.write_text("#!/bin/sh\nexit 0\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("LOOM_NATS_SERVER", str(fake))
-    assert find_binary() == fake
+    assert find_binary(load_loom_settings().nats_server) == fake
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "not-executable"])
@@ -164,10 +165,11 @@ def test_find_binary_bad_override_is_a_clear_error(
     elif kind == "not-executable":
         target.write_text("not a program")
     monkeypatch.setenv("LOOM_NATS_SERVER", str(target))
+    override = load_loom_settings().nats_server
     with pytest.raises(NatsServerError) as info:
-        find_binary()
+        find_binary(override)
     assert str(info.value) == f"LOOM_NATS_SERVER: {str(target)!r} is not an executable file"
-    server = EmbeddedNatsServer()
+    server = EmbeddedNatsServer(ServerConfig(binary=override))
     with pytest.raises(NatsServerError, match="LOOM_NATS_SERVER"):
         server.start()
     assert server.pid is None

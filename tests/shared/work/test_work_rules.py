@@ -604,19 +604,20 @@ def test_discard_refuses_when_the_dead_letter_changed(current: int | None) -> No
 def test_a_bad_ack_wait_names_the_variable_and_the_rule_without_the_value(
     raw: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shared.work.rules import default_ack_wait
+    from shared.settings import load_loom_settings
 
     monkeypatch.setenv("LOOM_WORK_ACK_WAIT_S", raw)
     with pytest.raises(ValueError) as refused:
-        default_ack_wait()
+        load_loom_settings()
     assert str(refused.value) == "LOOM_WORK_ACK_WAIT_S: must be a number of seconds from 0.5 to 86400"
     assert raw not in str(refused.value)
 
 
 def test_the_ack_wait_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared.work.rules import DEFAULT_ACK_WAIT_S, default_ack_wait
+    # read at start-up into the shared settings, then passed to the work queue
+    from shared.settings import DEFAULT_ACK_WAIT_S, load_loom_settings
 
     monkeypatch.delenv("LOOM_WORK_ACK_WAIT_S", raising=False)
-    assert default_ack_wait() == DEFAULT_ACK_WAIT_S
+    assert load_loom_settings().work_ack_wait_s == DEFAULT_ACK_WAIT_S
     monkeypatch.setenv("LOOM_WORK_ACK_WAIT_S", "2.5")
-    assert default_ack_wait() == 2.5
+    assert load_loom_settings().work_ack_wait_s == 2.5

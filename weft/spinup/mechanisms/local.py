@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from pydantic import Field, field_validator
 
-from shared.settings import data_home
+from shared.settings import LoomSettings
 from weft.spinup.config import (
     MechanismConfig,
     argv,
@@ -124,7 +124,9 @@ class LocalMechanism(Mechanism):
     def _log_dir(self, config: LocalConfig, project_id: str) -> Path:
         if config.log_dir:
             return Path(config.log_dir)
-        return (self._log_root or data_home() / "spinup-logs") / project_id
+        # Weft's start-up passes the root (weft.spinup.default_service); a spin-up built
+        # without one (a test's) finds the data home the same way.
+        return (self._log_root or LoomSettings().data_home / "spinup-logs") / project_id
 
     def _env(self, config: LocalConfig, launch: Launch) -> dict[str, str]:
         env = dict(os.environ) if config.inherit_env else {"PATH": os.environ.get("PATH", os.defpath)}
