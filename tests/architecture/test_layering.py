@@ -1,6 +1,6 @@
 """The house by concern, checked (docs/architecture.md, "Parts and layering"): no import
-circle, no arrow from a lower layer back up, Shuttle on pure modules only, no module
-over 1,000 lines.
+circle, no arrow from a lower layer back up (the rooms of ``shared/`` in the order that
+page lists them), Shuttle on pure modules only, no module over 1,000 lines.
 
 Every import counts: at module level, under ``TYPE_CHECKING`` and inside functions, since
 each is a dependency a reader has to follow. Run alone with
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,7 @@ SHUTTLE_MAY_USE = {
 """Shuttle speaks HTTP to Weft; from shared/ it takes pure modules only (no NATS)."""
 
 MAX_LINES = 1000
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def _module_name(path: Path) -> str:
@@ -159,6 +161,38 @@ def test_no_import_circle_between_rooms() -> None:
         rooms.setdefault(room, set()).update(t for t in map(_group, targets) if t != room)
     circles = _cycles(rooms)
     assert not circles, "circles between rooms: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def _documented_floors() -> dict[str, int]:
+    """Each room of ``shared/`` and its row in the architecture page's table of rooms, floor first."""
+    lines = ARCHITECTURE.read_text().splitlines()
+    start = lines.index("| rooms | what they own |") + 2
+    floors: dict[str, int] = {}
+    for row, line in enumerate(lines[start:]):
+        if not line.startswith("|"):
+            break
+        first_cell = line.split("|")[1]
+        for path in re.findall(r"`(shared/[\w/]+?)(?:\.py|/)`", first_cell):
+            floors[path.replace("/", ".")] = row
+    return floors
+
+
+def test_the_rooms_of_shared_are_the_architecture_pages_table() -> None:
+    rooms = {_group(m) for m in _graph() if m.startswith("shared.")}
+    assert rooms == set(_documented_floors())
+
+
+def test_no_room_of_shared_imports_a_room_listed_below_it() -> None:
+    """A room may use the rooms of its own row and the rows above it (the floor first)."""
+    floor = _documented_floors()
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in _graph().items()
+        if module.startswith("shared.")
+        for target in targets
+        if target.startswith("shared.") and floor[_group(target)] > floor[_group(module)]
+    )
+    assert upward == []
 
 
 def test_parts_import_only_the_parts_below_them() -> None:
