@@ -14,9 +14,9 @@ from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from shared.settings import LoomSettings, SettingsError, load
+from shared.settings import EnvSettings, LoomSettings, SettingsError, load
 
 DAY_S = 24 * 3600
 
@@ -46,7 +46,7 @@ class PatternConfigError(SettingsError):
     """A ``PATTERN_*`` variable is invalid; the message names it and the rule."""
 
 
-class PatternSettings(BaseSettings):
+class PatternSettings(EnvSettings):
     """``PATTERN_*`` environment variables."""
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)

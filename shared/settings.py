@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from shared.errors import Invalid, describe_problems, validation_problems
 from shared.legacy import aliases_of
@@ -99,7 +100,47 @@ ACK_WAIT_RULE: Final = "must be a number of seconds from 0.5 to 86400"
 LOG_LEVEL_RULE: Final = f"must be one of {', '.join(LOG_LEVELS)}"
 
 
-class LoomSettings(BaseSettings):
+class _VariablesOnly(EnvSettingsSource):
+    """The environment, read under each field's variable name (its alias) only.
+
+    Loom's settings accept a field's own name in code (``populate_by_name``: tests and
+    callers write ``WeftSettings(port=0)``), and pydantic-settings would then also read
+    the bare name from the environment: a ``PORT``, ``HOST`` or ``LOG_LEVEL`` meant for
+    another program would configure Weft. A field without a variable (``WeftSettings.banner``,
+    a nested settings object) is not read from the environment at all."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        if field.validation_alias is None and field.alias is None:
+            return None, field_name, False
+        return super().get_field_value(field, field_name)
+
+    def _extract_field_info(
+        self, field: FieldInfo, field_name: str, model_config: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, str, bool]]:
+        config = dict(self.config if model_config is None else model_config)
+        config.update(populate_by_name=False, validate_by_name=False)
+        return super()._extract_field_info(field, field_name, config)
+
+
+class EnvSettings(BaseSettings):
+    """The base of every Loom settings class: each field from its own variable (see
+    :class:`_VariablesOnly`), given by name in code."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _VariablesOnly(settings_cls), dotenv_settings, file_secret_settings
+
+
+class LoomSettings(EnvSettings):
     """The ``LOOM_*`` variables more than one part reads, each parsed here only. Warp's
     settings extend this class; Weft's carry one as ``loom``, Pattern's config takes its
     values. Read at start-up, then passed down: :attr:`js_replicas` with the NATS connection
@@ -175,7 +216,7 @@ def load_loom_settings(env: Mapping[str, str] | None = None) -> LoomSettings:
     return load(LoomSettings, env)
 
 
-class NatsSettings(BaseSettings):
+class NatsSettings(EnvSettings):
     """How to reach NATS. Credentials embedded in ``NATS_URL`` win over the separate variables."""
 
     # hide_input_in_errors: a rejected NATS_URL may carry a password; keep it out of the error.
@@ -215,7 +256,7 @@ class NatsSettings(BaseSettings):
         return None if value == "" else value
 
 
-class IdentitySettings(BaseSettings):
+class IdentitySettings(EnvSettings):
     """Identity inputs; :mod:`shared.identity` turns them into ids (the rules: docs/architecture.md,
     Identity and isolation). The TypeScript Loom's names (``LOOMINAL_*``, ``MCP_PROJECT_PATH``)
     are read as aliases, from the table in :mod:`shared.legacy`."""

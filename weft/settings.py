@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from shared.identity import project_id_for_path
 from shared.names import validate_capability, validate_project_id
@@ -18,6 +18,7 @@ from shared.nats.server import check_sync_interval
 from shared.settings import (
     LOG_LEVEL_RULE,
     LOG_LEVELS,
+    EnvSettings,
     IdentitySettings,
     LoomSettings,
     NatsSettings,
@@ -42,7 +43,7 @@ def default_project_id() -> str:
     return project_id_for_path(identity.project_path or Path.cwd())
 
 
-class WeftSettings(BaseSettings):
+class WeftSettings(EnvSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
 
     host: str = Field(default="127.0.0.1", validation_alias="WEFT_HOST")

@@ -7,13 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import AliasChoices, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings
 
 from shared.errors import LoomError
 from shared.settings import (
     DEFAULT_ACK_WAIT_S,
     DEFAULT_REPLICAS,
     NATS_SCHEMES,
+    EnvSettings,
     LoomSettings,
     NatsSettings,
     SettingsError,
@@ -252,3 +255,58 @@ def test_every_nats_url_check_refuses_other_schemes_listing_ours(scheme: str) ->
 def test_the_schemes_are_the_four_nats_speaks() -> None:
     assert NATS_SCHEMES == ("nats", "tls", "ws", "wss")
     assert nats_schemes_text() == "nats://, tls://, ws:// or wss://"
+
+
+PARTS = {"shared", "warp", "weft", "pattern", "shuttle"}
+
+
+def _settings_classes() -> list[type[BaseSettings]]:
+    from pattern.config import PatternSettings
+    from shared.settings import IdentitySettings
+    from warp.settings import WarpSettings
+    from weft.settings import WeftSettings
+    from weft.spinup.settings import SpinupSettings
+
+    return [
+        LoomSettings,
+        NatsSettings,
+        IdentitySettings,
+        WeftSettings,
+        SpinupSettings,
+        WarpSettings,
+        PatternSettings,
+    ]
+
+
+def _variables(field: FieldInfo) -> set[str]:
+    alias = field.validation_alias
+    choices = alias.choices if isinstance(alias, AliasChoices) else [alias] if alias else []
+    return {c.upper() for c in choices if isinstance(c, str)}
+
+
+def test_every_settings_class_reads_the_environment_one_way() -> None:
+    _settings_classes()
+    ours = {c for c in BaseSettings.__subclasses__() if c.__module__.split(".")[0] in PARTS}
+    assert ours == {EnvSettings}
+    assert all(issubclass(c, EnvSettings) for c in _settings_classes())
+
+
+@pytest.mark.parametrize("cls", _settings_classes(), ids=lambda c: c.__name__)
+def test_a_fields_bare_name_in_the_environment_is_never_read(
+    cls: type[BaseSettings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PORT``, ``HOST`` or ``LOG_LEVEL`` belong to other programs: a field is read only
+    from its own variable (``WEFT_PORT``), though code may pass it by name (``port=``)."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("LOOM_", "LOOMINAL_", "WEFT_", "NATS_", "PATTERN_", "MCP_")):
+            monkeypatch.delenv(name)
+    expected = cls().model_dump()
+    bare = {name.upper() for name, field in cls.model_fields.items() if name.upper() not in _variables(field)}
+    assert bare  # every class has fields named unlike their variables
+    for name in bare:
+        monkeypatch.setenv(name, "7")  # a value most fields would take
+    assert cls().model_dump() == expected
+    named = next(name for name, field in cls.model_fields.items() if _variables(field))
+    assert cls(**{named: expected[named]}).model_dump() == expected  # code still passes it by name

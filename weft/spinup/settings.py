@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
-from shared.settings import SettingsError, nats_schemes_text, nats_url_schemes_ok
+from shared.settings import EnvSettings, SettingsError, nats_schemes_text, nats_url_schemes_ok
 
 
-class SpinupSettings(BaseSettings):
+class SpinupSettings(EnvSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, hide_input_in_errors=True)
 
     mode: Literal["managed", "none"] = Field(default="managed", validation_alias="WEFT_SPINUP")
