@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from shared.models import ControlRequest
 from shared.names import ProjectNames
+from shared.nats.client import settle
 
 log = logging.getLogger("loom.warp.control")
 
@@ -66,9 +67,9 @@ class ControlListener:
     async def start(self) -> None:
         if self._sub is None:
             self._sub = await self._nc.subscribe(self._subject, cb=self._handle)
-            # A round trip, so the server has the subscription before Warp reports ready:
-            # a shutdown request sent right after registration must find a listener.
-            await self._nc.flush()
+            # The server has the subscription before Warp reports ready: a shutdown request
+            # sent right after registration must find a listener.
+            await settle(self._nc)
 
     async def stop(self) -> None:
         if self._sub is not None:

@@ -58,6 +58,7 @@ from shared.nats.auth import (
     Permissions,
 )
 from shared.nats.cas import cas_upsert
+from shared.nats.client import settle
 from shared.nats.jetstream import (
     create_kv,
     ensure_kv,
@@ -159,6 +160,7 @@ class CredentialAuthority:
         entry = await get_or_none(kv, REVOCATIONS_KEY)
         await self._push(Revocations.parse(entry.value if entry else None))
         self._sub = await self.nc.subscribe(PROVISION_SUBJECTS, queue=QUEUE_GROUP, cb=self._on_provision)
+        await settle(self.nc)  # started means listening: an agent may ask at once
 
     async def stop(self) -> None:
         if self._sub is not None:

@@ -368,3 +368,16 @@ def display_url(url: str | None) -> str:
         return parse_url(url or DEFAULT_URL).display
     except NatsConnectError:
         return redact(url or DEFAULT_URL)
+
+
+async def settle(nc: NatsClient, timeout: int = 10) -> None:
+    """Return once the server has processed everything this connection sent so far (a
+    subscription just made, a message just published).
+
+    nats-py's ``flush()`` alone does not promise that: it writes its PING straight to the
+    socket while earlier commands can still wait in the client's pending buffer for its
+    flusher task, so the PONG may come back before the server has seen a ``SUB`` made just
+    before (measured: 132 of 3,000 subscribe-flush-request rounds got no responders). The
+    pending buffer is written first here, then the round trip proves the server read it."""
+    await nc._flush_pending(force_flush=True)
+    await nc.flush(timeout=timeout)

@@ -22,6 +22,7 @@ from shared.agents.registry import AgentNotFound
 from shared.events import publish_event
 from shared.models import AgentEntry, AgentStatus, ControlRequest, utcnow
 from shared.names import ProjectNames, validate_agent_id
+from shared.nats.client import settle
 from shared.nats.jetstream import ensure_kv
 from shared.nats.mirror import BucketMirror, Slot, model_parser
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
@@ -153,7 +154,7 @@ class AgentDirectory:
         state = await self.get(agent_id)
         request = ControlRequest(action="shutdown", reason=reason, requested_by=by, grace_s=grace_s)
         await self._nc.publish(self.names.control_subject(agent_id), request.to_json_bytes())
-        await self._nc.flush()
+        await settle(self._nc)
         await self._publish(
             "shutdown-requested",
             state.entry,

@@ -14,8 +14,9 @@ from urllib.parse import quote
 
 import pytest
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 
-from shared.nats.client import NatsConnectError, build_options, connect, display_url, parse_url
+from shared.nats.client import NatsConnectError, build_options, connect, display_url, parse_url, settle
 from shared.nats.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from testsupport.servers import AuthServer, CredsServer, TlsServer, TokenServer
@@ -564,3 +565,26 @@ def test_unreadable_tls_files_are_a_clear_error(tmp_path: Path) -> None:
         build_options(NatsSettings(tls_ca=bad), url="tls://h:1")
     with pytest.raises(NatsConnectError, match="NATS TLS settings"):
         build_options(NatsSettings(tls_ca=tmp_path / "missing.pem"), url="tls://h:1")
+
+
+async def test_settle_means_the_server_has_a_subscription_just_made(
+    nats_server: EmbeddedNatsServer, closing: list[NatsClient]
+) -> None:
+    """Subscribe, settle, and a request from another connection always finds the listener
+    (with nats-py's flush() alone, some rounds got no responders: settle's docstring)."""
+    listener = await connect(url=nats_server.url)
+    asker = await connect(url=nats_server.url)
+    closing.extend([listener, asker])
+    subject = f"settle.{uuid.uuid4().hex}"
+
+    async def answer(msg: Msg) -> None:
+        await listener.publish(msg.reply, b"here")
+
+    answered = 0
+    for round_ in range(500):
+        sub = await listener.subscribe(f"{subject}.{round_}", cb=answer)
+        await settle(listener)
+        reply = await asker.request(f"{subject}.{round_}", b"?", timeout=5)
+        answered += reply.data == b"here"
+        await sub.unsubscribe()
+    assert answered == 500
