@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -81,9 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
     configure_logging(settings.log_level)
-    from shared.trace import tracing
-
-    tracing.configure("loom-warp")  # spans of MCP tool calls and of work (docs/operations.md, Traces)
     if notices:
         import logging
 
@@ -91,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("loom.warp").warning("%s", notice)
 
     from warp.runtime import WarpRuntime
-    from warp.server import build_server
 
     rt = WarpRuntime(
         identity,
@@ -100,26 +97,101 @@ def main(argv: list[str] | None = None) -> int:
         nats_settings=nats_settings,
         explicit_instance=identity_settings.instance,
     )
+    if args.http:
+        built = _build(rt, settings, args.with_memory)
+        if isinstance(built, str):
+            return _fail(built)
+        server, attach = built
+        attach()
+        import anyio
+
+        anyio.run(_serve_http, server, rt, args.host, args.port, args.path)
+        return 0
+    import asyncio
+
+    return asyncio.run(_run_stdio(rt, settings, args.with_memory))
+
+
+Attach = Callable[[], None]
+"""What a built part still has to hook into the runtime, on the runtime's own thread."""
+
+
+def _nothing_to_attach() -> None:
+    """Warp's own tools attach nothing: they reach the runtime they were built with."""
+
+
+def _build(
+    rt: WarpRuntime, settings: WarpSettings, with_memory: bool
+) -> tuple[MCPServer[WarpRuntime], Attach] | str:
+    """The MCP server (the SDK, the tools, tracing: most of Warp's start-up) and what it
+    still has to attach to the runtime, or why it cannot be served. Touches nothing of the
+    runtime's, so it may run in a thread while the runtime connects."""
+    from shared.trace import tracing
+
+    tracing.configure("loom-warp")  # spans of MCP tool calls and of work (docs/operations.md, Traces)
     memory: list[Tool] = []
-    if args.with_memory:
+    attach: Attach = _nothing_to_attach
+    if with_memory:
         mounted = _memory_tools(rt, settings)
         if isinstance(mounted, str):
-            return _fail(mounted)
-        memory = mounted
-    server = build_server(rt, also=memory)
+            return mounted
+        memory, attach = mounted
+    from warp.server import build_server
 
-    import anyio
+    return build_server(rt, also=memory), attach
 
-    if args.http:
-        anyio.run(_serve_http, server, rt, args.host, args.port, args.path)
-    else:
-        anyio.run(_serve_stdio, server, rt)
+
+async def _run_stdio(rt: WarpRuntime, settings: WarpSettings, with_memory: bool) -> int:
+    """Serve MCP on stdio. Warp starts reaching NATS and answers ``initialize``
+    (:mod:`warp.handshake`) while the SDK and the tools load in a thread."""
+    import asyncio
+    import contextlib
+    import logging
+
+    from warp.stdio import Early, answer_initialize, open_pipes, serve_stdio
+
+    try:
+        pipes = await open_pipes()
+    except (OSError, ValueError) as exc:
+        logging.getLogger("loom.warp").info("stdio is not a pipe (%s); using the SDK's transport", exc)
+        pipes = None
+    rt.start()
+    first = asyncio.create_task(answer_initialize(pipes)) if pipes is not None else None
+    try:
+        built = await asyncio.to_thread(_build, rt, settings, with_memory)
+    except BaseException:
+        await rt.stop("start-up failed")
+        raise
+    if isinstance(built, str):
+        await rt.stop("start-up failed")
+        return _fail(built)
+    server, attach = built
+    attach()
+    early = Early()
+    if first is not None:
+        if not first.done():  # no message yet: the SDK reads the first one itself
+            first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            early = await first
+
+    def leave() -> None:
+        # Offline already: end the session from our side.
+        if pipes is not None:
+            pipes.stop_reading()
+        else:  # the SDK's reader thread may sit in a read nothing can interrupt
+            logging.shutdown()
+            os._exit(0)
+
+    rt.on_exit = leave
+    _install_signals(rt)
+    await serve_stdio(server, pipes, early)
     return 0
 
 
-def _memory_tools(rt: WarpRuntime, warp: WarpSettings) -> list[Tool] | str:
+def _memory_tools(rt: WarpRuntime, warp: WarpSettings) -> tuple[list[Tool], Attach] | str:
     """Pattern's memory tools for this server, on Warp's NATS connection and identity (and
-    Warp's reading of the shared ``LOOM_*`` variables), or why they cannot be served."""
+    Warp's reading of the shared ``LOOM_*`` variables), and how they attach to the runtime;
+    or why they cannot be served."""
     try:
         from pattern.config import PatternConfig, PatternConfigError
         from pattern.runtime import PatternRuntime
@@ -136,9 +208,11 @@ def _memory_tools(rt: WarpRuntime, warp: WarpSettings) -> list[Tool] | str:
     def start(svc: Services) -> None:
         memory.use_connection(svc.nc, svc.identity)  # the instance id Warp settled on
 
-    rt.on_ready.append(start)
-    rt.on_stop.append(memory.close)
-    return pattern_tools(memory.get_service, health=memory.health)
+    def attach() -> None:
+        rt.when_ready(start)
+        rt.on_stop.append(memory.close)
+
+    return pattern_tools(memory.get_service, health=memory.health), attach
 
 
 def _install_signals(rt: WarpRuntime) -> None:
@@ -153,30 +227,6 @@ def _install_signals(rt: WarpRuntime) -> None:
             action="shutdown", reason=signal.Signals(sig).name, requested_by="signal", grace_s=SIGNAL_GRACE_S
         )
         loop.add_signal_handler(sig, rt.request_shutdown, request)
-
-
-async def _serve_stdio(server: MCPServer[WarpRuntime], rt: WarpRuntime) -> None:
-    import logging
-
-    from warp.stdio import open_pipes, serve_stdio
-
-    try:
-        pipes = await open_pipes()
-    except (OSError, ValueError) as exc:
-        logging.getLogger("loom.warp").info("stdio is not a pipe (%s); using the SDK's transport", exc)
-        pipes = None
-
-    def leave() -> None:
-        # Offline already: end the session from our side.
-        if pipes is not None:
-            pipes.stop_reading()
-        else:  # the SDK's reader thread may sit in a read nothing can interrupt
-            logging.shutdown()
-            os._exit(0)
-
-    rt.on_exit = leave
-    _install_signals(rt)
-    await serve_stdio(server, pipes)
 
 
 async def _serve_http(

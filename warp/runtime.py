@@ -88,6 +88,7 @@ class WarpRuntime:
         self._idle = asyncio.Event()
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
         self._stopped = False
         self._recovered = False
         self._stop_lock = asyncio.Lock()
@@ -95,7 +96,18 @@ class WarpRuntime:
 
     # -- start -------------------------------------------------------------------
     def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self._connect_loop(), name="warp-connect"))
+        """Begin connecting in the background; once started, a second call changes nothing
+        (``warp`` starts the runtime before its MCP server exists, the server's lifespan again)."""
+        if not self._started:
+            self._started = True
+            self._tasks.append(asyncio.create_task(self._connect_loop(), name="warp-connect"))
+
+    def when_ready(self, hook: Callable[[Services], None]) -> None:
+        """Run ``hook`` once the services are up: now, if they are already."""
+        if self._svc is not None:
+            hook(self._svc)
+        else:
+            self.on_ready.append(hook)
 
     async def _connect_loop(self) -> None:
         # Load nats-py and the JetStream layer off the event loop, so the MCP
