@@ -12,6 +12,7 @@ joins that group instead.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -61,10 +62,19 @@ def _root_logger_left_as_found() -> Iterator[None]:
     root.setLevel(level)
 
 
+TERMINAL_VARIABLES = ("COLUMNS", "LINES")
+"""Set in pytest-xdist's workers (80 x 24) and not in a plain run: Shuttle's tables (and
+rich's width) follow them, so tests would see other output under xdist."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """In-process parts (Weft apps, work queues) record their work spans the way the real
-    processes do (``shared.trace.tracing.configure`` at start), whatever test runs first; never
-    exported from here, whatever ``OTEL_*`` the developer's shell has."""
+    """The same environment in every process that runs tests (no terminal size, see
+    :data:`TERMINAL_VARIABLES`). In-process parts (Weft apps, work queues) record their work
+    spans the way the real processes do (``shared.trace.tracing.configure`` at start),
+    whatever test runs first; never exported from here, whatever ``OTEL_*`` the
+    developer's shell has."""
+    for name in TERMINAL_VARIABLES:
+        os.environ.pop(name, None)
     from shared.trace import tracing
 
     tracing.configure("loom-weft", env={})
