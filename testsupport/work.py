@@ -3,14 +3,25 @@ the caller (here) builds the context store, trace log and usage ledger and hands
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import TypeVar
+
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from shared.context.store import ContextStore
+from shared.models import utcnow
 from shared.names import ProjectNames
 from shared.trace.tracing import TraceLog
 from shared.usage.ledger import UsageLedger
 from shared.work.queue import WorkQueue
+from shared.work.rules import WorkError
+
+T = TypeVar("T")
+
+LATE = "deadline: must be in the future"
+"""The rule's message when a submission's deadline has already passed."""
 
 
 def work_queue(
@@ -35,3 +46,23 @@ def work_queue(
         traces=TraceLog(nc, names) if traces is None else traces,
         ledger=UsageLedger(js, names) if ledger is None else ledger,
     )
+
+
+async def submit_due_soon(
+    submit: Callable[[datetime], Awaitable[T | None]], *, ahead_s: float = 2.0, attempts: int = 5
+) -> T:
+    """Submit an item whose deadline is ``ahead_s`` seconds away, for a test of what happens
+    when it passes. A machine that stalls longer than that between taking the time and the
+    queue's check makes the submission (rightly) late: it is made again with a new deadline,
+    since such a test asserts the expiry, not the machine's speed. ``submit`` returns None,
+    or raises the rule's WorkError, when the submission was refused as late."""
+    for _ in range(attempts):
+        try:
+            submitted = await submit(utcnow() + timedelta(seconds=ahead_s))
+        except WorkError as error:
+            if error.field != "deadline":
+                raise
+            continue
+        if submitted is not None:
+            return submitted
+    raise AssertionError(f"every submission {ahead_s} s ahead was late, {attempts} times")

@@ -59,7 +59,7 @@ async def run_one(fabric: Fabric, stream: EventStream, description: str) -> dict
     steps = [e for e in stream.of("spinup") if e["subject_id"] == spinup_id]
     actions = [e["action"] for e in steps]
     assert actions[: actions.index("registered") + 1] == ["requested", "starting", "running", "registered"]
-    assert [a for a in actions if a in STOP_STEPS] == STOP_STEPS, [(e['action'], e['data']) for e in steps]
+    assert [a for a in actions if a in STOP_STEPS] == STOP_STEPS, [(e["action"], e["data"]) for e in steps]
     requested = next(e for e in steps if e["action"] == "shutdown-requested")
     assert "idle" in str(requested["data"]).lower(), requested["data"]
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
+import httpx
 from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, register
 
 from shared.names import ProjectNames
-from testsupport.work import work_queue
+from testsupport.work import LATE, submit_due_soon, work_queue
 
 
 async def test_restart_between_submit_and_claim(weft_factory: Any, nc: NatsClient, project_id: str) -> None:
@@ -58,11 +60,7 @@ async def test_restart_while_claimed_then_complete(
 
 
 async def test_two_replicas_expire_an_item_once(weft_factory: Any, nc: NatsClient, project_id: str) -> None:
-    from datetime import timedelta
-
     from weft_helpers import eventually
-
-    from shared.models import utcnow
 
     names = ProjectNames(project_id)
     async with (
@@ -70,12 +68,15 @@ async def test_two_replicas_expire_an_item_once(weft_factory: Any, nc: NatsClien
         weft_factory(project_id=project_id, sweep_interval_s=0.05),
         one.client() as api,
     ):
-        # Far enough ahead that a slow moment in CI cannot make the submission itself late.
-        deadline = (utcnow() + timedelta(seconds=2)).isoformat()
-        response = await api.post(
-            "/api/work",
-            json={"task_id": "t", "description": "d", "capability": "code", "deadline": deadline},
-        )
+
+        async def post(deadline: datetime) -> httpx.Response | None:
+            body = {"task_id": "t", "description": "d", "capability": "code"}
+            body["deadline"] = deadline.isoformat()
+            response = await api.post("/api/work", json=body)
+            late = response.status_code == 400 and response.json()["message"] == LATE
+            return None if late else response
+
+        response = await submit_due_soon(post)
         assert response.status_code == 201, response.text
         work = response.json()
 

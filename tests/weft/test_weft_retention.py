@@ -17,7 +17,7 @@ from shared.work.queue import WorkQueue
 from shared.work.rules import DLQ_MAX_AGE_S, WorkNotFound
 from tests.weft.conftest import WeftFactory
 from tests.weft.weft_helpers import claimant, eventually, register
-from testsupport.work import work_queue
+from testsupport.work import submit_due_soon, work_queue
 from weft.project.agents import AgentDirectory
 from weft.project.retention import Retention
 from weft.project.work import WorkIndex
@@ -193,8 +193,9 @@ async def test_retention_zero_keeps_everything(
 ) -> None:
     async with weft_factory(project_id=project_id, sweep_interval_s=0.05, work_retention_s=0) as weft:
         done = await _finish(queue, nc, project_id, "done")
-        soon = utcnow() + timedelta(seconds=2)  # far enough ahead that the submission is never late
-        short_lived = (await queue.submit(_submission("short-lived", deadline=soon))).id
+        short_lived = (
+            await submit_due_soon(lambda soon: queue.submit(_submission("short-lived", deadline=soon)))
+        ).id
         async with weft.client() as api:
 
             async def expired() -> bool:

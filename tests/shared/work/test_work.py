@@ -15,7 +15,7 @@ from shared.names import ProjectNames
 from shared.paging import CursorError
 from shared.work.policy import BoundaryPolicy, BoundaryRule, config_bucket, publish_policy
 from shared.work.rules import Claimant, NotClaimant, WorkConflict, WorkError, WorkFilter, WorkNotFound
-from testsupport.work import work_queue
+from testsupport.work import submit_due_soon, work_queue
 
 A = "a" * 32
 B = "b" * 32
@@ -168,9 +168,9 @@ async def test_deadline_expiry(nc: NatsClient, project_id: str) -> None:
     q = work_queue(nc, ProjectNames(project_id))
     with pytest.raises(WorkError, match="deadline"):
         await q.submit(sub(deadline=utcnow() - timedelta(seconds=1)))
-    deadline = utcnow() + timedelta(seconds=1)  # far enough ahead that the submission is never late
-    soon = await q.submit(sub(deadline=deadline))
-    await asyncio.sleep((deadline - utcnow()).total_seconds() + 0.1)
+    soon = await submit_due_soon(lambda deadline: q.submit(sub(deadline=deadline)), ahead_s=1)
+    assert soon.deadline is not None
+    await asyncio.sleep(max(0.0, (soon.deadline - utcnow()).total_seconds()) + 0.1)
     expired = await q.expire_due()
     assert [i.id for i in expired] == [soon.id]
     assert (await q.get(soon.id)).status is WorkStatus.EXPIRED
