@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -12,6 +13,7 @@ from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_c
 from shared.agents.registry import Registry
 from shared.models import AgentStatus, ControlRequest, Scope, utcnow
 from shared.names import ProjectNames
+from weft.project.agents import AgentDirectory
 
 
 async def test_listing_shows_every_field_and_stale_agents_offline(
@@ -185,3 +187,43 @@ async def test_agent_that_stops_heartbeating_shows_offline(api: Any, nc: NatsCli
 
     await eventually(offline, what="the agent to be shown offline")
     assert utcnow() - entry.last_heartbeat > timedelta(seconds=0.3)
+
+
+async def test_a_copy_that_lags_behind_does_not_call_a_beating_agent_offline(
+    nc: NatsClient, project_id: str
+) -> None:
+    """On a loaded machine Weft's copy of the registry can hold heartbeats NATS already has;
+    staleness is asked again once the copy has caught up, so no false ``offline`` (nor a
+    spun-up agent stopped as "went offline") comes of the lag."""
+    directory = AgentDirectory(nc, nc.jetstream(), ProjectNames(project_id))
+    await directory.start(stale_check_interval_s=3600)  # checked by hand below
+    try:
+        beating = await register(nc, project_id, stale=True)
+        await directory.mirror.sync()
+        held, release = asyncio.Event(), asyncio.Event()
+        blocker = agent_id()
+
+        async def hold_the_copy(key: str, *_: Any) -> None:
+            if key == blocker:  # the copy stops here until released: a loop too busy to follow
+                held.set()
+                await release.wait()
+
+        directory.mirror.listen(hold_the_copy)
+        await register(nc, project_id, aid=blocker)
+        await held.wait()
+        await register(nc, project_id, aid=beating.agent_id)  # a fresh heartbeat, in NATS
+        shown = directory.mirror.get(beating.agent_id)
+        assert shown is not None and shown.is_stale(), "the copy lags behind NATS"
+
+        checking = asyncio.create_task(directory.check_staleness())
+        asking = asyncio.create_task(directory.still_stale(beating.agent_id))
+        await asyncio.sleep(0)
+        release.set()
+        assert await checking == [] and await asking is False
+        # and an agent whose heartbeats really stopped is still announced
+        gone = await register(nc, project_id, stale=True)
+        await directory.mirror.sync()
+        assert gone.agent_id in await directory.check_staleness()
+        assert await directory.still_stale(gone.agent_id)
+    finally:
+        await directory.stop()

@@ -205,6 +205,17 @@ class AgentDirectory:
         elif any(getattr(entry, f) != getattr(previous, f) for f in _PRESENCE_FIELDS):
             await self._publish("updated", entry, effective, msg_id=msg_id)
 
+    async def still_stale(self, agent_id: str) -> bool:
+        """Whether the agent's heartbeats stopped, asked again once the copy has caught up.
+
+        The copy is as fresh as this process's loop: on a loaded machine it can hold heartbeats
+        that NATS already has, and an agent that beats every second then looks stale. A
+        decision taken on staleness (an ``offline`` event, stopping a spun-up agent) asks this
+        first; a copy that cannot catch up in time is taken as it is."""
+        await self.mirror.sync()
+        entry = self.mirror.get(agent_id)
+        return entry is None or entry.is_stale(utcnow())
+
     async def check_staleness(self, now: datetime | None = None) -> list[str]:
         """Announce agents whose heartbeats stopped (once per registry revision)."""
         moment = now or utcnow()
@@ -215,6 +226,12 @@ class AgentDirectory:
                 continue
             if self._stale_reported.get(key) == revision:
                 continue
+            if not await self.still_stale(key):
+                continue
+            fresh, revision = self.mirror.get(key), self.mirror.revision_of(key)
+            if fresh is None or revision is None:
+                continue  # deregistered meanwhile: that event says it
+            entry = fresh
             self._stale_reported[key] = revision
             await self._publish(
                 "offline",

@@ -606,7 +606,11 @@ class SpinupManager:
             if op.state is SpinupState.RUNNING and op.handle and record.started_by == self.host:
                 await self._check_alive(record)
             return record
-        if op.state is SpinupState.REGISTERED and not online:
+        if (
+            op.state is SpinupState.REGISTERED
+            and not online
+            and await self.context.agents.still_stale(op.agent_id)
+        ):
             await self.finish(op.id, SpinupState.STOPPING, reason="the agent went offline")
             return None
         stop_unfinished = record.stop_started_at is not None and record.stop_done_at is None
