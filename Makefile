@@ -7,9 +7,9 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := test-scenarios/performance/ts-client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 PYTEST_ARGS ?=
-# pytest-xdist, opt-in until a parallel run is green: PYTEST_XDIST="-n 4 --dist loadgroup"
-# (four workers, each test file on one of them; conftest.py)
-PYTEST_XDIST ?=
+# pytest-xdist: three workers, each test file on one of them (conftest.py); most tests wait on
+# NATS, processes and sockets, so three keep two cores busy. Serial: make test PYTEST_XDIST=
+PYTEST_XDIST ?= -n 3 --dist loadgroup
 
 .PHONY: help install browser run demo test lint typecheck lint-deploy pytest scenarios bench clean
 
