@@ -82,6 +82,16 @@ def eligible_agents(
     return found
 
 
+def stale_but_eligible(
+    item: WorkItem, agents: Iterable[AgentEntry], policy: BoundaryPolicy, now: datetime | None = None
+) -> bool:
+    """Whether an agent that looks stale now could have taken ``item`` when it last beat: an
+    agent whose newer heartbeats a lagging copy of the registry may not hold yet."""
+    moment = now or utcnow()
+    need = Need.of(item)
+    return any(a.is_stale(moment) and agent_can_take(a, need, policy, a.last_heartbeat) for a in agents)
+
+
 # -- targets ---------------------------------------------------------------------------
 
 

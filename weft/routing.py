@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from shared.models import Target, WorkItem
 from shared.tasks import raise_if_cancelling
 from shared.work.rules import WAITING
-from weft.eligibility import Need, eligible_agents, matching_targets
+from weft.eligibility import Need, eligible_agents, matching_targets, stale_but_eligible
 from weft.spinup.base import SpinupRequester
 
 if TYPE_CHECKING:
@@ -58,6 +58,10 @@ class Router:
             return RoutingDecision("not-waiting")
         policy = await project.queue.policy()
         agents = eligible_agents(item, project.agents.mirror.values(), policy)
+        if not agents and stale_but_eligible(item, project.agents.mirror.values(), policy):
+            # a spin-up is a new process: first make sure the copy holds every heartbeat NATS has
+            await project.agents.mirror.sync()
+            agents = eligible_agents(item, project.agents.mirror.values(), policy)
         if agents:
             if item.waiting_reason is not None:
                 await project.queue.set_waiting_reason(item.id, None)

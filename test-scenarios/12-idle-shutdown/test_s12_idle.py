@@ -36,7 +36,15 @@ async def run_one(fabric: Fabric, stream: EventStream, description: str) -> dict
             found: dict[str, Any] = (await api.get(f"/api/work/{item['id']}")).json()
             return found if found["status"] == "completed" else None
 
-        done = await eventually(completed, timeout=60, what=f"{description!r} completed")
+        try:
+            done = await eventually(completed, timeout=60, what=f"{description!r} completed")
+        except AssertionError as exc:  # say where it stopped: the item, the starts, the agents
+            shown = {
+                "item": (await api.get(f"/api/work/{item['id']}")).json(),
+                "spinups": (await api.get("/api/spinups")).json(),
+                "agents": (await api.get("/api/agents")).json(),
+            }
+            raise AssertionError(f"{exc}: {shown}") from None
         agent_id = done["assigned_to"]
         assert pids_with_env("LOOM_AGENT_ID", agent_id), "the agent's processes run while it works"
 
@@ -68,7 +76,9 @@ async def run_one(fabric: Fabric, stream: EventStream, description: str) -> dict
     finished = next(e for e in stream.of("work", "completed") if e["subject_id"] == item["id"])
     claimed = next(e for e in stream.of("work", "claimed") if e["subject_id"] == item["id"])
     assert (at(finished) - at(claimed)).total_seconds() >= WORK_S
-    idle_s = (at(requested) - at(finished)).total_seconds()
+    # Idle counts from the item's last change as stored (its completed event is published a
+    # moment after that write, so the event's own time can be later than the moment idle began).
+    idle_s = (at(requested) - datetime.fromisoformat(done["updated_at"])).total_seconds()
     assert idle_s >= IDLE_TIMEOUT_S, f"asked to leave {idle_s:.2f}s after its last work"
     print(
         f"\n[idle] {description}: shutdown requested {idle_s:.2f}s after completion "

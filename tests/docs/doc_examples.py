@@ -251,6 +251,13 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/performance.md", "make bench                                   # every bench_*"): Skip(
         "the performance suite runs for minutes; `make test` runs its --quick form (tests/perf)"
     ),
+    # docs/testing.md
+    ("docs/testing.md", "make test                                    # everything, p"): Skip(
+        "the suite's own commands: `make test` is the run this test is part of"
+    ),
+    ("docs/testing.md", ".venv/bin/pytest -n 3 --dist loadgroup --durations=25 -q   #"): Skip(
+        "the suite's own commands: `make test` is the run this test is part of"
+    ),
     # docs/shuttle.md
     ("docs/shuttle.md", "shuttle [GLOBAL OPTIONS] COMMAND [ARGS] [OPTIONS]"): run("synopsis"),
     ("docs/shuttle.md", "shuttle config path                         # which file is "): run("shell"),

@@ -59,11 +59,16 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
     entry = await (await service.manager(project_id)).context.registry.get(op.agent_id)
     assert entry.status.value == "offline"
 
-    actions = [e.action for e in await published_events(nc, names, "spinup") if e.subject_id == op.id]
+    # the stop is recorded, then announced, then its slot freed: each a moment after the last
+    async def freed() -> list[str] | None:
+        actions = [e.action for e in await published_events(nc, names, "spinup") if e.subject_id == op.id]
+        slot = await (await service.manager(project_id)).store.slot(target.id)
+        free = slot.live == [] and slot.in_flight is None
+        return actions if free and "stopped" in actions else None
+
+    actions = await eventually(freed, what="the stop announced and the target's slot freed")
     expected = ["requested", "starting", "running", "registered", "shutdown-requested", "stopping", "stopped"]
     assert [a for a in actions if a in expected] == expected
-    slot = await (await service.manager(project_id)).store.slot(target.id)
-    assert slot.live == [] and slot.in_flight is None
 
     # the spin-up's start and stop are spans of the item's trace, next to the agent's claim
     await (await service.manager(project_id)).context.traces.flush(stored=True)

@@ -74,8 +74,12 @@ async def test_a_start_abandoned_by_a_crashed_replica_times_out_and_is_stopped_b
     record = await eventually(cleaned, what="the time-out and clean-up by the other replica")
     assert record.op.error == "the agent did not register within 0.5s"
     assert len(receiver.calls("POST", "/stop")) == 1
-    slot = await other.store.slot(target.id)
-    assert slot.live == [] and slot.in_flight is None
+
+    async def slot_freed() -> bool:  # freed just after the stop is recorded (and announced)
+        slot = await other.store.slot(target.id)
+        return slot.live == [] and slot.in_flight is None
+
+    await eventually(slot_freed, what="the target's slot to be freed")
     again = await other.spin_up(target.id)  # the target is free again
     assert again.id != op.id
 

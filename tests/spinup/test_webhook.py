@@ -159,7 +159,10 @@ async def test_a_failing_webhook_fails_the_operation_and_the_work_waits(
 
     async def failed() -> Any:
         record = await manager.store.get(decision.operation.id)  # type: ignore[union-attr]
-        return record if record.op.state is SpinupState.FAILED else None
+        if record.op.state is not SpinupState.FAILED:
+            return None
+        # the target's start slot is freed a moment after the failure is recorded
+        return record if (await manager.store.slot(record.op.target_id)).in_flight is None else None
 
     record = await eventually(failed, what="the failed start")
     assert "answered 500, not one of the success codes" in (record.op.error or "")

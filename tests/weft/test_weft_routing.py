@@ -10,7 +10,7 @@ from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_c
 
 from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, WorkStatus, utcnow
 from shared.work.policy import BoundaryPolicy, BoundaryRule
-from weft.eligibility import Need, eligible_agents, matching_targets
+from weft.eligibility import Need, eligible_agents, matching_targets, stale_but_eligible
 from weft.routing import NO_AGENT_NO_TARGET
 from weft.spinup import WAITING_FOR_AGENT
 
@@ -82,6 +82,19 @@ def test_eligible_agents_respect_status_capacity_capability_boundary_type_and_po
     ] == [copilot.agent_id]
     preferred = eligible_agents(item(preferred_agent_type="copilot"), [good, copilot], policy)
     assert [a.agent_id for a in preferred] == [copilot.agent_id, good.agent_id]
+
+
+def test_stale_but_eligible_names_agents_a_lagging_copy_may_hide() -> None:
+    """Routing asks the registry copy to catch up before a spin-up only when an agent that
+    looks stale could have taken the item when it last beat."""
+    policy, now = BoundaryPolicy(), utcnow()
+    quiet = now - timedelta(minutes=5)
+    assert stale_but_eligible(item(), [agent(last_heartbeat=quiet)], policy, now)
+    assert not stale_but_eligible(item(), [agent()], policy, now)  # fresh: eligible_agents has it
+    assert not stale_but_eligible(item(), [agent(last_heartbeat=quiet, capabilities=["docs"])], policy, now)
+    left = agent(last_heartbeat=quiet, status=AgentStatus.OFFLINE)  # said goodbye: no heartbeat to wait for
+    full = agent(last_heartbeat=quiet, status=AgentStatus.BUSY, current_tasks=1, max_concurrent_tasks=1)
+    assert not stale_but_eligible(item(), [left, full], policy, now)
 
 
 def test_a_review_task_needs_a_reviewer_other_than_its_author() -> None:
