@@ -104,9 +104,11 @@ async def test_idle_agent_is_stopped_and_the_fleet_scales_from_zero(fabric: Fabr
         second = await run_one(fabric, stream, "triage the second report")
         assert second["agent_id"] != first["agent_id"] and second["spinup_id"] != first["spinup_id"]
         assert stream.lagged == 0
-    async with fabric.api() as api:
-        stats = (await api.get("/api/stats")).json()
-    assert stats["spinups"]["total"] == 2 and stats["spinups"]["by_state"].get("stopped") == 2, stats[
-        "spinups"
-    ]
+        async with fabric.api() as api:
+            stats = (await api.get("/api/stats")).json()
+        steps = [  # named when an assertion fails: what each start did and why
+            (e["subject_id"][:8], e["action"], e["at"][11:23], e["data"].get("reason"))
+            for e in stream.of("spinup")
+        ]
+        assert stats["spinups"]["total"] == 2 and stats["spinups"]["by_state"].get("stopped") == 2, steps
     assert stats["agents"]["by_status"]["offline"] == 2, stats["agents"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.models import SpinupState, Target, WorkSubmission
+from shared.models import SpinupState, Target, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from tests.spinup.conftest import (
     ROOT,
@@ -26,7 +27,7 @@ from tests.spinup.stubs import Seen, StubServer
 from testsupport.work import work_queue
 from weft.eligibility import Need
 from weft.spinup.managed import ManagedSpinup
-from weft.spinup.store import LIVE_STATES
+from weft.spinup.store import LIVE_STATES, RESERVATION_GRACE_S, WorkReservation
 
 MakeTarget = Callable[..., Awaitable[Target]]
 
@@ -240,3 +241,38 @@ async def _eventually_admitted(engine: ManagedSpinup, project_id: str, item: Any
         return (await engine.request_for_work(project_id, item)).operation
 
     return await eventually(admitted, what="a new start for the item")
+
+
+async def test_a_start_reserved_but_not_yet_recorded_holds_the_item(
+    engine_factory: EngineFactory,
+    make_target: MakeTarget,
+    receiver: StubServer,
+    nc: NatsClient,
+    names: ProjectNames,
+    project_id: str,
+) -> None:
+    """A start reserves the item, then records itself a moment later: a second request in
+    that moment (scenario 9 under load: the submit's routing and a sweep 10 ms apart) must
+    not take the reservation over as if its start had gone."""
+    engine = await engine_factory()
+    for name in ("claude-pool", "copilot-pool"):
+        await make_target(name=name, mechanism="webhook", config={"url": f"{receiver.url}/{name}"})
+    work = work_queue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="one", description="d", capability="code"))
+    store = (await engine.manager(project_id)).store
+    assert await store.reserve_work(item.id, "a" * 32) is None  # reserved; its record not written yet
+    held = await engine.request_for_work(project_id, item)
+    assert held.outcome == "deferred" and [r.code for _, r in held.refusals] == ["work-in-flight"]
+    assert receiver.requests == []
+
+    # a reservation that never got its record (its Weft stopped between the two writes) is
+    # honoured for RESERVATION_GRACE_S only
+    abandoned = WorkReservation(spinup_id="b" * 32, at=utcnow() - timedelta(seconds=RESERVATION_GRACE_S + 1))
+    await (await store.bucket()).put(f"work.{item.id}", abandoned.to_json_bytes())
+    taken = await engine.request_for_work(project_id, item)
+    assert taken.operation is not None
+
+    # and two requests at once for a new item start one agent
+    other = await work.submit(WorkSubmission(task_id="two", description="d", capability="code"))
+    both = await asyncio.gather(*(engine.request_for_work(project_id, other) for _ in range(2)))
+    assert len([d for d in both if d.operation is not None]) == 1

@@ -161,8 +161,9 @@ async def test_a_failing_webhook_fails_the_operation_and_the_work_waits(
         record = await manager.store.get(decision.operation.id)  # type: ignore[union-attr]
         if record.op.state is not SpinupState.FAILED:
             return None
-        # the target's start slot is freed a moment after the failure is recorded
-        return record if (await manager.store.slot(record.op.target_id)).in_flight is None else None
+        # the target's slot is freed (after the clean-up) a moment after the failure is recorded
+        slot = await manager.store.slot(record.op.target_id)
+        return record if slot.in_flight is None and slot.live == [] else None
 
     record = await eventually(failed, what="the failed start")
     assert "answered 500, not one of the success codes" in (record.op.error or "")

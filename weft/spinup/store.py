@@ -9,8 +9,8 @@ Three kinds of keys:
   operations and the time of the last start. Because the slot is the only
   place a start is admitted, two Weft replicas racing for the same target
   cannot both start (the loser's write fails and it re-reads);
-* ``work.<work-id>``: the id of the start made for a waiting work item, so
-  sweeps that find it still waiting do not start a second agent for it.
+* ``work.<work-id>``: the :class:`WorkReservation` of the start made for a waiting work
+  item, so sweeps that find it still waiting do not start a second agent for it.
 
 A running Weft follows the bucket through one :class:`~shared.nats.mirror.BucketMirror`
 (:meth:`SpinupStore.start`); decisions still read and write the keys themselves.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -80,6 +80,24 @@ class TargetSlot(LoomModel):
     last_start_at: datetime | None = None
 
 
+RESERVATION_GRACE_S = 30.0
+"""How long a reservation whose start has no record yet is honoured. The start is recorded
+a moment after it is reserved (on a loaded machine, seconds); a reservation older than this
+without a record was left by a Weft that stopped between the two writes."""
+
+
+class WorkReservation(LoomModel):
+    spinup_id: str
+    at: datetime = Field(default_factory=utcnow)
+
+
+def _reservation(raw: bytes) -> WorkReservation:
+    try:
+        return WorkReservation.model_validate_json(raw)
+    except ValueError:  # written by an earlier Weft: the bare id, its time unknown
+        return WorkReservation(spinup_id=raw.decode(), at=datetime.min.replace(tzinfo=UTC))
+
+
 class _Outraced(Conflict):
     """Every compare-and-set of an admission lost its race: the caller answers with a
     :class:`Refusal` or a placeholder id instead (it never leaves this module)."""
@@ -95,12 +113,12 @@ class Refusal:
     retry_after_s: float | None = None
 
 
-def _parse(key: str, raw: bytes) -> SpinupRecord | TargetSlot | str:
+def _parse(key: str, raw: bytes) -> SpinupRecord | TargetSlot | WorkReservation:
     if key.startswith("op."):
         return SpinupRecord.model_validate_json(raw)
     if key.startswith("slot."):
         return TargetSlot.model_validate_json(raw)
-    return raw.decode()
+    return _reservation(raw)
 
 
 def newest_first(records: list[SpinupRecord]) -> list[SpinupOperation]:
@@ -142,7 +160,7 @@ class SpinupStore:
         self._js = js
         self.names = names
         self._kv: KeyValue | None = None
-        self._mirror: BucketMirror[SpinupRecord | TargetSlot | str] | None = None
+        self._mirror: BucketMirror[SpinupRecord | TargetSlot | WorkReservation] | None = None
 
     async def start(self, nc: NatsClient | None = None) -> None:
         """Serve :meth:`slots`, :meth:`all` and reservation checks from a live copy of the bucket."""
@@ -161,7 +179,7 @@ class SpinupStore:
             await self._copy.sync()
 
     @property
-    def _copy(self) -> BucketMirror[SpinupRecord | TargetSlot | str] | None:
+    def _copy(self) -> BucketMirror[SpinupRecord | TargetSlot | WorkReservation] | None:
         return self._mirror if self._mirror is not None and self._mirror.running else None
 
     async def bucket(self) -> KeyValue:
@@ -261,27 +279,29 @@ class SpinupStore:
                     return op.id
         other: str | None = None
 
-        async def reserve(holder: str | None) -> str | None:
+        async def reserve(holder: WorkReservation | None) -> WorkReservation | None:
             nonlocal other
             other = None
-            if holder == spinup_id:
+            if holder is not None and holder.spinup_id == spinup_id:
                 return None
             if holder is not None:
                 try:
-                    if (await self.get(holder)).op.state in IN_FLIGHT_STATES:
-                        other = holder
+                    if (await self.get(holder.spinup_id)).op.state in IN_FLIGHT_STATES:
+                        other = holder.spinup_id
                         return None
-                except SpinupNotFound:
-                    pass
-            return spinup_id
+                except SpinupNotFound:  # reserved, and its start not recorded yet: honoured a while
+                    if (utcnow() - holder.at).total_seconds() < RESERVATION_GRACE_S:
+                        other = holder.spinup_id
+                        return None
+            return WorkReservation(spinup_id=spinup_id)
 
         try:
             await cas_upsert(
                 await self.bucket(),
                 _work_key(work_id),
                 reserve,
-                parse=bytes.decode,
-                dump=str.encode,
+                parse=_reservation,
+                dump=WorkReservation.to_json_bytes,
                 conflict=lambda: _Outraced("being changed concurrently", field="work_id"),
             )
         except _Outraced:
@@ -294,7 +314,7 @@ class SpinupStore:
             return
         kv = await self.bucket()
         entry = await get_or_none(kv, _work_key(work_id))
-        if entry is not None and (entry.value or b"").decode() == spinup_id:
+        if entry is not None and entry.value and _reservation(entry.value).spinup_id == spinup_id:
             try:
                 await kv.purge(_work_key(work_id))
             except Exception:  # a racing writer took it over meanwhile: theirs now
