@@ -144,6 +144,40 @@ async def test_an_agent_holding_work_is_never_asked_to_stop(
     assert requests[0].grace_s == 0.2
 
 
+async def test_a_claim_the_copy_has_not_seen_yet_keeps_the_agent(
+    fleet: Fleet, nc: NatsClient, names: ProjectNames
+) -> None:
+    """On a loaded machine Weft's copy of the work records can miss a claim made a moment
+    ago; the agent then looks idle. Asking it to leave is decided again on caught-up copies."""
+    record, agent = await fleet.registered_agent()
+    await asyncio.sleep(0.3)  # idle past the target's 0.2 s since it registered
+    work = work_queue(nc, names)
+    item = await work.submit(WorkSubmission(task_id="real", description="d", capability="code"))
+    part = await fleet.engine.project(fleet.project_id)
+    await part.context.work.mirror.sync()
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def hold_the_copy(_key: str, _before: Any, after: Any, _initial: bool) -> None:
+        if after is not None and b'"blocker"' in after.raw:  # the copy stops here until released
+            held.set()
+            await release.wait()
+
+    part.context.work.mirror.listen(hold_the_copy)
+    await work.submit(WorkSubmission(task_id="blocker", description="d", capability="other"))
+    await held.wait()
+    claimed = await work.claim(Claimant(agent.agent_id, agent.agent_type, ("code",), ("default",)))
+    assert claimed is not None and claimed.id == item.id
+    shown = part.context.work.mirror.get(item.id)
+    assert shown is not None and shown.assigned_to is None, "the copy has not seen the claim"
+
+    ticking = asyncio.create_task(part.tick(health=False))  # not fleet.tick: that syncs the copies first
+    await asyncio.sleep(0.3)  # time enough for a tick that does not wait for the copies to ask
+    release.set()
+    await ticking
+    await (await fleet.manager()).drain(10)
+    assert (await fleet.record(record.op.id)).shutdown_requested_at is None
+
+
 async def _truthy(value: Any) -> Any:
     return value
 

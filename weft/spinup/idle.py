@@ -14,7 +14,10 @@ agent is asked to shut down through Warp (``spinup.shutdown-requested``, a
 ``ControlRequest`` on its control subject); when it has gone, or is still
 there after the grace period, its mechanism stops it (``spinup.stopping``,
 ``spinup.stopped``). An agent holding work is never stopped: if it claimed
-something after the request, Weft waits for it to finish.
+something after the request, Weft waits for it to finish. Each tick reads Weft's copies of
+the registry and the work records; a decision to ask an agent to leave, or to stop it, is
+taken again on copies caught up with NATS before it is acted on (a copy can miss a claim
+made a moment ago on a loaded machine).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.models import AgentEntry, AgentStatus, SpinupState, Target, WorkItem
+from shared.models import AgentEntry, AgentStatus, SpinupState, Target, WorkItem, utcnow
 from shared.work.rules import HOLDING
 from weft.spinup.manager import SpinupManager
 from weft.spinup.store import SpinupRecord
@@ -67,9 +70,45 @@ def idle_since(record: SpinupRecord, agent: AgentEntry, work: WorkActivity | Non
     return max(moments)
 
 
+def held_by(agent: AgentEntry | None, work: WorkActivity | None) -> int:
+    """What the agent holds: its work items, its own count, one more if it says it is busy."""
+    held = (work.held if work else 0) + (agent.current_tasks if agent else 0)
+    if agent is not None and agent.status is AgentStatus.BUSY:
+        held += 1  # it says it is busy (e.g. with something that is not a work item)
+    return held
+
+
+def idle_reason(
+    record: SpinupRecord,
+    agent: AgentEntry | None,
+    work: WorkActivity | None,
+    target: Target | None,
+    now: datetime,
+) -> str | None:
+    """Why a registered agent should be asked to leave now, or None while it may stay."""
+    if target is None or target.idle_timeout_s == 0 or agent is None or held_by(agent, work):
+        return None
+    if agent.effective_status(now) is AgentStatus.OFFLINE:
+        return None
+    idle_s = (now - idle_since(record, agent, work)).total_seconds()
+    if idle_s <= target.idle_timeout_s:
+        return None
+    return f"idle for {idle_s:.1f}s (idle_timeout_s {target.idle_timeout_s:g})"
+
+
 class IdleMonitor:
     def __init__(self, manager: SpinupManager) -> None:
         self.manager = manager
+
+    async def _caught_up(self, agent_id: str) -> tuple[AgentEntry | None, WorkActivity | None, datetime]:
+        """The agent and its work as NATS has them now. The copies are as fresh as Weft's loop,
+        and on a loaded machine they can miss a claim made a moment ago: a decision to stop an
+        agent is taken again on these before it is acted on."""
+        context = self.manager.context
+        await context.agents.mirror.sync()
+        await context.work.mirror.sync()
+        activity = work_activity(context.work.mirror.values(), {agent_id})
+        return context.agents.mirror.get(agent_id), activity.get(agent_id), utcnow()
 
     async def check(
         self,
@@ -88,26 +127,29 @@ class IdleMonitor:
             op = record.op
             agent = agents.get(op.agent_id)
             work = activity.get(op.agent_id)
-            held = (work.held if work else 0) + (agent.current_tasks if agent else 0)
-            if agent is not None and agent.status is AgentStatus.BUSY:
-                held += 1  # it says it is busy (e.g. with something that is not a work item)
+            held = held_by(agent, work)
             online = agent is not None and agent.effective_status(now) is not AgentStatus.OFFLINE
             if op.state is SpinupState.REGISTERED:
                 target = targets.get(op.target_id)
-                if target is None or target.idle_timeout_s == 0 or held or agent is None or not online:
+                if idle_reason(record, agent, work, target, now) is None:
                     continue
-                idle_s = (now - idle_since(record, agent, work)).total_seconds()
-                if idle_s > target.idle_timeout_s:
-                    reason = f"idle for {idle_s:.1f}s (idle_timeout_s {target.idle_timeout_s:g})"
+                agent, work, moment = await self._caught_up(op.agent_id)
+                reason = idle_reason(record, agent, work, target, moment)
+                if reason is not None:
                     await self.manager.request_shutdown(op.id, reason, grace)
             elif record.shutdown_requested_at is not None and record.stop_started_at is None:
+                overdue = (now - record.shutdown_requested_at).total_seconds() > grace
+                if online and (held or not overdue):
+                    continue  # never stop an agent holding work; it drains first
+                agent, work, moment = await self._caught_up(op.agent_id)
+                online = agent is not None and agent.effective_status(moment) is not AgentStatus.OFFLINE
                 if not online:
                     await self.manager.finish(
                         op.id, SpinupState.STOPPING, reason="left after its shutdown request"
                     )
-                elif held:
-                    continue  # never stop an agent holding work; it drains first
-                elif (now - record.shutdown_requested_at).total_seconds() > grace:
+                elif held_by(agent, work):
+                    continue
+                elif overdue:
                     await self.manager.finish(
                         op.id,
                         SpinupState.STOPPING,
