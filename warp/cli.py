@@ -155,7 +155,7 @@ async def _run_stdio(rt: WarpRuntime, settings: WarpSettings, with_memory: bool)
     except (OSError, ValueError) as exc:
         logging.getLogger("loom.warp").info("stdio is not a pipe (%s); using the SDK's transport", exc)
         pipes = None
-    rt.start()
+    rt.start(register_when_serving=True)
     first = asyncio.create_task(answer_initialize(pipes)) if pipes is not None else None
     try:
         built = await asyncio.to_thread(_build, rt, settings, with_memory)
@@ -167,6 +167,7 @@ async def _run_stdio(rt: WarpRuntime, settings: WarpSettings, with_memory: bool)
         return _fail(built)
     server, attach = built
     attach()
+    rt.serving()
     early = Early()
     if first is not None:
         if not first.done():  # no message yet: the SDK reads the first one itself

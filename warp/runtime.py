@@ -84,6 +84,8 @@ class WarpRuntime:
         self._cancelled: CancelledWork | None = None
         self._control: ControlListener | None = None
         self._ready = asyncio.Event()
+        self._serving = asyncio.Event()
+        self._serving.set()
         self._identity_settled = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -95,12 +97,22 @@ class WarpRuntime:
         self._nc: NatsClient | None = None
 
     # -- start -------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, *, register_when_serving: bool = False) -> None:
         """Begin connecting in the background; once started, a second call changes nothing
-        (``warp`` starts the runtime before its MCP server exists, the server's lifespan again)."""
+        (``warp`` starts the runtime before its MCP server exists, the server's lifespan again).
+
+        ``register_when_serving``: auto-registration waits for :meth:`serving`. An agent that
+        is registered is taken to be able to work (Weft routes to it, and its idle time runs),
+        so it is announced only once its tools answer, not while they are still loading."""
         if not self._started:
             self._started = True
+            if register_when_serving:
+                self._serving.clear()
             self._tasks.append(asyncio.create_task(self._connect_loop(), name="warp-connect"))
+
+    def serving(self) -> None:
+        """The MCP server answers tool calls now: auto-registration may go ahead."""
+        self._serving.set()
 
     def when_ready(self, hook: Callable[[Services], None]) -> None:
         """Run ``hook`` once the services are up: now, if they are already."""
@@ -173,6 +185,7 @@ class WarpRuntime:
             await control.start()
             self._control = control
         if self.settings.auto_register and not svc.presence.registered:
+            await self._serving.wait()
             await self.recover_held_work(svc)
             entry = await svc.presence.register(svc.presence.defaults())
             caps = ", ".join(entry.capabilities) or "no capabilities"

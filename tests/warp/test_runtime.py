@@ -12,7 +12,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from warp_harness import eventually, make_identity
 
-from shared.agents.registry import Registry
+from shared.agents.registry import AgentNotFound, Registry
 from shared.models import AgentStatus, ControlRequest, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.jetstream import snapshot
@@ -27,14 +27,14 @@ A = "a" * 32
 
 @asynccontextmanager
 async def runtime(
-    url: str, project_id: str, tmp_path: Path, **settings: object
+    url: str, project_id: str, tmp_path: Path, *, register_when_serving: bool = False, **settings: object
 ) -> AsyncIterator[WarpRuntime]:
     values: dict[str, object] = {"heartbeat_s": 0.3, "capabilities": ("code",), "ready_wait_s": 10.0}
     values.update(settings)
     rt = WarpRuntime(make_identity(project_id, tmp_path, A), WarpSettings(**values), nats_url=url)  # type: ignore[arg-type]
     exited = asyncio.Event()
     rt.on_exit = exited.set
-    rt.start()
+    rt.start(register_when_serving=register_when_serving)
     try:
         yield rt
     finally:
@@ -62,6 +62,23 @@ async def test_auto_register_and_stop_marks_offline(
     assert (await registry.get(A)).status is AgentStatus.OFFLINE
     kv = await nc.jetstream().key_value(ProjectNames(project_id).instance_locks_bucket)
     assert await snapshot(kv) == {}  # instance id released
+
+
+async def test_auto_register_waits_until_the_tools_are_served(
+    nats_server: EmbeddedNatsServer, nc: NatsClient, project_id: str, tmp_path: Path
+) -> None:
+    """``warp`` on stdio reaches NATS while its tools load; the agent is announced only once
+    they answer, since Weft routes work to a registered agent and counts its idle time."""
+    registry = Registry(nc.jetstream(), ProjectNames(project_id))
+    settings = {"auto_register": True, "ready_wait_s": 2.0}
+    async with runtime(nats_server.url, project_id, tmp_path, register_when_serving=True, **settings) as rt:
+        with pytest.raises(Unavailable):
+            await rt.services()  # connected, but not ready: not registered
+        with pytest.raises(AgentNotFound):
+            await registry.get(A)
+        rt.serving()
+        await rt.services()
+        assert (await registry.get(A)).status is AgentStatus.ONLINE
 
 
 async def test_shutdown_request_drains_deregisters_and_exits(
