@@ -25,6 +25,7 @@ from warp.tools import all_tools
 if TYPE_CHECKING:
     from mcp.server.mcpserver.tools import Tool
 
+
 def build_server(rt: WarpRuntime, *, also: Sequence[Tool] = ()) -> MCPServer[WarpRuntime]:
     """Warp's server for ``rt``; ``also``: more tools served after Warp's own (``--with-memory``)."""
 
