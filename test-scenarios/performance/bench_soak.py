@@ -57,6 +57,10 @@ DRIFT_TARGET = 1.5
 LIST_EVERY_S = 0.25
 
 
+def _text(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)[:300]
+
+
 def _rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -120,6 +124,9 @@ class Soak:
         self.weft: subprocess.Popen[bytes] | None = None
         self.base = ""
         self.warp_pid: int | None = None
+        self.lost_items: list[str] = []
+        self.warp_errors: list[str] = []
+        """What the real Warp agent was refused (shown with lost items, to say why)."""
 
     # -- parts ------------------------------------------------------------------------
     async def start_weft(self) -> None:
@@ -285,6 +292,8 @@ class Soak:
                 while not (self.drained.is_set() and idle):
                     out = await session.call_tool("warp_work_claim", {})
                     content = out.structured_content or {}
+                    if out.is_error:
+                        self.warp_errors.append(f"claim: {_text(out)}")
                     if out.is_error or not content.get("claimed"):
                         idle = True
                         if self.stop.is_set() and self.now() > self.stopped_at + 60:
@@ -293,9 +302,12 @@ class Soak:
                         continue
                     idle = False
                     work_id = content["item"]["id"]
-                    done = await session.call_tool("warp_work_complete", {"work_id": work_id})
-                    if not done.is_error:
-                        self.done(work_id)
+                    for _ in range(3):  # as an agent would: a refused completion is tried again
+                        done = await session.call_tool("warp_work_complete", {"work_id": work_id})
+                        if not done.is_error:
+                            self.done(work_id)
+                            break
+                        self.warp_errors.append(f"complete: {_text(done)}")
 
     async def sampler(self, nc: Any) -> None:
         """Close a window every window_s: memory and record counts at its end."""
@@ -347,6 +359,10 @@ class Soak:
                 self.stopped_at = self.now()
                 await asyncio.gather(*tasks)
         finally:
+            for work_id in set(self.submitted) - set(self.completed):  # what a lost item shows
+                with contextlib.suppress(Exception):
+                    item = await queue.get(work_id)
+                    self.lost_items.append(f"{work_id[:8]} {item.status.value} by {item.assigned_to}")
             await nc.close()
             if self.weft is not None and self.weft.poll() is None:
                 self.weft.send_signal(signal.SIGTERM)
@@ -403,7 +419,14 @@ class Soak:
             summarize(
                 "soak: submit->completed (whole run)",
                 latencies,
-                extra={**common, "windows": summaries, "submitted": len(self.submitted), "lost": lost},
+                extra={
+                    **common,
+                    "windows": summaries,
+                    "submitted": len(self.submitted),
+                    "lost": lost,
+                    "lost_items": self.lost_items,
+                    "warp_errors": self.warp_errors[:20],
+                },
             ),
             BenchResult(
                 name="soak: completions/s",
