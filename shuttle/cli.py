@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from shuttle import __version__, fastparams, tracing
-from shuttle.app import State, state
+from shuttle.app import State, command_group, state
 from shuttle.errors import EXIT_REFUSED, EXIT_USAGE, ShuttleError
 from shuttle.output import error_line, set_no_color
 
@@ -64,7 +64,7 @@ class ShuttleGroup(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-app = typer.Typer(
+app = command_group(
     cls=ShuttleGroup,
     name="shuttle",
     help="Operate a Loom fleet through Weft: submit and follow work, watch agents, manage targets.",

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
@@ -73,6 +72,8 @@ class BoundaryPolicy(LoomModel):
 
 
 def parse_policy(text: str, source: str = "policy") -> BoundaryPolicy:
+    import yaml  # ~80 ms: only a policy file needs it, not every agent's start (issue 38)
+
     try:
         data: Any = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:

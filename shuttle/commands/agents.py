@@ -10,14 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.batch import report
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
 from shuttle.views import agent_fields, agent_table
 
-app = typer.Typer(
+app = command_group(
     help="List, inspect and shut down agents; mint their NATS credentials.", no_args_is_help=True
 )
 

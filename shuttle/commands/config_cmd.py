@@ -7,11 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from shuttle.app import JsonOpt, QuietOpt, out, state
+from shuttle.app import JsonOpt, QuietOpt, command_group, out, state
 from shuttle.config import KEYS, config_path, mask, parse_value, unknown_key, update_file
 from shuttle.output import emit_json, escape, say, table
 
-app = typer.Typer(help="Shuttle's settings: ~/.loom/config.toml, env and flags.", no_args_is_help=True)
+app = command_group(help="Shuttle's settings: ~/.loom/config.toml, env and flags.", no_args_is_help=True)
 
 KeyArg = Annotated[str, typer.Argument(help=f"One of: {', '.join(KEYS)}.", show_default=False)]
 RevealOpt = Annotated[bool, typer.Option("--show-secrets", help="Print the token instead of ***.")]

@@ -6,12 +6,12 @@ from typing import Annotated, Any
 
 import typer
 
-from shuttle.app import CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.app import CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say
 
-app = typer.Typer(
+app = command_group(
     help="Browse context trees: work items' histories, threads, shared notes.", no_args_is_help=True
 )
 

@@ -6,12 +6,12 @@ from typing import Annotated
 
 import typer
 
-from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import ago, emit_json, escape, say, short, styled, table
 
-app = typer.Typer(help="The dead-letter queue: list, retry or discard items.", no_args_is_help=True)
+app = command_group(help="The dead-letter queue: list, retry or discard items.", no_args_is_help=True)
 
 WorkIdArg = Annotated[str, typer.Argument(help="Work item id.", show_default=False)]
 

@@ -13,12 +13,12 @@ from typing import Annotated
 
 import typer
 
-from shuttle.app import JsonOpt, QuietOpt, out, state
+from shuttle.app import JsonOpt, QuietOpt, command_group, out, state
 from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.output import ago, emit_json, escape, say, short, table
 
-app = typer.Typer(help="File leases: list them, end one, install the git hook that enforces them.")
+app = command_group(help="File leases: list them, end one, install the git hook that enforces them.")
 
 HOOKS = ("pre-commit", "pre-push")
 MARK = "# loom-guard hook (shuttle leases install-hook)"

@@ -10,14 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from shared.errors import parse_problem
-from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, fields, say
 from shuttle.views import target_fields, target_table
 
-app = typer.Typer(help="Manage spin-up targets: where and how Weft starts agents.")
+app = command_group(help="Manage spin-up targets: where and how Weft starts agents.")
 app.info.no_args_is_help = True
 
 TargetArg = Annotated[str, typer.Argument(help="Target id or name.", show_default=False)]

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
-from shuttle.app import JsonOpt, out, state
+from shuttle.app import JsonOpt, command_group, out, state
 from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.output import console, emit_json, escape, fields, make_table
 
 GROUPS = ("project", "item", "agent", "target", "model", "day")
 
-budget_app = typer.Typer(help="Show and change budgets: the project's and targets' daily ones, an item's.")
+budget_app = command_group(help="Show and change budgets: the project's and targets' daily ones, an item's.")
 budget_app.info.no_args_is_help = True
 
 

@@ -6,14 +6,14 @@ from typing import Annotated
 
 import typer
 
-from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, out, state
+from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.batch import report
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
 from shuttle.views import graph_tree, trace_waterfall, work_fields, work_table
 
-app = typer.Typer(help="List, inspect, graph, cancel and retry work items.", no_args_is_help=True)
+app = command_group(help="List, inspect, graph, cancel and retry work items.", no_args_is_help=True)
 
 STATUSES = [
     "submitted",

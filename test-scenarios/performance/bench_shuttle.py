@@ -24,6 +24,7 @@ from pathlib import Path
 from benchlib import BenchContext, BenchResult, summarize
 
 TARGET = "<= 400 ms"
+HELP_TARGET = "p50 <= 100 ms"  # issue 38: help is the first thing a user runs
 TOKEN = "bench-token"
 SHUTTLE = str(Path(sys.executable).with_name("shuttle"))
 
@@ -162,7 +163,8 @@ def _run(ctx: BenchContext) -> list[BenchResult]:
             results.append(summarize(name, samples, value=first))
         for name, (argv, baseline) in commands.items():
             first, samples = timings[name]
-            result = summarize(name, samples, value=first, target=TARGET, baseline=baseline)
+            target = HELP_TARGET if name == "shuttle --help" else TARGET
+            result = summarize(name, samples, value=first, target=target, baseline=baseline)
             result.extra["first_run_ms"] = round(first, 1)
             result.extra["imports"] = import_profile(argv, env)
             results.append(result)

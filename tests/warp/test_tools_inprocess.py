@@ -193,6 +193,42 @@ async def test_nats_failures_are_answered_as_every_part_answers_them(
     }
 
 
+async def test_a_claim_stands_when_its_context_cannot_be_read(
+    nats_server: EmbeddedNatsServer, project_id: str, project_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim is made before the hand-off is read: if NATS cannot give the context then,
+    the agent is told it holds the item (and to read the context later), not that the tool
+    failed while the item stays assigned to it."""
+    async with session(nats_server.url, project_id, project_dir) as (client, rt):
+        svc = await rt.services()
+        await ok(client, "warp_registry_register", {"capabilities": ["code"]})
+        submitted = await ok(client, "warp_work_broadcast", {"description": "d", "capability": "code"})
+
+        async def timing_out(*_: object, **__: object) -> None:
+            raise nats.errors.TimeoutError
+
+        monkeypatch.setattr(svc.contexts, "tree", timing_out)
+        res = await client.call_tool("warp_work_claim", {})
+        assert not res.is_error, text(res)
+        assert res.structured_content is not None
+        claimed = res.structured_content
+        assert claimed["claimed"] is True and claimed["context"] is None
+        assert claimed["item"]["id"] == submitted["item"]["id"]
+        assert "read it with warp_work_context" in text(res)
+        monkeypatch.undo()
+        assert (await ok(client, "warp_work_context", {"work_id": submitted["item"]["id"]}))["tree_id"] == (
+            submitted["item"]["id"]
+        )
+        await ok(client, "warp_work_complete", {"work_id": submitted["item"]["id"], "result": "done"})
+
+        async def broken(*_: object, **__: object) -> None:
+            raise RuntimeError("a bug")
+
+        await ok(client, "warp_work_broadcast", {"description": "d2", "capability": "code"})
+        monkeypatch.setattr(svc.contexts, "tree", broken)
+        assert "failed unexpectedly (RuntimeError)" in await err(client, "warp_work_claim", {})
+
+
 class _Model(BaseModel):
     n: int
 

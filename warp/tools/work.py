@@ -49,6 +49,7 @@ from warp.tools.base import result as tool_result
 log = logging.getLogger("loom.warp.work")
 
 if TYPE_CHECKING:
+    from shared.context.store import ContextStore
     from shared.work.context import WorkHandOff
     from warp.services import Services
 
@@ -304,18 +305,38 @@ async def warp_work_claim(
         out = ClaimOut(claimed=False, reason="no eligible work is queued")
         return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
     presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
-    from shared.work.context import work_hand_off
-
-    context = hand_off_out(await work_hand_off(svc.contexts, item))
+    context = await _claimed_context(svc.contexts, item)
+    context_text = hand_off_text(context) if context is not None else CONTEXT_LATER
     if item.status is WorkStatus.REVIEWING:
         said = (
             "Claimed for review: judge the result of the latest round below, then give your "
             "verdict with warp_work_review (approve, or reject with feedback)."
         )
         out = ClaimOut(claimed=True, item=item, review=True, context=context)
-        return tool_result(out, f"{said}\n{item_text(item)}\n{hand_off_text(context)}")
+        return tool_result(out, f"{said}\n{item_text(item)}\n{context_text}")
     out = ClaimOut(claimed=True, item=item, context=context)
-    return tool_result(out, f"Claimed.\n{item_text(item)}\n{hand_off_text(context)}")
+    return tool_result(out, f"Claimed.\n{item_text(item)}\n{context_text}")
+
+
+CONTEXT_LATER = "Context: could not be read just now; read it with warp_work_context."
+
+
+async def _claimed_context(contexts: ContextStore, item: WorkItem) -> HandOffOut | None:
+    """The hand-off for an item this agent now holds, or None when NATS cannot give it now.
+
+    The claim already stands: failing the tool here would leave the agent holding an item
+    it was told it did not get (the soak lost one that way under load), so a failed read
+    is said in the text and the agent reads the context later."""
+    from shared.nats.failures import nats_failure
+    from shared.work.context import work_hand_off
+
+    try:
+        return hand_off_out(await work_hand_off(contexts, item))
+    except Exception as exc:
+        if nats_failure(exc) is None:
+            raise
+        log.warning("claimed %s; its context could not be read now (%s)", item.id, type(exc).__name__)
+        return None
 
 
 async def warp_work_list(

@@ -282,17 +282,18 @@ class SpinupStore:
         async def reserve(holder: WorkReservation | None) -> WorkReservation | None:
             nonlocal other
             other = None
-            if holder is not None and holder.spinup_id == spinup_id:
+            if holder is None:
+                return WorkReservation(spinup_id=spinup_id)
+            if holder.spinup_id == spinup_id:
                 return None
-            if holder is not None:
-                try:
-                    if (await self.get(holder.spinup_id)).op.state in IN_FLIGHT_STATES:
-                        other = holder.spinup_id
-                        return None
-                except SpinupNotFound:  # reserved, and its start not recorded yet: honoured a while
-                    if (utcnow() - holder.at).total_seconds() < RESERVATION_GRACE_S:
-                        other = holder.spinup_id
-                        return None
+            try:
+                if (await self.get(holder.spinup_id)).op.state in IN_FLIGHT_STATES:
+                    other = holder.spinup_id
+                    return None
+            except SpinupNotFound:  # reserved, and its start not recorded yet: honoured a while
+                if (utcnow() - holder.at).total_seconds() < RESERVATION_GRACE_S:
+                    other = holder.spinup_id
+                    return None
             return WorkReservation(spinup_id=spinup_id)
 
         try:
