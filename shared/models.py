@@ -361,6 +361,44 @@ class ReviewRound(LoomModel):
     reviewed_at: datetime | None = None
 
 
+# -- workstreams: the code of an item (docs/workstreams.md) --------------------------
+
+MAX_CHECKPOINTS_KEPT = 50
+"""Checkpoints listed on an item (the newest); older ones stay reachable in git."""
+
+
+class Checkpoint(LoomModel):
+    """A snapshot of an item's worktree (tracked, untracked and deleted files), a commit
+    on the item's private ref, taken without the agent's cooperation."""
+
+    sha: str = Field(description="The checkpoint commit (its first parent is the branch's head then)")
+    at: datetime = Field(default_factory=utcnow)
+    attempt: int = Field(ge=0)
+    agent_id: str
+    files: int = Field(default=0, ge=0, description="Files that differ from the branch's head")
+
+
+class Workstream(LoomModel):
+    """An item's branch and where its code stands: what the agents working on it read
+    and record (branch, recorded base, checkpoints, what was handed in)."""
+
+    branch: str
+    base_ref: str = Field(description="The target branch the branch was made from")
+    base_sha: str = Field(description="The target's commit the branch was made from")
+    head_sha: str | None = Field(default=None, description="The branch's head when last handed in")
+    commits: int = Field(default=0, ge=0, description="Commits from the base to the handed-in head")
+    files_changed: int = Field(default=0, ge=0)
+    insertions: int = Field(default=0, ge=0)
+    deletions: int = Field(default=0, ge=0)
+    handed_in_at: datetime | None = None
+    checkpoints: list[Checkpoint] = Field(default_factory=list, description="The newest first")
+    resume_from: str | None = Field(
+        default=None,
+        description="The checkpoint the next attempt starts from (its files, uncommitted); "
+        "none after a hand-in",
+    )
+
+
 # The limits and defaults are shared.limits, which Warp's tool and Shuttle read too (the
 # docstring below is published in the OpenAPI document).
 class WorkSubmission(LoomModel):
@@ -388,6 +426,11 @@ class WorkSubmission(LoomModel):
     budget: Budget | None = Field(
         default=None,
         description="Cost and/or token limit: usage going over it stops the item (fails for good)",
+    )
+    isolated: bool = Field(
+        default=True,
+        description="Work in its own branch and worktree when the project has a repository "
+        "(docs/workstreams.md); false: in the agent's own checkout",
     )
 
     @field_validator("review")
@@ -471,6 +514,9 @@ class WorkItem(WorkSubmission):
     traceparent: str | None = Field(
         default=None,
         description="The W3C trace context of its submission: every process's spans for it join this trace",
+    )
+    workstream: Workstream | None = Field(
+        default=None, description="Its branch, base, checkpoints and hand-in (docs/workstreams.md)"
     )
 
     @property

@@ -137,6 +137,7 @@ def _register() -> None:
         leases,
         projects,
         questions,
+        repo,
         spinup,
         stats,
         submit,
@@ -158,6 +159,7 @@ def _register() -> None:
     questions.register(app)
     app.add_typer(leases.app, name="leases")
     app.add_typer(context.app, name="context")
+    app.add_typer(repo.app, name="repo")
     stats.register(app)
     usage.register(app)
     projects.register(app)

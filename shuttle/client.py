@@ -165,6 +165,9 @@ class WeftClient:
     def post(self, path: str, body: Any = None, **params: Any) -> Any:
         return self.request("POST", path, params=params, body=body)
 
+    def put(self, path: str, body: Any, **params: Any) -> Any:
+        return self.request("PUT", path, params=params, body=body)
+
     def patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body=body)
 

@@ -193,6 +193,10 @@ class WarpRuntime:
         self._svc = svc
         if not any(t.get_name() == "warp-keep-waiting" for t in self._tasks):
             self._tasks.append(asyncio.create_task(self._keep_waiting_alive(), name="warp-keep-waiting"))
+        if self.settings.checkpoint_s > 0 and not any(
+            t.get_name() == "warp-checkpoints" for t in self._tasks
+        ):
+            self._tasks.append(asyncio.create_task(self._checkpoints(), name="warp-checkpoints"))
         self.state = "ready"
         self.last_error = None
         for hook in self.on_ready:
@@ -239,6 +243,16 @@ class WarpRuntime:
                     await svc.work.keep_alive(work_id, svc.agent_id)
                 except Exception as exc:
                     log.warning("keeping the claim of %s alive failed: %s", work_id, exc)
+
+    async def _checkpoints(self) -> None:
+        """Every ``LOOM_CHECKPOINT_S``, a checkpoint of each worktree that changed: edits the
+        agent never reports are still captured (docs/workstreams.md)."""
+        while not self._stopped:
+            await asyncio.sleep(self.settings.checkpoint_s)
+            svc = self._svc
+            if svc is None or not svc.nc.is_connected:
+                continue
+            await svc.workstreams.checkpoint_all(svc.work)
 
     async def _refresh_lock(self, every: float) -> None:
         while not self._stopped:
@@ -397,6 +411,11 @@ class WarpRuntime:
                 log.warning("NATS is unreachable: not marking offline (the entry goes stale instead)")
             elif svc is not None:
                 svc.presence.stop_heartbeat()
+                if svc.workstreams.held_ids():  # the next attempt starts from these files
+                    try:
+                        await asyncio.wait_for(svc.workstreams.checkpoint_all(svc.work), _STOP_STEP_S * 3)
+                    except Exception as exc:
+                        log.warning("checkpoints while stopping (%s): %s", reason, exc)
                 try:
                     await asyncio.wait_for(svc.work.settle(), _STOP_STEP_S)  # events still in flight
                     await asyncio.wait_for(svc.traces.close(), _STOP_STEP_S)  # spans not yet sent

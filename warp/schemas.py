@@ -212,6 +212,19 @@ class HandOffOut(Out):
     )
 
 
+class WorkPlaceOut(Out):
+    """Where to work on a claimed item when the project has a repository (docs/workstreams.md)."""
+
+    directory: str = Field(description="Work here, and only here: the item's own worktree")
+    branch: str = Field(description="The item's branch, checked out in the directory")
+    base_ref: str = Field(description="The target branch it was made from")
+    base_sha: str = Field(description="The commit of the target it was made from")
+    resumed_from: str | None = Field(
+        None, description="The checkpoint whose files (uncommitted) the directory starts with"
+    )
+    review: bool = Field(False, description="A reviewer's worktree: the handed-in commit, detached")
+
+
 class ClaimOut(Out):
     claimed: bool
     item: WorkItem | None = None
@@ -220,6 +233,7 @@ class ClaimOut(Out):
         False, description="A review task: judge the item's latest result (warp_work_review)"
     )
     context: HandOffOut | None = Field(None, description="The item's context path (earlier attempts)")
+    workstream: WorkPlaceOut | None = Field(None, description="Where to work: the item's worktree and branch")
 
 
 class WorkListOut(Out):

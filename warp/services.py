@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 from shared.agents.registry import Registry
 from shared.context.store import ContextStore
 from shared.context.threads import Threads
+from shared.git.repository import RepositoryStore
 from shared.identity import Identity
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
@@ -28,6 +29,7 @@ from warp.instances import InstanceLock
 from warp.messages import InboxService
 from warp.presence import Presence
 from warp.settings import WarpSettings
+from warp.workstreams import Workstreams
 
 
 @dataclass
@@ -51,6 +53,8 @@ class Services:
     """The spans this process makes of the project's items; kept across reconnects (it holds
     no knowledge of the server)."""
     ledger: UsageLedger
+    workstreams: Workstreams
+    """The items this agent works on in worktrees of their own (docs/workstreams.md)."""
 
     @property
     def agent_id(self) -> str:
@@ -77,6 +81,7 @@ class Services:
         )
         self.questions = QuestionBook(self.nc, self.names, self.work, js=self.js)
         self.threads = Threads(self.nc, self.names, self.contexts)
+        self.workstreams.repositories = RepositoryStore(self.js, self.names)
 
 
 async def build(
@@ -128,4 +133,5 @@ async def build(
         leases=LeaseBook(nc, names, js=js),
         traces=traces,
         ledger=ledger,
+        workstreams=Workstreams(js, names, identity),
     )

@@ -75,6 +75,7 @@ class WarpSettings(LoomSettings):
     work_id: str | None = Field(default=None, validation_alias="LOOM_WORK_ID")
     op_timeout_s: float = Field(default=10.0, validation_alias="LOOM_WARP_TIMEOUT_S")
     ready_wait_s: float = Field(default=3.0, validation_alias="LOOM_WARP_READY_WAIT_S")
+    checkpoint_s: float = Field(default=60.0, validation_alias="LOOM_CHECKPOINT_S")
 
     @field_validator("heartbeat_s", mode="before")
     @classmethod
@@ -90,6 +91,12 @@ class WarpSettings(LoomSettings):
     @classmethod
     def _ready_wait(cls, value: object) -> float:
         return 3.0 if _blank(value) else _seconds(value, "LOOM_WARP_READY_WAIT_S", 0, 120)
+
+    @field_validator("checkpoint_s", mode="before")
+    @classmethod
+    def _checkpoint(cls, value: object) -> float:
+        """0 turns the timer off (checkpoints are then taken on progress reports only)."""
+        return 60.0 if _blank(value) else _seconds(value, "LOOM_CHECKPOINT_S", 0, 86400)
 
     @field_validator("capabilities", mode="before")
     @classmethod

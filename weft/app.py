@@ -33,6 +33,7 @@ from weft.routes import (
     leases,
     mechanisms,
     questions,
+    repository,
     spinups,
     stats,
     targets,
@@ -179,6 +180,7 @@ def create_app(
         ws,
         a2a,
         usage,
+        repository,
     ):
         app.include_router(module.router)
 

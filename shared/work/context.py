@@ -155,12 +155,33 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
             meta={"lapsed": "true"},
         )
         return [node]
+    if action == "workstream":
+        return [_workstream_node(item, attempt, agent, data)]
     if action == "cancelled":
         parent = attempt if item.assigned_to and item.attempts else root
         return [_node(item, action, parent, SYSTEM_AUTHOR, "cancelled", text=item.error)]
     if action in ("dead-lettered", "expired", "retried"):
         return [_node(item, action, root, SYSTEM_AUTHOR, action.replace("-", "_"), text=item.error)]
     return []
+
+
+def _workstream_node(item: WorkItem, attempt: str, agent: str, data: Mapping[str, Any]) -> ContextNode:
+    """What happened to the item's code (docs/workstreams.md), said for the next agent."""
+    step = str(data.get("step") or "")
+    branch = str(data.get("branch") or "")
+    sha = str(data.get("checkpoint") or data.get("head_sha") or "")
+    texts = {
+        "opened": f"Works on branch {branch}, made from {data.get('base', '')}.",
+        "resumed": f"Carries on with branch {branch} from checkpoint {sha[:12]}: the previous "
+        "attempt's files as they were, uncommitted work included.",
+        "checkpoint": f"Checkpoint {sha[:12]} of branch {branch}'s worktree.",
+        "handed-in": f"Handed in branch {branch} at {sha[:12]} (pushed).",
+        "restore": f"The operator chose checkpoint {sha[:12]} for the next attempt.",
+    }
+    meta = {"step": step, "branch": branch, **({"sha": sha} if sha else {})}
+    parent = attempt if item.attempts else work_root_id(item.id)
+    author = SYSTEM_AUTHOR if step == "restore" else agent
+    return _node(item, "workstream", parent, author, "workstream", text=texts.get(step), meta=meta)
 
 
 def dependency_ids(item: WorkItem) -> list[str]:

@@ -48,6 +48,7 @@ from shared.models import (
     WorkItem,
     WorkMove,
     WorkStatus,
+    Workstream,
     WorkSubmission,
     move_allowed,
     new_id,
@@ -83,6 +84,7 @@ from shared.work.rules import (
     check_error,
     check_percent,
     check_verdict,
+    choose_checkpoint,
     discard,
     expire,
     finish,
@@ -92,6 +94,7 @@ from shared.work.rules import (
     link,
     needs_message,
     note_waiting,
+    note_workstream,
     rebudget,
     reconcile,
     record_failure,
@@ -762,6 +765,28 @@ class WorkQueue(WorkRecords):
         subject = keep_alive_subject(record, agent_id) if record is not None else None
         await self._ack(subject, Ack.WORKING)
         return subject is not None
+
+    @_traced("work.workstream")
+    async def record_workstream(
+        self, work_id: str, agent_id: str, workstream: Workstream, *, step: str
+    ) -> WorkItem:
+        """The holder's record of its item's workstream (rule ``note_workstream``)."""
+        now = utcnow()
+        current, change = await self._mutate(
+            work_id, lambda r: note_workstream(r, agent_id, workstream, step, now)
+        )
+        item = (change.record or current).item
+        await self._announce(change.events, item)
+        return item
+
+    @_traced("work.restore")
+    async def choose_checkpoint(self, work_id: str, sha: str) -> WorkItem:
+        """The checkpoint the item's next attempt starts from (rule ``choose_checkpoint``)."""
+        now = utcnow()
+        current, change = await self._mutate(work_id, lambda r: choose_checkpoint(r, sha, now))
+        item = (change.record or current).item
+        await self._announce(change.events, item)
+        return item
 
     @_traced("work.fail")
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:

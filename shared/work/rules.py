@@ -17,6 +17,8 @@ from pydantic import Field
 from shared.base import LoomModel
 from shared.errors import Conflict, Forbidden, LoomError, NotFound
 from shared.models import (
+    FINAL_WORK_STATES,
+    MAX_CHECKPOINTS_KEPT,
     WORK_LIFECYCLE,
     AttemptError,
     Progress,
@@ -24,6 +26,7 @@ from shared.models import (
     WorkItem,
     WorkMove,
     WorkStatus,
+    Workstream,
     WorkSubmission,
     move_allowed,
 )
@@ -73,6 +76,11 @@ class WorkNotFound(WorkError, NotFound):
         # The id is not repeated: the caller sent it, and it may not be an id at all.
         super().__init__("no work item with this id in this project", field="work_id")
         self.work_id = work_id
+
+
+class CheckpointNotFound(WorkError, NotFound):
+    def __init__(self) -> None:
+        super().__init__("not one of this item's checkpoints", field="checkpoint")
 
 
 class WorkConflict(WorkError, Conflict):
@@ -730,6 +738,76 @@ def note_waiting(record: WorkRecord, reason: str | None, now: datetime) -> Chang
     item.waiting_reason = reason
     events = () if reason is None else (WorkEvent("waiting", {"reason": reason}),)
     return Change(new, events)
+
+
+# -- workstreams ---------------------------------------------------------------------
+#
+# An item's code (docs/workstreams.md): the agent holding it records its branch at the
+# claim, each checkpoint and its hand-in; an operator may choose the checkpoint the next
+# attempt starts from.
+
+WORKING = HELD | WORK_LIFECYCLE[WorkMove.RESUME].sources
+"""Where the worker holds the item (claimed, in progress, waiting on the operator)."""
+
+
+WORKSTREAM_STEPS = ("opened", "resumed", "checkpoint", "handed-in")
+"""What a worker records about its item's code: a ``work.workstream`` event each, and a
+node of the item's context tree (shared/work/context.py)."""
+
+
+def note_workstream(
+    record: WorkRecord, agent_id: str, workstream: Workstream, step: str, now: datetime
+) -> Change:
+    """The worker holding the item records its workstream (``step``: one of
+    :data:`WORKSTREAM_STEPS`); the branch, once recorded, is the item's for good (a later
+    attempt carries on with it, never another)."""
+    if step not in WORKSTREAM_STEPS:
+        raise WorkConflict(f"must be one of {', '.join(WORKSTREAM_STEPS)}", field="step")
+    item = record.item
+    if item.assigned_to != agent_id:
+        raise NotClaimant(f"work_id: {item.id} is claimed by another agent", field="work_id")
+    if item.status not in WORKING:
+        raise WorkConflict(
+            f"work_id: cannot record the workstream of {item.id}: it is {item.status.value}", field="work_id"
+        )
+    if item.workstream is not None and item.workstream.branch != workstream.branch:
+        raise WorkConflict(
+            f"branch: {item.id} works on {item.workstream.branch}; it cannot move to another branch",
+            field="branch",
+        )
+    data: dict[str, Any] = {"agent_id": agent_id, "step": step, "branch": workstream.branch}
+    if step == "handed-in" and workstream.head_sha is not None:
+        data["head_sha"] = workstream.head_sha
+    elif step in ("resumed", "checkpoint") and workstream.resume_from is not None:
+        data["checkpoint"] = workstream.resume_from
+    elif step == "opened":
+        data["base"] = f"{workstream.base_ref}@{workstream.base_sha}"
+    event = WorkEvent("workstream", data)
+    if item.workstream == workstream:
+        return Change(None, (event,))
+    new, changed = _fork(record, now)
+    kept = workstream.checkpoints[:MAX_CHECKPOINTS_KEPT]
+    changed.workstream = workstream.model_copy(update={"checkpoints": kept})
+    return Change(new, (event,))
+
+
+def choose_checkpoint(record: WorkRecord, sha: str, now: datetime) -> Change:
+    """An operator's choice of the checkpoint the item's next attempt starts from."""
+    item = record.item
+    if item.workstream is None:
+        raise WorkConflict(f"work_id: {item.id} has no workstream", field="work_id")
+    if item.status in FINAL_WORK_STATES:
+        raise WorkConflict(
+            f"work_id: {item.id} is {item.status.value}; nothing will start again", field="work_id"
+        )
+    if not any(c.sha == sha for c in item.workstream.checkpoints):
+        raise CheckpointNotFound()
+    if item.workstream.resume_from == sha:
+        return Change()
+    new, changed = _fork(record, now)
+    changed.workstream = item.workstream.model_copy(update={"resume_from": sha})
+    data = {"step": "restore", "branch": item.workstream.branch, "checkpoint": sha, "by": "operator"}
+    return Change(new, (WorkEvent("workstream", data),))
 
 
 # -- dependencies --------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``shuttle work list|show|graph|trace|cancel|retry``: work items in the project."""
+"""``shuttle work list|show|graph|trace|cancel|retry|checkpoints|restore``: work items in the project."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_
 from shuttle.batch import report
 from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
-from shuttle.output import console, emit_json, escape, say, styled
+from shuttle.output import console, emit_json, escape, say, styled, table
 from shuttle.views import graph_tree, trace_waterfall, work_fields, work_table
 
 app = command_group(help="List, inspect, graph, cancel and retry work items.", no_args_is_help=True)
@@ -146,3 +146,51 @@ def retry_cmd(
         typer.echo(item.get("id", ""))
     else:
         say(f"{escape(item.get('id', ''))} {styled(item.get('status'))}")
+
+
+@app.command("checkpoints")
+def checkpoints_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
+    """The item's checkpoints (snapshots of its worktree), newest first, and the one its
+    next attempt starts from (docs/workstreams.md)."""
+    listed = state(ctx).client().get(f"/api/work/{seg(work_id)}/checkpoints")
+    if out(ctx, json_out).json:
+        emit_json(listed)
+        return
+    chosen = listed.get("resume_from")
+    rows = [
+        (
+            ("* " if c.get("sha") == chosen else "  ") + str(c.get("sha", ""))[:12],
+            c.get("at", ""),
+            c.get("attempt", ""),
+            str(c.get("agent_id", ""))[:12],
+            c.get("files", ""),
+        )
+        for c in listed.get("checkpoints", [])
+    ]
+    branch = escape(str(listed.get("branch") or "-"))
+    table(
+        f"checkpoints of {escape(str(listed.get('work_id', '')))} on {branch}",
+        ["checkpoint", "at", "attempt", "agent", "files"],
+        rows,
+        empty="no checkpoints (the item has no workstream yet)",
+        flex=None,
+    )
+    if chosen:
+        say(f"* the next attempt starts from {escape(str(chosen)[:12])}")
+
+
+@app.command("restore")
+def restore_cmd(
+    ctx: typer.Context,
+    work_id: WorkIdArg,
+    checkpoint: Annotated[str, typer.Argument(help="A checkpoint SHA or a unique prefix of one.")],
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Start the item's next attempt from this checkpoint: its files, uncommitted."""
+    o = out(ctx, json_out, quiet)
+    listed = state(ctx).client().post(f"/api/work/{seg(work_id)}/restore", {"checkpoint": checkpoint})
+    if o.json:
+        emit_json(listed)
+    else:
+        say(f"next attempt starts from {escape(str(listed.get('resume_from', ''))[:12])}", quiet=o.quiet)

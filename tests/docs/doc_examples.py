@@ -136,6 +136,9 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("README.md", ".venv/bin/shuttle targets remove demo --yes"): run("walkthrough"),
     # docs/architecture.md
     ("docs/architecture.md", "shuttle (CLI) ──HTTP/WS──► weft (FastAPI) ─┐"): Skip("a diagram, not code"),
+    ("docs/workstreams.md", "claim ──► open: ls-remote (target, the item's branch, its ch"): Skip(
+        "a diagram, not code"
+    ),
     ("docs/architecture.md", "default:                      # applies to boundaries withou"): run("policy"),
     # docs/deploy.md
     ("docs/deploy.md", "docker build -f deploy/docker/weft.Dockerfile  -t registry.e"): Skip(DOCKER),

@@ -142,7 +142,7 @@ async def test_warp_transcripts_agree_with_the_tools_warp_publishes(tmp_path: Pa
     assert warp_transcript.problems(wrong, tools) == [
         "warp_work_claim: no argument ['capabilty'] (it takes ['capability'])",
         "warp_work_claim: its result has no ['itemz'] (it has ['claimed', 'context', 'item', 'reason',"
-        " 'review'])",
+        " 'review', 'workstream'])",
     ]
 
 

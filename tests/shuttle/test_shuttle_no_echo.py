@@ -34,6 +34,8 @@ POSITIONAL = {
     "value": "5",
     "question_id": HEX,
     "answer": "yes",
+    "url": "/srv/app.git",
+    "checkpoint": "abcd1234",
 }
 EXTRA = {("submit",): ["-c", "code"], ("config", "get"): [], ("config", "unset"): []}
 
@@ -55,6 +57,8 @@ ACCEPTED = {
     ("targets", "update", "--body"),
     ("targets", "add", "--image"),
     ("answer", "answer"),  # free text (refused here only because the question does not exist)
+    ("repo", "set", "--target"),  # a valid branch name for git, stored as given
+    ("repo", "set", "--worktree-root"),  # a relative path, stored as given
 }
 
 

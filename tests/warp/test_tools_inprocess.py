@@ -121,6 +121,7 @@ async def test_work_error_paths(
             "reason": "you registered no capabilities",
             "review": False,
             "context": None,
+            "workstream": None,
         }
         await ok(client, "warp_registry_register", {"capabilities": ["code"]})
         assert "deadline: must be in the future" in await err(

@@ -36,6 +36,7 @@ OPERATE_ROUTES = {
     ("DELETE", "/api/dlq/{work_id}"),
     ("PUT", "/api/work/{work_id}/budget"),
     ("DELETE", "/api/leases/{lease_id}"),
+    ("POST", "/api/work/{work_id}/restore"),
 }
 READ_POSTS = {
     ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body
@@ -54,6 +55,8 @@ ADMIN_ROUTES = {
     ("POST", "/api/targets/{target}/disable"),
     ("POST", "/api/targets/{target}/test"),
     ("POST", "/api/targets/{target}/spin-up"),
+    ("PUT", "/api/repository"),
+    ("DELETE", "/api/repository"),
 }
 
 

@@ -27,7 +27,7 @@ from shared.limits import (
     TASK_ID_MAX_LENGTH,
 )
 from shared.mcp.tools import tool
-from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus
+from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus, Workstream
 from shared.usage.rules import Budget, Usage, stopped_by_budget, totals_of
 from warp.errors import Conflict
 from warp.runtime import WarpRuntime
@@ -43,6 +43,7 @@ from warp.schemas import (
     WorkId,
     WorkListOut,
     WorkOut,
+    WorkPlaceOut,
 )
 from warp.tools.base import result as tool_result
 
@@ -138,10 +139,12 @@ async def held_operation(
     except (NotClaimant, WorkConflict):
         svc.presence.tasks_changed(released=work_id)
         await release_leases(svc, work_id)
+        await svc.workstreams.release(work_id)
         raise
     if item.status not in STILL_HELD or item.assigned_to != svc.agent_id:
         svc.presence.tasks_changed(released=work_id)
         await release_leases(svc, work_id)
+        await svc.workstreams.release(work_id)
     return item
 
 
@@ -223,6 +226,13 @@ async def warp_work_broadcast(
             "stops the item: it fails for good with 'budget exceeded'"
         ),
     ] = None,
+    isolated: Annotated[
+        bool,
+        Field(
+            description="Work in its own branch and worktree when the project has a repository "
+            "(docs/workstreams.md); false: in the agent's own checkout"
+        ),
+    ] = True,
 ) -> Annotated[CallToolResult, WorkOut]:
     """Offer a work item to every agent with the capability (same queue as Weft's REST API).
     With depends_on it waits (blocked) until every one of those items has completed; with
@@ -245,6 +255,7 @@ async def warp_work_broadcast(
         depends_on=depends_on or [],
         review=review,
         budget=budget,
+        isolated=isolated,
     )
     item = await svc.work.submit(submission, submitted_by=svc.agent_id)
     said = "Blocked until its dependencies complete." if item.status is WorkStatus.BLOCKED else "Queued."
@@ -305,17 +316,79 @@ async def warp_work_claim(
         out = ClaimOut(claimed=False, reason="no eligible work is queued")
         return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
     presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
+    place, place_text = await _claimed_place(svc, item)
     context = await _claimed_context(svc.contexts, item)
     context_text = hand_off_text(context) if context is not None else CONTEXT_LATER
+    texts = [item_text(item), *([place_text] if place_text else []), context_text]
     if item.status is WorkStatus.REVIEWING:
         said = (
             "Claimed for review: judge the result of the latest round below, then give your "
             "verdict with warp_work_review (approve, or reject with feedback)."
         )
-        out = ClaimOut(claimed=True, item=item, review=True, context=context)
-        return tool_result(out, f"{said}\n{item_text(item)}\n{context_text}")
-    out = ClaimOut(claimed=True, item=item, context=context)
-    return tool_result(out, f"Claimed.\n{item_text(item)}\n{context_text}")
+        out = ClaimOut(claimed=True, item=item, review=True, context=context, workstream=place)
+        return tool_result(out, "\n".join([said, *texts]))
+    out = ClaimOut(claimed=True, item=item, context=context, workstream=place)
+    return tool_result(out, "\n".join(["Claimed.", *texts]))
+
+
+async def _claimed_place(svc: Services, item: WorkItem) -> tuple[WorkPlaceOut | None, str]:
+    """The item's worktree on this host, made now (docs/workstreams.md), and what to tell
+    the agent about it. A worker's is made fail-closed: if it cannot be made, the claim is
+    given back (the item is queued again for another attempt) and the tool says why;
+    nothing runs in the main checkout instead. A reviewer without one is told so and
+    reviews the handed-in branch as it can."""
+    from shared.git.workstream import WorkstreamError
+
+    try:
+        place = await svc.workstreams.open(item, svc.work)
+    except WorkstreamError as exc:
+        if item.status is WorkStatus.REVIEWING:
+            return None, f"No worktree for the review ({exc.message}); the branch is {_branch_of(item)}."
+        await _give_back(svc, item, exc.message)
+        raise Conflict(
+            f"{exc.message}. The claim was given back and the item queued again; nothing was "
+            "started in the main checkout",
+            field="workstream",
+        ) from None
+    if place is None:
+        return None, ""
+    out = WorkPlaceOut(
+        directory=str(place.directory),
+        branch=place.branch,
+        base_ref=place.base_ref,
+        base_sha=place.base_sha,
+        resumed_from=place.resumed_from,
+        review=place.review,
+    )
+    if place.review:
+        return out, (
+            f"Review in {place.directory}: branch {place.branch} as handed in, detached "
+            f"(base {place.base_ref} at {place.base_sha[:12]})."
+        )
+    said = (
+        f"Work in {place.directory}, on branch {place.branch} (made from {place.base_ref} at "
+        f"{place.base_sha[:12]}); only there, never in the main checkout. Loom checkpoints it on "
+        "every progress report and pushes the branch when you complete."
+    )
+    if place.resumed_from:
+        said += (
+            f" It starts from checkpoint {place.resumed_from[:12]} of the previous attempt: its "
+            "files as they were, uncommitted work included."
+        )
+    return out, said
+
+
+def _branch_of(item: WorkItem) -> str:
+    return item.workstream.branch if item.workstream is not None else "(none recorded)"
+
+
+async def _give_back(svc: Services, item: WorkItem, why: str) -> None:
+    """Fail closed: the claim goes back to the queue with the reason as its error."""
+    svc.presence.tasks_changed(released=item.id)
+    try:
+        await svc.work.fail(item.id, svc.agent_id, f"{why} (on agent {svc.identity.handle})"[:8000])
+    except Exception as exc:  # the claim then lapses and is redelivered: still nothing started
+        log.warning("claim of %s not given back now (%s); it will lapse", item.id, type(exc).__name__)
 
 
 CONTEXT_LATER = "Context: could not be read just now; read it with warp_work_context."
@@ -418,7 +491,23 @@ async def warp_work_progress(
     )
     if stopped_by_budget(item):
         return tool_result(WorkOut(item=item), stopped_text(item))
-    return tool_result(WorkOut(item=item), f"Progress recorded.\n{item_text(item)}")
+    said = await _checkpoint_text(svc, work_id)
+    return tool_result(WorkOut(item=item), f"Progress recorded.{said}\n{item_text(item)}")
+
+
+async def _checkpoint_text(svc: Services, work_id: str) -> str:
+    """Checkpoint the item's worktree (if it has one here and it changed) and say so; a
+    checkpoint that cannot be taken now is said, not an error of the report."""
+    from shared.git.workstream import WorkstreamError
+
+    try:
+        made = await svc.workstreams.checkpoint(work_id, svc.work)
+    except WorkstreamError as exc:
+        return f" Checkpoint not taken: {exc.message}"
+    except Exception as exc:
+        log.warning("checkpoint of %s not taken: %s", work_id, type(exc).__name__)
+        return " Checkpoint not taken now; the next report tries again."
+    return f" Checkpoint {made.sha[:12]} ({made.files} file(s) changed)." if made is not None else ""
 
 
 async def warp_work_complete(
@@ -431,6 +520,7 @@ async def warp_work_complete(
     review is handed in instead: it counts once another agent approved it. With usage: what
     the work used since your last report (over the item's budget, it fails instead)."""
     svc = await rt.services()
+    handed = await _hand_in(svc, work_id)
     item = await held_operation(
         rt,
         svc,
@@ -439,10 +529,33 @@ async def warp_work_complete(
     )
     if stopped_by_budget(item):
         return tool_result(WorkOut(item=item), stopped_text(item))
+    pushed = (
+        f" Branch {handed.branch} pushed at {handed.head_sha[:12]} ({handed.commits} commit(s), "
+        f"{handed.files_changed} file(s), +{handed.insertions} -{handed.deletions})."
+        if handed is not None and handed.head_sha
+        else ""
+    )
     if item.status is WorkStatus.IN_REVIEW:
         said = "Handed in for review: another agent will approve it or send it back with feedback."
-        return tool_result(WorkOut(item=item), f"{said}\n{item_text(item)}")
-    return tool_result(WorkOut(item=item), f"Completed.\n{item_text(item)}")
+        return tool_result(WorkOut(item=item), f"{said}{pushed}\n{item_text(item)}")
+    return tool_result(WorkOut(item=item), f"Completed.{pushed}\n{item_text(item)}")
+
+
+async def _hand_in(svc: Services, work_id: str) -> Workstream | None:
+    """Push before done: the item's worktree (if it has one here) is committed and its
+    branch pushed before the completion is recorded; if that fails, the item stays the
+    agent's and the tool says why."""
+    if svc.workstreams.place(work_id) is None:
+        return None
+    from shared.git.workstream import WorkstreamError
+
+    item = await svc.work.get(work_id)
+    if item.assigned_to != svc.agent_id:
+        return None  # the completion below is refused with the reason
+    try:
+        return await svc.workstreams.hand_in(item, svc.work)
+    except WorkstreamError as exc:
+        raise Conflict(f"{exc.message}; nothing was completed", field="workstream") from None
 
 
 async def warp_work_fail(
@@ -454,6 +567,7 @@ async def warp_work_fail(
     """Report that work you claimed failed: it is queued again, or dead-lettered once its
     attempts are used up (or at once when retryable is false)."""
     svc = await rt.services()
+    await _checkpoint_text(svc, work_id)  # the next attempt starts from these files
     item = await held_operation(
         rt, svc, work_id, lambda: svc.work.fail(work_id, svc.agent_id, error, retryable=retryable)
     )

@@ -29,6 +29,7 @@ from nats.js import JetStreamContext
 
 from shared.agents.registry import Registry
 from shared.context.store import ContextStore
+from shared.git.repository import RepositoryStore
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
 from shared.trace.tracing import TraceLog
@@ -104,6 +105,8 @@ class ProjectContext:
         self.agents = AgentDirectory(nc, js, names)
         self.work = WorkIndex(nc, js, self.queue)
         self.targets = TargetStore(nc, js, names)
+        self.repository = RepositoryStore(js, names)
+        """The project's repository settings (docs/workstreams.md)."""
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)

@@ -1,0 +1,290 @@
+"""A project's repository: where its code lives and how workstreams name and place it.
+
+One document per project in the project's config bucket (next to the boundary policy),
+changed compare-and-set by Weft (admin scope) and read by every agent's Warp at each
+claim. The rules here are pure except :func:`check_with_git`, which asks git itself
+whether the branch names are valid (``check-ref-format``). See docs/workstreams.md.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Final
+from urllib.parse import urlsplit
+
+from nats.js.client import JetStreamContext
+from nats.js.kv import KeyValue
+from pydantic import Field, field_validator
+
+from shared.base import LoomModel
+from shared.errors import Conflict, Invalid, NotFound
+from shared.git.cli import GitFailed, branch_name_ok, git
+from shared.models import utcnow
+from shared.names import ProjectNames
+from shared.nats.cas import cas_upsert
+from shared.nats.jetstream import delete_unchanged, get_or_none
+from shared.work.policy import config_bucket
+
+REPOSITORY_KEY: Final = "repository"
+TEMPLATE_FIELDS: Final = ("task_id", "work_id", "short_id", "capability")
+UNIQUE_FIELDS: Final = ("work_id", "short_id")
+DEFAULT_TEMPLATE: Final = "loom/{task_id}-{short_id}"
+DEFAULT_WORKTREE_ROOT: Final = ".loom/worktrees"
+URL_MAX: Final = 2000
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
+_REF_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
+
+
+class InvalidRepository(Invalid, ValueError):
+    """A repository setting that breaks a rule; a ``ValueError`` too, so the model's
+    validators turn it into a field error. The rejected value is never kept: a URL may
+    carry a token."""
+
+
+class RepositoryNotSet(NotFound):
+    def __init__(self) -> None:
+        super().__init__("this project has no repository (PUT /api/repository sets one)", field="repository")
+
+
+def check_url(url: str) -> str:
+    """A URL agents and landers can reach: an absolute local path, ``file://``, ``ssh://``,
+    ``https://`` or ``user@host:path``; never one carrying a password or token (those
+    belong in the host's credential helper or SSH agent, not in a shared document)."""
+    url = url.strip()
+    if not url:
+        raise InvalidRepository("must not be empty", field="url", rule="required")
+    if len(url) > URL_MAX:
+        raise InvalidRepository(f"must be at most {URL_MAX} characters", field="url", rule="max_length")
+    if any(c.isspace() for c in url):
+        raise InvalidRepository("must not contain whitespace", field="url", rule="format")
+    if url.startswith("/"):
+        return url
+    if "://" not in url:
+        if _SCP_LIKE.fullmatch(url):
+            return url
+        raise InvalidRepository(
+            "must be an absolute path, file://, ssh://, https:// or user@host:path",
+            field="url",
+            rule="scheme",
+        )
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("file", "ssh", "https", "http", "git"):
+        raise InvalidRepository("scheme must be file, ssh, https, http or git", field="url", rule="scheme")
+    if parts.password is not None or (scheme in ("https", "http") and parts.username is not None):
+        raise InvalidRepository(
+            "must not carry credentials; give them to git on the agents' hosts (a credential "
+            "helper or an SSH key)",
+            field="url",
+            rule="no_credentials",
+        )
+    if scheme == "file" and not parts.path.startswith("/"):
+        raise InvalidRepository("a file:// URL needs an absolute path", field="url", rule="format")
+    if scheme != "file" and not parts.hostname:
+        raise InvalidRepository("needs a host", field="url", rule="format")
+    return url
+
+
+def check_template(template: str) -> str:
+    """Placeholders are the item's fields and one of them makes the name the item's own."""
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError:
+        raise InvalidRepository("has an unbalanced { or }", field="branch_template", rule="format") from None
+    unknown = fields - set(TEMPLATE_FIELDS)
+    if unknown:
+        raise InvalidRepository(
+            f"may use only {{{'}, {'.join(TEMPLATE_FIELDS)}}}",
+            field="branch_template",
+            rule="placeholders",
+        )
+    if not fields & set(UNIQUE_FIELDS):
+        raise InvalidRepository(
+            "must include {work_id} or {short_id}, so each item gets a branch of its own",
+            field="branch_template",
+            rule="unique",
+        )
+    return template
+
+
+def check_worktree_root(root: str) -> str:
+    """Relative to the agent's project folder (or absolute); never inside a ``.git``."""
+    path = PurePosixPath(root)
+    if not root.strip():
+        raise InvalidRepository("must not be empty", field="worktree_root", rule="required")
+    if ".git" in path.parts or any(p.endswith(".git") for p in path.parts):
+        raise InvalidRepository(
+            "must not be inside a repository's .git folder", field="worktree_root", rule="location"
+        )
+    if ".." in path.parts:
+        raise InvalidRepository("must not climb out with ..", field="worktree_root", rule="location")
+    return root
+
+
+class RepositorySettings(LoomModel):
+    """What an operator sets for a project (``PUT /api/repository``)."""
+
+    url: str = Field(description="Where agents and landers fetch and push: a path, file://, ssh://, https://")
+    target_branch: str = Field(default="main", max_length=200, description="The branch work lands on")
+    branch_template: str = Field(
+        default=DEFAULT_TEMPLATE,
+        max_length=200,
+        description="An item's branch name: {task_id}, {work_id}, {short_id}, {capability}",
+    )
+    worktree_root: str = Field(
+        default=DEFAULT_WORKTREE_ROOT,
+        max_length=1000,
+        description="Where worktrees live on an agent's host (relative to its project folder)",
+    )
+    enabled: bool = Field(
+        default=True, description="Workstreams on; an item can still opt out (isolated=false)"
+    )
+    keep_days: int = Field(
+        default=7, ge=0, le=365, description="Days the sweep keeps a final item's worktree"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return check_url(v)
+
+    @field_validator("branch_template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        return check_template(v)
+
+    @field_validator("worktree_root")
+    @classmethod
+    def _root(cls, v: str) -> str:
+        return check_worktree_root(v)
+
+
+class Repository(RepositorySettings):
+    """The stored document: the settings, and when and by whom they were last changed."""
+
+    updated_at: datetime = Field(default_factory=utcnow)
+    updated_by: str = "operator"
+    revision: int = Field(default=0, description="The bucket revision this was read at")
+
+
+def branch_for(template: str, *, task_id: str, work_id: str, capability: str) -> str:
+    """The branch of an item: the template filled in, each value made safe for a ref
+    (git's own check then confirms it)."""
+
+    def safe(value: str) -> str:
+        cleaned = _REF_UNSAFE.sub("-", value).strip("-./")
+        return cleaned.replace("..", ".") or "x"
+
+    return template.format(
+        task_id=safe(task_id), work_id=work_id, short_id=work_id[:8], capability=safe(capability)
+    )
+
+
+async def check_with_git(settings: RepositorySettings) -> None:
+    """git itself must accept the target branch and a branch the template makes."""
+    if not await branch_name_ok(settings.target_branch):
+        raise Invalid(
+            "is not a valid branch name (git check-ref-format)", field="target_branch", rule="ref_format"
+        )
+    sample = branch_for(settings.branch_template, task_id="task-1", work_id="0" * 32, capability="code")
+    if not await branch_name_ok(sample):
+        raise Invalid(
+            "makes names that are not valid branch names (git check-ref-format)",
+            field="branch_template",
+            rule="ref_format",
+        )
+
+
+class RepositoryStore:
+    """The project's repository document in its config bucket."""
+
+    def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
+        self._js = js
+        self._names = names
+        self._kv: KeyValue | None = None
+
+    async def _bucket(self) -> KeyValue:
+        if self._kv is None:
+            self._kv = await config_bucket(self._js, self._names)
+        return self._kv
+
+    async def get(self) -> Repository | None:
+        entry = await get_or_none(await self._bucket(), REPOSITORY_KEY)
+        if entry is None or not entry.value:
+            return None
+        return Repository.model_validate_json(entry.value).model_copy(update={"revision": entry.revision})
+
+    async def put(
+        self, settings: RepositorySettings, *, by: str, expected_revision: int | None = None
+    ) -> Repository:
+        """Set the repository, compare-and-set; with ``expected_revision`` (the revision the
+        caller read, 0 for none) only if nobody changed it since."""
+        await check_with_git(settings)
+
+        def replace(current: Repository | None) -> Repository:
+            found = current.revision if current is not None else 0
+            if expected_revision is not None and found != expected_revision:
+                raise Conflict(
+                    "the repository settings changed since you read them; read them again",
+                    field="revision",
+                    rule="unchanged",
+                )
+            return Repository(**settings.model_dump(), updated_by=by)
+
+        swap = await cas_upsert(
+            await self._bucket(),
+            REPOSITORY_KEY,
+            replace,
+            parse=self._parse,
+            dump=lambda r: r.model_dump_json(exclude={"revision"}).encode(),
+            conflict=lambda: Conflict("being changed concurrently; try again", field="repository"),
+            read=self._read,
+        )
+        assert swap.after is not None
+        return swap.after.model_copy(update={"revision": swap.revision})
+
+    async def _read(self) -> tuple[Repository, int] | None:
+        found = await self.get()
+        return (found, found.revision) if found is not None else None
+
+    @staticmethod
+    def _parse(data: bytes) -> Repository:
+        return Repository.model_validate_json(data)
+
+    async def delete(self, *, expected_revision: int | None = None) -> bool:
+        """Workstreams off for the project (items already on branches keep their record);
+        False when none was set. Only the revision read is deleted."""
+        found = await self.get()
+        if found is None:
+            return False
+        if expected_revision is not None and found.revision != expected_revision:
+            raise Conflict(
+                "the repository settings changed since you read them", field="revision", rule="unchanged"
+            )
+        if not await delete_unchanged(await self._bucket(), REPOSITORY_KEY, found.revision):
+            raise Conflict("being changed concurrently; try again", field="repository")
+        return True
+
+
+class Reach(LoomModel):
+    """Whether the repository answered from where it was asked (Weft's host at
+    registration: agents' hosts may still differ, so this informs and does not refuse)."""
+
+    reachable: bool
+    target_found: bool = False
+    problem: str | None = None
+
+
+async def probe(settings: RepositorySettings, *, timeout: float = 15.0) -> Reach:
+    """Ask the repository for its target branch (``git ls-remote``)."""
+    target = f"refs/heads/{settings.target_branch}"
+    try:
+        listing = await git("ls-remote", "--", settings.url, target, timeout=timeout, step="ls-remote")
+    except GitFailed as exc:
+        return Reach(reachable=False, problem=exc.message)
+    found = any(line.endswith(f"\t{target}") for line in listing.stdout.splitlines())
+    problem = None if found else f"the target branch {settings.target_branch} does not exist there yet"
+    return Reach(reachable=True, target_found=found, problem=problem)

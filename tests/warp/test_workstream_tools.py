@@ -1,0 +1,149 @@
+"""Workstreams through Warp's tools (docs/workstreams.md): a claim makes the item's
+worktree, progress checkpoints it, completion pushes before done, a failure to make one
+gives the claim back. Real NATS, real git, the SDK's in-memory MCP client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from nats.aio.client import Client as NatsClient
+from warp_harness import make_identity
+
+from shared.git.repository import RepositorySettings, RepositoryStore
+from shared.git.workstream import checkpoint_ref
+from shared.models import WorkStatus
+from shared.names import ProjectNames
+from shared.nats.server import EmbeddedNatsServer
+from testsupport.git import clone, make_origin, remote_sha, run_git, tree_state
+from testsupport.work import work_queue
+from warp.runtime import WarpRuntime
+from warp.server import build_server
+from warp.settings import WarpSettings
+
+A = "a" * 32
+B = "b" * 32
+
+
+@asynccontextmanager
+async def agent(url: str, project_id: str, folder: Path, agent_id: str) -> AsyncIterator[Client]:
+    settings = WarpSettings(capabilities=("code", "review"), heartbeat_s=5.0, checkpoint_s=0)
+    rt = WarpRuntime(make_identity(project_id, folder, agent_id), settings, nats_url=url)
+    async with Client(build_server(rt)) as client:
+        await rt.services()
+        await ok(client, "warp_registry_register", {"capabilities": ["code", "review"]})
+        yield client
+
+
+def text(res: types.CallToolResult) -> str:
+    return " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
+
+
+async def ok(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    res = await client.call_tool(tool, args or {})
+    assert not res.is_error, text(res)
+    assert res.structured_content is not None
+    return dict(res.structured_content)
+
+
+@asynccontextmanager
+async def nats(url: str) -> AsyncIterator[NatsClient]:
+    nc = NatsClient()
+    await nc.connect(url)
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    return make_origin(tmp_path, {"README.md": "hello\n", "old.txt": "old\n"})
+
+
+async def test_claim_progress_and_complete_work_in_the_items_worktree(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    checkout = clone(origin, tmp_path / "host1")
+    before = tree_state(checkout)
+    async with nats(nats_server.url) as nc:
+        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
+            RepositorySettings(url=str(origin)), by="admin"
+        )
+        async with agent(nats_server.url, project_id, checkout, A) as client:
+            sent = await ok(client, "warp_work_broadcast", {"description": "fix it", "capability": "code"})
+            work_id = sent["item"]["id"]
+            claimed = await ok(client, "warp_work_claim")
+            place = claimed["workstream"]
+            directory = Path(place["directory"])
+            assert directory.parent == checkout / ".loom" / "worktrees"
+            assert place["branch"].startswith("loom/") and place["base_sha"] == before[0]
+            assert claimed["item"]["id"] == work_id
+
+            (directory / "new.txt").write_text("written by a shell\n")
+            (directory / "old.txt").unlink()
+            progress = await client.call_tool("warp_work_progress", {"work_id": work_id, "percent": 50})
+            assert "Checkpoint" in text(progress)
+            item = (await work_queue(nc, ProjectNames(project_id)).get(work_id)).workstream
+            assert item is not None and item.resume_from is not None and len(item.checkpoints) == 1
+            assert remote_sha(origin, checkpoint_ref(work_id)) == item.resume_from
+
+            done = await client.call_tool("warp_work_complete", {"work_id": work_id, "result": "ok"})
+            assert not done.is_error, text(done)
+            assert "pushed at" in text(done)
+        final = await work_queue(nc, ProjectNames(project_id)).get(work_id)
+    assert final.status is WorkStatus.COMPLETED and final.workstream is not None
+    ws = final.workstream
+    assert ws.head_sha == remote_sha(origin, f"refs/heads/{ws.branch}")
+    assert (ws.commits, ws.files_changed) == (1, 2) and ws.resume_from is None
+    assert run_git("show", f"{ws.head_sha}:new.txt", cwd=origin) == "written by a shell"
+    assert not directory.exists()  # a final item's worktree goes
+    assert tree_state(checkout) == before  # the agent's own checkout untouched
+
+
+async def test_a_workstream_that_cannot_be_made_gives_the_claim_back(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    checkout = clone(origin, tmp_path / "host1")
+    async with nats(nats_server.url) as nc:
+        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
+            RepositorySettings(url=str(tmp_path / "moved-away.git")), by="admin"
+        )
+        async with agent(nats_server.url, project_id, checkout, A) as client:
+            sent = await ok(client, "warp_work_broadcast", {"description": "d", "capability": "code"})
+            res = await client.call_tool("warp_work_claim", {})
+            assert res.is_error
+            said = text(res)
+            assert said.startswith("workstream: ") and "given back" in said and "main checkout" in said
+            assert (res.meta or {})["loom/error"]["details"]["field"] == "workstream"
+            item = await work_queue(nc, ProjectNames(project_id)).get(sent["item"]["id"])
+            assert item.status is WorkStatus.QUEUED and item.assigned_to is None
+            assert item.errors and "workstream" in item.errors[-1].error
+            made = [p.name for p in (checkout / ".loom" / "worktrees").iterdir() if p.name != ".repo.git"]
+            assert made == [".gitignore"]  # nothing half-made
+            assert run_git("status", "--porcelain", cwd=checkout) == ""
+
+
+async def test_an_item_that_opts_out_and_a_project_without_repository_claim_as_before(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    checkout = clone(origin, tmp_path / "host1")
+    async with nats(nats_server.url) as nc, agent(nats_server.url, project_id, checkout, A) as client:
+        await ok(client, "warp_work_broadcast", {"description": "d", "capability": "code"})
+        first = await ok(client, "warp_work_claim")
+        assert first["workstream"] is None  # no repository set
+        await ok(client, "warp_work_complete", {"work_id": first["item"]["id"]})
+        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
+            RepositorySettings(url=str(origin)), by="admin"
+        )
+        queue = work_queue(nc, ProjectNames(project_id))
+        from shared.models import WorkSubmission
+
+        await queue.submit(WorkSubmission(task_id="t", description="d", capability="code", isolated=False))
+        claimed = await ok(client, "warp_work_claim")
+    assert claimed["claimed"] is True and claimed["workstream"] is None

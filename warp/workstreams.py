@@ -1,0 +1,154 @@
+"""This agent's workstreams: an item's branch and worktree made at the claim, checkpoints on
+progress and on a timer, the hand-in before completion (docs/workstreams.md).
+
+The git steps are :mod:`shared.git.workstream`'s; this module decides when they run for
+the items this Warp holds and records each on the item (the work queue's
+``record_workstream``), so any host's next attempt finds the branch and the checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nats.js import JetStreamContext
+
+from shared.git.repository import Repository, RepositoryStore
+from shared.git.workstream import HostWorkstreams, Place
+from shared.identity import Identity
+from shared.models import Checkpoint, WorkItem, WorkStatus, Workstream, utcnow
+from shared.names import ProjectNames
+from shared.work.queue import WorkQueue
+
+log = logging.getLogger("loom.warp.workstreams")
+
+
+@dataclass
+class Held:
+    """An item this Warp works on in a worktree."""
+
+    host: HostWorkstreams
+    place: Place
+    record: Workstream
+    attempt: int
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Workstreams:
+    def __init__(self, js: JetStreamContext, names: ProjectNames, identity: Identity) -> None:
+        self.repositories = RepositoryStore(js, names)
+        self.identity = identity
+        self._held: dict[str, Held] = {}
+
+    def _host(self, repository: Repository) -> HostWorkstreams:
+        author = (self.identity.handle, f"{self.identity.agent_id}@loom.invalid")
+        return HostWorkstreams(Path(self.identity.project_path), repository, author=author)
+
+    async def _repository(self, item: WorkItem) -> Repository | None:
+        if not item.isolated:
+            return None
+        repository = await self.repositories.get()
+        return repository if repository is not None and repository.enabled else None
+
+    def place(self, work_id: str) -> Place | None:
+        held = self._held.get(work_id)
+        return held.place if held is not None else None
+
+    def held_ids(self) -> list[str]:
+        return list(self._held)
+
+    # -- the claim ------------------------------------------------------------------
+    async def open(self, item: WorkItem, work: WorkQueue) -> Place | None:
+        """The worktree the agent works in for ``item`` (None: workstreams are off for the
+        project or the item). A worker's is made fail-closed: :class:`WorkstreamError` and
+        the caller gives the claim back. A reviewer's is its own detached worktree of the
+        handed-in SHA."""
+        repository = await self._repository(item)
+        if repository is None:
+            return None
+        host = self._host(repository)
+        if item.status is WorkStatus.REVIEWING:
+            if item.workstream is None:
+                return None
+            place = await host.open_review(item)
+            self._held[item.id] = Held(host, place, item.workstream, item.attempts)
+            return place
+        place, record = await host.open(item)
+        step = "resumed" if place.resumed_from else "opened"
+        try:
+            await work.record_workstream(item.id, self.identity.agent_id, record, step=step)
+        except BaseException:
+            await host.close(item.id, branch=place.branch)
+            raise
+        self._held[item.id] = Held(host, place, record, item.attempts)
+        return place
+
+    # -- checkpoints ------------------------------------------------------------------
+    async def checkpoint(self, work_id: str, work: WorkQueue) -> Checkpoint | None:
+        """Snapshot the item's worktree if it changed, and record it on the item."""
+        held = self._held.get(work_id)
+        if held is None or held.place.review:
+            return None
+        async with held.lock:
+            previous = held.record.resume_from or (
+                held.record.checkpoints[0].sha if held.record.checkpoints else None
+            )
+            made = await held.host.checkpoint(
+                held.place, work_id, attempt=held.attempt, agent_id=self.identity.agent_id, previous=previous
+            )
+            if made is None:
+                return None
+            record = held.record.model_copy(
+                update={"checkpoints": [made, *held.record.checkpoints], "resume_from": made.sha}
+            )
+            await work.record_workstream(work_id, self.identity.agent_id, record, step="checkpoint")
+            held.record = record
+            return made
+
+    async def checkpoint_all(self, work: WorkQueue) -> None:
+        """The timer's round: every held worktree that changed."""
+        for work_id in self.held_ids():
+            try:
+                await self.checkpoint(work_id, work)
+            except Exception as exc:
+                log.warning("checkpoint of %s not taken now: %s", work_id, exc)
+
+    # -- hand-in ---------------------------------------------------------------------------
+    async def hand_in(self, item: WorkItem, work: WorkQueue) -> Workstream | None:
+        """Commit what is left, push the branch and record what it holds; only then may the
+        item be completed (push before done). None when the item has no worktree here."""
+        held = self._held.get(item.id)
+        if held is None or held.place.review:
+            return None
+        async with held.lock:
+            message = f"{item.task_id}: {item.description.splitlines()[0][:200]}"
+            done = await held.host.hand_in(held.place, message=message)
+            record = held.record.model_copy(
+                update={
+                    "head_sha": done.head_sha,
+                    "commits": done.commits,
+                    "files_changed": done.files_changed,
+                    "insertions": done.insertions,
+                    "deletions": done.deletions,
+                    "handed_in_at": utcnow(),
+                    "resume_from": None,
+                }
+            )
+            await work.record_workstream(item.id, self.identity.agent_id, record, step="handed-in")
+            held.record = record
+            return record
+
+    # -- the end of a hold -------------------------------------------------------------------
+    async def release(self, work_id: str) -> None:
+        """The item left this agent (completed, handed in, failed, cancelled, lapsed): its
+        worktree here goes; what was pushed stays on the repository."""
+        held = self._held.pop(work_id, None)
+        if held is None:
+            return
+        try:
+            await held.host.close(work_id, branch=None if held.place.review else held.place.branch)
+        except Exception as exc:  # a worktree left behind is the sweep's, not an error of the tool
+            log.warning("worktree of %s not removed now: %s", work_id, exc)
+
