@@ -25,8 +25,8 @@ def run_git(*args: str, cwd: Path | None = None) -> str:
 
 def make_origin(parent: Path, files: dict[str, str] | None = None, *, name: str = "origin.git") -> Path:
     """A bare repository whose ``main`` holds ``files`` (a README by default)."""
-    origin = parent / name
-    seed = parent / f"{name}-seed"
+    origin = parent.resolve() / name
+    seed = parent.resolve() / f"{name}-seed"
     run_git("init", "--quiet", "--bare", "--initial-branch=main", str(origin))
     run_git("init", "--quiet", "--initial-branch=main", str(seed))
     for rel, text in (files or {"README.md": "hello\n"}).items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -31,6 +31,8 @@ _QUIET_ENV: Final = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "LC_ALL": "C",  # git's messages in one language, so they can be read by the code
 }
+_SSH_BATCH: Final = "ssh -o BatchMode=yes"
+"""ssh without prompts (host keys, passwords), unless the host says how to run ssh."""
 
 
 class GitFailed(LoomError):
@@ -50,11 +52,12 @@ class GitResult:
     stderr: str
 
 
-def _said(stderr: str, stdout: str) -> str:
-    """git's own reason, one line: the last line that says something (hints dropped)."""
+def said(result: GitResult) -> str:
+    """git's own reason, one line: the last line that says something (hints dropped),
+    credentials masked."""
     lines = [
         line.strip()
-        for line in (stderr or stdout).splitlines()
+        for line in (result.stderr or result.stdout).splitlines()
         if line.strip() and not line.lstrip().startswith("hint:")
     ]
     return redact(lines[-1]) if lines else "no reason given"
@@ -68,13 +71,22 @@ async def git(
     stdin: bytes | None = None,
     timeout: float = GIT_TIMEOUT_S,
     step: str | None = None,
+    fsync: bool = True,
 ) -> GitResult:
-    """Run ``git args...``; raise :class:`GitFailed` on a non-zero exit when ``check``."""
+    """Run ``git args...``; raise :class:`GitFailed` on a non-zero exit when ``check``.
+
+    ``fsync=False`` for what can be made again or is pushed right after (Loom's own copy
+    of a repository, its worktrees, checkpoints): git's fsyncs cost 0.5-1.5 s per
+    worktree on a virtual disk, for no durability the repository does not already give."""
     full_env = {**os.environ, **_QUIET_ENV, **(env or {})}
+    if "GIT_SSH_COMMAND" not in full_env and "GIT_SSH" not in full_env:
+        full_env["GIT_SSH_COMMAND"] = _SSH_BATCH
     name = step or (args[0] if args else "git")
+    options = () if fsync else ("-c", "core.fsync=none")
     try:
         proc = await asyncio.create_subprocess_exec(
             "git",
+            *options,
             *args,
             cwd=cwd,
             env=full_env,
@@ -84,6 +96,8 @@ async def git(
         )
     except FileNotFoundError:
         raise GitFailed(name, "git is not installed on this host (or not on PATH)") from None
+    except ValueError:  # an argument with a NUL byte: no program can be given it
+        raise GitFailed(name, f"git {name}: an argument holds a character no command line can") from None
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
     except TimeoutError:
@@ -92,15 +106,19 @@ async def git(
         raise GitFailed(name, f"git {name}: no answer within {timeout:g} s") from None
     result = GitResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
     if check and result.returncode != 0:
-        raise GitFailed(name, f"git {name} failed: {_said(result.stderr, result.stdout)}")
+        raise GitFailed(name, f"git {name} failed: {said(result)}")
     return result
 
 
 async def out(
-    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, step: str | None = None
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    step: str | None = None,
+    fsync: bool = True,
 ) -> str:
     """The stripped standard output of a git command that must succeed."""
-    return (await git(*args, cwd=cwd, env=env, step=step)).stdout.strip()
+    return (await git(*args, cwd=cwd, env=env, step=step, fsync=fsync)).stdout.strip()
 
 
 async def branch_name_ok(name: str) -> bool:
@@ -119,8 +137,3 @@ def commit_env(name: str, email: str) -> dict[str, str]:
         "GIT_COMMITTER_NAME": name,
         "GIT_COMMITTER_EMAIL": email,
     }
-
-
-def argv_list(values: Sequence[str]) -> list[str]:
-    """Paths given to git after ``--``: never read as options."""
-    return ["--", *values]

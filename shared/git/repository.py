@@ -36,6 +36,14 @@ DEFAULT_WORKTREE_ROOT: Final = ".loom/worktrees"
 URL_MAX: Final = 2000
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
 _REF_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_plain(value: str, field: str) -> str:
+    """No control characters (a NUL cannot even reach git's command line)."""
+    if _CONTROL.search(value):
+        raise InvalidRepository("must not contain control characters", field=field, rule="format")
+    return value
 
 
 class InvalidRepository(Invalid, ValueError):
@@ -149,17 +157,22 @@ class RepositorySettings(LoomModel):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        return check_url(v)
+        return check_url(check_plain(v, "url"))
+
+    @field_validator("target_branch")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        return check_plain(v, "target_branch")
 
     @field_validator("branch_template")
     @classmethod
     def _template(cls, v: str) -> str:
-        return check_template(v)
+        return check_template(check_plain(v, "branch_template"))
 
     @field_validator("worktree_root")
     @classmethod
     def _root(cls, v: str) -> str:
-        return check_worktree_root(v)
+        return check_worktree_root(check_plain(v, "worktree_root"))
 
 
 class Repository(RepositorySettings):
@@ -278,7 +291,7 @@ class Reach(LoomModel):
     problem: str | None = None
 
 
-async def probe(settings: RepositorySettings, *, timeout: float = 15.0) -> Reach:
+async def probe(settings: RepositorySettings, *, timeout: float = 10.0) -> Reach:
     """Ask the repository for its target branch (``git ls-remote``)."""
     target = f"refs/heads/{settings.target_branch}"
     try:

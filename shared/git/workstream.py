@@ -21,6 +21,7 @@ by URL (fetch and push), so three hosts with three clones share one origin.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -28,16 +29,17 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from shared.errors import Conflict
-from shared.git.cli import GitFailed, commit_env, git, out
+from shared.git.cli import GitFailed, GitResult, commit_env, git, out, said
 from shared.git.repository import Repository, branch_for
 from shared.models import Checkpoint, WorkItem, Workstream
 
 CHECKPOINT_REF: Final = "refs/loom/checkpoints/"
 BASE_REF: Final = "refs/loom/base/"
 REMOTE_BRANCH_REF: Final = "refs/loom/remote/"
+REMOTE_CHECKPOINT_REF: Final = "refs/loom/remote-checkpoints/"
 IGNORE_ALL: Final = "# Loom's worktrees and repository: never part of the project's own tree\n*\n"
 _SHORTSTAT = re.compile(r"(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?")
 
@@ -76,6 +78,12 @@ class HandedIn:
     committed_rest: bool
 
 
+async def local_git(*args: str, **options: Any) -> GitResult:
+    """git on Loom's own copy and worktrees: everything there can be fetched again or is
+    pushed right after, so without git's fsyncs (:func:`shared.git.cli.git`)."""
+    return await git(*args, fsync=False, **options)
+
+
 def checkpoint_ref(work_id: str) -> str:
     return f"{CHECKPOINT_REF}{work_id}"
 
@@ -100,24 +108,48 @@ class HostWorkstreams:
         if not ignore.exists():
             ignore.write_text(IGNORE_ALL)
         if not (self.git_dir / "HEAD").exists():
-            await git("init", "--quiet", "--bare", str(self.git_dir), step="init")
+            await local_git("init", "--quiet", "--bare", str(self.git_dir), step="init")
             # the checkpoints' commits name the agent; gc must keep what worktrees use
             await self._git("config", "gc.auto", "0", step="config")
 
     async def _git(self, *args: str, step: str | None = None, cwd: Path | None = None) -> str:
         if cwd is None:
-            return await out(f"--git-dir={self.git_dir}", *args, step=step)
-        return await out(*args, cwd=cwd, step=step)
+            return await out(f"--git-dir={self.git_dir}", *args, step=step, fsync=False)
+        return await out(*args, cwd=cwd, step=step, fsync=False)
 
-    async def _remote_refs(self, *refs: str) -> dict[str, str]:
-        """The SHAs of ``refs`` on the repository (absent ones left out): one round trip."""
-        listing = await self._git("ls-remote", "--", self.repository.url, *refs, step="ls-remote")
-        found: dict[str, str] = {}
-        for line in listing.splitlines():
-            sha, _, ref = line.partition("\t")
-            if ref in refs:
-                found[ref] = sha
-        return found
+    async def _fetch_item_refs(self, target: str, branch: str, work_id: str) -> dict[str, str]:
+        """One fetch of what an item's workstream needs: the target branch (which must
+        exist), the item's branch and its checkpoints (which may not: their refspecs are
+        globs, and a glob that matches nothing is no error; the names carry the item's id,
+        so nothing else matches). Returns the remote ref -> SHA of what was found."""
+        wanted = {
+            f"refs/heads/{target}": f"{BASE_REF}{target}",
+            f"refs/heads/{branch}": f"{REMOTE_BRANCH_REF}{branch}",
+            checkpoint_ref(work_id): f"{REMOTE_CHECKPOINT_REF}{work_id}",
+        }
+        specs = [f"+refs/heads/{target}:{BASE_REF}{target}"]
+        specs += [f"+{src}*:{dst}*" for src, dst in list(wanted.items())[1:]]
+        result = await local_git(
+            f"--git-dir={self.git_dir}",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--prune",
+            "--",
+            self.repository.url,
+            *specs,
+            check=False,
+        )
+        if result.returncode != 0:
+            if "couldn't find remote ref" in result.stderr:
+                raise WorkstreamError(
+                    f"workstream: the target branch {target} does not exist on the repository",
+                    field="target_branch",
+                )
+            raise GitFailed("fetch", f"git fetch failed: {said(result)}")
+        listing = await self._git("for-each-ref", "--format=%(refname) %(objectname)", *wanted.values())
+        local = dict(line.split(" ", 1) for line in listing.splitlines() if " " in line)
+        return {src: local[dst] for src, dst in wanted.items() if dst in local}
 
     async def _fetch(self, mapping: dict[str, str]) -> None:
         """Fetch ``remote ref -> local ref`` (forced: these local refs are Loom's mirrors)."""
@@ -143,8 +175,7 @@ class HostWorkstreams:
         earlier = item.workstream
         branch = earlier.branch if earlier is not None else self.branch_of(item)
         target = earlier.base_ref if earlier is not None else repo.target_branch
-        wanted = [f"refs/heads/{target}", f"refs/heads/{branch}", checkpoint_ref(item.id)]
-        remote = await self._remote_refs(*wanted)
+        remote = await self._fetch_item_refs(target, branch, item.id)
         pushed_branch = remote.get(f"refs/heads/{branch}")
         if earlier is None and pushed_branch is not None:
             raise WorkstreamError(
@@ -153,20 +184,7 @@ class HostWorkstreams:
                 field="branch",
             )
         base_remote = remote.get(f"refs/heads/{target}")
-        if base_remote is None and earlier is None:
-            raise WorkstreamError(
-                f"workstream: the target branch {target} does not exist on the repository",
-                field="target_branch",
-            )
-        fetch = {}
-        if base_remote is not None:
-            fetch[f"refs/heads/{target}"] = f"{BASE_REF}{target}"
-        if pushed_branch is not None:
-            fetch[f"refs/heads/{branch}"] = f"{REMOTE_BRANCH_REF}{branch}"
         resume = earlier.resume_from if earlier is not None else None
-        if resume is not None and checkpoint_ref(item.id) in remote:
-            fetch[checkpoint_ref(item.id)] = checkpoint_ref(item.id)
-        await self._fetch(fetch)
         if earlier is not None:
             base_sha = earlier.base_sha
             start = pushed_branch or base_sha
@@ -177,10 +195,7 @@ class HostWorkstreams:
             # the checkpoint's first parent is the branch's head when it was taken
             start = await self._git("rev-parse", "--verify", f"{resume}^1^{{commit}}", step="checkpoint")
         directory = self.directory(item.id)
-        await self._remove_worktree(directory)
-        await self._git(
-            "worktree", "add", "--quiet", "-B", branch, str(directory), start, step="worktree add"
-        )
+        await self._add_worktree(directory, "-B", branch, str(directory), start)
         if resume is not None:
             # its files as they were, uncommitted: tree from the checkpoint, index back to HEAD
             await self._git("read-tree", "-u", "--reset", resume, cwd=directory, step="restore checkpoint")
@@ -199,10 +214,7 @@ class HostWorkstreams:
         try:
             await self._ensure_repo()
             await self._fetch({f"refs/heads/{ws.branch}": f"{REMOTE_BRANCH_REF}{ws.branch}"})
-            await self._remove_worktree(directory)
-            await self._git(
-                "worktree", "add", "--quiet", "--detach", str(directory), ws.head_sha, step="worktree add"
-            )
+            await self._add_worktree(directory, "--detach", str(directory), ws.head_sha)
         except GitFailed as exc:
             await self._remove_worktree(directory)
             raise WorkstreamError(f"workstream: {exc.message}", field="workstream") from None
@@ -214,78 +226,103 @@ class HostWorkstreams:
         )
 
     # -- drift ----------------------------------------------------------------------
-    async def check_place(self, place: Place) -> None:
-        """The worktree is the item's and on its branch: else :class:`WorkstreamDrift`."""
+    async def check_place(self, place: Place, *also: str) -> tuple[str, list[str] | None]:
+        """The worktree is the item's and on its branch (else :class:`WorkstreamDrift`).
+        Returns its HEAD commit and what ``also`` (revisions) resolve to, None when one of
+        them does not: in one git call when they all do."""
         if not place.directory.is_dir():
             raise WorkstreamDrift(f"workstream: {place.directory} is gone", field="workstream")
-        top = Path(await self._git("rev-parse", "--show-toplevel", cwd=place.directory, step="rev-parse"))
-        if not _same_directory(top, place.directory):
+        asked = ["rev-parse", "--show-toplevel", "HEAD", *also, "--symbolic-full-name", "HEAD"]
+        found = await local_git(*asked, cwd=place.directory, check=False)  # the flag: what follows it
+        resolved: list[str] | None = list(also)
+        if found.returncode != 0 and also:
+            resolved = None
+            found = await local_git(*[a for a in asked if a not in also], cwd=place.directory, check=False)
+        if found.returncode != 0:
+            raise WorkstreamDrift(
+                f"workstream: {place.directory} is not a worktree any more", field="workstream"
+            )
+        lines = found.stdout.splitlines()
+        top, head, ref = lines[0], lines[1], lines[-1]
+        if resolved is not None:
+            resolved = lines[2 : 2 + len(also)]
+        if not _same_directory(Path(top), place.directory):
             raise WorkstreamDrift(
                 f"workstream: the worktree's top level is {top}, not {place.directory}; "
                 "nothing was committed",
                 field="workstream",
             )
-        found = await git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=place.directory, check=False)
-        head = found.stdout.strip() if found.returncode == 0 else "(detached HEAD)"
-        if head != place.branch:
+        on = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else "(detached HEAD)"
+        if on != place.branch:
             raise WorkstreamDrift(
-                f"workstream: {place.directory} is on {head}, not the item's branch {place.branch}; "
+                f"workstream: {place.directory} is on {on}, not the item's branch {place.branch}; "
                 "nothing was committed (switch back with git switch)",
                 field="branch",
             )
+        return head, resolved
 
     # -- checkpoints -----------------------------------------------------------------
     async def checkpoint(
         self, place: Place, work_id: str, *, attempt: int, agent_id: str, previous: str | None
     ) -> Checkpoint | None:
-        """Snapshot the worktree as a commit on the item's private ref and push it; None
-        when nothing changed since ``previous``. The agent's index and branch stay as they are."""
-        await self.check_place(place)
+        """Snapshot the worktree (:meth:`snapshot`) and push it to the item's private ref
+        on the repository, where any host's next attempt finds it; None when nothing
+        changed since ``previous``. The agent's index and branch stay as they are."""
+        made = await self.snapshot(place, work_id, attempt=attempt, agent_id=agent_id, previous=previous)
+        if made is None:
+            return None
+        sha, head = made
+        ref = checkpoint_ref(work_id)
         try:
-            return await self._checkpoint(
-                place, work_id, attempt=attempt, agent_id=agent_id, previous=previous
+            _, changed = await asyncio.gather(
+                self._git(
+                    "push", "--quiet", "--force", "--", self.repository.url, f"{sha}:{ref}", step="push"
+                ),
+                self._git("diff", "--name-only", head, sha, cwd=place.directory, step="checkpoint"),
             )
         except GitFailed as exc:
             raise WorkstreamError(f"checkpoint: {exc.message}", field="checkpoint") from None
+        files = len([line for line in changed.splitlines() if line.strip()])
+        return Checkpoint(sha=sha, attempt=attempt, agent_id=agent_id, files=files)
 
-    async def _checkpoint(
+    async def snapshot(
         self, place: Place, work_id: str, *, attempt: int, agent_id: str, previous: str | None
-    ) -> Checkpoint | None:
+    ) -> tuple[str, str] | None:
+        """The worktree as a commit (its SHA, and the branch's head it sits on), made
+        through a temporary index: the branch's head its first parent, ``previous`` its
+        second (so every checkpoint stays reachable from the newest); None when nothing
+        changed since ``previous``."""
+        also = (f"{previous}^{{tree}}", f"{previous}^1") if previous is not None else ()
+        head, known = await self.check_place(place, *also)
         cwd = place.directory
         fd, index = tempfile.mkstemp(prefix="loom-checkpoint-", suffix=".index")
         os.close(fd)
-        os.unlink(index)  # git makes it; an empty file is not an index
         env = {"GIT_INDEX_FILE": index}
         try:
-            await git("read-tree", "HEAD", cwd=cwd, env=env, step="checkpoint")
-            await git("add", "--all", "--", ".", cwd=cwd, env=env, step="checkpoint")
-            tree = (await git("write-tree", cwd=cwd, env=env, step="checkpoint")).stdout.strip()
+            # A copy of the agent's index keeps git's record of unchanged files, so only
+            # what changed is hashed again; without one, start from HEAD's tree.
+            if not _copy_index(cwd, Path(index)):
+                os.unlink(index)  # git makes it; an empty file is not an index
+                await local_git("read-tree", "HEAD", cwd=cwd, env=env, step="checkpoint")
+            await local_git("add", "--all", "--", ".", cwd=cwd, env=env, step="checkpoint")
+            # every blob is there: the worktree was checked out from them or add wrote them
+            written = await local_git("write-tree", "--missing-ok", cwd=cwd, env=env, step="checkpoint")
+            tree = written.stdout.strip()
+            parents = ["-p", head]
+            if previous is not None and known:
+                if known == [tree, head]:
+                    return None  # nothing changed since the last one
+                parents += ["-p", previous]
+            message = f"Loom checkpoint of {work_id}, attempt {attempt}, by {agent_id}"
+            made = await local_git(
+                "commit-tree", tree, *parents, "-m", message, cwd=cwd, env=self._author, step="checkpoint"
+            )
+        except GitFailed as exc:
+            raise WorkstreamError(f"checkpoint: {exc.message}", field="checkpoint") from None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(index)
-        head = await self._git("rev-parse", "HEAD", cwd=cwd, step="checkpoint")
-        if previous is not None:
-            same = await git("rev-parse", f"{previous}^{{tree}}", f"{previous}^1", cwd=cwd, check=False)
-            if same.returncode == 0 and same.stdout.split() == [tree, head]:
-                return None
-        parents = ["-p", head]
-        if (
-            previous is not None
-            and (await git("cat-file", "-e", previous, cwd=cwd, check=False)).returncode == 0
-        ):
-            parents += ["-p", previous]
-        message = f"Loom checkpoint of {work_id}, attempt {attempt}, by {agent_id}"
-        sha = (
-            await git(
-                "commit-tree", tree, *parents, "-m", message, cwd=cwd, env=self._author, step="checkpoint"
-            )
-        ).stdout.strip()
-        ref = checkpoint_ref(work_id)
-        await self._git("update-ref", ref, sha, step="checkpoint")
-        await self._git("push", "--quiet", "--force", "--", self.repository.url, f"{ref}:{ref}", step="push")
-        changed = await self._git("diff", "--name-only", head, sha, cwd=cwd, step="checkpoint")
-        files = len([line for line in changed.splitlines() if line.strip()])
-        return Checkpoint(sha=sha, attempt=attempt, agent_id=agent_id, files=files)
+        return made.stdout.strip(), head
 
     # -- hand-in ------------------------------------------------------------------------
     async def hand_in(self, place: Place, *, message: str) -> HandedIn:
@@ -294,11 +331,11 @@ class HostWorkstreams:
         await self.check_place(place)
         cwd = place.directory
         try:
-            await git("add", "--all", "--", ".", cwd=cwd, step="hand-in")
-            staged = await git("diff", "--cached", "--quiet", cwd=cwd, check=False)
+            await local_git("add", "--all", "--", ".", cwd=cwd, step="hand-in")
+            staged = await local_git("diff", "--cached", "--quiet", cwd=cwd, check=False)
             committed = staged.returncode != 0
             if committed:
-                await git(
+                await local_git(
                     "commit",
                     "--quiet",
                     "--no-verify",
@@ -340,17 +377,33 @@ class HostWorkstreams:
         for directory in (self.directory(work_id), self.directory(work_id, review=True)):
             await self._remove_worktree(directory)
         if branch and (self.git_dir / "HEAD").exists():
-            await git(f"--git-dir={self.git_dir}", "branch", "-D", "--", branch, check=False)
-            await git(f"--git-dir={self.git_dir}", "update-ref", "-d", checkpoint_ref(work_id), check=False)
+            await local_git(f"--git-dir={self.git_dir}", "branch", "-D", "--", branch, check=False)
+            await local_git(
+                f"--git-dir={self.git_dir}", "update-ref", "-d", checkpoint_ref(work_id), check=False
+            )
+
+    async def _add_worktree(self, directory: Path, *args: str) -> None:
+        """``git worktree add``; a leftover of the same item on this host (a folder, or a
+        registration whose folder is gone) is cleared first."""
+        if _exists(directory):
+            await self._remove_worktree(directory)
+        added = await local_git(f"--git-dir={self.git_dir}", "worktree", "add", "--quiet", *args, check=False)
+        if added.returncode != 0 and "already registered" in added.stderr:
+            await local_git(f"--git-dir={self.git_dir}", "worktree", "prune", check=False)
+            added = await local_git(
+                f"--git-dir={self.git_dir}", "worktree", "add", "--quiet", *args, check=False
+            )
+        if added.returncode != 0:
+            raise GitFailed("worktree add", f"git worktree add failed: {said(added)}")
 
     async def _remove_worktree(self, directory: Path) -> None:
         if (self.git_dir / "HEAD").exists():
-            await git(
+            await local_git(
                 f"--git-dir={self.git_dir}", "worktree", "remove", "--force", str(directory), check=False
             )
         _remove_tree(directory)
         if (self.git_dir / "HEAD").exists():
-            await git(f"--git-dir={self.git_dir}", "worktree", "prune", check=False)
+            await local_git(f"--git-dir={self.git_dir}", "worktree", "prune", check=False)
 
     async def worktrees(self) -> list[str]:
         """The work ids this host has worktrees for (the sweep's view)."""
@@ -359,6 +412,28 @@ class HostWorkstreams:
         return sorted(
             p.name.removesuffix("-review") for p in self.root.iterdir() if p.is_dir() and p != self.git_dir
         )
+
+
+def _copy_index(worktree: Path, to: Path) -> bool:
+    """Copy the worktree's own index (``.git`` is a file naming its folder) to ``to``."""
+    dotgit = worktree / ".git"
+    try:
+        if dotgit.is_file():
+            text = dotgit.read_text().strip()
+            if not text.startswith("gitdir:"):
+                return False
+            source = Path(text.removeprefix("gitdir:").strip())
+            source = (source if source.is_absolute() else worktree / source) / "index"
+        else:
+            source = dotgit / "index"
+        shutil.copyfile(source, to)
+    except OSError:
+        return False
+    return True
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
 
 
 def _same_directory(a: Path, b: Path) -> bool:

@@ -79,7 +79,7 @@ async def test_an_a2a_client_hands_work_to_the_fleet_and_follows_it(
         fabric = fabric.served_by(weft)
 
         # No token: the card and the endpoint are closed, as the REST API is.
-        async with httpx.AsyncClient() as anonymous:
+        async with httpx.AsyncClient(timeout=120) as anonymous:  # a loaded machine answers slowly
             for path in (
                 "/.well-known/agent-card.json",
                 f"/a2a/{fabric.project_id}/.well-known/agent-card.json",

@@ -75,6 +75,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "git commit with loom-guard",
         "console:",
         "tracing:",
+        "workstream:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():

@@ -141,3 +141,22 @@ async def test_the_document_is_per_project_and_compare_and_set(nats_server: Embe
         assert (await two.get()).target_branch == "trunk"  # type: ignore[union-attr]
     finally:
         await nc.close()
+
+
+@pytest.mark.parametrize("field", ["url", "target_branch", "branch_template", "worktree_root"])
+def test_control_characters_are_refused_in_every_field(field: str) -> None:
+    values = {"url": "/srv/app.git", "target_branch": "main", "branch_template": "x/{work_id}"}
+    values["worktree_root"] = ".loom/worktrees"
+    values[field] = values[field] + "\x00"
+    with pytest.raises(ValidationError) as caught:
+        RepositorySettings(**values)  # type: ignore[arg-type]
+    cause = caught.value.errors()[0]["ctx"]["error"]
+    assert (cause.field, cause.rule) == (field, "format")
+
+
+async def test_git_refuses_what_no_command_line_can_carry_with_its_own_error() -> None:
+    from shared.git.cli import GitFailed, git
+
+    with pytest.raises(GitFailed) as caught:
+        await git("check-ref-format", "--branch", "a\x00b")
+    assert caught.value.step == "check-ref-format" and "\x00" not in caught.value.message

@@ -161,7 +161,7 @@ async def test_creation_fails_closed(origin: Path, tmp_path: Path) -> None:
     gone = host(tmp_path / "nowhere.git", checkout)
     with pytest.raises(WorkstreamError) as unreachable:
         await gone.open(item("2" * 32))
-    assert unreachable.value.code == "workstream_failed" and "ls-remote" in unreachable.value.message
+    assert unreachable.value.code == "workstream_failed" and "git fetch failed" in unreachable.value.message
     assert not gone.directory("2" * 32).exists()
 
     no_target = host(origin, checkout, target_branch="release")
