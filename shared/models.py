@@ -705,6 +705,9 @@ class Lease(LoomModel):
     reason: str = Field(default="", max_length=MAX_LEASE_REASON)
     work_id: str | None = None
     """The work item it serves: the lease ends when the holder no longer holds that item."""
+    branch: str | None = None
+    """That item's branch when it is worked on in a workstream (docs/workstreams.md): leases
+    are project-wide, so they still foresee two branches changing the same paths."""
     token: int = Field(default=0, ge=0)
     """Fencing token: the bucket sequence its grant was stored at (strictly increasing per
     project), kept through renewals. 0 in the stored grant itself: its revision is the token."""

@@ -151,4 +151,3 @@ class Workstreams:
             await held.host.close(work_id, branch=None if held.place.review else held.place.branch)
         except Exception as exc:  # a worktree left behind is the sweep's, not an error of the tool
             log.warning("worktree of %s not removed now: %s", work_id, exc)
-

@@ -97,6 +97,8 @@ class Clash:
     def describe(self) -> str:
         holder = self.lease.holder_handle or self.lease.holder
         work = f" for work {self.lease.work_id}" if self.lease.work_id else ""
+        if self.lease.branch:
+            work += f" on branch {self.lease.branch}"
         return (
             f"{self.mine} overlaps {self.theirs} (e.g. {self.path}), leased {self.lease.mode.value} by "
             f"{holder} ({self.lease.holder}){work} until {self.lease.expires_at.isoformat()} "
@@ -109,6 +111,7 @@ class Clash:
             "holder": self.lease.holder,
             "holder_handle": self.lease.holder_handle,
             "work_id": self.lease.work_id,
+            "branch": self.lease.branch,
             "mode": self.lease.mode.value,
             "patterns": list(self.lease.patterns),
             "expires_at": self.lease.expires_at.isoformat(),
@@ -197,6 +200,7 @@ def grant(
     reason: str,
     work_id: str | None,
     now: datetime,
+    branch: str | None = None,
 ) -> Lease:
     return Lease(
         project_id=project_id,
@@ -206,6 +210,7 @@ def grant(
         mode=mode,
         reason=reason,
         work_id=work_id,
+        branch=branch,
         ttl_s=ttl_s,
         acquired_at=now,
         renewed_at=now,
@@ -374,6 +379,7 @@ class LeaseBook:
         wait_s: float = 0.0,
         root: str | None = None,
         holds_work: Callable[[str], Any] | None = None,
+        branch: str | None = None,
     ) -> Lease:
         """Grant ``holder`` a lease on ``patterns``, or :class:`LeaseConflict` naming who
         holds what stands in the way (after waiting up to ``wait_s`` for it to end).
@@ -399,7 +405,7 @@ class LeaseBook:
                 mode,
                 contention_until,
                 lambda now: grant(
-                    self.names.project_id, holder, handle, wanted, mode, ttl, reason, work_id, now
+                    self.names.project_id, holder, handle, wanted, mode, ttl, reason, work_id, now, branch
                 ),
             )
             if isinstance(outcome, Lease):

@@ -63,7 +63,7 @@ ALLOWED: dict[str, str] = {
     "weft/spinup/mechanisms/local.py::LocalMechanism._env": "what a local agent gets (PATH, ...)",
     "weft/spinup/mechanisms/local.py::LocalMechanism.probe": "where its command is looked up (PATH)",
     "weft/spinup/mechanisms/kubernetes.py::KubernetesMechanism.access": "in a cluster (KUBERNETES_*)?",
-    "shared/git/cli.py::git": "what the git it runs gets (PATH, HOME, SSH agent, credential helpers), prompts off",
+    "shared/git/cli.py::git": "what the git it runs gets (PATH, HOME, SSH agent, credential helpers)",
     # defaults for callers that pass nothing
     "shared/identity.py::resolve_identity": DEFAULT,
     "shared/nats/client.py::connect": DEFAULT,

@@ -40,6 +40,10 @@ async def agent(url: str, project_id: str, folder: Path, agent_id: str) -> Async
         yield client
 
 
+def gone(path: Path) -> bool:
+    return not path.exists()
+
+
 def text(res: types.CallToolResult) -> str:
     return " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
 
@@ -102,7 +106,7 @@ async def test_claim_progress_and_complete_work_in_the_items_worktree(
     assert ws.head_sha == remote_sha(origin, f"refs/heads/{ws.branch}")
     assert (ws.commits, ws.files_changed) == (1, 2) and ws.resume_from is None
     assert run_git("show", f"{ws.head_sha}:new.txt", cwd=origin) == "written by a shell"
-    assert not directory.exists()  # a final item's worktree goes
+    assert gone(directory)  # a final item's worktree goes
     assert tree_state(checkout) == before  # the agent's own checkout untouched
 
 
@@ -147,3 +151,35 @@ async def test_an_item_that_opts_out_and_a_project_without_repository_claim_as_b
         await queue.submit(WorkSubmission(task_id="t", description="d", capability="code", isolated=False))
         claimed = await ok(client, "warp_work_claim")
     assert claimed["claimed"] is True and claimed["workstream"] is None
+
+
+async def test_leases_foresee_two_branches_changing_the_same_paths(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    """Each item in its own worktree and branch: a lease is still project-wide, given as the
+    worktree's paths (absolute or relative), and a refusal names the other item's branch."""
+    async with nats(nats_server.url) as nc:
+        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
+            RepositorySettings(url=str(origin)), by="admin"
+        )
+        async with (
+            agent(nats_server.url, project_id, clone(origin, tmp_path / "host1"), A) as one,
+            agent(nats_server.url, project_id, clone(origin, tmp_path / "host2"), B) as two,
+        ):
+            for n in (1, 2):
+                await ok(one, "warp_work_broadcast", {"description": f"d{n}", "capability": "code"})
+            first, second = await ok(one, "warp_work_claim"), await ok(two, "warp_work_claim")
+            here = Path(first["workstream"]["directory"])
+            held = await ok(
+                one,
+                "warp_lease_acquire",
+                {"patterns": [str(here / "src" / "app.py")], "work_id": first["item"]["id"]},
+            )
+            assert held["lease"]["patterns"] == ["src/app.py"]  # the worktree's path, not the host's
+            assert held["lease"]["branch"] == first["workstream"]["branch"]
+            refused = await two.call_tool(
+                "warp_lease_acquire", {"patterns": ["src/**"], "work_id": second["item"]["id"]}
+            )
+            assert refused.is_error
+            said = text(refused)
+            assert f"on branch {first['workstream']['branch']}" in said and "src/app.py" in said

@@ -28,6 +28,8 @@ Patterns = Annotated[list[LeasePattern], Field(min_length=1, max_length=64)]
 
 def lease_line(lease: Lease) -> str:
     work = f" for work {lease.work_id}" if lease.work_id else ""
+    if lease.branch:
+        work += f" on branch {lease.branch}"
     reason = f" ({lease.reason[:120]})" if lease.reason else ""
     return (
         f"{lease.id} [{lease.mode.value}] token {lease.token} {', '.join(lease.patterns)} held by "
@@ -67,6 +69,8 @@ async def warp_lease_acquire(
         if not holds(await svc.work.get(held), svc.agent_id):
             raise NotClaimant("work_id: you do not hold this work item", field="work_id")
 
+    # Work in a workstream: paths are the worktree's, and the lease names the branch.
+    place = svc.workstreams.place(work_id) if work_id is not None else None
     lease = await svc.leases.acquire(
         svc.agent_id,
         patterns,
@@ -76,8 +80,9 @@ async def warp_lease_acquire(
         work_id=work_id,
         handle=rt.handle,
         wait_s=wait_s,
-        root=str(svc.identity.project_path),
+        root=str(place.directory if place is not None else svc.identity.project_path),
         holds_work=check_held,
+        branch=place.branch if place is not None and not place.review else None,
     )
     said = "Leased. Renew with warp_lease_renew before it lapses; release it when done."
     return result(LeaseOut(lease=lease), f"{said}\n{lease_line(lease)}")
