@@ -43,6 +43,8 @@ log = logging.getLogger("loom.warp")
 
 _BACKOFF_MAX_S = 5.0
 _STOP_STEP_S = 3.0
+WORKSTREAM_SWEEP_S = 3600.0
+"""How often an agent's Warp sweeps its host's leftover worktrees (and at start)."""
 
 
 class WarpRuntime:
@@ -253,6 +255,18 @@ class WarpRuntime:
             if svc is None or not svc.nc.is_connected:
                 continue
             await svc.workstreams.checkpoint_all(svc.work)
+
+    async def _sweep_workstreams(self) -> None:
+        """At start and every ``WORKSTREAM_SWEEP_S``: this host's leftover worktrees and the
+        repository's old checkpoint refs (docs/workstreams.md, Cleanup)."""
+        while not self._stopped:
+            svc = self._svc
+            if svc is not None and svc.nc.is_connected:
+                try:
+                    await svc.workstreams.sweep(svc.work)
+                except Exception as exc:
+                    log.warning("workstream sweep not done now: %s", exc)
+            await asyncio.sleep(WORKSTREAM_SWEEP_S)
 
     async def _refresh_lock(self, every: float) -> None:
         while not self._stopped:

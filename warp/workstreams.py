@@ -140,6 +140,44 @@ class Workstreams:
             held.record = record
             return record
 
+    # -- the sweep ---------------------------------------------------------------------------
+    async def sweep(self, work: WorkQueue) -> tuple[int, int]:
+        """Remove this host's worktrees whose item is no longer this agent's, and the
+        repository's checkpoint refs of items long finished or gone, each after the
+        repository's ``keep_days`` (docs/workstreams.md, Cleanup). Returns what went
+        (worktrees, checkpoint refs). Several hosts sweeping at once is harmless."""
+        from shared.git.workstream import checkpoints_to_sweep, worktree_to_sweep
+        from shared.names import is_work_id
+
+        repository = await self.repositories.get()
+        if repository is None:
+            return 0, 0
+        host = self._host(repository)
+        removed = 0
+        for work_id, age in host.worktree_ages().items():
+            if work_id in self._held or not is_work_id(work_id):
+                continue
+            item = await _item_or_none(work, work_id)
+            if worktree_to_sweep(
+                item, agent_id=self.identity.agent_id, age_s=age, keep_days=repository.keep_days
+            ):
+                branch = item.workstream.branch if item is not None and item.workstream is not None else None
+                await host.close(work_id, branch=branch)
+                removed += 1
+        now = utcnow()
+        dropped = []
+        for work_id in await host.remote_checkpoints():
+            if is_work_id(work_id) and checkpoints_to_sweep(
+                await _item_or_none(work, work_id), now=now, keep_days=repository.keep_days
+            ):
+                dropped.append(work_id)
+        await host.drop_checkpoints(dropped)
+        if removed or dropped:
+            log.info(
+                "workstream sweep: %d worktree(s) and %d checkpoint ref(s) removed", removed, len(dropped)
+            )
+        return removed, len(dropped)
+
     # -- the end of a hold -------------------------------------------------------------------
     async def release(self, work_id: str) -> None:
         """The item left this agent (completed, handed in, failed, cancelled, lapsed): its
@@ -151,3 +189,12 @@ class Workstreams:
             await held.host.close(work_id, branch=None if held.place.review else held.place.branch)
         except Exception as exc:  # a worktree left behind is the sweep's, not an error of the tool
             log.warning("worktree of %s not removed now: %s", work_id, exc)
+
+
+async def _item_or_none(work: WorkQueue, work_id: str) -> WorkItem | None:
+    from shared.work.rules import WorkNotFound
+
+    try:
+        return await work.get(work_id)
+    except WorkNotFound:
+        return None

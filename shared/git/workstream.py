@@ -27,14 +27,16 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from shared.errors import Conflict
 from shared.git.cli import GitFailed, GitResult, commit_env, git, out, said
 from shared.git.repository import Repository, branch_for
-from shared.models import Checkpoint, WorkItem, Workstream
+from shared.models import FINAL_WORK_STATES, Checkpoint, WorkItem, Workstream
 
 CHECKPOINT_REF: Final = "refs/loom/checkpoints/"
 BASE_REF: Final = "refs/loom/base/"
@@ -405,13 +407,60 @@ class HostWorkstreams:
         if (self.git_dir / "HEAD").exists():
             await local_git(f"--git-dir={self.git_dir}", "worktree", "prune", check=False)
 
-    async def worktrees(self) -> list[str]:
-        """The work ids this host has worktrees for (the sweep's view)."""
+    def worktree_ages(self) -> dict[str, float]:
+        """The work ids this host has worktrees for, each with the seconds since its folder
+        last changed (the newest of its own and its review's): the sweep's view."""
         if not self.root.is_dir():
-            return []
-        return sorted(
-            p.name.removesuffix("-review") for p in self.root.iterdir() if p.is_dir() and p != self.git_dir
+            return {}
+        now = time.time()
+        ages: dict[str, float] = {}
+        for path in self.root.iterdir():
+            if path.is_dir() and path != self.git_dir:
+                work_id = path.name.removesuffix("-review")
+                age = max(0.0, now - path.stat().st_mtime)
+                ages[work_id] = min(age, ages.get(work_id, age))
+        return ages
+
+    async def remote_checkpoints(self) -> list[str]:
+        """The work ids with a checkpoint ref on the repository."""
+        listing = await self._git(
+            "ls-remote", "--", self.repository.url, f"{CHECKPOINT_REF}*", step="ls-remote"
         )
+        return sorted(
+            line.rpartition(CHECKPOINT_REF)[2] for line in listing.splitlines() if CHECKPOINT_REF in line
+        )
+
+    async def drop_checkpoints(self, work_ids: list[str]) -> None:
+        """Delete these items' checkpoint refs on the repository (one push; a ref another
+        host deleted first is no error)."""
+        if work_ids:
+            refs = [f":{checkpoint_ref(w)}" for w in work_ids]
+            await local_git(
+                f"--git-dir={self.git_dir}", "push", "--quiet", "--", self.repository.url, *refs, check=False
+            )
+
+
+DAY_S: Final = 86_400.0
+
+
+def worktree_to_sweep(item: WorkItem | None, *, agent_id: str, age_s: float, keep_days: int) -> bool:
+    """A worktree on an agent's host goes once its item is no longer that agent's to work
+    on (finished, gone, or redelivered to another agent) and nobody touched it for
+    ``keep_days`` (time for an operator to look at what was never checkpointed)."""
+    mine = item is not None and item.assigned_to == agent_id and item.status not in FINAL_WORK_STATES
+    return not mine and age_s >= keep_days * DAY_S
+
+
+def checkpoints_to_sweep(item: WorkItem | None, *, now: datetime, keep_days: int) -> bool:
+    """An item's checkpoint ref on the repository goes ``keep_days`` after the item
+    finished (a dead letter retried within them still starts from its files), or at once
+    when its record is gone."""
+    if item is None:
+        return True
+    if item.status not in FINAL_WORK_STATES:
+        return False
+    finished = item.finished_at or item.updated_at
+    return (now - finished).total_seconds() >= keep_days * DAY_S
 
 
 def _copy_index(worktree: Path, to: Path) -> bool:

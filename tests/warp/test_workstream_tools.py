@@ -183,3 +183,50 @@ async def test_leases_foresee_two_branches_changing_the_same_paths(
             assert refused.is_error
             said = text(refused)
             assert f"on branch {first['workstream']['branch']}" in said and "src/app.py" in said
+
+
+async def test_the_sweep_takes_leftover_worktrees_and_old_checkpoint_refs(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    from shared.git.repository import Repository
+    from shared.git.workstream import HostWorkstreams
+    from shared.models import WorkSubmission
+    from shared.work.rules import Claimant
+    from warp.workstreams import Workstreams
+
+    checkout = clone(origin, tmp_path / "host1")
+    names = ProjectNames(project_id)
+    async with nats(nats_server.url) as nc:
+        store = RepositoryStore(nc.jetstream(), names)
+        await store.put(RepositorySettings(url=str(origin), keep_days=1), by="admin")
+        queue = work_queue(nc, names)
+        me = Claimant(agent_id=A, agent_type="generic", capabilities=("code",))
+        done = await queue.submit(WorkSubmission(task_id="done", description="d", capability="code"))
+        held = await queue.submit(WorkSubmission(task_id="held", description="d", capability="code"))
+        for _ in range(2):
+            assert await queue.claim(me) is not None
+        await queue.complete(done.id, A)
+        host = HostWorkstreams(checkout, Repository(url=str(origin)), author=("t", "t@loom.invalid"))
+        for work_id in (done.id, held.id, "f" * 32):  # the last one's record is gone
+            place, _ = await host.open(item_of(work_id))
+            (place.directory / "x.txt").write_text(work_id)
+            await host.checkpoint(place, work_id, attempt=1, agent_id=A, previous=None)
+        sweeper = Workstreams(nc.jetstream(), names, make_identity(project_id, checkout, A))
+
+        assert await sweeper.sweep(queue) == (0, 1)  # young: only the ref of a gone record
+        assert set(host.worktree_ages()) == {done.id, held.id, "f" * 32}
+
+        await store.put(RepositorySettings(url=str(origin), keep_days=0), by="admin")
+        assert await sweeper.sweep(queue) == (2, 1)
+        assert set(host.worktree_ages()) == {held.id}  # this agent still works on it
+        assert remote_sha(origin, checkpoint_ref(held.id)) is not None
+        assert remote_sha(origin, checkpoint_ref(done.id)) is None
+        assert run_git("status", "--porcelain", cwd=checkout) == ""
+
+
+def item_of(work_id: str) -> Any:
+    from shared.models import WorkItem
+
+    return WorkItem(
+        id=work_id, project_id="p", task_id=f"t-{work_id[:4]}", description="d", capability="code"
+    )

@@ -203,7 +203,7 @@ async def test_a_reviewer_gets_its_own_detached_worktree_and_close_removes_both(
     await reviewer.close("1" * 32, branch=record.branch)
     await worker.close("1" * 32, branch=record.branch)
     assert not review.directory.exists() and not place.directory.exists()
-    assert await worker.worktrees() == []
+    assert worker.worktree_ages() == {}
     assert remote_sha(origin, f"refs/heads/{record.branch}") == done.head_sha  # pushed work stays
 
 
@@ -219,3 +219,24 @@ async def test_a_rejected_item_carries_on_with_its_pushed_branch(origin: Path, t
     assert record2.base_sha == record.base_sha
     assert run_git("rev-parse", "HEAD", cwd=place2.directory) == done.head_sha
     assert (place2.directory / "round1.txt").exists()
+
+
+def test_what_the_sweep_takes() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.git.workstream import DAY_S, checkpoints_to_sweep, worktree_to_sweep
+    from shared.models import WorkStatus
+
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    mine = item(status=WorkStatus.IN_PROGRESS, assigned_to=AGENT)
+    elsewhere = item(status=WorkStatus.IN_PROGRESS, assigned_to=OTHER)
+    done = item(status=WorkStatus.COMPLETED, finished_at=now - timedelta(days=3))
+    assert not worktree_to_sweep(mine, agent_id=AGENT, age_s=100 * DAY_S, keep_days=0)  # still at work
+    for left in (elsewhere, done, None):
+        assert worktree_to_sweep(left, agent_id=AGENT, age_s=2 * DAY_S, keep_days=2)
+        assert not worktree_to_sweep(left, agent_id=AGENT, age_s=2 * DAY_S - 1, keep_days=2)
+    assert checkpoints_to_sweep(None, now=now, keep_days=30)  # its record is gone
+    assert not checkpoints_to_sweep(elsewhere, now=now, keep_days=0)  # the next attempt needs them
+    assert checkpoints_to_sweep(done, now=now, keep_days=3) and not checkpoints_to_sweep(
+        done, now=now, keep_days=4
+    )
