@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from shared.errors import Conflict
+from shared.errors import Conflict, Invalid, NotFound
 from shared.git.cli import GitFailed, GitResult, commit_env, git, out, said
 from shared.git.repository import Repository, branch_for
 from shared.models import FINAL_WORK_STATES, Checkpoint, WorkItem, Workstream
@@ -43,6 +43,7 @@ BASE_REF: Final = "refs/loom/base/"
 REMOTE_BRANCH_REF: Final = "refs/loom/remote/"
 REMOTE_CHECKPOINT_REF: Final = "refs/loom/remote-checkpoints/"
 IGNORE_ALL: Final = "# Loom's worktrees and repository: never part of the project's own tree\n*\n"
+_SHA = re.compile(r"[0-9a-f]{4,40}")
 _SHORTSTAT = re.compile(r"(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?")
 
 
@@ -500,3 +501,113 @@ def _shortstat(text: str) -> tuple[int, int, int]:
     if match is None:
         return 0, 0, 0
     return int(match.group(1)), int(match.group(2) or 0), int(match.group(3) or 0)
+
+
+# -- reading an item's code from elsewhere (Weft) ----------------------------------------------
+
+MAX_DIFF_BYTES: Final = 1_000_000
+"""A diff longer than this is cut (the file list is always whole)."""
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    status: str
+    """git's letter: A added, M modified, D deleted, R renamed, ..."""
+    insertions: int | None
+    deletions: int | None
+    """None for a binary file."""
+
+
+@dataclass(frozen=True)
+class ItemDiff:
+    base_sha: str
+    head_sha: str
+    files: list[FileChange]
+    diff: str
+    truncated: bool
+
+
+class RepositoryCache:
+    """A bare copy of a project's repository on Weft's host, fetched on demand, from which
+    an item's diff is read (its branch's head or one of its checkpoints against its base)."""
+
+    def __init__(self, folder: Path, repository: Repository) -> None:
+        self.git_dir = folder / "repo.git"
+        self.repository = repository
+
+    async def _git(self, *args: str, step: str) -> GitResult:
+        return await local_git(f"--git-dir={self.git_dir}", *args, step=step)
+
+    async def item_diff(self, work_id: str, ws: Workstream, *, checkpoint: str | None = None) -> ItemDiff:
+        """What the item changed from its base: at ``checkpoint`` when given, else at its
+        handed-in head, else at its newest checkpoint, else at its branch's head."""
+        if checkpoint is not None and _SHA.fullmatch(checkpoint) is None:
+            raise Invalid("must be a commit's SHA (4 to 40 hex digits)", field="checkpoint", rule="sha")
+        try:
+            if not _exists(self.git_dir / "HEAD"):
+                await local_git("init", "--quiet", "--bare", str(self.git_dir), step="init")
+            specs = [
+                f"+refs/heads/{ws.base_ref}:{BASE_REF}{ws.base_ref}",
+                f"+refs/heads/{ws.branch}*:{REMOTE_BRANCH_REF}{ws.branch}*",
+                f"+{checkpoint_ref(work_id)}*:{REMOTE_CHECKPOINT_REF}{work_id}*",
+            ]
+            await self._git("fetch", "--quiet", "--no-tags", "--", self.repository.url, *specs, step="fetch")
+            head = checkpoint or ws.head_sha or ws.resume_from
+            if head is None:
+                head = (
+                    await self._git("rev-parse", f"{REMOTE_BRANCH_REF}{ws.branch}", step="rev-parse")
+                ).stdout
+            head = head.strip()
+            known = await local_git(
+                f"--git-dir={self.git_dir}", "cat-file", "-e", f"{head}^{{commit}}", check=False
+            )
+            if known.returncode != 0:
+                raise NotFound("not a commit of this item's branch or checkpoints", field="checkpoint")
+            numstat, names, text = await asyncio.gather(
+                self._git("diff", "--numstat", "-z", ws.base_sha, head, step="diff"),
+                self._git("diff", "--name-status", "-z", ws.base_sha, head, step="diff"),
+                self._git("diff", ws.base_sha, head, step="diff"),
+            )
+        except GitFailed as exc:
+            raise WorkstreamError(f"diff: {exc.message}", field="workstream") from None
+        files = _changes(numstat.stdout, names.stdout)
+        body = text.stdout
+        truncated = len(body.encode()) > MAX_DIFF_BYTES
+        if truncated:
+            body = body.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")
+        return ItemDiff(ws.base_sha, head, files, body, truncated)
+
+
+def _changes(numstat: str, name_status: str) -> list[FileChange]:
+    """``--numstat -z`` and ``--name-status -z`` side by side (renames give two paths)."""
+    statuses: dict[str, str] = {}
+    parts = name_status.split("\0")
+    i = 0
+    while i < len(parts) - 1:
+        letter = parts[i][:1]
+        if letter in ("R", "C"):
+            statuses[parts[i + 2]] = letter
+            i += 3
+        else:
+            statuses[parts[i + 1]] = letter
+            i += 2
+    changes: list[FileChange] = []
+    records = numstat.split("\0")
+    i = 0
+    while i < len(records) - 1:
+        added, deleted, path = [*records[i].split("\t", 2), "", "", ""][:3]
+        if path == "":  # a rename: the two paths follow
+            path = records[i + 2]
+            i += 3
+        else:
+            i += 1
+        changes.append(
+            FileChange(
+                path=path,
+                status=statuses.get(path, "M"),
+                insertions=int(added) if added.isdigit() else None,
+                deletions=int(deleted) if deleted.isdigit() else None,
+            )
+        )
+    return changes

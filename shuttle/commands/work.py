@@ -1,4 +1,4 @@
-"""``shuttle work list|show|graph|trace|cancel|retry|checkpoints|restore``: work items in the project."""
+"""``shuttle work list|show|graph|trace|cancel|retry|checkpoints|restore|diff``: work items in the project."""
 
 from __future__ import annotations
 
@@ -194,3 +194,33 @@ def restore_cmd(
         emit_json(listed)
     else:
         say(f"next attempt starts from {escape(str(listed.get('resume_from', ''))[:12])}", quiet=o.quiet)
+
+
+@app.command("diff")
+def diff_cmd(
+    ctx: typer.Context,
+    work_id: WorkIdArg,
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", help="One of its checkpoints (a SHA or a prefix of one).")
+    ] = None,
+    stat: Annotated[
+        bool, typer.Option("--stat", help="Only the files changed, with + and - counts.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """What the item's code changed from its base: its handed-in head, its newest checkpoint
+    or its branch (docs/workstreams.md)."""
+    found = state(ctx).client().get(f"/api/work/{seg(work_id)}/diff", checkpoint=checkpoint)
+    if out(ctx, json_out).json:
+        emit_json(found)
+        return
+    head, base = str(found.get("head_sha", ""))[:12], str(found.get("base_sha", ""))[:12]
+    say(f"{escape(str(found.get('branch', '')))}: {escape(base)}..{escape(head)}")
+    for change in found.get("files", []):
+        plus, minus = change.get("insertions"), change.get("deletions")
+        counts = "binary" if plus is None else f"+{plus} -{minus}"
+        typer.echo(f"  {change.get('status', '?')} {change.get('path', '')}  {counts}")
+    if not stat:
+        typer.echo(found.get("diff", ""), nl=False)
+        if found.get("truncated"):
+            say("(the diff was cut at 1 MB; the file list above is whole)")

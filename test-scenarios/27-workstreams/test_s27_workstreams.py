@@ -124,3 +124,6 @@ async def test_three_hosts_three_items_one_killed_nothing_lost(fabric: Fabric) -
 
     listed = await fabric.shuttle("work", "checkpoints", bens_item)
     assert listed.exit_code == 0 and checkpoint[:12] in listed.stdout, listed.stderr
+    diffed = await fabric.shuttle("work", "diff", bens_item)
+    assert diffed.exit_code == 0, diffed.stderr
+    assert "A ben.txt  +2 -0" in diffed.stdout and "+ana finished it" in diffed.stdout

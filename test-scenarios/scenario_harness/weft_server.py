@@ -57,6 +57,10 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
         "api_tokens": [],
         "policy_file": None,
     }
+    if "loom" not in settings:  # its local state (repository copies, ...) in a folder of its own
+        from shared.settings import LoomSettings
+
+        values["loom"] = LoomSettings(data_dir=Path(tempfile.mkdtemp(prefix="loom-scenario-data-")))
     values.update(settings)
     config = WeftSettings(nats=nats, **values)
     if spinup is None:

@@ -135,3 +135,50 @@ async def test_checkpoints_are_listed_and_one_is_chosen_for_the_next_attempt(
         "Checkpoint bbbbbbbbbbbb of branch loom/x's worktree.",
         "The operator chose checkpoint aaaaaaaaaaaa for the next attempt.",
     ]
+
+
+async def test_an_items_diff_is_read_from_the_repository(
+    weft_factory: Any, nc: NatsClient, project_id: str, tmp_path: Path
+) -> None:
+    from shared.git.repository import Repository
+    from shared.git.workstream import HostWorkstreams
+    from shared.settings import LoomSettings
+    from testsupport.git import clone
+
+    origin = make_origin(tmp_path, {"README.md": "hello\n", "old.txt": "old\n", "keep.txt": "k\n"})
+    async with (
+        weft_factory(project_id=project_id, loom=LoomSettings(data_dir=tmp_path / "weft-data")) as weft,
+        weft.client() as api,
+    ):
+        assert (await api.put("/api/repository", json={"url": str(origin)})).status_code == 200
+        agent = await register(nc, project_id)
+        queue = work_queue(nc, ProjectNames(project_id))
+        work_id = (
+            await api.post("/api/work", json={"task_id": "t", "description": "d", "capability": "code"})
+        ).json()["id"]
+        assert (await api.get(f"/api/work/{work_id}/diff")).status_code == 409  # no workstream yet
+        item = await queue.claim(claimant(agent))
+        assert item is not None
+        host = HostWorkstreams(
+            clone(origin, tmp_path / "host"), Repository(url=str(origin)), author=("a", "a@x")
+        )
+        place, record = await host.open(item)
+        (place.directory / "README.md").write_text("hello\nworld\n")
+        (place.directory / "old.txt").unlink()
+        (place.directory / "new.bin").write_bytes(b"\x00\x01binary")
+        cp = await host.checkpoint(place, work_id, attempt=1, agent_id=agent.agent_id, previous=None)
+        assert cp is not None
+        with_cp = record.model_copy(update={"checkpoints": [cp], "resume_from": cp.sha})
+        await queue.record_workstream(work_id, agent.agent_id, with_cp, step="checkpoint")
+
+        body = (await api.get(f"/api/work/{work_id}/diff")).json()
+        assert body["head_sha"] == cp.sha and body["base_sha"] == record.base_sha and not body["truncated"]
+        files = {f["path"]: (f["status"], f["insertions"], f["deletions"]) for f in body["files"]}
+        assert files == {"README.md": ("M", 1, 0), "old.txt": ("D", 0, 1), "new.bin": ("A", None, None)}
+        assert "+world" in body["diff"] and "-old" in body["diff"]
+        short = await api.get(f"/api/work/{work_id}/diff", params={"checkpoint": cp.sha[:10]})
+        assert short.status_code == 200 and short.json()["head_sha"] == cp.sha[:10]
+        bad = await api.get(f"/api/work/{work_id}/diff", params={"checkpoint": "--output=x"})
+        assert bad.status_code == 422 and "--output" not in bad.text
+        unknown = await api.get(f"/api/work/{work_id}/diff", params={"checkpoint": "ab" * 20})
+        assert unknown.status_code == 404 and unknown.json()["details"]["field"] == "checkpoint"

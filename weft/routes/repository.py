@@ -9,9 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from shared.errors import Conflict
 from shared.git.repository import Reach, Repository, RepositoryNotSet, RepositorySettings, probe
+from shared.git.workstream import RepositoryCache
 from shared.models import Checkpoint, WorkItem, Workstream
-from weft.deps import ADMIN, OPERATE, ProjectDep, require_token
+from weft.deps import ADMIN, OPERATE, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import WorkId
 
@@ -21,6 +23,11 @@ Revision = Annotated[
     int | None,
     Query(ge=0, description="Change only if the stored settings are still at this revision (0: none set)"),
 ]
+
+
+class NoWorkstream(Conflict):
+    def __init__(self) -> None:
+        super().__init__("this item has no workstream (no branch was made for it)", field="work_id")
 
 
 class RepositoryOut(BaseModel):
@@ -111,3 +118,58 @@ async def restore_checkpoint(work_id: WorkId, body: RestoreIn, project: ProjectD
     }
     sha = matches.pop() if len(matches) == 1 else chosen  # a unique prefix names one; else the rule refuses
     return _checkpoints_out(await project.queue.choose_checkpoint(work_id, sha))
+
+
+class FileChangeOut(BaseModel):
+    path: str
+    status: str = Field(description="git's letter: A added, M modified, D deleted, R renamed")
+    insertions: int | None = Field(description="None for a binary file")
+    deletions: int | None
+
+
+class DiffOut(BaseModel):
+    work_id: str
+    branch: str
+    base_ref: str
+    base_sha: str
+    head_sha: str = Field(
+        description="What the diff shows: the checkpoint asked for, the handed-in head, ..."
+    )
+    files: list[FileChangeOut]
+    diff: str = Field(description="The unified diff, cut at 1 MB")
+    truncated: bool
+
+
+@router.get(
+    "/api/work/{work_id}/diff",
+    response_model=DiffOut,
+    summary="What the item's code changed from its base: its handed-in head, newest checkpoint or branch",
+)
+async def item_diff(
+    work_id: WorkId,
+    project: ProjectDep,
+    state: StateDep,
+    checkpoint: Annotated[
+        str | None, Query(pattern="^[0-9a-f]{4,40}$", description="One of its checkpoints instead")
+    ] = None,
+) -> DiffOut:
+    item = await project.queue.get(work_id)
+    if item.workstream is None:
+        raise NoWorkstream()
+    repository = await project.repository.get()
+    if repository is None:
+        raise RepositoryNotSet()
+    folder = state.settings.loom.data_home / "repositories" / project.project_id
+    found = await RepositoryCache(folder, repository).item_diff(
+        work_id, item.workstream, checkpoint=checkpoint
+    )
+    return DiffOut(
+        work_id=work_id,
+        branch=item.workstream.branch,
+        base_ref=item.workstream.base_ref,
+        base_sha=found.base_sha,
+        head_sha=found.head_sha,
+        files=[FileChangeOut(**vars(f)) for f in found.files],
+        diff=found.diff,
+        truncated=found.truncated,
+    )
