@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from playwright.async_api import BrowserContext, Page
 from shared.agents.registry import Registry
 from shared.models import AgentEntry
 from shared.names import ProjectNames
-from shared.settings import NatsSettings
+from shared.settings import LoomSettings, NatsSettings
 from shared.work.rules import Claimant
 from testsupport.serving import serve_in_loop
 from weft.app import create_app
@@ -192,6 +193,7 @@ async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[Co
         api_tokens=api_tokens,
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
+        loom=LoomSettings(data_dir=Path(tempfile.mkdtemp(prefix="loom-console-data-"))),
     )
     async with serve_in_loop(create_app(settings, spinup=DisabledSpinup())) as served:
         yield ConsoleWeft(served.url, nats_url, settings)

@@ -78,10 +78,12 @@ export function workItemView(ctx, workId) {
   const history = h("div");
   const graph = h("div");
   const trace = h("div", { id: "work-trace" });
+  const code = h("div", { id: "work-code" });
   const el = h("div", null,
     h("p", null, h("a", { href: "#work" }, "← all work")),
     actions, summary,
     graph,
+    code,
     h("h3", null, "Trace"), trace,
     h("h3", null, "History (context tree)"), history);
   const view = { el, update, title: "Work item", destroy: () => clearTimeout(timer) };
@@ -99,6 +101,12 @@ export function workItemView(ctx, workId) {
   }
 
   async function fetchMore() {
+    const item = store.work.get(workId);
+    if (item && item.workstream) {
+      api.get(`/api/work/${workId}/diff`)
+        .then((doc) => replace(code, renderCode(item.workstream, doc)))
+        .catch((error) => replace(code, renderCode(item.workstream, null, error.message)));
+    }
     const [tree, deps, spans] = await Promise.allSettled([
       api.get(`/api/contexts/${workId}/nodes`, { limit: 500 }),
       api.get(`/api/work/${workId}/graph`),
@@ -182,6 +190,36 @@ export function workItemView(ctx, workId) {
 
   fetchItem();
   return view;
+}
+
+// An item's workstream (docs/workstreams.md): its branch, base, handed-in head and
+// checkpoints, and what its code changed (GET /api/work/{id}/diff) as a file list and a
+// unified diff, coloured by line (no library: the diff is text).
+function renderCode(ws, doc, problem) {
+  const facts = h("dl", { class: "fields", id: "work-branch" },
+    field("Branch", h("code", null, ws.branch)),
+    field("Base", h("code", null, `${ws.base_ref} @ ${short(ws.base_sha)}`)),
+    field("Handed in", ws.head_sha ? h("code", null, `${short(ws.head_sha)} · ${ws.commits} commit(s), ${ws.files_changed} file(s), +${ws.insertions} -${ws.deletions}`) : "-"),
+    field("Next attempt starts from", ws.resume_from ? h("code", null, short(ws.resume_from)) : "the branch"));
+  const points = table("Checkpoints, newest first", ["Checkpoint", "Attempt", "Agent", "Files", "At"]);
+  replace(points.tbody, (ws.checkpoints || []).map((c) => h("tr", null,
+    h("td", null, h("code", null, short(c.sha))), h("td", { class: "num" }, c.attempt),
+    h("td", null, short(c.agent_id)), h("td", { class: "num" }, c.files), h("td", null, when(c.at)))));
+  const parts = [h("h3", null, "Code"), facts, (ws.checkpoints || []).length ? points.el : null];
+  if (problem) return [...parts, h("p", { class: "note" }, `No diff: ${problem}`)];
+  if (!doc) return parts;
+  const files = table(`Files changed (${short(doc.base_sha)}..${short(doc.head_sha)})`, ["Status", "Path", "+", "-"]);
+  replace(files.tbody, doc.files.map((f) => h("tr", null,
+    h("td", null, f.status), h("td", null, h("code", null, f.path)),
+    h("td", { class: "num" }, f.insertions ?? "binary"), h("td", { class: "num" }, f.deletions ?? ""))));
+  const lines = doc.diff.split("\n").map((line) => h("span", {
+    class: line.startsWith("+++") || line.startsWith("---") ? "diff-file"
+      : line.startsWith("+") ? "diff-add" : line.startsWith("-") ? "diff-del"
+      : line.startsWith("@@") ? "diff-hunk" : null,
+  }, `${line}\n`));
+  return [...parts, files.el,
+    h("pre", { class: "diff", id: "work-diff", "aria-label": "Unified diff" }, lines),
+    doc.truncated ? h("p", { class: "note" }, "The diff was cut at 1 MB; the file list is whole.") : null];
 }
 
 function field(label, value) {
