@@ -240,3 +240,38 @@ def test_what_the_sweep_takes() -> None:
     assert checkpoints_to_sweep(done, now=now, keep_days=3) and not checkpoints_to_sweep(
         done, now=now, keep_days=4
     )
+
+
+async def test_a_dirty_main_tree_is_neither_needed_nor_touched(origin: Path, tmp_path: Path) -> None:
+    checkout = clone(origin, tmp_path / "host1")
+    (checkout / "README.md").write_text("the person's own edit\n")
+    (checkout / "scratch.txt").write_text("untracked\n")
+    run_git("add", "scratch.txt", cwd=checkout)
+    before = tree_state(checkout)
+    ws = host(origin, checkout)
+    place, _ = await ws.open(item())
+    assert (place.directory / "README.md").read_text() == "hello\n"  # the base's, not the edit
+    (place.directory / "a.txt").write_text("a\n")
+    await ws.checkpoint(place, "1" * 32, attempt=1, agent_id=AGENT, previous=None)
+    await ws.hand_in(place, message="m")
+    await ws.close("1" * 32, branch=place.branch)
+    assert tree_state(checkout) == before  # still dirty, exactly as it was
+
+
+async def test_a_later_attempt_keeps_its_recorded_base_when_the_target_moved(
+    origin: Path, tmp_path: Path
+) -> None:
+    checkout = clone(origin, tmp_path / "host1")
+    first = host(origin, checkout)
+    place, record = await first.open(item())
+    (place.directory / "mine.txt").write_text("mine\n")
+    await first.hand_in(place, message="round 1")
+    await first.close("1" * 32, branch=place.branch)
+    (checkout / "README.md").write_text("the target moved on\n")
+    run_git("commit", "--quiet", "-am", "moved", cwd=checkout)
+    run_git("push", "--quiet", "origin", "main", cwd=checkout)
+    second = host(origin, clone(origin, tmp_path / "host2"))
+    place2, record2 = await second.open(item(workstream=record))
+    assert record2.base_sha == record.base_sha != remote_sha(origin, "refs/heads/main")
+    assert (place2.directory / "README.md").read_text() == "hello\n"  # the recorded base's
+    assert (place2.directory / "mine.txt").exists()
