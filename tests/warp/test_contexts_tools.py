@@ -8,9 +8,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 from mcp import Client
-from warp_harness import make_identity
+from warp_harness import make_identity, ok, text
 
 from shared.nats.server import EmbeddedNatsServer
 from warp.runtime import WarpRuntime
@@ -35,17 +34,6 @@ async def agents(url: str, project_id: str, root: Path, *ids: str) -> AsyncItera
             await rt.services()
             clients.append(client)
         yield clients
-
-
-def text(res: types.CallToolResult) -> str:
-    return " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
-
-
-async def ok(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    res = await client.call_tool(tool, args or {})
-    assert not res.is_error, text(res)
-    assert res.structured_content is not None
-    return dict(res.structured_content)
 
 
 async def err(client: Client, tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -8,13 +8,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import nats.errors
 import pytest
 from mcp import Client
 from nats.aio.client import Client as NatsClient
 from pydantic import BaseModel, ValidationError
-from warp_harness import make_identity
+from warp_harness import make_identity, ok, text
 
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
@@ -41,17 +40,6 @@ async def session(
     async with Client(build_server(rt)) as client:
         await rt.services()
         yield client, rt
-
-
-def text(res: types.CallToolResult) -> str:
-    return " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
-
-
-async def ok(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    res = await client.call_tool(tool, args or {})
-    assert not res.is_error, text(res)
-    assert res.structured_content is not None
-    return dict(res.structured_content)
 
 
 async def err(client: Client, tool: str, args: dict[str, Any] | None = None) -> str:

@@ -9,11 +9,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import pytest
 from mcp import Client
 from nats.aio.client import Client as NatsClient
-from warp_harness import make_identity
+from warp_harness import make_identity, ok, text
 
 from shared.git.repository import RepositorySettings, RepositoryStore
 from shared.git.workstream import checkpoint_ref
@@ -42,17 +41,6 @@ async def agent(url: str, project_id: str, folder: Path, agent_id: str) -> Async
 
 def gone(path: Path) -> bool:
     return not path.exists()
-
-
-def text(res: types.CallToolResult) -> str:
-    return " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
-
-
-async def ok(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    res = await client.call_tool(tool, args or {})
-    assert not res.is_error, text(res)
-    assert res.structured_content is not None
-    return dict(res.structured_content)
 
 
 @asynccontextmanager

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import anyio
 import mcp_types as types
 from anyio.abc import Process
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
 
@@ -211,3 +212,16 @@ async def eventually(
             if await check():
                 return
             await anyio.sleep(0.05)
+
+
+def text(res: types.CallToolResult) -> str:
+    """A tool result's text content."""
+    return " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
+
+
+async def ok(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Call a tool that must succeed; its structured output."""
+    res = await client.call_tool(tool, args or {})
+    assert not res.is_error, text(res)
+    assert res.structured_content is not None
+    return dict(res.structured_content)

@@ -316,8 +316,8 @@ async def warp_work_claim(
         out = ClaimOut(claimed=False, reason="no eligible work is queued")
         return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
     presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
+    context = await _claimed_context(svc.contexts, item)  # the tree as the claim found it
     place, place_text = await _claimed_place(svc, item)
-    context = await _claimed_context(svc.contexts, item)
     context_text = hand_off_text(context) if context is not None else CONTEXT_LATER
     texts = [item_text(item), *([place_text] if place_text else []), context_text]
     if item.status is WorkStatus.REVIEWING:
