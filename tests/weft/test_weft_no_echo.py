@@ -47,6 +47,8 @@ BODY_BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/questions/{question_id}/answer"): {"answer": "yes"},
     ("POST", "/api/contexts"): {"title": "t", "text": "root"},
     ("POST", "/api/contexts/{tree_id}/nodes"): {"parent_id": HEX, "text": "x"},
+    ("PUT", "/api/repository"): {"url": "/srv/app.git"},
+    ("POST", "/api/work/{work_id}/restore"): {"checkpoint": "abcd"},
 }
 # Inputs where the secret is a valid value (free text, a target's own tags...): Weft
 # stores or uses it as given, which is not an echo of rejected input.
@@ -66,6 +68,8 @@ FREE_TEXT = {
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/versions", "body", "text"),
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/tombstone", "body", "reason"),
     ("GET", "/api/leases", "query", "path"),  # any relative path is a valid one to ask about
+    ("PUT", "/api/repository", "body", "target_branch"),  # a valid branch name for git
+    ("PUT", "/api/repository", "body", "worktree_root"),  # a valid relative folder
 }
 
 

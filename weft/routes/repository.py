@@ -46,7 +46,10 @@ class CheckpointsOut(BaseModel):
 
 
 class RestoreIn(BaseModel):
-    checkpoint: str = Field(min_length=4, max_length=64, description="A checkpoint's SHA (from the list)")
+    checkpoint: str = Field(
+        pattern="^[0-9a-f]{4,40}$",
+        description="A checkpoint's SHA, or a unique prefix of one (4+ hex digits)",
+    )
 
 
 @router.get("/api/repository", response_model=RepositoryOut, summary="The project's repository")
@@ -112,7 +115,7 @@ async def list_checkpoints(work_id: WorkId, project: ProjectDep) -> CheckpointsO
 )
 async def restore_checkpoint(work_id: WorkId, body: RestoreIn, project: ProjectDep) -> CheckpointsOut:
     item = await project.queue.get(work_id)
-    chosen = body.checkpoint.lower()
+    chosen = body.checkpoint
     matches = {
         c.sha for c in (item.workstream.checkpoints if item.workstream else []) if c.sha.startswith(chosen)
     }
