@@ -62,3 +62,25 @@ async def test_an_items_branch_checkpoints_and_diff_are_shown(
     files = page.locator("#work-code table").last
     await expect(files).to_contain_text("README.md")
     await expect(files).to_contain_text("old.txt")
+
+
+async def test_the_repository_is_shown_checked_and_set_from_the_targets_view(
+    console_weft: ConsoleWeft, tab: Tab, project: str, tmp_path: Path
+) -> None:
+    origin = make_origin(tmp_path)
+    page = tab.page
+    await sign_in(page, console_weft.console(project, "targets"))
+    panel = page.locator("#repository")
+    await expect(panel).to_contain_text("No repository")
+    await page.get_by_label("URL").fill(str(tmp_path / "nowhere.git"))
+    await page.get_by_role("button", name="Set").click()
+    await expect(page.locator("#repository-reach")).to_contain_text("does not answer")
+    await page.get_by_label("URL").fill("https://bot:ghp_s3cretT0ken@example.com/app.git")
+    await page.get_by_role("button", name="Change").click()
+    await expect(page.locator("#view .view-error")).to_contain_text("url: must not carry credentials")
+    await expect(page.locator("#view")).not_to_contain_text("ghp_s3cretT0ken")
+    await page.get_by_label("URL").fill(str(origin))
+    await page.get_by_role("button", name="Change").click()
+    await expect(page.locator("#repository-reach")).to_have_text("answers; the target branch is there")
+    async with console_weft.api(project) as api:
+        assert (await api.get("/api/repository")).json()["repository"]["url"] == str(origin)

@@ -70,6 +70,10 @@ export class Api {
     return this.request("POST", path, { body });
   }
 
+  put(path, body = {}) {
+    return this.request("PUT", path, { body });
+  }
+
   delete(path) {
     return this.request("DELETE", path);
   }

@@ -1,5 +1,7 @@
 // Targets and spin-ups: where Weft can start agents, their health, and the spin-up
-// operations (read once from /api/spinups, then kept current by spinup.* events).
+// operations (read once from /api/spinups, then kept current by spinup.* events); and the
+// project's repository, where each item's branch and worktree come from
+// (docs/workstreams.md): read with a check of whether it answers, and set here (admin).
 
 import { h, replace, short, statusText, table, tags, time, when } from "../dom.js";
 
@@ -11,13 +13,42 @@ export function targetsView(ctx) {
   const ops = table("Spin-ups, newest first", ["Target", "State", "Reason", "Work", "Agent", "Updated", "Error"]);
   ops.el.id = "spinups";
   const mechanism = h("p", { class: "note" });
-  const el = h("div", null, targets.el, h("h3", null, "Spin-ups"), mechanism, counts.el, ops.el);
+  const repository = h("div", { id: "repository" });
+  const el = h("div", null, targets.el, h("h3", null, "Spin-ups"), mechanism, counts.el, ops.el,
+    h("h3", null, "Repository"), repository);
 
   let read = false;
+
+  function showRepository(doc, problem) {
+    const url = h("input", { id: "repository-url", type: "text", value: doc?.repository.url ?? "", placeholder: "/srv/git/app.git or ssh://… (no credentials)", size: 50 });
+    const target = h("input", { id: "repository-target", type: "text", value: doc?.repository.target_branch ?? "main", size: 16 });
+    const reach = doc?.reach;
+    const facts = doc ? h("dl", { class: "fields", id: "repository-fields" },
+      h("dt", null, "URL"), h("dd", null, h("code", null, doc.repository.url)),
+      h("dt", null, "Target branch"), h("dd", null, doc.repository.target_branch),
+      h("dt", null, "Branch names"), h("dd", null, h("code", null, doc.repository.branch_template)),
+      h("dt", null, "Worktrees"), h("dd", null, h("code", null, doc.repository.worktree_root)),
+      h("dt", null, "Workstreams"), h("dd", null, doc.repository.enabled ? "on" : "off"),
+      h("dt", null, "From Weft"), h("dd", { id: "repository-reach", class: reach && !reach.problem ? null : "error" },
+        !reach ? "not checked" : reach.problem ? `${reach.reachable ? "answers" : "does not answer"}: ${reach.problem}` : "answers; the target branch is there"))
+      : h("p", { class: "note" }, problem || "No repository: agents work in their own checkouts.");
+    const form = h("form", { class: "filters", "aria-label": "Set the repository", onsubmit: (event) => {
+      event.preventDefault();
+      ctx.act(() => api.put("/api/repository", { url: url.value, target_branch: target.value }), "Repository set")
+        .then((stored) => { if (stored) showRepository(stored); });
+    } },
+    h("div", null, h("label", { for: "repository-url" }, "URL"), url),
+    h("div", null, h("label", { for: "repository-target" }, "Target branch"), target),
+    h("button", { type: "submit" }, doc ? "Change" : "Set"));
+    replace(repository, facts, form);
+  }
 
   function update() {
     if (!read) {
       read = true;
+      api.get("/api/repository", { check: true })
+        .then((doc) => showRepository(doc))
+        .catch((error) => showRepository(null, error.status === 404 ? null : `The repository could not be read: ${error.message}`));
       api.get("/api/spinups", { limit: 200 })
         .then((page) => {
           for (const op of page.items) if (!store.spinups.has(op.id)) store.spinups.set(op.id, op);
