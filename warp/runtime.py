@@ -227,6 +227,11 @@ class WarpRuntime:
                 svc.presence.held.add(item.id)
                 if item.traceparent:
                     svc.presence.held_traces[item.id] = item.traceparent
+                if item.workstream is not None:  # its worktree is checkpointed again
+                    try:
+                        await svc.workstreams.adopt(item)
+                    except Exception as exc:
+                        log.warning("the worktree of held item %s is not taken up: %s", item.id, exc)
         self._recovered = True
 
     async def _keep_waiting_alive(self) -> None:

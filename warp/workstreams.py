@@ -85,10 +85,37 @@ class Workstreams:
         self._held[item.id] = Held(host, place, record, item.attempts)
         return place
 
+    async def adopt(self, item: WorkItem) -> Held | None:
+        """The worktree of an item this agent holds but this process did not open (Warp
+        started again while holding it): taken up again as it is. None when the item works
+        without a workstream; :class:`WorkstreamError` when it has one and its worktree is
+        not on this host (its files are then only in its last checkpoint)."""
+        held = self._held.get(item.id)
+        if held is not None:
+            return held
+        if item.workstream is None or item.status is WorkStatus.REVIEWING:
+            return None
+        if item.assigned_to != self.identity.agent_id:
+            return None
+        repository = await self._repository(item)
+        if repository is None:
+            return None
+        host = self._host(repository)
+        ws = item.workstream
+        place = Place(host.directory(item.id), ws.branch, ws.base_ref, ws.base_sha)
+        await host.check_place(place)  # gone or drifted: said, never committed elsewhere
+        held = Held(host, place, ws, item.attempts)
+        self._held[item.id] = held
+        return held
+
     # -- checkpoints ------------------------------------------------------------------
-    async def checkpoint(self, work_id: str, work: WorkQueue) -> Checkpoint | None:
+    async def checkpoint(
+        self, work_id: str, work: WorkQueue, item: WorkItem | None = None
+    ) -> Checkpoint | None:
         """Snapshot the item's worktree if it changed, and record it on the item."""
         held = self._held.get(work_id)
+        if held is None and item is not None:
+            held = await self.adopt(item)
         if held is None or held.place.review:
             return None
         async with held.lock:
@@ -118,8 +145,8 @@ class Workstreams:
     # -- hand-in ---------------------------------------------------------------------------
     async def hand_in(self, item: WorkItem, work: WorkQueue) -> Workstream | None:
         """Commit what is left, push the branch and record what it holds; only then may the
-        item be completed (push before done). None when the item has no worktree here."""
-        held = self._held.get(item.id)
+        item be completed (push before done). None when the item works without one."""
+        held = await self.adopt(item)
         if held is None or held.place.review:
             return None
         async with held.lock:

@@ -218,3 +218,49 @@ def item_of(work_id: str) -> Any:
     return WorkItem(
         id=work_id, project_id="p", task_id=f"t-{work_id[:4]}", description="d", capability="code"
     )
+
+
+async def test_a_warp_started_again_takes_up_the_worktree_and_still_pushes_before_done(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    checkout = clone(origin, tmp_path / "host1")
+    async with nats(nats_server.url) as nc:
+        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
+            RepositorySettings(url=str(origin)), by="admin"
+        )
+        async with agent(nats_server.url, project_id, checkout, A) as first:
+            await ok(first, "warp_work_broadcast", {"description": "d", "capability": "code"})
+            claimed = await ok(first, "warp_work_claim")
+        work_id = claimed["item"]["id"]
+        directory = Path(claimed["workstream"]["directory"])
+        (directory / "after-restart.txt").write_text("kept\n")
+        async with agent(nats_server.url, project_id, checkout, A) as again:  # same agent, new process
+            progress = await again.call_tool("warp_work_progress", {"work_id": work_id, "percent": 50})
+            assert "Checkpoint" in text(progress), text(progress)
+            done = await again.call_tool("warp_work_complete", {"work_id": work_id})
+            assert not done.is_error and "pushed at" in text(done), text(done)
+        final = await work_queue(nc, ProjectNames(project_id)).get(work_id)
+    assert final.workstream is not None and final.workstream.head_sha is not None
+    assert run_git("show", f"{final.workstream.head_sha}:after-restart.txt", cwd=origin) == "kept"
+
+
+async def test_completing_without_the_worktree_on_this_host_is_refused(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    checkout = clone(origin, tmp_path / "host1")
+    async with nats(nats_server.url) as nc:
+        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
+            RepositorySettings(url=str(origin)), by="admin"
+        )
+        async with agent(nats_server.url, project_id, checkout, A) as first:
+            await ok(first, "warp_work_broadcast", {"description": "d", "capability": "code"})
+            claimed = await ok(first, "warp_work_claim")
+        shutil.rmtree(claimed["workstream"]["directory"])  # the host lost it
+        async with agent(nats_server.url, project_id, checkout, A) as again:
+            refused = await again.call_tool("warp_work_complete", {"work_id": claimed["item"]["id"]})
+            assert refused.is_error
+            assert "is gone" in text(refused) and "nothing was completed" in text(refused)
+        item = await work_queue(nc, ProjectNames(project_id)).get(claimed["item"]["id"])
+    assert item.status.value == "claimed" and item.assigned_to == A

@@ -491,17 +491,19 @@ async def warp_work_progress(
     )
     if stopped_by_budget(item):
         return tool_result(WorkOut(item=item), stopped_text(item))
-    said = await _checkpoint_text(svc, work_id)
+    said = await _checkpoint_text(svc, work_id, item)
     return tool_result(WorkOut(item=item), f"Progress recorded.{said}\n{item_text(item)}")
 
 
-async def _checkpoint_text(svc: Services, work_id: str) -> str:
+async def _checkpoint_text(svc: Services, work_id: str, item: WorkItem | None = None) -> str:
     """Checkpoint the item's worktree (if it has one here and it changed) and say so; a
     checkpoint that cannot be taken now is said, not an error of the report."""
     from shared.git.workstream import WorkstreamError
 
     try:
-        made = await svc.workstreams.checkpoint(work_id, svc.work)
+        if item is None and svc.workstreams.place(work_id) is None:
+            item = await svc.work.get(work_id)  # Warp started again: its worktree is taken up
+        made = await svc.workstreams.checkpoint(work_id, svc.work, item)
     except WorkstreamError as exc:
         return f" Checkpoint not taken: {exc.message}"
     except Exception as exc:
@@ -542,16 +544,17 @@ async def warp_work_complete(
 
 
 async def _hand_in(svc: Services, work_id: str) -> Workstream | None:
-    """Push before done: the item's worktree (if it has one here) is committed and its
+    """Push before done: the item's worktree (if it works in one) is committed and its
     branch pushed before the completion is recorded; if that fails, the item stays the
-    agent's and the tool says why."""
-    if svc.workstreams.place(work_id) is None:
-        return None
+    agent's and the tool says why. After Warp started again, the worktree is taken up
+    from where the item's record says it is."""
     from shared.git.workstream import WorkstreamError
 
     item = await svc.work.get(work_id)
     if item.assigned_to != svc.agent_id:
         return None  # the completion below is refused with the reason
+    if item.workstream is None and svc.workstreams.place(work_id) is None:
+        return None
     try:
         return await svc.workstreams.hand_in(item, svc.work)
     except WorkstreamError as exc:
