@@ -136,7 +136,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("README.md", ".venv/bin/shuttle targets remove demo --yes"): run("walkthrough"),
     # docs/architecture.md
     ("docs/architecture.md", "shuttle (CLI) ──HTTP/WS──► weft (FastAPI) ─┐"): Skip("a diagram, not code"),
-    ("docs/workstreams.md", "claim ──► open: ls-remote (target, the item's branch, its ch"): Skip(
+    ("docs/workstreams.md", "claim ──► open: one fetch (the target, the item's branch and"): Skip(
         "a diagram, not code"
     ),
     ("docs/architecture.md", "default:                      # applies to boundaries withou"): run("policy"),
