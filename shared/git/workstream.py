@@ -110,10 +110,7 @@ class HostWorkstreams:
         ignore = self.root / ".gitignore"
         if not ignore.exists():
             ignore.write_text(IGNORE_ALL)
-        if not (self.git_dir / "HEAD").exists():
-            await local_git("init", "--quiet", "--bare", str(self.git_dir), step="init")
-            # the checkpoints' commits name the agent; gc must keep what worktrees use
-            await self._git("config", "gc.auto", "0", step="config")
+        await _init_bare(self.git_dir)
 
     async def _git(self, *args: str, step: str | None = None, cwd: Path | None = None) -> str:
         if cwd is None:
@@ -125,13 +122,8 @@ class HostWorkstreams:
         exist), the item's branch and its checkpoints (which may not: their refspecs are
         globs, and a glob that matches nothing is no error; the names carry the item's id,
         so nothing else matches). Returns the remote ref -> SHA of what was found."""
-        wanted = {
-            f"refs/heads/{target}": f"{BASE_REF}{target}",
-            f"refs/heads/{branch}": f"{REMOTE_BRANCH_REF}{branch}",
-            checkpoint_ref(work_id): f"{REMOTE_CHECKPOINT_REF}{work_id}",
-        }
-        specs = [f"+refs/heads/{target}:{BASE_REF}{target}"]
-        specs += [f"+{src}*:{dst}*" for src, dst in list(wanted.items())[1:]]
+        wanted = _item_refs(target, branch, work_id)
+        specs = _item_refspecs(wanted)
         result = await local_git(
             f"--git-dir={self.git_dir}",
             "fetch",
@@ -369,10 +361,6 @@ class HostWorkstreams:
         files, insertions, deletions = _shortstat(stat)
         return HandedIn(head, count, files, insertions, deletions, committed)
 
-    async def diff(self, place: Place) -> str:
-        """The unified diff of the worktree (committed and not) against the recorded base."""
-        return await self._git("diff", place.base_sha, cwd=place.directory, step="diff")
-
     # -- cleanup --------------------------------------------------------------------------
     async def close(self, work_id: str, *, branch: str | None = None) -> None:
         """Remove the item's worktrees (its own and a review's) and its local branch; what
@@ -380,9 +368,14 @@ class HostWorkstreams:
         for directory in (self.directory(work_id), self.directory(work_id, review=True)):
             await self._remove_worktree(directory)
         if branch and (self.git_dir / "HEAD").exists():
-            await local_git(f"--git-dir={self.git_dir}", "branch", "-D", "--", branch, check=False)
+            # its local branch and the copies open fetched (a ref already gone is no error)
+            refs = [f"refs/heads/{branch}", *_own_refs(branch, work_id).values()]
             await local_git(
-                f"--git-dir={self.git_dir}", "update-ref", "-d", checkpoint_ref(work_id), check=False
+                f"--git-dir={self.git_dir}",
+                "update-ref",
+                "--stdin",
+                stdin="".join(f"delete {ref}\n" for ref in refs).encode(),
+                check=False,
             )
 
     async def _add_worktree(self, directory: Path, *args: str) -> None:
@@ -400,13 +393,13 @@ class HostWorkstreams:
             raise GitFailed("worktree add", f"git worktree add failed: {said(added)}")
 
     async def _remove_worktree(self, directory: Path) -> None:
+        """Unregister and delete it (``worktree remove`` also unregisters one whose folder
+        is already gone; a folder git does not know is deleted all the same)."""
         if (self.git_dir / "HEAD").exists():
             await local_git(
                 f"--git-dir={self.git_dir}", "worktree", "remove", "--force", str(directory), check=False
             )
         _remove_tree(directory)
-        if (self.git_dir / "HEAD").exists():
-            await local_git(f"--git-dir={self.git_dir}", "worktree", "prune", check=False)
 
     def worktree_ages(self) -> dict[str, float]:
         """The work ids this host has worktrees for, each with the seconds since its folder
@@ -462,6 +455,37 @@ def checkpoints_to_sweep(item: WorkItem | None, *, now: datetime, keep_days: int
         return False
     finished = item.finished_at or item.updated_at
     return (now - finished).total_seconds() >= keep_days * DAY_S
+
+
+def _own_refs(branch: str, work_id: str) -> dict[str, str]:
+    """The item's own refs on the repository -> Loom's local copies: its branch, its
+    checkpoints."""
+    return {
+        f"refs/heads/{branch}": f"{REMOTE_BRANCH_REF}{branch}",
+        checkpoint_ref(work_id): f"{REMOTE_CHECKPOINT_REF}{work_id}",
+    }
+
+
+def _item_refs(target: str, branch: str, work_id: str) -> dict[str, str]:
+    """What an item's workstream reads from the repository -> Loom's local copy of it: the
+    target branch first, then the item's own refs."""
+    return {f"refs/heads/{target}": f"{BASE_REF}{target}", **_own_refs(branch, work_id)}
+
+
+def _item_refspecs(refs: dict[str, str]) -> list[str]:
+    """Fetch refspecs for :func:`_item_refs`: the target exactly (it must exist); the item's
+    branch and checkpoints as globs, which match nothing without error (their names carry
+    the item's id, so nothing else matches)."""
+    (target, base), *optional = refs.items()
+    return [f"+{target}:{base}", *(f"+{src}*:{dst}*" for src, dst in optional)]
+
+
+async def _init_bare(git_dir: Path) -> None:
+    """Loom's own bare copy of the repository, made once."""
+    if not _exists(git_dir / "HEAD"):
+        await local_git("init", "--quiet", "--bare", str(git_dir), step="init")
+        # the checkpoints' commits are reached only through refs it fetched; gc must wait
+        await local_git(f"--git-dir={git_dir}", "config", "gc.auto", "0", step="config")
 
 
 def _copy_index(worktree: Path, to: Path) -> bool:
@@ -545,13 +569,8 @@ class RepositoryCache:
         if checkpoint is not None and _SHA.fullmatch(checkpoint) is None:
             raise Invalid("must be a commit's SHA (4 to 40 hex digits)", field="checkpoint", rule="sha")
         try:
-            if not _exists(self.git_dir / "HEAD"):
-                await local_git("init", "--quiet", "--bare", str(self.git_dir), step="init")
-            specs = [
-                f"+refs/heads/{ws.base_ref}:{BASE_REF}{ws.base_ref}",
-                f"+refs/heads/{ws.branch}*:{REMOTE_BRANCH_REF}{ws.branch}*",
-                f"+{checkpoint_ref(work_id)}*:{REMOTE_CHECKPOINT_REF}{work_id}*",
-            ]
+            await _init_bare(self.git_dir)
+            specs = _item_refspecs(_item_refs(ws.base_ref, ws.branch, work_id))
             await self._git("fetch", "--quiet", "--no-tags", "--", self.repository.url, *specs, step="fetch")
             head = checkpoint or ws.head_sha or ws.resume_from
             if head is None:

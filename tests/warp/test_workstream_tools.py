@@ -53,6 +53,12 @@ async def nats(url: str) -> AsyncIterator[NatsClient]:
         await nc.close()
 
 
+async def set_repository(nc: NatsClient, project_id: str, url: str) -> None:
+    await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
+        RepositorySettings(url=url), by="admin"
+    )
+
+
 @pytest.fixture
 def origin(tmp_path: Path) -> Path:
     return make_origin(tmp_path, {"README.md": "hello\n", "old.txt": "old\n"})
@@ -64,9 +70,7 @@ async def test_claim_progress_and_complete_work_in_the_items_worktree(
     checkout = clone(origin, tmp_path / "host1")
     before = tree_state(checkout)
     async with nats(nats_server.url) as nc:
-        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
-            RepositorySettings(url=str(origin)), by="admin"
-        )
+        await set_repository(nc, project_id, str(origin))
         async with agent(nats_server.url, project_id, checkout, A) as client:
             sent = await ok(client, "warp_work_broadcast", {"description": "fix it", "capability": "code"})
             work_id = sent["item"]["id"]
@@ -103,9 +107,7 @@ async def test_a_workstream_that_cannot_be_made_gives_the_claim_back(
 ) -> None:
     checkout = clone(origin, tmp_path / "host1")
     async with nats(nats_server.url) as nc:
-        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
-            RepositorySettings(url=str(tmp_path / "moved-away.git")), by="admin"
-        )
+        await set_repository(nc, project_id, str(tmp_path / "moved-away.git"))
         async with agent(nats_server.url, project_id, checkout, A) as client:
             sent = await ok(client, "warp_work_broadcast", {"description": "d", "capability": "code"})
             res = await client.call_tool("warp_work_claim", {})
@@ -130,9 +132,7 @@ async def test_an_item_that_opts_out_and_a_project_without_repository_claim_as_b
         first = await ok(client, "warp_work_claim")
         assert first["workstream"] is None  # no repository set
         await ok(client, "warp_work_complete", {"work_id": first["item"]["id"]})
-        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
-            RepositorySettings(url=str(origin)), by="admin"
-        )
+        await set_repository(nc, project_id, str(origin))
         queue = work_queue(nc, ProjectNames(project_id))
         from shared.models import WorkSubmission
 
@@ -147,9 +147,7 @@ async def test_leases_foresee_two_branches_changing_the_same_paths(
     """Each item in its own worktree and branch: a lease is still project-wide, given as the
     worktree's paths (absolute or relative), and a refusal names the other item's branch."""
     async with nats(nats_server.url) as nc:
-        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
-            RepositorySettings(url=str(origin)), by="admin"
-        )
+        await set_repository(nc, project_id, str(origin))
         async with (
             agent(nats_server.url, project_id, clone(origin, tmp_path / "host1"), A) as one,
             agent(nats_server.url, project_id, clone(origin, tmp_path / "host2"), B) as two,
@@ -225,9 +223,7 @@ async def test_a_warp_started_again_takes_up_the_worktree_and_still_pushes_befor
 ) -> None:
     checkout = clone(origin, tmp_path / "host1")
     async with nats(nats_server.url) as nc:
-        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
-            RepositorySettings(url=str(origin)), by="admin"
-        )
+        await set_repository(nc, project_id, str(origin))
         async with agent(nats_server.url, project_id, checkout, A) as first:
             await ok(first, "warp_work_broadcast", {"description": "d", "capability": "code"})
             claimed = await ok(first, "warp_work_claim")
@@ -251,9 +247,7 @@ async def test_completing_without_the_worktree_on_this_host_is_refused(
 
     checkout = clone(origin, tmp_path / "host1")
     async with nats(nats_server.url) as nc:
-        await RepositoryStore(nc.jetstream(), ProjectNames(project_id)).put(
-            RepositorySettings(url=str(origin)), by="admin"
-        )
+        await set_repository(nc, project_id, str(origin))
         async with agent(nats_server.url, project_id, checkout, A) as first:
             await ok(first, "warp_work_broadcast", {"description": "d", "capability": "code"})
             claimed = await ok(first, "warp_work_claim")

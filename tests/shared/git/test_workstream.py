@@ -204,6 +204,8 @@ async def test_a_reviewer_gets_its_own_detached_worktree_and_close_removes_both(
     await worker.close("1" * 32, branch=record.branch)
     assert not review.directory.exists() and not place.directory.exists()
     assert worker.worktree_ages() == {}
+    local = run_git(f"--git-dir={worker.git_dir}", "for-each-ref", "--format=%(refname)")
+    assert record.branch not in local and "1" * 32 not in local  # its branch and copies gone
     assert remote_sha(origin, f"refs/heads/{record.branch}") == done.head_sha  # pushed work stays
 
 
