@@ -190,6 +190,8 @@ class WorkStatus(StrEnum):
     WAITING_ON_OPERATOR = "waiting-on-operator"
     IN_REVIEW = "in-review"
     REVIEWING = "reviewing"
+    LANDING = "landing"
+    MERGING = "merging"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -227,6 +229,13 @@ class WorkMove(StrEnum):
     REJECT_LAST = "reject-last"
     ASK = "ask"
     RESUME = "resume"
+    QUEUE_LANDING = "queue-landing"
+    CLAIM_LANDING = "claim-landing"
+    LANDING_LAPSE = "landing-lapse"
+    RELEASE_LANDING = "release-landing"
+    LAND = "land"
+    BOUNCE = "bounce"
+    BOUNCE_LAST = "bounce-last"
 
 
 @dataclass(frozen=True)
@@ -260,6 +269,7 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
             _S.WAITING_ON_OPERATOR,
             _S.IN_REVIEW,
             _S.REVIEWING,
+            _S.LANDING,
         ),
         _S.CANCELLED,
     ),
@@ -277,6 +287,15 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.REJECT_LAST: Transition(_from(_S.REVIEWING), _S.FAILED),
     WorkMove.ASK: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.WAITING_ON_OPERATOR),
     WorkMove.RESUME: Transition(_from(_S.WAITING_ON_OPERATOR), _S.IN_PROGRESS),
+    WorkMove.QUEUE_LANDING: Transition(
+        _from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR, _S.REVIEWING), _S.LANDING
+    ),
+    WorkMove.CLAIM_LANDING: Transition(_from(_S.LANDING), _S.MERGING),
+    WorkMove.LANDING_LAPSE: Transition(_from(_S.MERGING), _S.LANDING),
+    WorkMove.RELEASE_LANDING: Transition(_from(_S.MERGING), _S.LANDING),
+    WorkMove.LAND: Transition(_from(_S.MERGING), _S.COMPLETED),
+    WorkMove.BOUNCE: Transition(_from(_S.MERGING), _S.QUEUED),
+    WorkMove.BOUNCE_LAST: Transition(_from(_S.MERGING), _S.FAILED),
 }
 """The work lifecycle, one row per operation: the truth the rules in shared/work/rules.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
@@ -294,7 +313,15 @@ last round ``failed`` and on into the DLQ. A reviewer gone silent lapses like a 
 (``review-lapse``: back to ``in-review``, redelivered). A worker that asks the operator a
 question about its item (``ask``) holds it ``waiting-on-operator``, where its claim does
 not lapse, until the answer (or the question's deadline) resumes it (``resume``); it may
-still complete or fail it meanwhile. ``failed`` records an
+still complete or fail it meanwhile. Work whose workstream handed in commits is not
+completed by its worker or its reviewer but queued for landing (``queue-landing``:
+``landing``, a task in the landers' queue); a lander claims it (``merging``) and either
+lands it on the target branch (``land``: only now ``completed``, and only now do its
+dependents unblock), sends it back to the workers with the conflict or the gate's output
+(``bounce``; after the project's last allowed failure ``bounce-last``: failed, into the
+DLQ for the operator), or gives it back untouched when the repository cannot be reached
+(``release-landing``); a lander gone silent lapses like a reviewer (``landing-lapse``).
+A ``merging`` item cannot be cancelled: its push may be under way (docs/landing.md). ``failed`` records an
 attempt that went wrong: reported by its agent (``fail``) or a claim that went
 silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
 there the item is requeued, claimed again, expired or dead-lettered. ``progress``
@@ -376,6 +403,41 @@ class Checkpoint(LoomModel):
     attempt: int = Field(ge=0)
     agent_id: str
     files: int = Field(default=0, ge=0, description="Files that differ from the branch's head")
+
+
+LandingOutcome = Literal["landed", "conflict", "gate-failed", "error"]
+MAX_LANDING_ATTEMPTS_KEPT = 20
+MAX_LANDING_DETAIL = 4000
+
+
+class LandingAttempt(LoomModel):
+    """One lander's try at an item: what happened, and what the worker needs to know."""
+
+    at: datetime = Field(default_factory=utcnow)
+    lander: str
+    outcome: LandingOutcome
+    batch: int = Field(default=1, ge=1, description="Items built and gated together")
+    files: list[str] = Field(default_factory=list, description="The files that conflicted")
+    detail: str = Field(
+        default="", max_length=MAX_LANDING_DETAIL, description="Why: git's words or the gate's output tail"
+    )
+    gate_s: float | None = Field(default=None, description="Seconds the gate ran on its last run")
+    sha: str | None = Field(default=None, description="The target's commit that holds it (landed)")
+
+
+class Landing(LoomModel):
+    """An item on its way to the target branch (docs/landing.md)."""
+
+    target: str = Field(description="The branch it lands on")
+    author: str | None = Field(default=None, description="The agent whose work it is")
+    queued_at: datetime = Field(default_factory=utcnow)
+    failures: int = Field(default=0, ge=0, description="Conflicts and gate failures so far")
+    attempts: list[LandingAttempt] = Field(default_factory=list, description="The newest last")
+    pending_sha: str | None = Field(
+        default=None, description="The target commit a lander is pushing with it (crash recovery)"
+    )
+    landed_sha: str | None = None
+    landed_at: datetime | None = None
 
 
 class Workstream(LoomModel):
@@ -517,6 +579,9 @@ class WorkItem(WorkSubmission):
     )
     workstream: Workstream | None = Field(
         default=None, description="Its branch, base, checkpoints and hand-in (docs/workstreams.md)"
+    )
+    landing: Landing | None = Field(
+        default=None, description="Its way to the target branch: queue, attempts, landed commit"
     )
 
     @property

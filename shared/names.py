@@ -64,6 +64,9 @@ class WorkSubjectParts(NamedTuple):
 
 
 NOT_FOR_PREFIX: Final = "not-"
+LAND_CAPABILITY: Final = "land"
+"""The capability of landers (docs/landing.md): items queued for landing wait on its subjects."""
+_PLAIN_KEY = re.compile(r"[-/_=a-zA-Z0-9]+(?:\.[-/_=a-zA-Z0-9]+)*")
 
 
 class AgentAccess(NamedTuple):
@@ -304,6 +307,12 @@ class ProjectNames:
         bucket's last sequence, which also numbers each grant (its fencing token)."""
         return f"loom-{self._p}-leases"
 
+    @property
+    def landing_bucket(self) -> str:
+        """Who is landing on each target branch now (docs/landing.md; key:
+        :func:`landing_key`): one landing at a time, compare-and-set."""
+        return f"loom-{self._p}-landing"
+
     # -- targets and spin-up --------------------------------------------------
     @property
     def targets_bucket(self) -> str:
@@ -453,6 +462,14 @@ def is_user_memory_bucket(bucket: str) -> bool:
     return _USER_MEMORY.fullmatch(bucket) is not None
 
 
+def landing_key(target: str) -> str:
+    """The landing bucket's key for a target branch: the name itself when a KV key may be
+    it, else a digest of it (a branch may hold characters a key may not)."""
+    if _PLAIN_KEY.fullmatch(target):
+        return f"target.{target}"
+    return f"digest.{hashlib.sha256(target.encode()).hexdigest()[:32]}"
+
+
 def user_memory_bucket(user_id: str) -> str:
     """Personal memories follow a user across projects."""
     return f"loom-_user-{validate_user_id(user_id)}-memory"
@@ -567,6 +584,7 @@ def agent_access(
         names.leases_bucket,
         names.usage_bucket,
         names.budgets_bucket,
+        names.landing_bucket,
         *user_buckets,
     ]
     kv_streams = [kv_stream(b) for b in buckets]
@@ -586,6 +604,7 @@ def agent_access(
             names.contexts_bucket,  # the listing of threads and trees agents start
             names.leases_bucket,  # leases agents take, renew and release
             names.usage_bucket,  # the day's usage counters each report adds to
+            names.landing_bucket,  # the landing lock landers take in turn
             *user_buckets,
         )
     ]

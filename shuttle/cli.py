@@ -134,6 +134,7 @@ def _register() -> None:
         context,
         dlq,
         fleet,
+        landing,
         leases,
         projects,
         questions,
@@ -160,6 +161,7 @@ def _register() -> None:
     app.add_typer(leases.app, name="leases")
     app.add_typer(context.app, name="context")
     app.add_typer(repo.app, name="repo")
+    landing.register(app)
     stats.register(app)
     usage.register(app)
     projects.register(app)

@@ -34,6 +34,8 @@ STATUS_STYLES = {
     "open": "magenta",
     "answered": "green",
     "reviewing": "yellow",
+    "landing": "blue",
+    "merging": "yellow",
     "failed": "red",
     "dead-lettered": "red",
     "cancelled": "dim",

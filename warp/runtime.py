@@ -219,6 +219,7 @@ class WarpRuntime:
         """Claims this agent id still holds from a previous run count as its tasks (once)."""
         if self._recovered:
             return
+        from shared.models import WorkStatus
         from shared.work.rules import HOLDING, WorkFilter
 
         page = await svc.work.list_items(WorkFilter(assigned_to=svc.agent_id), limit=1000)
@@ -227,7 +228,8 @@ class WarpRuntime:
                 svc.presence.held.add(item.id)
                 if item.traceparent:
                     svc.presence.held_traces[item.id] = item.traceparent
-                if item.workstream is not None:  # its worktree is checkpointed again
+                if item.workstream is not None and item.status is not WorkStatus.MERGING:
+                    # its worktree is checkpointed again (a lander's items have none here)
                     try:
                         await svc.workstreams.adopt(item)
                     except Exception as exc:

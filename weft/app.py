@@ -30,6 +30,7 @@ from weft.routes import (
     contexts,
     dlq,
     health,
+    landing,
     leases,
     mechanisms,
     questions,
@@ -181,6 +182,7 @@ def create_app(
         a2a,
         usage,
         repository,
+        landing,
     ):
         app.include_router(module.router)
 

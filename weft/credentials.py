@@ -367,6 +367,7 @@ def agent_bucket(names: ProjectNames, config: dict[str, Any], *, replicas: int) 
         names.lineage_bucket,
         names.usage_bucket,
         names.budgets_bucket,
+        names.landing_bucket,
         GLOBAL_REGISTRY_BUCKET,
         PUBLIC_MEMORY_BUCKET,
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, WorkStatus, utcnow
+from shared.names import LAND_CAPABILITY
 from shared.work.policy import BoundaryPolicy
 
 
@@ -31,7 +32,9 @@ class Need:
     @classmethod
     def of(cls, item: WorkItem) -> Need:
         """A worker for a waiting item; a reviewer (anyone with the review capability but
-        the author) for an item handed in for review."""
+        the author) for an item handed in for review; a lander for one queued for landing."""
+        if item.status is WorkStatus.LANDING:
+            return cls(capability=LAND_CAPABILITY, boundary=item.boundary)
         if item.status is WorkStatus.IN_REVIEW and item.review is not None:
             return cls(capability=item.review.capability, boundary=item.boundary, not_for=item.author)
         return cls(

@@ -12,7 +12,7 @@ import re
 import string
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from nats.js.client import JetStreamContext
@@ -29,6 +29,8 @@ from shared.nats.jetstream import delete_unchanged, get_or_none
 from shared.work.policy import config_bucket
 
 REPOSITORY_KEY: Final = "repository"
+MAX_GATE_ARGS: Final = 64
+MAX_GATE_ARG: Final = 1000
 TEMPLATE_FIELDS: Final = ("task_id", "work_id", "short_id", "capability")
 UNIQUE_FIELDS: Final = ("work_id", "short_id")
 DEFAULT_TEMPLATE: Final = "loom/{task_id}-{short_id}"
@@ -153,6 +155,21 @@ class RepositorySettings(LoomModel):
     keep_days: int = Field(
         default=7, ge=0, le=365, description="Days the sweep keeps a final item's worktree"
     )
+    gate: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_GATE_ARGS,
+        description="The landing gate: a command as an argument list (never run through a shell), "
+        'e.g. ["make", "test"]; empty: no gate (docs/landing.md)',
+    )
+    gate_timeout_s: int = Field(default=1800, ge=1, le=86_400, description="A gate run longer fails")
+    land_batch: int = Field(default=4, ge=1, le=64, description="Items a lander builds and gates together")
+    land_mode: Literal["merge", "rebase"] = Field(
+        default="merge", description="merge: a merge commit per item; rebase: its commits replayed"
+    )
+    land_failures: int = Field(
+        default=3, ge=1, le=20, description="Conflicts and gate failures before an item goes to the operator"
+    )
+    delete_landed: bool = Field(default=True, description="Delete a landed item's branch and checkpoints")
 
     @field_validator("url")
     @classmethod
@@ -168,6 +185,19 @@ class RepositorySettings(LoomModel):
     @classmethod
     def _template(cls, v: str) -> str:
         return check_template(check_plain(v, "branch_template"))
+
+    @field_validator("gate")
+    @classmethod
+    def _gate(cls, v: list[str]) -> list[str]:
+        if v and not v[0].strip():
+            raise InvalidRepository("its first argument must name a program", field="gate", rule="program")
+        for arg in v:
+            if len(arg) > MAX_GATE_ARG:
+                raise InvalidRepository(
+                    f"each argument must be at most {MAX_GATE_ARG} characters", field="gate", rule="length"
+                )
+            check_plain(arg, "gate")
+        return v
 
     @field_validator("worktree_root")
     @classmethod

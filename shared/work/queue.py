@@ -45,6 +45,7 @@ from opentelemetry.trace import SpanKind
 
 from shared.models import (
     ControlRequest,
+    LandingAttempt,
     WorkItem,
     WorkMove,
     WorkStatus,
@@ -54,10 +55,9 @@ from shared.models import (
     new_id,
     utcnow,
 )
-from shared.names import validate_capability
+from shared.names import LAND_CAPABILITY
 from shared.nats.jetstream import delete_unchanged, get_or_none, update_unchanged
 from shared.nats.jsapi import JetStreamReplyError, consumer_next
-from shared.paging import Page, decode_cursor, encode_cursor
 from shared.trace.tracing import timed, traceparent_of, with_trace_headers
 from shared.usage.rules import Budget, Usage
 from shared.work.graph import DEAD_ENDS, PlanStep, check_dependencies, dead_end, plan_order
@@ -70,15 +70,14 @@ from shared.work.rules import (
     BudgetReached,
     Change,
     Claimant,
-    DeadLetter,
     Delivery,
     Then,
-    WorkError,
     WorkEvent,
     WorkNotFound,
     WorkRecord,
     abandon,
     admit,
+    bounce,
     bury,
     charge,
     check_error,
@@ -91,13 +90,16 @@ from shared.work.rules import (
     is_due,
     judge,
     keep_alive_subject,
+    land,
     link,
     needs_message,
+    note_pending,
     note_waiting,
     note_workstream,
     rebudget,
     reconcile,
     record_failure,
+    release_landing,
     report,
     requeue,
     reset,
@@ -486,7 +488,10 @@ class WorkQueue(WorkRecords):
 
     def _subject_of(self, item: WorkItem) -> str:
         """The queue subject of the item's next message: its workers' queue, or for an item
-        handed in for review the reviewers' queue, which leaves out the agent that did it."""
+        handed in for review the reviewers' queue, which leaves out the agent that did it;
+        for one queued for landing the landers' queue."""
+        if item.status in (WorkStatus.LANDING, WorkStatus.MERGING):
+            return self.names.work_subject(LAND_CAPABILITY, item.boundary, None, item.priority)
         if item.status in REVIEWABLE and item.review is not None and item.author is not None:
             review = item.review
             return self.names.work_subject(
@@ -624,7 +629,7 @@ class WorkQueue(WorkRecords):
                 return None
             item = change.record.item
             outcome.about(item)
-        if item.status in (WorkStatus.CLAIMED, WorkStatus.REVIEWING):
+        if item.status in (WorkStatus.CLAIMED, WorkStatus.REVIEWING, WorkStatus.MERGING):
             self._trace_wait(before.item, item)
             *earlier, claimed = change.events
             await self._announce(earlier, item)
@@ -788,6 +793,35 @@ class WorkQueue(WorkRecords):
         await self._announce(change.events, item)
         return item
 
+    # -- landing (docs/landing.md) -------------------------------------------------
+    @_traced("work.land.pending")
+    async def note_pending(self, work_id: str, agent_id: str, sha: str) -> WorkItem:
+        """The lander is about to push ``sha``, which holds the item (rule ``note_pending``)."""
+        now = utcnow()
+        current, change = await self._mutate(work_id, lambda r: note_pending(r, agent_id, sha, now))
+        return (change.record or current).item
+
+    @_traced("work.land")
+    async def settle_landing(
+        self, work_id: str, agent_id: str, attempt: LandingAttempt, *, max_failures: int
+    ) -> WorkItem:
+        """Landed (rule ``land``: completed, its dependents told), or back to the workers with
+        why, or after ``max_failures`` into the DLQ (rule ``bounce``)."""
+        now = utcnow()
+        if attempt.outcome == "landed":
+            rule: Callable[[WorkRecord], Change] = lambda r: land(r, agent_id, attempt, now)  # noqa: E731
+        else:
+            rule = lambda r: bounce(r, agent_id, attempt, max_failures, now)  # noqa: E731
+        _, change, revision = await self._mutate_at(work_id, rule)
+        return await self._carry_out(work_id, change, revision)
+
+    @_traced("work.land.release")
+    async def release_landing(self, work_id: str, agent_id: str, why: str) -> WorkItem:
+        """Given back to the landers' queue untouched (rule ``release_landing``)."""
+        now = utcnow()
+        _, change, revision = await self._mutate_at(work_id, lambda r: release_landing(r, agent_id, why, now))
+        return await self._carry_out(work_id, change, revision)
+
     @_traced("work.fail")
     async def fail(self, work_id: str, agent_id: str, error: str, *, retryable: bool = True) -> WorkItem:
         """Record a failed attempt: back to the queue, or to the DLQ when attempts are used up."""
@@ -922,43 +956,6 @@ class WorkQueue(WorkRecords):
         return deleted
 
     # -- dead-letter queue --------------------------------------------------------
-    async def dlq_list(
-        self, *, capability: str | None = None, limit: int = 50, cursor: str | None = None
-    ) -> Page[DeadLetter]:
-        if not 1 <= limit <= 1000:
-            raise WorkError("limit: must be between 1 and 1000", field="limit")
-        await self.ensure()
-        subject = (
-            self.names.dlq_subject(validate_capability(capability)) if capability else self.names.dlq_subjects
-        )
-        state = decode_cursor(cursor)
-        seq = int(state.get("seq", 0)) + 1 if state else 1
-        letters: list[DeadLetter] = []
-        more = False
-        while True:
-            try:
-                raw = await self._js.get_msg(self.names.dlq_stream, seq=seq, subject=subject, next=True)
-            except NotFoundError:
-                break
-            if len(letters) == limit:
-                more = True
-                break
-            assert raw.seq is not None and raw.data is not None
-            item = WorkItem.model_validate_json(raw.data)
-            at = raw.time if isinstance(raw.time, datetime) else utcnow()
-            letters.append(DeadLetter(item=item, dlq_seq=raw.seq, dead_lettered_at=at))
-            seq = raw.seq + 1
-        next_cursor = encode_cursor({"seq": letters[-1].dlq_seq}) if more and letters else None
-        return Page(items=letters, next_cursor=next_cursor)
-
-    async def dlq_get(self, work_id: str) -> DeadLetter:
-        record, _ = await self._load(work_id)
-        if record.item.status != WorkStatus.DEAD_LETTERED or record.dlq_seq is None:
-            raise WorkNotFound(work_id)
-        return DeadLetter(
-            item=record.item, dlq_seq=record.dlq_seq, dead_lettered_at=record.dlq_at or utcnow()
-        )
-
     async def dlq_retry(self, work_id: str) -> WorkItem:
         await self.dlq_get(work_id)
         return await self.retry(work_id)

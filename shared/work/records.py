@@ -10,20 +10,22 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from shared.context.store import ContextStore
 from shared.events import ensure_events_stream, publish_event
-from shared.models import WorkItem
-from shared.names import ProjectNames
+from shared.models import WorkItem, WorkStatus, utcnow
+from shared.names import ProjectNames, validate_capability
 from shared.nats.cas import cas_update
 from shared.nats.jetstream import ensure_kv, ensure_stream, get_or_none, snapshot
-from shared.paging import Page, decode_cursor
+from shared.paging import Page, decode_cursor, encode_cursor
 from shared.settings import DEFAULT_ACK_WAIT_S
 from shared.trace.tracing import TraceLog, ensure_traces_stream
 from shared.usage.ledger import UsageLedger
@@ -33,6 +35,7 @@ from shared.work.rules import (
     DLQ_MAX_AGE_S,
     POLICY_CACHE_S,
     Change,
+    DeadLetter,
     WorkConflict,
     WorkError,
     WorkEvent,
@@ -207,6 +210,44 @@ class WorkRecords:
         return page_items(items, limit=limit, after=after)
 
     # -- events ------------------------------------------------------------------
+    # -- the dead-letter queue, read ------------------------------------------------
+    async def dlq_list(
+        self, *, capability: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[DeadLetter]:
+        if not 1 <= limit <= 1000:
+            raise WorkError("limit: must be between 1 and 1000", field="limit")
+        await self.ensure()
+        subject = (
+            self.names.dlq_subject(validate_capability(capability)) if capability else self.names.dlq_subjects
+        )
+        state = decode_cursor(cursor)
+        seq = int(state.get("seq", 0)) + 1 if state else 1
+        letters: list[DeadLetter] = []
+        more = False
+        while True:
+            try:
+                raw = await self._js.get_msg(self.names.dlq_stream, seq=seq, subject=subject, next=True)
+            except NotFoundError:
+                break
+            if len(letters) == limit:
+                more = True
+                break
+            assert raw.seq is not None and raw.data is not None
+            item = WorkItem.model_validate_json(raw.data)
+            at = raw.time if isinstance(raw.time, datetime) else utcnow()
+            letters.append(DeadLetter(item=item, dlq_seq=raw.seq, dead_lettered_at=at))
+            seq = raw.seq + 1
+        next_cursor = encode_cursor({"seq": letters[-1].dlq_seq}) if more and letters else None
+        return Page(items=letters, next_cursor=next_cursor)
+
+    async def dlq_get(self, work_id: str) -> DeadLetter:
+        record, _ = await self._load(work_id)
+        if record.item.status != WorkStatus.DEAD_LETTERED or record.dlq_seq is None:
+            raise WorkNotFound(work_id)
+        return DeadLetter(
+            item=record.item, dlq_seq=record.dlq_seq, dead_lettered_at=record.dlq_at or utcnow()
+        )
+
     async def _event(self, action: str, item: WorkItem, **extra: Any) -> None:
         """Announce a transition that is already on record, after any still in flight."""
         await self.settle()

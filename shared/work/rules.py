@@ -7,20 +7,17 @@ the next record plus what to acknowledge and announce, each checking its move ag
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
-from pydantic import Field
-
-from shared.base import LoomModel
-from shared.errors import Conflict, Forbidden, LoomError, NotFound
 from shared.models import (
     FINAL_WORK_STATES,
     MAX_CHECKPOINTS_KEPT,
+    MAX_LANDING_ATTEMPTS_KEPT,
     WORK_LIFECYCLE,
     AttemptError,
+    Landing,
+    LandingAttempt,
     Progress,
     ReviewRound,
     WorkItem,
@@ -30,11 +27,10 @@ from shared.models import (
     WorkSubmission,
     move_allowed,
 )
-from shared.names import validate_agent_id, validate_work_id
+from shared.names import validate_work_id
 from shared.paging import Page, encode_cursor
 from shared.usage.rules import (
     Budget,
-    Hold,
     Usage,
     add_usage,
     budget_error,
@@ -43,6 +39,24 @@ from shared.usage.rules import (
     totals_of,
 )
 from shared.work.graph import dead_end
+
+# The rules' vocabulary (errors, the stored record, Change) is shared/work/shapes.py, re-exported here.
+from shared.work.shapes import CLAIM_LAPSED as CLAIM_LAPSED
+from shared.work.shapes import Ack as Ack
+from shared.work.shapes import BudgetReached as BudgetReached
+from shared.work.shapes import Change as Change
+from shared.work.shapes import CheckpointNotFound as CheckpointNotFound
+from shared.work.shapes import Claimant as Claimant
+from shared.work.shapes import DeadLetter as DeadLetter
+from shared.work.shapes import Delivery as Delivery
+from shared.work.shapes import NotClaimant as NotClaimant
+from shared.work.shapes import Then as Then
+from shared.work.shapes import WorkConflict as WorkConflict
+from shared.work.shapes import WorkError as WorkError
+from shared.work.shapes import WorkEvent as WorkEvent
+from shared.work.shapes import WorkFilter as WorkFilter
+from shared.work.shapes import WorkNotFound as WorkNotFound
+from shared.work.shapes import WorkRecord as WorkRecord
 
 POLICY_CACHE_S = 2.0
 CLAIM_LINGER_S = 0.05
@@ -55,160 +69,20 @@ EXPIRABLE = WORK_LIFECYCLE[WorkMove.EXPIRE].sources
 """Not started yet: the statuses an item's deadline can expire it from."""
 REVIEWABLE = WORK_LIFECYCLE[WorkMove.CLAIM_REVIEW].sources
 """Handed in, waiting for a reviewer."""
-WAITING = CLAIMABLE | REVIEWABLE
-"""Waiting for an agent (a worker or a reviewer): what routing looks after."""
-HOLDING = HELD | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources | WORK_LIFECYCLE[WorkMove.RESUME].sources
+LANDABLE = WORK_LIFECYCLE[WorkMove.CLAIM_LANDING].sources
+"""Waiting in the landers' queue."""
+WAITING = CLAIMABLE | REVIEWABLE | LANDABLE
+"""Waiting for an agent (a worker, a reviewer or a lander): what routing looks after."""
+HOLDING = (
+    HELD
+    | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources
+    | WORK_LIFECYCLE[WorkMove.RESUME].sources
+    | WORK_LIFECYCLE[WorkMove.LANDING_LAPSE].sources
+)
 """Held by an agent (working, reviewing, or waiting on the operator): what counts among its tasks."""
 MAX_FEEDBACK = 8000
 DEPENDENTS_AT_ONCE = 32
 """How many dependents of one item are told about it concurrently."""
-
-
-# -- errors ----------------------------------------------------------------------
-
-
-class WorkError(LoomError):
-    """A refused work operation; ``code`` maps to an HTTP status / tool error."""
-
-
-class WorkNotFound(WorkError, NotFound):
-    def __init__(self, work_id: str) -> None:
-        # The id is not repeated: the caller sent it, and it may not be an id at all.
-        super().__init__("no work item with this id in this project", field="work_id")
-        self.work_id = work_id
-
-
-class CheckpointNotFound(WorkError, NotFound):
-    def __init__(self) -> None:
-        super().__init__("not one of this item's checkpoints", field="checkpoint")
-
-
-class WorkConflict(WorkError, Conflict):
-    """The item is not in a state that allows the operation."""
-
-
-class NotClaimant(WorkError, Forbidden):
-    pass
-
-
-class BudgetReached(WorkError, Conflict):
-    """A daily budget is reached: no new claims until the next UTC day or a higher budget."""
-
-    def __init__(self, hold: Hold) -> None:
-        super().__init__(hold.message, field="budget", rule="daily budget reached")
-        self.hold = hold
-
-
-# -- stored shapes -----------------------------------------------------------------
-
-
-class Delivery(LoomModel):
-    ack_subject: str
-    stream_seq: int
-    delivered: int
-
-
-class WorkRecord(LoomModel):
-    """What the KV bucket holds: the public item plus queue bookkeeping."""
-
-    item: WorkItem
-    queue_seq: int | None = None
-    enqueues: int = 0
-    delivery: Delivery | None = None
-    dlq_seq: int | None = None
-    dlq_at: datetime | None = None
-    notes: list[str] = Field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Claimant:
-    """Who is claiming: what the agent is allowed to take."""
-
-    agent_id: str
-    agent_type: str
-    capabilities: tuple[str, ...]
-    boundaries: tuple[str, ...] = ("default",)
-    target_id: str | None = None
-    """The target that started the agent, if one did (its daily budget applies too)."""
-
-    def __post_init__(self) -> None:
-        validate_agent_id(self.agent_id)
-
-
-@dataclass(frozen=True)
-class WorkFilter:
-    status: WorkStatus | None = None
-    capability: str | None = None
-    boundary: str | None = None
-    assigned_to: str | None = None
-
-    def matches(self, item: WorkItem) -> bool:
-        return (
-            (self.status is None or item.status == self.status)
-            and (self.capability is None or item.capability == self.capability)
-            and (self.boundary is None or item.boundary == self.boundary)
-            and (self.assigned_to is None or item.assigned_to == self.assigned_to)
-        )
-
-
-@dataclass
-class DeadLetter:
-    item: WorkItem
-    dlq_seq: int
-    dead_lettered_at: datetime
-
-
-# -- rules ---------------------------------------------------------------------------
-#
-# Pure functions from a record (and an operation's inputs, ``now`` among them) to a
-# ``Change``: the record to store and what the queue must then do, or a refusal
-# (WorkError and its kin). They do no I/O and never change the record they are given:
-# ``_fork`` hands them shallow copies stamped ``updated_at=now``, and fields are
-# replaced, never changed in place (lists are rebuilt). Every status move goes through
-# ``_move``, which checks it against ``shared.models.WORK_LIFECYCLE``. WorkQueue stores
-# the new record compare-and-set, then acks, publishes and cleans up as the Change says.
-# A new status or operation: one row in that table, one rule here.
-
-CLAIM_LAPSED = "claim expired: no progress or completion before the ack deadline"
-
-
-class Ack(StrEnum):
-    """Verbs for the ack subject of a JetStream delivery."""
-
-    DONE = "+ACK"  # finished: remove the message
-    WORKING = "+WPI"  # still at it: extend the ack deadline
-    AGAIN = "-NAK"  # redeliver it now
-    STOP = "+TERM"  # never redeliver it
-
-
-class Then(StrEnum):
-    """A second step the queue takes once the change is stored."""
-
-    REQUEUE = "requeue"  # back to queued (rule ``requeue``), then release the message
-    DEAD_LETTER = "dead-letter"  # publish to the DLQ, then bury the record (rule ``bury``)
-    ENQUEUE = "enqueue"  # publish a fresh queue message for the record
-
-
-@dataclass(frozen=True, slots=True)
-class WorkEvent:
-    """A ``work.<action>`` event to publish: the item plus ``data``."""
-
-    action: str
-    data: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What a rule decided. ``record`` is None when the stored record stays as it is."""
-
-    record: WorkRecord | None = None
-    events: tuple[WorkEvent, ...] = ()
-    ack: Ack | None = None
-    ack_subject: str | None = None  # the delivery ``ack`` is for
-    then: Then | None = None
-    notify: str | None = None  # the agent to send a cancel-work control request
-    drop_queue_seq: int | None = None  # a queue message nobody should get any more
-    drop_dlq_seq: int | None = None  # a dead letter to remove
 
 
 def check_percent(percent: int) -> None:
@@ -323,6 +197,8 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
         return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # superseded by a later enqueue
     if record.item.status in REVIEWABLE | {WorkStatus.REVIEWING}:
         return _take_review(record, agent_id, delivery, now)
+    if record.item.status in LANDABLE | {WorkStatus.MERGING}:
+        return _take_landing(record, agent_id, delivery, now)
     if record.item.status is WorkStatus.WAITING_ON_OPERATOR:
         return _keep_waiting(record, delivery)
     events: tuple[WorkEvent, ...] = ()
@@ -412,9 +288,10 @@ def _keep_waiting(record: WorkRecord, delivery: Delivery) -> Change:
 
 def keep_alive_subject(record: WorkRecord, agent_id: str) -> str | None:
     """The ack subject to send ``+WPI`` on while ``agent_id`` waits on the operator about
-    this item (None when it does not)."""
+    this item, or lands it (a gate may run for many minutes); None when it does not."""
     item = record.item
-    if item.status is not WorkStatus.WAITING_ON_OPERATOR or item.assigned_to != agent_id:
+    kept = (WorkStatus.WAITING_ON_OPERATOR, WorkStatus.MERGING)
+    if item.status not in kept or item.assigned_to != agent_id:
         return None
     return _ack_subject(record)
 
@@ -460,6 +337,13 @@ def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Cha
     review is handed in instead (:func:`hand_in`)."""
     if record.item.review is not None:
         return hand_in(record, agent_id, result, now)
+    if landable(record.item):
+        new, item = _holder_move(record, agent_id, WorkMove.QUEUE_LANDING, "complete", now)
+        item.result = result
+        item.error = None
+        if item.progress is not None:
+            item.progress = Progress(percent=100, note=item.progress.note, at=now)
+        return _into_landing(record, new, item, agent_id, now, ())
     new, item = _holder_move(record, agent_id, WorkMove.COMPLETE, "complete", now)
     item.result = result
     item.error = None
@@ -564,6 +448,8 @@ def judge(
     item = record.item
     last = item.review is None or item.review_round >= item.review.rounds
     move = WorkMove.APPROVE if verdict == "approve" else WorkMove.REJECT_LAST if last else WorkMove.REJECT
+    if move is WorkMove.APPROVE and landable(item):
+        move = WorkMove.QUEUE_LANDING
     new, changed = _holder_move(record, agent_id, move, "review", now)
     said = {
         "reviewer": agent_id,
@@ -577,6 +463,8 @@ def judge(
     new.delivery = None
     done = _ack_subject(record)
     told = {"agent_id": agent_id, "round": item.review_round, "score": score}
+    if move is WorkMove.QUEUE_LANDING:
+        return _into_landing(record, new, changed, item.author, now, (WorkEvent("approved", told),))
     if move is WorkMove.APPROVE:
         changed.assigned_to = item.author
         changed.finished_at = now
@@ -810,6 +698,169 @@ def choose_checkpoint(record: WorkRecord, sha: str, now: datetime) -> Change:
     return Change(new, (WorkEvent("workstream", data),))
 
 
+# -- landing (docs/landing.md) ----------------------------------------------------------
+#
+# Work whose workstream handed in commits completes only once a lander has put them on
+# the target branch: its worker (or its reviewer's approval) queues it for landing, a
+# lander claims it, and lands it, sends it back to the workers, or gives it back.
+
+
+def landable(item: WorkItem) -> bool:
+    """Whether finishing the item means landing it: it has a workstream that handed in
+    commits (an item without code, or with none, completes as before)."""
+    ws = item.workstream
+    return ws is not None and ws.head_sha is not None and ws.commits > 0
+
+
+def _into_landing(
+    record: WorkRecord,
+    new: WorkRecord,
+    item: WorkItem,
+    author: str | None,
+    now: datetime,
+    events: tuple[WorkEvent, ...],
+) -> Change:
+    """The item (already moved to ``landing`` by its holder) joins the landers' queue; its
+    earlier landing attempts stay on it, the failures counted across them."""
+    assert item.workstream is not None
+    before = record.item.landing
+    item.landing = Landing(
+        target=item.workstream.base_ref,
+        author=author,
+        queued_at=now,
+        failures=before.failures if before is not None else 0,
+        attempts=before.attempts if before is not None else [],
+    )
+    item.assigned_to = None
+    new.delivery = None
+    new.queue_seq = None  # the next queue message is the landers'
+    queued = WorkEvent(
+        "landing", {"agent_id": author, "branch": item.workstream.branch, "target": item.landing.target}
+    )
+    return Change(new, (*events, queued), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.ENQUEUE)
+
+
+def _take_landing(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
+    """A landing task's message meets the record: a lander's claim. A redelivery while a
+    lander holds it means that lander went silent: its claim lapses (back to ``landing``;
+    whatever it pushed is found again through ``pending_sha``) and the new claimant gets it."""
+    events: tuple[WorkEvent, ...] = ()
+    lapsed = _move(record, WorkMove.LANDING_LAPSE, now)
+    if lapsed is not None:
+        if record.delivery is None or delivery.delivered <= record.delivery.delivered:
+            return Change()  # the lander's own delivery
+        new, item = lapsed
+        previous = record.item.assigned_to
+        item.assigned_to = None
+        new.delivery = None
+        events = (WorkEvent("redelivered", {"previous_agent": previous, "landing": True}),)
+        record = new
+    moved = _move(record, WorkMove.CLAIM_LANDING, now)
+    if moved is None:
+        return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # cancelled meanwhile
+    new, item = moved
+    item.assigned_to = agent_id
+    item.progress = None
+    item.waiting_reason = None
+    new.delivery = delivery
+    return Change(new, (*events, WorkEvent("landing-claimed", {"agent_id": agent_id})))
+
+
+def _landing_of(item: WorkItem) -> Landing:
+    if item.landing is None:  # every item in landing or merging has one (_into_landing)
+        raise WorkConflict(f"work_id: {item.id} was never queued for landing", field="work_id")
+    return item.landing
+
+
+def _attempted(landing: Landing, attempt: LandingAttempt, **update: Any) -> Landing:
+    kept = [*landing.attempts, attempt][-MAX_LANDING_ATTEMPTS_KEPT:]
+    return landing.model_copy(update={"attempts": kept, **update})
+
+
+def note_pending(record: WorkRecord, agent_id: str, sha: str, now: datetime) -> Change:
+    """The lander holding the item is about to push ``sha``, which holds it: recorded
+    first, so a lander that takes the item over after a crash sees whether it landed."""
+    item = record.item
+    if item.status is not WorkStatus.MERGING or item.assigned_to != agent_id:
+        raise NotClaimant(f"work_id: {item.id} is not being landed by this agent", field="work_id")
+    new, changed = _fork(record, now)
+    changed.landing = _landing_of(item).model_copy(update={"pending_sha": sha})
+    return Change(new)
+
+
+def land(record: WorkRecord, agent_id: str, attempt: LandingAttempt, now: datetime) -> Change:
+    """The item's commits are on the target branch (``attempt.sha`` holds them): completed,
+    the lander's message acknowledged; its dependents unblock now (the queue tells them)."""
+    if attempt.outcome != "landed" or attempt.sha is None:
+        raise WorkError("outcome: a landing is recorded with the commit that holds it", field="outcome")
+    new, item = _holder_move(record, agent_id, WorkMove.LAND, "land", now)
+    landing = _landing_of(record.item)
+    item.landing = _attempted(landing, attempt, landed_sha=attempt.sha, landed_at=now, pending_sha=None)
+    item.assigned_to = landing.author
+    item.finished_at = now
+    item.error = None
+    new.delivery = None
+    events = (
+        WorkEvent("landed", {"agent_id": agent_id, "sha": attempt.sha, "target": landing.target}),
+        WorkEvent("completed", {"agent_id": landing.author}),
+    )
+    return Change(new, events, ack=Ack.DONE, ack_subject=_ack_subject(record))
+
+
+def bounce(
+    record: WorkRecord, agent_id: str, attempt: LandingAttempt, max_failures: int, now: datetime
+) -> Change:
+    """The item conflicts with the target or fails the gate on its own: back to the
+    workers on its own branch (the conflict or the gate's output on the item), or, after
+    ``max_failures`` such attempts, failed for good into the DLQ for the operator (who is
+    told instead of the fleet looping)."""
+    if attempt.outcome not in ("conflict", "gate-failed"):
+        raise WorkError("outcome: an item goes back for a conflict or a failed gate", field="outcome")
+    item = record.item
+    landing = _landing_of(item)
+    failures = landing.failures + 1
+    last = failures >= max_failures
+    move = WorkMove.BOUNCE_LAST if last else WorkMove.BOUNCE
+    new, changed = _holder_move(record, agent_id, move, "land", now)
+    changed.landing = _attempted(landing, attempt, failures=failures, pending_sha=None)
+    what = (
+        f"conflicts with {landing.target} in {', '.join(attempt.files) or 'its changes'}"
+        if attempt.outcome == "conflict"
+        else f"fails the gate on {landing.target}"
+    )
+    error = f"landing failed ({failures} of {max_failures}): {what}"
+    changed.error = error
+    changed.errors = [
+        *item.errors,
+        AttemptError(attempt=item.attempts, agent_id=landing.author, error=error, at=now),
+    ]
+    changed.assigned_to = None
+    new.delivery = None
+    said = WorkEvent(
+        "landing-failed",
+        {"agent_id": agent_id, "outcome": attempt.outcome, "files": attempt.files, "final": last},
+    )
+    if last:
+        return Change(new, (said,), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.DEAD_LETTER)
+    new.queue_seq = None  # the next queue message is the workers' again
+    queued = WorkEvent("queued", {"retry": True})
+    return Change(new, (said, queued), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.ENQUEUE)
+
+
+def release_landing(record: WorkRecord, agent_id: str, why: str, now: datetime) -> Change:
+    """The lander cannot land the item now for a reason that is not the item's (the
+    repository unreachable, the target rewritten under it, another landing in the way):
+    back to ``landing``, its message redelivered, no failure counted."""
+    check_error(why)
+    new, item = _holder_move(record, agent_id, WorkMove.RELEASE_LANDING, "release", now)
+    attempt = LandingAttempt(lander=agent_id, outcome="error", detail=why[-4000:], at=now)
+    item.landing = _attempted(_landing_of(record.item), attempt, pending_sha=None)
+    item.assigned_to = None
+    new.delivery = None
+    event = WorkEvent("landing-released", {"agent_id": agent_id, "why": why})
+    return Change(new, (event,), ack=Ack.AGAIN, ack_subject=_ack_subject(record))
+
+
 # -- dependencies --------------------------------------------------------------------
 #
 # A blocked item waits for every item it ``depends_on``; ``blocked_on`` lists those that
@@ -919,9 +970,11 @@ def revive(record: WorkRecord, dependency_id: str, now: datetime) -> Change:
 
 
 def needs_message(record: WorkRecord) -> bool:
-    """Waiting in a queue (for a worker or a reviewer), but its queue message was never
-    stored (the process that queued it stopped between the two steps): a sweep publishes it."""
-    return record.item.status in (WorkStatus.QUEUED, WorkStatus.IN_REVIEW) and record.queue_seq is None
+    """Waiting in a queue (for a worker, a reviewer or a lander), but its queue message was
+    never stored (the process that queued it stopped between the two steps): a sweep
+    publishes it."""
+    waiting = (WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING)
+    return record.item.status in waiting and record.queue_seq is None
 
 
 def page_items(items: Iterable[WorkItem], *, limit: int, after: dict[str, Any] | None) -> Page[WorkItem]:

@@ -18,7 +18,11 @@ def _show(body: dict[str, Any]) -> None:
     pairs = [
         (k, repo.get(k)) for k in ("url", "target_branch", "branch_template", "worktree_root", "enabled")
     ]
-    pairs += [("keep_days", repo.get("keep_days")), ("revision", repo.get("revision"))]
+    pairs += [("keep_days", repo.get("keep_days"))]
+    gate = repo.get("gate") or []
+    pairs += [("gate", " ".join(gate) if gate else "none"), ("gate_timeout_s", repo.get("gate_timeout_s"))]
+    pairs += [(k, repo.get(k)) for k in ("land_batch", "land_mode", "land_failures", "delete_landed")]
+    pairs += [("revision", repo.get("revision"))]
     reach = body.get("reach")
     if reach is not None:
         said = "answers" if reach.get("reachable") else "does not answer"
@@ -57,6 +61,27 @@ def set_cmd(
     ] = None,
     disabled: Annotated[bool, typer.Option("--disabled", help="Store it with workstreams off.")] = False,
     keep_days: Annotated[int | None, typer.Option("--keep-days", min=0, max=365)] = None,
+    gate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gate",
+            help="The landing gate, one argument per --gate (never a shell): --gate make --gate test.",
+        ),
+    ] = None,
+    gate_timeout: Annotated[
+        int | None, typer.Option("--gate-timeout", min=1, max=86_400, help="Seconds.")
+    ] = None,
+    batch: Annotated[
+        int | None, typer.Option("--batch", min=1, max=64, help="Items landed together.")
+    ] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="merge or rebase.")] = None,
+    land_failures: Annotated[
+        int | None,
+        typer.Option("--land-failures", min=1, max=20, help="Failed landings before the operator."),
+    ] = None,
+    keep_landed: Annotated[
+        bool, typer.Option("--keep-landed-branches", help="Keep a landed item's branch and checkpoints.")
+    ] = False,
     revision: Annotated[
         int | None, typer.Option("--revision", min=0, help="Only if still at this revision (0: none set).")
     ] = None,
@@ -65,11 +90,19 @@ def set_cmd(
 ) -> None:
     """Set the repository (admin): each item then works on its own branch and worktree."""
     o = out(ctx, json_out, quiet)
+    if mode is not None and mode not in ("merge", "rebase"):
+        raise typer.BadParameter("must be merge or rebase", param_hint="--mode")
     body: dict[str, Any] = {"url": url, "target_branch": target, "enabled": not disabled}
+    body["delete_landed"] = not keep_landed
     for key, value in (
         ("branch_template", template),
         ("worktree_root", worktree_root),
         ("keep_days", keep_days),
+        ("gate", gate),
+        ("gate_timeout_s", gate_timeout),
+        ("land_batch", batch),
+        ("land_mode", mode),
+        ("land_failures", land_failures),
     ):
         if value is not None:
             body[key] = value

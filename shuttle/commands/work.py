@@ -24,6 +24,8 @@ STATUSES = [
     "waiting-on-operator",
     "in-review",
     "reviewing",
+    "landing",
+    "merging",
     "completed",
     "failed",
     "cancelled",

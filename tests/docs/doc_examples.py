@@ -140,6 +140,10 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         "a diagram, not code"
     ),
     ("docs/architecture.md", "default:                      # applies to boundaries withou"): run("policy"),
+    ("docs/landing.md", "in-progress ──complete──┐"): Skip("a diagram, not code"),
+    ("docs/landing.md", "LOOM_PROJECT_ID=myapp NATS_URL=nats://127.0.0.1:4222 loom-la"): Skip(
+        "a lander runs until stopped, against a running fabric; tests/warp/test_lander.py runs landers"
+    ),
     # docs/deploy.md
     ("docs/deploy.md", "docker build -f deploy/docker/weft.Dockerfile  -t registry.e"): Skip(DOCKER),
     ("docs/deploy.md", "FROM registry.example.com/loom/agent:0.1.0"): Skip(

@@ -42,6 +42,9 @@ ALLOWED: dict[str, str] = {
     "shared/legacy.py::apply_environment": "the same, translated for the settings to read",
     # the edges: entry points and the app factory
     "warp/cli.py::main": CLI,
+    "warp/lander.py::main": CLI + " (loom-lander)",
+    "shared/git/landing.py::HostLanding.gate": "the gate runs with the lander's environment, "
+    "credentials removed (gate_env)",
     "warp/cli.py::_memory_tools": "warp --with-memory: Pattern's PATTERN_* variables, at Warp's start-up",
     "pattern/cli.py::main": CLI,
     "weft/cli.py::_settings": CLI + " (weft serve)",

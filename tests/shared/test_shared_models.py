@@ -206,6 +206,16 @@ EXPECTED_MOVES = {
     (S.WAITING_ON_OPERATOR, S.FAILED),
     (S.WAITING_ON_OPERATOR, S.IN_REVIEW),
     (S.WAITING_ON_OPERATOR, S.CANCELLED),
+    (S.CLAIMED, S.LANDING),  # completed with code handed in: queued for landing
+    (S.IN_PROGRESS, S.LANDING),
+    (S.WAITING_ON_OPERATOR, S.LANDING),
+    (S.REVIEWING, S.LANDING),  # approved, with code
+    (S.LANDING, S.MERGING),  # a lander claimed it
+    (S.LANDING, S.CANCELLED),
+    (S.MERGING, S.LANDING),  # the lander went silent or gave it back
+    (S.MERGING, S.COMPLETED),  # landed
+    (S.MERGING, S.QUEUED),  # a conflict or a failed gate: back to the workers
+    (S.MERGING, S.FAILED),  # the last allowed landing failure: on to the DLQ
 }
 
 

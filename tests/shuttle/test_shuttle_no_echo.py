@@ -59,6 +59,7 @@ ACCEPTED = {
     ("answer", "answer"),  # free text (refused here only because the question does not exist)
     ("repo", "set", "--target"),  # a valid branch name for git, stored as given
     ("repo", "set", "--worktree-root"),  # a relative path, stored as given
+    ("repo", "set", "--gate"),  # any text is a valid argument of the gate command
 }
 
 

@@ -70,6 +70,7 @@ FREE_TEXT = {
     ("GET", "/api/leases", "query", "path"),  # any relative path is a valid one to ask about
     ("PUT", "/api/repository", "body", "target_branch"),  # a valid branch name for git
     ("PUT", "/api/repository", "body", "worktree_root"),  # a valid relative folder
+    ("PUT", "/api/repository", "body", "gate"),  # any text is a valid argument of a command
 }
 
 

@@ -53,6 +53,8 @@ STATE_OF: Final[dict[WorkStatus, TaskState]] = {
     WorkStatus.IN_PROGRESS: TaskState.TASK_STATE_WORKING,
     WorkStatus.IN_REVIEW: TaskState.TASK_STATE_WORKING,  # handed in, waiting for a reviewer
     WorkStatus.REVIEWING: TaskState.TASK_STATE_WORKING,
+    WorkStatus.LANDING: TaskState.TASK_STATE_WORKING,  # approved, waiting for a lander
+    WorkStatus.MERGING: TaskState.TASK_STATE_WORKING,  # a lander builds, gates and pushes it
     WorkStatus.WAITING_ON_OPERATOR: TaskState.TASK_STATE_INPUT_REQUIRED,  # a message answers it
     WorkStatus.COMPLETED: TaskState.TASK_STATE_COMPLETED,
     WorkStatus.FAILED: TaskState.TASK_STATE_WORKING,  # an attempt failed; see state_of

@@ -29,6 +29,7 @@ from nats.js import JetStreamContext
 
 from shared.agents.registry import Registry
 from shared.context.store import ContextStore
+from shared.git.landlock import LandingLocks
 from shared.git.repository import RepositoryStore
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
@@ -107,6 +108,8 @@ class ProjectContext:
         self.targets = TargetStore(nc, js, names)
         self.repository = RepositoryStore(js, names)
         """The project's repository settings (docs/workstreams.md)."""
+        self.landing_locks = LandingLocks(js, names)
+        """Who lands on the target branch now (docs/landing.md)."""
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)

@@ -67,6 +67,14 @@ class WorkIndex:
         items.sort(key=lambda i: (-i.priority, i.created_at))
         return items
 
+    async def landing(self) -> list[WorkItem]:
+        """The landing queue: items being landed, then those waiting for a lander in the
+        order landers take them (highest priority, then longest queued for landing)."""
+        await self.mirror.sync()
+        items = [i for i in self.mirror.values() if i.status in (WorkStatus.MERGING, WorkStatus.LANDING)]
+        items.sort(key=lambda i: (i.status is not WorkStatus.MERGING, -i.priority, _queued_at(i)))
+        return items
+
     def has_expired(self, now: datetime | None = None) -> bool:
         moment = now or utcnow()
         return any(
@@ -81,3 +89,7 @@ class WorkIndex:
 
     def by_id(self) -> dict[str, WorkItem]:
         return dict(self.mirror.items())
+
+
+def _queued_at(item: WorkItem) -> datetime:
+    return item.landing.queued_at if item.landing is not None else item.updated_at

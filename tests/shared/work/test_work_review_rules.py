@@ -126,7 +126,7 @@ def test_review_is_validated_naming_the_field(
 
 def test_the_new_status_groups() -> None:
     assert S.IN_REVIEW in WAITING and S.REVIEWING not in WAITING
-    assert {S.CLAIMED, S.IN_PROGRESS, S.REVIEWING, S.WAITING_ON_OPERATOR} == HOLDING
+    assert {S.CLAIMED, S.IN_PROGRESS, S.REVIEWING, S.WAITING_ON_OPERATOR, S.MERGING} == HOLDING
 
 
 # -- hand-in ------------------------------------------------------------------------------

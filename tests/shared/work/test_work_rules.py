@@ -179,8 +179,10 @@ def test_each_rule_moves_exactly_as_its_table_row_says(
         assert run(rule, given).record is None
 
 
-# reviews and waiting on the operator: their own tests
-@pytest.mark.parametrize("status", statuses_except(*REVIEWABLE, S.REVIEWING, S.WAITING_ON_OPERATOR))
+# reviews, landing and waiting on the operator: their own tests
+@pytest.mark.parametrize(
+    "status", statuses_except(*REVIEWABLE, S.REVIEWING, S.LANDING, S.MERGING, S.WAITING_ON_OPERATOR)
+)
 def test_take_claims_exactly_from_the_claim_row(status: WorkStatus) -> None:
     given = record(status)
     if status in HELD:  # a redelivery of a held claim: it lapses first, then is claimed

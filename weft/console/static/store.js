@@ -2,7 +2,7 @@
 // Changes mark the store dirty; the page redraws once per animation frame, however many
 // events arrived in it.
 
-export const HOLDING = new Set(["claimed", "in-progress", "waiting-on-operator", "reviewing"]);
+export const HOLDING = new Set(["claimed", "in-progress", "waiting-on-operator", "reviewing", "merging"]);
 export const FINAL = new Set(["completed", "cancelled", "expired", "dead-lettered"]);
 const HOUR_MS = 3600 * 1000;
 

@@ -5,7 +5,7 @@
 import { FINAL } from "../store.js";
 import { Pager, confirmButton, fillOptions, h, keepFocus, replace, select, short, statusText, table, tags, time, when } from "../dom.js";
 
-const STATUSES = ["submitted", "blocked", "queued", "claimed", "in-progress", "waiting-on-operator", "in-review", "reviewing", "completed", "failed", "cancelled", "expired", "dead-lettered"];
+const STATUSES = ["submitted", "blocked", "queued", "claimed", "in-progress", "waiting-on-operator", "in-review", "reviewing", "landing", "merging", "completed", "failed", "cancelled", "expired", "dead-lettered"];
 const state = { status: "", capability: "", boundary: "", priority: "", search: "" };
 
 export function workView(ctx) {

@@ -1,0 +1,165 @@
+"""The vocabulary of the work rules (shared/work/rules.py): their errors, the stored record
+and what a rule decides (:class:`Change`). Imported through :mod:`shared.work.rules`, which
+re-exports every name here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from shared.base import LoomModel
+from shared.errors import Conflict, Forbidden, LoomError, NotFound
+from shared.models import WorkItem, WorkStatus
+from shared.names import validate_agent_id
+from shared.usage.rules import Hold
+
+# -- errors ----------------------------------------------------------------------
+
+
+class WorkError(LoomError):
+    """A refused work operation; ``code`` maps to an HTTP status / tool error."""
+
+
+class WorkNotFound(WorkError, NotFound):
+    def __init__(self, work_id: str) -> None:
+        # The id is not repeated: the caller sent it, and it may not be an id at all.
+        super().__init__("no work item with this id in this project", field="work_id")
+        self.work_id = work_id
+
+
+class CheckpointNotFound(WorkError, NotFound):
+    def __init__(self) -> None:
+        super().__init__("not one of this item's checkpoints", field="checkpoint")
+
+
+class WorkConflict(WorkError, Conflict):
+    """The item is not in a state that allows the operation."""
+
+
+class NotClaimant(WorkError, Forbidden):
+    pass
+
+
+class BudgetReached(WorkError, Conflict):
+    """A daily budget is reached: no new claims until the next UTC day or a higher budget."""
+
+    def __init__(self, hold: Hold) -> None:
+        super().__init__(hold.message, field="budget", rule="daily budget reached")
+        self.hold = hold
+
+
+# -- stored shapes -----------------------------------------------------------------
+
+
+class Delivery(LoomModel):
+    ack_subject: str
+    stream_seq: int
+    delivered: int
+
+
+class WorkRecord(LoomModel):
+    """What the KV bucket holds: the public item plus queue bookkeeping."""
+
+    item: WorkItem
+    queue_seq: int | None = None
+    enqueues: int = 0
+    delivery: Delivery | None = None
+    dlq_seq: int | None = None
+    dlq_at: datetime | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """Who is claiming: what the agent is allowed to take."""
+
+    agent_id: str
+    agent_type: str
+    capabilities: tuple[str, ...]
+    boundaries: tuple[str, ...] = ("default",)
+    target_id: str | None = None
+    """The target that started the agent, if one did (its daily budget applies too)."""
+
+    def __post_init__(self) -> None:
+        validate_agent_id(self.agent_id)
+
+
+@dataclass(frozen=True)
+class WorkFilter:
+    status: WorkStatus | None = None
+    capability: str | None = None
+    boundary: str | None = None
+    assigned_to: str | None = None
+
+    def matches(self, item: WorkItem) -> bool:
+        return (
+            (self.status is None or item.status == self.status)
+            and (self.capability is None or item.capability == self.capability)
+            and (self.boundary is None or item.boundary == self.boundary)
+            and (self.assigned_to is None or item.assigned_to == self.assigned_to)
+        )
+
+
+@dataclass
+class DeadLetter:
+    item: WorkItem
+    dlq_seq: int
+    dead_lettered_at: datetime
+
+
+# -- rules ---------------------------------------------------------------------------
+#
+# Pure functions from a record (and an operation's inputs, ``now`` among them) to a
+# ``Change``: the record to store and what the queue must then do, or a refusal
+# (WorkError and its kin). They do no I/O and never change the record they are given:
+# ``_fork`` hands them shallow copies stamped ``updated_at=now``, and fields are
+# replaced, never changed in place (lists are rebuilt). Every status move goes through
+# ``_move``, which checks it against ``shared.models.WORK_LIFECYCLE``. WorkQueue stores
+# the new record compare-and-set, then acks, publishes and cleans up as the Change says.
+# A new status or operation: one row in that table, one rule here.
+
+CLAIM_LAPSED = "claim expired: no progress or completion before the ack deadline"
+
+
+class Ack(StrEnum):
+    """Verbs for the ack subject of a JetStream delivery."""
+
+    DONE = "+ACK"  # finished: remove the message
+    WORKING = "+WPI"  # still at it: extend the ack deadline
+    AGAIN = "-NAK"  # redeliver it now
+    STOP = "+TERM"  # never redeliver it
+
+
+class Then(StrEnum):
+    """A second step the queue takes once the change is stored."""
+
+    REQUEUE = "requeue"  # back to queued (rule ``requeue``), then release the message
+    DEAD_LETTER = "dead-letter"  # publish to the DLQ, then bury the record (rule ``bury``)
+    ENQUEUE = "enqueue"  # publish a fresh queue message for the record
+
+
+@dataclass(frozen=True, slots=True)
+class WorkEvent:
+    """A ``work.<action>`` event to publish: the item plus ``data``."""
+
+    action: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a rule decided. ``record`` is None when the stored record stays as it is."""
+
+    record: WorkRecord | None = None
+    events: tuple[WorkEvent, ...] = ()
+    ack: Ack | None = None
+    ack_subject: str | None = None  # the delivery ``ack`` is for
+    then: Then | None = None
+    notify: str | None = None  # the agent to send a cancel-work control request
+    drop_queue_seq: int | None = None  # a queue message nobody should get any more
+    drop_dlq_seq: int | None = None  # a dead letter to remove

@@ -1,0 +1,184 @@
+"""The landing rules of shared/work/rules.py without NATS or git: work whose workstream
+handed in commits is queued for landing instead of completed (by its worker or its
+reviewer's approval), a lander claims it, lands it, sends it back or gives it back, and a
+silent lander's claim lapses."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from shared.models import Landing, LandingAttempt, ReviewRound, ReviewSpec, WorkItem, WorkStatus, Workstream
+from shared.work.rules import (
+    Ack,
+    Delivery,
+    NotClaimant,
+    Then,
+    WorkConflict,
+    WorkError,
+    WorkRecord,
+    bounce,
+    finish,
+    judge,
+    land,
+    landable,
+    note_pending,
+    release_landing,
+    stop,
+    take,
+)
+
+S = WorkStatus
+WORKER = "a" * 32
+REVIEWER = "b" * 32
+LANDER = "d" * 32
+OTHER = "e" * 32
+NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+HANDED = Workstream(branch="loom/t", base_ref="main", base_sha="1" * 40, head_sha="2" * 40, commits=2)
+DELIVERY = Delivery(ack_subject="$JS.ACK.x", stream_seq=7, delivered=1)
+
+
+def record(status: WorkStatus, *, assigned: str | None = WORKER, **fields: Any) -> WorkRecord:
+    item = WorkItem(
+        id="c" * 32,
+        project_id="p",
+        task_id="t",
+        description="d",
+        capability="code",
+        status=status,
+        assigned_to=assigned,
+        attempts=1,
+        **fields,
+    )
+    return WorkRecord(item=item, delivery=DELIVERY, queue_seq=7)
+
+
+def merging(**landing: Any) -> WorkRecord:
+    return record(
+        S.MERGING,
+        assigned=LANDER,
+        workstream=HANDED,
+        landing=Landing(target="main", author=WORKER, **landing),
+    )
+
+
+def attempt(outcome: str, **fields: Any) -> LandingAttempt:
+    return LandingAttempt.model_validate({"lander": LANDER, "outcome": outcome, **fields})
+
+
+def test_only_a_workstream_that_handed_in_commits_is_landed() -> None:
+    assert landable(record(S.IN_PROGRESS, workstream=HANDED).item)
+    assert not landable(record(S.IN_PROGRESS).item)
+    assert not landable(record(S.IN_PROGRESS, workstream=HANDED.model_copy(update={"commits": 0})).item)
+    assert not landable(record(S.IN_PROGRESS, workstream=HANDED.model_copy(update={"head_sha": None})).item)
+
+
+def test_finishing_work_with_code_queues_it_for_landing_not_completed() -> None:
+    change = finish(record(S.IN_PROGRESS, workstream=HANDED), WORKER, {"ok": 1}, NOW)
+    assert change.record is not None
+    item = change.record.item
+    assert (item.status, item.assigned_to, item.result, item.finished_at) == (
+        S.LANDING,
+        None,
+        {"ok": 1},
+        None,
+    )
+    assert item.landing is not None and (item.landing.target, item.landing.author) == ("main", WORKER)
+    assert (change.ack, change.then, change.record.queue_seq) == (Ack.DONE, Then.ENQUEUE, None)
+    assert [e.action for e in change.events] == ["landing"]
+
+    plain = finish(record(S.IN_PROGRESS), WORKER, None, NOW)
+    assert plain.record is not None and plain.record.item.status is S.COMPLETED
+
+
+def test_an_approval_of_work_with_code_queues_it_for_landing_in_the_authors_name() -> None:
+    rounds = [ReviewRound(round=1, author=WORKER, reviewer=REVIEWER)]
+    reviewing = record(
+        S.REVIEWING,
+        assigned=REVIEWER,
+        workstream=HANDED,
+        review=ReviewSpec(capability="review"),
+        reviews=rounds,
+        review_round=1,
+    )
+    change = judge(reviewing, REVIEWER, "approve", "good", None, NOW)
+    assert change.record is not None and change.record.item.status is S.LANDING
+    assert change.record.item.landing is not None and change.record.item.landing.author == WORKER
+    assert [e.action for e in change.events] == ["approved", "landing"]
+
+
+def test_a_lander_claims_it_and_a_silent_landers_claim_lapses_to_the_next() -> None:
+    queued = record(
+        S.LANDING, assigned=None, workstream=HANDED, landing=Landing(target="main", author=WORKER)
+    )
+    queued = queued.model_copy(update={"delivery": None})
+    claimed = take(queued, LANDER, DELIVERY, NOW)
+    assert claimed.record is not None
+    assert (claimed.record.item.status, claimed.record.item.assigned_to) == (S.MERGING, LANDER)
+    assert [e.action for e in claimed.events] == ["landing-claimed"]
+
+    assert take(claimed.record, LANDER, DELIVERY, NOW).record is None  # its own delivery
+    again = take(claimed.record, OTHER, DELIVERY.model_copy(update={"delivered": 2}), NOW)
+    assert again.record is not None and again.record.item.assigned_to == OTHER
+    assert [e.action for e in again.events] == ["redelivered", "landing-claimed"]
+
+
+def test_landing_completes_it_for_its_author_and_records_the_commit() -> None:
+    change = land(merging(pending_sha="9" * 40), LANDER, attempt("landed", sha="9" * 40), NOW)
+    assert change.record is not None
+    item = change.record.item
+    assert (item.status, item.assigned_to, item.finished_at) == (S.COMPLETED, WORKER, NOW)
+    assert item.landing is not None and (item.landing.landed_sha, item.landing.pending_sha) == (
+        "9" * 40,
+        None,
+    )
+    assert [e.action for e in change.events] == ["landed", "completed"] and change.ack is Ack.DONE
+    with pytest.raises(WorkError, match="outcome"):
+        land(merging(), LANDER, attempt("conflict"), NOW)
+    with pytest.raises(NotClaimant):
+        land(merging(), OTHER, attempt("landed", sha="9" * 40), NOW)
+
+
+def test_a_conflict_goes_back_to_the_workers_and_the_last_allowed_to_the_dlq() -> None:
+    back = bounce(merging(), LANDER, attempt("conflict", files=["a.py"]), 3, NOW)
+    assert back.record is not None
+    item = back.record.item
+    assert (item.status, item.assigned_to, back.then) == (S.QUEUED, None, Then.ENQUEUE)
+    assert item.landing is not None and item.landing.failures == 1
+    assert item.error == "landing failed (1 of 3): conflicts with main in a.py"
+    assert item.errors[-1].agent_id == WORKER
+    assert [e.action for e in back.events] == ["landing-failed", "queued"]
+
+    last = bounce(merging(failures=2), LANDER, attempt("gate-failed", detail="boom"), 3, NOW)
+    assert last.record is not None and last.record.item.status is S.FAILED and last.then is Then.DEAD_LETTER
+    assert last.record.item.error == "landing failed (3 of 3): fails the gate on main"
+    with pytest.raises(WorkError, match="outcome"):
+        bounce(merging(), LANDER, attempt("landed", sha="1" * 40), 3, NOW)
+
+
+def test_a_lander_gives_an_item_back_untouched_without_counting_a_failure() -> None:
+    change = release_landing(merging(failures=1), LANDER, "the repository cannot be reached", NOW)
+    assert change.record is not None
+    item = change.record.item
+    assert (item.status, item.assigned_to, change.ack) == (S.LANDING, None, Ack.AGAIN)
+    assert item.landing is not None and item.landing.failures == 1
+    assert item.landing.attempts[-1].outcome == "error"
+    with pytest.raises(WorkError, match="error"):
+        release_landing(merging(), LANDER, " ", NOW)
+
+
+def test_only_the_holding_lander_notes_the_commit_it_pushes() -> None:
+    change = note_pending(merging(), LANDER, "8" * 40, NOW)
+    assert change.record is not None and change.record.item.landing is not None
+    assert change.record.item.landing.pending_sha == "8" * 40
+    with pytest.raises(NotClaimant):
+        note_pending(merging(), OTHER, "8" * 40, NOW)
+
+
+def test_waiting_for_landing_can_be_cancelled_but_a_landing_under_way_cannot() -> None:
+    queued = record(S.LANDING, assigned=None, workstream=HANDED, landing=Landing(target="main"))
+    assert stop(queued, "no", "operator", NOW).record is not None
+    with pytest.raises(WorkConflict, match="can no longer be cancelled"):
+        stop(merging(), "no", "operator", NOW)

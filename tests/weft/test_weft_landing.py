@@ -1,0 +1,70 @@
+"""The landing queue over Weft's REST API (docs/landing.md): items queued for landing in
+the order landers take them, who lands now, a repository that is not set, and isolation
+by project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from weft_helpers import claimant, register
+
+from shared.git.landlock import LandingLocks
+from shared.models import Workstream
+from shared.names import ProjectNames
+from testsupport.git import make_origin
+from testsupport.work import work_queue
+
+
+async def test_the_landing_queue_lists_items_in_landing_order_and_who_lands(
+    weft: Any, api: Any, nc: NatsClient, project_id: str, tmp_path: Path
+) -> None:
+    none = await api.get("/api/landing")
+    assert none.status_code == 404 and none.json()["details"]["field"] == "repository"
+    assert (await api.put("/api/repository", json={"url": str(make_origin(tmp_path))})).status_code == 200
+    assert (await api.get("/api/landing")).json() == {
+        "project_id": project_id,
+        "target": "main",
+        "lock": None,
+        "queue": [],
+    }
+
+    agent = await register(nc, project_id)
+    queue = work_queue(nc, ProjectNames(project_id))
+    ids = []
+    for task, priority in (("low", 3), ("high", 8)):
+        posted = await api.post(
+            "/api/work",
+            json={"task_id": task, "description": f"do {task}", "capability": "code", "priority": priority},
+        )
+        work_id = posted.json()["id"]
+        taken = await queue.claim(claimant(agent))
+        assert taken is not None
+        ws = Workstream(
+            branch=f"loom/{task}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
+        )
+        await queue.record_workstream(taken.id, agent.agent_id, ws, step="handed-in")
+        assert (await queue.complete(taken.id, agent.agent_id)).status.value == "landing"
+        ids.append(work_id)
+
+    body = (await api.get("/api/landing")).json()
+    assert [e["task_id"] for e in body["queue"]] == ["high", "low"]  # priority first
+    first = body["queue"][0]
+    assert (first["status"], first["branch"], first["author"], first["failures"], first["lander"]) == (
+        "landing",
+        "loom/high",
+        agent.agent_id,
+        0,
+        None,
+    )
+    work = (await api.get("/api/work", params={"status": "landing"})).json()
+    assert {i["id"] for i in work["items"]} == set(ids)
+
+    lock = await LandingLocks(nc.jetstream(), ProjectNames(project_id)).acquire("main", "e" * 32)
+    assert lock is not None
+    held = (await api.get("/api/landing")).json()["lock"]
+    assert held["holder"] == "e" * 32 and held["target"] == "main"
+
+    async with weft.client(project="other-project") as other:
+        assert (await other.get("/api/landing")).status_code == 404  # its own project: no repository

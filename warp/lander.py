@@ -1,0 +1,312 @@
+"""``loom-lander``: the agent that lands approved work on the target branch (docs/landing.md).
+
+A lander is an agent like any other (registered, heartbeating, claiming through the
+work queue, with Warp's runtime and identity) that speaks no MCP: it claims the items
+queued for landing (capability ``land``) and runs the git steps and the gate on its own
+host (:mod:`shared.git.landing`). Landing stays out of Weft's process, scales with the
+landers, and survives their crashes: a lander's claims lapse like any agent's, and what
+it pushed before dying is found through the commit it recorded first.
+
+One landing at a time per target: the lander takes the target's lock
+(:mod:`shared.git.landlock`) before it claims a batch, renews it (and keeps its claims
+alive) while it builds, gates and pushes, and frees it after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from shared.git.cli import GitFailed
+from shared.git.landing import Candidate, HostLanding, LandingError, Settled
+from shared.git.landlock import LOCK_TTL_S, LandingLock, LandingLocks, LockLost
+from shared.git.repository import Repository
+from shared.models import LandingAttempt, WorkItem, WorkStatus
+from shared.names import LAND_CAPABILITY
+from shared.work.rules import Claimant, WorkError
+from warp.services import Services
+
+if TYPE_CHECKING:
+    from warp.runtime import WarpRuntime
+
+log = logging.getLogger("loom.lander")
+
+POLL_S: Final = 2.0
+"""How often an idle lander looks for work (and for a lock another lander freed)."""
+AGENT_TYPE: Final = "lander"
+
+
+def candidate_of(item: WorkItem) -> Candidate:
+    """What the git steps need of an item queued for landing."""
+    ws = item.workstream
+    assert ws is not None and ws.head_sha is not None  # rule ``landable``: only such items land
+    first_line = item.description.splitlines()[0] if item.description.strip() else ""
+    title = f"{item.task_id}: {first_line}"[:120]
+    pending = item.landing.pending_sha if item.landing is not None else None
+    return Candidate(
+        work_id=item.id, title=title, branch=ws.branch, head_sha=ws.head_sha, pending_sha=pending
+    )
+
+
+@dataclass
+class _Batch:
+    """The items one landing holds, and what it has settled of them."""
+
+    items: dict[str, WorkItem]
+    lock: LandingLock
+    repository: Repository
+    settled: set[str] = field(default_factory=set)
+    landed: list[Candidate] = field(default_factory=list)
+    lost: LockLost | None = None
+
+    def open_ids(self) -> list[str]:
+        return [work_id for work_id in self.items if work_id not in self.settled]
+
+
+class Lander:
+    """Lands batches for one project, on the host and folder it runs in."""
+
+    def __init__(
+        self, svc: Services, project_path: Path, *, poll_s: float = POLL_S, lock_ttl_s: float = LOCK_TTL_S
+    ) -> None:
+        self.svc = svc
+        self.project_path = project_path
+        self.poll_s = poll_s
+        self.lock_ttl_s = lock_ttl_s
+        self.locks = LandingLocks(svc.js, svc.names)
+        self.last: HostLanding | None = None
+        """The git side of the last landing (its counters are what ``make bench`` reads)."""
+
+    @property
+    def agent_id(self) -> str:
+        return self.svc.agent_id
+
+    def _claimant(self) -> Claimant:
+        entry = self.svc.presence.entry
+        return Claimant(
+            agent_id=self.agent_id,
+            agent_type=entry.agent_type if entry is not None else AGENT_TYPE,
+            capabilities=(LAND_CAPABILITY,),
+            boundaries=tuple(entry.boundaries) if entry is not None else ("default",),
+            target_id=entry.target_id if entry is not None else None,
+        )
+
+    async def run_once(self) -> int:
+        """Take the lock, claim a batch and land it: the number of items it handled (0: no
+        repository, the lock is someone else's, or nothing waits)."""
+        repository = await self.svc.workstreams.repositories.get()
+        if repository is None or not repository.enabled:
+            return 0
+        lock = await self.locks.acquire(repository.target_branch, self.agent_id, ttl_s=self.lock_ttl_s)
+        if lock is None:
+            return 0
+        try:
+            items = await self._claim(repository.land_batch)
+            if not items:
+                return 0
+            lock = await self.locks.renew(lock, items=[i.id for i in items], ttl_s=self.lock_ttl_s)
+            batch = _Batch({i.id: i for i in items}, lock, repository)
+            await self._land(batch)
+            return len(items)
+        finally:
+            with contextlib.suppress(Exception):
+                await self.locks.release(lock)
+
+    async def _claim(self, size: int) -> list[WorkItem]:
+        claimant = self._claimant()
+        items: list[WorkItem] = []
+        while len(items) < size:
+            item = await self.svc.work.claim(claimant)
+            if item is None:
+                break
+            if item.status is not WorkStatus.MERGING:  # work someone submitted for "land"
+                await self.svc.work.fail(
+                    item.id, self.agent_id, "a lander lands handed-in work only", retryable=False
+                )
+                continue
+            self.svc.presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
+            items.append(item)
+        return items
+
+    async def _land(self, batch: _Batch) -> None:
+        host = HostLanding(
+            self.project_path, batch.repository, author=("Loom lander", f"{self.agent_id}@loom")
+        )
+        self.last = host
+        keeper = asyncio.create_task(self._keep_alive(batch), name="lander-keep-alive")
+        try:
+            await host.land([candidate_of(i) for i in batch.items.values()], _Steps(self, batch))
+        except (LandingError, GitFailed, LockLost) as exc:
+            why = str(exc) if not isinstance(exc, GitFailed) else f"git failed: {exc}"
+            log.warning("landing stopped: %s", why)
+            for work_id in batch.open_ids():
+                with contextlib.suppress(WorkError):
+                    await self.svc.work.release_landing(work_id, self.agent_id, f"landing: {why}")
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            for work_id in batch.items:
+                self.svc.presence.tasks_changed(released=work_id)
+        if batch.repository.delete_landed and batch.landed:
+            try:
+                await host.delete_refs(batch.landed)
+            except Exception as exc:  # the landing stands; the refs are swept later
+                log.warning("the landed branches were not deleted: %s", exc)
+
+    async def _keep_alive(self, batch: _Batch) -> None:
+        """While the batch lands: the lock renewed and the claims kept from lapsing."""
+        every = min(self.svc.work.ack_wait_s, self.lock_ttl_s) / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                batch.lock = await self.locks.renew(batch.lock, ttl_s=self.lock_ttl_s)
+            except LockLost as exc:
+                batch.lost = exc
+                return
+            except Exception as exc:  # NATS away for a moment: the next round tries again
+                log.warning("renewing the landing lock: %s", exc)
+            for work_id in batch.open_ids():
+                with contextlib.suppress(Exception):
+                    await self.svc.work.keep_alive(work_id, self.agent_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Land until ``stop`` is set; a failed round is logged and tried again."""
+        while not stop.is_set():
+            try:
+                handled = await self.run_once()
+            except Exception as exc:
+                log.warning("a landing round failed: %s", exc)
+                handled = 0
+            if handled == 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.poll_s)
+
+
+class _Steps:
+    """What the git steps tell the lander, recorded on the items as it goes."""
+
+    def __init__(self, lander: Lander, batch: _Batch) -> None:
+        self.lander = lander
+        self.batch = batch
+
+    async def alive(self) -> None:
+        if self.batch.lost is not None:
+            raise self.batch.lost
+
+    async def before_push(self, sha: str, items: list[Candidate]) -> None:
+        await self.alive()
+        for c in items:
+            await self.lander.svc.work.note_pending(c.work_id, self.lander.agent_id, sha)
+
+    async def settled(self, outcome: Settled) -> None:
+        work = self.lander.svc.work
+        attempt = LandingAttempt(
+            lander=self.lander.agent_id,
+            outcome=outcome.outcome,
+            batch=outcome.batch,
+            files=list(outcome.files)[:100],
+            detail=outcome.detail,
+            gate_s=outcome.gate_s,
+            sha=outcome.sha,
+        )
+        work_id = outcome.candidate.work_id
+        failures = self.batch.repository.land_failures
+        await work.settle_landing(work_id, self.lander.agent_id, attempt, max_failures=failures)
+        if outcome.outcome == "landed":
+            self.batch.landed.append(outcome.candidate)
+        self.batch.settled.add(work_id)
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="loom-lander",
+        description="Loom's lander: lands approved work on the project's target branch through a "
+        "merge queue with a gate (docs/landing.md).",
+        epilog="Configuration comes from the environment, as for warp: NATS_URL, LOOM_PROJECT_ID, "
+        "LOOM_HANDLE, ... The repository, gate and batch size are the project's (PUT /api/repository).",
+    )
+    p.add_argument(
+        "--poll", type=float, default=POLL_S, help=f"seconds between looks for work (default {POLL_S})"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not 0.05 <= args.poll <= 300:
+        print("loom-lander: --poll: must be between 0.05 and 300 seconds", file=sys.stderr)
+        return 2
+    os.environ.setdefault("LOOM_AGENT_TYPE", AGENT_TYPE)
+    from pydantic import ValidationError
+
+    from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
+    from shared.names import InvalidNameError
+    from shared.nats.auth import CredentialsError, agent_credential
+    from shared.redact import configure_logging, redact
+    from shared.settings import NatsSettings, SettingsError
+    from warp.settings import load_warp_settings
+
+    try:
+        nats_settings = NatsSettings()
+        identity_settings = bound_to_credential(load_settings(), agent_credential(nats_settings))
+        identity = resolve_identity(identity_settings)
+        settings = load_warp_settings().model_copy(
+            update={"capabilities": (LAND_CAPABILITY,), "auto_register": True, "checkpoint_s": 0.0}
+        )
+    except (IdentityError, SettingsError, InvalidNameError, CredentialsError) as exc:
+        print(f"loom-lander: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        print(
+            "loom-lander: " + "; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)),
+            file=sys.stderr,
+        )
+        return 2
+    configure_logging(settings.log_level)
+    from warp.runtime import WarpRuntime
+
+    rt = WarpRuntime(
+        identity,
+        settings,
+        nats_url=nats_settings.url,
+        nats_settings=nats_settings,
+        explicit_instance=identity_settings.instance,
+    )
+    return asyncio.run(_run(rt, identity.project_path, args.poll))
+
+
+async def _run(rt: WarpRuntime, project_path: Path, poll_s: float) -> int:
+    from warp.errors import Unavailable
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    rt.start()
+    svc: Services | None = None
+    while svc is None and not stop.is_set():
+        try:
+            svc = await rt.services()
+        except Unavailable as exc:
+            log.warning("%s", exc)
+    if svc is not None:
+        log.info("lander %s ready in project %s", svc.agent_id, svc.names.project_id)
+        await Lander(svc, project_path, poll_s=poll_s).run(stop)
+    await rt.stop("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
