@@ -284,10 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         nats_settings=nats_settings,
         explicit_instance=identity_settings.instance,
     )
-    return asyncio.run(_run(rt, identity.project_path, args.poll))
+    return asyncio.run(_run(rt, identity.project_path, args.poll, settings.landing_lock_s))
 
 
-async def _run(rt: WarpRuntime, project_path: Path, poll_s: float) -> int:
+async def _run(rt: WarpRuntime, project_path: Path, poll_s: float, lock_s: float) -> int:
     from warp.errors import Unavailable
 
     stop = asyncio.Event()
@@ -303,7 +303,7 @@ async def _run(rt: WarpRuntime, project_path: Path, poll_s: float) -> int:
             log.warning("%s", exc)
     if svc is not None:
         log.info("lander %s ready in project %s", svc.agent_id, svc.names.project_id)
-        await Lander(svc, project_path, poll_s=poll_s).run(stop)
+        await Lander(svc, project_path, poll_s=poll_s, lock_ttl_s=lock_s).run(stop)
     await rt.stop("stopped")
     return 0
 

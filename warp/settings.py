@@ -76,6 +76,7 @@ class WarpSettings(LoomSettings):
     op_timeout_s: float = Field(default=10.0, validation_alias="LOOM_WARP_TIMEOUT_S")
     ready_wait_s: float = Field(default=3.0, validation_alias="LOOM_WARP_READY_WAIT_S")
     checkpoint_s: float = Field(default=60.0, validation_alias="LOOM_CHECKPOINT_S")
+    landing_lock_s: float = Field(default=120.0, validation_alias="LOOM_LANDING_LOCK_S")
 
     @field_validator("heartbeat_s", mode="before")
     @classmethod
@@ -97,6 +98,12 @@ class WarpSettings(LoomSettings):
     def _checkpoint(cls, value: object) -> float:
         """0 turns the timer off (checkpoints are then taken on progress reports only)."""
         return 60.0 if _blank(value) else _seconds(value, "LOOM_CHECKPOINT_S", 0, 86400)
+
+    @field_validator("landing_lock_s", mode="before")
+    @classmethod
+    def _landing_lock(cls, value: object) -> float:
+        """loom-lander: how long its landing lock outlives the lander's last renewal."""
+        return 120.0 if _blank(value) else _seconds(value, "LOOM_LANDING_LOCK_S", 1, 3600)
 
     @field_validator("capabilities", mode="before")
     @classmethod

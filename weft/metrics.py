@@ -41,6 +41,26 @@ class Metrics:
             ["project", "capability"],
             registry=self.registry,
         )
+        self.landings = Counter(
+            "weft_landings_total",
+            "Items landed (outcome=landed) or sent back by a lander (conflict, gate-failed)",
+            ["project", "outcome"],
+            registry=self.registry,
+        )
+        self.landing_batch = Histogram(
+            "weft_landing_batch_size",
+            "The size of the batch each landing outcome came from (a bisected batch keeps its size)",
+            ["project"],
+            registry=self.registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+        )
+        self.landing_gate = Histogram(
+            "weft_landing_gate_seconds",
+            "The landing gate's last run for each item landed or failed",
+            ["project", "outcome"],
+            registry=self.registry,
+            buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600),
+        )
         self.records_deleted = Counter(
             "weft_records_deleted_total",
             "Finished work records (kind=work) and offline agents' entries (kind=agents) deleted "
@@ -112,6 +132,15 @@ class Metrics:
         self.websockets = Gauge(
             "weft_websocket_clients", "Connected WebSocket clients", registry=self.registry
         )
+
+    def observe_landing(self, project: str, outcome: str, batch: object, gate_s: object) -> None:
+        """One item's landing outcome (from its ``work.landed`` or ``work.landing-failed``
+        event): the size of the batch it was built in and the gate's last run."""
+        self.landings.labels(project, outcome).inc()
+        if isinstance(batch, int) and batch > 0:
+            self.landing_batch.labels(project).observe(batch)
+        if isinstance(gate_s, int | float) and gate_s >= 0:
+            self.landing_gate.labels(project, outcome).observe(gate_s)
 
     def observe_event(self, project: str, kind: str, action: str) -> None:
         if kind == "work":

@@ -61,6 +61,7 @@ from shared.nats.jsapi import JetStreamReplyError, consumer_next
 from shared.trace.tracing import timed, traceparent_of, with_trace_headers
 from shared.usage.rules import Budget, Usage
 from shared.work.graph import DEAD_ENDS, PlanStep, check_dependencies, dead_end, plan_order
+from shared.work.landing import bounce, land, note_pending, release_landing
 from shared.work.records import WorkRecords
 from shared.work.rules import (
     CLAIM_LINGER_S,
@@ -77,7 +78,6 @@ from shared.work.rules import (
     WorkRecord,
     abandon,
     admit,
-    bounce,
     bury,
     charge,
     check_error,
@@ -90,16 +90,13 @@ from shared.work.rules import (
     is_due,
     judge,
     keep_alive_subject,
-    land,
     link,
     needs_message,
-    note_pending,
     note_waiting,
     note_workstream,
     rebudget,
     reconcile,
     record_failure,
-    release_landing,
     report,
     requeue,
     reset,

@@ -13,11 +13,8 @@ from typing import Any
 from shared.models import (
     FINAL_WORK_STATES,
     MAX_CHECKPOINTS_KEPT,
-    MAX_LANDING_ATTEMPTS_KEPT,
     WORK_LIFECYCLE,
     AttemptError,
-    Landing,
-    LandingAttempt,
     Progress,
     ReviewRound,
     WorkItem,
@@ -35,28 +32,33 @@ from shared.usage.rules import (
     add_usage,
     budget_error,
     exceeded,
-    stopped_by_budget,
     totals_of,
 )
 from shared.work.graph import dead_end
+from shared.work.landing import LANDABLE, into_landing, landable, take_landing
 
-# The rules' vocabulary (errors, the stored record, Change) is shared/work/shapes.py, re-exported here.
-from shared.work.shapes import CLAIM_LAPSED as CLAIM_LAPSED
-from shared.work.shapes import Ack as Ack
-from shared.work.shapes import BudgetReached as BudgetReached
-from shared.work.shapes import Change as Change
-from shared.work.shapes import CheckpointNotFound as CheckpointNotFound
-from shared.work.shapes import Claimant as Claimant
-from shared.work.shapes import DeadLetter as DeadLetter
-from shared.work.shapes import Delivery as Delivery
-from shared.work.shapes import NotClaimant as NotClaimant
-from shared.work.shapes import Then as Then
-from shared.work.shapes import WorkConflict as WorkConflict
-from shared.work.shapes import WorkError as WorkError
-from shared.work.shapes import WorkEvent as WorkEvent
-from shared.work.shapes import WorkFilter as WorkFilter
-from shared.work.shapes import WorkNotFound as WorkNotFound
-from shared.work.shapes import WorkRecord as WorkRecord
+# The rules' vocabulary (errors, the stored record, Change) is shared/work/moves.py, re-exported here.
+from shared.work.moves import CLAIM_LAPSED as CLAIM_LAPSED
+from shared.work.moves import Ack as Ack
+from shared.work.moves import BudgetReached as BudgetReached
+from shared.work.moves import Change as Change
+from shared.work.moves import CheckpointNotFound as CheckpointNotFound
+from shared.work.moves import Claimant as Claimant
+from shared.work.moves import DeadLetter as DeadLetter
+from shared.work.moves import Delivery as Delivery
+from shared.work.moves import NotClaimant as NotClaimant
+from shared.work.moves import Then as Then
+from shared.work.moves import WorkConflict as WorkConflict
+from shared.work.moves import WorkError as WorkError
+from shared.work.moves import WorkEvent as WorkEvent
+from shared.work.moves import WorkFilter as WorkFilter
+from shared.work.moves import WorkNotFound as WorkNotFound
+from shared.work.moves import WorkRecord as WorkRecord
+from shared.work.moves import ack_subject_of as _ack_subject
+from shared.work.moves import check_error as check_error
+from shared.work.moves import fork as _fork
+from shared.work.moves import holder_move as _holder_move
+from shared.work.moves import move as _move
 
 POLICY_CACHE_S = 2.0
 CLAIM_LINGER_S = 0.05
@@ -69,8 +71,6 @@ EXPIRABLE = WORK_LIFECYCLE[WorkMove.EXPIRE].sources
 """Not started yet: the statuses an item's deadline can expire it from."""
 REVIEWABLE = WORK_LIFECYCLE[WorkMove.CLAIM_REVIEW].sources
 """Handed in, waiting for a reviewer."""
-LANDABLE = WORK_LIFECYCLE[WorkMove.CLAIM_LANDING].sources
-"""Waiting in the landers' queue."""
 WAITING = CLAIMABLE | REVIEWABLE | LANDABLE
 """Waiting for an agent (a worker, a reviewer or a lander): what routing looks after."""
 HOLDING = (
@@ -90,62 +90,9 @@ def check_percent(percent: int) -> None:
         raise WorkError("percent: must be between 0 and 100", field="percent")
 
 
-def check_error(error: str) -> None:
-    if not error.strip():
-        raise WorkError("error: must describe what went wrong", field="error")
-
-
 def is_due(item: WorkItem, now: datetime) -> bool:
     """Whether the item's deadline has passed."""
     return item.deadline is not None and item.deadline <= now
-
-
-def _fork(record: WorkRecord, now: datetime) -> tuple[WorkRecord, WorkItem]:
-    """Shallow copies of the record and its item, changed at ``now``, for a rule to change.
-
-    Cheaper than parsing the stored bytes again, let alone a deep copy; safe because
-    rules replace fields and never change a list or model they did not create."""
-    item = record.item.model_copy(update={"updated_at": now})
-    return record.model_copy(update={"item": item}), item
-
-
-def _move(record: WorkRecord, move: WorkMove, now: datetime) -> tuple[WorkRecord, WorkItem] | None:
-    """Copies with the move's target status, or None when the lifecycle table does not
-    allow ``move`` from the record's status (the one place rules consult it)."""
-    if not move_allowed(move, record.item.status):
-        return None
-    new, item = _fork(record, now)
-    item.status = WORK_LIFECYCLE[move].target
-    return new, item
-
-
-def _holder_move(
-    record: WorkRecord, agent_id: str, move: WorkMove, operation: str, now: datetime
-) -> tuple[WorkRecord, WorkItem]:
-    """A move only the agent holding the claim may make."""
-    moved = _move(record, move, now)
-    item = record.item
-    if moved is None:
-        if item.status == WorkStatus.CANCELLED:
-            raise WorkConflict(f"work_id: {item.id} was cancelled; stop working on it", field="work_id")
-        if stopped_by_budget(item):
-            raise WorkConflict(
-                f"work_id: {item.id} was stopped: {item.error}; stop working on it", field="work_id"
-            )
-        raise WorkConflict(
-            f"work_id: cannot {operation} {item.id}: it is {item.status.value}, not claimed", field="work_id"
-        )
-    if item.assigned_to != agent_id:
-        raise NotClaimant(
-            f"work_id: {item.id} is claimed by another agent (its claim may have expired and "
-            "been redelivered)",
-            field="work_id",
-        )
-    return moved
-
-
-def _ack_subject(record: WorkRecord) -> str | None:
-    return record.delivery.ack_subject if record.delivery is not None else None
 
 
 def admit(
@@ -198,7 +145,7 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     if record.item.status in REVIEWABLE | {WorkStatus.REVIEWING}:
         return _take_review(record, agent_id, delivery, now)
     if record.item.status in LANDABLE | {WorkStatus.MERGING}:
-        return _take_landing(record, agent_id, delivery, now)
+        return take_landing(record, agent_id, delivery, now)
     if record.item.status is WorkStatus.WAITING_ON_OPERATOR:
         return _keep_waiting(record, delivery)
     events: tuple[WorkEvent, ...] = ()
@@ -343,7 +290,7 @@ def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Cha
         item.error = None
         if item.progress is not None:
             item.progress = Progress(percent=100, note=item.progress.note, at=now)
-        return _into_landing(record, new, item, agent_id, now, ())
+        return into_landing(record, new, item, agent_id, now, ())
     new, item = _holder_move(record, agent_id, WorkMove.COMPLETE, "complete", now)
     item.result = result
     item.error = None
@@ -464,7 +411,7 @@ def judge(
     done = _ack_subject(record)
     told = {"agent_id": agent_id, "round": item.review_round, "score": score}
     if move is WorkMove.QUEUE_LANDING:
-        return _into_landing(record, new, changed, item.author, now, (WorkEvent("approved", told),))
+        return into_landing(record, new, changed, item.author, now, (WorkEvent("approved", told),))
     if move is WorkMove.APPROVE:
         changed.assigned_to = item.author
         changed.finished_at = now
@@ -696,169 +643,6 @@ def choose_checkpoint(record: WorkRecord, sha: str, now: datetime) -> Change:
     changed.workstream = item.workstream.model_copy(update={"resume_from": sha})
     data = {"step": "restore", "branch": item.workstream.branch, "checkpoint": sha, "by": "operator"}
     return Change(new, (WorkEvent("workstream", data),))
-
-
-# -- landing (docs/landing.md) ----------------------------------------------------------
-#
-# Work whose workstream handed in commits completes only once a lander has put them on
-# the target branch: its worker (or its reviewer's approval) queues it for landing, a
-# lander claims it, and lands it, sends it back to the workers, or gives it back.
-
-
-def landable(item: WorkItem) -> bool:
-    """Whether finishing the item means landing it: it has a workstream that handed in
-    commits (an item without code, or with none, completes as before)."""
-    ws = item.workstream
-    return ws is not None and ws.head_sha is not None and ws.commits > 0
-
-
-def _into_landing(
-    record: WorkRecord,
-    new: WorkRecord,
-    item: WorkItem,
-    author: str | None,
-    now: datetime,
-    events: tuple[WorkEvent, ...],
-) -> Change:
-    """The item (already moved to ``landing`` by its holder) joins the landers' queue; its
-    earlier landing attempts stay on it, the failures counted across them."""
-    assert item.workstream is not None
-    before = record.item.landing
-    item.landing = Landing(
-        target=item.workstream.base_ref,
-        author=author,
-        queued_at=now,
-        failures=before.failures if before is not None else 0,
-        attempts=before.attempts if before is not None else [],
-    )
-    item.assigned_to = None
-    new.delivery = None
-    new.queue_seq = None  # the next queue message is the landers'
-    queued = WorkEvent(
-        "landing", {"agent_id": author, "branch": item.workstream.branch, "target": item.landing.target}
-    )
-    return Change(new, (*events, queued), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.ENQUEUE)
-
-
-def _take_landing(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
-    """A landing task's message meets the record: a lander's claim. A redelivery while a
-    lander holds it means that lander went silent: its claim lapses (back to ``landing``;
-    whatever it pushed is found again through ``pending_sha``) and the new claimant gets it."""
-    events: tuple[WorkEvent, ...] = ()
-    lapsed = _move(record, WorkMove.LANDING_LAPSE, now)
-    if lapsed is not None:
-        if record.delivery is None or delivery.delivered <= record.delivery.delivered:
-            return Change()  # the lander's own delivery
-        new, item = lapsed
-        previous = record.item.assigned_to
-        item.assigned_to = None
-        new.delivery = None
-        events = (WorkEvent("redelivered", {"previous_agent": previous, "landing": True}),)
-        record = new
-    moved = _move(record, WorkMove.CLAIM_LANDING, now)
-    if moved is None:
-        return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # cancelled meanwhile
-    new, item = moved
-    item.assigned_to = agent_id
-    item.progress = None
-    item.waiting_reason = None
-    new.delivery = delivery
-    return Change(new, (*events, WorkEvent("landing-claimed", {"agent_id": agent_id})))
-
-
-def _landing_of(item: WorkItem) -> Landing:
-    if item.landing is None:  # every item in landing or merging has one (_into_landing)
-        raise WorkConflict(f"work_id: {item.id} was never queued for landing", field="work_id")
-    return item.landing
-
-
-def _attempted(landing: Landing, attempt: LandingAttempt, **update: Any) -> Landing:
-    kept = [*landing.attempts, attempt][-MAX_LANDING_ATTEMPTS_KEPT:]
-    return landing.model_copy(update={"attempts": kept, **update})
-
-
-def note_pending(record: WorkRecord, agent_id: str, sha: str, now: datetime) -> Change:
-    """The lander holding the item is about to push ``sha``, which holds it: recorded
-    first, so a lander that takes the item over after a crash sees whether it landed."""
-    item = record.item
-    if item.status is not WorkStatus.MERGING or item.assigned_to != agent_id:
-        raise NotClaimant(f"work_id: {item.id} is not being landed by this agent", field="work_id")
-    new, changed = _fork(record, now)
-    changed.landing = _landing_of(item).model_copy(update={"pending_sha": sha})
-    return Change(new)
-
-
-def land(record: WorkRecord, agent_id: str, attempt: LandingAttempt, now: datetime) -> Change:
-    """The item's commits are on the target branch (``attempt.sha`` holds them): completed,
-    the lander's message acknowledged; its dependents unblock now (the queue tells them)."""
-    if attempt.outcome != "landed" or attempt.sha is None:
-        raise WorkError("outcome: a landing is recorded with the commit that holds it", field="outcome")
-    new, item = _holder_move(record, agent_id, WorkMove.LAND, "land", now)
-    landing = _landing_of(record.item)
-    item.landing = _attempted(landing, attempt, landed_sha=attempt.sha, landed_at=now, pending_sha=None)
-    item.assigned_to = landing.author
-    item.finished_at = now
-    item.error = None
-    new.delivery = None
-    events = (
-        WorkEvent("landed", {"agent_id": agent_id, "sha": attempt.sha, "target": landing.target}),
-        WorkEvent("completed", {"agent_id": landing.author}),
-    )
-    return Change(new, events, ack=Ack.DONE, ack_subject=_ack_subject(record))
-
-
-def bounce(
-    record: WorkRecord, agent_id: str, attempt: LandingAttempt, max_failures: int, now: datetime
-) -> Change:
-    """The item conflicts with the target or fails the gate on its own: back to the
-    workers on its own branch (the conflict or the gate's output on the item), or, after
-    ``max_failures`` such attempts, failed for good into the DLQ for the operator (who is
-    told instead of the fleet looping)."""
-    if attempt.outcome not in ("conflict", "gate-failed"):
-        raise WorkError("outcome: an item goes back for a conflict or a failed gate", field="outcome")
-    item = record.item
-    landing = _landing_of(item)
-    failures = landing.failures + 1
-    last = failures >= max_failures
-    move = WorkMove.BOUNCE_LAST if last else WorkMove.BOUNCE
-    new, changed = _holder_move(record, agent_id, move, "land", now)
-    changed.landing = _attempted(landing, attempt, failures=failures, pending_sha=None)
-    what = (
-        f"conflicts with {landing.target} in {', '.join(attempt.files) or 'its changes'}"
-        if attempt.outcome == "conflict"
-        else f"fails the gate on {landing.target}"
-    )
-    error = f"landing failed ({failures} of {max_failures}): {what}"
-    changed.error = error
-    changed.errors = [
-        *item.errors,
-        AttemptError(attempt=item.attempts, agent_id=landing.author, error=error, at=now),
-    ]
-    changed.assigned_to = None
-    new.delivery = None
-    said = WorkEvent(
-        "landing-failed",
-        {"agent_id": agent_id, "outcome": attempt.outcome, "files": attempt.files, "final": last},
-    )
-    if last:
-        return Change(new, (said,), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.DEAD_LETTER)
-    new.queue_seq = None  # the next queue message is the workers' again
-    queued = WorkEvent("queued", {"retry": True})
-    return Change(new, (said, queued), ack=Ack.DONE, ack_subject=_ack_subject(record), then=Then.ENQUEUE)
-
-
-def release_landing(record: WorkRecord, agent_id: str, why: str, now: datetime) -> Change:
-    """The lander cannot land the item now for a reason that is not the item's (the
-    repository unreachable, the target rewritten under it, another landing in the way):
-    back to ``landing``, its message redelivered, no failure counted."""
-    check_error(why)
-    new, item = _holder_move(record, agent_id, WorkMove.RELEASE_LANDING, "release", now)
-    attempt = LandingAttempt(lander=agent_id, outcome="error", detail=why[-4000:], at=now)
-    item.landing = _attempted(_landing_of(record.item), attempt, pending_sha=None)
-    item.assigned_to = None
-    new.delivery = None
-    event = WorkEvent("landing-released", {"agent_id": agent_id, "why": why})
-    return Change(new, (event,), ack=Ack.AGAIN, ack_subject=_ack_subject(record))
 
 
 # -- dependencies --------------------------------------------------------------------

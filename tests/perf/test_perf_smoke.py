@@ -76,6 +76,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "console:",
         "tracing:",
         "workstream:",
+        "landing:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():
@@ -99,6 +100,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
     assert curves["registry list_project"]["sizes"][:3] == [10, 100, 1000]
     assert curves["graph plan submit+resolve"]["sizes"] == [10, 100]
     assert curves["lease conflict check"]["sizes"] == [100, 1000]
+    assert curves["landing: bisect 1 bad"]["sizes"] == [2, 4, 8]
     assert all(len(c["per_item_us"]) == len(c["sizes"]) for c in curves.values())
     assert "scale curves" in proc.stdout and "weft routing decision" in proc.stdout
 

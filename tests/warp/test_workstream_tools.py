@@ -91,9 +91,9 @@ async def test_claim_progress_and_complete_work_in_the_items_worktree(
 
             done = await client.call_tool("warp_work_complete", {"work_id": work_id, "result": "ok"})
             assert not done.is_error, text(done)
-            assert "pushed at" in text(done)
+            assert "pushed at" in text(done) and "Queued for landing" in text(done)
         final = await work_queue(nc, ProjectNames(project_id)).get(work_id)
-    assert final.status is WorkStatus.COMPLETED and final.workstream is not None
+    assert final.status is WorkStatus.LANDING and final.workstream is not None  # docs/landing.md
     ws = final.workstream
     assert ws.head_sha == remote_sha(origin, f"refs/heads/{ws.branch}")
     assert (ws.commits, ws.files_changed) == (1, 2) and ws.resume_from is None

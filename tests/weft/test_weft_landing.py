@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, register
+from weft_helpers import claimant, eventually, register
 
 from shared.git.landlock import LandingLocks
-from shared.models import Workstream
+from shared.models import LandingAttempt, Workstream
 from shared.names import ProjectNames
+from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.work import work_queue
 
@@ -68,3 +69,30 @@ async def test_the_landing_queue_lists_items_in_landing_order_and_who_lands(
 
     async with weft.client(project="other-project") as other:
         assert (await other.get("/api/landing")).status_code == 404  # its own project: no repository
+
+    # a lander's outcomes reach the metrics: landings by outcome, batch size, gate time
+    lander = Claimant(agent_id="e" * 32, agent_type="lander", capabilities=("land",))
+    for outcome in ("landed", "conflict"):
+        taken = await queue.claim(lander)
+        assert taken is not None and taken.status.value == "merging"
+        attempt = LandingAttempt(
+            lander=lander.agent_id,
+            outcome=outcome,
+            batch=2,
+            gate_s=1.5 if outcome == "landed" else None,
+            sha="f" * 40 if outcome == "landed" else None,
+            files=[] if outcome == "landed" else ["a.py"],
+        )
+        await queue.settle_landing(taken.id, lander.agent_id, attempt, max_failures=3)
+    wanted = [
+        f'weft_landings_total{{outcome="landed",project="{project_id}"}} 1.0',
+        f'weft_landings_total{{outcome="conflict",project="{project_id}"}} 1.0',
+        f'weft_landing_batch_size_count{{project="{project_id}"}} 2.0',
+        f'weft_landing_gate_seconds_sum{{outcome="landed",project="{project_id}"}} 1.5',
+    ]
+
+    async def counted() -> bool | None:
+        text = (await api.get("/metrics")).text
+        return all(w in text for w in wanted) or None
+
+    await eventually(counted, what="the landing outcomes in /metrics")

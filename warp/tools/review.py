@@ -43,6 +43,8 @@ async def warp_work_review(
     )
     if item.status is WorkStatus.COMPLETED:
         said = "Approved: the work is completed."
+    elif item.status is WorkStatus.LANDING:
+        said = "Approved: its branch is queued for landing; it completes once it is on the target branch."
     elif item.status is WorkStatus.QUEUED:
         said = "Rejected: the work is back in the queue with your feedback."
     else:

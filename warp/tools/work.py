@@ -28,6 +28,7 @@ from shared.limits import (
 )
 from shared.mcp.tools import tool
 from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus, Workstream
+from shared.names import LAND_CAPABILITY
 from shared.usage.rules import Budget, Usage, stopped_by_budget, totals_of
 from warp.errors import Conflict
 from warp.runtime import WarpRuntime
@@ -287,7 +288,7 @@ async def warp_work_claim(
             field="registration",
         )
     entry = presence.entry
-    caps = tuple(entry.capabilities)
+    caps = tuple(c for c in entry.capabilities if c != LAND_CAPABILITY)  # loom-lander lands
     if capability is not None:
         if capability not in caps:
             raise Conflict(
@@ -539,6 +540,12 @@ async def warp_work_complete(
     )
     if item.status is WorkStatus.IN_REVIEW:
         said = "Handed in for review: another agent will approve it or send it back with feedback."
+        return tool_result(WorkOut(item=item), f"{said}{pushed}\n{item_text(item)}")
+    if item.status is WorkStatus.LANDING:
+        said = (
+            "Queued for landing: it completes once a lander has put it on the target branch; a "
+            "conflict or a failing gate sends it back to the queue with what to fix."
+        )
         return tool_result(WorkOut(item=item), f"{said}{pushed}\n{item_text(item)}")
     return tool_result(WorkOut(item=item), f"Completed.{pushed}\n{item_text(item)}")
 

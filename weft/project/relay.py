@@ -149,13 +149,21 @@ class EventRelay:
         if not kind:
             return
         self._metrics.observe_event(self.names.project_id, kind, action)
-        if not self._listeners and not self._by_subject:
+        landing = kind == "work" and action in ("landed", "landing-failed")
+        if not self._listeners and not self._by_subject and not landing:
             return
         try:
             event = json.loads(msg.data)
         except ValueError:
             log.warning("unreadable event on %s", msg.subject)
             return
+        if landing:
+            data = event.get("data") or {}
+            outcome = "landed" if action == "landed" else str(data.get("outcome", "failed"))
+            project = self.names.project_id
+            self._metrics.observe_landing(project, outcome, data.get("batch"), data.get("gate_s"))
+            if not self._listeners and not self._by_subject:
+                return
         seq = int(msg.metadata.sequence.stream) if msg.metadata else 0
         relayed = RelayedEvent(kind=kind, action=action, seq=seq, event=event)
         for listener in list(self._listeners):

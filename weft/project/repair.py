@@ -34,7 +34,7 @@ log = logging.getLogger("loom.weft.repair")
 GRACE = timedelta(seconds=5)
 """Changes younger than this are left to the process still making them."""
 REMEMBERED = 50_000
-NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW})
+NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING})
 
 
 class WorkRepair:

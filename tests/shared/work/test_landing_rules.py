@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from shared.models import Landing, LandingAttempt, ReviewRound, ReviewSpec, WorkItem, WorkStatus, Workstream
+from shared.work.landing import bounce, land, landable, note_pending, release_landing
 from shared.work.rules import (
     Ack,
     Delivery,
@@ -19,13 +20,8 @@ from shared.work.rules import (
     WorkConflict,
     WorkError,
     WorkRecord,
-    bounce,
     finish,
     judge,
-    land,
-    landable,
-    note_pending,
-    release_landing,
     stop,
     take,
 )

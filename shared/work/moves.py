@@ -1,6 +1,8 @@
-"""The vocabulary of the work rules (shared/work/rules.py): their errors, the stored record
-and what a rule decides (:class:`Change`). Imported through :mod:`shared.work.rules`, which
-re-exports every name here."""
+"""The vocabulary and the machinery of the work rules (shared/work/rules.py and
+shared/work/landing.py): their errors, the stored record, what a rule decides
+(:class:`Change`), and how a rule moves a record (:func:`move`, the one place the
+lifecycle table is consulted; :func:`holder_move` for moves only the holder may make).
+:mod:`shared.work.rules` re-exports the vocabulary."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from pydantic import Field
 
 from shared.base import LoomModel
 from shared.errors import Conflict, Forbidden, LoomError, NotFound
-from shared.models import WorkItem, WorkStatus
+from shared.models import WORK_LIFECYCLE, WorkItem, WorkMove, WorkStatus, move_allowed
 from shared.names import validate_agent_id
-from shared.usage.rules import Hold
+from shared.usage.rules import Hold, stopped_by_budget
 
 # -- errors ----------------------------------------------------------------------
 
@@ -117,9 +119,9 @@ class DeadLetter:
 # Pure functions from a record (and an operation's inputs, ``now`` among them) to a
 # ``Change``: the record to store and what the queue must then do, or a refusal
 # (WorkError and its kin). They do no I/O and never change the record they are given:
-# ``_fork`` hands them shallow copies stamped ``updated_at=now``, and fields are
+# ``fork`` hands them shallow copies stamped ``updated_at=now``, and fields are
 # replaced, never changed in place (lists are rebuilt). Every status move goes through
-# ``_move``, which checks it against ``shared.models.WORK_LIFECYCLE``. WorkQueue stores
+# ``move``, which checks it against ``shared.models.WORK_LIFECYCLE``. WorkQueue stores
 # the new record compare-and-set, then acks, publishes and cleans up as the Change says.
 # A new status or operation: one row in that table, one rule here.
 
@@ -163,3 +165,56 @@ class Change:
     notify: str | None = None  # the agent to send a cancel-work control request
     drop_queue_seq: int | None = None  # a queue message nobody should get any more
     drop_dlq_seq: int | None = None  # a dead letter to remove
+
+
+def check_error(error: str) -> None:
+    if not error.strip():
+        raise WorkError("error: must describe what went wrong", field="error")
+
+
+def fork(record: WorkRecord, now: datetime) -> tuple[WorkRecord, WorkItem]:
+    """Shallow copies of the record and its item, changed at ``now``, for a rule to change.
+
+    Cheaper than parsing the stored bytes again, let alone a deep copy; safe because
+    rules replace fields and never change a list or model they did not create."""
+    item = record.item.model_copy(update={"updated_at": now})
+    return record.model_copy(update={"item": item}), item
+
+
+def move(record: WorkRecord, step: WorkMove, now: datetime) -> tuple[WorkRecord, WorkItem] | None:
+    """Copies with the move's target status, or None when the lifecycle table does not
+    allow ``step`` from the record's status (the one place rules consult it)."""
+    if not move_allowed(step, record.item.status):
+        return None
+    new, item = fork(record, now)
+    item.status = WORK_LIFECYCLE[step].target
+    return new, item
+
+
+def holder_move(
+    record: WorkRecord, agent_id: str, move_: WorkMove, operation: str, now: datetime
+) -> tuple[WorkRecord, WorkItem]:
+    """A move only the agent holding the claim may make."""
+    moved = move(record, move_, now)
+    item = record.item
+    if moved is None:
+        if item.status == WorkStatus.CANCELLED:
+            raise WorkConflict(f"work_id: {item.id} was cancelled; stop working on it", field="work_id")
+        if stopped_by_budget(item):
+            raise WorkConflict(
+                f"work_id: {item.id} was stopped: {item.error}; stop working on it", field="work_id"
+            )
+        raise WorkConflict(
+            f"work_id: cannot {operation} {item.id}: it is {item.status.value}, not claimed", field="work_id"
+        )
+    if item.assigned_to != agent_id:
+        raise NotClaimant(
+            f"work_id: {item.id} is claimed by another agent (its claim may have expired and "
+            "been redelivered)",
+            field="work_id",
+        )
+    return moved
+
+
+def ack_subject_of(record: WorkRecord) -> str | None:
+    return record.delivery.ack_subject if record.delivery is not None else None

@@ -1,0 +1,201 @@
+"""The landing rules (docs/landing.md): work whose workstream handed in commits completes
+only once a lander has put them on the target branch. Pure, like every work rule: its
+worker (or its reviewer's approval) queues it for landing (:func:`into_landing`, called by
+``finish`` and ``judge`` in shared/work/rules.py), a lander claims it (:func:`take_landing`),
+and lands it, sends it back, or gives it back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from shared.models import (
+    MAX_LANDING_ATTEMPTS_KEPT,
+    WORK_LIFECYCLE,
+    AttemptError,
+    Landing,
+    LandingAttempt,
+    WorkItem,
+    WorkMove,
+    WorkStatus,
+)
+from shared.work.moves import (
+    Ack,
+    Change,
+    Delivery,
+    NotClaimant,
+    Then,
+    WorkConflict,
+    WorkError,
+    WorkEvent,
+    WorkRecord,
+    ack_subject_of,
+    check_error,
+    fork,
+    holder_move,
+    move,
+)
+
+LANDABLE = WORK_LIFECYCLE[WorkMove.CLAIM_LANDING].sources
+"""Waiting in the landers' queue."""
+
+
+def landable(item: WorkItem) -> bool:
+    """Whether finishing the item means landing it: it has a workstream that handed in
+    commits (an item without code, or with none, completes as before)."""
+    ws = item.workstream
+    return ws is not None and ws.head_sha is not None and ws.commits > 0
+
+
+def into_landing(
+    record: WorkRecord,
+    new: WorkRecord,
+    item: WorkItem,
+    author: str | None,
+    now: datetime,
+    events: tuple[WorkEvent, ...],
+) -> Change:
+    """The item (already moved to ``landing`` by its holder) joins the landers' queue; its
+    earlier landing attempts stay on it, the failures counted across them."""
+    assert item.workstream is not None
+    before = record.item.landing
+    item.landing = Landing(
+        target=item.workstream.base_ref,
+        author=author,
+        queued_at=now,
+        failures=before.failures if before is not None else 0,
+        attempts=before.attempts if before is not None else [],
+    )
+    item.assigned_to = None
+    new.delivery = None
+    new.queue_seq = None  # the next queue message is the landers'
+    queued = WorkEvent(
+        "landing", {"agent_id": author, "branch": item.workstream.branch, "target": item.landing.target}
+    )
+    return Change(new, (*events, queued), ack=Ack.DONE, ack_subject=ack_subject_of(record), then=Then.ENQUEUE)
+
+
+def take_landing(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
+    """A landing task's message meets the record: a lander's claim. A redelivery while a
+    lander holds it means that lander went silent: its claim lapses (back to ``landing``;
+    whatever it pushed is found again through ``pending_sha``) and the new claimant gets it."""
+    events: tuple[WorkEvent, ...] = ()
+    lapsed = move(record, WorkMove.LANDING_LAPSE, now)
+    if lapsed is not None:
+        if record.delivery is None or delivery.delivered <= record.delivery.delivered:
+            return Change()  # the lander's own delivery
+        new, item = lapsed
+        previous = record.item.assigned_to
+        item.assigned_to = None
+        new.delivery = None
+        events = (WorkEvent("redelivered", {"previous_agent": previous, "landing": True}),)
+        record = new
+    moved = move(record, WorkMove.CLAIM_LANDING, now)
+    if moved is None:
+        return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # cancelled meanwhile
+    new, item = moved
+    item.assigned_to = agent_id
+    item.progress = None
+    item.waiting_reason = None
+    new.delivery = delivery
+    return Change(new, (*events, WorkEvent("landing-claimed", {"agent_id": agent_id})))
+
+
+def _landing_of(item: WorkItem) -> Landing:
+    if item.landing is None:  # every item in landing or merging has one (_into_landing)
+        raise WorkConflict(f"work_id: {item.id} was never queued for landing", field="work_id")
+    return item.landing
+
+
+def _told(agent_id: str, attempt: LandingAttempt) -> dict[str, Any]:
+    """What a landing outcome's event says for Weft's metrics: the lander, batch, gate time."""
+    return {"agent_id": agent_id, "batch": attempt.batch, "gate_s": attempt.gate_s}
+
+
+def _attempted(landing: Landing, attempt: LandingAttempt, **update: Any) -> Landing:
+    kept = [*landing.attempts, attempt][-MAX_LANDING_ATTEMPTS_KEPT:]
+    return landing.model_copy(update={"attempts": kept, **update})
+
+
+def note_pending(record: WorkRecord, agent_id: str, sha: str, now: datetime) -> Change:
+    """The lander holding the item is about to push ``sha``, which holds it: recorded
+    first, so a lander that takes the item over after a crash sees whether it landed."""
+    item = record.item
+    if item.status is not WorkStatus.MERGING or item.assigned_to != agent_id:
+        raise NotClaimant(f"work_id: {item.id} is not being landed by this agent", field="work_id")
+    new, changed = fork(record, now)
+    changed.landing = _landing_of(item).model_copy(update={"pending_sha": sha})
+    return Change(new)
+
+
+def land(record: WorkRecord, agent_id: str, attempt: LandingAttempt, now: datetime) -> Change:
+    """The item's commits are on the target branch (``attempt.sha`` holds them): completed,
+    the lander's message acknowledged; its dependents unblock now (the queue tells them)."""
+    if attempt.outcome != "landed" or attempt.sha is None:
+        raise WorkError("outcome: a landing is recorded with the commit that holds it", field="outcome")
+    new, item = holder_move(record, agent_id, WorkMove.LAND, "land", now)
+    landing = _landing_of(record.item)
+    item.landing = _attempted(landing, attempt, landed_sha=attempt.sha, landed_at=now, pending_sha=None)
+    item.assigned_to = landing.author
+    item.finished_at = now
+    item.error = None
+    new.delivery = None
+    events = (
+        WorkEvent("landed", {**_told(agent_id, attempt), "sha": attempt.sha, "target": landing.target}),
+        WorkEvent("completed", {"agent_id": landing.author}),
+    )
+    return Change(new, events, ack=Ack.DONE, ack_subject=ack_subject_of(record))
+
+
+def bounce(
+    record: WorkRecord, agent_id: str, attempt: LandingAttempt, max_failures: int, now: datetime
+) -> Change:
+    """The item conflicts with the target or fails the gate on its own: back to the
+    workers on its own branch (the conflict or the gate's output on the item), or, after
+    ``max_failures`` such attempts, failed for good into the DLQ for the operator (who is
+    told instead of the fleet looping)."""
+    if attempt.outcome not in ("conflict", "gate-failed"):
+        raise WorkError("outcome: an item goes back for a conflict or a failed gate", field="outcome")
+    item = record.item
+    landing = _landing_of(item)
+    failures = landing.failures + 1
+    last = failures >= max_failures
+    step = WorkMove.BOUNCE_LAST if last else WorkMove.BOUNCE
+    new, changed = holder_move(record, agent_id, step, "land", now)
+    changed.landing = _attempted(landing, attempt, failures=failures, pending_sha=None)
+    what = (
+        f"conflicts with {landing.target} in {', '.join(attempt.files) or 'its changes'}"
+        if attempt.outcome == "conflict"
+        else f"fails the gate on {landing.target}"
+    )
+    error = f"landing failed ({failures} of {max_failures}): {what}"
+    changed.error = error
+    changed.errors = [
+        *item.errors,
+        AttemptError(attempt=item.attempts, agent_id=landing.author, error=error, at=now),
+    ]
+    changed.assigned_to = None
+    new.delivery = None
+    said = WorkEvent(
+        "landing-failed",
+        {**_told(agent_id, attempt), "outcome": attempt.outcome, "files": attempt.files, "final": last},
+    )
+    if last:
+        return Change(new, (said,), ack=Ack.DONE, ack_subject=ack_subject_of(record), then=Then.DEAD_LETTER)
+    new.queue_seq = None  # the next queue message is the workers' again
+    queued = WorkEvent("queued", {"retry": True})
+    return Change(new, (said, queued), ack=Ack.DONE, ack_subject=ack_subject_of(record), then=Then.ENQUEUE)
+
+
+def release_landing(record: WorkRecord, agent_id: str, why: str, now: datetime) -> Change:
+    """The lander cannot land the item now for a reason that is not the item's (the
+    repository unreachable, the target rewritten under it, another landing in the way):
+    back to ``landing``, its message redelivered, no failure counted."""
+    check_error(why)
+    new, item = holder_move(record, agent_id, WorkMove.RELEASE_LANDING, "release", now)
+    attempt = LandingAttempt(lander=agent_id, outcome="error", detail=why[-4000:], at=now)
+    item.landing = _attempted(_landing_of(record.item), attempt, pending_sha=None)
+    item.assigned_to = None
+    new.delivery = None
+    event = WorkEvent("landing-released", {"agent_id": agent_id, "why": why})
+    return Change(new, (event,), ack=Ack.AGAIN, ack_subject=ack_subject_of(record))
