@@ -405,7 +405,7 @@ class Checkpoint(LoomModel):
     files: int = Field(default=0, ge=0, description="Files that differ from the branch's head")
 
 
-LandingOutcome = Literal["landed", "conflict", "gate-failed", "error"]
+LandingOutcome = Literal["landed", "conflict", "gate-failed", "deferred", "error"]
 MAX_LANDING_ATTEMPTS_KEPT = 20
 MAX_LANDING_DETAIL = 4000
 
@@ -583,6 +583,11 @@ class WorkItem(WorkSubmission):
     landing: Landing | None = Field(
         default=None, description="Its way to the target branch: queue, attempts, landed commit"
     )
+    reserved_for: str | None = Field(
+        default=None,
+        description="The one agent that may claim it now (its author, when a landing sent it back); "
+        "anyone eligible once that agent is offline",
+    )
 
     @property
     def author(self) -> str | None:
@@ -593,6 +598,8 @@ class WorkItem(WorkSubmission):
     def _assigned(self) -> WorkItem:
         if self.assigned_to is not None:
             names.validate_agent_id(self.assigned_to, "assigned_to")
+        if self.reserved_for is not None:
+            names.validate_agent_id(self.reserved_for, "reserved_for")
         return self
 
 

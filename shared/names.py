@@ -61,9 +61,12 @@ class WorkSubjectParts(NamedTuple):
     priority: int
     not_for: str | None = None
     """The agent that may not take it (a review task: the agent whose work it reviews)."""
+    only_for: str | None = None
+    """The one agent that may take it (work a landing sent back to its author)."""
 
 
 NOT_FOR_PREFIX: Final = "not-"
+ONLY_FOR_PREFIX: Final = "for-"
 LAND_CAPABILITY: Final = "land"
 """The capability of landers (docs/landing.md): items queued for landing wait on its subjects."""
 _PLAIN_KEY = re.compile(r"[-/_=a-zA-Z0-9]+(?:\.[-/_=a-zA-Z0-9]+)*")
@@ -227,9 +230,11 @@ class ProjectNames:
         agent_type: str | None,
         priority: int,
         not_for: str | None = None,
+        only_for: str | None = None,
     ) -> str:
-        """Queue subject ``loom.<p>.work.q.<capability>.<boundary>.<type|_any>.p<NN>``, and
-        for a review task ``....p<NN>.not-<agent-id>`` (the agent whose work it reviews).
+        """Queue subject ``loom.<p>.work.q.<capability>.<boundary>.<type|_any>.p<NN>``, for
+        a review task ``....p<NN>.not-<agent-id>`` (the agent whose work it reviews), and for
+        work reserved for one agent ``....p<NN>.for-<agent-id>``.
 
         Boundary, required agent type, priority and the excluded agent are subject tokens
         so that a claim can see which queues hold work it may take (one stream-info call)
@@ -240,8 +245,12 @@ class ProjectNames:
         typ = ANY_AGENT_TYPE if agent_type is None else validate_agent_type(agent_type, "required_agent_type")
         prio = validate_priority(priority)
         subject = f"{self._root}.work.q.{cap}.{bnd}.{typ}.p{prio:02d}"
+        if not_for is not None and only_for is not None:
+            raise InvalidNameError("only_for", "given without not_for")
         if not_for is not None:
             subject += f".{NOT_FOR_PREFIX}{validate_agent_id(not_for, 'not_for')}"
+        elif only_for is not None:
+            subject += f".{ONLY_FOR_PREFIX}{validate_agent_id(only_for, 'only_for')}"
         return subject
 
     def parse_work_subject(self, subject: str) -> WorkSubjectParts | None:
@@ -252,12 +261,16 @@ class ProjectNames:
         parts = subject[len(prefix) :].split(".")
         if len(parts) not in (4, 5) or not parts[3].startswith("p") or not parts[3][1:].isdigit():
             return None
-        not_for = None
+        not_for = only_for = None
         if len(parts) == 5:
-            excluded = parts[4].removeprefix(NOT_FOR_PREFIX)
-            if excluded == parts[4] or _AGENT_ID.fullmatch(excluded) is None:
+            prefix = parts[4][:4]
+            agent = parts[4][4:]
+            if prefix not in (NOT_FOR_PREFIX, ONLY_FOR_PREFIX) or _AGENT_ID.fullmatch(agent) is None:
                 return None
-            not_for = excluded
+            if prefix == NOT_FOR_PREFIX:
+                not_for = agent
+            else:
+                only_for = agent
         cap, bnd, typ, prio = parts[:4]
         return WorkSubjectParts(
             capability=cap,
@@ -265,6 +278,7 @@ class ProjectNames:
             agent_type=None if typ == ANY_AGENT_TYPE else typ,
             priority=int(prio[1:]),
             not_for=not_for,
+            only_for=only_for,
         )
 
     def work_consumer(self, subject: str) -> str:

@@ -42,6 +42,17 @@ log = logging.getLogger("loom.lander")
 POLL_S: Final = 2.0
 """How often an idle lander looks for work (and for a lock another lander freed)."""
 AGENT_TYPE: Final = "lander"
+BACKOFF_MAX_S: Final = 30.0
+"""The longest pause between rounds that keep failing for a reason not the items'."""
+
+
+def next_pause(previous: float, *, poll_s: float, handled: int, gave_back: bool) -> float:
+    """The wait before a lander's next round: none after a round that landed something (more
+    may wait), ``poll_s`` after an idle one, and after rounds that gave their batch back
+    twice the last pause each time, up to :data:`BACKOFF_MAX_S`."""
+    if gave_back:
+        return min(BACKOFF_MAX_S, max(poll_s, previous * 2))
+    return 0.0 if handled else poll_s
 
 
 def candidate_of(item: WorkItem) -> Candidate:
@@ -84,6 +95,9 @@ class Lander:
         self.locks = LandingLocks(svc.js, svc.names)
         self.last: HostLanding | None = None
         """The git side of the last landing (its counters are what ``make bench`` reads)."""
+        self.gave_back = False
+        """The last round gave its batch back (the repository unreachable, say): wait before
+        the next, longer each time, rather than claim the same items again at once."""
 
     @property
     def agent_id(self) -> str:
@@ -147,6 +161,7 @@ class Lander:
         except (LandingError, GitFailed, LockLost) as exc:
             why = str(exc) if not isinstance(exc, GitFailed) else f"git failed: {exc}"
             log.warning("landing stopped: %s", why)
+            self.gave_back = True
             for work_id in batch.open_ids():
                 with contextlib.suppress(WorkError):
                     await self.svc.work.release_landing(work_id, self.agent_id, f"landing: {why}")
@@ -179,16 +194,20 @@ class Lander:
                     await self.svc.work.keep_alive(work_id, self.agent_id)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Land until ``stop`` is set; a failed round is logged and tried again."""
+        """Land until ``stop`` is set; a failed round is logged and tried again, after a
+        pause that doubles (up to :data:`BACKOFF_MAX_S`) while rounds keep failing."""
+        pause = 0.0
         while not stop.is_set():
+            self.gave_back = False
             try:
                 handled = await self.run_once()
             except Exception as exc:
                 log.warning("a landing round failed: %s", exc)
-                handled = 0
-            if handled == 0:
+                handled, self.gave_back = 0, True
+            pause = next_pause(pause, poll_s=self.poll_s, handled=handled, gave_back=self.gave_back)
+            if pause:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.poll_s)
+                    await asyncio.wait_for(stop.wait(), pause)
 
 
 class _Steps:
@@ -219,6 +238,10 @@ class _Steps:
             sha=outcome.sha,
         )
         work_id = outcome.candidate.work_id
+        if outcome.outcome == "deferred":  # another item of the batch first; not this one's fault
+            await work.release_landing(work_id, self.lander.agent_id, outcome.detail, deferred=True)
+            self.batch.settled.add(work_id)
+            return
         failures = self.batch.repository.land_failures
         await work.settle_landing(work_id, self.lander.agent_id, attempt, max_failures=failures)
         if outcome.outcome == "landed":

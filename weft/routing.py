@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from shared.models import Target, WorkItem
+from shared.models import AgentStatus, Target, WorkItem
 from shared.tasks import raise_if_cancelling
 from shared.work.rules import WAITING
 from weft.eligibility import Need, eligible_agents, matching_targets, stale_but_eligible
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("loom.weft.routing")
 
 NO_AGENT_NO_TARGET = "no eligible agent online and no matching target"
+AUTHOR_GONE = "its author is offline"
 
-Outcome = Literal["agent-available", "spin-up", "waiting", "not-waiting"]
+Outcome = Literal["agent-available", "spin-up", "waiting", "not-waiting", "reserved"]
 
 
 @dataclass
@@ -56,6 +57,13 @@ class Router:
     async def _decide(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
         if item.status not in WAITING:
             return RoutingDecision("not-waiting")
+        if item.reserved_for is not None:  # sent back to its author by a landing
+            author = project.agents.mirror.get(item.reserved_for)
+            if author is not None and author.effective_status() is not AgentStatus.OFFLINE:
+                return RoutingDecision("reserved", agents=[item.reserved_for])
+            item = await project.queue.unreserve(item.id, AUTHOR_GONE) or item
+            if item.reserved_for is not None or item.status not in WAITING:
+                return RoutingDecision("not-waiting")
         policy = await project.queue.policy()
         agents = eligible_agents(item, project.agents.mirror.values(), policy)
         if not agents and stale_but_eligible(item, project.agents.mirror.values(), policy):

@@ -7,7 +7,9 @@ and a temporary detached worktree per build, so nothing it does touches a checko
 2. settle what is already on the target (a lander that crashed after its push, found
    through the commit recorded before the push, or a branch merged by hand);
 3. build: the target's tip, then each item in order (a merge commit each, or its commits
-   replayed); an item that conflicts is set aside with the files that conflicted;
+   replayed); an item that conflicts with the target is set aside with the files that
+   conflicted; one that conflicts only with an item ahead of it in the batch is deferred
+   (given back untouched: it lands after that one, which may yet fail the gate);
 4. run the gate (the project's command, an argument list, never a shell) with a timeout,
    keeping only the redacted tail of its output;
 5. push the result to the target: a plain push, refused by git when the target moved
@@ -226,13 +228,28 @@ class HostLanding:
             files = await self._add(directory, c)
             if files is None:
                 merged.append(c)
-            else:
-                detail = (
-                    f"conflicts with {self.repository.target_branch} in: {', '.join(files) or 'its changes'}"
-                )
-                conflicts.append(Settled(c, "conflict", batch=len(batch), files=tuple(files), detail=detail))
+                continue
+            if merged and not await self.conflicts_on(tip, c.head_sha):
+                # it conflicts only with an item ahead of it in this batch, which may yet fail
+                # the gate: not the item's to fix (yet); it lands after that one, or alone
+                detail = f"conflicts in {', '.join(files)} with an item ahead of it in the same batch"
+                conflicts.append(Settled(c, "deferred", batch=len(batch), files=tuple(files), detail=detail))
+                continue
+            detail = f"conflicts with {self.repository.target_branch} in: {', '.join(files) or 'its changes'}"
+            conflicts.append(Settled(c, "conflict", batch=len(batch), files=tuple(files), detail=detail))
         result = await self._git("rev-parse", "HEAD", cwd=directory, step="rev-parse")
         return directory, result, merged, conflicts
+
+    async def conflicts_on(self, tip: str, head: str) -> list[str]:
+        """The files ``head`` conflicts in when merged alone on ``tip`` (none: it merges
+        cleanly), from ``git merge-tree``: no worktree, no index."""
+        asked = ("merge-tree", "--write-tree", "--name-only", "--no-messages", tip, head)
+        found = await git(f"--git-dir={self.git_dir}", *asked, check=False, fsync=False)
+        if found.returncode == 0:
+            return []
+        if found.returncode != 1:
+            raise GitFailed("merge-tree", f"git merge-tree failed: {said(found)}")
+        return sorted({line for line in found.stdout.splitlines()[1:] if line.strip()})
 
     async def _add(self, directory: Path, c: Candidate) -> list[str] | None:
         """Add one item to the build; None when it went in, else the conflicting files

@@ -15,6 +15,7 @@ from shared.models import (
     AttemptError,
     Landing,
     LandingAttempt,
+    LandingOutcome,
     WorkItem,
     WorkMove,
     WorkStatus,
@@ -150,8 +151,9 @@ def land(record: WorkRecord, agent_id: str, attempt: LandingAttempt, now: dateti
 def bounce(
     record: WorkRecord, agent_id: str, attempt: LandingAttempt, max_failures: int, now: datetime
 ) -> Change:
-    """The item conflicts with the target or fails the gate on its own: back to the
-    workers on its own branch (the conflict or the gate's output on the item), or, after
+    """The item conflicts with the target or fails the gate on its own: back to its author
+    on its own branch (the conflict or the gate's output on the item; reserved for the
+    author, whom the queue offers it to alone until Weft sees it offline), or, after
     ``max_failures`` such attempts, failed for good into the DLQ for the operator (who is
     told instead of the fleet looping)."""
     if attempt.outcome not in ("conflict", "gate-failed"):
@@ -182,18 +184,23 @@ def bounce(
     )
     if last:
         return Change(new, (said,), ack=Ack.DONE, ack_subject=ack_subject_of(record), then=Then.DEAD_LETTER)
+    changed.reserved_for = landing.author  # its author first (anyone once it is offline)
     new.queue_seq = None  # the next queue message is the workers' again
     queued = WorkEvent("queued", {"retry": True})
     return Change(new, (said, queued), ack=Ack.DONE, ack_subject=ack_subject_of(record), then=Then.ENQUEUE)
 
 
-def release_landing(record: WorkRecord, agent_id: str, why: str, now: datetime) -> Change:
+def release_landing(
+    record: WorkRecord, agent_id: str, why: str, now: datetime, *, deferred: bool = False
+) -> Change:
     """The lander cannot land the item now for a reason that is not the item's (the
-    repository unreachable, the target rewritten under it, another landing in the way):
-    back to ``landing``, its message redelivered, no failure counted."""
+    repository unreachable, the target rewritten under it; ``deferred``: it conflicts only
+    with an item ahead of it in the batch): back to ``landing``, its message redelivered,
+    no failure counted."""
     check_error(why)
     new, item = holder_move(record, agent_id, WorkMove.RELEASE_LANDING, "release", now)
-    attempt = LandingAttempt(lander=agent_id, outcome="error", detail=why[-4000:], at=now)
+    outcome: LandingOutcome = "deferred" if deferred else "error"
+    attempt = LandingAttempt(lander=agent_id, outcome=outcome, detail=why[-4000:], at=now)
     item.landing = _attempted(_landing_of(record.item), attempt, pending_sha=None)
     item.assigned_to = None
     new.delivery = None

@@ -106,6 +106,7 @@ from shared.work.rules import (
     stop,
     store_seq,
     take,
+    unreserve,
     wait_on,
 )
 
@@ -495,7 +496,11 @@ class WorkQueue(WorkRecords):
                 review.capability, item.boundary, None, item.priority, not_for=item.author
             )
         return self.names.work_subject(
-            item.capability, item.boundary, item.required_agent_type, item.priority
+            item.capability,
+            item.boundary,
+            item.required_agent_type,
+            item.priority,
+            only_for=item.reserved_for,
         )
 
     async def _ensure_consumer(self, subject: str) -> str:
@@ -536,6 +541,8 @@ class WorkQueue(WorkRecords):
                 continue
             if parts.not_for == claimant.agent_id:
                 continue  # a review of this agent's own work
+            if parts.only_for is not None and parts.only_for != claimant.agent_id:
+                continue  # sent back to its author
             if not policy.allows_agent(parts.boundary, claimant.agent_type):
                 continue
             eligible.append((parts.priority, subject))
@@ -813,10 +820,14 @@ class WorkQueue(WorkRecords):
         return await self._carry_out(work_id, change, revision)
 
     @_traced("work.land.release")
-    async def release_landing(self, work_id: str, agent_id: str, why: str) -> WorkItem:
+    async def release_landing(
+        self, work_id: str, agent_id: str, why: str, *, deferred: bool = False
+    ) -> WorkItem:
         """Given back to the landers' queue untouched (rule ``release_landing``)."""
         now = utcnow()
-        _, change, revision = await self._mutate_at(work_id, lambda r: release_landing(r, agent_id, why, now))
+        _, change, revision = await self._mutate_at(
+            work_id, lambda r: release_landing(r, agent_id, why, now, deferred=deferred)
+        )
         return await self._carry_out(work_id, change, revision)
 
     @_traced("work.fail")
@@ -901,6 +912,21 @@ class WorkQueue(WorkRecords):
             await self._tell_dependents(change.record.item)
             expired.append(change.record.item)
         return expired
+
+    @_traced("work.unreserve")
+    async def unreserve(self, work_id: str, why: str) -> WorkItem | None:
+        """Offer work reserved for a gone agent to everyone (rule ``unreserve``); the item
+        as it now stands, or None when it no longer waited reserved (or is gone)."""
+        now = utcnow()
+        try:
+            _, change, revision = await self._mutate_at(work_id, lambda r: unreserve(r, why, now))
+        except WorkNotFound:
+            return None
+        if change.record is None:
+            return None
+        if change.drop_queue_seq is not None:
+            await self._delete_queued(change.drop_queue_seq)
+        return await self._carry_out(work_id, change, revision)
 
     async def set_waiting_reason(self, work_id: str, reason: str | None) -> WorkItem | None:
         """Record why an item is still waiting (see :func:`note_waiting`); the updated item,

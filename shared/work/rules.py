@@ -184,6 +184,7 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     new, item = claimed
     item.attempts += 1
     item.assigned_to = agent_id
+    item.reserved_for = None
     item.claimed_at = now
     item.progress = None
     item.waiting_reason = None
@@ -559,6 +560,20 @@ def discard(record: WorkRecord, dlq_seq: int, now: datetime) -> Change:
     new.dlq_seq = None
     new.notes = [*record.notes, f"discarded from the dead-letter queue at {now.isoformat()}"]
     return Change(new, (WorkEvent("discarded"),), drop_dlq_seq=dlq_seq)
+
+
+def unreserve(record: WorkRecord, why: str, now: datetime) -> Change:
+    """Work reserved for an agent that is gone (``reserved_for``, see shared/work/landing.py):
+    offered to every eligible agent, a new message on the workers' subject superseding the
+    reserved one (dropped). Left alone when it no longer waits reserved."""
+    item = record.item
+    if item.reserved_for is None or item.status not in CLAIMABLE:
+        return Change()
+    new, changed = _fork(record, now)
+    changed.reserved_for = None
+    new.queue_seq = None
+    event = WorkEvent("unreserved", {"agent_id": item.reserved_for, "why": why})
+    return Change(new, (event,), then=Then.ENQUEUE, drop_queue_seq=record.queue_seq)
 
 
 def note_waiting(record: WorkRecord, reason: str | None, now: datetime) -> Change:

@@ -3,8 +3,8 @@ worker agents and one reviewer (Warp processes in their own clones) work through
 eight items with dependencies, and ``loom-lander`` processes land what is approved, through
 a gate (a script: it fails when ``bad.txt`` exists).
 
-Two items change the same line (the second to land conflicts: it goes back to the workers
-with the file named, a worker merges the target into its branch and it lands); one adds
+Two items change the same line (the second to land conflicts: it goes back to its author
+with the file named, who merges the target into its branch, and it lands); one adds
 ``bad.txt`` (bisection isolates it from the batch it came in, the others land; its worker
 hands it in unchanged, it fails again and goes to the DLQ after the project's two allowed
 failures). The first lander is SIGKILLed while its gate runs; a second takes over once the
@@ -88,7 +88,8 @@ def merge_target(directory: Path, origin: Path) -> None:
     the file by hand (keeping both changes)."""
     env = {**os.environ, **AUTHOR, "LC_ALL": "C"}
     pull = ["git", "pull", "--no-rebase", "--no-edit", str(origin), "main"]
-    subprocess.run(pull, cwd=directory, env=env, capture_output=True, check=False)
+    merged = subprocess.run(pull, cwd=directory, env=env, capture_output=True, check=False)
+    assert b"CONFLICT" in merged.stdout, merged  # the target it conflicts with holds the other change
     (directory / "shared.txt").write_text("one\nC and D\nthree\n")
     run_git("add", "shared.txt", cwd=directory)
     run_git("commit", "--quiet", "--no-edit", cwd=directory)
@@ -195,6 +196,9 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
             try:
 
                 async def all_final() -> dict[str, dict[str, Any]] | None:
+                    for loop in loops:  # a worker that failed says why at once
+                        if loop.done() and not loop.cancelled() and loop.exception() is not None:
+                            raise AssertionError("a worker failed") from loop.exception()
                     async with fabric.api() as api:
                         items = {t: (await api.get(f"/api/work/{w}")).json() for t, w in ids.items()}
                     final = all(i["status"] in ("completed", "dead-lettered") for i in items.values())
@@ -229,6 +233,10 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
     back = items[conflicted[0]]
     assert any("conflicts with main in shared.txt" in e["error"] for e in back["errors"])
     assert back["landing"]["landed_sha"] is not None
+    # ... to its own author: the same agent handed in both rounds (all authors stayed online)
+    for sent_back in (back, items["e"]):
+        authors = [r["author"] for r in sent_back["reviews"]]
+        assert len(authors) >= 2 and len(set(authors)) == 1, authors
 
     # e was isolated by bisection, failed again, and went to the operator after two failures
     bad = items["e"]

@@ -41,6 +41,7 @@ _SAMPLES: dict[str, list[Any]] = {
     "kind": [None, *names.EVENT_KINDS],
     "action": ["created", "completed"],
     "not_for": [None, AGENT],
+    "only_for": [None, OTHER_AGENT],
     "tree_id": [AGENT, OTHER_AGENT],
     "work_id": [AGENT, OTHER_AGENT],
 }
@@ -232,6 +233,18 @@ def test_a_review_subject_names_the_agent_it_is_not_for() -> None:
     with pytest.raises(InvalidNameError) as refused:
         pn.work_subject("review", "prod", None, 7, "someone")
     assert refused.value.field == "not_for"
+
+
+def test_a_reserved_subject_names_the_one_agent_it_is_for() -> None:
+    pn = ProjectNames("my-proj")
+    subject = pn.work_subject("code", "default", None, 5, only_for=AGENT)
+    assert subject == f"loom.my-proj.work.q.code.default._any.p05.for-{AGENT}"
+    parts = pn.parse_work_subject(subject)
+    assert parts is not None and (parts.only_for, parts.not_for) == (AGENT, None)
+    assert pn.parse_work_subject(subject.replace("for-", "fur-")) is None
+    with pytest.raises(InvalidNameError) as refused:
+        pn.work_subject("code", "default", None, 5, only_for="someone")
+    assert refused.value.field == "only_for"
 
 
 def test_work_consumer_only_for_own_queue_subjects() -> None:

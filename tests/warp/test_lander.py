@@ -26,7 +26,7 @@ from shared.work.rules import Claimant
 from testsupport.events import work_actions
 from testsupport.git import clone, make_origin, remote_sha, run_git
 from testsupport.work import work_queue
-from warp.lander import Lander
+from warp.lander import Lander, next_pause
 from warp.runtime import WarpRuntime
 from warp.settings import WarpSettings
 
@@ -156,6 +156,10 @@ async def test_a_conflict_goes_back_to_the_workers_and_the_last_allowed_one_to_t
         theirs = await handed_in(q, worker, "theirs", {"shared.txt": "one\nTWO theirs\n"})
         async with lander(nats_server.url, project_id, tmp_path / "lander", LANDER) as landing:
             assert await landing.run_once() == 2
+            deferred = await q.get(theirs.id)  # it conflicts with ours, ahead of it in the batch
+            assert deferred.status is S.LANDING and deferred.landing is not None
+            assert (deferred.landing.failures, deferred.landing.attempts[-1].outcome) == (0, "deferred")
+            assert await landing.run_once() == 1  # now with the target, which holds ours
             back = await q.get(theirs.id)
             assert back.status is S.QUEUED and back.assigned_to is None
             assert back.error is not None and "shared.txt" in back.error and "1 of 2" in back.error
@@ -274,3 +278,29 @@ async def test_a_lander_that_dies_after_its_push_lands_nothing_twice(
         assert remote_sha(origin, "refs/heads/main") == tip
         check = clone(origin, tmp_path / "check")
         assert len(run_git("log", "--merges", "--format=%s", cwd=check).splitlines()) == 2
+
+
+def test_a_lander_backs_off_while_rounds_keep_giving_their_batch_back() -> None:
+    pauses = [0.0]
+    for _ in range(8):
+        pauses.append(next_pause(pauses[-1], poll_s=0.5, handled=1, gave_back=True))
+    assert pauses[1:] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert next_pause(30.0, poll_s=0.5, handled=2, gave_back=False) == 0.0  # landed: go on at once
+    assert next_pause(30.0, poll_s=0.5, handled=0, gave_back=False) == 0.5  # idle: poll
+
+
+def test_a_sent_back_item_tells_its_worker_what_to_fix() -> None:
+    from shared.models import Landing, LandingAttempt
+    from warp.tools.work import item_text
+
+    base = WorkItem(id="c" * 32, project_id="p", task_id="t", description="d", capability="code")
+    conflict = LandingAttempt(lander=LANDER, outcome="conflict", files=["src/a.py", "b.py"])
+    sent_back = base.model_copy(update={"landing": Landing(target="main", failures=1, attempts=[conflict])})
+    said = item_text(sent_back)
+    assert "conflicts with main in src/a.py, b.py" in said and "merge main into the branch" in said
+    failed = LandingAttempt(lander=LANDER, outcome="gate-failed", detail="FAILED test_login")
+    gated = base.model_copy(update={"landing": Landing(target="main", failures=2, attempts=[failed])})
+    assert "the gate failed" in item_text(gated) and "FAILED test_login" in item_text(gated)
+    landed = base.model_copy(update={"landing": Landing(target="main", landed_sha="f" * 40)})
+    assert f"landed on main in {'f' * 12}" in item_text(landed)
+    assert "landing" not in item_text(base)

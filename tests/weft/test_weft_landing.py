@@ -96,3 +96,41 @@ async def test_the_landing_queue_lists_items_in_landing_order_and_who_lands(
         return all(w in text for w in wanted) or None
 
     await eventually(counted, what="the landing outcomes in /metrics")
+
+
+async def test_work_sent_back_to_an_offline_author_is_offered_to_everyone(
+    api: Any, nc: NatsClient, project_id: str
+) -> None:
+    """Weft's sweep lifts the reservation of an item whose author is offline and leaves
+    that of an online author's item alone (both are routed in the same sweeps)."""
+    queue = work_queue(nc, ProjectNames(project_id))
+    lander = Claimant(agent_id="e" * 32, agent_type="lander", capabilities=("land",))
+    online = await register(nc, project_id, capabilities=("online-only",))
+    gone = await register(nc, project_id, capabilities=("gone-only",))
+    sent_back = {}
+    for author, capability in ((online, "online-only"), (gone, "gone-only")):
+        posted = await api.post(
+            "/api/work", json={"task_id": capability, "description": "d", "capability": capability}
+        )
+        work_id = posted.json()["id"]
+        taken = await queue.claim(claimant(author))
+        assert taken is not None and taken.id == work_id
+        ws = Workstream(
+            branch=f"loom/{capability}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
+        )
+        await queue.record_workstream(work_id, author.agent_id, ws, step="handed-in")
+        await queue.complete(work_id, author.agent_id)
+        assert (await queue.claim(lander)) is not None
+        attempt = LandingAttempt(lander=lander.agent_id, outcome="conflict", files=["x.py"])
+        back = await queue.settle_landing(work_id, lander.agent_id, attempt, max_failures=3)
+        assert back.reserved_for == author.agent_id
+        sent_back[capability] = work_id
+    await register(nc, project_id, aid=gone.agent_id, capabilities=("gone-only",), stale=True)
+
+    async def freed() -> dict[str, Any] | None:
+        item: dict[str, Any] = (await api.get(f"/api/work/{sent_back['gone-only']}")).json()
+        return item if item["reserved_for"] is None else None
+
+    await eventually(freed, what="the offline author's item offered to everyone")
+    kept = (await api.get(f"/api/work/{sent_back['online-only']}")).json()
+    assert kept["reserved_for"] == online.agent_id and kept["status"] == "queued"

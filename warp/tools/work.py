@@ -117,7 +117,28 @@ def item_text(item: WorkItem) -> str:
         lines.append(f"  waited for by: {', '.join(item.dependents)}")
     for err in item.errors:
         lines.append(f"  attempt {err.attempt} failed: {err.error}")
+    lines.extend(_landing_lines(item))
     return "\n".join(lines)
+
+
+def _landing_lines(item: WorkItem) -> list[str]:
+    """What a landing said about the item (docs/landing.md): where it stands and, when it
+    was sent back, what to fix: the conflicting files, or the gate's output tail."""
+    landing = item.landing
+    if landing is None:
+        return []
+    if landing.landed_sha:
+        return [f"  landed on {landing.target} in {landing.landed_sha[:12]}"]
+    lines = [f"  landing on {landing.target}: {landing.failures} failed landing(s)"]
+    last = landing.attempts[-1] if landing.attempts else None
+    if last is not None and last.outcome == "conflict":
+        lines.append(
+            f"  sent back: it conflicts with {landing.target} in {', '.join(last.files) or 'its changes'}; "
+            f"merge {landing.target} into the branch, settle the conflicts, then complete it again"
+        )
+    elif last is not None and last.outcome == "gate-failed":
+        lines.append(f"  sent back: the gate failed; its output ends with:\n{last.detail[-1500:]}")
+    return lines
 
 
 STILL_HELD = frozenset({WorkStatus.IN_PROGRESS, WorkStatus.REVIEWING, WorkStatus.WAITING_ON_OPERATOR})

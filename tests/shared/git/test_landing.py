@@ -90,21 +90,40 @@ async def test_a_clean_batch_lands_in_one_push_in_order(origin: Path, worker: Pa
     assert "Loom-Work-Id: " + batch[0].work_id in run_git("log", "--merges", "--format=%B", cwd=check)
 
 
-async def test_an_item_that_conflicts_is_set_aside_with_its_files_and_the_rest_lands(
+async def test_an_item_that_conflicts_with_the_target_is_set_aside_with_its_files_and_the_rest_lands(
     origin: Path, worker: Path, tmp_path: Path
 ) -> None:
+    theirs = hand_in(worker, "b", {"shared.txt": "one\nTWO by b\nthree\n", "b.txt": "b\n"})
     first = hand_in(worker, "a", {"shared.txt": "one\nTWO by a\nthree\n"})
-    second = hand_in(worker, "b", {"shared.txt": "one\nTWO by b\nthree\n", "b.txt": "b\n"})
+    await lander(origin, tmp_path / "l0").land([first], Recorder())  # the target now holds a's line
     third = hand_in(worker, "c", {"c.txt": "c\n"})
     rec = Recorder()
-    await lander(origin, tmp_path / "lander").land([first, second, third], rec)
+    await lander(origin, tmp_path / "lander").land([theirs, third], rec)
 
-    assert outcomes(rec) == {first.work_id: "landed", second.work_id: "conflict", third.work_id: "landed"}
+    assert outcomes(rec) == {theirs.work_id: "conflict", third.work_id: "landed"}
     conflict = next(s for s in rec.done if s.outcome == "conflict")
-    assert conflict.files == ("shared.txt",) and "shared.txt" in conflict.detail
+    assert conflict.files == ("shared.txt",) and "conflicts with main in: shared.txt" in conflict.detail
     check = target_files(origin, tmp_path)
     assert (check / "shared.txt").read_text() == "one\nTWO by a\nthree\n"
     assert not (check / "b.txt").exists() and (check / "c.txt").exists()
+
+
+async def test_an_item_that_conflicts_only_with_one_ahead_of_it_in_the_batch_is_deferred(
+    origin: Path, worker: Path, tmp_path: Path
+) -> None:
+    """Not the item's to fix yet: the one ahead may still fail the gate."""
+    first = hand_in(worker, "a", {"shared.txt": "one\nTWO by a\nthree\n"})
+    second = hand_in(worker, "b", {"shared.txt": "one\nTWO by b\nthree\n"})
+    rec = Recorder()
+    await lander(origin, tmp_path / "lander").land([first, second], rec)
+    assert outcomes(rec) == {first.work_id: "landed", second.work_id: "deferred"}
+    deferred = next(s for s in rec.done if s.outcome == "deferred")
+    assert deferred.files == ("shared.txt",) and "ahead of it in the same batch" in deferred.detail
+
+    # on the new tip it is the item's own conflict
+    rec = Recorder()
+    await lander(origin, tmp_path / "lander").land([second], rec)
+    assert outcomes(rec) == {second.work_id: "conflict"}
 
 
 GATE = [PY, "-c", "import pathlib,sys; sys.exit(1 if pathlib.Path('bad.txt').exists() else 0)"]

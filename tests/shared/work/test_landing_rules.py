@@ -24,6 +24,7 @@ from shared.work.rules import (
     judge,
     stop,
     take,
+    unreserve,
 )
 
 S = WorkStatus
@@ -146,6 +147,7 @@ def test_a_conflict_goes_back_to_the_workers_and_the_last_allowed_to_the_dlq() -
     assert item.error == "landing failed (1 of 3): conflicts with main in a.py"
     assert item.errors[-1].agent_id == WORKER
     assert [e.action for e in back.events] == ["landing-failed", "queued"]
+    assert item.reserved_for == WORKER  # its author first
 
     last = bounce(merging(failures=2), LANDER, attempt("gate-failed", detail="boom"), 3, NOW)
     assert last.record is not None and last.record.item.status is S.FAILED and last.then is Then.DEAD_LETTER
@@ -163,6 +165,12 @@ def test_a_lander_gives_an_item_back_untouched_without_counting_a_failure() -> N
     assert item.landing.attempts[-1].outcome == "error"
     with pytest.raises(WorkError, match="error"):
         release_landing(merging(), LANDER, " ", NOW)
+    later = release_landing(merging(), LANDER, "conflicts with one ahead of it", NOW, deferred=True)
+    assert later.record is not None and later.record.item.landing is not None
+    assert (later.record.item.landing.attempts[-1].outcome, later.record.item.landing.failures) == (
+        "deferred",
+        0,
+    )
 
 
 def test_only_the_holding_lander_notes_the_commit_it_pushes() -> None:
@@ -178,3 +186,17 @@ def test_waiting_for_landing_can_be_cancelled_but_a_landing_under_way_cannot() -
     assert stop(queued, "no", "operator", NOW).record is not None
     with pytest.raises(WorkConflict, match="can no longer be cancelled"):
         stop(merging(), "no", "operator", NOW)
+
+
+def test_work_sent_back_goes_to_its_author_and_to_anyone_once_the_author_is_gone() -> None:
+    reserved = record(S.QUEUED, assigned=None, reserved_for=WORKER)
+    claimed = take(reserved, WORKER, DELIVERY, NOW)
+    assert claimed.record is not None
+    assert (claimed.record.item.assigned_to, claimed.record.item.reserved_for) == (WORKER, None)
+
+    freed = unreserve(reserved, "its author is offline", NOW)
+    assert freed.record is not None and freed.record.item.reserved_for is None
+    assert (freed.then, freed.drop_queue_seq, freed.record.queue_seq) == (Then.ENQUEUE, 7, None)
+    assert [(e.action, e.data["agent_id"]) for e in freed.events] == [("unreserved", WORKER)]
+    assert unreserve(record(S.QUEUED, assigned=None), "x", NOW).record is None  # not reserved
+    assert unreserve(record(S.IN_PROGRESS, reserved_for=WORKER), "x", NOW).record is None  # claimed

@@ -1,7 +1,8 @@
-// Queues and dead letters: depth per capability (live from the stats topic) and the DLQ,
-// with retry and discard.
+// Queues and dead letters: depth per capability (live from the stats topic), the landing
+// queue (GET /api/landing: who lands now, what waits to land) and the DLQ, with retry and
+// discard.
 
-import { confirmButton, h, keepFocus, replace, table, when } from "../dom.js";
+import { confirmButton, h, keepFocus, replace, statusText, table, when } from "../dom.js";
 
 export function queuesView(ctx) {
   const { store, api } = ctx;
@@ -10,8 +11,13 @@ export function queuesView(ctx) {
   const dlq = table("Dead-letter queue, oldest first", ["Task", "Capability", "Attempts", "Last error", "Dead-lettered", "Actions"]);
   dlq.el.id = "dead-letters";
   const note = h("p", { class: "note" });
-  const el = h("div", null, depths.el, note, dlq.el);
+  const lander = h("p", { id: "landing-now" });
+  const landingQueue = table("Landing queue: being landed, then in the order landers take them", ["Task", "Status", "Branch", "Author", "Failures", "Last try"]);
+  landingQueue.el.id = "landing-queue";
+  const landingPanel = h("section", { id: "landing", "aria-label": "Landing" }, h("h3", null, "Landing"), lander, landingQueue.el);
+  const el = h("div", null, depths.el, note, landingPanel, dlq.el);
   let letters = null;
+  let landing; // undefined: not read yet; null: no repository
   let seenWork = -1;
   let reading = false;
 
@@ -29,15 +35,52 @@ export function queuesView(ctx) {
     draw();
   }
 
-  function update() {
-    if (store.revision.work !== seenWork) {
-      seenWork = store.revision.work; // a work change may be a dead letter in or out
-      readDlq();
+  async function readLanding() {
+    try {
+      landing = await api.get("/api/landing");
+    } catch (error) {
+      landing = error.status === 404 ? null : { error: error.message };
     }
     draw();
   }
 
+  function update() {
+    if (store.revision.work !== seenWork) {
+      seenWork = store.revision.work; // a work change may be a dead letter in or out, or a landing
+      readDlq();
+      readLanding();
+    }
+    draw();
+  }
+
+  function drawLanding() {
+    const none = (text) => h("tr", null, h("td", { colspan: 6, class: "note" }, text));
+    if (landing === undefined) {
+      lander.textContent = "Reading the landing queue…";
+      return;
+    }
+    if (landing === null || landing.error) {
+      lander.textContent = landing ? landing.error : "No repository is set: nothing lands (the targets view sets one).";
+      replace(landingQueue.tbody, none("Nothing waits to land."));
+      return;
+    }
+    const lock = landing.lock;
+    lander.textContent = lock
+      ? `Landing on ${landing.target} now: ${store.handleOf(lock.holder)}, ${lock.items.length} item(s).`
+      : `Nobody is landing on ${landing.target} now.`;
+    replace(landingQueue.tbody, landing.queue.length === 0
+      ? none("Nothing waits to land.")
+      : landing.queue.map((e) => h("tr", { dataset: { workId: e.work_id } },
+        h("th", { scope: "row" }, h("a", { href: `#work/${e.work_id}`, title: e.description.slice(0, 200) }, e.task_id)),
+        h("td", null, statusText(e.status)),
+        h("td", null, e.branch ? h("code", null, e.branch) : "-"),
+        h("td", null, e.author ? store.handleOf(e.author) : "-"),
+        h("td", { class: "num" }, e.failures),
+        h("td", null, e.last_attempt ? `${e.last_attempt.outcome}${(e.last_attempt.files || []).length ? `: ${e.last_attempt.files.join(", ")}` : ""}` : "-"))));
+  }
+
   function draw() {
+    drawLanding();
     const stats = store.stats || { queue_depths: {}, work: {} };
     const waiting = new Map();
     for (const item of store.work.values()) {

@@ -167,7 +167,31 @@ export function workItemView(ctx, workId) {
       h("h3", null, "Description"), h("pre", null, item.description),
       item.result !== null && item.result !== undefined ? [h("h3", null, "Result"), h("pre", null, JSON.stringify(item.result, null, 2))] : null,
       item.error ? [h("h3", null, "Last error"), h("pre", null, item.error)] : null,
-      attempts(item));
+      attempts(item),
+      landing(item));
+  }
+
+  // Its way to the target branch (docs/landing.md): where it waits or landed, and each
+  // lander's try with the conflicting files or the gate's output tail.
+  function landing(item) {
+    const l = item.landing;
+    if (!l) return null;
+    const facts = h("dl", { class: "fields" },
+      field("Target", h("code", null, l.target)),
+      field("Author", l.author ? store.handleOf(l.author) : "-"),
+      field("Reserved for", item.reserved_for ? store.handleOf(item.reserved_for) : "-"),
+      field("Queued for landing", when(l.queued_at)),
+      field("Failures", l.failures),
+      field("Landed", l.landed_sha ? h("code", null, `${short(l.landed_sha)} · ${when(l.landed_at)}`) : "-"));
+    const t = table("Landing attempts, oldest first", ["At", "Lander", "Outcome", "Batch", "Files", "Gate s"]);
+    replace(t.tbody, (l.attempts || []).map((a) => h("tr", { dataset: { outcome: a.outcome } },
+      h("td", null, when(a.at)), h("td", null, store.handleOf(a.lander)), h("td", null, a.outcome),
+      h("td", { class: "num" }, a.batch), h("td", null, (a.files || []).join(", ") || "-"),
+      h("td", { class: "num" }, a.gate_s == null ? "-" : a.gate_s.toFixed(1)))));
+    const last = (l.attempts || []).filter((a) => a.detail).pop();
+    return h("div", { id: "work-landing" }, h("h3", null, "Landing"), facts,
+      (l.attempts || []).length ? t.el : null,
+      last ? [h("h4", null, `Latest (${last.outcome})`), h("pre", { class: "landing-detail" }, last.detail)] : null);
   }
 
   function attempts(item) {
