@@ -317,6 +317,7 @@ async def _run(rt: WarpRuntime, project_path: Path, poll_s: float, lock_s: float
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    rt.on_exit = stop.set  # a shutdown request (Weft's idle shutdown, an operator) ends it too
     rt.start()
     svc: Services | None = None
     while svc is None and not stop.is_set():

@@ -162,6 +162,8 @@ class HostLanding:
             ignore.write_text("*\n")
         if not (self.git_dir / "HEAD").exists():
             await git("init", "--quiet", "--bare", str(self.git_dir), step="init", fsync=False)
+        elif self._builds == 0:  # builds a killed lander left registered: forgotten, once a landing
+            await git(f"--git-dir={self.git_dir}", "worktree", "prune", check=False, fsync=False)
 
     # -- the steps -------------------------------------------------------------------------
     async def fetch(self, candidates: list[Candidate]) -> str:

@@ -71,12 +71,19 @@ async def test_three_hosts_three_items_one_killed_nothing_lost(fabric: Fabric) -
         bens_item = claims["ben"]["item"]["id"]
 
         async def checkpointed() -> str | None:
-            # the timer's checkpoint, with the shell's files in it, has reached the origin
+            # the timer's checkpoint, with the shell's files in it, has reached the origin and
+            # the item's record (a checkpoint is pushed first, then recorded: killed between
+            # the two, the next attempt still starts from it, but the hand-off would name the
+            # one before)
             sha = remote_sha(origin, f"refs/loom/checkpoints/{bens_item}")
             if sha is None:
                 return None
             files = run_git("ls-tree", "-r", "--name-only", sha, cwd=origin).splitlines()
-            return sha if {"ben.txt", "notes/plan.md"} <= set(files) else None
+            if not {"ben.txt", "notes/plan.md"} <= set(files):
+                return None
+            async with fabric.api() as api:
+                ws = (await api.get(f"/api/work/{bens_item}")).json()["workstream"]
+            return sha if ws and ws["resume_from"] == sha else None
 
         checkpoint = await eventually(checkpointed, timeout=30, what="a checkpoint of ben's worktree")
         kill_agent(agents["ben"])  # no goodbye, no hand-in
