@@ -236,6 +236,10 @@ class WorkMove(StrEnum):
     LAND = "land"
     BOUNCE = "bounce"
     BOUNCE_LAST = "bounce-last"
+    AWAIT_FORGE = "await-forge"
+    FORGE_MERGED = "forge-merged"
+    FORGE_CLOSED = "forge-closed"
+    FORGE_CLOSED_LAST = "forge-closed-last"
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,10 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.LAND: Transition(_from(_S.MERGING), _S.COMPLETED),
     WorkMove.BOUNCE: Transition(_from(_S.MERGING), _S.QUEUED),
     WorkMove.BOUNCE_LAST: Transition(_from(_S.MERGING), _S.FAILED),
+    WorkMove.AWAIT_FORGE: Transition(_from(_S.MERGING), _S.LANDING),
+    WorkMove.FORGE_MERGED: Transition(_from(_S.LANDING), _S.COMPLETED),
+    WorkMove.FORGE_CLOSED: Transition(_from(_S.LANDING), _S.QUEUED),
+    WorkMove.FORGE_CLOSED_LAST: Transition(_from(_S.LANDING), _S.FAILED),
 }
 """The work lifecycle, one row per operation: the truth the rules in shared/work/rules.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
@@ -321,6 +329,10 @@ dependents unblock), sends it back to the workers with the conflict or the gate'
 (``bounce``; after the project's last allowed failure ``bounce-last``: failed, into the
 DLQ for the operator), or gives it back untouched when the repository cannot be reached
 (``release-landing``); a lander gone silent lapses like a reviewer (``landing-lapse``).
+In forge mode the lander opens a pull request instead and leaves the item ``landing``
+without a queue message (``await-forge``) until Weft sees GitHub merge it
+(``forge-merged``: completed) or close it (``forge-closed``, ``forge-closed-last``: as a
+bounce).
 A ``merging`` item cannot be cancelled: its push may be under way (docs/landing.md). ``failed`` records an
 attempt that went wrong: reported by its agent (``fail``) or a claim that went
 silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
@@ -405,7 +417,7 @@ class Checkpoint(LoomModel):
     files: int = Field(default=0, ge=0, description="Files that differ from the branch's head")
 
 
-LandingOutcome = Literal["landed", "conflict", "gate-failed", "deferred", "error"]
+LandingOutcome = Literal["landed", "conflict", "gate-failed", "deferred", "closed", "error"]
 MAX_LANDING_ATTEMPTS_KEPT = 20
 MAX_LANDING_DETAIL = 4000
 
@@ -438,6 +450,10 @@ class Landing(LoomModel):
     )
     landed_sha: str | None = None
     landed_at: datetime | None = None
+    pull_request: int | None = Field(
+        default=None, description="Forge mode: the open pull request it waits on (GitHub merges it)"
+    )
+    pull_request_url: str | None = None
 
 
 class Workstream(LoomModel):

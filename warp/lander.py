@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from shared.git.cli import GitFailed
+from shared.git.forge import ForgeError, GitHub
 from shared.git.landing import Candidate, HostLanding, LandingError, Settled
 from shared.git.landlock import LOCK_TTL_S, LandingLock, LandingLocks, LockLost
 from shared.git.repository import Repository
@@ -86,9 +87,17 @@ class Lander:
     """Lands batches for one project, on the host and folder it runs in."""
 
     def __init__(
-        self, svc: Services, project_path: Path, *, poll_s: float = POLL_S, lock_ttl_s: float = LOCK_TTL_S
+        self,
+        svc: Services,
+        project_path: Path,
+        *,
+        poll_s: float = POLL_S,
+        lock_ttl_s: float = LOCK_TTL_S,
+        github_token: str | None = None,
     ) -> None:
         self.svc = svc
+        self.github_token = github_token
+        """Forge mode: the token this lander opens pull requests with (``LOOM_GITHUB_TOKEN``)."""
         self.project_path = project_path
         self.poll_s = poll_s
         self.lock_ttl_s = lock_ttl_s
@@ -128,7 +137,10 @@ class Lander:
                 return 0
             lock = await self.locks.renew(lock, items=[i.id for i in items], ttl_s=self.lock_ttl_s)
             batch = _Batch({i.id: i for i in items}, lock, repository)
-            await self._land(batch)
+            if repository.forge == "github":
+                await self._open_pull_requests(batch)
+            else:
+                await self._land(batch)
             return len(items)
         finally:
             with contextlib.suppress(Exception):
@@ -177,6 +189,32 @@ class Lander:
             except Exception as exc:  # the landing stands; the refs are swept later
                 log.warning("the landed branches were not deleted: %s", exc)
 
+    async def _open_pull_requests(self, batch: _Batch) -> None:
+        """Forge mode: a pull request per item (made, or the one already open), and the item
+        left waiting for GitHub to merge or close it (Weft watches); GitHub's checks and merge
+        queue are the gate. A refusal or an unreachable GitHub gives the rest back."""
+        repo = batch.repository
+        assert repo.github_repository is not None  # the settings require it with forge github
+        github = GitHub(repo.github_api_url, repo.github_repository, self.github_token)
+        try:
+            for item in batch.items.values():
+                ws = item.workstream
+                assert ws is not None
+                title = candidate_of(item).title
+                body = f"{item.description[:4000]}\n\nLoom-Work-Id: {item.id}\nLoom-Branch: {ws.branch}"
+                pr = await github.open_pull_request(ws.branch, repo.target_branch, title, body)
+                await self.svc.work.await_forge(item.id, self.agent_id, pr.number, pr.url)
+                batch.settled.add(item.id)
+        except ForgeError as exc:
+            log.warning("forge: %s", exc)
+            self.gave_back = True
+            for work_id in batch.open_ids():
+                with contextlib.suppress(WorkError):
+                    await self.svc.work.release_landing(work_id, self.agent_id, f"forge: {exc}")
+        finally:
+            for work_id in batch.items:
+                self.svc.presence.tasks_changed(released=work_id)
+
     async def _keep_alive(self, batch: _Batch) -> None:
         """While the batch lands: the lock renewed and the claims kept from lapsing."""
         every = min(self.svc.work.ack_wait_s, self.lock_ttl_s) / 3
@@ -220,6 +258,20 @@ class _Steps:
     async def alive(self) -> None:
         if self.batch.lost is not None:
             raise self.batch.lost
+
+    def took(self, step: str, items: list[Candidate], start_ns: int, **attributes: str | int | bool) -> None:
+        """A span of each item's trace for a step of its landing (its batch's build, gate, push)."""
+        traces = self.lander.svc.traces
+        for c in items:
+            held = self.batch.items.get(c.work_id)
+            with traces.span(
+                step,
+                work_id=c.work_id,
+                traceparent=held.traceparent if held is not None else None,
+                start_ns=start_ns,
+                attributes={"loom.landing.batch": len(items), **attributes},
+            ):
+                pass
 
     async def before_push(self, sha: str, items: list[Candidate]) -> None:
         await self.alive()
@@ -277,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
     from shared.names import InvalidNameError
     from shared.nats.auth import CredentialsError, agent_credential
-    from shared.redact import configure_logging, redact
+    from shared.redact import configure_logging, redact, register_secret
     from shared.settings import NatsSettings, SettingsError
     from warp.settings import load_warp_settings
 
@@ -307,10 +359,14 @@ def main(argv: list[str] | None = None) -> int:
         nats_settings=nats_settings,
         explicit_instance=identity_settings.instance,
     )
-    return asyncio.run(_run(rt, identity.project_path, args.poll, settings.landing_lock_s))
+    github_token = os.environ.get("LOOM_GITHUB_TOKEN") or None
+    register_secret(github_token)
+    return asyncio.run(_run(rt, identity.project_path, args.poll, settings.landing_lock_s, github_token))
 
 
-async def _run(rt: WarpRuntime, project_path: Path, poll_s: float, lock_s: float) -> int:
+async def _run(
+    rt: WarpRuntime, project_path: Path, poll_s: float, lock_s: float, github_token: str | None
+) -> int:
     from warp.errors import Unavailable
 
     stop = asyncio.Event()
@@ -327,7 +383,7 @@ async def _run(rt: WarpRuntime, project_path: Path, poll_s: float, lock_s: float
             log.warning("%s", exc)
     if svc is not None:
         log.info("lander %s ready in project %s", svc.agent_id, svc.names.project_id)
-        await Lander(svc, project_path, poll_s=poll_s, lock_ttl_s=lock_s).run(stop)
+        await Lander(svc, project_path, poll_s=poll_s, lock_ttl_s=lock_s, github_token=github_token).run(stop)
     await rt.stop("stopped")
     return 0
 

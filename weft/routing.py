@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from shared.models import AgentStatus, Target, WorkItem
 from shared.tasks import raise_if_cancelling
+from shared.work.landing import parked
 from shared.work.rules import WAITING
 from weft.eligibility import Need, eligible_agents, matching_targets, stale_but_eligible
 from weft.spinup.base import SpinupRequester
@@ -55,7 +56,7 @@ class Router:
             return decision
 
     async def _decide(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
-        if item.status not in WAITING:
+        if item.status not in WAITING or parked(item):  # parked: it waits on its pull request
             return RoutingDecision("not-waiting")
         if item.reserved_for is not None:  # sent back to its author by a landing
             author = project.agents.mirror.get(item.reserved_for)

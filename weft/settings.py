@@ -9,7 +9,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from shared.identity import project_id_for_path
@@ -103,6 +103,10 @@ class WeftSettings(EnvSettings):
     a2a_push_private_urls: bool = Field(default=False, validation_alias="WEFT_A2A_PUSH_PRIVATE_URLS")
     """Let A2A clients register webhooks on loopback, private and link-local addresses (off:
     a client could otherwise make Weft call into its own network)."""
+    github_token: SecretStr | None = Field(default=None, validation_alias="WEFT_GITHUB_TOKEN")
+    """Forge mode (docs/landing.md): the token Weft reads pull requests with; never shown."""
+    forge_poll_s: float = Field(default=60.0, gt=0, le=86_400, validation_alias="WEFT_FORGE_POLL_S")
+    """How often each pull request an item waits on is asked about (GitHub's rate limit)."""
     log_level: str = Field(default="INFO", validation_alias="WEFT_LOG_LEVEL")
     banner: bool = False
     """Print the start-up banner (``weft serve`` sets this)."""

@@ -34,6 +34,12 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     if expired_questions:
         outcome["questions_expired"] = len(expired_questions)
     outcome.update(await router.route_waiting(context))
+    token = settings.github_token.get_secret_value() if settings.github_token is not None else None
+    forge_settled = await context.forge.sweep(
+        context.work, context.repository, context.queue, token, settings.forge_poll_s
+    )
+    if forge_settled:
+        outcome["forge_settled"] = forge_settled
     push = context.extension(PUSH_EXTENSION, ProjectPush)
     if push is not None and await push.start_if_in_use():
         outcome["a2a_push_started"] = 1  # another replica registered a webhook: send its share too

@@ -113,6 +113,9 @@ class Steps(Protocol):
     async def alive(self) -> None:
         """Called between steps: renew what must not lapse (raise to stop)."""
 
+    def took(self, step: str, items: list[Candidate], start_ns: int, **attributes: str | int | bool) -> None:
+        """``step`` (build, gate, push) ran for ``items`` from ``start_ns`` until now."""
+
 
 def gate_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The gate's environment: the lander's, without Loom's and NATS's credentials (the
@@ -421,7 +424,9 @@ class HostLanding:
                     waiting.append(c)
             if not waiting:
                 return
+            started = time.time_ns()
             directory, result, merged, conflicts = await self.build(tip, waiting)
+            steps.took("land.build", waiting, started, merged=len(merged), conflicts=len(conflicts))
             try:
                 for conflict in conflicts:
                     await steps.settled(conflict)
@@ -429,14 +434,20 @@ class HostLanding:
                 if not merged:
                     return
                 await steps.alive()
+                started = time.time_ns()
                 run = await self.gate(directory)
+                if run is not None:
+                    steps.took("land.gate", merged, started, ok=run.ok, timed_out=run.timed_out)
             finally:
                 await self.remove(directory)
             if run is None or run.ok:
                 await steps.before_push(result, merged)
                 for c in merged:
                     c.pending_sha = result
-                if await self.push(result):
+                started = time.time_ns()
+                pushed = await self.push(result)
+                steps.took("land.push", merged, started, pushed=pushed)
+                if pushed:
                     seconds = run.seconds if run is not None else None
                     for c in merged:
                         await steps.settled(

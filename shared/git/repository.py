@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared.base import LoomModel
 from shared.errors import Conflict, Invalid, NotFound
@@ -134,6 +134,21 @@ def check_worktree_root(root: str) -> str:
     return root
 
 
+def check_api_url(url: str) -> str:
+    """The forge's API: http(s) with a host, never carrying credentials (the token is the
+    lander's and Weft's, from their environment)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise InvalidRepository("must be an http(s) URL with a host", field="github_api_url", rule="scheme")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidRepository(
+            "must not carry credentials; landers and Weft read the token from their environment",
+            field="github_api_url",
+            rule="no_credentials",
+        )
+    return url.strip().rstrip("/")
+
+
 class RepositorySettings(LoomModel):
     """What an operator sets for a project (``PUT /api/repository``)."""
 
@@ -170,6 +185,17 @@ class RepositorySettings(LoomModel):
         default=3, ge=1, le=20, description="Conflicts and gate failures before an item goes to the operator"
     )
     delete_landed: bool = Field(default=True, description="Delete a landed item's branch and checkpoints")
+    forge: Literal["git", "github"] = Field(
+        default="git",
+        description="git: landers push to the target; github: a pull request per item, which GitHub "
+        "merges (docs/landing.md, Forge mode)",
+    )
+    github_repository: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$",
+        description="owner/name on GitHub (forge github)",
+    )
+    github_api_url: str = Field(default="https://api.github.com", max_length=500)
 
     @field_validator("url")
     @classmethod
@@ -198,6 +224,19 @@ class RepositorySettings(LoomModel):
                 )
             check_plain(arg, "gate")
         return v
+
+    @field_validator("github_api_url")
+    @classmethod
+    def _api(cls, v: str) -> str:
+        return check_api_url(check_plain(v, "github_api_url"))
+
+    @model_validator(mode="after")
+    def _forge(self) -> RepositorySettings:
+        if self.forge == "github" and self.github_repository is None:
+            raise InvalidRepository(
+                "is required with forge github (owner/name)", field="github_repository", rule="required"
+            )
+        return self
 
     @field_validator("worktree_root")
     @classmethod

@@ -206,3 +206,76 @@ def release_landing(
     new.delivery = None
     event = WorkEvent("landing-released", {"agent_id": agent_id, "why": why})
     return Change(new, (event,), ack=Ack.AGAIN, ack_subject=ack_subject_of(record))
+
+
+# -- forge mode: GitHub merges (docs/landing.md, Forge mode) -------------------------------
+
+
+def parked(item: WorkItem) -> bool:
+    """Waiting in ``landing`` on its pull request, with no queue message: Weft watches it."""
+    return (
+        item.status is WorkStatus.LANDING
+        and item.landing is not None
+        and item.landing.pull_request is not None
+    )
+
+
+def await_forge(record: WorkRecord, agent_id: str, number: int, url: str, now: datetime) -> Change:
+    """The lander opened (or found) the item's pull request: the item waits in ``landing``
+    for GitHub to merge or close it, off the landers' queue (its message acknowledged)."""
+    new, item = holder_move(record, agent_id, WorkMove.AWAIT_FORGE, "land", now)
+    item.landing = _landing_of(record.item).model_copy(
+        update={"pull_request": number, "pull_request_url": url, "pending_sha": None}
+    )
+    item.assigned_to = None
+    new.delivery = None
+    new.queue_seq = None
+    event = WorkEvent("pull-request", {"agent_id": agent_id, "number": number, "url": url})
+    return Change(new, (event,), ack=Ack.DONE, ack_subject=ack_subject_of(record))
+
+
+def forge_settled(
+    record: WorkRecord, number: int, merged_sha: str | None, max_failures: int, now: datetime
+) -> Change:
+    """What GitHub says of the pull request the item waits on: merged (``merged_sha``, the
+    commit on the target: completed, its dependents unblock) or closed without merging (as a
+    bounce: back to its author, or after ``max_failures`` into the DLQ). Left alone when the
+    item no longer waits on that pull request."""
+    item = record.item
+    landing = item.landing
+    if not parked(item) or landing is None or landing.pull_request != number:
+        return Change()
+    if merged_sha is not None:
+        moved = move(record, WorkMove.FORGE_MERGED, now)
+        assert moved is not None  # parked: in landing
+        new, changed = moved
+        attempt = LandingAttempt(lander="github", outcome="landed", sha=merged_sha, at=now)
+        changed.landing = _attempted(landing, attempt, landed_sha=merged_sha, landed_at=now)
+        changed.assigned_to = landing.author
+        changed.finished_at = now
+        changed.error = None
+        events = (
+            WorkEvent("landed", {"sha": merged_sha, "target": landing.target, "pull_request": number}),
+            WorkEvent("completed", {"agent_id": landing.author}),
+        )
+        return Change(new, events)
+    failures = landing.failures + 1
+    last = failures >= max_failures
+    moved = move(record, WorkMove.FORGE_CLOSED_LAST if last else WorkMove.FORGE_CLOSED, now)
+    assert moved is not None
+    new, changed = moved
+    detail = f"pull request #{number} was closed without merging"
+    attempt = LandingAttempt(lander="github", outcome="closed", detail=detail, at=now)
+    changed.landing = _attempted(landing, attempt, failures=failures, pull_request=None)
+    error = f"landing failed ({failures} of {max_failures}): {detail}"
+    changed.error = error
+    changed.errors = [
+        *item.errors,
+        AttemptError(attempt=item.attempts, agent_id=landing.author, error=error, at=now),
+    ]
+    said = WorkEvent("landing-failed", {"outcome": "closed", "pull_request": number, "final": last})
+    if last:
+        return Change(new, (said,), then=Then.DEAD_LETTER)
+    changed.reserved_for = landing.author
+    new.queue_seq = None
+    return Change(new, (said, WorkEvent("queued", {"retry": True})), then=Then.ENQUEUE)

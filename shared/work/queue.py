@@ -40,7 +40,6 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import NotFoundError
 from opentelemetry.trace import SpanKind
 
 from shared.models import (
@@ -61,7 +60,7 @@ from shared.nats.jsapi import JetStreamReplyError, consumer_next
 from shared.trace.tracing import timed, traceparent_of, with_trace_headers
 from shared.usage.rules import Budget, Usage
 from shared.work.graph import DEAD_ENDS, PlanStep, check_dependencies, dead_end, plan_order
-from shared.work.landing import bounce, land, note_pending, release_landing
+from shared.work.landing import await_forge, bounce, forge_settled, land, note_pending, release_landing
 from shared.work.records import WorkRecords
 from shared.work.rules import (
     CLAIM_LINGER_S,
@@ -819,6 +818,32 @@ class WorkQueue(WorkRecords):
         _, change, revision = await self._mutate_at(work_id, rule)
         return await self._carry_out(work_id, change, revision)
 
+    @_traced("work.land.pull_request")
+    async def await_forge(self, work_id: str, agent_id: str, number: int, url: str) -> WorkItem:
+        """Its pull request is open: it waits for GitHub (rule ``await_forge``)."""
+        now = utcnow()
+        _, change, revision = await self._mutate_at(
+            work_id, lambda r: await_forge(r, agent_id, number, url, now)
+        )
+        return await self._carry_out(work_id, change, revision)
+
+    @_traced("work.land.forge")
+    async def forge_settled(
+        self, work_id: str, number: int, merged_sha: str | None, *, max_failures: int
+    ) -> WorkItem | None:
+        """GitHub merged (``merged_sha``) or closed the pull request the item waits on (rule
+        ``forge_settled``); None when it no longer waited on it."""
+        now = utcnow()
+        try:
+            _, change, revision = await self._mutate_at(
+                work_id, lambda r: forge_settled(r, number, merged_sha, max_failures, now)
+            )
+        except WorkNotFound:
+            return None
+        if change.record is None:
+            return None
+        return await self._carry_out(work_id, change, revision)
+
     @_traced("work.land.release")
     async def release_landing(
         self, work_id: str, agent_id: str, why: str, *, deferred: bool = False
@@ -881,20 +906,6 @@ class WorkQueue(WorkRecords):
         await self._announce(change.events, change.record.item)
         await self._tell_dependents(change.record.item)
         return change.record.item
-
-    async def _delete_queued(self, seq: int) -> None:
-        try:
-            await self._js.delete_msg(self.names.work_stream, seq)
-        except NotFoundError:
-            pass  # already delivered; the claim will see the final state and drop it
-        except Exception as exc:  # a message already removed answers with a 400-style error
-            log.debug("queue message %s not deleted: %s", seq, exc)
-
-    async def _delete_dead_letter(self, seq: int) -> None:
-        try:
-            await self._js.delete_msg(self.names.dlq_stream, seq)
-        except Exception as exc:
-            log.debug("DLQ message %s not deleted: %s", seq, exc)
 
     async def expire_due(self, now: datetime | None = None) -> list[WorkItem]:
         """Move waiting items whose deadline has passed to ``expired``."""
@@ -965,18 +976,6 @@ class WorkQueue(WorkRecords):
             except Exception as exc:  # the retry is on record; a sweep revives the rest
                 log.warning("work %s was retried, but its dependents were not all revived: %s", item.id, exc)
         return item
-
-    # -- retention ---------------------------------------------------------------
-    async def forget(self, work_id: str, *, revision: int) -> bool:
-        """Delete a finished record, unless it changed since ``revision`` (a retry, say);
-        its context tree goes with it."""
-        deleted = await delete_unchanged(await self.records_bucket(), work_id, revision)
-        if deleted and self.contexts is not None:
-            try:
-                await self.contexts.purge(work_id)
-            except Exception as exc:
-                log.warning("work %s: record deleted, but its context tree was not: %s", work_id, exc)
-        return deleted
 
     # -- dead-letter queue --------------------------------------------------------
     async def dlq_retry(self, work_id: str) -> WorkItem:

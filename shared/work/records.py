@@ -24,7 +24,7 @@ from shared.events import ensure_events_stream, publish_event
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.names import ProjectNames, validate_capability
 from shared.nats.cas import cas_update
-from shared.nats.jetstream import ensure_kv, ensure_stream, get_or_none, snapshot
+from shared.nats.jetstream import delete_unchanged, ensure_kv, ensure_stream, get_or_none, snapshot
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.settings import DEFAULT_ACK_WAIT_S
 from shared.trace.tracing import TraceLog, ensure_traces_stream
@@ -210,6 +210,33 @@ class WorkRecords:
         return page_items(items, limit=limit, after=after)
 
     # -- events ------------------------------------------------------------------
+    # -- retention ---------------------------------------------------------------
+    async def forget(self, work_id: str, *, revision: int) -> bool:
+        """Delete a finished record, unless it changed since ``revision`` (a retry, say);
+        its context tree goes with it."""
+        deleted = await delete_unchanged(await self.records_bucket(), work_id, revision)
+        if deleted and self.contexts is not None:
+            try:
+                await self.contexts.purge(work_id)
+            except Exception as exc:
+                log.warning("work %s: record deleted, but its context tree was not: %s", work_id, exc)
+        return deleted
+
+    # -- queue and dead-letter messages removed -----------------------------------
+    async def _delete_queued(self, seq: int) -> None:
+        try:
+            await self._js.delete_msg(self.names.work_stream, seq)
+        except NotFoundError:
+            pass  # already delivered; the claim will see the final state and drop it
+        except Exception as exc:  # a message already removed answers with a 400-style error
+            log.debug("queue message %s not deleted: %s", seq, exc)
+
+    async def _delete_dead_letter(self, seq: int) -> None:
+        try:
+            await self._js.delete_msg(self.names.dlq_stream, seq)
+        except Exception as exc:
+            log.debug("DLQ message %s not deleted: %s", seq, exc)
+
     # -- the dead-letter queue, read ------------------------------------------------
     async def dlq_list(
         self, *, capability: str | None = None, limit: int = 50, cursor: str | None = None

@@ -35,7 +35,7 @@ from shared.usage.rules import (
     totals_of,
 )
 from shared.work.graph import dead_end
-from shared.work.landing import LANDABLE, into_landing, landable, take_landing
+from shared.work.landing import LANDABLE, into_landing, landable, parked, take_landing
 
 # The rules' vocabulary (errors, the stored record, Change) is shared/work/moves.py, re-exported here.
 from shared.work.moves import CLAIM_LAPSED as CLAIM_LAPSED
@@ -773,7 +773,7 @@ def needs_message(record: WorkRecord) -> bool:
     never stored (the process that queued it stopped between the two steps): a sweep
     publishes it."""
     waiting = (WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING)
-    return record.item.status in waiting and record.queue_seq is None
+    return record.item.status in waiting and record.queue_seq is None and not parked(record.item)
 
 
 def page_items(items: Iterable[WorkItem], *, limit: int, after: dict[str, Any] | None) -> Page[WorkItem]:

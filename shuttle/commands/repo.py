@@ -21,7 +21,11 @@ def _show(body: dict[str, Any]) -> None:
     pairs += [("keep_days", repo.get("keep_days"))]
     gate = repo.get("gate") or []
     pairs += [("gate", " ".join(gate) if gate else "none"), ("gate_timeout_s", repo.get("gate_timeout_s"))]
-    pairs += [(k, repo.get(k)) for k in ("land_batch", "land_mode", "land_failures", "delete_landed")]
+    pairs += [
+        (k, repo.get(k)) for k in ("land_batch", "land_mode", "land_failures", "delete_landed", "forge")
+    ]
+    if repo.get("forge") == "github":
+        pairs += [(k, repo.get(k)) for k in ("github_repository", "github_api_url")]
     pairs += [("revision", repo.get("revision"))]
     reach = body.get("reach")
     if reach is not None:
@@ -82,6 +86,13 @@ def set_cmd(
     keep_landed: Annotated[
         bool, typer.Option("--keep-landed-branches", help="Keep a landed item's branch and checkpoints.")
     ] = False,
+    forge: Annotated[
+        str | None, typer.Option("--forge", help="git (landers push) or github (pull requests).")
+    ] = None,
+    github_repository: Annotated[str | None, typer.Option("--github-repository", help="owner/name.")] = None,
+    github_api_url: Annotated[
+        str | None, typer.Option("--github-api-url", help="For GitHub Enterprise.")
+    ] = None,
     revision: Annotated[
         int | None, typer.Option("--revision", min=0, help="Only if still at this revision (0: none set).")
     ] = None,
@@ -92,6 +103,8 @@ def set_cmd(
     o = out(ctx, json_out, quiet)
     if mode is not None and mode not in ("merge", "rebase"):
         raise typer.BadParameter("must be merge or rebase", param_hint="--mode")
+    if forge is not None and forge not in ("git", "github"):
+        raise typer.BadParameter("must be git or github", param_hint="--forge")
     body: dict[str, Any] = {"url": url, "target_branch": target, "enabled": not disabled}
     body["delete_landed"] = not keep_landed
     for key, value in (
@@ -103,6 +116,9 @@ def set_cmd(
         ("land_batch", batch),
         ("land_mode", mode),
         ("land_failures", land_failures),
+        ("forge", forge),
+        ("github_repository", github_repository),
+        ("github_api_url", github_api_url),
     ):
         if value is not None:
             body[key] = value

@@ -142,6 +142,9 @@ class _Count:
     async def alive(self) -> None:
         return None
 
+    def took(self, step: str, items: list[Candidate], start_ns: int, **attributes: str | int | bool) -> None:
+        return None
+
 
 async def _bisect(ctx: BenchContext, n: int) -> tuple[float, int]:
     """Wall ms and gate runs to land a batch of ``n`` with one bad item in its second half."""

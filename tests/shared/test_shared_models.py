@@ -216,6 +216,9 @@ EXPECTED_MOVES = {
     (S.MERGING, S.COMPLETED),  # landed
     (S.MERGING, S.QUEUED),  # a conflict or a failed gate: back to the workers
     (S.MERGING, S.FAILED),  # the last allowed landing failure: on to the DLQ
+    (S.LANDING, S.COMPLETED),  # forge mode: GitHub merged its pull request
+    (S.LANDING, S.QUEUED),  # forge mode: its pull request was closed without merging
+    (S.LANDING, S.FAILED),  # ... for the last allowed time: on to the DLQ
 }
 
 

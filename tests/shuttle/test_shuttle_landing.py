@@ -36,6 +36,15 @@ async def test_the_gate_is_set_as_arguments_and_the_queue_shows_each_items_lates
     assert shown.exit_code == 0 and "make test" in shown.stdout and "rebase" in shown.stdout
     bad = cli("repo", "set", str(origin), "--mode", "squash")
     assert bad.exit_code != 0 and "--mode" in bad.stderr and "squash" not in bad.stderr
+    forged = cli.json("repo", "set", str(origin), "--forge", "github", "--github-repository", "acme/app")
+    assert (forged["repository"]["forge"], forged["repository"]["github_repository"]) == (
+        "github",
+        "acme/app",
+    )
+    half = cli("repo", "set", str(origin), "--forge", "github")
+    assert half.exit_code != 0 and "github_repository" in half.stderr
+    assert cli("repo", "set", str(origin), "--forge", "gitlab").exit_code != 0
+    cli.json("repo", "set", str(origin))  # back to landing by push
 
     q = work_queue(nc, ProjectNames(project_id))
     worker = Claimant(agent_id=WORKER, agent_type="generic", capabilities=("code",))

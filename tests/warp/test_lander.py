@@ -21,10 +21,12 @@ from shared.git.repository import RepositorySettings, RepositoryStore
 from shared.models import WorkItem, WorkStatus, Workstream, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
+from shared.trace.tracing import read_timeline
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 from testsupport.events import work_actions
 from testsupport.git import clone, make_origin, remote_sha, run_git
+from testsupport.github import github_stand_in
 from testsupport.work import work_queue
 from warp.lander import Lander, next_pause
 from warp.runtime import WarpRuntime
@@ -137,6 +139,8 @@ async def test_landed_work_completes_and_only_then_unblocks_its_dependents(
         assert (await q.get(after.id)).status is S.QUEUED  # unblocked only now
         actions = await work_actions(nc, names, first.id)
         assert actions[-4:] == ["landing", "landing-claimed", "landed", "completed"]
+        spans, _ = await read_timeline(nc, names, first.id)  # the lander's steps in the item's trace
+        assert {"land.build", "land.push", "work.land.pending", "work.land"} <= {s.name for s in spans}
         assert "completed" not in actions[:-1]
 
         # the dependent's workstream starts from a target that holds its dependency
@@ -304,3 +308,40 @@ def test_a_sent_back_item_tells_its_worker_what_to_fix() -> None:
     landed = base.model_copy(update={"landing": Landing(target="main", landed_sha="f" * 40)})
     assert f"landed on main in {'f' * 12}" in item_text(landed)
     assert "landing" not in item_text(base)
+
+
+async def test_forge_mode_opens_a_pull_request_per_item_and_leaves_the_merge_to_github(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    worker = clone(origin, tmp_path / "worker")
+    names = ProjectNames(project_id)
+    token = "ghp_standin_token"
+    async with github_stand_in("acme/app", token) as gh, connected(nats_server.url) as nc:
+        forge = {"forge": "github", "github_repository": "acme/app", "github_api_url": gh.url}
+        await set_repository(nc, project_id, origin, **forge)
+        q = work_queue(nc, names, ack_wait_s=1.0)
+        item = await handed_in(q, worker, "pr-one", {"a.txt": "a\n"})
+        before = remote_sha(origin, "refs/heads/main")
+        async with lander(
+            nats_server.url, project_id, tmp_path / "l1", LANDER, github_token=token
+        ) as landing:
+            assert await landing.run_once() == 1
+            waiting = await q.get(item.id)
+            assert waiting.status is S.LANDING and waiting.assigned_to is None and waiting.landing is not None
+            assert waiting.landing.pull_request == 1
+            assert waiting.landing.pull_request_url == gh.pulls[1]["html_url"]
+            pr = gh.pulls[1]
+            assert (pr["head"]["ref"], pr["base"]["ref"]) == ("loom/pr-one", "main")
+            assert f"Loom-Work-Id: {item.id}" in pr["body"] and pr["title"] == "pr-one: do pr-one"
+            assert await landing.run_once() == 0  # it waits on GitHub, off the landers' queue
+            assert await q.queue_depths() == {}
+        assert remote_sha(origin, "refs/heads/main") == before  # the lander pushed nothing to the target
+        assert "pull-request" in await work_actions(nc, names, item.id)
+
+        other = await handed_in(q, worker, "pr-two", {"b.txt": "b\n"})
+        async with lander(nats_server.url, project_id, tmp_path / "l2", LANDER2) as untokened:
+            assert await untokened.run_once() == 1
+        back = await q.get(other.id)  # no token on that host: given back, nothing counted
+        assert back.status is S.LANDING and back.landing is not None and back.landing.pull_request is None
+        assert back.landing.failures == 0 and "LOOM_GITHUB_TOKEN" in back.landing.attempts[-1].detail
+        assert token not in back.model_dump_json()

@@ -75,6 +75,10 @@ async def test_bad_settings_name_the_field_and_rule_and_never_echo_a_credential(
         ({"url": "/srv/app.git", "worktree_root": "../up"}, "worktree_root"),
         ({"url": "/srv/app.git", "keep_days": -1}, "keep_days"),
         ({"url": "/srv/app.git", "extra": 1}, "extra"),
+        ({"url": "/srv/app.git", "forge": "github"}, "github_repository"),
+        ({"url": "/srv/app.git", "github_api_url": f"https://x:{SECRET}@api.example"}, "github_api_url"),
+        ({"url": "/srv/app.git", "gate": ["make", "a\x00b"]}, "gate"),
+        ({"url": "/srv/app.git", "land_mode": "squash"}, "land_mode"),
     ]
     for body, field in cases:
         res = await api.put("/api/repository", json=body)

@@ -42,6 +42,7 @@ from weft.credentials import CredentialAuthority
 from weft.metrics import Metrics
 from weft.project.agents import AgentDirectory
 from weft.project.contexts import ContextIndex
+from weft.project.forge import ForgeWatch
 from weft.project.leases import LeaseWarden
 from weft.project.relay import EventRelay
 from weft.project.repair import WorkRepair
@@ -110,6 +111,8 @@ class ProjectContext:
         """The project's repository settings (docs/workstreams.md)."""
         self.landing_locks = LandingLocks(js, names)
         """Who lands on the target branch now (docs/landing.md)."""
+        self.forge = ForgeWatch()
+        """Pull requests items wait on in forge mode (docs/landing.md)."""
         self.retention = Retention(js, self.queue, self.work, self.registry, self.agents)
         self.repair = WorkRepair(self.queue, self.work, self.questions)
         self.relay = EventRelay(js, names, metrics)

@@ -22,6 +22,7 @@ class Recorder:
     def __init__(self) -> None:
         self.done: list[Settled] = []
         self.pushed: list[tuple[str, list[str]]] = []
+        self.steps: list[str] = []
 
     async def before_push(self, sha: str, items: list[Candidate]) -> None:
         self.pushed.append((sha, [c.work_id for c in items]))
@@ -31,6 +32,9 @@ class Recorder:
 
     async def alive(self) -> None:
         return None
+
+    def took(self, step: str, items: list[Candidate], start_ns: int, **attributes: str | int | bool) -> None:
+        self.steps.append(step)
 
 
 def outcomes(rec: Recorder) -> dict[str, str]:
@@ -83,6 +87,7 @@ async def test_a_clean_batch_lands_in_one_push_in_order(origin: Path, worker: Pa
     tip = remote_sha(origin, "refs/heads/main")
     assert tip != before and {s.sha for s in rec.done} == {tip}
     assert host.stats.pushes == 1 and rec.pushed == [(tip, [c.work_id for c in batch])]
+    assert rec.steps == ["land.build", "land.push"]  # no gate set: no gate step
     check = target_files(origin, tmp_path)
     assert all((check / f"{n}.txt").exists() for n in "abc")
     merges = run_git("log", "--merges", "--format=%s", cwd=check).splitlines()

@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 from shared.models import Landing, LandingAttempt, ReviewRound, ReviewSpec, WorkItem, WorkStatus, Workstream
-from shared.work.landing import bounce, land, landable, note_pending, release_landing
+from shared.work.landing import (
+    await_forge,
+    bounce,
+    forge_settled,
+    land,
+    landable,
+    note_pending,
+    parked,
+    release_landing,
+)
 from shared.work.rules import (
     Ack,
     Delivery,
@@ -22,6 +31,7 @@ from shared.work.rules import (
     WorkRecord,
     finish,
     judge,
+    needs_message,
     stop,
     take,
     unreserve,
@@ -200,3 +210,38 @@ def test_work_sent_back_goes_to_its_author_and_to_anyone_once_the_author_is_gone
     assert [(e.action, e.data["agent_id"]) for e in freed.events] == [("unreserved", WORKER)]
     assert unreserve(record(S.QUEUED, assigned=None), "x", NOW).record is None  # not reserved
     assert unreserve(record(S.IN_PROGRESS, reserved_for=WORKER), "x", NOW).record is None  # claimed
+
+
+def test_forge_mode_parks_the_item_on_its_pull_request_until_github_settles_it() -> None:
+    waiting = await_forge(merging(), LANDER, 7, "https://github.example/acme/app/pull/7", NOW)
+    assert waiting.record is not None
+    item = waiting.record.item
+    assert (item.status, item.assigned_to, waiting.ack, waiting.record.queue_seq) == (
+        S.LANDING,
+        None,
+        Ack.DONE,
+        None,
+    )
+    assert item.landing is not None and item.landing.pull_request == 7 and parked(item)
+    assert not needs_message(waiting.record)  # no sweep puts it back on the landers' queue
+    assert [e.action for e in waiting.events] == ["pull-request"]
+
+    merged = forge_settled(waiting.record, 7, "f" * 40, 3, NOW)
+    assert merged.record is not None and merged.record.item.status is S.COMPLETED
+    assert merged.record.item.landing is not None and merged.record.item.landing.landed_sha == "f" * 40
+    assert merged.record.item.assigned_to == WORKER and [e.action for e in merged.events] == [
+        "landed",
+        "completed",
+    ]
+    assert forge_settled(waiting.record, 8, "f" * 40, 3, NOW).record is None  # another pull request
+
+    closed = forge_settled(waiting.record, 7, None, 3, NOW)
+    assert closed.record is not None and closed.then is Then.ENQUEUE
+    back = closed.record.item
+    assert (back.status, back.reserved_for) == (S.QUEUED, WORKER)
+    assert back.landing is not None and (back.landing.failures, back.landing.pull_request) == (1, None)
+    assert back.error == "landing failed (1 of 3): pull request #7 was closed without merging"
+    again = await_forge(merging(failures=2), LANDER, 7, "u", NOW).record
+    assert again is not None
+    last = forge_settled(again, 7, None, 3, NOW)
+    assert last.record is not None and last.record.item.status is S.FAILED and last.then is Then.DEAD_LETTER

@@ -1,0 +1,139 @@
+"""Forge mode (docs/landing.md): the last step of a landing handed to GitHub's pull requests.
+
+A lander opens (or finds) one pull request per item, head the item's branch, base the
+target; GitHub's checks, reviews and merge queue decide; Weft watches the pull request and
+completes the item when GitHub reports it merged, or sends it back when it is closed
+without merging. This module is the one client of GitHub's REST API Loom has: three calls,
+through httpx, with the token of the process that uses it (a lander's or Weft's
+environment; never stored, never in a message).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import httpx
+
+from shared.base import LoomModel
+from shared.errors import Conflict
+from shared.redact import redact
+
+API_VERSION: Final = "2022-11-28"
+TIMEOUT_S: Final = 20.0
+
+
+class ForgeError(Conflict):
+    """GitHub refused or could not be reached; the message says which, never the token."""
+
+    code = "forge_failed"
+
+
+class PullRequest(LoomModel):
+    number: int
+    url: str
+    state: str
+    merged: bool = False
+    merge_commit_sha: str | None = None
+    head: str
+    base: str
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> PullRequest:
+        return cls(
+            number=int(doc["number"]),
+            url=str(doc.get("html_url") or ""),
+            state=str(doc.get("state") or ""),
+            merged=bool(doc.get("merged") or doc.get("merged_at")),
+            merge_commit_sha=doc.get("merge_commit_sha"),
+            head=str((doc.get("head") or {}).get("ref") or ""),
+            base=str((doc.get("base") or {}).get("ref") or ""),
+        )
+
+
+class GitHub:
+    """Pull requests of one repository (``owner/name``) through GitHub's REST API."""
+
+    def __init__(self, api_url: str, repository: str, token: str | None) -> None:
+        self.repository = repository
+        self.owner = repository.split("/", 1)[0]
+        self._base = f"{api_url.rstrip('/')}/repos/{repository}"
+        self._token = token
+
+    def _client(self) -> httpx.AsyncClient:
+        if not self._token:
+            raise ForgeError("no GitHub token on this host (LOOM_GITHUB_TOKEN)", field="github_token")
+        headers = {
+            "Authorization": f"Bearer {self._token}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": API_VERSION,
+        }
+        return httpx.AsyncClient(headers=headers, timeout=TIMEOUT_S)
+
+    async def _call(self, method: str, path: str, **options: Any) -> httpx.Response:
+        try:
+            async with self._client() as client:
+                response = await client.request(method, f"{self._base}{path}", **options)
+        except httpx.HTTPError as exc:
+            raise ForgeError(
+                f"GitHub cannot be reached: {type(exc).__name__}", field="github_api_url"
+            ) from None
+        if response.status_code in (401, 403):
+            raise ForgeError(
+                f"GitHub refused the token ({response.status_code}): it needs pull-request access to "
+                f"{self.repository}",
+                field="github_token",
+            )
+        return response
+
+    def _no_repository(self) -> ForgeError:
+        return ForgeError(
+            f"GitHub has no repository {self.repository} (or the token cannot see it)",
+            field="github_repository",
+        )
+
+    async def open_pull_request(self, head: str, base: str, title: str, body: str) -> PullRequest:
+        """The open pull request from ``head`` to ``base``: made now, or the one already open."""
+        made = await self._call(
+            "POST", "/pulls", json={"title": title, "head": head, "base": base, "body": body}
+        )
+        if made.status_code == 201:
+            return PullRequest.of(made.json())
+        if made.status_code == 404:
+            raise self._no_repository()
+        if made.status_code == 422:  # one is open already (or the branch is unknown to GitHub)
+            existing = await self.find_open(head, base)
+            if existing is not None:
+                return existing
+        raise ForgeError(f"GitHub did not open the pull request: {_said(made)}", field="pull_request")
+
+    async def find_open(self, head: str, base: str) -> PullRequest | None:
+        listed = await self._call(
+            "GET", "/pulls", params={"head": f"{self.owner}:{head}", "base": base, "state": "open"}
+        )
+        if listed.status_code == 404:
+            raise self._no_repository()
+        if listed.status_code != 200:
+            raise ForgeError(f"GitHub did not list pull requests: {_said(listed)}", field="pull_request")
+        found = [PullRequest.of(doc) for doc in listed.json()]
+        return found[0] if found else None
+
+    async def pull_request(self, number: int) -> PullRequest:
+        got = await self._call("GET", f"/pulls/{number}")
+        if got.status_code == 404:
+            raise ForgeError(
+                f"GitHub has no pull request #{number} in {self.repository}", field="pull_request"
+            )
+        if got.status_code != 200:
+            raise ForgeError(
+                f"GitHub did not answer for pull request #{number}: {_said(got)}", field="pull_request"
+            )
+        return PullRequest.of(got.json())
+
+
+def _said(response: httpx.Response) -> str:
+    """GitHub's own message (status and its ``message``), redacted, one line."""
+    try:
+        message = str(response.json().get("message") or "")
+    except ValueError:
+        message = ""
+    return redact(f"{response.status_code} {message}".strip())[:300]
