@@ -179,14 +179,18 @@ async def test_shutdown_publishes_a_control_request(api: Any, nc: NatsClient, pr
 
 
 async def test_agent_that_stops_heartbeating_shows_offline(api: Any, nc: NatsClient, project_id: str) -> None:
-    entry = await register(nc, project_id, heartbeat_interval_s=0.1)
+    """Its last heartbeat grows older than three intervals: shown offline. The heartbeat is
+    dated back rather than waited for, so a loaded machine cannot make the first read late
+    (with a 0.1 s interval, a read 0.3 s after registering already saw it offline)."""
+    entry = await register(nc, project_id, heartbeat_interval_s=5.0)
     assert (await api.get(f"/api/agents/{entry.agent_id}")).json()["status"] == "online"
+    silent = await register(nc, project_id, aid=entry.agent_id, heartbeat_interval_s=5.0, stale=True)
 
     async def offline() -> bool:
         return bool((await api.get(f"/api/agents/{entry.agent_id}")).json()["status"] == "offline")
 
     await eventually(offline, what="the agent to be shown offline")
-    assert utcnow() - entry.last_heartbeat > timedelta(seconds=0.3)
+    assert utcnow() - silent.last_heartbeat > timedelta(seconds=15)  # three intervals
 
 
 async def test_a_copy_that_lags_behind_does_not_call_a_beating_agent_offline(

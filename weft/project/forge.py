@@ -38,7 +38,8 @@ class ForgeWatch:
     ) -> int:
         """Ask GitHub about the pull requests that are due; the number of items settled."""
         waiting = [i for i in work.mirror.values() if parked(i)]
-        self._asked = {k: v for k, v in self._asked.items() if any(i.id == k for i in waiting)}
+        ids = {i.id for i in waiting}
+        self._asked = {k: v for k, v in self._asked.items() if k in ids}
         if not waiting:
             return 0
         repository = await repositories.get()
