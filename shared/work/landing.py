@@ -103,7 +103,7 @@ def take_landing(record: WorkRecord, agent_id: str, delivery: Delivery, now: dat
 
 
 def _landing_of(item: WorkItem) -> Landing:
-    if item.landing is None:  # every item in landing or merging has one (_into_landing)
+    if item.landing is None:  # every item in landing or merging has one (into_landing)
         raise WorkConflict(f"work_id: {item.id} was never queued for landing", field="work_id")
     return item.landing
 

@@ -63,6 +63,7 @@ async def test_a_merged_pull_request_completes_its_item_and_a_closed_one_sends_i
         await eventually(asked, what="Weft to ask GitHub about both pull requests twice")
         listed = (await api.get("/api/landing")).json()["queue"]
         assert {e["work_id"] for e in listed} == {w for w, _ in parked.values()}  # still waiting
+        assert {e["pull_request"] for e in listed} == {gh.pulls[1]["html_url"], gh.pulls[2]["html_url"]}
         assert await queue.queue_depths() == {}  # and never put back on the landers' queue
 
         gh.merge(parked["merged-one"][1], "f" * 40)

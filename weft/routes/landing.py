@@ -29,6 +29,7 @@ class LandingEntry(BaseModel):
     queued_at: datetime | None
     failures: int = Field(description="Conflicts and gate failures so far")
     last_attempt: LandingAttempt | None = Field(description="The latest try: outcome, files, gate output")
+    pull_request: str | None = Field(None, description="Forge mode: the pull request it waits on (its URL)")
 
 
 class LandingOut(BaseModel):
@@ -52,6 +53,7 @@ def _entry(item: WorkItem) -> LandingEntry:
         queued_at=landing.queued_at if landing is not None else None,
         failures=landing.failures if landing is not None else 0,
         last_attempt=landing.attempts[-1] if landing is not None and landing.attempts else None,
+        pull_request=landing.pull_request_url if landing is not None and landing.pull_request else None,
     )
 
 
