@@ -173,10 +173,7 @@ class Lander:
         except (LandingError, GitFailed, LockLost) as exc:
             why = str(exc) if not isinstance(exc, GitFailed) else f"git failed: {exc}"
             log.warning("landing stopped: %s", why)
-            self.gave_back = True
-            for work_id in batch.open_ids():
-                with contextlib.suppress(WorkError):
-                    await self.svc.work.release_landing(work_id, self.agent_id, f"landing: {why}")
+            await self._give_back(batch, f"landing: {why}")
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -207,13 +204,18 @@ class Lander:
                 batch.settled.add(item.id)
         except ForgeError as exc:
             log.warning("forge: %s", exc)
-            self.gave_back = True
-            for work_id in batch.open_ids():
-                with contextlib.suppress(WorkError):
-                    await self.svc.work.release_landing(work_id, self.agent_id, f"forge: {exc}")
+            await self._give_back(batch, f"forge: {exc}")
         finally:
             for work_id in batch.items:
                 self.svc.presence.tasks_changed(released=work_id)
+
+    async def _give_back(self, batch: _Batch, why: str) -> None:
+        """The batch's unsettled items back to the landers' queue untouched, with ``why``; the
+        next round waits (see :func:`next_pause`)."""
+        self.gave_back = True
+        for work_id in batch.open_ids():
+            with contextlib.suppress(WorkError):
+                await self.svc.work.release_landing(work_id, self.agent_id, why)
 
     async def _keep_alive(self, batch: _Batch) -> None:
         """While the batch lands: the lock renewed and the claims kept from lapsing."""

@@ -40,7 +40,7 @@ from typing import Final, Protocol
 from shared.errors import Conflict
 from shared.git.cli import GitFailed, commit_env, git, said
 from shared.git.repository import Repository
-from shared.git.workstream import checkpoint_ref
+from shared.git.workstream import checkpoint_ref, ensure_own_copy
 from shared.models import MAX_LANDING_DETAIL, LandingOutcome
 from shared.redact import redact
 
@@ -159,13 +159,8 @@ class HostLanding:
         return result.stdout.strip()
 
     async def _ensure_repo(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        ignore = self.root / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n")
-        if not (self.git_dir / "HEAD").exists():
-            await git("init", "--quiet", "--bare", str(self.git_dir), step="init", fsync=False)
-        elif self._builds == 0:  # builds a killed lander left registered: forgotten, once a landing
+        await ensure_own_copy(self.root, self.git_dir)
+        if self._builds == 0:  # builds a killed lander left registered: forgotten, once a landing
             await git(f"--git-dir={self.git_dir}", "worktree", "prune", check=False, fsync=False)
 
     # -- the steps -------------------------------------------------------------------------

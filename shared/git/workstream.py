@@ -106,11 +106,7 @@ class HostWorkstreams:
         return self.root / (f"{work_id}-review" if review else work_id)
 
     async def _ensure_repo(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        ignore = self.root / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text(IGNORE_ALL)
-        await _init_bare(self.git_dir)
+        await ensure_own_copy(self.root, self.git_dir)
 
     async def _git(self, *args: str, step: str | None = None, cwd: Path | None = None) -> str:
         if cwd is None:
@@ -478,6 +474,20 @@ def _item_refspecs(refs: dict[str, str]) -> list[str]:
     the item's id, so nothing else matches)."""
     (target, base), *optional = refs.items()
     return [f"+{target}:{base}", *(f"+{src}*:{dst}*" for src, dst in optional)]
+
+
+async def ensure_own_copy(root: Path, git_dir: Path) -> None:
+    """Loom's folder on a host (``root``, ignored by the project's own tree) and its bare copy
+    of the repository in it (an agent's workstreams', or a lander's)."""
+    _ignored_folder(root)
+    await _init_bare(git_dir)
+
+
+def _ignored_folder(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    ignore = root / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(IGNORE_ALL)
 
 
 async def _init_bare(git_dir: Path) -> None:

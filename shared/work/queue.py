@@ -314,23 +314,27 @@ class WorkQueue(WorkRecords):
             results.extend(await asyncio.gather(*(op(v) for v in chunk)))
         return results
 
-    async def _apply(self, work_id: str, rule: Callable[[WorkRecord], Change]) -> WorkItem | None:
-        """Run a dependency rule on one item and carry out what it decided: its events, a
-        queue message when it was unblocked, the DLQ when it failed for good (and then its
-        own dependents). The item as it now stands, or None when it is gone or unchanged."""
+    async def _apply(
+        self, work_id: str, rule: Callable[[WorkRecord], Change], *, guarded: bool = False
+    ) -> WorkItem | None:
+        """Run a rule on one item that may be gone or may not need it (a dependency rule, an
+        answer, a pull request's outcome) and carry out what it decided: its events, a queue
+        message, the DLQ when it failed for good (and then its own dependents; ``guarded``
+        as for :meth:`_carry_out`). The item as it now stands, or None when it is gone or
+        unchanged."""
         try:
             _, change, revision = await self._mutate_at(work_id, rule)
         except WorkNotFound:
             return None  # not created yet (its own settling will see this change) or deleted
         if change.record is None:
             return None
-        return await self._carry_out(work_id, change, revision, guarded=False)
+        return await self._carry_out(work_id, change, revision, guarded=guarded)
 
     async def _carry_out(
         self, work_id: str, change: Change, revision: int, *, guarded: bool = True
     ) -> WorkItem:
-        """What a stored change (at ``revision``) asks for next: its ack, its dead letter
-        dropped, then a queue message with its events, or its events, the DLQ and the
+        """What a stored change (at ``revision``) asks for next: its ack, its dead letter and
+        superseded queue message dropped, then a queue message with its events, or its events, the DLQ and the
         dependents told. ``guarded``: the operation is on record, so telling the dependents
         may fail without failing it (see :meth:`_tell_dependents`)."""
         assert change.record is not None
@@ -338,6 +342,8 @@ class WorkQueue(WorkRecords):
         await self._ack(change.ack_subject, change.ack)
         if change.drop_dlq_seq is not None:
             await self._delete_dead_letter(change.drop_dlq_seq)
+        if change.drop_queue_seq is not None:
+            await self._delete_queued(change.drop_queue_seq)
         if change.then is Then.ENQUEUE:
             await self._queue_now(change.record, revision, change.events)
             return item
@@ -756,15 +762,9 @@ class WorkQueue(WorkRecords):
         """The question was answered or expired: the item waiting on it is in progress again;
         None when it no longer waited on it (finished, cancelled, or never moved)."""
         now = utcnow()
-        try:
-            _, change, revision = await self._mutate_at(
-                work_id, lambda r: resume(r, question_id, answered, now, answer)
-            )
-        except WorkNotFound:
-            return None
-        if change.record is None:
-            return None
-        return await self._carry_out(work_id, change, revision)
+        return await self._apply(
+            work_id, lambda r: resume(r, question_id, answered, now, answer), guarded=True
+        )
 
     async def keep_alive(self, work_id: str, agent_id: str) -> bool:
         """``+WPI`` on the claim of an item ``agent_id`` holds waiting on the operator, so it
@@ -834,15 +834,9 @@ class WorkQueue(WorkRecords):
         """GitHub merged (``merged_sha``) or closed the pull request the item waits on (rule
         ``forge_settled``); None when it no longer waited on it."""
         now = utcnow()
-        try:
-            _, change, revision = await self._mutate_at(
-                work_id, lambda r: forge_settled(r, number, merged_sha, max_failures, now)
-            )
-        except WorkNotFound:
-            return None
-        if change.record is None:
-            return None
-        return await self._carry_out(work_id, change, revision)
+        return await self._apply(
+            work_id, lambda r: forge_settled(r, number, merged_sha, max_failures, now), guarded=True
+        )
 
     @_traced("work.land.release")
     async def release_landing(
@@ -929,15 +923,7 @@ class WorkQueue(WorkRecords):
         """Offer work reserved for a gone agent to everyone (rule ``unreserve``); the item
         as it now stands, or None when it no longer waited reserved (or is gone)."""
         now = utcnow()
-        try:
-            _, change, revision = await self._mutate_at(work_id, lambda r: unreserve(r, why, now))
-        except WorkNotFound:
-            return None
-        if change.record is None:
-            return None
-        if change.drop_queue_seq is not None:
-            await self._delete_queued(change.drop_queue_seq)
-        return await self._carry_out(work_id, change, revision)
+        return await self._apply(work_id, lambda r: unreserve(r, why, now), guarded=True)
 
     async def set_waiting_reason(self, work_id: str, reason: str | None) -> WorkItem | None:
         """Record why an item is still waiting (see :func:`note_waiting`); the updated item,
