@@ -148,7 +148,7 @@ class Lander:
 
     async def _claim(self, size: int) -> list[WorkItem]:
         claimant = self._claimant()
-        items: list[WorkItem] = []
+        items: dict[str, WorkItem] = {}  # an item redelivered to it while it claims is one item
         while len(items) < size:
             item = await self.svc.work.claim(claimant)
             if item is None:
@@ -159,8 +159,8 @@ class Lander:
                 )
                 continue
             self.svc.presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
-            items.append(item)
-        return items
+            items[item.id] = item  # the newest claim of it holds its current delivery
+        return list(items.values())
 
     async def _land(self, batch: _Batch) -> None:
         host = HostLanding(
