@@ -3,7 +3,9 @@
 * batched direct get: up to N stored messages from a sequence in one round
   trip (channel reads, inbox peeks), ending with an ``EOB`` status;
 * a no-wait pull of up to N messages from a durable consumer, ending as soon
-  as the server has nothing more (inbox reads: no 30 s wait);
+  as the server has nothing more (inbox reads: no 30 s wait), and handing
+  back what it delivers after its caller gave up (no message held for the
+  consumer's ack wait by nobody);
 * stream listing with the server-side subject filter and every page, which
   nats-py's ``streams_info`` does not expose (Weft: channels, projects, spin-ups).
 
@@ -20,6 +22,7 @@ whole batch).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import weakref
 from collections.abc import AsyncIterator
@@ -154,6 +157,14 @@ async def direct_get_batch(
     return out
 
 
+LATE_GRACE_S = 10.0
+"""How long a pull the caller gave up on (timeout, cancellation) still listens for its
+answer: a message the server delivered meanwhile is handed back at once rather than
+left pending until the consumer's ack wait (a minute for work) passes."""
+
+_late_pulls: set[asyncio.Task[None]] = set()
+
+
 async def consumer_next(
     nc: NatsClient,
     stream: str,
@@ -167,12 +178,21 @@ async def consumer_next(
 
     With ``expires_s`` the server may wait that long for the batch to fill
     (used when the stream says messages exist that a no-wait pull did not see).
+    A pull given up before the server finished answering hands back (NAK) what
+    arrives after (see :data:`LATE_GRACE_S`).
     """
     # Its own subscription: delivered messages carry their stream subject, not the
     # inbox, so only the subscription (not a shared router) can tell whose they are.
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
+    # Delivered into a queue of our own: a caller cancelled while waiting on it loses
+    # nothing (nats-py's next_msg may drop the message it was handing over).
+    arrived: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def deliver(msg: Msg) -> None:
+        arrived.put_nowait(msg)
+
+    sub = await nc.subscribe(nc.new_inbox(), cb=deliver)
     out: list[Msg] = []
+    answered = False
     try:
         body: dict[str, object] = {"batch": batch}
         if expires_s is None:
@@ -180,20 +200,56 @@ async def consumer_next(
         else:
             body["expires"] = int(expires_s * 1e9)
         request = json.dumps(body).encode()
-        await nc.publish(f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{consumer}", request, reply=inbox)
+        await nc.publish(f"{JS_API}.CONSUMER.MSG.NEXT.{stream}.{consumer}", request, reply=sub.subject)
         async with asyncio.timeout(timeout):
             while len(out) < batch:
-                msg = await sub.next_msg(timeout=timeout)
+                msg = await arrived.get()
                 status = (msg.headers or {}).get("Status")
                 if status is not None:
+                    answered = True
                     if status in ("404", "408"):
                         break  # no (more) messages
                     raise JetStreamReplyError(status, (msg.headers or {}).get("Description", ""))
                 if msg.reply:
                     out.append(msg)
+            answered = True
     finally:
-        await sub.unsubscribe()
+        if answered:
+            await sub.unsubscribe()
+        else:  # what it delivered so far never reaches the caller either
+            late = asyncio.create_task(
+                _hand_back_late(nc, sub, arrived, out, batch - len(out), (expires_s or 0) + LATE_GRACE_S)
+            )
+            _late_pulls.add(late)
+            late.add_done_callback(_late_pulls.discard)
     return out
+
+
+async def _hand_back_late(
+    nc: NatsClient,
+    sub: Any,
+    arrived: asyncio.Queue[Msg],
+    taken: list[Msg],
+    still_due: int,
+    grace_s: float,
+) -> None:
+    """A pull its caller gave up on: what it took and every message still arriving in its
+    answer is NAKed (redelivered at once), until the server's closing status, the
+    batch, or ``grace_s``."""
+    # Timed out, or the connection closed: nothing more will come.
+    with contextlib.suppress(Exception):
+        for msg in taken:
+            await nc.publish(msg.reply, b"-NAK")
+        async with asyncio.timeout(grace_s):
+            while still_due > 0:
+                msg = await arrived.get()
+                if (msg.headers or {}).get("Status") is not None:
+                    break
+                if msg.reply:
+                    still_due -= 1
+                    await nc.publish(msg.reply, b"-NAK")
+    with contextlib.suppress(Exception):
+        await sub.unsubscribe()
 
 
 async def ack_all(nc: NatsClient, msgs: list[Msg], verb: bytes, *, timeout: float = 5.0) -> None:

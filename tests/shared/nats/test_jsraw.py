@@ -80,6 +80,49 @@ async def test_a_request_that_times_out_leaves_nothing_behind(nc: NatsClient, pr
     assert not _routers[nc]._waiting
 
 
+async def test_a_pull_given_up_on_hands_back_what_the_server_delivered_after(
+    nc: NatsClient, project_id: str
+) -> None:
+    """A caller that stops waiting (a stalled event loop, a cancelled claim) before the
+    answer arrives does not leave the message it pulled pending for the ack wait: it
+    is NAKed and the next pull gets it."""
+    stream = f"RAW-{project_id}"
+    await _stream(nc, stream, work_queue=True)
+    js = nc.jetstream()
+    await js.add_consumer(
+        stream, ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT, ack_wait=60)
+    )
+    await js.publish(f"{stream}.w", b"job")
+    with pytest.raises(TimeoutError):  # gives up before the request has even left
+        await consumer_next(nc, stream, "c", batch=1, timeout=1e-9)
+    again = await consumer_next(nc, stream, "c", batch=1, timeout=10, expires_s=5.0)
+    assert [m.data for m in again] == [b"job"]
+    assert again[0].metadata.num_delivered == 2  # it was delivered to the pull given up on
+
+
+async def test_a_cancelled_pull_hands_back_what_it_had_taken(nc: NatsClient, project_id: str) -> None:
+    stream = f"RAW-{project_id}"
+    await _stream(nc, stream, work_queue=True)
+    js = nc.jetstream()
+    await js.add_consumer(
+        stream, ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT, ack_wait=60)
+    )
+    await js.publish(f"{stream}.w", b"first")
+    # Asks for two, waiting up to 30 s for the second: cancelled while it holds the first.
+    pull = asyncio.create_task(consumer_next(nc, stream, "c", batch=2, timeout=40, expires_s=30.0))
+    for _ in range(200):
+        info = await js.consumer_info(stream, "c")
+        if info.num_ack_pending == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert info.num_ack_pending == 1
+    pull.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pull
+    again = await consumer_next(nc, stream, "c", batch=1, timeout=10, expires_s=5.0)
+    assert [m.data for m in again] == [b"first"]
+
+
 async def test_pull_takes_what_is_there_and_acks_are_on_record(nc: NatsClient, project_id: str) -> None:
     stream = f"RAW-{project_id}"
     await _stream(nc, stream, work_queue=True)
