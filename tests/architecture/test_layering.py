@@ -16,6 +16,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from testsupport.pysource import parse
+
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = ("shared", "pattern", "warp", "weft", "shuttle")
 
@@ -60,7 +62,7 @@ def _imported(path: Path, name: str, known: dict[str, Path]) -> set[str]:
     """The project modules ``path`` imports (the nearest known module of each name)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     wanted: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             wanted.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from testsupport.pysource import parse
+
 REPO = Path(__file__).resolve().parents[2]
 PARTS = ("shared", "warp", "weft", "pattern", "shuttle")
 
@@ -164,7 +166,7 @@ def allowed_by(path: str, where: str) -> str | None:
 
 def _sources() -> dict[str, ast.Module]:
     return {
-        str(path.relative_to(REPO)): ast.parse(path.read_text(encoding="utf-8"))
+        str(path.relative_to(REPO)): parse(path.read_text(encoding="utf-8"), str(path))
         for part in PARTS
         for path in sorted((REPO / part).rglob("*.py"))
     }
@@ -210,11 +212,11 @@ def test_the_domain_modules_named_in_the_issue_read_nothing(reads: list[tuple[st
     ],
 )
 def test_the_scan_sees_each_kind_of_read(source: str) -> None:
-    tree = ast.parse(source)
+    tree = parse(source)
     classes = settings_classes({"x.py": tree}) | {"LoomSettings"}
     assert list(env_reads(tree, classes)) != []
 
 
 def test_the_scan_leaves_other_code_alone() -> None:
-    tree = ast.parse("import os\ndef f(settings):\n    return os.path.join(settings.loom.data_home, 'x')")
+    tree = parse("import os\ndef f(settings):\n    return os.path.join(settings.loom.data_home, 'x')")
     assert list(env_reads(tree, frozenset({"LoomSettings"}))) == []

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
 
+from testsupport.pysource import parse
 from weft.a2a.push import ProjectPush
 from weft.metrics import Metrics
 from weft.project.hub import Attach, ProjectContext, ProjectHub
@@ -74,7 +75,7 @@ async def test_parts_attach_in_order_stop_in_reverse_and_keep_a_busy_project(
 def test_the_layer_imports_none_of_the_services_that_plug_into_it() -> None:
     found: list[str] = []
     for path in sorted((ROOT / "weft" / "project").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.ImportFrom) and node.module:
                 modules = [node.module]
             elif isinstance(node, ast.Import):

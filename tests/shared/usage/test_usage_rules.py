@@ -51,6 +51,7 @@ from shared.work.rules import (
     rebudget,
     report,
 )
+from testsupport.pysource import parse
 
 A = "a" * 32
 B = "b" * 32
@@ -306,5 +307,5 @@ def test_usage_records_share_the_one_base_and_never_import_the_work_item() -> No
     for record in (Usage, Budget, Totals, UsageEntry, BudgetsDoc):
         assert issubclass(record, LoomModel)
     source = Path(usage_rules.__file__).read_text(encoding="utf-8")
-    imported = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
+    imported = {n.module for n in ast.walk(parse(source)) if isinstance(n, ast.ImportFrom)}
     assert "shared.models" not in imported
