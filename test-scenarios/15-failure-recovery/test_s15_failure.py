@@ -297,6 +297,9 @@ async def test_nats_restart_loses_nothing(drill: Drill) -> None:
                     timeout=60,
                     what="workers resumed",
                     interval=0.02,
+                    explain=lambda: "\n".join(
+                        log.explain(agents[h].stderr()) for h, log in logs.items() if log.last_ok <= back_at
+                    ),
                 ),
             )
             await until(

@@ -255,6 +255,15 @@ class WorkerLog:
     lost_claims: list[str] = field(default_factory=list)
     """Claims this worker could no longer finish (redelivered elsewhere meanwhile)."""
     last_ok: float = 0.0
+    last_error: str = ""
+    calling: tuple[str, float] | None = None
+    """The tool call under way and when it began (a call that hangs shows here)."""
+
+    def explain(self, stderr: str = "") -> str:
+        """What the worker is doing, for a drill's failure message."""
+        call = f"in {self.calling[0]} for {now() - self.calling[1]:.1f}s" if self.calling else "between calls"
+        said = f"{self.handle}: {call}; {self.errors} error(s), last: {self.last_error[:300]!r}"
+        return said + (f"\n--- {self.handle} stderr (tail) ---\n{stderr[-1500:]}" if stderr else "")
 
 
 NOT_HOLDER_HINTS = ("not the claimant", "not held by", "is not claimed by", "claimed by another", "status is")
@@ -266,11 +275,16 @@ async def call_retrying(
     """Call until NATS answers: the structured output, or the error text of a definite refusal."""
     deadline = now() + give_up
     while True:
-        result = await agent.raw(tool, **arguments)
+        log.calling = (tool, now())
+        try:
+            result = await agent.raw(tool, **arguments)
+        finally:
+            log.calling = None
         if not result.is_error:
             log.last_ok = now()
             return dict(result.structured_content or {})
         text = " ".join(getattr(c, "text", "") for c in result.content)
+        log.last_error = text
         if "NATS" not in text:
             return text  # a real refusal (e.g. no longer the holder), not an outage
         log.errors += 1
@@ -334,8 +348,16 @@ async def workers(agents: dict[str, WarpAgent], **options: Any) -> AsyncIterator
                 raise task.exception()  # type: ignore[misc]
 
 
-async def until(probe: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1) -> float:
-    """Poll ``probe`` (sync or async) until truthy; returns the seconds it took (recovery figures)."""
+async def until(
+    probe: Callable[[], Any],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.1,
+    explain: Callable[[], str] | None = None,
+) -> float:
+    """Poll ``probe`` (sync or async) until truthy; returns the seconds it took (recovery
+    figures). ``explain``: what to add to the failure message (the state of the parts)."""
     started = now()
     while True:
         with contextlib.suppress(httpx.HTTPError, ToolCallError, OSError):
@@ -345,7 +367,8 @@ async def until(probe: Callable[[], Any], *, timeout: float, what: str, interval
             if value:
                 return now() - started
         if now() - started > timeout:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{detail}")
         await asyncio.sleep(interval)
 
 
