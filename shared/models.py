@@ -240,6 +240,8 @@ class WorkMove(StrEnum):
     FORGE_MERGED = "forge-merged"
     FORGE_CLOSED = "forge-closed"
     FORGE_CLOSED_LAST = "forge-closed-last"
+    AWAIT_APPROVAL = "await-approval"
+    VETO = "veto"
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,8 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.FORGE_MERGED: Transition(_from(_S.LANDING), _S.COMPLETED),
     WorkMove.FORGE_CLOSED: Transition(_from(_S.LANDING), _S.QUEUED),
     WorkMove.FORGE_CLOSED_LAST: Transition(_from(_S.LANDING), _S.FAILED),
+    WorkMove.AWAIT_APPROVAL: Transition(_from(_S.MERGING), _S.LANDING),
+    WorkMove.VETO: Transition(_from(_S.LANDING), _S.QUEUED),
 }
 """The work lifecycle, one row per operation: the truth the rules in shared/work/rules.py
 enforce (each checks its move here) and ``WORK_TRANSITIONS`` is derived from.
@@ -332,7 +336,10 @@ DLQ for the operator), or gives it back untouched when the repository cannot be 
 In forge mode the lander opens a pull request instead and leaves the item ``landing``
 without a queue message (``await-forge``) until Weft sees GitHub merge it
 (``forge-merged``: completed) or close it (``forge-closed``, ``forge-closed-last``: as a
-bounce).
+bounce). Where the coordinator's veto is on, a lander first asks the operator "land
+this?" and leaves the item ``landing`` without a queue message (``await-approval``)
+until the answer: back in the landers' queue, approved, or back to its author
+(``veto``).
 A ``merging`` item cannot be cancelled: its push may be under way (docs/landing.md). ``failed`` records an
 attempt that went wrong: reported by its agent (``fail``) or a claim that went
 silent past the ack deadline (``lapse``, seen when JetStream redelivers it). From
@@ -417,7 +424,7 @@ class Checkpoint(LoomModel):
     files: int = Field(default=0, ge=0, description="Files that differ from the branch's head")
 
 
-LandingOutcome = Literal["landed", "conflict", "gate-failed", "deferred", "closed", "error"]
+LandingOutcome = Literal["landed", "conflict", "gate-failed", "deferred", "closed", "vetoed", "error"]
 MAX_LANDING_ATTEMPTS_KEPT = 20
 MAX_LANDING_DETAIL = 4000
 
@@ -454,6 +461,10 @@ class Landing(LoomModel):
         default=None, description="Forge mode: the open pull request it waits on (GitHub merges it)"
     )
     pull_request_url: str | None = None
+    approved_by: str | None = Field(
+        default=None, description="Who answered the coordinator's veto question with land (docs/landing.md)"
+    )
+    approved_at: datetime | None = None
 
 
 class Workstream(LoomModel):
@@ -509,6 +520,11 @@ class WorkSubmission(LoomModel):
         default=True,
         description="Work in its own branch and worktree when the project has a repository "
         "(docs/workstreams.md); false: in the agent's own checkout",
+    )
+    veto: bool | None = Field(
+        default=None,
+        description='The coordinator\'s veto: an operator answers "land this?" before it lands '
+        "(docs/landing.md); null: as the project's repository says",
     )
 
     @field_validator("review")
@@ -583,7 +599,9 @@ class WorkItem(WorkSubmission):
     )
     review_round: int = Field(default=0, ge=0, description="Rounds handed in since it was (re)submitted")
     question_id: str | None = Field(
-        default=None, description="The operator's question its agent waits on (waiting-on-operator)"
+        default=None,
+        description="The operator's question it waits on: its agent's (waiting-on-operator), or a "
+        'lander\'s "land this?" (landing)',
     )
     usage: list[UsageEntry] = Field(
         default_factory=list,

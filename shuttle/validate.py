@@ -46,6 +46,8 @@ SUBMISSION_FIELDS = (
     "depends_on",
     "review",
     "budget",
+    "isolated",
+    "veto",
 )
 BUDGET_FIELDS = ("cost", "tokens")
 REVIEW_FIELDS = ("capability", "rounds")
@@ -206,6 +208,12 @@ def context(value: Any) -> dict[str, Any]:
     return parsed
 
 
+def flag(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid(f"{field}: must be true or false")
+    return value
+
+
 def submission(raw: Any, where: str = "", *, plan: bool = False) -> dict[str, Any]:
     """Check one submission dict (with ``plan``: a plan entry, which may also carry ``name``
     and ``after``); fills ``task_id`` when absent. Raises :class:`UsageError`."""
@@ -234,6 +242,8 @@ def submission(raw: Any, where: str = "", *, plan: bool = False) -> dict[str, An
         "depends_on": lambda v: work_ids(v, "depends_on"),
         "review": review,
         "budget": budget,
+        "isolated": lambda v: flag(v, "isolated"),
+        "veto": lambda v: flag(v, "veto"),
         "name": lambda v: token(v, "name"),
         "after": lambda v: names(v, "after"),
     }

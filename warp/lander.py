@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Final
 
 from shared.git.cli import GitFailed
 from shared.git.forge import ForgeError, GitHub
-from shared.git.landing import Candidate, HostLanding, LandingError, Settled
+from shared.git.landing import Candidate, DiffSummary, HostLanding, LandingError, Settled
 from shared.git.landlock import LOCK_TTL_S, LandingLock, LandingLocks, LockLost
 from shared.git.repository import Repository
-from shared.models import LandingAttempt, WorkItem, WorkStatus
+from shared.models import MAX_QUESTION, LandingAttempt, WorkItem, WorkStatus
 from shared.names import LAND_CAPABILITY
+from shared.work.landing import needs_approval
 from shared.work.rules import Claimant, WorkError
 from warp.services import Services
 
@@ -66,6 +67,36 @@ def candidate_of(item: WorkItem) -> Candidate:
     return Candidate(
         work_id=item.id, title=title, branch=ws.branch, head_sha=ws.head_sha, pending_sha=pending
     )
+
+
+def approval_question(item: WorkItem, target: str, summary: DiffSummary) -> str:
+    """The text of a lander's "land this?" (the coordinator's veto): the item, its commits
+    and files against the target, whether it merges cleanly, and how to answer; cut to fit
+    a question."""
+    ws = item.workstream
+    assert ws is not None  # rule ``landable``: only such items land
+    state = f"conflicts in {', '.join(summary.conflicts)}" if summary.conflicts else "merges cleanly"
+    head = [
+        f"Land this? {candidate_of(item).title} (work {item.id})",
+        f"{ws.branch} onto {target}: {ws.commits} commit(s), {ws.files_changed} file(s), "
+        f"+{ws.insertions} -{ws.deletions}; it {state} now.",
+        "",
+        "Commits:",
+        *(f"  {line}" for line in summary.commits),
+        *([f"  ... and {summary.more_commits} more"] if summary.more_commits else []),
+    ]
+    foot = [
+        "",
+        'Answer "land" to land it; any other answer sends it back to its author with your '
+        "answer as the reason.",
+    ]
+    files = ["", "Files:", summary.stat]
+    text = "\n".join([*head, *files, *foot])
+    if len(text) <= MAX_QUESTION:
+        return text
+    room = MAX_QUESTION - len("\n".join([*head, *foot])) - len("\n\nFiles:\n\n(cut)") - 2
+    cut = summary.stat[: max(0, room)]
+    return "\n".join([*head, "", "Files:", cut, "(cut)", *foot])[:MAX_QUESTION]
 
 
 @dataclass
@@ -137,6 +168,9 @@ class Lander:
                 return 0
             lock = await self.locks.renew(lock, items=[i.id for i in items], ttl_s=self.lock_ttl_s)
             batch = _Batch({i.id: i for i in items}, lock, repository)
+            await self._ask_first(batch)
+            if not batch.open_ids():
+                return len(items)
             if repository.forge == "github":
                 await self._open_pull_requests(batch)
             else:
@@ -185,6 +219,30 @@ class Lander:
                 await host.delete_refs(batch.landed)
             except Exception as exc:  # the landing stands; the refs are swept later
                 log.warning("the landed branches were not deleted: %s", exc)
+
+    async def _ask_first(self, batch: _Batch) -> None:
+        """The coordinator's veto: for each item that needs it (``needs_approval``) the operator
+        is asked "land this?" with its diff summary, and the item waits for the answer, out
+        of the batch. The repository unreachable: the batch is given back."""
+        repo = batch.repository
+        asking = [i for i in batch.items.values() if needs_approval(i, repo.veto)]
+        if not asking:
+            return
+        host = HostLanding(self.project_path, repo, author=("Loom lander", f"{self.agent_id}@loom"))
+        entry = self.svc.presence.entry
+        handle = entry.handle if entry is not None else ""
+        try:
+            tip = await host.fetch([candidate_of(i) for i in asking])
+            for item in asking:
+                summary = await host.summary(tip, candidate_of(item))
+                text = approval_question(item, repo.target_branch, summary)
+                await self.svc.questions.ask_to_land(self.agent_id, item.id, text, handle=handle)
+                del batch.items[item.id]  # the rest of the batch lands without it
+                self.svc.presence.tasks_changed(released=item.id)
+        except (LandingError, GitFailed) as exc:
+            log.warning("asking to land: %s", exc)
+            await self._give_back(batch, f"landing: {exc}")
+            batch.settled.update(batch.items)
 
     async def _open_pull_requests(self, batch: _Batch) -> None:
         """Forge mode: a pull request per item (made, or the one already open), and the item

@@ -56,7 +56,7 @@ class Router:
             return decision
 
     async def _decide(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
-        if item.status not in WAITING or parked(item):  # parked: it waits on its pull request
+        if item.status not in WAITING or parked(item):  # parked: on its pull request or the operator
             return RoutingDecision("not-waiting")
         if item.reserved_for is not None:  # sent back to its author by a landing
             author = project.agents.mirror.get(item.reserved_for)

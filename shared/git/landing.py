@@ -85,6 +85,22 @@ class Settled:
 
 
 @dataclass(frozen=True)
+class DiffSummary:
+    """What an operator reads before answering "land this?" (the coordinator's veto)."""
+
+    commits: list[str]
+    """``<short sha> <subject>``, newest first, at most :data:`SUMMARY_COMMITS`."""
+    more_commits: int
+    stat: str
+    """``git diff --stat`` from where the branch left the target to its handed-in head."""
+    conflicts: list[str]
+    """The files it conflicts in with the target's tip (none: it merges cleanly)."""
+
+
+SUMMARY_COMMITS: Final = 20
+
+
+@dataclass(frozen=True)
 class GateRun:
     ok: bool
     output: str
@@ -250,6 +266,18 @@ class HostLanding:
         if found.returncode != 1:
             raise GitFailed("merge-tree", f"git merge-tree failed: {said(found)}")
         return sorted({line for line in found.stdout.splitlines()[1:] if line.strip()})
+
+    async def summary(self, tip: str, c: Candidate) -> DiffSummary:
+        """The item's commits and files against the target's ``tip`` (fetched), and whether
+        it merges cleanly there now."""
+        base = await self._git("merge-base", tip, c.head_sha, step="merge-base")
+        count = int(await self._git("rev-list", "--count", f"{tip}..{c.head_sha}", step="rev-list"))
+        log = await self._git(
+            "log", f"--max-count={SUMMARY_COMMITS}", "--format=%h %s", f"{tip}..{c.head_sha}", step="log"
+        )
+        stat = await self._git("diff", "--stat=100", base, c.head_sha, step="diff")
+        commits = log.splitlines()
+        return DiffSummary(commits, count - len(commits), stat, await self.conflicts_on(tip, c.head_sha))
 
     async def _add(self, directory: Path, c: Candidate) -> list[str] | None:
         """Add one item to the build; None when it went in, else the conflicting files

@@ -185,6 +185,11 @@ class RepositorySettings(LoomModel):
         default=3, ge=1, le=20, description="Conflicts and gate failures before an item goes to the operator"
     )
     delete_landed: bool = Field(default=True, description="Delete a landed item's branch and checkpoints")
+    veto: bool = Field(
+        default=False,
+        description="The coordinator's veto: before landing an item, a lander asks the operator "
+        '"land this?" with its diff summary; an item\'s own veto overrides it (docs/landing.md)',
+    )
     forge: Literal["git", "github"] = Field(
         default="git",
         description="git: landers push to the target; github: a pull request per item, which GitHub "

@@ -2,7 +2,8 @@
 only once a lander has put them on the target branch. Pure, like every work rule: its
 worker (or its reviewer's approval) queues it for landing (:func:`into_landing`, called by
 ``finish`` and ``judge`` in shared/work/rules.py), a lander claims it (:func:`take_landing`),
-and lands it, sends it back, or gives it back."""
+and lands it, sends it back, or gives it back; where the coordinator's veto is on, it
+first asks the operator (:func:`await_approval`, :func:`decide`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from shared.models import (
     MAX_LANDING_ATTEMPTS_KEPT,
+    MAX_LANDING_DETAIL,
     WORK_LIFECYCLE,
     AttemptError,
     Landing,
@@ -211,13 +213,23 @@ def release_landing(
 # -- forge mode: GitHub merges (docs/landing.md, Forge mode) -------------------------------
 
 
-def parked(item: WorkItem) -> bool:
+def on_pull_request(item: WorkItem) -> bool:
     """Waiting in ``landing`` on its pull request, with no queue message: Weft watches it."""
     return (
         item.status is WorkStatus.LANDING
         and item.landing is not None
         and item.landing.pull_request is not None
     )
+
+
+def awaiting_approval(item: WorkItem) -> bool:
+    """Waiting in ``landing`` on the operator's answer to "land this?", with no queue message."""
+    return item.status is WorkStatus.LANDING and item.question_id is not None
+
+
+def parked(item: WorkItem) -> bool:
+    """Waiting in ``landing`` off the landers' queue: on its pull request, or on the operator."""
+    return on_pull_request(item) or awaiting_approval(item)
 
 
 def await_forge(record: WorkRecord, agent_id: str, number: int, url: str, now: datetime) -> Change:
@@ -243,7 +255,7 @@ def forge_settled(
     item no longer waits on that pull request."""
     item = record.item
     landing = item.landing
-    if not parked(item) or landing is None or landing.pull_request != number:
+    if not on_pull_request(item) or landing is None or landing.pull_request != number:
         return Change()
     if merged_sha is not None:
         moved = move(record, WorkMove.FORGE_MERGED, now)
@@ -278,4 +290,75 @@ def forge_settled(
         return Change(new, (said,), then=Then.DEAD_LETTER)
     changed.reserved_for = landing.author
     new.queue_seq = None
+    return Change(new, (said, WorkEvent("queued", {"retry": True})), then=Then.ENQUEUE)
+
+
+# -- the coordinator's veto (docs/landing.md, The coordinator's veto) ------------------------
+
+APPROVALS = frozenset({"land", "yes", "approve", "approved"})
+"""Answers to "land this?" that land the item (any case); any other answer is a refusal,
+and its text the reason the author reads."""
+
+
+def needs_approval(item: WorkItem, project_veto: bool) -> bool:
+    """Whether a lander must ask the operator before landing the item: its own ``veto``, or
+    the project's when it sets none, and no operator approved it yet."""
+    veto = item.veto if item.veto is not None else project_veto
+    return veto and (item.landing is None or item.landing.approved_by is None)
+
+
+def approves(answer: str) -> bool:
+    return answer.strip().lower() in APPROVALS
+
+
+def await_approval(record: WorkRecord, agent_id: str, question_id: str, now: datetime) -> Change:
+    """The lander holding the item asked the operator "land this?" (``question_id``): the
+    item waits in ``landing`` for the answer, off the landers' queue (its message
+    acknowledged)."""
+    new, item = holder_move(record, agent_id, WorkMove.AWAIT_APPROVAL, "land", now)
+    item.landing = _landing_of(record.item).model_copy(update={"pending_sha": None})
+    item.question_id = question_id
+    item.assigned_to = None
+    new.delivery = None
+    new.queue_seq = None
+    event = WorkEvent("awaiting-approval", {"agent_id": agent_id, "question_id": question_id})
+    return Change(new, (event,), ack=Ack.DONE, ack_subject=ack_subject_of(record))
+
+
+def decide(record: WorkRecord, question_id: str, answer: str | None, by: str | None, now: datetime) -> Change:
+    """The operator's answer to "land this?" (``answer``; None: there is none, the question
+    gone): approved, back in the landers' queue to land; refused, back to its author with the
+    answer as the reason (not counted among its landing failures: the operator can cancel
+    it instead); no answer, back in the landers' queue, whose next lander asks again. Left
+    alone when the item no longer waits on that question."""
+    item = record.item
+    if not awaiting_approval(item) or item.question_id != question_id:
+        return Change()
+    landing = _landing_of(item)
+    if answer is None or approves(answer):
+        new, changed = fork(record, now)
+        changed.question_id = None
+        if answer is not None:
+            changed.landing = landing.model_copy(update={"approved_by": by or "operator", "approved_at": now})
+        new.queue_seq = None  # the next queue message is the landers'
+        told = {"question_id": question_id, "approved": answer is not None, "by": by}
+        return Change(new, (WorkEvent("landing-approved", told),), then=Then.ENQUEUE)
+    moved = move(record, WorkMove.VETO, now)
+    assert moved is not None  # awaiting approval: in landing
+    new, changed = moved
+    reason = answer.strip()
+    attempt = LandingAttempt(
+        lander=by or "operator", outcome="vetoed", detail=reason[-MAX_LANDING_DETAIL:], at=now
+    )
+    changed.landing = _attempted(landing, attempt)
+    changed.question_id = None
+    error = f"landing vetoed by {by or 'the operator'}: {reason}"[:MAX_LANDING_DETAIL]
+    changed.error = error
+    changed.errors = [
+        *item.errors,
+        AttemptError(attempt=item.attempts, agent_id=landing.author, error=error, at=now),
+    ]
+    changed.reserved_for = landing.author
+    new.queue_seq = None  # the next queue message is the workers' again
+    said = WorkEvent("landing-vetoed", {"question_id": question_id, "by": by, "reason": reason})
     return Change(new, (said, WorkEvent("queued", {"retry": True})), then=Then.ENQUEUE)

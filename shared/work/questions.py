@@ -241,6 +241,27 @@ class QuestionBook:
         await self._announce("asked", question)
         return question
 
+    async def ask_to_land(self, agent_id: str, work_id: str, text: str, *, handle: str = "") -> Question:
+        """A lander's "land this?" (docs/landing.md, The coordinator's veto): the item, which
+        the lander holds, waits for the answer first (so a lander that dies between the two
+        steps leaves an item whose question is missing, which the sweep puts back in the
+        landers' queue, never a question about nothing), then the question is stored."""
+        now = utcnow()
+        check_question(text, [], None, now)
+        question = Question(
+            project_id=self.names.project_id,
+            asked_by=agent_id,
+            asked_by_handle=handle,
+            question=text,
+            work_id=work_id,
+            created_at=now,
+            updated_at=now,
+        )
+        await self.work.await_approval(work_id, agent_id, question.id)
+        await (await self.bucket()).create(question.id, question.to_json_bytes())
+        await self._announce("asked", question)
+        return question
+
     async def get(self, question_id: str) -> Question:
         """The question, resolved first when its deadline has passed (so an agent reading it
         learns there will be no answer, with or without Weft running)."""
@@ -268,9 +289,15 @@ class QuestionBook:
         return question
 
     async def _settle(self, question: Question, *, answered: bool) -> None:
-        """The work the question was about goes on (resumed in progress)."""
+        """The work the question was about goes on (resumed in progress, or its landing decided)."""
         if question.work_id is not None:
-            await self.work.resume(question.work_id, question.id, answered=answered, answer=told(question))
+            await self.work.resume(
+                question.work_id,
+                question.id,
+                answered=answered,
+                answer=told(question),
+                by=question.answered_by,
+            )
 
     async def all(self) -> list[Question]:
         values = await snapshot(await self.bucket())
@@ -324,9 +351,10 @@ class QuestionBook:
                 question = None
             if question is None or question.status is not QuestionStatus.OPEN:
                 answered = question is not None and question.status is QuestionStatus.ANSWERED
-                if (
-                    await self.work.resume(work_id, question_id, answered=answered, answer=told(question))
-                    is not None
-                ):
+                by = question.answered_by if question is not None else None
+                settled = await self.work.resume(
+                    work_id, question_id, answered=answered, answer=told(question), by=by
+                )
+                if settled is not None:
                     resumed += 1
         return resumed

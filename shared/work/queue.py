@@ -60,7 +60,15 @@ from shared.nats.jsapi import JetStreamReplyError, consumer_next
 from shared.trace.tracing import timed, traceparent_of, with_trace_headers
 from shared.usage.rules import Budget, Usage
 from shared.work.graph import DEAD_ENDS, PlanStep, check_dependencies, dead_end, plan_order
-from shared.work.landing import await_forge, bounce, forge_settled, land, note_pending, release_landing
+from shared.work.landing import (
+    await_approval,
+    await_forge,
+    bounce,
+    forge_settled,
+    land,
+    note_pending,
+    release_landing,
+)
 from shared.work.records import WorkRecords
 from shared.work.rules import (
     CLAIM_LINGER_S,
@@ -757,13 +765,13 @@ class WorkQueue(WorkRecords):
 
     @_traced("work.resume")
     async def resume(
-        self, work_id: str, question_id: str, *, answered: bool, answer: str = ""
+        self, work_id: str, question_id: str, *, answered: bool, answer: str = "", by: str | None = None
     ) -> WorkItem | None:
-        """The question was answered or expired: the item waiting on it is in progress again;
-        None when it no longer waited on it (finished, cancelled, or never moved)."""
+        """The question was answered (by ``by``) or expired: the item waiting on it is in
+        progress again, or its landing decided; None when it no longer waited on it."""
         now = utcnow()
         return await self._apply(
-            work_id, lambda r: resume(r, question_id, answered, now, answer), guarded=True
+            work_id, lambda r: resume(r, question_id, answered, now, answer, by), guarded=True
         )
 
     async def keep_alive(self, work_id: str, agent_id: str) -> bool:
@@ -824,6 +832,15 @@ class WorkQueue(WorkRecords):
         now = utcnow()
         _, change, revision = await self._mutate_at(
             work_id, lambda r: await_forge(r, agent_id, number, url, now)
+        )
+        return await self._carry_out(work_id, change, revision)
+
+    @_traced("work.land.ask")
+    async def await_approval(self, work_id: str, agent_id: str, question_id: str) -> WorkItem:
+        """The operator is asked "land this?": it waits for the answer (rule ``await_approval``)."""
+        now = utcnow()
+        _, change, revision = await self._mutate_at(
+            work_id, lambda r: await_approval(r, agent_id, question_id, now)
         )
         return await self._carry_out(work_id, change, revision)
 

@@ -35,7 +35,15 @@ from shared.usage.rules import (
     totals_of,
 )
 from shared.work.graph import dead_end
-from shared.work.landing import LANDABLE, into_landing, landable, parked, take_landing
+from shared.work.landing import (
+    LANDABLE,
+    awaiting_approval,
+    decide,
+    into_landing,
+    landable,
+    parked,
+    take_landing,
+)
 
 # The rules' vocabulary (errors, the stored record, Change) is shared/work/moves.py, re-exported here.
 from shared.work.moves import CLAIM_LAPSED as CLAIM_LAPSED
@@ -254,12 +262,22 @@ def wait_on(record: WorkRecord, agent_id: str, question_id: str, now: datetime, 
     return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 
-def resume(record: WorkRecord, question_id: str, answered: bool, now: datetime, answer: str = "") -> Change:
+def resume(
+    record: WorkRecord,
+    question_id: str,
+    answered: bool,
+    now: datetime,
+    answer: str = "",
+    by: str | None = None,
+) -> Change:
     """The question the item waited on was answered (or its deadline passed): back in
     progress, the claim's ack deadline restarted. Anything else is left alone. ``answer``
-    (the answer, or why there is none) goes out with the event."""
+    (the answer, or why there is none) goes out with the event. A lander's "land this?"
+    is decided instead (:func:`shared.work.landing.decide`; ``by``: who answered)."""
     if record.item.question_id != question_id:
         return Change()
+    if awaiting_approval(record.item):
+        return decide(record, question_id, answer if answered else None, by, now)
     moved = _move(record, WorkMove.RESUME, now)
     if moved is None:
         return Change()

@@ -24,6 +24,15 @@ def _last(entry: dict[str, Any]) -> str:
     return said
 
 
+def _status(entry: dict[str, Any]) -> str:
+    """Its status, and what it waits on when it is off the landers' queue."""
+    if entry.get("question_id"):
+        return f"{entry['status']}: asks the operator, land this? (question {entry['question_id'][:12]})"
+    if entry.get("pull_request"):
+        return f"{entry['status']}: pull request {entry['pull_request']}"
+    return str(entry["status"])
+
+
 def register(app: typer.Typer) -> None:
     @app.command("landing")
     def landing(ctx: typer.Context, json_out: JsonOpt = False) -> None:
@@ -43,7 +52,7 @@ def register(app: typer.Typer) -> None:
             (
                 e["work_id"][:12],
                 e["task_id"],
-                e["status"],
+                _status(e),
                 e.get("branch") or "-",
                 e.get("failures", 0),
                 _last(e),

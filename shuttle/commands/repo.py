@@ -22,7 +22,8 @@ def _show(body: dict[str, Any]) -> None:
     gate = repo.get("gate") or []
     pairs += [("gate", " ".join(gate) if gate else "none"), ("gate_timeout_s", repo.get("gate_timeout_s"))]
     pairs += [
-        (k, repo.get(k)) for k in ("land_batch", "land_mode", "land_failures", "delete_landed", "forge")
+        (k, repo.get(k))
+        for k in ("land_batch", "land_mode", "land_failures", "delete_landed", "veto", "forge")
     ]
     if repo.get("forge") == "github":
         pairs += [(k, repo.get(k)) for k in ("github_repository", "github_api_url")]
@@ -86,6 +87,9 @@ def set_cmd(
     keep_landed: Annotated[
         bool, typer.Option("--keep-landed-branches", help="Keep a landed item's branch and checkpoints.")
     ] = False,
+    veto: Annotated[
+        bool, typer.Option("--veto", help='Ask the operator "land this?" before each landing.')
+    ] = False,
     forge: Annotated[
         str | None, typer.Option("--forge", help="git (landers push) or github (pull requests).")
     ] = None,
@@ -107,6 +111,7 @@ def set_cmd(
         raise typer.BadParameter("must be git or github", param_hint="--forge")
     body: dict[str, Any] = {"url": url, "target_branch": target, "enabled": not disabled}
     body["delete_landed"] = not keep_landed
+    body["veto"] = veto
     for key, value in (
         ("branch_template", template),
         ("worktree_root", worktree_root),

@@ -174,6 +174,14 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option("--after", help="Run only after this work item completed (repeat for several)."),
         ] = None,
+        veto: Annotated[
+            bool | None,
+            typer.Option(
+                "--veto/--no-veto",
+                help='Ask the operator "land this?" before its code lands [default: as the repository says].',
+                show_default=False,
+            ),
+        ] = None,
         file: Annotated[
             str | None,
             typer.Option("--file", "-f", help="JSON/YAML file with one item or a list ('-' for stdin)."),
@@ -196,10 +204,10 @@ def register(app: typer.Typer) -> None:
         modes = sum([file is not None, interactive, description is not None])
         if modes > 1:
             raise UsageError("give a DESCRIPTION, --file or --interactive, not several")
-        if (after or review) and file is not None:
+        if (after or review or veto is not None) and file is not None:
             raise UsageError(
-                "--after and --review are for one submission; in a file, give each item its "
-                "depends_on, after or review"
+                "--after, --review and --veto are for one submission; in a file, give each item its "
+                "depends_on, after, review or veto"
             )
         depends_on = _after(after)
         reviewed = _review(review, review_rounds)
@@ -211,6 +219,8 @@ def register(app: typer.Typer) -> None:
                 batch[0]["depends_on"] = depends_on
             if reviewed:
                 batch[0]["review"] = reviewed
+            if veto is not None:
+                batch[0]["veto"] = veto
         else:
             if description is None:
                 raise UsageError("DESCRIPTION is required (or use --file / --interactive)")
@@ -230,6 +240,7 @@ def register(app: typer.Typer) -> None:
                 "max_attempts": max_attempts,
                 "depends_on": depends_on,
                 "review": reviewed,
+                "veto": veto,
             }
             batch = [v.submission(raw)]
         client = state(ctx).client()

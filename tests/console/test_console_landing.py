@@ -13,6 +13,7 @@ from playwright.async_api import expect
 from shared.git.landlock import LandingLocks
 from shared.models import LandingAttempt, Workstream
 from shared.names import ProjectNames
+from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.work import work_queue
@@ -76,3 +77,13 @@ async def test_the_landing_queue_and_an_items_landing_attempts_are_shown(
     await expect(landing).to_contain_text("Reserved for")
     await expect(landing.locator('tr[data-outcome="conflict"]')).to_contain_text("src/login.py")
     await expect(landing.locator(".landing-detail")).to_contain_text("conflicts with main in: src/login.py")
+
+    # the coordinator's veto: the other item waits on the operator's "land this?"
+    asking = await queue.claim(lander)
+    assert asking is not None and asking.id == ids[1]
+    book = QuestionBook(nc, ProjectNames(project), queue)
+    await book.ask_to_land(lander.agent_id, ids[1], "Land this? add-logout: do add-logout")
+    await page.evaluate("() => { location.hash = '#queues'; }")
+    await expect(row.locator("a.asks-operator")).to_have_text("asks you: land this?")
+    await page.evaluate(f"() => {{ location.hash = '#work/{ids[1]}'; }}")
+    await expect(page.locator("#work-approval")).to_contain_text("waiting for the operator's answer")

@@ -141,6 +141,9 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ),
     ("docs/architecture.md", "default:                      # applies to boundaries withou"): run("policy"),
     ("docs/landing.md", "in-progress ──complete──┐"): Skip("a diagram, not code"),
+    ("docs/landing.md", "Land this? fix-login: make the login form accept e-mail addr"): Skip(
+        "what a question looks like, ids shortened: tests/warp/test_lander.py checks the real text"
+    ),
     ("docs/landing.md", "LOOM_PROJECT_ID=myapp NATS_URL=nats://127.0.0.1:4222 loom-la"): Skip(
         "a lander runs until stopped, against a running fabric; tests/warp/test_lander.py runs landers"
     ),

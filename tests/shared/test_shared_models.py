@@ -212,12 +212,12 @@ EXPECTED_MOVES = {
     (S.REVIEWING, S.LANDING),  # approved, with code
     (S.LANDING, S.MERGING),  # a lander claimed it
     (S.LANDING, S.CANCELLED),
-    (S.MERGING, S.LANDING),  # the lander went silent or gave it back
+    (S.MERGING, S.LANDING),  # the lander went silent, gave it back, or asked the operator first
     (S.MERGING, S.COMPLETED),  # landed
     (S.MERGING, S.QUEUED),  # a conflict or a failed gate: back to the workers
     (S.MERGING, S.FAILED),  # the last allowed landing failure: on to the DLQ
     (S.LANDING, S.COMPLETED),  # forge mode: GitHub merged its pull request
-    (S.LANDING, S.QUEUED),  # forge mode: its pull request was closed without merging
+    (S.LANDING, S.QUEUED),  # forge mode: its pull request was closed without merging; or vetoed
     (S.LANDING, S.FAILED),  # ... for the last allowed time: on to the DLQ
 }
 

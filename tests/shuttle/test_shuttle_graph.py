@@ -99,7 +99,7 @@ async def test_bad_plans_and_after_are_refused_before_anything_is_created(cli: C
     r = cli("submit", "--file", str(bad))
     assert r.exit_code == 2 and "item 1: name: must be" in r.stderr and "Bad Name" not in r.stderr
     r = cli("submit", "--file", str(bad), "--after", secret)
-    assert r.exit_code == 2 and "--after and --review are for one submission" in r.stderr
+    assert r.exit_code == 2 and "--after, --review and --veto are for one submission" in r.stderr
     assert cli.json("work", "list")["total"] == 0
     missing = cli("work", "graph", secret)
     assert missing.exit_code == 1 and secret not in missing.stderr

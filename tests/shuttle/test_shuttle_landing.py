@@ -11,6 +11,7 @@ from shuttle_helpers import Cli
 from shared.git.landlock import LandingLocks
 from shared.models import Workstream, WorkSubmission
 from shared.names import ProjectNames
+from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.work import work_queue
@@ -27,13 +28,14 @@ async def test_the_gate_is_set_as_arguments_and_the_queue_shows_each_items_lates
     origin = make_origin(tmp_path)
     stored = cli.json(
         "repo", "set", str(origin), "--gate", "make", "--gate", "test", "--batch", "8", "--mode", "rebase",
-        "--land-failures", "2", "--keep-landed-branches",
+        "--land-failures", "2", "--keep-landed-branches", "--veto",
     )  # fmt: skip
     repo = stored["repository"]
-    landing = [repo[k] for k in ("gate", "land_batch", "land_mode", "land_failures", "delete_landed")]
-    assert landing == [["make", "test"], 8, "rebase", 2, False]
+    keys = ("gate", "land_batch", "land_mode", "land_failures", "delete_landed", "veto")
+    assert [repo[k] for k in keys] == [["make", "test"], 8, "rebase", 2, False, True]
     shown = cli("repo", "show")
     assert shown.exit_code == 0 and "make test" in shown.stdout and "rebase" in shown.stdout
+    assert "veto" in shown.stdout
     bad = cli("repo", "set", str(origin), "--mode", "squash")
     assert bad.exit_code != 0 and "--mode" in bad.stderr and "squash" not in bad.stderr
     forged = cli.json("repo", "set", str(origin), "--forge", "github", "--github-repository", "acme/app")
@@ -71,3 +73,18 @@ async def test_the_gate_is_set_as_arguments_and_the_queue_shows_each_items_lates
     listed = cli.json("landing")
     assert [e["task_id"] for e in listed["queue"]] == ["fix-login", "add-logout"]
     assert listed["queue"][0]["last_attempt"]["outcome"] == "deferred"
+
+    # the coordinator's veto: one waits on the operator's "land this?"
+    asking = await q.claim(lander)
+    assert asking is not None
+    question = await QuestionBook(nc, ProjectNames(project_id), q).ask_to_land(
+        LANDER, asking.id, "Land this?"
+    )
+    asks = cli("landing")
+    assert (
+        asks.exit_code == 0 and f"asks the operator, land this? (question {question.id[:12]})" in asks.stdout
+    )
+
+    vetoed = cli.json("submit", "do it", "-c", "code", "--no-veto")
+    assert vetoed["veto"] is False
+    assert cli.json("submit", "do it", "-c", "code")["veto"] is None  # as the repository says

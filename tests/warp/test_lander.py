@@ -22,6 +22,7 @@ from shared.models import WorkItem, WorkStatus, Workstream, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
 from shared.trace.tracing import read_timeline
+from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 from testsupport.events import work_actions
@@ -31,6 +32,7 @@ from testsupport.work import work_queue
 from warp.lander import Lander, next_pause
 from warp.runtime import WarpRuntime
 from warp.settings import WarpSettings
+from warp.tools.work import item_text
 
 S = WorkStatus
 WORKER = "a" * 32
@@ -295,7 +297,6 @@ def test_a_lander_backs_off_while_rounds_keep_giving_their_batch_back() -> None:
 
 def test_a_sent_back_item_tells_its_worker_what_to_fix() -> None:
     from shared.models import Landing, LandingAttempt
-    from warp.tools.work import item_text
 
     base = WorkItem(id="c" * 32, project_id="p", task_id="t", description="d", capability="code")
     conflict = LandingAttempt(lander=LANDER, outcome="conflict", files=["src/a.py", "b.py"])
@@ -345,3 +346,80 @@ async def test_forge_mode_opens_a_pull_request_per_item_and_leaves_the_merge_to_
         assert back.status is S.LANDING and back.landing is not None and back.landing.pull_request is None
         assert back.landing.failures == 0 and "LOOM_GITHUB_TOKEN" in back.landing.attempts[-1].detail
         assert token not in back.model_dump_json()
+
+
+async def test_with_the_veto_on_the_operator_answers_land_this_before_anything_lands(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    worker = clone(origin, tmp_path / "worker")
+    names = ProjectNames(project_id)
+    async with connected(nats_server.url) as nc:
+        await set_repository(nc, project_id, origin, veto=True, land_batch=8)
+        q = work_queue(nc, names, ack_wait_s=1.0)
+        book = QuestionBook(nc, names, q)
+        kept = await handed_in(q, worker, "kept", {"a.txt": "a\n"})
+        refused = await handed_in(q, worker, "refused", {"b.txt": "b\n"})
+        own_way = await handed_in(q, worker, "own-way", {"c.txt": "c\n"}, veto=False)  # its own say
+        async with lander(nats_server.url, project_id, tmp_path / "lander", LANDER) as landing:
+            assert await landing.run_once() == 3
+            assert (await q.get(own_way.id)).status is S.COMPLETED  # landed without asking
+            tip = remote_sha(origin, "refs/heads/main")
+            asked = {i.id: await q.get(i.id) for i in (kept, refused)}
+            for waiting in asked.values():
+                assert (waiting.status, waiting.assigned_to) == (S.LANDING, None)
+                assert waiting.question_id is not None and waiting.landing is not None
+            questions = {question.work_id: question for question in await book.all()}
+            assert set(questions) == set(asked)
+            text = questions[kept.id].question
+            assert text.startswith("Land this? kept: do kept") and kept.id in text
+            assert "a.txt" in text and "work on kept" in text and "merges cleanly" in text
+            assert questions[kept.id].id == asked[kept.id].question_id
+            assert await q.queue_depths() == {}  # off the landers' queue while the operator decides
+            assert await landing.run_once() == 0
+            assert "waiting for the operator" in item_text(asked[kept.id])
+
+            await book.answer(questions[refused.id].id, "split it: the b part is not wanted", by="alice")
+            back = await q.get(refused.id)
+            assert (back.status, back.reserved_for, back.question_id) == (S.QUEUED, WORKER, None)
+            assert back.landing is not None and back.landing.failures == 0  # the operator's call
+            last = back.landing.attempts[-1]
+            assert (last.outcome, last.lander) == ("vetoed", "alice") and "b part" in last.detail
+            assert "sent back by the operator" in item_text(back) and "b part" in item_text(back)
+
+            await book.answer(questions[kept.id].id, "Land", by="alice")
+            approved = await q.get(kept.id)
+            assert approved.status is S.LANDING and approved.question_id is None
+            assert approved.landing is not None and approved.landing.approved_by == "alice"
+            assert remote_sha(origin, "refs/heads/main") == tip  # nothing landed before the lander
+            assert await landing.run_once() == 1  # approved: landed without asking again
+        done = await q.get(kept.id)
+        assert done.status is S.COMPLETED and len(await book.all()) == 2
+        check = clone(origin, tmp_path / "check")
+        assert (check / "a.txt").exists() and not (check / "b.txt").exists()
+        assert [
+            a
+            for a in await work_actions(nc, names, kept.id)
+            if a in ("awaiting-approval", "landing-approved")
+        ] == ["awaiting-approval", "landing-approved"]
+        assert "landing-vetoed" in await work_actions(nc, names, refused.id)
+
+
+def test_a_land_this_question_says_how_to_answer_and_fits_however_big_the_change() -> None:
+    from shared.git.landing import DiffSummary
+    from shared.models import MAX_QUESTION
+    from warp.lander import approval_question
+
+    ws = Workstream(branch="loom/big", base_ref="main", base_sha="1" * 40, head_sha="2" * 40, commits=30)
+    item = WorkItem(
+        id="c" * 32, project_id="p", task_id="big", description="a big change\nmore", capability="code"
+    ).model_copy(update={"workstream": ws})
+    small = DiffSummary(["abc1234 first"], 29, " a.py | 2 +-\n 1 file changed", ["a.py"])
+    text = approval_question(item, "main", small)
+    assert text.startswith(f"Land this? big: a big change (work {'c' * 32})")
+    assert "loom/big onto main: 30 commit(s)" in text and "it conflicts in a.py now" in text
+    assert "  abc1234 first\n  ... and 29 more" in text and " a.py | 2 +-" in text
+    assert text.endswith("with your answer as the reason.")
+    huge = DiffSummary(["abc1234 first"], 0, "\n".join(f" f{n}.py | 1 +" for n in range(2000)), [])
+    cut = approval_question(item, "main", huge)
+    assert len(cut) <= MAX_QUESTION and "(cut)" in cut and cut.endswith("with your answer as the reason.")
+    assert "merges cleanly" in cut

@@ -11,8 +11,9 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
 from shared.git.landlock import LandingLocks
-from shared.models import LandingAttempt, Workstream
+from shared.models import LandingAttempt, Workstream, utcnow
 from shared.names import ProjectNames
+from shared.work.questions import QuestionBook, answer_rule
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.work import work_queue
@@ -134,3 +135,58 @@ async def test_work_sent_back_to_an_offline_author_is_offered_to_everyone(
     await eventually(freed, what="the offline author's item offered to everyone")
     kept = (await api.get(f"/api/work/{sent_back['online-only']}")).json()
     assert kept["reserved_for"] == online.agent_id and kept["status"] == "queued"
+
+
+async def test_the_sweeper_settles_a_land_this_a_stopped_process_left_half_done(
+    api: Any, nc: NatsClient, project_id: str, monkeypatch: Any, tmp_path: Path
+) -> None:
+    """A lander that died between parking the item and storing its question leaves an item
+    waiting on nothing: back in the landers' queue (to be asked again). An answer whose
+    process stopped before deciding: decided. A plan's veto reaches every item of it that
+    sets none of its own."""
+    import weft.project.repair
+
+    monkeypatch.setattr(weft.project.repair, "GRACE", weft.project.repair.timedelta(0))
+    assert (await api.put("/api/repository", json={"url": str(make_origin(tmp_path))})).status_code == 200
+    names = ProjectNames(project_id)
+    queue = work_queue(nc, names)
+    book = QuestionBook(nc, names, queue)
+    author = await register(nc, project_id, capabilities=("veto-code",))
+    lander = Claimant(agent_id="e" * 32, agent_type="lander", capabilities=("land",))
+    plan = {
+        "veto": True,
+        "items": [
+            {"task_id": t, "description": "d", "capability": "veto-code", **extra}
+            for t, extra in (("orphaned", {}), ("answered", {}), ("own-say", {"veto": False}))
+        ],
+    }
+    posted = await api.post("/api/work/plan", json=plan)
+    assert posted.status_code == 201, posted.text
+    assert [i["veto"] for i in posted.json()["items"]] == [True, True, False]
+    ids = []
+    for _ in range(2):
+        taken = await queue.claim(claimant(author))
+        assert taken is not None
+        ws = Workstream(branch=f"loom/{taken.task_id}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40)
+        await queue.record_workstream(
+            taken.id, author.agent_id, ws.model_copy(update={"commits": 1}), step="handed-in"
+        )
+        await queue.complete(taken.id, author.agent_id)
+        assert (await queue.claim(lander)) is not None
+        ids.append(taken.id)
+    orphaned, answered = ids
+    await queue.await_approval(orphaned, lander.agent_id, "f" * 32)  # its question never stored
+    asked = await book.ask_to_land(lander.agent_id, answered, "Land this?")
+    kv = await book.bucket()  # answered, but the process stopped before deciding
+    await kv.put(asked.id, answer_rule(asked, "land", "alice", utcnow()).to_json_bytes())
+
+    async def settled() -> list[dict[str, Any]] | None:
+        items = [(await api.get(f"/api/work/{i}")).json() for i in ids]
+        return items if all(i["question_id"] is None for i in items) else None
+
+    again, approved = await eventually(settled, what="the sweep to settle both")
+    assert again["status"] == "landing" and again["landing"]["approved_by"] is None  # to be asked again
+    assert approved["status"] == "landing" and approved["landing"]["approved_by"] == "alice"
+    assert await queue.queue_depths() == {"land": 2, "veto-code": 1}
+    body = (await api.get("/api/landing")).json()
+    assert {e["work_id"]: e["approved_by"] for e in body["queue"]} == {orphaned: None, answered: "alice"}

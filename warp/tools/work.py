@@ -138,6 +138,13 @@ def _landing_lines(item: WorkItem) -> list[str]:
         )
     elif last is not None and last.outcome == "gate-failed":
         lines.append(f"  sent back: the gate failed; its output ends with:\n{last.detail[-1500:]}")
+    elif last is not None and last.outcome == "vetoed":
+        lines.append(
+            f"  sent back by the operator, who would not land it; their reason:\n{last.detail[-1500:]}\n"
+            "  change the branch accordingly, then complete it again"
+        )
+    if item.status is WorkStatus.LANDING and item.question_id is not None:
+        lines.append('  waiting for the operator\'s answer to "land this?"')
     return lines
 
 
@@ -255,6 +262,13 @@ async def warp_work_broadcast(
             "(docs/workstreams.md); false: in the agent's own checkout"
         ),
     ] = True,
+    veto: Annotated[
+        bool | None,
+        Field(
+            description='The coordinator\'s veto: an operator answers "land this?" before it lands '
+            "(docs/landing.md); null: as the project's repository says"
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, WorkOut]:
     """Offer a work item to every agent with the capability (same queue as Weft's REST API).
     With depends_on it waits (blocked) until every one of those items has completed; with
@@ -278,6 +292,7 @@ async def warp_work_broadcast(
         review=review,
         budget=budget,
         isolated=isolated,
+        veto=veto,
     )
     item = await svc.work.submit(submission, submitted_by=svc.agent_id)
     said = "Blocked until its dependencies complete." if item.status is WorkStatus.BLOCKED else "Queued."

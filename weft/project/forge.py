@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from shared.git.forge import ForgeError, GitHub
-from shared.work.landing import parked
+from shared.work.landing import on_pull_request
 
 if TYPE_CHECKING:
     from shared.git.repository import RepositoryStore
@@ -37,7 +37,7 @@ class ForgeWatch:
         every_s: float,
     ) -> int:
         """Ask GitHub about the pull requests that are due; the number of items settled."""
-        waiting = [i for i in work.mirror.values() if parked(i)]
+        waiting = [i for i in work.mirror.values() if on_pull_request(i)]
         ids = {i.id for i in waiting}
         self._asked = {k: v for k, v in self._asked.items() if k in ids}
         if not waiting:
@@ -48,7 +48,7 @@ class ForgeWatch:
         github = GitHub(repository.github_api_url, repository.github_repository, token)
         now, settled = time.monotonic(), 0
         for item in waiting:
-            assert item.landing is not None and item.landing.pull_request is not None  # parked
+            assert item.landing is not None and item.landing.pull_request is not None  # on_pull_request
             if now - self._asked.get(item.id, float("-inf")) < every_s:
                 continue
             self._asked[item.id] = now

@@ -11,7 +11,8 @@ idempotent, compare-and-set rules, so replicas repairing at once change an item 
 * a queued item (or one handed in for review) whose queue message was never stored
   gets one;
 * an item still waiting on the operator about a question that was answered or expired
-  goes back in progress. The copy does not show
+  goes back in progress (a lander's "land this?": its landing is decided; a question
+  that was never stored puts it back in the landers' queue). The copy does not show
   queue messages, so each queued item is read once after it has been quiet for a while.
 """
 
@@ -34,6 +35,8 @@ log = logging.getLogger("loom.weft.repair")
 GRACE = timedelta(seconds=5)
 """Changes younger than this are left to the process still making them."""
 REMEMBERED = 50_000
+ON_A_QUESTION = frozenset({WorkStatus.WAITING_ON_OPERATOR, WorkStatus.LANDING})
+"""An agent's question (waiting-on-operator) or a lander's "land this?" (landing)."""
 NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING})
 
 
@@ -59,9 +62,7 @@ class WorkRepair:
         waiting = {
             i.id: i.question_id
             for i in items.values()
-            if i.status is WorkStatus.WAITING_ON_OPERATOR
-            and i.question_id is not None
-            and i.updated_at <= quiet
+            if i.status in ON_A_QUESTION and i.question_id is not None and i.updated_at <= quiet
         }
         if waiting:
             try:

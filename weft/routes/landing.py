@@ -30,6 +30,10 @@ class LandingEntry(BaseModel):
     failures: int = Field(description="Conflicts and gate failures so far")
     last_attempt: LandingAttempt | None = Field(description="The latest try: outcome, files, gate output")
     pull_request: str | None = Field(None, description="Forge mode: the pull request it waits on (its URL)")
+    question_id: str | None = Field(
+        None, description="The coordinator's veto: the operator's \"land this?\" it waits on"
+    )
+    approved_by: str | None = Field(None, description='Who answered "land this?" with land')
 
 
 class LandingOut(BaseModel):
@@ -54,6 +58,8 @@ def _entry(item: WorkItem) -> LandingEntry:
         failures=landing.failures if landing is not None else 0,
         last_attempt=landing.attempts[-1] if landing is not None and landing.attempts else None,
         pull_request=landing.pull_request_url if landing is not None and landing.pull_request else None,
+        question_id=item.question_id if item.status is WorkStatus.LANDING else None,
+        approved_by=landing.approved_by if landing is not None else None,
     )
 
 

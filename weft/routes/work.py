@@ -60,6 +60,11 @@ class PlanEntry(WorkSubmission):
 class PlanRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     items: list[PlanEntry] = Field(min_length=1, max_length=MAX_PLAN_ITEMS)
+    veto: bool | None = Field(
+        default=None,
+        description="The coordinator's veto for every item of the plan that sets none of its own "
+        "(docs/landing.md); null: as the project's repository says",
+    )
 
 
 class PlanOut(BaseModel):
@@ -125,9 +130,12 @@ async def submit_plan(body: PlanRequest, project: ProjectDep, state: StateDep) -
     """Several items that wait for each other (``after``, by local ``name``) and for existing
     items (``depends_on``). The whole plan is checked first (names, cycles, dependencies):
     a refused plan creates nothing."""
+    plan_wide = {} if body.veto is None else {"veto": body.veto}
     entries = [
         NamedStep(
-            WorkSubmission.model_validate(entry.model_dump(exclude={"name", "after"})),
+            WorkSubmission.model_validate(
+                {**plan_wide, **entry.model_dump(exclude={"name", "after"}, exclude_none=True)}
+            ),
             name=entry.name,
             after=tuple(entry.after),
         )

@@ -12,11 +12,15 @@ import pytest
 
 from shared.models import Landing, LandingAttempt, ReviewRound, ReviewSpec, WorkItem, WorkStatus, Workstream
 from shared.work.landing import (
+    approves,
+    await_approval,
     await_forge,
     bounce,
+    decide,
     forge_settled,
     land,
     landable,
+    needs_approval,
     note_pending,
     parked,
     release_landing,
@@ -32,6 +36,7 @@ from shared.work.rules import (
     finish,
     judge,
     needs_message,
+    resume,
     stop,
     take,
     unreserve,
@@ -245,3 +250,69 @@ def test_forge_mode_parks_the_item_on_its_pull_request_until_github_settles_it()
     assert again is not None
     last = forge_settled(again, 7, None, 3, NOW)
     assert last.record is not None and last.record.item.status is S.FAILED and last.then is Then.DEAD_LETTER
+
+
+def test_the_veto_is_the_items_own_or_else_the_projects_until_an_operator_approves() -> None:
+    item = merging().item
+    assert needs_approval(item, True) and not needs_approval(item, False)
+    assert needs_approval(item.model_copy(update={"veto": True}), False)
+    assert not needs_approval(item.model_copy(update={"veto": False}), True)
+    assert item.landing is not None
+    approved = item.landing.model_copy(update={"approved_by": "alice"})
+    assert not needs_approval(item.model_copy(update={"landing": approved}), True)
+    assert [approves(a) for a in ("land", " Yes ", "APPROVE", "approved", "no", "lnad", "land it")] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+
+
+def test_an_item_asked_about_waits_off_the_queue_and_the_answer_decides_it() -> None:
+    asked = await_approval(merging(), LANDER, "q" * 32, NOW)
+    assert asked.record is not None and (asked.ack, asked.then) == (Ack.DONE, None)
+    waiting = asked.record
+    item = waiting.item
+    assert (item.status, item.assigned_to, item.question_id, waiting.queue_seq) == (
+        S.LANDING,
+        None,
+        "q" * 32,
+        None,
+    )
+    assert parked(item) and not needs_message(waiting)  # no sweep re-queues it meanwhile
+    with pytest.raises(NotClaimant):
+        await_approval(merging(), OTHER, "q" * 32, NOW)  # only the holding lander asks
+
+    assert resume(waiting, "x" * 32, True, NOW, "land", "alice").record is None  # another question
+    yes = resume(waiting, "q" * 32, True, NOW, "land", "alice")
+    assert yes.record is not None and yes.then is Then.ENQUEUE
+    landing = yes.record.item.landing
+    assert (yes.record.item.status, yes.record.item.question_id) == (S.LANDING, None)
+    assert landing is not None and (landing.approved_by, landing.approved_at) == ("alice", NOW)
+    assert [e.action for e in yes.events] == ["landing-approved"]
+    assert yes.record.queue_seq is None and not parked(yes.record.item)
+
+    no = resume(waiting, "q" * 32, True, NOW, "not this week", "bob")
+    assert no.record is not None and no.then is Then.ENQUEUE
+    back = no.record.item
+    assert (back.status, back.reserved_for, back.question_id) == (S.QUEUED, WORKER, None)
+    assert back.landing is not None and back.landing.failures == 0 and back.landing.approved_by is None
+    assert (back.landing.attempts[-1].outcome, back.landing.attempts[-1].detail) == (
+        "vetoed",
+        "not this week",
+    )
+    assert back.error == "landing vetoed by bob: not this week"
+    assert [e.action for e in no.events] == ["landing-vetoed", "queued"]
+
+    unanswered = resume(waiting, "q" * 32, False, NOW, "the question is gone")
+    assert unanswered.record is not None and unanswered.then is Then.ENQUEUE  # asked again
+    assert unanswered.record.item.status is S.LANDING and unanswered.record.item.question_id is None
+    assert unanswered.record.item.landing is not None
+    assert unanswered.record.item.landing.approved_by is None
+
+    gone = stop(waiting, "", "operator", NOW)  # cancelled while asked: the answer then does nothing
+    assert gone.record is not None
+    assert decide(gone.record, "q" * 32, "land", "alice", NOW).record is None

@@ -72,7 +72,9 @@ export function queuesView(ctx) {
       ? none("Nothing waits to land.")
       : landing.queue.map((e) => h("tr", { dataset: { workId: e.work_id } },
         h("th", { scope: "row" }, h("a", { href: `#work/${e.work_id}`, title: e.description.slice(0, 200) }, e.task_id)),
-        h("td", null, statusText(e.status)),
+        h("td", null, e.question_id
+          ? [statusText(e.status), " \u00b7 ", h("a", { href: "#questions", class: "asks-operator" }, "asks you: land this?")]
+          : /^https?:\/\//.test(e.pull_request || "") ? [statusText(e.status), " \u00b7 ", h("a", { href: e.pull_request, rel: "noopener" }, "pull request")] : statusText(e.status)),
         h("td", null, e.branch ? h("code", null, e.branch) : "-"),
         h("td", null, e.author ? store.handleOf(e.author) : "-"),
         h("td", { class: "num" }, e.failures),

@@ -182,6 +182,7 @@ export function workItemView(ctx, workId) {
       field("Reserved for", item.reserved_for ? store.handleOf(item.reserved_for) : "-"),
       field("Queued for landing", when(l.queued_at)),
       field("Failures", l.failures),
+      field("Approval", h("span", { id: "work-approval" }, approval(item))),
       field("Landed", l.landed_sha ? h("code", null, `${short(l.landed_sha)} · ${when(l.landed_at)}`) : "-"));
     const t = table("Landing attempts, oldest first", ["At", "Lander", "Outcome", "Batch", "Files", "Gate s"]);
     replace(t.tbody, (l.attempts || []).map((a) => h("tr", { dataset: { outcome: a.outcome } },
@@ -192,6 +193,14 @@ export function workItemView(ctx, workId) {
     return h("div", { id: "work-landing" }, h("h3", null, "Landing"), facts,
       (l.attempts || []).length ? t.el : null,
       last ? [h("h4", null, `Latest (${last.outcome})`), h("pre", { class: "landing-detail" }, last.detail)] : null);
+  }
+
+  // The coordinator's veto: asked, given, or not asked (docs/landing.md).
+  function approval(item) {
+    const l = item.landing;
+    if (item.status === "landing" && item.question_id) return "waiting for the operator's answer to \u201cland this?\u201d";
+    if (l.approved_by) return `approved by ${l.approved_by} · ${when(l.approved_at)}`;
+    return "-";
   }
 
   function attempts(item) {
