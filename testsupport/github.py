@@ -1,20 +1,25 @@
 """A stand-in for GitHub's REST API, just the pull-request calls forge mode makes
-(docs/landing.md): open, list open ones by head and base, read one. It speaks GitHub's
+(docs/landing.md): open, list open ones by head and base, read one, close one. It speaks GitHub's
 shapes and status codes (201, 422 when one is open already, 401 for a bad token, 404 for an
 unknown repository), keeps every pull request in memory, and lets a test merge or close one
-as a person (or GitHub's merge queue) would.
+as a person (or GitHub's merge queue) would. Like a repository's webhook, it then delivers
+the ``pull_request`` event, signed with the hook's secret as GitHub signs it, to each hook
+a test added (:meth:`GitHubStandIn.deliver`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from shared.git.forge import signature_of
 from testsupport.serving import serve_in_loop
 
 
@@ -25,6 +30,8 @@ class GitHubStandIn:
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     url: str = ""
+    hooks: list[tuple[str, str]] = field(default_factory=list)
+    """Webhooks: (payload URL, secret)."""
 
     def merge(self, number: int, sha: str) -> None:
         """Merged on GitHub, into ``sha`` on the base branch."""
@@ -35,6 +42,32 @@ class GitHubStandIn:
     def close(self, number: int) -> None:
         """Closed without merging."""
         self.pulls[number].update(state="closed", merged=False)
+
+    async def deliver(self, number: int, *, secret: str | None = None) -> list[httpx.Response]:
+        """The ``pull_request`` event of pull request ``number`` as it stands now (``closed``
+        once merged or closed), to every hook; ``secret`` signs it instead of the hook's own
+        (a delivery Weft must refuse)."""
+        pr = self.pulls[number]
+        action = "closed" if pr["state"] == "closed" else "opened"
+        body = json.dumps(
+            {
+                "action": action,
+                "number": number,
+                "pull_request": pr,
+                "repository": {"full_name": self.repository},
+            }
+        ).encode()
+        sent: list[httpx.Response] = []
+        async with httpx.AsyncClient(timeout=10) as client:
+            for url, own in self.hooks:
+                headers = {
+                    "Content-Type": "application/json",
+                    "X-GitHub-Event": "pull_request",
+                    "X-GitHub-Delivery": f"delivery-{number}-{len(sent)}",
+                    "X-Hub-Signature-256": signature_of(secret or own, body),
+                }
+                sent.append(await client.post(url, content=body, headers=headers))
+        return sent
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -104,6 +137,20 @@ class GitHubStandIn:
                 return no
             if number not in self.pulls:
                 return JSONResponse({"message": "Not Found"}, status_code=404)
+            return JSONResponse(self.pulls[number])
+
+        @app.patch("/repos/{owner_}/{name}/pulls/{number}")
+        async def update_pull(owner_: str, name: str, number: int, request: Request) -> JSONResponse:
+            self.calls.append(f"PATCH /pulls/{number}")
+            if (no := refused(request, owner_, name)) is not None:
+                return no
+            if number not in self.pulls:
+                return JSONResponse({"message": "Not Found"}, status_code=404)
+            state = (await request.json()).get("state")
+            if state not in (None, "open", "closed"):
+                return JSONResponse({"message": "Validation Failed"}, status_code=422)
+            if state is not None and not self.pulls[number]["merged"]:
+                self.pulls[number]["state"] = state
             return JSONResponse(self.pulls[number])
 
         return app

@@ -30,6 +30,7 @@ from weft.routes import (
     contexts,
     dlq,
     health,
+    hooks,
     landing,
     leases,
     mechanisms,
@@ -183,6 +184,7 @@ def create_app(
         usage,
         repository,
         landing,
+        hooks,
     ):
         app.include_router(module.router)
 

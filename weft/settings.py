@@ -105,6 +105,11 @@ class WeftSettings(EnvSettings):
     a client could otherwise make Weft call into its own network)."""
     github_token: SecretStr | None = Field(default=None, validation_alias="WEFT_GITHUB_TOKEN")
     """Forge mode (docs/landing.md): the token Weft reads pull requests with; never shown."""
+    github_webhook_secret: SecretStr | None = Field(
+        default=None, validation_alias="WEFT_GITHUB_WEBHOOK_SECRET"
+    )
+    """Forge mode: the secret of GitHub's webhook (``POST /hooks/github``), which signs each
+    delivery; unset: the hook is off (Weft polls only). Never shown."""
     forge_poll_s: float = Field(default=60.0, gt=0, le=86_400, validation_alias="WEFT_FORGE_POLL_S")
     """How often each pull request an item waits on is asked about (GitHub's rate limit)."""
     log_level: str = Field(default="INFO", validation_alias="WEFT_LOG_LEVEL")

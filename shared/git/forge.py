@@ -3,19 +3,25 @@
 A lander opens (or finds) one pull request per item, head the item's branch, base the
 target; GitHub's checks, reviews and merge queue decide; Weft watches the pull request and
 completes the item when GitHub reports it merged, or sends it back when it is closed
-without merging. This module is the one client of GitHub's REST API Loom has: three calls,
+without merging (and closes it when the item is cancelled). This module is the one client
+of GitHub's REST API Loom has: four calls,
 through httpx, with the token of the process that uses it (a lander's or Weft's
-environment; never stored, never in a message).
+environment; never stored, never in a message); and it reads what GitHub's webhook says
+of a pull request (``pull_request`` events, signed with the hook's secret), so Weft hears
+of a merge at once rather than at its next poll.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from typing import Any, Final
 
 import httpx
 
 from shared.base import LoomModel
-from shared.errors import Conflict
+from shared.errors import Conflict, Invalid
 from shared.redact import redact
 
 API_VERSION: Final = "2022-11-28"
@@ -129,6 +135,19 @@ class GitHub:
             )
         return PullRequest.of(got.json())
 
+    async def close_pull_request(self, number: int) -> PullRequest:
+        """Close pull request ``number`` without merging it (its item was cancelled)."""
+        closed = await self._call("PATCH", f"/pulls/{number}", json={"state": "closed"})
+        if closed.status_code == 404:
+            raise ForgeError(
+                f"GitHub has no pull request #{number} in {self.repository}", field="pull_request"
+            )
+        if closed.status_code != 200:
+            raise ForgeError(
+                f"GitHub did not close pull request #{number}: {_said(closed)}", field="pull_request"
+            )
+        return PullRequest.of(closed.json())
+
 
 def _said(response: httpx.Response) -> str:
     """GitHub's own message (status and its ``message``), redacted, one line."""
@@ -137,3 +156,44 @@ def _said(response: httpx.Response) -> str:
     except ValueError:
         message = ""
     return redact(f"{response.status_code} {message}".strip())[:300]
+
+
+# -- GitHub's webhook ------------------------------------------------------------------------
+
+SIGNATURE_HEADER: Final = "X-Hub-Signature-256"
+EVENT_HEADER: Final = "X-GitHub-Event"
+
+
+def signature_of(secret: str, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` GitHub sends with ``body`` for a hook with ``secret``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def signed(secret: str, body: bytes, given: str | None) -> bool:
+    """Whether ``given`` is the body's signature with ``secret`` (compared in constant time)."""
+    return given is not None and hmac.compare_digest(signature_of(secret, body), given)
+
+
+def closed_pull_request(event: str, body: bytes) -> tuple[str, PullRequest] | None:
+    """What a webhook delivery says that matters to Loom: the repository (``owner/name``)
+    and the pull request of a ``pull_request`` event whose action is ``closed`` (merged or
+    not); None for any other event or action (``ping`` included). :class:`Invalid` naming
+    the field when such an event lacks what it must hold."""
+    if event != "pull_request":
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise Invalid("must be the JSON GitHub sends", field="body", rule="json") from None
+    if not isinstance(doc, dict):
+        raise Invalid("must be a JSON object", field="body", rule="json")
+    if doc.get("action") != "closed":
+        return None
+    repository = doc.get("repository")
+    name = repository.get("full_name") if isinstance(repository, dict) else None
+    if not isinstance(name, str) or not name:
+        raise Invalid("is required (owner/name)", field="repository.full_name", rule="required")
+    pr = doc.get("pull_request")
+    if not isinstance(pr, dict) or not isinstance(pr.get("number"), int):
+        raise Invalid("is required (an integer)", field="pull_request.number", rule="required")
+    return name, PullRequest.of(pr)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.git.forge import ForgeError, GitHub
+from shared.errors import Invalid
+from shared.git.forge import ForgeError, GitHub, closed_pull_request, signature_of, signed
 from testsupport.github import github_stand_in
 
 TOKEN = "ghp_standin_token"
@@ -44,3 +45,35 @@ async def test_refusals_name_the_setting_and_never_the_token() -> None:
         with pytest.raises(ForgeError) as missing:
             await GitHub(gh.url, "acme/app", TOKEN).pull_request(42)
         assert missing.value.field == "pull_request" and "#42" in str(missing.value)
+        with pytest.raises(ForgeError) as unknown:
+            await GitHub(gh.url, "acme/app", TOKEN).close_pull_request(42)
+        assert unknown.value.field == "pull_request" and "#42" in str(unknown.value)
+
+
+async def test_a_pull_request_is_closed_unmerged_and_a_webhook_delivery_is_read_only_when_signed() -> None:
+    async with github_stand_in("acme/app", TOKEN) as gh:
+        client = GitHub(gh.url, "acme/app", TOKEN)
+        made = await client.open_pull_request("loom/fix-2", "main", "fix", "body")
+        closed = await client.close_pull_request(made.number)
+        assert (closed.state, closed.merged) == ("closed", False)
+
+    body = b'{"action": "closed", "repository": {"full_name": "acme/app"}, "pull_request": {"number": 7}}'
+    assert signed("s3cret", body, signature_of("s3cret", body))
+    assert not signed("s3cret", body, signature_of("other", body)) and not signed("s3cret", body, None)
+    assert not signed("s3cret", body + b" ", signature_of("s3cret", body))
+    heard = closed_pull_request("pull_request", body)
+    assert heard is not None and heard[0] == "acme/app" and heard[1].number == 7
+    assert closed_pull_request("ping", b"{}") is None
+    assert closed_pull_request("pull_request", body.replace(b"closed", b"opened")) is None
+    for broken, field in (
+        (b"not json", "body"),
+        (b"[1]", "body"),
+        (b'{"action": "closed", "pull_request": {"number": 7}}', "repository.full_name"),
+        (
+            b'{"action": "closed", "repository": {"full_name": "a/b"}, "pull_request": {}}',
+            "pull_request.number",
+        ),
+    ):
+        with pytest.raises(Invalid) as refused:
+            closed_pull_request("pull_request", broken)
+        assert refused.value.field == field
