@@ -136,6 +136,7 @@ def _register() -> None:
         fleet,
         landing,
         leases,
+        project,
         projects,
         questions,
         repo,
@@ -161,6 +162,7 @@ def _register() -> None:
     app.add_typer(leases.app, name="leases")
     app.add_typer(context.app, name="context")
     app.add_typer(repo.app, name="repo")
+    app.add_typer(project.app, name="project")
     landing.register(app)
     stats.register(app)
     usage.register(app)

@@ -249,7 +249,8 @@ class QueueStatusOut(Out):
     held_by_me: list[str]
     draining: bool
     budget_hold: str | None = Field(
-        default=None, description="Why claims are refused now (a daily budget reached), if they are"
+        default=None,
+        description="Why claims are refused now (a daily budget reached, or the project paused), if they are",
     )
 
 

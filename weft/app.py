@@ -34,6 +34,7 @@ from weft.routes import (
     landing,
     leases,
     mechanisms,
+    pause,
     questions,
     repository,
     spinups,
@@ -185,6 +186,7 @@ def create_app(
         repository,
         landing,
         hooks,
+        pause,
     ):
         app.include_router(module.router)
 

@@ -129,6 +129,12 @@ class Metrics:
             ["project"],
             registry=self.registry,
         )
+        self.project_paused = Gauge(
+            "weft_project_paused",
+            "1 while an operator has paused the project (no new claims or spin-ups), else 0",
+            ["project"],
+            registry=self.registry,
+        )
         self.websockets = Gauge(
             "weft_websocket_clients", "Connected WebSocket clients", registry=self.registry
         )
@@ -165,6 +171,7 @@ class Metrics:
         today: Totals,
         budget: Budget | None,
         held: bool,
+        paused: bool = False,
     ) -> None:
         """The usage gauges of one project, as of this scrape (label sets gone since dropped)."""
         for gauge in (self.usage_tokens, self.usage_cost):
@@ -187,6 +194,7 @@ class Metrics:
             else:
                 gauge.labels(project).set(limit)
         self.budget_hold.labels(project).set(1 if held else 0)
+        self.project_paused.labels(project).set(1 if paused else 0)
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -7,7 +7,7 @@ The rules are in :mod:`shared.usage`; this module only stores and reads:
   Every report adds to them compare-and-set, so agents on many machines count into one
   total; the claim path reads them when a daily budget is set;
 * the **budgets bucket** (``ProjectNames.budgets_bucket``) holds one document (key
-  ``budgets``): the project's and the targets' daily limits. Weft changes it
+  ``budgets``): the project's and the targets' daily limits, and the operator's pause. Weft changes it
   compare-and-set on its revision, so operators on several Weft replicas never overwrite
   each other's change; agents only read it (cached for a moment).
 """
@@ -28,7 +28,16 @@ from shared.errors import Conflict
 from shared.names import ProjectNames
 from shared.nats.cas import cas_upsert
 from shared.nats.jetstream import ensure_kv, get_or_none
-from shared.usage.rules import BudgetsDoc, Hold, Totals, Usage, day_of, project_hold, target_hold
+from shared.usage.rules import (
+    BudgetsDoc,
+    Hold,
+    Totals,
+    Usage,
+    day_of,
+    pause_hold,
+    project_hold,
+    target_hold,
+)
 
 log = logging.getLogger("loom.usage")
 
@@ -157,9 +166,13 @@ class UsageLedger:
 
     # -- holds ----------------------------------------------------------------------------
     async def hold(self, now: datetime, *, target_id: str | None = None) -> Hold | None:
-        """Why no new claim or spin-up may start now (the project's daily budget first, then
-        ``target_id``'s), or None. Reads counters only when such a budget is set."""
+        """Why no new claim or spin-up may start now (the project's pause first, then its
+        daily budget, then ``target_id``'s), or None. Reads counters only when such a budget
+        is set."""
         doc = await self.budgets()
+        paused = pause_hold(doc)
+        if paused is not None:
+            return paused
         day = day_of(now)
         if doc.project_daily is not None:
             found = project_hold(doc, await self.day_totals(day), now)

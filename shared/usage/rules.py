@@ -28,7 +28,7 @@ from typing import Annotated, Final, Literal, Protocol
 from pydantic import Field, field_validator
 
 from shared.base import LoomModel
-from shared.errors import Invalid
+from shared.errors import Conflict, Invalid
 
 MAX_TOKENS: Final = 10**12
 """Tokens one report (and one budget) may name: far beyond any real use, small enough to add."""
@@ -177,12 +177,26 @@ class UsageEntry(Totals):
         return (self.day, self.agent_id, self.target_id, self.model)
 
 
+MAX_PAUSE_REASON: Final = 500
+
+
+class Pause(LoomModel):
+    """An operator paused the project: no new claims or spin-ups until it is resumed; the
+    items already held go on."""
+
+    by: str = Field(description="Who paused it (the operator's name, or weft-api)")
+    reason: str = Field(default="", max_length=MAX_PAUSE_REASON)
+    at: datetime
+
+
 class BudgetsDoc(LoomModel):
-    """A project's run-time limits, one document (compare-and-set as a whole)."""
+    """A project's run-time limits, one document (compare-and-set as a whole): its daily
+    budgets and whether an operator paused it."""
 
     project_daily: Budget | None = None
     target_daily: dict[str, Budget] = Field(default_factory=dict)
     """Target id -> its daily budget."""
+    paused: Pause | None = None
 
 
 # -- days ----------------------------------------------------------------------------
@@ -303,19 +317,54 @@ def stopped_by_budget(item: UsageHolder) -> bool:
 
 @dataclass(frozen=True)
 class Hold:
-    """Why new claims and spin-ups wait: a daily budget is reached."""
+    """Why new claims and spin-ups wait: a daily budget is reached (``budget``), or an
+    operator paused the project (``pause``: ``by``, no ``until``)."""
 
     scope: Literal["project", "target"]
     reason: str
-    until: datetime
+    until: datetime | None
+    kind: Literal["budget", "pause"] = "budget"
+    by: str | None = None
 
     @property
     def message(self) -> str:
+        if self.kind == "pause":
+            why = f": {self.reason}" if self.reason else ""
+            return (
+                f"project: paused by {self.by or 'an operator'}{why}; no new claims or spin-ups "
+                "until an operator resumes it"
+            )
         whose = "the project" if self.scope == "project" else "this target"
+        until = f"{self.until:%Y-%m-%d %H:%M} UTC" if self.until is not None else "tomorrow"
         return (
             f"budget: {whose} reached its daily budget ({self.reason}); no new claims or spin-ups "
-            f"until {self.until:%Y-%m-%d %H:%M} UTC or until an operator raises it"
+            f"until {until} or until an operator raises it"
         )
+
+
+def pause_hold(budgets: BudgetsDoc) -> Hold | None:
+    """The project's pause as a hold, or None when it is not paused."""
+    pause = budgets.paused
+    return None if pause is None else Hold("project", pause.reason, None, kind="pause", by=pause.by)
+
+
+def paused(doc: BudgetsDoc, pause: Pause) -> BudgetsDoc:
+    """The project paused (its budgets kept); refused when it is paused already, so one
+    operator's pause and reason are never overwritten by another's."""
+    if doc.paused is not None:
+        raise Conflict(
+            f"paused: the project is paused already (by {doc.paused.by} at "
+            f"{doc.paused.at:%Y-%m-%d %H:%M} UTC); resume it first",
+            field="paused",
+        )
+    return doc.model_copy(update={"paused": pause})
+
+
+def resumed(doc: BudgetsDoc) -> BudgetsDoc:
+    """The project resumed: claims and spin-ups are admitted again (its budgets allowing)."""
+    if doc.paused is None:
+        raise Conflict("paused: the project is not paused", field="paused")
+    return doc.model_copy(update={"paused": None})
 
 
 def project_hold(budgets: BudgetsDoc, today: Totals, now: datetime) -> Hold | None:

@@ -48,10 +48,14 @@ class NotClaimant(WorkError, Forbidden):
 
 
 class BudgetReached(WorkError, Conflict):
-    """A daily budget is reached: no new claims until the next UTC day or a higher budget."""
+    """No new claims now: a daily budget is reached (until the next UTC day or a higher
+    budget), or an operator paused the project (until it is resumed); the ``hold`` says which."""
 
     def __init__(self, hold: Hold) -> None:
-        super().__init__(hold.message, field="budget", rule="daily budget reached")
+        if hold.kind == "pause":
+            super().__init__(hold.message, field="project", rule="project paused")
+        else:
+            super().__init__(hold.message, field="budget", rule="daily budget reached")
         self.hold = hold
 
 

@@ -72,3 +72,23 @@ async def test_a_weft_without_leases_says_it_has_none(
     )
     await sign_in(page, console_weft.console(project, "leases"))
     await expect(page.locator("#leases")).to_contain_text("Leases aren't available in this Weft")
+
+
+async def test_the_operator_pauses_and_resumes_the_project_from_the_queues_view(
+    console_weft: ConsoleWeft, tab: Tab, project: str
+) -> None:
+    page = tab.page
+    async with console_weft.api(project) as api:
+        await sign_in(page, console_weft.console(project, "queues"))
+        state = page.locator("#pause-state")
+        await expect(state).to_have_text("Claims and spin-ups are admitted.")
+        await page.locator("#pause-reason").fill("release freeze")
+        await page.get_by_role("button", name="Pause the project").click()
+        await page.get_by_role("button", name="Confirm pause").click()  # the second press confirms
+        await expect(state).to_contain_text("Paused by operator")
+        await expect(state).to_contain_text("release freeze")
+        paused = (await api.get("/api/pause")).json()["paused"]
+        assert (paused["by"], paused["reason"]) == ("operator", "release freeze")
+        await page.get_by_role("button", name="Resume").click()
+        await expect(state).to_have_text("Claims and spin-ups are admitted.")
+        assert (await api.get("/api/pause")).json()["paused"] is None

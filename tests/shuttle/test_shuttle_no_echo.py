@@ -60,6 +60,7 @@ ACCEPTED = {
     ("repo", "set", "--target"),  # a valid branch name for git, stored as given
     ("repo", "set", "--worktree-root"),  # a relative path, stored as given
     ("repo", "set", "--gate"),  # any text is a valid argument of the gate command
+    ("project", "pause", "--reason"),  # free text, shown to agents
 }
 
 

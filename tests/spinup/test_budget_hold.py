@@ -12,7 +12,7 @@ from nats.aio.client import Client as NatsClient
 from shared.models import Target, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.usage.ledger import UsageLedger
-from shared.usage.rules import Budget, Usage, with_project_budget, with_target_budget
+from shared.usage.rules import Budget, Pause, Usage, paused, resumed, with_project_budget, with_target_budget
 from tests.spinup.conftest import EngineFactory
 from tests.spinup.stubs import StubServer
 from testsupport.work import work_queue
@@ -63,3 +63,31 @@ async def test_a_reached_budget_refuses_spin_ups_until_raised(
     assert [(n, r.code) for n, r in started.refusals] == [] or all(
         r.code == "budget" for _, r in started.refusals
     )
+
+
+async def test_a_paused_project_refuses_spin_ups_until_resumed(
+    engine_factory: EngineFactory,
+    make_target: MakeTarget,
+    receiver: StubServer,
+    nc: NatsClient,
+    names: ProjectNames,
+    project_id: str,
+) -> None:
+    engine = await engine_factory()
+    pool = await make_target(
+        name="pool", mechanism="webhook", config={"url": f"{receiver.url}/spawn"}, max_concurrent=5
+    )
+    manager = await engine.manager(project_id)
+    ledger = manager.context.ledger
+    item = await work_queue(nc, names).submit(WorkSubmission(task_id="p", description="d", capability="code"))
+    await ledger.change_budgets(lambda d: paused(d, Pause(by="ana", reason="freeze", at=utcnow())))
+    held = await engine.request_for_work(project_id, item)
+    assert held.outcome == "deferred" and held.operation is None
+    assert [(name, r.code, r.retry_after_s) for name, r in held.refusals] == [("pool", "pause", None)]
+    assert "paused by ana: freeze" in held.refusals[0][1].message
+    with pytest.raises(SpinupError) as manual:
+        await manager.spin_up(pool.id)
+    assert "paused by ana" in manual.value.message
+    await ledger.change_budgets(resumed)
+    started = await engine.request_for_work(project_id, item)
+    assert started.operation is not None and started.operation.target_id == pool.id

@@ -11,7 +11,7 @@ from warp_harness import eventually, spawn_warp
 from shared.models import utcnow
 from shared.names import ProjectNames
 from shared.usage.ledger import UsageLedger
-from shared.usage.rules import Budget, day_of, with_project_budget
+from shared.usage.rules import Budget, Pause, day_of, paused, resumed, with_project_budget
 
 A_ID = "a" * 32
 B_ID = "b" * 32
@@ -124,5 +124,43 @@ async def test_a_reached_project_budget_holds_claims_until_raised(
 
             await eventually(resumed, timeout=15)
             assert (await a.ok("warp_work_queue_status"))["budget_hold"] is None
+    finally:
+        await nc.close()
+
+
+async def test_a_paused_project_is_told_to_its_agents_and_refuses_their_claims(
+    warp_env: dict[str, str], tmp_path: Path, project_id: str
+) -> None:
+    nc = await nats.connect(warp_env["NATS_URL"])
+    try:
+        ledger = UsageLedger(nc.jetstream(), ProjectNames(project_id))
+        async with spawn_warp(
+            env_for(warp_env, A_ID, LOOM_MAX_CONCURRENT_TASKS="3"), tmp_path, name="a"
+        ) as a:
+            await a.ready_ok("warp_work_broadcast", {"description": "one", "capability": "code"})
+            await a.ok("warp_work_broadcast", {"description": "two", "capability": "code"})
+            held = (await a.ok("warp_work_claim"))["item"]
+            await ledger.change_budgets(lambda d: paused(d, Pause(by="ana", reason="freeze", at=utcnow())))
+
+            async def held_back() -> bool:  # the agent reads the pause within its cache's life
+                return bool((await a.ok("warp_work_queue_status"))["budget_hold"])
+
+            await eventually(held_back, timeout=15)
+            told = await a.err("warp_work_claim")
+            assert "paused by ana: freeze" in told and "resumes it" in told
+            progress = await a.call("warp_work_progress", {"work_id": held["id"], "percent": 50})
+            said = " ".join(c.text for c in progress.content if hasattr(c, "text"))
+            assert not progress.is_error and "The project is paused by ana (freeze)" in said
+            assert (await a.ok("warp_work_queue_status"))["budget_hold"] in told
+            assert (await a.ok("warp_work_complete", {"work_id": held["id"]}))["item"][
+                "status"
+            ] == "completed"
+            await ledger.change_budgets(resumed)
+
+            async def admitted() -> bool:
+                res = await a.call("warp_work_claim")
+                return not res.is_error and bool((res.structured_content or {}).get("claimed"))
+
+            await eventually(admitted, timeout=15)
     finally:
         await nc.close()

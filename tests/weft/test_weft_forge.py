@@ -129,6 +129,11 @@ async def test_githubs_webhook_settles_a_pull_request_at_once_and_unsigned_deliv
             return (item["landing"] or {}).get("pull_request") == pr.number or None
 
         await eventually(mirrored, what="Weft's copy of the waiting item")
+
+        async def polled() -> bool | None:  # the sweep's first ask, while it is open; then none for an hour
+            return f"GET /pulls/{pr.number}" in gh.calls or None
+
+        await eventually(polled, what="the first poll of the pull request")
         gh.hooks.append((f"{weft.base_url}/hooks/github?project={project_id}", secret))
         opened = await gh.deliver(pr.number)  # still open: heard, nothing to settle
         assert [(r.status_code, r.json()["settled"]) for r in opened] == [(202, 0)]
@@ -144,7 +149,7 @@ async def test_githubs_webhook_settles_a_pull_request_at_once_and_unsigned_deliv
         assert [(r.status_code, r.json()) for r in heard] == [(202, {"event": "pull_request", "settled": 1})]
         done = (await api.get(f"/api/work/{work_id}")).json()
         assert done["status"] == "completed" and done["landing"]["landed_sha"] == "f" * 40
-        assert not any(c.startswith("GET /pulls/") for c in gh.calls)  # no poll did it
+        assert gh.calls.count(f"GET /pulls/{pr.number}") == 1  # no poll did it: the one before merging
         again = await gh.deliver(pr.number)  # GitHub redelivers: nothing happens twice
         assert again[0].json()["settled"] == 0
 

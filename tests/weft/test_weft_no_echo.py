@@ -71,6 +71,7 @@ FREE_TEXT = {
     ("PUT", "/api/repository", "body", "target_branch"),  # a valid branch name for git
     ("PUT", "/api/repository", "body", "worktree_root"),  # a valid relative folder
     ("PUT", "/api/repository", "body", "gate"),  # any text is a valid argument of a command
+    ("PUT", "/api/pause", "body", "reason"),
 }
 
 

@@ -37,6 +37,8 @@ OPERATE_ROUTES = {
     ("PUT", "/api/work/{work_id}/budget"),
     ("DELETE", "/api/leases/{lease_id}"),
     ("POST", "/api/work/{work_id}/restore"),
+    ("PUT", "/api/pause"),
+    ("DELETE", "/api/pause"),
 }
 READ_POSTS = {
     ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body

@@ -484,7 +484,7 @@ async def warp_work_list(
 
 async def warp_work_queue_status(rt: WarpRuntime) -> Annotated[CallToolResult, QueueStatusOut]:
     """Items waiting per capability, dead letters, the items you hold, and why claims are
-    refused if a daily budget is reached."""
+    refused if a daily budget is reached or an operator paused the project."""
     svc = await rt.services()
     depths = await svc.work.queue_depths()
     info = await svc.js.stream_info(svc.names.dlq_stream)
@@ -529,6 +529,10 @@ async def warp_work_progress(
     if stopped_by_budget(item):
         return tool_result(WorkOut(item=item), stopped_text(item))
     said = await _checkpoint_text(svc, work_id, item)
+    paused = (await svc.ledger.budgets()).paused
+    if paused is not None:  # an operator's pause reaches the agents working through Warp
+        why = f" ({paused.reason})" if paused.reason else ""
+        said += f" The project is paused by {paused.by}{why}: finish what you hold; claim nothing new."
     return tool_result(WorkOut(item=item), f"Progress recorded.{said}\n{item_text(item)}")
 
 

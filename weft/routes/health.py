@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from shared.models import AgentStatus, utcnow
-from shared.usage.rules import by_agent_target_model, day_of
+from shared.usage.rules import by_agent_target_model, day_of, project_hold
 from weft import __version__
 from weft.deps import StateDep
 from weft.metrics import CONTENT_TYPE, Metrics
@@ -59,13 +59,14 @@ async def usage_metrics(metrics: Metrics, context: ProjectContext) -> None:
     ledger = context.ledger
     now = utcnow()
     doc = await ledger.budgets()
-    hold = await ledger.hold(now)
+    today = await ledger.day_totals(day_of(now))
     metrics.set_usage(
         context.project_id,
         by_agent_target_model(context.work.mirror.values()),
-        today=await ledger.day_totals(day_of(now)),
+        today=today,
         budget=doc.project_daily,
-        held=hold is not None and hold.scope == "project",
+        held=project_hold(doc, today, now) is not None,
+        paused=doc.paused is not None,
     )
 
 

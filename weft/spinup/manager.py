@@ -209,8 +209,9 @@ class SpinupManager:
     ) -> SpinupRecord | Refusal:
         now = utcnow()
         hold = await self.context.ledger.hold(now, target_id=target.id)
-        if hold is not None:  # a daily budget is reached: the agent could claim nothing
-            return Refusal("budget", hold.message, retry_after_s=(hold.until - now).total_seconds())
+        if hold is not None:  # a daily budget reached or the project paused: it could claim nothing
+            wait = None if hold.until is None else (hold.until - now).total_seconds()
+            return Refusal(hold.kind, hold.message, retry_after_s=wait)
         timeout = self._register_timeout(target)
         op = SpinupOperation(
             id=spinup_id or new_id(),

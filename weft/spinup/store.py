@@ -108,7 +108,8 @@ class Refusal:
     """Why a target cannot start another agent right now."""
 
     code: str
-    """``in-flight``, ``max-concurrent``, ``cooldown`` or ``budget`` (a daily budget reached)."""
+    """``in-flight``, ``max-concurrent``, ``cooldown``, ``budget`` (a daily budget reached) or
+    ``pause`` (an operator paused the project)."""
     message: str
     retry_after_s: float | None = None
 

@@ -17,8 +17,11 @@ from shared.usage.ledger import UsageLedger
 from shared.usage.rules import (
     Budget,
     BudgetsDoc,
+    Pause,
     Usage,
     day_of,
+    paused,
+    resumed,
     stopped_by_budget,
     totals_of,
     with_project_budget,
@@ -130,7 +133,7 @@ async def test_a_reached_daily_budget_holds_claims_until_it_is_raised(
         await other.claim(claimant(B))
     assert caught.value.code == "conflict" and caught.value.field == "budget"
     assert "reached its daily budget (cost 1 of a daily budget of 1)" in caught.value.message
-    assert caught.value.hold.until.hour == 0
+    assert caught.value.hold.until is not None and caught.value.hold.until.hour == 0
     waiting = second if held is first else first
     assert (await q.get(waiting.id)).status is WorkStatus.QUEUED  # nothing lost: it waits
     await q.ledger.change_budgets(lambda d: with_project_budget(d, Budget(cost=2.0)))
@@ -238,3 +241,42 @@ async def test_writers_that_always_lose_get_a_conflict_naming_what(nc: NatsClien
     assert counter.value.field == "usage"
     assert (await ledger.read_budgets())[0].project_daily == Budget(cost=2.0)  # nothing overwritten
     assert (await ledger.day_totals(day_of(now))).cost == 2.0
+
+
+async def test_a_paused_project_admits_no_claim_while_held_work_goes_on_until_resumed(
+    nc: NatsClient, project_id: str
+) -> None:
+    names = ProjectNames(project_id)
+    q = work_queue(nc, names)
+    first, second = await q.submit(sub("one")), await q.submit(sub("two"))
+    held = await q.claim(claimant())
+    assert held is not None
+    pause = Pause(by="ana", reason="release freeze", at=utcnow())
+    await q.ledger.change_budgets(lambda d: paused(d, pause))
+    with pytest.raises(Conflict) as again:  # one operator's pause is never overwritten
+        await q.ledger.change_budgets(lambda d: paused(d, pause.model_copy(update={"by": "bo"})))
+    assert again.value.field == "paused" and "by ana" in again.value.message
+    other = work_queue(nc, names)  # another agent's process: no cached document
+    with pytest.raises(BudgetReached) as caught:
+        await other.claim(claimant(B))
+    assert (caught.value.code, caught.value.field, caught.value.rule) == (
+        "conflict",
+        "project",
+        "project paused",
+    )
+    assert caught.value.message.startswith("project: paused by ana: release freeze; no new claims")
+    assert caught.value.hold.kind == "pause" and caught.value.hold.until is None
+    assert (await q.progress(held.id, A, 50)).status is WorkStatus.IN_PROGRESS  # held work goes on
+    assert (await q.complete(held.id, A, "ok")).status is WorkStatus.COMPLETED
+    waiting = second if held.id == first.id else first
+    assert (await q.get(waiting.id)).status is WorkStatus.QUEUED  # nothing lost: it waits
+
+    elsewhere = work_queue(nc, ProjectNames(f"{project_id}-b"))  # another project is not paused
+    await elsewhere.submit(sub("three"))
+    assert await elsewhere.claim(claimant(B)) is not None
+
+    await q.ledger.change_budgets(resumed)
+    with pytest.raises(Conflict):
+        await q.ledger.change_budgets(resumed)
+    taken = await work_queue(nc, names).claim(claimant(B))
+    assert taken is not None and taken.id == waiting.id

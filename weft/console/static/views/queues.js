@@ -1,6 +1,6 @@
-// Queues and dead letters: depth per capability (live from the stats topic), the landing
-// queue (GET /api/landing: who lands now, what waits to land) and the DLQ, with retry and
-// discard.
+// Queues and dead letters: whether the project is paused (GET /api/pause, with pause and
+// resume), depth per capability (live from the stats topic), the landing queue (GET
+// /api/landing: who lands now, what waits to land) and the DLQ, with retry and discard.
 
 import { confirmButton, h, keepFocus, replace, statusText, table, when } from "../dom.js";
 
@@ -15,7 +15,10 @@ export function queuesView(ctx) {
   const landingQueue = table("Landing queue: being landed, then in the order landers take them", ["Task", "Status", "Branch", "Author", "Failures", "Last try"]);
   landingQueue.el.id = "landing-queue";
   const landingPanel = h("section", { id: "landing", "aria-label": "Landing" }, h("h3", null, "Landing"), lander, landingQueue.el);
-  const el = h("div", null, depths.el, note, landingPanel, dlq.el);
+  const pausePanel = h("section", { id: "pause", "aria-label": "Pause" });
+  const el = h("div", null, pausePanel, depths.el, note, landingPanel, dlq.el);
+  let paused; // undefined: not read yet; else the GET /api/pause answer's paused (null: not paused)
+  let seenHold;
   let letters = null;
   let landing; // undefined: not read yet; null: no repository
   let seenWork = -1;
@@ -44,7 +47,38 @@ export function queuesView(ctx) {
     draw();
   }
 
+  async function readPause() {
+    try {
+      paused = (await api.get("/api/pause")).paused;
+    } catch (error) {
+      paused = undefined;
+      ctx.announce(`Whether the project is paused could not be read: ${error.message}`);
+    }
+    drawPause();
+  }
+
+  // An operator's pause (docs/operations.md, Pause): no new claims or spin-ups until resumed.
+  function drawPause() {
+    if (paused === undefined) return;
+    if (paused) {
+      replace(pausePanel,
+        h("p", { id: "pause-state", class: "error" }, `Paused by ${paused.by} · ${when(paused.at)}${paused.reason ? `: ${paused.reason}` : ""}. No new claims or spin-ups; held items go on.`),
+        h("button", { type: "button", id: "resume-project", onclick: () => ctx.act(() => api.delete("/api/pause"), "Resumed the project").then(readPause) }, "Resume"));
+      return;
+    }
+    const reason = h("input", { id: "pause-reason", type: "text", maxlength: 500, size: 40, placeholder: "why (agents are told)" });
+    keepFocus(pausePanel, () => replace(pausePanel,
+      h("p", { id: "pause-state" }, "Claims and spin-ups are admitted."),
+      h("div", { class: "filters" }, h("label", { for: "pause-reason" }, "Reason"), reason,
+        confirmButton("Pause the project", "Confirm pause", () => ctx.act(() => api.put("/api/pause", { reason: reason.value }), "Paused the project").then(readPause), "pause-project"))));
+  }
+
   function update() {
+    const hold = store.stats?.budget_hold ?? null;
+    if (paused === undefined || hold !== seenHold) {
+      seenHold = hold; // a pause or resume elsewhere changes the hold the stats carry
+      readPause();
+    }
     if (store.revision.work !== seenWork) {
       seenWork = store.revision.work; // a work change may be a dead letter in or out, or a landing
       readDlq();
