@@ -79,7 +79,7 @@ class ForgeWatch:
 
 
 def _left_open(item: WorkItem) -> bool:
-    """Cancelled while it waited on its pull request, which GitHub still shows open."""
+    """Cancelled while it waited on its pull request (which may still be open on GitHub)."""
     return (
         item.status is WorkStatus.CANCELLED
         and item.landing is not None
