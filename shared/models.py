@@ -442,6 +442,9 @@ class LandingAttempt(LoomModel):
     )
     gate_s: float | None = Field(default=None, description="Seconds the gate ran on its last run")
     sha: str | None = Field(default=None, description="The target's commit that holds it (landed)")
+    splits: int = Field(
+        default=0, ge=0, description="Times the failing batch that held it was split before this outcome"
+    )
 
 
 class Landing(LoomModel):

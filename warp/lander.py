@@ -348,6 +348,7 @@ class _Steps:
             detail=outcome.detail,
             gate_s=outcome.gate_s,
             sha=outcome.sha,
+            splits=outcome.splits,
         )
         work_id = outcome.candidate.work_id
         if outcome.outcome == "deferred":  # another item of the batch first; not this one's fault

@@ -54,6 +54,13 @@ class Metrics:
             registry=self.registry,
             buckets=(1, 2, 4, 8, 16, 32, 64),
         )
+        self.landing_splits = Histogram(
+            "weft_landing_splits",
+            "Times the failing batch that held each item was split before its outcome (bisection; 0: none)",
+            ["project", "outcome"],
+            registry=self.registry,
+            buckets=(0, 1, 2, 3, 4, 5, 6),
+        )
         self.landing_gate = Histogram(
             "weft_landing_gate_seconds",
             "The landing gate's last run for each item landed or failed",
@@ -139,10 +146,15 @@ class Metrics:
             "weft_websocket_clients", "Connected WebSocket clients", registry=self.registry
         )
 
-    def observe_landing(self, project: str, outcome: str, batch: object, gate_s: object) -> None:
+    def observe_landing(
+        self, project: str, outcome: str, batch: object, gate_s: object, splits: object = None
+    ) -> None:
         """One item's landing outcome (from its ``work.landed`` or ``work.landing-failed``
-        event): the size of the batch it was built in and the gate's last run."""
+        event): the size of the batch it was built in, the gate's last run, and how many
+        times its batch was split first."""
         self.landings.labels(project, outcome).inc()
+        if isinstance(splits, int) and splits >= 0:
+            self.landing_splits.labels(project, outcome).observe(splits)
         if isinstance(batch, int) and batch > 0:
             self.landing_batch.labels(project).observe(batch)
         if isinstance(gate_s, int | float) and gate_s >= 0:

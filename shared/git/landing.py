@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -82,6 +83,8 @@ class Settled:
     detail: str = ""
     gate_s: float | None = None
     sha: str | None = None
+    splits: int = 0
+    """Times the failing batch that held it was split before this outcome (bisection)."""
 
 
 @dataclass(frozen=True)
@@ -432,15 +435,16 @@ class HostLanding:
         (told to ``steps``); :class:`LandingError` when the rest cannot be landed now."""
         await self._land(list(batch), steps, len(batch))
 
-    async def _land(self, batch: list[Candidate], steps: Steps, size: int) -> None:
+    async def _land(self, batch: list[Candidate], steps: Steps, size: int, splits: int = 0) -> None:
+        told = _Splits(steps, splits)  # each outcome with the splits before it
         for _ in range(PUSH_TRIES):
-            await steps.alive()
+            await told.alive()
             tip = await self.fetch(batch)
             waiting: list[Candidate] = []
             for c in batch:
                 sha = await self.already_landed(tip, c)
                 if sha is not None:
-                    await steps.settled(
+                    await told.settled(
                         Settled(c, "landed", batch=size, sha=sha, detail="found on the target")
                     )
                 else:
@@ -449,44 +453,64 @@ class HostLanding:
                 return
             started = time.time_ns()
             directory, result, merged, conflicts = await self.build(tip, waiting)
-            steps.took("land.build", waiting, started, merged=len(merged), conflicts=len(conflicts))
+            told.took("land.build", waiting, started, merged=len(merged), conflicts=len(conflicts))
             try:
                 for conflict in conflicts:
-                    await steps.settled(conflict)
+                    await told.settled(conflict)
                 batch = merged
                 if not merged:
                     return
-                await steps.alive()
+                await told.alive()
                 started = time.time_ns()
                 run = await self.gate(directory)
                 if run is not None:
-                    steps.took("land.gate", merged, started, ok=run.ok, timed_out=run.timed_out)
+                    told.took("land.gate", merged, started, ok=run.ok, timed_out=run.timed_out)
             finally:
                 await self.remove(directory)
             if run is None or run.ok:
-                await steps.before_push(result, merged)
+                await told.before_push(result, merged)
                 for c in merged:
                     c.pending_sha = result
                 started = time.time_ns()
                 pushed = await self.push(result)
-                steps.took("land.push", merged, started, pushed=pushed)
+                told.took("land.push", merged, started, pushed=pushed)
                 if pushed:
                     seconds = run.seconds if run is not None else None
                     for c in merged:
-                        await steps.settled(
+                        await told.settled(
                             Settled(c, "landed", batch=len(merged), sha=result, gate_s=seconds)
                         )
                     return
                 continue  # the target moved: build again on its new tip
             if len(merged) == 1:
                 detail = run.output or "the gate failed and said nothing"
-                await steps.settled(
+                await told.settled(
                     Settled(merged[0], "gate-failed", batch=size, detail=detail, gate_s=run.seconds)
                 )
                 return
             self.stats.bisections += 1
             half = len(merged) // 2
-            await self._land(merged[:half], steps, size)
-            await self._land(merged[half:], steps, size)
+            await self._land(merged[:half], steps, size, splits + 1)
+            await self._land(merged[half:], steps, size, splits + 1)
             return
         raise LandingError(f"the target branch moved during each of {PUSH_TRIES} builds", field="target")
+
+
+class _Splits:
+    """The steps, told each outcome with how many times its batch was split before it."""
+
+    def __init__(self, steps: Steps, splits: int) -> None:
+        self._steps = steps
+        self._splits = splits
+
+    async def before_push(self, sha: str, items: list[Candidate]) -> None:
+        await self._steps.before_push(sha, items)
+
+    async def settled(self, outcome: Settled) -> None:
+        await self._steps.settled(dataclasses.replace(outcome, splits=self._splits))
+
+    async def alive(self) -> None:
+        await self._steps.alive()
+
+    def took(self, step: str, items: list[Candidate], start_ns: int, **attributes: str | int | bool) -> None:
+        self._steps.took(step, items, start_ns, splits=self._splits, **attributes)

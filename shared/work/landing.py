@@ -111,8 +111,9 @@ def _landing_of(item: WorkItem) -> Landing:
 
 
 def _told(agent_id: str, attempt: LandingAttempt) -> dict[str, Any]:
-    """What a landing outcome's event says for Weft's metrics: the lander, batch, gate time."""
-    return {"agent_id": agent_id, "batch": attempt.batch, "gate_s": attempt.gate_s}
+    """What a landing outcome's event says for Weft's metrics: the lander, batch, gate time,
+    and the bisection splits before it."""
+    return {"agent_id": agent_id, "batch": attempt.batch, "gate_s": attempt.gate_s, "splits": attempt.splits}
 
 
 def _attempted(landing: Landing, attempt: LandingAttempt, **update: Any) -> Landing:

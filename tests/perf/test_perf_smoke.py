@@ -77,6 +77,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "tracing:",
         "workstream:",
         "landing:",
+        "forge:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():

@@ -83,6 +83,7 @@ async def test_the_landing_queue_lists_items_in_landing_order_and_who_lands(
             gate_s=1.5 if outcome == "landed" else None,
             sha="f" * 40 if outcome == "landed" else None,
             files=[] if outcome == "landed" else ["a.py"],
+            splits=0 if outcome == "landed" else 2,
         )
         await queue.settle_landing(taken.id, lander.agent_id, attempt, max_failures=3)
     wanted = [
@@ -90,6 +91,7 @@ async def test_the_landing_queue_lists_items_in_landing_order_and_who_lands(
         f'weft_landings_total{{outcome="conflict",project="{project_id}"}} 1.0',
         f'weft_landing_batch_size_count{{project="{project_id}"}} 2.0',
         f'weft_landing_gate_seconds_sum{{outcome="landed",project="{project_id}"}} 1.5',
+        f'weft_landing_splits_sum{{outcome="conflict",project="{project_id}"}} 2.0',
     ]
 
     async def counted() -> bool | None:

@@ -161,7 +161,9 @@ class EventRelay:
             data = event.get("data") or {}
             outcome = "landed" if action == "landed" else str(data.get("outcome", "failed"))
             project = self.names.project_id
-            self._metrics.observe_landing(project, outcome, data.get("batch"), data.get("gate_s"))
+            self._metrics.observe_landing(
+                project, outcome, data.get("batch"), data.get("gate_s"), data.get("splits")
+            )
             if not self._listeners and not self._by_subject:
                 return
         seq = int(msg.metadata.sequence.stream) if msg.metadata else 0

@@ -86,6 +86,7 @@ async def test_a_clean_batch_lands_in_one_push_in_order(origin: Path, worker: Pa
     assert outcomes(rec) == {c.work_id: "landed" for c in batch}
     tip = remote_sha(origin, "refs/heads/main")
     assert tip != before and {s.sha for s in rec.done} == {tip}
+    assert {s.splits for s in rec.done} == {0}  # landed whole: no split
     assert host.stats.pushes == 1 and rec.pushed == [(tip, [c.work_id for c in batch])]
     assert rec.steps == ["land.build", "land.push"]  # no gate set: no gate step
     check = target_files(origin, tmp_path)
@@ -150,6 +151,9 @@ async def test_a_failing_batch_is_bisected_to_the_one_bad_item(
     assert outcomes(rec) == expected
     assert host.stats.gate_runs <= 2 * math.log2(size) + 1
     assert host.stats.bisections >= 1
+    splits = {s.candidate.work_id: s.splits for s in rec.done}
+    assert splits[batch[names.index(bad)].work_id] == math.log2(size)  # halved down to itself
+    assert max(splits.values()) == math.log2(size) and min(splits.values()) >= 1
     check = target_files(origin, tmp_path)
     assert not (check / "bad.txt").exists()
     assert all((check / f"{n}.txt").exists() for n in names if n != bad)
