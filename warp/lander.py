@@ -99,6 +99,10 @@ def approval_question(item: WorkItem, target: str, summary: DiffSummary) -> str:
     return "\n".join([*head, "", "Files:", cut, "(cut)", *foot])[:MAX_QUESTION]
 
 
+def _tasks(items: list[WorkItem]) -> str:
+    return ", ".join(f"{i.task_id} ({i.id[:8]})" for i in items)
+
+
 @dataclass
 class _Batch:
     """The items one landing holds, and what it has settled of them."""
@@ -168,6 +172,7 @@ class Lander:
                 return 0
             lock = await self.locks.renew(lock, items=[i.id for i in items], ttl_s=self.lock_ttl_s)
             batch = _Batch({i.id: i for i in items}, lock, repository)
+            log.info("claimed %d item(s) to land on %s: %s", len(items), lock.target, _tasks(items))
             await self._ask_first(batch)
             if not batch.open_ids():
                 return len(items)
@@ -351,6 +356,13 @@ class _Steps:
             splits=outcome.splits,
         )
         work_id = outcome.candidate.work_id
+        log.info(
+            "work %s: %s (batch of %d, %d split(s))",
+            work_id,
+            outcome.outcome,
+            outcome.batch,
+            outcome.splits,
+        )
         if outcome.outcome == "deferred":  # another item of the batch first; not this one's fault
             await work.release_landing(work_id, self.lander.agent_id, outcome.detail, deferred=True)
             self.batch.settled.add(work_id)

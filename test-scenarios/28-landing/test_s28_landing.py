@@ -185,7 +185,12 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
             async def in_gate() -> str | None:
                 return held.read_text() if held.exists() else None
 
-            gate_pid = int(await eventually(in_gate, timeout=60, what="the gate of g's batch running"))
+            try:  # g lands in the lander's second batch at the earliest: two builds, gates, pushes
+                gate_pid = int(await eventually(in_gate, timeout=120, what="the gate of g's batch running"))
+            except AssertionError as exc:  # say how far the lander got, from its own output
+                runs = gate_log.read_text() if gate_log.exists() else "(none)\n"
+                said = (fabric.workdir / "logs" / "lander-1.log").read_text()[-3000:]
+                raise AssertionError(f"{exc}\ngate runs so far:\n{runs}lander-1 said:\n{said}") from None
             first.send_signal(signal.SIGKILL)  # mid-batch: its gate runs, nothing pushed yet
             await first.wait()
             os.kill(gate_pid, signal.SIGKILL)
