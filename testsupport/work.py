@@ -11,7 +11,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from shared.context.store import ContextStore
-from shared.models import utcnow
+from shared.models import WorkItem, Workstream, utcnow
 from shared.names import ProjectNames
 from shared.trace.tracing import TraceLog
 from shared.usage.ledger import UsageLedger
@@ -66,3 +66,20 @@ async def submit_due_soon(
         if submitted is not None:
             return submitted
     raise AssertionError(f"every submission {ahead_s} s ahead was late, {attempts} times")
+
+
+async def hand_in(
+    queue: WorkQueue,
+    work_id: str,
+    agent_id: str,
+    branch: str,
+    *,
+    base_sha: str = "c" * 40,
+    head_sha: str = "d" * 40,
+) -> WorkItem:
+    """What a worker's Warp records when it hands in one commit on ``branch`` (no git
+    behind it) and completes the item it holds: the item as the completion left it, queued
+    for landing."""
+    ws = Workstream(branch=branch, base_ref="main", base_sha=base_sha, head_sha=head_sha, commits=1)
+    await queue.record_workstream(work_id, agent_id, ws, step="handed-in")
+    return await queue.complete(work_id, agent_id)

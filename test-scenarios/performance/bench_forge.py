@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from shared.git.forge import GitHub, signed
-from shared.models import Workstream, WorkSubmission
+from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.settings import NatsSettings
@@ -26,7 +26,7 @@ from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.github import github_stand_in
 from testsupport.serving import serve_in_loop
-from testsupport.work import work_queue
+from testsupport.work import hand_in, work_queue
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup import DisabledSpinup
@@ -91,13 +91,9 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             for n in range(count):
                 item = await q.submit(WorkSubmission(task_id=f"f{n}", description="d", capability="code"))
                 assert (await q.claim(WORKER)) is not None
-                ws = Workstream(
-                    branch=f"loom/f{n}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
-                )
-                await q.record_workstream(item.id, WORKER.agent_id, ws, step="handed-in")
-                await q.complete(item.id, WORKER.agent_id)
+                await hand_in(q, item.id, WORKER.agent_id, f"loom/f{n}")
                 assert (await q.claim(LANDER)) is not None
-                pr = await github.open_pull_request(ws.branch, "main", f"f{n}", "b")
+                pr = await github.open_pull_request(f"loom/f{n}", "main", f"f{n}", "b")
                 await q.await_forge(item.id, LANDER.agent_id, pr.number, pr.url)
                 waiting.append((item.id, pr.number))
             for work_id, _ in waiting:  # Weft's copy holds every waiting item

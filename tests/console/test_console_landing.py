@@ -11,12 +11,12 @@ from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
 from shared.git.landlock import LandingLocks
-from shared.models import LandingAttempt, Workstream
+from shared.models import LandingAttempt
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
-from testsupport.work import work_queue
+from testsupport.work import hand_in, work_queue
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -44,11 +44,7 @@ async def test_the_landing_queue_and_an_items_landing_attempts_are_shown(
     for work_id in ids:
         taken = await queue.claim(claimant(author))
         assert taken is not None and taken.id == work_id
-        ws = Workstream(
-            branch=f"loom/{taken.task_id}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
-        )
-        await queue.record_workstream(taken.id, author.agent_id, ws, step="handed-in")
-        await queue.complete(taken.id, author.agent_id)
+        await hand_in(queue, taken.id, author.agent_id, f"loom/{taken.task_id}")
     merging = await queue.claim(lander)
     assert merging is not None and merging.id == ids[0]
     conflict = LandingAttempt(

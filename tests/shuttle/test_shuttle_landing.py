@@ -9,12 +9,12 @@ from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
 
 from shared.git.landlock import LandingLocks
-from shared.models import Workstream, WorkSubmission
+from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
-from testsupport.work import work_queue
+from testsupport.work import hand_in, work_queue
 
 WORKER = "a" * 32
 LANDER = "d" * 32
@@ -54,11 +54,7 @@ async def test_the_gate_is_set_as_arguments_and_the_queue_shows_each_items_lates
     for task in ("fix-login", "add-logout"):
         item = await q.submit(WorkSubmission(task_id=task, description=f"do {task}", capability="code"))
         assert (await q.claim(worker)) is not None
-        ws = Workstream(
-            branch=f"loom/{task}", base_ref="main", base_sha="1" * 40, head_sha="2" * 40, commits=1
-        )
-        await q.record_workstream(item.id, WORKER, ws, step="handed-in")
-        await q.complete(item.id, WORKER)
+        await hand_in(q, item.id, WORKER, f"loom/{task}", base_sha="1" * 40, head_sha="2" * 40)
     first = await q.claim(lander)
     assert first is not None
     deferred = "conflicts in src/login.py with an item ahead of it in the same batch"

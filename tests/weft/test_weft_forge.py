@@ -12,12 +12,11 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
 from shared.git.forge import GitHub, signature_of
-from shared.models import Workstream
 from shared.names import ProjectNames
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.github import github_stand_in
-from testsupport.work import work_queue
+from testsupport.work import hand_in, work_queue
 
 TOKEN = "ghp_standin_token"
 LANDER = Claimant(agent_id="e" * 32, agent_type="lander", capabilities=("land",))
@@ -43,13 +42,9 @@ async def test_a_merged_pull_request_completes_its_item_and_a_closed_one_sends_i
                 await api.post("/api/work", json={"task_id": task, "description": "d", "capability": "code"})
             ).json()["id"]
             assert (await queue.claim(claimant(author))) is not None
-            ws = Workstream(
-                branch=f"loom/{task}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
-            )
-            await queue.record_workstream(work_id, author.agent_id, ws, step="handed-in")
-            await queue.complete(work_id, author.agent_id)
+            await hand_in(queue, work_id, author.agent_id, f"loom/{task}")
             assert (await queue.claim(LANDER)) is not None
-            pr = await github.open_pull_request(ws.branch, "main", task, "body")
+            pr = await github.open_pull_request(f"loom/{task}", "main", task, "body")
             waiting = await queue.await_forge(work_id, LANDER.agent_id, pr.number, pr.url)
             assert waiting.status.value == "landing" and waiting.landing is not None
             parked[task] = (work_id, pr.number)
@@ -115,13 +110,9 @@ async def test_githubs_webhook_settles_a_pull_request_at_once_and_unsigned_deliv
             await api.post("/api/work", json={"task_id": "hooked", "description": "d", "capability": "code"})
         ).json()["id"]
         assert (await queue.claim(claimant(author))) is not None
-        ws = Workstream(
-            branch="loom/hooked", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
-        )
-        await queue.record_workstream(work_id, author.agent_id, ws, step="handed-in")
-        await queue.complete(work_id, author.agent_id)
+        await hand_in(queue, work_id, author.agent_id, "loom/hooked")
         assert (await queue.claim(LANDER)) is not None
-        pr = await github.open_pull_request(ws.branch, "main", "hooked", "body")
+        pr = await github.open_pull_request("loom/hooked", "main", "hooked", "body")
         await queue.await_forge(work_id, LANDER.agent_id, pr.number, pr.url)
 
         async def mirrored() -> bool | None:  # Weft's copy holds the item's pull request

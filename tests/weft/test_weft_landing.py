@@ -11,12 +11,12 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
 from shared.git.landlock import LandingLocks
-from shared.models import LandingAttempt, Workstream, utcnow
+from shared.models import LandingAttempt, utcnow
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook, answer_rule
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
-from testsupport.work import work_queue
+from testsupport.work import hand_in, work_queue
 
 
 async def test_the_landing_queue_lists_items_in_landing_order_and_who_lands(
@@ -43,11 +43,8 @@ async def test_the_landing_queue_lists_items_in_landing_order_and_who_lands(
         work_id = posted.json()["id"]
         taken = await queue.claim(claimant(agent))
         assert taken is not None
-        ws = Workstream(
-            branch=f"loom/{task}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
-        )
-        await queue.record_workstream(taken.id, agent.agent_id, ws, step="handed-in")
-        assert (await queue.complete(taken.id, agent.agent_id)).status.value == "landing"
+        landing = await hand_in(queue, taken.id, agent.agent_id, f"loom/{task}")
+        assert landing.status.value == "landing"
         ids.append(work_id)
 
     body = (await api.get("/api/landing")).json()
@@ -118,11 +115,7 @@ async def test_work_sent_back_to_an_offline_author_is_offered_to_everyone(
         work_id = posted.json()["id"]
         taken = await queue.claim(claimant(author))
         assert taken is not None and taken.id == work_id
-        ws = Workstream(
-            branch=f"loom/{capability}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40, commits=1
-        )
-        await queue.record_workstream(work_id, author.agent_id, ws, step="handed-in")
-        await queue.complete(work_id, author.agent_id)
+        await hand_in(queue, work_id, author.agent_id, f"loom/{capability}")
         assert (await queue.claim(lander)) is not None
         attempt = LandingAttempt(lander=lander.agent_id, outcome="conflict", files=["x.py"])
         back = await queue.settle_landing(work_id, lander.agent_id, attempt, max_failures=3)
@@ -169,11 +162,7 @@ async def test_the_sweeper_settles_a_land_this_a_stopped_process_left_half_done(
     for _ in range(2):
         taken = await queue.claim(claimant(author))
         assert taken is not None
-        ws = Workstream(branch=f"loom/{taken.task_id}", base_ref="main", base_sha="c" * 40, head_sha="d" * 40)
-        await queue.record_workstream(
-            taken.id, author.agent_id, ws.model_copy(update={"commits": 1}), step="handed-in"
-        )
-        await queue.complete(taken.id, author.agent_id)
+        await hand_in(queue, taken.id, author.agent_id, f"loom/{taken.task_id}")
         assert (await queue.claim(lander)) is not None
         ids.append(taken.id)
     orphaned, answered = ids
