@@ -157,6 +157,10 @@ class Lander:
             target_id=entry.target_id if entry is not None else None,
         )
 
+    def _host(self, repository: Repository) -> HostLanding:
+        """The git side of a landing on this host, committing as this lander."""
+        return HostLanding(self.project_path, repository, author=("Loom lander", f"{self.agent_id}@loom"))
+
     async def run_once(self) -> int:
         """Take the lock, claim a batch and land it: the number of items it handled (0: no
         repository, the lock is someone else's, or nothing waits)."""
@@ -202,9 +206,7 @@ class Lander:
         return list(items.values())
 
     async def _land(self, batch: _Batch) -> None:
-        host = HostLanding(
-            self.project_path, batch.repository, author=("Loom lander", f"{self.agent_id}@loom")
-        )
+        host = self._host(batch.repository)
         self.last = host
         keeper = asyncio.create_task(self._keep_alive(batch), name="lander-keep-alive")
         try:
@@ -233,7 +235,7 @@ class Lander:
         asking = [i for i in batch.items.values() if needs_approval(i, repo.veto)]
         if not asking:
             return
-        host = HostLanding(self.project_path, repo, author=("Loom lander", f"{self.agent_id}@loom"))
+        host = self._host(repo)
         entry = self.svc.presence.entry
         handle = entry.handle if entry is not None else ""
         try:

@@ -124,29 +124,24 @@ class GitHub:
         return found[0] if found else None
 
     async def pull_request(self, number: int) -> PullRequest:
-        got = await self._call("GET", f"/pulls/{number}")
-        if got.status_code == 404:
-            raise ForgeError(
-                f"GitHub has no pull request #{number} in {self.repository}", field="pull_request"
-            )
-        if got.status_code != 200:
-            raise ForgeError(
-                f"GitHub did not answer for pull request #{number}: {_said(got)}", field="pull_request"
-            )
-        return PullRequest.of(got.json())
+        return await self._pull("GET", number, "answer for")
 
     async def close_pull_request(self, number: int) -> PullRequest:
         """Close pull request ``number`` without merging it (its item was cancelled)."""
-        closed = await self._call("PATCH", f"/pulls/{number}", json={"state": "closed"})
-        if closed.status_code == 404:
+        return await self._pull("PATCH", number, "close", json={"state": "closed"})
+
+    async def _pull(self, method: str, number: int, doing: str, **options: Any) -> PullRequest:
+        """One call on pull request ``number``: what GitHub says of it after."""
+        answer = await self._call(method, f"/pulls/{number}", **options)
+        if answer.status_code == 404:
             raise ForgeError(
                 f"GitHub has no pull request #{number} in {self.repository}", field="pull_request"
             )
-        if closed.status_code != 200:
+        if answer.status_code != 200:
             raise ForgeError(
-                f"GitHub did not close pull request #{number}: {_said(closed)}", field="pull_request"
+                f"GitHub did not {doing} pull request #{number}: {_said(answer)}", field="pull_request"
             )
-        return PullRequest.of(closed.json())
+        return PullRequest.of(answer.json())
 
 
 def _said(response: httpx.Response) -> str:

@@ -335,10 +335,10 @@ class Hold:
                 "until an operator resumes it"
             )
         whose = "the project" if self.scope == "project" else "this target"
-        until = f"{self.until:%Y-%m-%d %H:%M} UTC" if self.until is not None else "tomorrow"
+        assert self.until is not None  # a daily budget's hold ends with its UTC day
         return (
             f"budget: {whose} reached its daily budget ({self.reason}); no new claims or spin-ups "
-            f"until {until} or until an operator raises it"
+            f"until {self.until:%Y-%m-%d %H:%M} UTC or until an operator raises it"
         )
 
 

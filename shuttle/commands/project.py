@@ -22,6 +22,14 @@ def _said(body: dict[str, Any]) -> str:
     return f"{project} is paused by {pause['by']} since {pause['at']}{why} (no new claims or spin-ups)"
 
 
+def _show(ctx: typer.Context, body: dict[str, Any], json_out: bool, quiet: bool) -> None:
+    o = out(ctx, json_out, quiet)
+    if o.json:
+        emit_json(body)
+    elif not o.quiet:
+        say(_said(body))
+
+
 @app.command("status")
 def status_cmd(ctx: typer.Context, json_out: JsonOpt = False) -> None:
     """Whether the project is paused, by whom, why and since when (GET /api/pause)."""
@@ -41,20 +49,10 @@ def pause_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """Pause the project (operate): no new claims or spin-ups; held items go on (PUT /api/pause)."""
-    body = state(ctx).client().put("/api/pause", {"reason": reason, "by": by})
-    o = out(ctx, json_out, quiet)
-    if o.json:
-        emit_json(body)
-    elif not o.quiet:
-        say(_said(body))
+    _show(ctx, state(ctx).client().put("/api/pause", {"reason": reason, "by": by}), json_out, quiet)
 
 
 @app.command("resume")
 def resume_cmd(ctx: typer.Context, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Resume the project (operate): claims and spin-ups are admitted again (DELETE /api/pause)."""
-    body = state(ctx).client().delete("/api/pause")
-    o = out(ctx, json_out, quiet)
-    if o.json:
-        emit_json(body)
-    elif not o.quiet:
-        say(_said(body))
+    _show(ctx, state(ctx).client().delete("/api/pause"), json_out, quiet)
