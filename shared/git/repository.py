@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import re
 import string
-from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from nats.js.client import JetStreamContext
-from nats.js.kv import KeyValue
 from pydantic import Field, field_validator, model_validator
 
 from shared.base import LoomModel
-from shared.errors import Conflict, Invalid, NotFound
+from shared.errors import Invalid, NotFound
 from shared.git.cli import GitFailed, branch_name_ok, git
-from shared.models import utcnow
 from shared.names import ProjectNames
-from shared.nats.cas import cas_upsert
-from shared.nats.jetstream import delete_unchanged, get_or_none
-from shared.work.policy import config_bucket
+from shared.work.documents import DocumentStore, StoredDocument
 
 REPOSITORY_KEY: Final = "repository"
 MAX_GATE_ARGS: Final = 64
@@ -249,12 +244,8 @@ class RepositorySettings(LoomModel):
         return check_worktree_root(check_plain(v, "worktree_root"))
 
 
-class Repository(RepositorySettings):
+class Repository(StoredDocument, RepositorySettings):
     """The stored document: the settings, and when and by whom they were last changed."""
-
-    updated_at: datetime = Field(default_factory=utcnow)
-    updated_by: str = "operator"
-    revision: int = Field(default=0, description="The bucket revision this was read at")
 
 
 def branch_for(template: str, *, task_id: str, work_id: str, capability: str) -> str:
@@ -285,75 +276,25 @@ async def check_with_git(settings: RepositorySettings) -> None:
         )
 
 
-class RepositoryStore:
+class RepositoryStore(DocumentStore[RepositorySettings, Repository]):
     """The project's repository document in its config bucket."""
 
     def __init__(self, js: JetStreamContext, names: ProjectNames) -> None:
-        self._js = js
-        self._names = names
-        self._kv: KeyValue | None = None
-
-    async def _bucket(self) -> KeyValue:
-        if self._kv is None:
-            self._kv = await config_bucket(self._js, self._names)
-        return self._kv
-
-    async def get(self) -> Repository | None:
-        entry = await get_or_none(await self._bucket(), REPOSITORY_KEY)
-        if entry is None or not entry.value:
-            return None
-        return Repository.model_validate_json(entry.value).model_copy(update={"revision": entry.revision})
+        super().__init__(
+            js,
+            names,
+            key=REPOSITORY_KEY,
+            doc_type=Repository,
+            field="repository",
+            stored=lambda settings, by: Repository(**settings.model_dump(), updated_by=by),
+        )
 
     async def put(
         self, settings: RepositorySettings, *, by: str, expected_revision: int | None = None
     ) -> Repository:
-        """Set the repository, compare-and-set; with ``expected_revision`` (the revision the
-        caller read, 0 for none) only if nobody changed it since."""
+        """Set the repository once git accepts its branch names (see DocumentStore.put)."""
         await check_with_git(settings)
-
-        def replace(current: Repository | None) -> Repository:
-            found = current.revision if current is not None else 0
-            if expected_revision is not None and found != expected_revision:
-                raise Conflict(
-                    "the repository settings changed since you read them; read them again",
-                    field="revision",
-                    rule="unchanged",
-                )
-            return Repository(**settings.model_dump(), updated_by=by)
-
-        swap = await cas_upsert(
-            await self._bucket(),
-            REPOSITORY_KEY,
-            replace,
-            parse=self._parse,
-            dump=lambda r: r.model_dump_json(exclude={"revision"}).encode(),
-            conflict=lambda: Conflict("being changed concurrently; try again", field="repository"),
-            read=self._read,
-        )
-        assert swap.after is not None
-        return swap.after.model_copy(update={"revision": swap.revision})
-
-    async def _read(self) -> tuple[Repository, int] | None:
-        found = await self.get()
-        return (found, found.revision) if found is not None else None
-
-    @staticmethod
-    def _parse(data: bytes) -> Repository:
-        return Repository.model_validate_json(data)
-
-    async def delete(self, *, expected_revision: int | None = None) -> bool:
-        """Workstreams off for the project (items already on branches keep their record);
-        False when none was set. Only the revision read is deleted."""
-        found = await self.get()
-        if found is None:
-            return False
-        if expected_revision is not None and found.revision != expected_revision:
-            raise Conflict(
-                "the repository settings changed since you read them", field="revision", rule="unchanged"
-            )
-        if not await delete_unchanged(await self._bucket(), REPOSITORY_KEY, found.revision):
-            raise Conflict("being changed concurrently; try again", field="repository")
-        return True
+        return await super().put(settings, by=by, expected_revision=expected_revision)
 
 
 class Reach(LoomModel):
