@@ -653,6 +653,30 @@ class QuestionStatus(StrEnum):
     OPEN = "open"
     ANSWERED = "answered"
     EXPIRED = "expired"
+    LOGGED = "logged"
+    """Recorded only (the autonomy policy's ``log`` mode): nobody is asked."""
+
+
+class Priority(StrEnum):
+    """How urgent a question is (docs/operator.md): P0 stops work, P3 is only logged by default."""
+
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+    P3 = "P3"
+
+
+class QuestionMode(StrEnum):
+    """What the project's autonomy policy does with a question (docs/operator.md)."""
+
+    SYNC = "sync"
+    """The item waits for a person's answer."""
+    ASYNC = "async"
+    """A person is told; the agent goes on and reads the answer when it comes."""
+    BYPASS = "bypass"
+    """The agent's default answers it after a short window, unless a person answers first."""
+    LOG = "log"
+    """Recorded only."""
 
 
 class Question(LoomModel):
@@ -667,6 +691,18 @@ class Question(LoomModel):
     choices: list[str] = Field(default_factory=list, max_length=MAX_CHOICES)
     work_id: str | None = None
     deadline: datetime | None = None
+    priority: Priority = Priority.P0
+    category: str | None = Field(None, description=f"What the question is about: {names.TOKEN_RULE}")
+    default_answer: str | None = Field(
+        None, max_length=MAX_ANSWER, description="What the agent does if nobody answers (bypass, log)"
+    )
+    mode: QuestionMode = QuestionMode.SYNC
+    """What the project's autonomy policy made of it when it was asked."""
+    decide_at: datetime | None = None
+    """bypass: when the default answers it, unless a person answers first."""
+    deferred_until: datetime | None = None
+    """A person put it off until then: it stays open, listed after the others until then."""
+    deferred_by: str | None = None
     status: QuestionStatus = QuestionStatus.OPEN
     answer: str | None = None
     answered_by: str | None = None
@@ -685,6 +721,11 @@ class Question(LoomModel):
         if len(set(v)) != len(v):
             raise ValueError("must not repeat a choice")
         return v
+
+    @field_validator("category")
+    @classmethod
+    def _category(cls, v: str | None) -> str | None:
+        return None if v is None else names.validate_token(v, "category")
 
 
 # -- targets and spin-up -------------------------------------------------------

@@ -130,6 +130,7 @@ fastparams.install()
 def _register() -> None:
     from shuttle.commands import (
         agents,
+        autonomy,
         config_cmd,
         context,
         dlq,
@@ -162,6 +163,7 @@ def _register() -> None:
     app.add_typer(leases.app, name="leases")
     app.add_typer(context.app, name="context")
     app.add_typer(repo.app, name="repo")
+    app.add_typer(autonomy.app, name="autonomy")
     app.add_typer(project.app, name="project")
     landing.register(app)
     stats.register(app)

@@ -104,30 +104,30 @@ def scope(value: Any) -> str:
     return str(value)
 
 
-def deadline(value: Any, now: datetime | None = None) -> str:
+def deadline(value: Any, now: datetime | None = None, *, field: str = "deadline") -> str:
     """An ISO 8601 time with a timezone, or a duration from now: ``30m``, ``+2h``, ``1d``."""
     if isinstance(value, datetime):  # YAML turns unquoted timestamps into datetimes
         if value.tzinfo is None:
-            raise Invalid("deadline: must include a timezone (e.g. 2026-01-01T12:00:00Z)")
+            raise Invalid(f"{field}: must include a timezone (e.g. 2026-01-01T12:00:00Z)")
         return value.isoformat()
     if not isinstance(value, str) or not value.strip():
-        raise Invalid("deadline: must be an ISO time with timezone or a duration like 30m, 2h, 1d")
+        raise Invalid(f"{field}: must be an ISO time with timezone or a duration like 30m, 2h, 1d")
     text = value.strip()
     relative = _RELATIVE.fullmatch(text)
     if relative:
         seconds = float(relative.group(1)) * _UNITS[relative.group(2)]
         if seconds <= 0:
-            raise Invalid("deadline: a duration must be more than zero")
+            raise Invalid(f"{field}: a duration must be more than zero")
         return ((now or datetime.now(UTC)) + timedelta(seconds=seconds)).isoformat()
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise Invalid(
-            "deadline: must be an ISO time with timezone (2026-01-01T12:00:00Z) "
+            f"{field}: must be an ISO time with timezone (2026-01-01T12:00:00Z) "
             "or a duration like 30m, 2h, 1d"
         ) from None
     if moment.tzinfo is None:
-        raise Invalid("deadline: must include a timezone (e.g. 2026-01-01T12:00:00Z)")
+        raise Invalid(f"{field}: must include a timezone (e.g. 2026-01-01T12:00:00Z)")
     return moment.isoformat()
 
 
@@ -264,29 +264,33 @@ def is_plan(entries: list[Any]) -> bool:
     return any(isinstance(e, dict) and (e.get("name") is not None or e.get("after")) for e in entries)
 
 
-def load_batch(path: str) -> list[dict[str, Any]]:
-    """A JSON or YAML file holding one submission, a list of them, or ``{"items": [...]}``;
-    ``-`` reads stdin. Every entry is checked before anything is sent. A plan (some entry
-    has a ``name`` or comes ``after`` one, see :func:`is_plan`) keeps those fields."""
+def read_data(path: str, option: str = "--file") -> Any:
+    """A JSON or YAML file's content (YAML by its name, or stdin, ``-``, not starting
+    like JSON)."""
     import sys
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).expanduser().read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"--file: cannot read it ({exc.strerror or type(exc).__name__})") from None
-    data: Any
+        raise UsageError(f"{option}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     if path.endswith((".yaml", ".yml")) or (path == "-" and not text.lstrip().startswith(("{", "["))):
         import yaml
 
         try:
-            data = yaml.safe_load(text)
+            return yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise UsageError(f"--file {path}: not valid YAML ({parse_problem(exc)})") from None
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise UsageError(f"--file {path}: not valid JSON ({parse_problem(exc)})") from None
+            raise UsageError(f"{option} {path}: not valid YAML ({parse_problem(exc)})") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{option} {path}: not valid JSON ({parse_problem(exc)})") from None
+
+
+def load_batch(path: str) -> list[dict[str, Any]]:
+    """A JSON or YAML file holding one submission, a list of them, or ``{"items": [...]}``;
+    ``-`` reads stdin. Every entry is checked before anything is sent. A plan (some entry
+    has a ``name`` or comes ``after`` one, see :func:`is_plan`) keeps those fields."""
+    data = read_data(path)
     if isinstance(data, dict) and isinstance(data.get("items"), list):
         data = data["items"]
     entries = data if isinstance(data, list) else [data]

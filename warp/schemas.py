@@ -37,6 +37,7 @@ Capability = Annotated[str, Field(pattern=_TOKEN, description=f"A capability: {T
 Boundary = Annotated[str, Field(pattern=_TOKEN, description=f"A boundary: {TOKEN_RULE}")]
 AgentType = Annotated[str, Field(pattern=_TOKEN, description=f"An agent type: {TOKEN_RULE}")]
 MessageType = Annotated[str, Field(pattern=_TOKEN, description=f"Message type: {TOKEN_RULE}")]
+Category = Annotated[str, Field(pattern=_TOKEN, description=f"A question's category: {TOKEN_RULE}")]
 Cursor = Annotated[
     str, Field(min_length=1, max_length=2000, description="next_cursor from a previous call, unchanged")
 ]

@@ -16,6 +16,7 @@ from shared.nats.client import NatsConnectError
 from shared.nats.server import NatsServerError
 from shared.tasks import stop_task
 from shared.trace import tracing
+from shared.work.autonomy import load_autonomy_file
 from shared.work.policy import BoundaryPolicy, load_policy_file
 from weft import __version__, console, errors
 from weft.a2a.push import PUSH_EXTENSION, push_attach
@@ -26,6 +27,7 @@ from weft.project.hub import ProjectHub
 from weft.routes import (
     a2a,
     agents,
+    autonomy,
     channels,
     contexts,
     dlq,
@@ -85,7 +87,8 @@ def create_app(
     :func:`weft.spinup.default_service`)."""
     config = settings or WeftSettings()
     tracing.configure("loom-weft")  # once per process (docs/operations.md, Traces)
-    policy = load_policy(config)  # fail before serving anything when the file is bad
+    policy = load_policy(config)  # fail before serving anything when a file is bad
+    autonomy_policy = None if config.autonomy_file is None else load_autonomy_file(config.autonomy_file)
     service = spinup or default_service(config)
 
     @contextlib.asynccontextmanager
@@ -109,7 +112,15 @@ def create_app(
             PUSH_EXTENSION: push_attach(private_allowed=config.a2a_push_private_urls),
             SPINUP_EXTENSION: service.attach,
         }
-        hub = ProjectHub(connection, config, metrics, policy, extensions=extensions, credentials=authority)
+        hub = ProjectHub(
+            connection,
+            config,
+            metrics,
+            policy,
+            extensions=extensions,
+            credentials=authority,
+            autonomy=autonomy_policy,
+        )
         state = WeftState(
             settings=config,
             hub=hub,
@@ -187,6 +198,7 @@ def create_app(
         landing,
         hooks,
         pause,
+        autonomy,
     ):
         app.include_router(module.router)
 

@@ -19,6 +19,7 @@ from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError, validate_project_id
 from shared.nats.auth import CredentialsError, Issuer, server_auth_config
 from shared.redact import configure_logging, redact
+from shared.work.autonomy import AutonomyError, load_autonomy_file
 from shared.work.policy import PolicyError, load_policy_file
 from weft import __version__
 from weft.settings import WeftSettings
@@ -155,6 +156,16 @@ def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or
     try:
         policy = load_policy_file(path)
     except PolicyError as exc:
+        _fail(str(exc))
+    print(json.dumps(policy.model_dump(mode="json"), indent=2))
+
+
+@app.command("check-autonomy")
+def check_autonomy(path: Annotated[Path, typer.Argument(help="Autonomy policy file (YAML or JSON)")]) -> None:
+    """Validate an autonomy policy file (WEFT_AUTONOMY_FILE) and print it as JSON."""
+    try:
+        policy = load_autonomy_file(path)
+    except AutonomyError as exc:
         _fail(str(exc))
     print(json.dumps(policy.model_dump(mode="json"), indent=2))
 

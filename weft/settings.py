@@ -58,6 +58,9 @@ class WeftSettings(EnvSettings):
     policy_file: Path | None = Field(
         default=None, validation_alias=AliasChoices("WEFT_POLICY_FILE", "WEFT_BOUNDARY_POLICY")
     )
+    autonomy_file: Path | None = Field(default=None, validation_alias="WEFT_AUTONOMY_FILE")
+    """An autonomy policy, YAML or JSON (docs/operator.md), for every project served that has
+    none set through the API (or one from this file, which an edited file then replaces)."""
     project_id: str = Field(default_factory=default_project_id, validation_alias="WEFT_PROJECT_ID")
     public_docs: bool = Field(default=True, validation_alias="WEFT_PUBLIC_DOCS")
     """Serve /docs and /openapi.json without a token (they describe the API, hold no data)."""

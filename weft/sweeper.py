@@ -1,4 +1,5 @@
-"""Background sweep: expire waiting work past its deadline, repair what a stopped process
+"""Background sweep: expire waiting work past its deadline (and questions past theirs, or
+answer them with their default when their bypass window passed), repair what a stopped process
 left undone (``weft/project/repair.py``), re-route waiting work, delete finished work and
 offline agents past their retention, and take a share of A2A push notifications once
 some replica has registered a webhook in the project.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from shared.models import QuestionStatus
 from shared.tasks import raise_if_cancelling
 from weft.a2a.push import PUSH_EXTENSION, ProjectPush
 from weft.project.hub import ProjectContext, ProjectHub
@@ -30,9 +32,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     for step, count in (await context.repair.sweep()).items():
         if count:
             outcome[step] = count
-    expired_questions = await context.questions.expire_due()
-    if expired_questions:
-        outcome["questions_expired"] = len(expired_questions)
+    for question in await context.questions.expire_due():
+        step = "questions_expired" if question.status is QuestionStatus.EXPIRED else "questions_defaulted"
+        outcome[step] = outcome.get(step, 0) + 1
     outcome.update(await router.route_waiting(context))
     token = settings.github_token.get_secret_value() if settings.github_token is not None else None
     forge_settled = await context.forge.sweep(

@@ -18,8 +18,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -30,14 +30,19 @@ from shared.events import ensure_events_stream, publish_event
 from shared.models import (
     MAX_ANSWER,
     NO_ANSWER,
+    Priority,
     Question,
+    QuestionMode,
     QuestionStatus,
+    WorkMove,
     utcnow,
 )
-from shared.names import ProjectNames
+from shared.names import ProjectNames, validate_token
 from shared.nats.cas import cas_update
 from shared.nats.jetstream import delete_unchanged, ensure_kv, get_or_none, snapshot
-from shared.paging import Page, decode_cursor, encode_cursor
+from shared.paging import CursorError, Page, decode_cursor, encode_cursor
+from shared.work.autonomy import AutonomyStore, decide
+from shared.work.moves import holder_move
 from shared.work.queue import WorkQueue
 
 log = logging.getLogger("loom.questions")
@@ -66,6 +71,21 @@ def check_question(text: str, choices: list[str], deadline: datetime | None, now
         raise QuestionError("deadline: must be in the future", field="deadline")
 
 
+MAX_DEFER = timedelta(days=30)
+POLICY = "policy"
+"""``answered_by`` of an answer the autonomy policy gave (the agent's default, bypass mode)."""
+Order = Literal["urgency", "newest"]
+
+
+def check_default(default_answer: str | None, choices: list[str]) -> None:
+    if default_answer is None:
+        return
+    if not default_answer.strip():
+        raise QuestionError("default_answer: must say something", field="default_answer")
+    if choices and default_answer not in choices:
+        raise QuestionError("default_answer: must be one of the question's choices", field="default_answer")
+
+
 def check_answer(answer: str) -> None:
     if not answer.strip():
         raise QuestionError("answer: must say something", field="answer")
@@ -87,13 +107,27 @@ def is_due(question: Question, now: datetime) -> bool:
     )
 
 
+def is_decidable(question: Question, now: datetime) -> bool:
+    """A bypass question whose window passed with no answer: its default answers it."""
+    return (
+        question.status is QuestionStatus.OPEN
+        and question.decide_at is not None
+        and question.decide_at <= now
+        and not is_due(question, now)
+    )
+
+
+def check_open(question: Question, now: datetime) -> None:
+    if question.status is not QuestionStatus.OPEN or is_due(question, now):
+        state = "expired" if question.status is QuestionStatus.OPEN else question.status.value
+        raise QuestionClosed(f"question_id: {question.id} was {state} already", field="question_id")
+
+
 def answer_rule(question: Question, answer: str, by: str, now: datetime) -> Question:
     """The operator's answer to an open question (one of its choices, when it offers some).
     A question past its deadline has no answer to give any more."""
     check_answer(answer)
-    if question.status is not QuestionStatus.OPEN or is_due(question, now):
-        state = "expired" if question.status is not QuestionStatus.ANSWERED else "answered"
-        raise QuestionClosed(f"question_id: {question.id} was {state} already", field="question_id")
+    check_open(question, now)
     if question.choices and answer not in question.choices:
         raise QuestionError(
             f"answer: must be one of the question's choices ({', '.join(question.choices)})", field="answer"
@@ -108,6 +142,54 @@ def answer_rule(question: Question, answer: str, by: str, now: datetime) -> Ques
             "resolved_at": now,
         }
     )
+
+
+def bypass_rule(question: Question, now: datetime) -> Question | None:
+    """The bypass window passed with no answer: the agent's default answers it, recorded
+    as the policy's answer; None: left as it is."""
+    if not is_decidable(question, now) or question.default_answer is None:
+        return None
+    return question.model_copy(
+        update={
+            "status": QuestionStatus.ANSWERED,
+            "answer": question.default_answer,
+            "answered_by": POLICY,
+            "resolution": f"nobody answered within the bypass window: your default applies "
+            f"(autonomy policy, {question.priority.value})",
+            "updated_at": now,
+            "resolved_at": now,
+        }
+    )
+
+
+def defer_rule(question: Question, until: datetime, by: str, now: datetime) -> Question:
+    """A person puts an open question off until ``until``: it stays open (its item keeps
+    waiting), listed after the others until then; a bypass question's default waits too."""
+    check_open(question, now)
+    if until <= now:
+        raise QuestionError("until: must be in the future", field="until")
+    if until > now + MAX_DEFER:
+        raise QuestionError(f"until: must be within {MAX_DEFER.days} days", field="until")
+    if question.deadline is not None and until >= question.deadline:
+        raise QuestionError("until: must be before the question's deadline", field="until")
+    decide_at = question.decide_at
+    if decide_at is not None and decide_at < until:
+        decide_at = until
+    return question.model_copy(
+        update={"deferred_until": until, "deferred_by": by, "decide_at": decide_at, "updated_at": now}
+    )
+
+
+def urgency(question: Question, now: datetime) -> tuple[int, int, str, str]:
+    """Open questions first (those put off until later after the others), then by
+    priority, then the oldest first."""
+    if question.status is not QuestionStatus.OPEN:
+        rank = 2
+    elif question.deferred_until is not None and question.deferred_until > now:
+        rank = 1
+    else:
+        rank = 0
+    return (rank, int(question.priority.value[1]), question.created_at.isoformat(), question.id)
 
 
 def expire_rule(question: Question, now: datetime) -> Question | None:
@@ -130,12 +212,16 @@ class QuestionFilter:
     status: QuestionStatus | None = None
     asked_by: str | None = None
     work_id: str | None = None
+    priority: Priority | None = None
+    category: str | None = None
 
     def matches(self, question: Question) -> bool:
         return (
             (self.status is None or question.status is self.status)
             and (self.asked_by is None or question.asked_by == self.asked_by)
             and (self.work_id is None or question.work_id == self.work_id)
+            and (self.priority is None or question.priority is self.priority)
+            and (self.category is None or question.category == self.category)
         )
 
 
@@ -152,6 +238,8 @@ class QuestionBook:
         self._js = js or nc.jetstream()
         self.names = names
         self.work = work
+        self.autonomy = AutonomyStore(self._js, names)
+        """The project's autonomy policy, read at every question (docs/operator.md)."""
         self._kv: KeyValue | None = None
         self._lock = asyncio.Lock()
 
@@ -213,12 +301,22 @@ class QuestionBook:
         work_id: str | None = None,
         deadline: datetime | None = None,
         handle: str = "",
+        priority: Priority | None = None,
+        category: str | None = None,
+        default_answer: str | None = None,
     ) -> Question:
-        """Store the question; when it is about a work item, that item (which the agent must
-        hold) waits on the operator. Refused as a whole: a question about work the agent does
-        not hold is not kept."""
+        """Store the question as the project's autonomy policy decides (docs/operator.md):
+        ``sync`` and ``bypass`` questions about a work item make it (the agent must hold it)
+        wait on the operator; ``async`` ones leave it in progress; ``log`` ones are recorded
+        and resolved at once. Refused as a whole: a question about work the agent does not
+        hold is not kept."""
         now = utcnow()
         check_question(text, choices or [], deadline, now)
+        check_default(default_answer, choices or [])
+        if category is not None:
+            validate_token(category, "category")
+        decision = decide(await self.autonomy.current(), priority, category, default_answer, now)
+        logged = decision.mode is QuestionMode.LOG
         question = Question(
             project_id=self.names.project_id,
             asked_by=agent_id,
@@ -227,18 +325,36 @@ class QuestionBook:
             choices=choices or [],
             work_id=work_id,
             deadline=deadline,
+            priority=decision.priority,
+            category=category,
+            default_answer=default_answer,
+            mode=decision.mode,
+            decide_at=decision.decide_at,
             created_at=now,
             updated_at=now,
         )
+        if logged:
+            question = question.model_copy(
+                update={
+                    "status": QuestionStatus.LOGGED,
+                    "answer": default_answer,
+                    "resolution": "recorded only (autonomy policy: log): "
+                    + ("go on with your default" if default_answer is not None else "decide yourself"),
+                    "resolved_at": now,
+                }
+            )
+        waits = work_id is not None and decision.mode in (QuestionMode.SYNC, QuestionMode.BYPASS)
+        if work_id is not None and not waits:
+            holder_move(await self.work.get_record(work_id), agent_id, WorkMove.ASK, "ask about", now)
         kv = await self.bucket()
         revision = await kv.create(question.id, question.to_json_bytes())
-        if work_id is not None:
+        if waits and work_id is not None:
             try:
                 await self.work.wait_on_operator(work_id, agent_id, question.id, question=text)
             except Exception:
                 await delete_unchanged(kv, question.id, revision)
                 raise
-        await self._announce("asked", question)
+        await self._announce("logged" if logged else "asked", question)
         return question
 
     async def ask_to_land(self, agent_id: str, work_id: str, text: str, *, handle: str = "") -> Question:
@@ -266,14 +382,35 @@ class QuestionBook:
         """The question, resolved first when its deadline has passed (so an agent reading it
         learns there will be no answer, with or without Weft running)."""
         question, _ = await self._load(question_id)
-        if is_due(question, utcnow()):
+        now = utcnow()
+        if is_due(question, now):
             return await self.expire(question_id) or question
+        if is_decidable(question, now):
+            return await self.decide_by_default(question_id) or question
         return question
 
     async def answer(self, question_id: str, answer: str, *, by: str = "operator") -> Question:
         check_answer(answer)  # before any I/O, whatever the question
         now = utcnow()
         question, _ = await self._mutate(question_id, lambda q: answer_rule(q, answer, by, now))
+        await self._settle(question, answered=True)
+        await self._announce("answered", question)
+        return question
+
+    async def defer(self, question_id: str, until: datetime, *, by: str = "operator") -> Question:
+        """Put an open question off until ``until`` (it stays open; see :func:`defer_rule`)."""
+        now = utcnow()
+        question, _ = await self._mutate(question_id, lambda q: defer_rule(q, until, by, now))
+        await self._announce("deferred", question)
+        return question
+
+    async def decide_by_default(self, question_id: str, now: datetime | None = None) -> Question | None:
+        """A bypass question whose window passed (by ``now``): its default answers it; None
+        when not due."""
+        now = now or utcnow()
+        question, changed = await self._mutate(question_id, lambda q: bypass_rule(q, now))
+        if not changed:
+            return None
         await self._settle(question, answered=True)
         await self._announce("answered", question)
         return question
@@ -304,41 +441,55 @@ class QuestionBook:
         return [Question.model_validate_json(raw) for raw in values.values()]
 
     async def listing(
-        self, filters: QuestionFilter | None = None, *, limit: int = 50, cursor: str | None = None
+        self,
+        filters: QuestionFilter | None = None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        order: Order = "newest",
     ) -> Page[Question]:
-        """Newest first, paged with an opaque cursor."""
+        """Newest first, or by :func:`urgency` (open first, then priority, then age), paged
+        with an opaque cursor (a question put off until a time that passes between two pages
+        can move)."""
         if not 1 <= limit <= 1000:
             raise QuestionError("limit: must be between 1 and 1000", field="limit")
         wanted = filters or QuestionFilter()
         after = decode_cursor(cursor)
-        found = sorted(
-            (q for q in await self.all() if wanted.matches(q)),
-            key=lambda q: (q.created_at, q.id),
-            reverse=True,
-        )
+        now = utcnow()
+
+        def key(q: Question) -> list[str]:
+            if order == "urgency":
+                rank, priority, created, id_ = urgency(q, now)
+                return [f"{rank}{priority}", created, id_]
+            return [q.created_at.isoformat(), q.id]
+
+        newest = order == "newest"
+        found = sorted((q for q in await self.all() if wanted.matches(q)), key=key, reverse=newest)
         total = len(found)
         if after is not None:
-            last = (str(after.get("created_at", "")), str(after.get("id", "")))
-            found = [q for q in found if (q.created_at.isoformat(), q.id) < last]
+            last = after.get("key")
+            if not isinstance(last, list) or after.get("order") != order:
+                raise CursorError("cursor")
+            found = [q for q in found if (key(q) < last if newest else key(q) > last)]
         page = found[:limit]
         more = len(found) > limit
-        next_cursor = (
-            encode_cursor({"created_at": page[-1].created_at.isoformat(), "id": page[-1].id})
-            if more
-            else None
-        )
+        next_cursor = encode_cursor({"order": order, "key": key(page[-1])}) if more else None
         return Page(items=page, next_cursor=next_cursor, total=total)
 
     async def expire_due(self, now: datetime | None = None) -> list[Question]:
-        """Resolve every open question past its deadline (a sweep; replicas expire each once)."""
+        """Resolve every open question past its deadline, and answer every bypass question
+        whose window passed with its default (a sweep; replicas resolve each once)."""
         moment = now or utcnow()
-        expired = []
+        resolved = []
         for question in await self.all():
+            done = None
             if is_due(question, moment):
                 done = await self.expire(question.id)
-                if done is not None:
-                    expired.append(done)
-        return expired
+            elif is_decidable(question, moment):
+                done = await self.decide_by_default(question.id, moment)
+            if done is not None:
+                resolved.append(done)
+        return resolved
 
     async def resume_settled(self, waiting: dict[str, str]) -> int:
         """A sweep's repair: items (work id -> question id) still waiting on a question that was

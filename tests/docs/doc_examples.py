@@ -190,7 +190,8 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/shuttle.md", "# cycle.yaml: each entry waits for the other, so neither cou"): run("plan-file"),
     ("docs/shuttle.md", "$ shuttle submit --file plan.yaml"): run("plan-session"),
     ("docs/shuttle.md", "$ shuttle work graph 4c5d..."): run("plan-graph"),
-    ("docs/shuttle.md", "shuttle questions [--status open|answered|expired|all] [--wo"): run("synopsis"),
+    ("docs/shuttle.md", "shuttle questions [--status open|answered|expired|logged|all"): run("synopsis"),
+    ("docs/shuttle.md", "shuttle autonomy show [--json]"): run("synopsis"),
     ("docs/shuttle.md", "$ shuttle questions"): Skip(
         "needs an agent to have asked: tests/shuttle/test_shuttle_questions.py lists and answers one"
     ),
@@ -227,6 +228,11 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
         " trace and checks the spans, processes and transitions it shows"
     ),
     ("docs/warp.md", '→ warp_lease_acquire {"patterns": ["src/api/**"], "reason": '): Skip(TOOL_TRANSCRIPT),
+    ("docs/operator.md", "modes:            # each priority's mode; one left out keeps"): run("autonomy"),
+    ("docs/operator.md", '$ shuttle answer 9f3e... sqlite 41aa... yes 0c7d... "not thi'): Skip(
+        "needs open questions: tests/shuttle/test_shuttle_questions.py answers several in one call,"
+        " one refused, and checks the summary line shown"
+    ),
     ("docs/weft.md", 'curl -H "$H" "$W/api/questions?status=open"'): Skip(
         "needs an agent to have asked: tests/weft/test_weft_questions.py lists and answers questions"
     ),

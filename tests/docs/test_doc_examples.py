@@ -370,6 +370,18 @@ def same_but_masked(returned: Any, given: Any) -> bool:
     return bool(returned == given)
 
 
+def run_autonomy_block(example: Example) -> None:
+    """operator.md's autonomy policy: ``weft check-autonomy`` accepts it as shown."""
+    (example.folder / "autonomy.yaml").write_text(example.block.text)
+    checked = example.shell("weft check-autonomy autonomy.yaml")
+    assert checked.returncode == 0, checked.stderr
+    shown = yaml.safe_load(example.block.text)
+    printed = json.loads(checked.stdout)
+    assert printed["rules"] == [{"category": None, "priority": None, **rule} for rule in shown["rules"]]
+    assert {k: printed["modes"][k] for k in shown["modes"]} == shown["modes"]
+    assert printed["bypass_after_s"] == shown["bypass_after_s"]
+
+
 def run_policy_block(example: Example) -> None:
     policy = example.folder / "policy.yaml"
     policy.write_text(example.block.text)
@@ -843,6 +855,7 @@ RUNNERS: dict[str, Callable[[Example], Awaitable[None]] | Callable[[Example], No
     "response": run_response_block,
     "target": run_target_block,
     "policy": run_policy_block,
+    "autonomy": run_autonomy_block,
     "serve": run_serve_block,
     "banner": run_banner_block,
     "synopsis": run_synopsis_block,

@@ -21,7 +21,7 @@ from shuttle.cli import app
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
 """Looks like a credential; breaks every name, id, number, URL, path and KEY=VALUE rule."""
 HEX = "0" * 32
-POSITIONAL = {
+POSITIONAL: dict[str, str | list[str]] = {
     "work_id": HEX,
     "work_ids": HEX,
     "tree_id": HEX,
@@ -33,6 +33,9 @@ POSITIONAL = {
     "key": "timeout",
     "value": "5",
     "question_id": HEX,
+    "question_ids": HEX,
+    "pairs": [HEX, "yes"],
+    "path": "/nonexistent/policy.yaml",
     "answer": "yes",
     "url": "/srv/app.git",
     "checkpoint": "abcd1234",
@@ -56,7 +59,6 @@ ACCEPTED = {
     ("targets", "add", "--body"),
     ("targets", "update", "--body"),
     ("targets", "add", "--image"),
-    ("answer", "answer"),  # free text (refused here only because the question does not exist)
     ("repo", "set", "--target"),  # a valid branch name for git, stored as given
     ("repo", "set", "--worktree-root"),  # a relative path, stored as given
     ("repo", "set", "--gate"),  # any text is a valid argument of the gate command
@@ -92,7 +94,8 @@ def cases() -> list[tuple[tuple[str, ...], list[str]]]:
             is_argument = param in arguments
             argv = [*path]
             for arg in arguments:
-                argv.append(SECRET if arg is param else POSITIONAL[str(arg.name)])
+                given = SECRET if arg is param else POSITIONAL[str(arg.name)]
+                argv += given if isinstance(given, list) else [given]
             if path == ("targets", "add"):
                 argv += ["-m", _mechanism(param.help)] if param.name != "mechanism" else []
             argv += EXTRA.get(path, [])

@@ -1,6 +1,7 @@
 """Questions for the operator through real Warp processes: the claim of work waiting on the
 operator does not lapse (a short ack deadline, another agent pulling), the answer reaches
-the agent also after its Warp restarted, and a deadline resolves with no answer."""
+the agent also after its Warp restarted, a deadline resolves with no answer, and the
+autonomy policy's modes as the agent sees them."""
 
 from __future__ import annotations
 
@@ -96,8 +97,23 @@ async def test_a_question_past_its_deadline_resolves_with_no_answer(
             ({"question": "x", "choices": ["a", "a"]}, "must not repeat a choice"),
             ({"question": "x", "work_id": "f" * 32}, "work_id: no work item with this id in this project"),
             ({"question": ""}, "question"),
+            ({"question": "x", "priority": "P9"}, "priority"),
+            ({"question": "x", "category": "Bad Category!"}, "category"),
+            ({"question": "x", "choices": ["a", "b"], "default_answer": "c"}, "default_answer"),
         ):
             text = await a.err("warp_question_ask", bad)
-            assert field in text, (bad, text)
+            assert field in text and "Bad Category!" not in text, (bad, text)
+        # The project's default autonomy policy: P1 goes on (async), P3 is only logged.
+        noted = await a.call(
+            "warp_question_ask",
+            {"question": "tabs?", "work_id": item["id"], "priority": "P1", "category": "style"},
+        )
+        said = noted.content[0].text  # type: ignore[union-attr]
+        assert "(P1 style, async)" in said and "go on and read the answer later" in said, said
+        assert (await a.ok("warp_work_list", {"mine": True}))["items"][0]["status"] == "in-progress"
+        logged = await a.ok(
+            "warp_question_ask", {"question": "rename?", "priority": "P3", "default_answer": "yes"}
+        )
+        assert (logged["question"]["status"], logged["question"]["answer"]) == ("logged", "yes")
         assert "question_id" in await a.err("warp_question_get", {"question_id": "nothex"})
         assert "no question with this id" in await a.err("warp_question_get", {"question_id": "0" * 32})

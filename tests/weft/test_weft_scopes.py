@@ -22,6 +22,8 @@ TOKEN_OF = {
 # Every /api operation that is not a GET, and the scope it needs. A new route must be added
 # here on purpose: the test below fails for any operation it does not know.
 OPERATE_ROUTES = {
+    ("POST", "/api/questions/answers"),
+    ("POST", "/api/questions/{question_id}/defer"),
     ("POST", "/api/work"),
     ("POST", "/api/work/plan"),
     ("POST", "/api/contexts"),
@@ -44,6 +46,8 @@ READ_POSTS = {
     ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body
 }
 ADMIN_ROUTES = {
+    ("PUT", "/api/autonomy"),
+    ("DELETE", "/api/autonomy"),
     ("PUT", "/api/budgets/project"),
     ("PUT", "/api/budgets/targets/{target}"),
     ("POST", "/api/agents/shutdown-batch"),

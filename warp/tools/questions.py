@@ -18,10 +18,21 @@ from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
 from shared.mcp.tools import tool
-from shared.models import MAX_CHOICE, MAX_CHOICES, MAX_QUESTION, Question, QuestionStatus, WorkItem, utcnow
+from shared.models import (
+    MAX_ANSWER,
+    MAX_CHOICE,
+    MAX_CHOICES,
+    MAX_QUESTION,
+    Priority,
+    Question,
+    QuestionMode,
+    QuestionStatus,
+    WorkItem,
+    utcnow,
+)
 from warp.errors import Conflict
 from warp.runtime import WarpRuntime
-from warp.schemas import Cursor, QuestionId, QuestionListOut, QuestionOut, WorkId
+from warp.schemas import Category, Cursor, QuestionId, QuestionListOut, QuestionOut, WorkId
 from warp.tools.base import result
 from warp.tools.work import held_operation
 
@@ -29,18 +40,36 @@ MAX_WAIT_S = 20.0
 POLL_S = 0.25
 
 
+MODE_SAYS = {
+    QuestionMode.SYNC: "the work waits for a person's answer",
+    QuestionMode.ASYNC: "a person is told; go on and read the answer later",
+    QuestionMode.BYPASS: "your default answers it at {decide_at} unless a person answers first",
+    QuestionMode.LOG: "recorded only",
+}
+
+
 def question_text(q: Question) -> str:
-    lines = [f"{q.id} [{q.status.value}] asked by {q.asked_by_handle or q.asked_by}: {q.question[:500]}"]
+    kind = f"{q.priority.value}{' ' + q.category if q.category else ''}, {q.mode.value}"
+    lines = [
+        f"{q.id} [{q.status.value}] ({kind}) asked by {q.asked_by_handle or q.asked_by}: {q.question[:500]}"
+    ]
     if q.choices:
         lines.append(f"  choices: {' | '.join(q.choices)}")
+    if q.default_answer is not None:
+        lines.append(f"  your default: {q.default_answer[:500]}")
     if q.work_id:
         lines.append(f"  about work {q.work_id}")
     if q.deadline:
         lines.append(f"  deadline {q.deadline.isoformat()}")
+    if q.status is QuestionStatus.OPEN:
+        decide_at = q.decide_at.isoformat() if q.decide_at else ""
+        lines.append(f"  policy: {MODE_SAYS[q.mode].format(decide_at=decide_at)}")
     if q.status is QuestionStatus.ANSWERED:
         lines.append(f"  ANSWER ({q.resolution}): {q.answer}")
     elif q.status is QuestionStatus.EXPIRED:
         lines.append(f"  NO ANSWER: {q.resolution}")
+    elif q.status is QuestionStatus.LOGGED:
+        lines.append(f"  LOGGED: {q.resolution}")
     return "\n".join(lines)
 
 
@@ -61,11 +90,29 @@ async def warp_question_ask(
     expires_in_s: Annotated[
         float | None, Field(ge=1, le=604_800, description="Or: seconds from now until the deadline")
     ] = None,
+    priority: Annotated[
+        Priority | None,
+        Field(description="P0 showstopper .. P3 minor; unranked: the project's default (P0 unless set)"),
+    ] = None,
+    category: Annotated[
+        Category | None,
+        Field(description="What it is about, e.g. security, architecture, test-failure, scope"),
+    ] = None,
+    default_answer: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=MAX_ANSWER,
+            description="What you will do if nobody answers (one of the choices, if any)",
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, QuestionOut]:
-    """Ask a person (the operator) a question only they can answer. Tied to work you hold,
-    that item waits on the operator and its claim does not lapse meanwhile. Read the
-    answer with warp_question_get (it waits up to 20 s); past the deadline it resolves
-    with no answer."""
+    """Ask a person (the operator) a question only they can answer. The project's autonomy
+    policy decides by priority and category: sync (tied to work you hold, that item waits
+    and its claim does not lapse), async (go on; read the answer later), bypass (your
+    default_answer applies after a short window unless a person answers first) or log
+    (recorded only). Read the answer with warp_question_get (it waits up to 20 s); past the
+    deadline it resolves with no answer."""
     if deadline is not None and expires_in_s is not None:
         raise Conflict("give deadline or expires_in_s, not both", field="expires_in_s")
     if expires_in_s is not None:
@@ -80,6 +127,9 @@ async def warp_question_ask(
             work_id=work_id,
             deadline=deadline,
             handle=rt.handle,
+            priority=priority,
+            category=category,
+            default_answer=default_answer,
         )
 
     if work_id is None:
@@ -93,7 +143,11 @@ async def warp_question_ask(
 
         await held_operation(rt, svc, held, about_work)
         asked = box[0]
-    said = "Asked. Read the answer with warp_question_get (question_id, wait_s up to 20)."
+    said = (
+        "Logged (nobody is asked)."
+        if asked.status is QuestionStatus.LOGGED
+        else "Asked. Read the answer with warp_question_get (question_id, wait_s up to 20)."
+    )
     return result(QuestionOut(question=asked), f"{said}\n{question_text(asked)}")
 
 

@@ -35,6 +35,7 @@ from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
 from shared.trace.tracing import TraceLog
 from shared.usage.ledger import UsageLedger
+from shared.work.autonomy import AutonomySettings
 from shared.work.policy import BoundaryPolicy, config_bucket, publish_policy
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
@@ -129,12 +130,18 @@ class ProjectContext:
         return self.names.project_id
 
     async def start(
-        self, settings: WeftSettings, policy: BoundaryPolicy | None, extensions: Mapping[str, Attach]
+        self,
+        settings: WeftSettings,
+        policy: BoundaryPolicy | None,
+        extensions: Mapping[str, Attach],
+        autonomy: AutonomySettings | None = None,
     ) -> None:
         await self.queue.ensure()
         if policy is not None:
             await publish_policy(await config_bucket(self.js, self.names), policy)
             self.queue.forget_policy_cache()
+        if autonomy is not None:  # WEFT_AUTONOMY_FILE: a policy an operator set through the API wins
+            await self.questions.autonomy.adopt_file(autonomy)
         await self.relay.start()
         await self.agents.start(settings.stale_check_interval_s)
         await self.work.start()
@@ -181,8 +188,11 @@ class ProjectHub:
         *,
         extensions: Mapping[str, Attach] | None = None,
         credentials: CredentialAuthority | None = None,
+        autonomy: AutonomySettings | None = None,
     ) -> None:
         self.nc = nc
+        self.autonomy = autonomy
+        """The autonomy policy of ``WEFT_AUTONOMY_FILE``, for projects without their own."""
         self.credentials = credentials
         """Scoped NATS auth: issues (and revokes) the credentials of agents Weft starts."""
         self.js = nc.jetstream()
@@ -222,7 +232,7 @@ class ProjectHub:
         )
         context.credentials = self.credentials
         try:
-            await context.start(self.settings, self.policy, self._extensions)
+            await context.start(self.settings, self.policy, self._extensions, self.autonomy)
         except BaseException:
             await context.stop()
             raise
