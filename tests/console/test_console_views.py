@@ -13,7 +13,7 @@ from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
 from shared.leases.book import LeaseBook
-from shared.models import SpinupOperation, SpinupState, Target
+from shared.models import Priority, SpinupOperation, SpinupState, Target
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
 from testsupport.work import work_queue
@@ -102,6 +102,15 @@ async def test_every_view_shows_the_project_and_acts_on_it(
             work_id=design.json()["id"],
             handle="design-bot",
         )
+        # P1 is "async" under the default autonomy policy: the agent goes on, no item waits
+        advisory = await book.ask(
+            asker.agent_id,
+            "rotate the signing key?",
+            handle="design-bot",
+            priority=Priority.P1,
+            category="security",
+            default_answer="next week",
+        )
 
         # fleet: every agent, what it holds, who started it
         await sign_in(page, console_weft.console(project))
@@ -170,15 +179,26 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         await expect(spun).to_contain_text("laptop-coder")
         await snap(page, "targets")
 
-        # questions: answered from here, the work goes on
+        # questions: the most urgent first; answered or put off from here, the work goes on
         await page.get_by_role("link", name="Questions").click()
-        await expect(page.locator("#open-questions")).to_contain_text("round or square?")
+        waiting = page.locator("#open-questions article")
+        await expect(waiting).to_have_count(2)
+        await expect(waiting.nth(0)).to_have_attribute("data-question-id", question.id)  # P0 before P1
+        urgent = waiting.filter(has_text="round or square?")
+        put_off = page.locator(f'#open-questions article[data-question-id="{advisory.id}"]')
+        await expect(put_off.locator(".priority")).to_have_text("P1 · security")
+        await expect(put_off).to_contain_text("agent's default: next week")
         await snap(page, "questions")
-        await page.get_by_label("Answer", exact=True).select_option("square")
-        await page.get_by_role("button", name="Send answer").click()
-        await expect(page.locator("#open-questions")).to_contain_text("No agent is waiting for an answer.")
+        await urgent.get_by_label("Answer", exact=True).select_option("square")
+        await urgent.get_by_role("button", name="Send answer").click()
+        await expect(urgent).to_have_count(0)
+        await expect(page.locator(f'tr[data-question-id="{question.id}"]')).to_contain_text("P0")
         answered = (await api.get(f"/api/questions/{question.id}")).json()
         assert (answered["status"], answered["answer"]) == ("answered", "square")
+        await put_off.get_by_role("button", name="Put off").click()
+        await expect(put_off).to_contain_text("put off until")
+        deferred = (await api.get(f"/api/questions/{advisory.id}")).json()
+        assert deferred["status"] == "open" and deferred["deferred_until"] is not None
 
         async def resumed() -> bool:
             return (await api.get(f"/api/work/{design.json()['id']}")).json()["status"] == "in-progress"

@@ -1,25 +1,47 @@
-// Questions agents asked the operator: answer the open ones here.
+// Questions agents asked the operator: the open ones most urgent first, answered or put off
+// here; then the settled ones.
 
 import { h, keepFocus, replace, short, statusText, table, time, when } from "../dom.js";
+
+const HOUR_MS = 3600 * 1000;
+const PUT_OFF = [["1", "1 hour"], ["4", "4 hours"], ["24", "tomorrow"]]; // [hours, label]
+const MODES = {
+  sync: () => "the work waits",
+  async: () => "the agent goes on",
+  bypass: (q) => `its default answers ${q.decide_at ? when(q.decide_at) : "soon"}`,
+};
+
+const rank = (q) => Number(String(q.priority || "P0").slice(1)) || 0;
+const isDeferred = (q, now) => Boolean(q.deferred_until) && Date.parse(q.deferred_until) > now;
+
+/** Not put off first, then P0..P3, then the oldest first (as Weft's own listing orders them). */
+function byUrgency(now) {
+  return (a, b) =>
+    isDeferred(a, now) - isDeferred(b, now) || rank(a) - rank(b) ||
+    Date.parse(a.created_at) - Date.parse(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
 
 export function questionsView(ctx) {
   const { store, api } = ctx;
   const open = h("div", { id: "open-questions" });
-  const past = table("Answered and expired", ["Question", "Asked by", "Status", "Answer", "Resolved"]);
+  const past = table("Answered, expired and logged", ["Question", "Priority", "Asked by", "Status", "Answer", "Resolved"]);
   const el = h("div", null, h("h3", null, "Waiting for an answer"), open, past.el);
   const drafts = new Map(); // question id -> what the operator typed so far
+  const spans = new Map(); // question id -> the "put off" duration chosen so far (hours)
 
   function update() {
     const now = Date.now();
     const all = [...store.questions.values()].sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
-    const waiting = all.filter((q) => q.status === "open");
+    const waiting = all.filter((q) => q.status === "open").sort(byUrgency(now));
     keepFocus(open, () => replace(open, !store.loaded.questions
       ? h("p", { class: "note" }, "Reading the questions…")
       : waiting.length === 0 ? h("p", { class: "note" }, "No agent is waiting for an answer.")
         : waiting.map((q) => answerForm(q, now))));
-    replace(past.tbody, all.filter((q) => q.status !== "open").slice(0, 200).map((q) => h("tr", null,
-      h("th", { scope: "row" }, q.question), h("td", null, q.asked_by_handle || short(q.asked_by)),
-      h("td", null, statusText(q.status)), h("td", null, q.answer ?? q.resolution ?? "-"), h("td", null, when(q.resolved_at)))));
+    replace(past.tbody, all.filter((q) => q.status !== "open").slice(0, 200).map((q) => h("tr", { dataset: { questionId: q.id } },
+      h("th", { scope: "row" }, q.question), h("td", { class: "num" }, q.priority || "-"),
+      h("td", null, q.asked_by_handle || short(q.asked_by)), h("td", null, statusText(q.status)),
+      h("td", null, q.answer ?? q.resolution ?? "-", q.answered_by === "policy" ? " (default)" : null),
+      h("td", null, when(q.resolved_at)))));
   }
 
   function answerForm(q, now) {
@@ -32,7 +54,8 @@ export function questionsView(ctx) {
     input.addEventListener("change", () => drafts.set(q.id, input.value));
     const form = h("form", { class: "filters", "aria-label": `Answer: ${q.question}` },
       h("div", null, h("label", { for: id }, "Answer"), input),
-      h("button", { type: "submit", dataset: { focusKey: `${id}-send` } }, "Send answer"));
+      h("button", { type: "submit", dataset: { focusKey: `${id}-send` } }, "Send answer"),
+      putOffControl(q, now));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const answer = input.value.trim();
@@ -45,12 +68,44 @@ export function questionsView(ctx) {
         }
       });
     });
-    return h("article", { class: "question", dataset: { questionId: q.id } },
+    const deferred = isDeferred(q, now);
+    const priority = q.priority || "P0";
+    const mode = MODES[q.mode] ? MODES[q.mode](q) : null;
+    return h("article", { class: deferred ? "question deferred" : "question", dataset: { questionId: q.id, priority, ...(deferred ? { deferred: "true" } : {}) } },
       h("p", null, h("strong", null, q.question)),
-      h("p", { class: "note" }, `asked by ${q.asked_by_handle || short(q.asked_by)} `, time(q.created_at, now),
+      h("p", { class: "note" },
+        h("span", { class: `priority p-${priority}`, dataset: { priority } }, q.category ? `${priority} · ${q.category}` : priority),
+        mode ? ` ${mode} · ` : " ",
+        `asked by ${q.asked_by_handle || short(q.asked_by)} `, time(q.created_at, now),
         q.work_id ? [" about ", h("a", { href: `#work/${q.work_id}` }, "its work item")] : null,
         q.deadline ? ` · answer before ${when(q.deadline)}` : null),
+      q.default_answer != null ? h("p", { class: "note default-answer" }, `agent's default: ${q.default_answer}`) : null,
+      deferred ? h("p", { class: "note put-off" }, `put off until ${when(q.deferred_until)}`, q.deferred_by ? ` by ${q.deferred_by}` : null) : null,
       form);
+  }
+
+  /** A duration and a "Put off" button: the question stays open, listed after the others until
+   * then. Only durations that end before the question's deadline are offered (Weft refuses the rest). */
+  function putOffControl(q, now) {
+    const deadline = q.deadline ? Date.parse(q.deadline) : Infinity;
+    const fits = PUT_OFF.filter(([hours]) => now + Number(hours) * HOUR_MS < deadline);
+    if (fits.length === 0) return null;
+    const id = `put-off-${q.id}`;
+    const span = h("select", { id, dataset: { focusKey: id } }, fits.map(([hours, label]) => h("option", { value: hours }, label)));
+    if (fits.some(([hours]) => hours === spans.get(q.id))) span.value = spans.get(q.id);
+    span.addEventListener("change", () => spans.set(q.id, span.value));
+    const button = h("button", { type: "button", class: "secondary", dataset: { focusKey: `${id}-send` } }, "Put off");
+    button.addEventListener("click", () => {
+      const until = new Date(Date.now() + Number(span.value) * HOUR_MS).toISOString();
+      ctx.act(() => api.post(`/api/questions/${q.id}/defer`, { until }), `Put off until ${when(until)}`).then((done) => {
+        if (done) {
+          spans.delete(q.id);
+          store.questions.set(done.id, done);
+          store.changed("questions");
+        }
+      });
+    });
+    return h("div", { role: "group", "aria-label": `Put off: ${q.question}` }, h("label", { for: id }, "Put off for"), span, " ", button);
   }
 
   return { el, update };
