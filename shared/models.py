@@ -703,6 +703,8 @@ class Question(LoomModel):
     deferred_until: datetime | None = None
     """A person put it off until then: it stays open, listed after the others until then."""
     deferred_by: str | None = None
+    reminded_at: datetime | None = None
+    """sync: when people were last reminded of it (the autonomy policy's ``renotify_s``)."""
     status: QuestionStatus = QuestionStatus.OPEN
     answer: str | None = None
     answered_by: str | None = None

@@ -397,6 +397,25 @@ class ProjectNames:
         from to send push notifications, so each event is sent by one of them."""
         return f"a2a-push-{self._p}"
 
+    # -- notifications (Weft only, docs/operator.md) ---------------------------
+    @property
+    def notify_bucket(self) -> str:
+        """The project's notification sinks (key ``sink.<name>``, with its URL: a secret) and
+        their delivery status (``status.<name>``); no agent may read it."""
+        return f"loom-{self._p}-notify"
+
+    @property
+    def notify_marks_bucket(self) -> str:
+        """Short-lived marks shared by Weft replicas: a notice already sent to a sink
+        (``sent.<sink>.<hash>``, dedupe) and each sink's sends per minute (``rate.<sink>.<minute>``)."""
+        return f"loom-{self._p}-notify-marks"
+
+    @property
+    def notify_consumer(self) -> str:
+        """The durable consumer of the project's events every Weft replica pulls from to send
+        notifications, so each event is handled by one of them."""
+        return f"notify-{self._p}"
+
     # -- traces (docs/operations.md, Traces) -----------------------------------
     @property
     def traces_stream(self) -> str:

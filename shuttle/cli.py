@@ -137,6 +137,7 @@ def _register() -> None:
         fleet,
         landing,
         leases,
+        notify,
         project,
         projects,
         questions,
@@ -164,6 +165,7 @@ def _register() -> None:
     app.add_typer(context.app, name="context")
     app.add_typer(repo.app, name="repo")
     app.add_typer(autonomy.app, name="autonomy")
+    app.add_typer(notify.app, name="notify")
     app.add_typer(project.app, name="project")
     landing.register(app)
     stats.register(app)

@@ -19,7 +19,7 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from shared.git.forge import signature_of
+from shared.signing import signature_of
 from testsupport.serving import serve_in_loop
 
 

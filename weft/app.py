@@ -23,6 +23,7 @@ from weft.a2a.push import PUSH_EXTENSION, push_attach
 from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
+from weft.notify.dispatch import NOTIFY_EXTENSION, notify_attach
 from weft.project.hub import ProjectHub
 from weft.routes import (
     a2a,
@@ -36,6 +37,7 @@ from weft.routes import (
     landing,
     leases,
     mechanisms,
+    notify,
     pause,
     questions,
     repository,
@@ -111,6 +113,7 @@ def create_app(
         extensions = {  # attached in this order when a project is served, stopped in reverse
             PUSH_EXTENSION: push_attach(private_allowed=config.a2a_push_private_urls),
             SPINUP_EXTENSION: service.attach,
+            NOTIFY_EXTENSION: notify_attach(public_url=config.public_url),
         }
         hub = ProjectHub(
             connection,
@@ -199,6 +202,7 @@ def create_app(
         hooks,
         pause,
         autonomy,
+        notify,
     ):
         app.include_router(module.router)
 

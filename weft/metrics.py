@@ -68,6 +68,20 @@ class Metrics:
             registry=self.registry,
             buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600),
         )
+        self.notifications = Counter(
+            "weft_notifications_total",
+            "Notices handled per sink: sent, failed (the sink is recorded as failing), duplicate "
+            "(sent already within the dedupe window), rate_limited",
+            ["project", "sink", "outcome"],
+            registry=self.registry,
+        )
+        self.notification_latency = Histogram(
+            "weft_notification_seconds",
+            "From the event to the sink's answer, for each notice sent",
+            ["project"],
+            registry=self.registry,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
         self.records_deleted = Counter(
             "weft_records_deleted_total",
             "Finished work records (kind=work) and offline agents' entries (kind=agents) deleted "

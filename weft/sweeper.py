@@ -17,6 +17,7 @@ import logging
 from shared.models import QuestionStatus
 from shared.tasks import raise_if_cancelling
 from weft.a2a.push import PUSH_EXTENSION, ProjectPush
+from weft.notify.dispatch import NOTIFY_EXTENSION, ProjectNotify
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.routing import Router
 from weft.settings import WeftSettings
@@ -32,6 +33,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     for step, count in (await context.repair.sweep()).items():
         if count:
             outcome[step] = count
+    reminded = await context.questions.remind_due()
+    if reminded:
+        outcome["questions_reminded"] = len(reminded)
     for question in await context.questions.expire_due():
         step = "questions_expired" if question.status is QuestionStatus.EXPIRED else "questions_defaulted"
         outcome[step] = outcome.get(step, 0) + 1
@@ -45,6 +49,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     push = context.extension(PUSH_EXTENSION, ProjectPush)
     if push is not None and await push.start_if_in_use():
         outcome["a2a_push_started"] = 1  # another replica registered a webhook: send its share too
+    notify = context.extension(NOTIFY_EXTENSION, ProjectNotify)
+    if notify is not None and await notify.start_if_in_use():
+        outcome["notify_started"] = 1  # another replica set a sink: send its share too
     deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
     for kind, count in deleted.items():
         outcome[f"deleted_{kind}"] = count

@@ -13,8 +13,6 @@ of a merge at once rather than at its next poll.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from typing import Any, Final
 
@@ -157,16 +155,6 @@ def _said(response: httpx.Response) -> str:
 
 SIGNATURE_HEADER: Final = "X-Hub-Signature-256"
 EVENT_HEADER: Final = "X-GitHub-Event"
-
-
-def signature_of(secret: str, body: bytes) -> str:
-    """The ``X-Hub-Signature-256`` GitHub sends with ``body`` for a hook with ``secret``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def signed(secret: str, body: bytes, given: str | None) -> bool:
-    """Whether ``given`` is the body's signature with ``secret`` (compared in constant time)."""
-    return given is not None and hmac.compare_digest(signature_of(secret, body), given)
 
 
 def closed_pull_request(event: str, body: bytes) -> tuple[str, PullRequest] | None:

@@ -97,6 +97,12 @@ class AutonomySettings(LoomModel):
     bypass_after_s: float = Field(
         default=300, ge=1, le=86_400, description="bypass: how long a person has before the default answers"
     )
+    renotify_s: float = Field(
+        default=900,
+        ge=60,
+        le=7 * 86_400,
+        description="sync: people are reminded of an open question this often until it is answered",
+    )
 
     @field_validator("modes")
     @classmethod

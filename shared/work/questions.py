@@ -180,6 +180,22 @@ def defer_rule(question: Question, until: datetime, by: str, now: datetime) -> Q
     )
 
 
+def remind_rule(question: Question, every_s: float, now: datetime) -> Question | None:
+    """An open ``sync`` question nobody answered: people are reminded every ``every_s``, and
+    as soon as a deferral ends; None: not due (answered, put off, or reminded lately)."""
+    if question.status is not QuestionStatus.OPEN or question.mode is not QuestionMode.SYNC:
+        return None
+    if is_due(question, now):
+        return None
+    last = question.reminded_at or question.created_at
+    deferred = question.deferred_until
+    if deferred is not None and deferred > now:
+        return None
+    if not (deferred is not None and deferred > last) and last + timedelta(seconds=every_s) > now:
+        return None
+    return question.model_copy(update={"reminded_at": now, "updated_at": now})
+
+
 def urgency(question: Question, now: datetime) -> tuple[int, int, str, str]:
     """Open questions first (those put off until later after the others), then by
     priority, then the oldest first."""
@@ -414,6 +430,30 @@ class QuestionBook:
         await self._settle(question, answered=True)
         await self._announce("answered", question)
         return question
+
+    async def remind_due(self, now: datetime | None = None) -> list[Question]:
+        """Mark every open ``sync`` question due for a reminder (:func:`remind_rule`) and
+        announce it (``question.reminded``: notification sinks send it again); one replica
+        wins each, compare-and-set."""
+        moment = now or utcnow()
+        questions = [
+            q for q in await self.all() if q.status is QuestionStatus.OPEN and q.mode is QuestionMode.SYNC
+        ]
+        if not questions:
+            return []
+        every_s = (await self.autonomy.current()).renotify_s
+        reminded = []
+        for question in questions:
+            if remind_rule(question, every_s, moment) is None:
+                continue
+            try:
+                done, changed = await self._mutate(question.id, lambda q: remind_rule(q, every_s, moment))
+            except (QuestionNotFound, QuestionClosed):
+                continue
+            if changed:
+                await self._announce("reminded", done)
+                reminded.append(done)
+        return reminded
 
     async def expire(self, question_id: str) -> Question | None:
         """Resolve a question past its deadline with no answer; None when it is not due."""

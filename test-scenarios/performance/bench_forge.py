@@ -17,11 +17,12 @@ from benchlib import BenchContext, BenchResult, percentile
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from shared.git.forge import GitHub, signed
+from shared.git.forge import GitHub
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.settings import NatsSettings
+from shared.signing import signed
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.github import github_stand_in

@@ -179,8 +179,32 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         await expect(spun).to_contain_text("laptop-coder")
         await snap(page, "targets")
 
+        # notification sinks (admin): one that cannot be reached (port 9 refuses), one off
+        for name, sink in (
+            ("pager", {"url": "json://127.0.0.1:9/dead"}),
+            ("spare", {"url": "json://127.0.0.1:9/other", "enabled": False}),
+        ):
+            stored = await api.put(f"/api/notify/sinks/{name}", json=sink)
+            assert stored.status_code == 200, stored.text
+        tried = await api.post("/api/notify/sinks/pager/test")
+        assert tried.status_code == 200, tried.text
+        assert tried.json()["delivered"] is False
+
         # questions: the most urgent first; answered or put off from here, the work goes on
         await page.get_by_role("link", name="Questions").click()
+        # where else a person hears of them: the sinks, a failing one said so, never a URL
+        sinks = page.locator("#notify-sinks")
+        await expect(sinks.locator("tbody tr")).to_have_count(2)
+        await expect(sinks).to_contain_text("pager")
+        await expect(sinks).to_contain_text("spare")
+        dead = sinks.locator("tbody tr").nth(0)  # by name
+        await expect(dead).to_have_attribute("data-sink-name", "pager")
+        await expect(dead).to_contain_text("apprise (json)")
+        await expect(dead.locator("td.failing")).to_contain_text("failing since")
+        await expect(dead).to_contain_text("could not be reached")
+        await expect(sinks.locator('tr[data-sink-name="spare"]')).to_contain_text("nothing sent yet")
+        shown = await page.locator("body").inner_text()
+        assert "127.0.0.1:9/" not in shown and "json://" not in shown
         waiting = page.locator("#open-questions article")
         await expect(waiting).to_have_count(2)
         await expect(waiting.nth(0)).to_have_attribute("data-question-id", question.id)  # P0 before P1

@@ -192,6 +192,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/shuttle.md", "$ shuttle work graph 4c5d..."): run("plan-graph"),
     ("docs/shuttle.md", "shuttle questions [--status open|answered|expired|logged|all"): run("synopsis"),
     ("docs/shuttle.md", "shuttle autonomy show [--json]"): run("synopsis"),
+    ("docs/shuttle.md", "shuttle notify list [--json] [-q]"): run("synopsis"),
     ("docs/shuttle.md", "$ shuttle questions"): Skip(
         "needs an agent to have asked: tests/shuttle/test_shuttle_questions.py lists and answers one"
     ),
@@ -232,6 +233,14 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/operator.md", '$ shuttle answer 9f3e... sqlite 41aa... yes 0c7d... "not thi'): Skip(
         "needs open questions: tests/shuttle/test_shuttle_questions.py answers several in one call,"
         " one refused, and checks the summary line shown"
+    ),
+    ("docs/operator.md", '$ shuttle notify set pager "ntfy://ntfy.example.com/loom-ops'): Skip(
+        "needs ntfy and Slack: tests/shuttle/test_shuttle_notify.py sets sinks (one from stdin) with"
+        " --test against a receiver and checks the lines shown"
+    ),
+    ("docs/operator.md", '{"kind": "question", "priority": "P0", "title": "[P0] laptop'): Skip(
+        "ids and times of one run: tests/weft/test_weft_notify.py checks each field of the signed"
+        " payload and its signature"
     ),
     ("docs/weft.md", 'curl -H "$H" "$W/api/questions?status=open"'): Skip(
         "needs an agent to have asked: tests/weft/test_weft_questions.py lists and answers questions"

@@ -11,8 +11,9 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
-from shared.git.forge import GitHub, signature_of
+from shared.git.forge import GitHub
 from shared.names import ProjectNames
+from shared.signing import signature_of
 from shared.work.rules import Claimant
 from testsupport.git import make_origin
 from testsupport.github import github_stand_in

@@ -46,6 +46,9 @@ READ_POSTS = {
     ("POST", "/api/contexts/{tree_id}/resolve"),  # a read whose question travels in the body
 }
 ADMIN_ROUTES = {
+    ("PUT", "/api/notify/sinks/{name}"),
+    ("DELETE", "/api/notify/sinks/{name}"),
+    ("POST", "/api/notify/sinks/{name}/test"),
     ("PUT", "/api/autonomy"),
     ("DELETE", "/api/autonomy"),
     ("PUT", "/api/budgets/project"),

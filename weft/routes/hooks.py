@@ -14,8 +14,9 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, status
 from pydantic import BaseModel, Field
 
-from shared.git.forge import EVENT_HEADER, SIGNATURE_HEADER, closed_pull_request, signed
+from shared.git.forge import EVENT_HEADER, SIGNATURE_HEADER, closed_pull_request
 from shared.names import PROJECT_ID_RULE
+from shared.signing import signed
 from weft.deps import StateDep, choose_project
 from weft.errors import ERROR_RESPONSES, ApiError
 from weft.project.forge import hear

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import Invalid
-from shared.git.forge import ForgeError, GitHub, closed_pull_request, signature_of, signed
+from shared.git.forge import ForgeError, GitHub, closed_pull_request
+from shared.signing import signature_of, signed
 from testsupport.github import github_stand_in
 
 TOKEN = "ghp_standin_token"

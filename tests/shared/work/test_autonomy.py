@@ -33,6 +33,7 @@ from shared.work.questions import (
     QuestionFilter,
     bypass_rule,
     defer_rule,
+    remind_rule,
     urgency,
 )
 from shared.work.rules import Claimant, NotClaimant
@@ -150,6 +151,23 @@ def test_putting_off_keeps_it_open_and_moves_the_bypass_default_with_it() -> Non
         defer_rule(asked.model_copy(update={"deadline": NOW + timedelta(hours=1)}), later, "a", NOW)
     with pytest.raises(QuestionClosed):
         defer_rule(asked.model_copy(update={"status": QuestionStatus.LOGGED}), later, "a", NOW)
+
+
+def test_an_unanswered_sync_question_is_due_a_reminder_every_period_and_when_put_off_ends() -> None:
+    asked = question(mode=M.SYNC)
+    assert remind_rule(asked, 60, NOW + timedelta(seconds=59)) is None
+    first = remind_rule(asked, 60, NOW + timedelta(seconds=60))
+    assert first is not None and first.reminded_at == NOW + timedelta(seconds=60)
+    assert remind_rule(first, 60, NOW + timedelta(seconds=90)) is None  # reminded lately
+    put_off = first.model_copy(update={"deferred_until": NOW + timedelta(seconds=75)})
+    assert remind_rule(put_off, 60, NOW + timedelta(seconds=70)) is None  # still put off
+    assert remind_rule(put_off, 60, NOW + timedelta(seconds=76)) is not None  # its deferral ended
+    for other in (
+        asked.model_copy(update={"mode": M.ASYNC}),
+        asked.model_copy(update={"status": QuestionStatus.ANSWERED}),
+        asked.model_copy(update={"deadline": NOW + timedelta(seconds=30)}),  # expired by then
+    ):
+        assert remind_rule(other, 60, NOW + timedelta(seconds=61)) is None
 
 
 def test_urgency_puts_open_then_priority_then_the_oldest_first() -> None:

@@ -1,9 +1,11 @@
 // Questions agents asked the operator: the open ones most urgent first, answered or put off
-// here; then the settled ones.
+// here; where else a person hears of them (the notification sinks, GET /api/notify/sinks,
+// read again at most every 10 s while the view is open); then the settled ones.
 
 import { h, keepFocus, replace, short, statusText, table, time, when } from "../dom.js";
 
 const HOUR_MS = 3600 * 1000;
+const SINKS_MS = 10000; // the sinks are read again when the view updates, at most this often
 const PUT_OFF = [["1", "1 hour"], ["4", "4 hours"], ["24", "tomorrow"]]; // [hours, label]
 const MODES = {
   sync: () => "the work waits",
@@ -25,11 +27,52 @@ export function questionsView(ctx) {
   const { store, api } = ctx;
   const open = h("div", { id: "open-questions" });
   const past = table("Answered, expired and logged", ["Question", "Priority", "Asked by", "Status", "Answer", "Resolved"]);
-  const el = h("div", null, h("h3", null, "Waiting for an answer"), open, past.el);
+  const sinks = table("Notification sinks", ["Name", "Kind", "Floor", "Notices", "Deliveries"]);
+  sinks.el.id = "notify-sinks";
+  const el = h("div", null, h("h3", null, "Waiting for an answer"), open, sinks.el, past.el);
   const drafts = new Map(); // question id -> what the operator typed so far
   const spans = new Map(); // question id -> the "put off" duration chosen so far (hours)
 
+  let sinkList; // undefined: not read yet; else the sinks, or {problem} when they could not be read
+  let sinksReadAt = 0;
+  let readingSinks = false;
+
+  async function readSinks() {
+    readingSinks = true;
+    sinksReadAt = Date.now();
+    try {
+      sinkList = (await api.get("/api/notify/sinks")).items;
+    } catch (error) {
+      sinkList = { problem: error.status === 404 ? "This Weft has no notification sinks (it serves no /api/notify/sinks)." : `Notification sinks could not be read: ${error.message}` };
+    } finally {
+      readingSinks = false;
+    }
+    drawSinks();
+  }
+
+  /** Where else a person hears of questions: each sink, its floor and kinds, and whether its
+   * deliveries go through (a failing one in red). Never a URL: Weft does not send them. */
+  function drawSinks() {
+    const note = (text) => h("tr", null, h("td", { colspan: 5, class: "note" }, text));
+    replace(sinks.tbody, sinkList === undefined ? note("Reading the notification sinks…")
+      : sinkList.problem ? note(sinkList.problem)
+        : sinkList.length === 0 ? note("No notification sinks: a person hears of questions only here (shuttle notify set, docs/operator.md)")
+          : sinkList.map((s) => h("tr", { dataset: { sinkName: s.name } },
+            h("th", { scope: "row" }, s.name, s.enabled ? null : h("span", { class: "note" }, " (off)")),
+            h("td", null, `${s.kind} (${s.scheme})`),
+            h("td", null, s.min_priority),
+            h("td", null, (s.events || []).join(", ") || "-"),
+            deliveries(s.status || {}))));
+  }
+
+  function deliveries(st) {
+    if (st.failing_since) return h("td", { class: "failing" }, `failing since ${when(st.failing_since)}: ${st.last_error || "no reason given"}`);
+    return h("td", { title: st.last_sent_at ? `last sent ${when(st.last_sent_at)}` : null }, st.sent ? `${st.sent} sent` : "nothing sent yet");
+  }
+
   function update() {
+    if (!readingSinks && Date.now() - sinksReadAt >= SINKS_MS) readSinks();
+    drawSinks();
     const now = Date.now();
     const all = [...store.questions.values()].sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
     const waiting = all.filter((q) => q.status === "open").sort(byUrgency(now));

@@ -1,0 +1,244 @@
+"""Notifications that reach a person (docs/operator.md, Notifications): each event that
+makes a notice (:func:`weft.notify.rules.notice_of`) goes to every sink that wants it.
+
+Every Weft replica pulls the project's events from one durable consumer
+(``notify-<project>``), so each event is handled by one replica; a notice is sent to a
+sink at most once within the dedupe window and within the sink's rate, both marked in a
+bucket every replica shares (:class:`~weft.notify.store.SinkStore`). Sinks are sent to
+concurrently, each with a timeout: a dead sink is recorded (its status, the
+``weft_notifications_total`` metric, the console) and never holds up the others, the
+events, or anything else.
+
+**Per project** (:class:`ProjectNotify`): attached to each served project like A2A push;
+its dispatcher starts when the project has sinks (at serve time, when an operator sets
+one, or on a sweep that finds one another replica set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from datetime import datetime
+from typing import Final
+
+import httpx
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from shared.models import utcnow
+from shared.names import ProjectNames
+from shared.redact import redact
+from shared.tasks import raise_if_cancelling, stop_task
+from weft.metrics import Metrics
+from weft.notify.rules import Notice, Sink, notice_of, wants
+from weft.notify.send import SEND_TIMEOUT_S, deliver
+from weft.notify.store import SinkStore
+from weft.project.hub import Attach, ProjectContext
+
+log = logging.getLogger("loom.weft.notify")
+
+NOTIFY_EXTENSION: Final = "notify"
+FETCH_BATCH: Final = 64
+FETCH_WAIT_S: Final = 1.0
+ACK_WAIT_S: Final = 60.0
+CONSUMER_IDLE_S: Final = 24 * 3600.0
+SINKS_FRESH_S: Final = 2.0
+"""How long the dispatcher reuses its read of the sinks (a change reaches it within this)."""
+EVENTS: Final = (("question", "asked"), ("question", "reminded"), ("work", "dead-lettered"))
+"""The events that can make a notice (the consumer's filter)."""
+
+
+class NotifyDispatcher:
+    """Sends each notice to the sinks that want it (one replica per event, see the module doc)."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        names: ProjectNames,
+        store: SinkStore,
+        metrics: Metrics,
+        *,
+        public_url: str | None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._js = js
+        self.names = names
+        self.store = store
+        self.metrics = metrics
+        self.public_url = public_url
+        self._own_http = http is None
+        self.http = http or httpx.AsyncClient(timeout=SEND_TIMEOUT_S)
+        self._task: asyncio.Task[None] | None = None
+        self._subscription: JetStreamContext.PullSubscription | None = None
+        self._sinks: list[Sink] = []
+        self._sinks_at = 0.0
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        subjects = [self.names.event_subject(kind, action) for kind, action in EVENTS]
+        config = ConsumerConfig(
+            durable_name=self.names.notify_consumer,
+            filter_subjects=subjects,
+            deliver_policy=DeliverPolicy.NEW,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ACK_WAIT_S,
+            max_deliver=3,
+            inactive_threshold=CONSUMER_IDLE_S,
+        )
+        await self._js.add_consumer(self.names.events_stream, config)
+        subscription = await self._js.pull_subscribe_bind(
+            durable=self.names.notify_consumer, stream=self.names.events_stream
+        )
+        self._subscription = subscription
+        self._task = asyncio.create_task(self._run(subscription), name=f"notify:{self.names.project_id}")
+
+    async def stop(self) -> None:
+        await stop_task(self._task)
+        self._task = None
+        if self._subscription is not None:  # its pending pull ends here, not in the connection's drain
+            with contextlib.suppress(Exception):
+                await self._subscription.unsubscribe()
+            self._subscription = None
+        if self._own_http:
+            with contextlib.suppress(Exception):
+                await self.http.aclose()
+
+    async def _run(self, subscription: JetStreamContext.PullSubscription) -> None:
+        while True:
+            try:
+                messages = await subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT_S)
+            except (TimeoutError, NatsTimeoutError):
+                continue
+            except Exception as exc:
+                raise_if_cancelling()
+                log.warning("notifications: cannot read the events (%s); trying again", redact(exc))
+                await asyncio.sleep(1)
+                continue
+            for message in messages:
+                try:
+                    await self.handle(message.data)
+                except Exception as exc:  # one bad event must not stop the others
+                    raise_if_cancelling()
+                    log.warning("notifications: an event was not handled (%s)", redact(exc))
+                with contextlib.suppress(Exception):
+                    await message.ack()
+
+    async def _current_sinks(self) -> list[Sink]:
+        if time.monotonic() - self._sinks_at > SINKS_FRESH_S:
+            self._sinks = await self.store.sinks()
+            self._sinks_at = time.monotonic()
+        return self._sinks
+
+    async def handle(self, data: bytes) -> int:
+        """Send the notice an event makes to every sink that wants it; how many got it."""
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return 0
+        notice = notice_of(event, self.public_url)
+        if notice is None:
+            return 0
+        sinks = [sink for sink in await self._current_sinks() if wants(sink, notice)]
+        if not sinks:
+            return 0
+        started = _event_time(event)
+        sent = await asyncio.gather(*(self._send(sink, notice, started) for sink in sinks))
+        return sum(sent)
+
+    async def _send(self, sink: Sink, notice: Notice, started: datetime | None) -> bool:
+        project = self.names.project_id
+        if not await self.store.first_send(sink.name, notice.key):
+            self.metrics.notifications.labels(project, sink.name, "duplicate").inc()
+            return False
+        if not await self.store.take_rate(sink.name, sink.rate_per_minute):
+            self.metrics.notifications.labels(project, sink.name, "rate_limited").inc()
+            return False
+        now = utcnow()
+        error = await deliver(sink, notice, self.http, now)
+        self.metrics.notifications.labels(project, sink.name, "failed" if error else "sent").inc()
+        if error is None and started is not None:
+            self.metrics.notification_latency.labels(project).observe(
+                max(0.0, (utcnow() - started).total_seconds())
+            )
+        if error is not None:
+            log.warning("notification sink %s of project %s failed: %s", sink.name, project, error)
+        try:
+            await self.store.record(sink.name, error)
+        except Exception as exc:
+            raise_if_cancelling()
+            log.warning("notification sink %s: its status was not recorded (%s)", sink.name, redact(exc))
+        return error is None
+
+
+def _event_time(event: dict[str, object]) -> datetime | None:
+    """When the event was published (``Event.at``)."""
+    at = event.get("at")
+    try:
+        return datetime.fromisoformat(at) if isinstance(at, str) else None
+    except ValueError:
+        return None
+
+
+class ProjectNotify:
+    """One served project's notifications, attached to its context: the dispatcher starts
+    once the project has a sink, so a project without any runs none."""
+
+    def __init__(self, project: ProjectContext, *, public_url: str | None) -> None:
+        self.project = project
+        self.store = SinkStore(project.js, project.names)
+        self.public_url = public_url
+        self.dispatcher: NotifyDispatcher | None = None
+        self._lock = asyncio.Lock()
+
+    async def started(self) -> NotifyDispatcher:
+        async with self._lock:
+            if self.dispatcher is None:
+                dispatcher = NotifyDispatcher(
+                    self.project.js,
+                    self.project.names,
+                    self.store,
+                    self.project.metrics,
+                    public_url=self.public_url,
+                )
+                await dispatcher.start()
+                self.dispatcher = dispatcher
+        return self.dispatcher
+
+    async def start_if_in_use(self) -> bool:
+        """Start the dispatcher if the project has sinks (set through any replica) and it is
+        not running yet; True when this call started it."""
+        if self.dispatcher is not None or not await self.store.in_use():
+            return False
+        await self.started()
+        return True
+
+    def busy(self) -> bool:
+        """Never: a notice not sent yet is redelivered to another replica (its consumer)."""
+        return False
+
+    async def stop(self) -> None:
+        if self.dispatcher is not None:
+            await self.dispatcher.stop()
+
+
+def notify_attach(*, public_url: str | None) -> Attach:
+    """The hook that attaches :class:`ProjectNotify` to each project Weft serves."""
+
+    async def attach(project: ProjectContext) -> ProjectNotify:
+        part = ProjectNotify(project, public_url=public_url)
+        await part.start_if_in_use()
+        return part
+
+    return attach
+
+
+def notify_of(project: ProjectContext) -> ProjectNotify:
+    part = project.extension(NOTIFY_EXTENSION, ProjectNotify)
+    if part is None:
+        raise RuntimeError("notifications are not attached to this project (create_app attaches them)")
+    return part
