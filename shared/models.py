@@ -795,6 +795,9 @@ class Target(TargetSpec):
     health_detail: str | None = None
     last_health_check: datetime | None = None
     last_spinup_at: datetime | None = None
+    tripped_at: datetime | None = None
+    """When its circuit breaker disabled it (its starts kept failing); cleared when enabled again."""
+    tripped_reason: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

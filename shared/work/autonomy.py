@@ -99,7 +99,7 @@ class AutonomySettings(LoomModel):
     )
     renotify_s: float = Field(
         default=900,
-        ge=60,
+        ge=5,
         le=7 * 86_400,
         description="sync: people are reminded of an open question this often until it is answered",
     )

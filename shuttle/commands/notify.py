@@ -17,7 +17,7 @@ app = command_group(
     help="Notification sinks: Slack, ntfy, e-mail, webhooks (through Apprise) or a signed webhook."
 )
 
-KINDS = ("question", "reminder", "dead-letter")
+KINDS = ("question", "reminder", "dead-letter", "landing", "target")
 
 
 def _health(status: dict[str, Any]) -> str:
@@ -80,7 +80,9 @@ def set_cmd(
     ] = "P1",
     events: Annotated[
         list[str] | None,
-        typer.Option("--event", help="question, reminder or dead-letter; repeat it (default: all)."),
+        typer.Option(
+            "--event", help="question, reminder, dead-letter, landing or target (repeat; default: all)."
+        ),
     ] = None,
     rate: Annotated[
         int, typer.Option("--rate", min=1, max=6000, help="At most this many sends a minute.")

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
@@ -14,6 +15,7 @@ from shared.names import ProjectNames
 from shared.trace.tracing import read_timeline, trace_id_of
 from tests.spinup.conftest import eventually, pid_alive, published_events, read_text
 from testsupport.work import work_queue
+from weft.spinup.base import SpinupError
 from weft.spinup.managed import ManagedSpinup
 
 MakeTarget = Callable[..., Awaitable[Target]]
@@ -111,6 +113,28 @@ async def test_missing_program_fails_the_start_with_the_field(
     failed = await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.FAILED))
     assert failed.op.error.startswith("config.command:")
     assert "not an executable program" in failed.op.error
+
+
+async def test_a_target_whose_starts_keep_failing_is_disabled_once_and_announced(
+    service: ManagedSpinup, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
+) -> None:
+    target = await make_target(config={"command": ["/nonexistent/loom-agent"]})
+    manager = await service.manager(project_id)
+    for n in range(3):  # the breaker's default: 3 failed starts within 10 minutes
+        assert (await manager.targets.resolve(target.id)).enabled, n
+        op = await manager.spin_up(target.id)
+        await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.FAILED))  # noqa: B023
+    tripped = await manager.targets.resolve(target.id)
+    assert not tripped.enabled and tripped.tripped_at is not None
+    assert (tripped.tripped_reason or "").startswith("3 starts failed or timed out within 10 minutes")
+    with pytest.raises(SpinupError) as refused:
+        await manager.spin_up(target.id)
+    assert "disabled" in refused.value.message
+    actions = [e.action for e in await published_events(nc, names, "target") if e.subject_id == target.id]
+    assert actions.count("tripped") == 1
+    assert await manager.targets.trip(target.id, "again") is None  # disabled already: not announced twice
+    enabled = await manager.targets.set_enabled(target.id, True)
+    assert enabled.enabled and enabled.tripped_at is None and enabled.tripped_reason is None
 
 
 async def test_stop_escalates_to_sigkill_after_the_grace_period(

@@ -48,7 +48,13 @@ ACK_WAIT_S: Final = 60.0
 CONSUMER_IDLE_S: Final = 24 * 3600.0
 SINKS_FRESH_S: Final = 2.0
 """How long the dispatcher reuses its read of the sinks (a change reaches it within this)."""
-EVENTS: Final = (("question", "asked"), ("question", "reminded"), ("work", "dead-lettered"))
+EVENTS: Final = (
+    ("question", "asked"),
+    ("question", "reminded"),
+    ("work", "dead-lettered"),
+    ("work", "landing-failed"),
+    ("target", "tripped"),
+)
 """The events that can make a notice (the consumer's filter)."""
 
 

@@ -16,15 +16,15 @@ from datetime import datetime
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from shared import names
 from shared.base import LoomModel
 from shared.errors import Invalid, NotFound
 from shared.models import Priority, Question, QuestionMode, WorkItem, utcnow
 
-NoticeKind = Literal["question", "reminder", "dead-letter"]
-NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = ("question", "reminder", "dead-letter")
+NoticeKind = Literal["question", "reminder", "dead-letter", "landing", "target"]
+NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = ("question", "reminder", "dead-letter", "landing", "target")
 SinkKind = Literal["apprise", "webhook"]
 MAX_URL: Final = 2000
 MAX_SINKS: Final = 50
@@ -68,6 +68,8 @@ def check_sink_url(url: str, kind: SinkKind) -> str:
 
 class SinkSettings(LoomModel):
     """What an operator sets for one sink (``PUT /api/notify/sinks/{name}``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)
 
     kind: SinkKind = Field(default="apprise", description="apprise, or webhook (Loom's own, signed)")
     url: SecretStr = Field(
@@ -268,6 +270,48 @@ def dead_letter_notice(item: WorkItem, public_url: str | None, project_id: str) 
     )
 
 
+def landing_notice(item: WorkItem, data: dict[str, Any], public_url: str | None, project_id: str) -> Notice:
+    """An item that conflicts with its target or fails the gate: its author tries again
+    (P2), or after the project's ``land_failures`` it goes to the dead-letter queue (P1)."""
+    final = bool(data.get("final"))
+    failures = item.landing.failures if item.landing is not None else 0
+    return Notice(
+        kind="landing",
+        priority=Priority.P1 if final else Priority.P2,
+        title=_cut(f"[{'P1' if final else 'P2'}] {item.task_id} did not land", TITLE_MAX),
+        body=_cut(
+            f"{item.error or 'landing failed'}\n"
+            + (
+                "It failed to land too often: it waits in the dead-letter queue."
+                if final
+                else "Its author tries again."
+            ),
+            BODY_MAX,
+        ),
+        key=f"landing.{item.id}.{failures}",
+        subject_id=item.id,
+        link=link_to(public_url, f"work/{item.id}"),
+        project_id=project_id,
+    )
+
+
+def target_notice(data: dict[str, Any], subject_id: str, public_url: str | None, project_id: str) -> Notice:
+    """A spin-up target that failed too often in a short time: disabled (a circuit breaker)."""
+    target = data.get("target") or {}
+    name = str(target.get("name") or subject_id)
+    why = str(target.get("tripped_reason") or "it kept failing")
+    return Notice(
+        kind="target",
+        priority=Priority.P1,
+        title=_cut(f"[P1] spin-up target {name} was disabled", TITLE_MAX),
+        body=_cut(f"{why}. Enable it again once it is fixed (shuttle targets enable {name}).", BODY_MAX),
+        key=f"target.{subject_id}.{target.get('tripped_at')}",
+        subject_id=subject_id,
+        link=link_to(public_url, "targets"),
+        project_id=project_id,
+    )
+
+
 def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
     """The notice an event makes, if any (events as ``shared/events.py`` publishes them)."""
     kind, action, data = event.get("kind"), event.get("action"), event.get("data") or {}
@@ -279,6 +323,10 @@ def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
             )
         if kind == "work" and action == "dead-lettered":
             return dead_letter_notice(WorkItem.model_validate(data["item"]), public_url, project_id)
+        if kind == "work" and action == "landing-failed":
+            return landing_notice(WorkItem.model_validate(data["item"]), data, public_url, project_id)
+        if kind == "target" and action == "tripped":
+            return target_notice(data, str(event.get("subject_id") or ""), public_url, project_id)
     except (KeyError, TypeError, ValueError):
         return None
     return None

@@ -38,6 +38,7 @@ from shared.redact import redact
 from shared.tasks import stop_task
 from weft.eligibility import Need, matching_targets
 from weft.spinup.base import SpinupError
+from weft.spinup.breaker import FAILED_STATES, recent_failures, tripped_reason, trips
 from weft.spinup.config import InvalidTargetConfig, MechanismConfig
 from weft.spinup.mechanisms import parse_config
 from weft.spinup.mechanisms.base import Launch, Mechanism, MechanismError
@@ -419,8 +420,27 @@ class SpinupManager:
             self._alive_checked.pop(spinup_id, None)
             if state is not SpinupState.STOPPING:  # "stopping" is published when the stop begins
                 await self._event(state.value, after, reason=reason, error=error)
+            if state in FAILED_STATES:
+                await self._check_breaker(after)
         await self.stop_through_mechanism(spinup_id)
         return after
+
+    async def _check_breaker(self, failed: SpinupRecord) -> None:
+        """Trip the target's circuit breaker when its starts keep failing (weft/spinup/breaker.py)."""
+        threshold, window_s = self.settings.breaker_failures, self.settings.breaker_window_s
+        if threshold <= 0:
+            return
+        others = [r for r in await self.store.all() if r.op.id != failed.op.id]
+        failures = recent_failures([*others, failed], failed.op.target_id, utcnow(), window_s)
+        if not trips(failures, threshold):
+            return
+        try:
+            tripped = await self.targets.trip(failed.op.target_id, tripped_reason(failures, window_s))
+        except Exception as exc:  # the target was deleted meanwhile, or a replica changes it now
+            log.warning("circuit breaker of target %s: %s", failed.op.target_name, redact(exc))
+            return
+        if tripped is not None:
+            log.warning("spin-up target %s disabled: %s", tripped.name, tripped.tripped_reason)
 
     async def stop_through_mechanism(self, spinup_id: str) -> None:
         """Claim the stop of an operation (once across replicas) and run it in the background."""

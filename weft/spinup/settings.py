@@ -38,6 +38,11 @@ class SpinupSettings(EnvSettings):
         default=30.0, gt=0, le=3600, validation_alias="WEFT_SPINUP_DISCOVER_INTERVAL_S"
     )
     """How often projects with live spin-ups are found in JetStream (so a restarted Weft carries them on)."""
+    breaker_failures: int = Field(default=3, ge=0, le=1000, validation_alias="WEFT_SPINUP_BREAKER_FAILURES")
+    """A target whose starts failed this many times within the window is disabled (0: never)."""
+    breaker_window_s: float = Field(
+        default=600.0, gt=0, le=7 * 86_400, validation_alias="WEFT_SPINUP_BREAKER_WINDOW_S"
+    )
     agent_nats_url: str | None = Field(default=None, validation_alias="WEFT_AGENT_NATS_URL")
     """NATS URL handed to spawned agents (default: the URL Weft itself uses)."""
     log_dir: Path | None = Field(default=None, validation_alias="WEFT_SPINUP_LOG_DIR")

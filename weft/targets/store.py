@@ -255,9 +255,40 @@ class TargetStore:
     async def set_enabled(self, ref: str, enabled: bool) -> Target:
         def toggle(target: Target) -> Target:
             target.enabled = enabled
+            if enabled:  # an operator's enable resets its circuit breaker
+                target.tripped_at = target.tripped_reason = None
             return target
 
         return await self.update(ref, toggle, action="enabled" if enabled else "disabled")
+
+    async def trip(self, ref: str, reason: str) -> Target | None:
+        """Disable an enabled target whose starts keep failing (its circuit breaker) and
+        announce it (``target.tripped``); None when it was disabled already (by an operator,
+        or by another replica's trip a moment ago), so it is announced once."""
+        current = await self.resolve(ref)
+        now = utcnow()
+
+        def disable(before: Target) -> Target | None:
+            if not before.enabled:
+                return None
+            return before.model_copy(
+                update={"enabled": False, "tripped_at": now, "tripped_reason": reason, "updated_at": now}
+            )
+
+        swap = await cas_update(
+            self.kv,
+            _target_key(current.id),
+            disable,
+            parse=Target.model_validate_json,
+            dump=Target.to_json_bytes,
+            absent=TargetNotFound,
+            conflict=lambda: Conflict("this target is being changed concurrently; try again", field="target"),
+        )
+        if not swap.changed or swap.after is None:
+            return None
+        await self._seen(swap.revision)
+        await self._event("tripped", swap.after)
+        return swap.after
 
     async def delete(self, ref: str) -> Target:
         target = await self.resolve(ref)
