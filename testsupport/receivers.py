@@ -111,6 +111,26 @@ def slack_to(receiver: Receiver) -> Iterator[None]:
         NotifySlack.webhook_url = before
 
 
+@contextlib.asynccontextmanager
+async def black_hole() -> AsyncIterator[str]:
+    """``host:port`` of a server that takes connections and never answers (a hung service);
+    its connections are closed when the block ends, so nothing waits on them past it."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.close()
+        for writer in held:
+            writer.close()
+        await server.wait_closed()
+
+
 @dataclass
 class Mailbox:
     """What the SMTP stand-in received."""

@@ -71,7 +71,7 @@ class Metrics:
         self.notifications = Counter(
             "weft_notifications_total",
             "Notices handled per sink: sent, failed (the sink is recorded as failing), duplicate "
-            "(sent already within the dedupe window), rate_limited",
+            "(sent already within the dedupe window), rate_limited, dropped (the sink too far behind)",
             ["project", "sink", "outcome"],
             registry=self.registry,
         )

@@ -184,7 +184,8 @@ async def _decisions(ctx: BenchContext, n: int) -> list[float]:
     (nothing listens on port 9), which frees its slot for the next round."""
     nc = await connect(url=ctx.nats_url, name="bench-spinup-decisions")
     project = f"bench-decide-{uuid.uuid4().hex[:8]}"
-    settings = SpinupSettings(tick_s=0.5, health_checks=False)
+    # breaker off: these starts fail on purpose, again and again (weft/spinup/breaker.py)
+    settings = SpinupSettings(tick_s=0.5, health_checks=False, breaker_failures=0)
     context = await _weft(nc, ctx.nats_url, settings, project)
     for i in range(10):
         await context.targets.create(

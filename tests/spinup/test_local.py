@@ -26,6 +26,11 @@ async def _op_state(service: ManagedSpinup, project_id: str, spinup_id: str, *st
     return record if record.op.state in states else None
 
 
+async def _slot_free(manager: Any, target_id: str) -> bool:
+    slot = await manager.store.slot(target_id)
+    return slot.in_flight is None and not slot.live
+
+
 async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idles_out(
     service: ManagedSpinup, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
@@ -124,6 +129,7 @@ async def test_a_target_whose_starts_keep_failing_is_disabled_once_and_announced
         assert (await manager.targets.resolve(target.id)).enabled, n
         op = await manager.spin_up(target.id)
         await eventually(lambda: _op_state(service, project_id, op.id, SpinupState.FAILED))  # noqa: B023
+        await eventually(lambda: _slot_free(manager, target.id), what="the failed start's slot freed")
     tripped = await manager.targets.resolve(target.id)
     assert not tripped.enabled and tripped.tripped_at is not None
     assert (tripped.tripped_reason or "").startswith("3 starts failed or timed out within 10 minutes")

@@ -22,7 +22,7 @@ from shared.names import ProjectNames
 from shared.signing import signed
 from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
-from testsupport.receivers import Receiver, http_receiver, slack_to, smtp_server
+from testsupport.receivers import Receiver, black_hole, http_receiver, slack_to, smtp_server
 from testsupport.work import work_queue
 
 A = "a" * 32
@@ -187,6 +187,20 @@ async def test_a_dead_sink_is_recorded_and_holds_up_nothing_and_the_rate_limit_h
     assert tried.json() == {"delivered": False, "error": "the service answered HTTP 500"}
     assert (await api.post("/api/notify/sinks/up/test")).json() == {"delivered": True, "error": None}
     assert (await api.post("/api/notify/sinks/none/test")).status_code == 404
+
+
+async def test_a_hung_sink_delays_only_itself(
+    api: httpx.AsyncClient, receiver: Receiver, nc: NatsClient, project_id: str
+) -> None:
+    async with black_hole() as hung:
+        assert (await api.put("/api/notify/sinks/hung", json={"url": f"json://{hung}/x"})).status_code == 200
+        assert (await api.put("/api/notify/sinks/fast", json=json_sink(receiver, "/fast"))).status_code == 200
+        book = book_of(nc, project_id)
+        started = asyncio.get_running_loop().time()
+        for n in range(3):
+            await book.ask(A, f"question {n}?", priority=Priority.P1)
+        await receiver.wait_for("/fast", 3, timeout=5)  # the hung sink's first send holds it alone
+        assert asyncio.get_running_loop().time() - started < 5
 
 
 async def test_an_unanswered_sync_question_is_sent_again_as_a_reminder_once(

@@ -4,10 +4,11 @@ makes a notice (:func:`weft.notify.rules.notice_of`) goes to every sink that wan
 Every Weft replica pulls the project's events from one durable consumer
 (``notify-<project>``), so each event is handled by one replica; a notice is sent to a
 sink at most once within the dedupe window and within the sink's rate, both marked in a
-bucket every replica shares (:class:`~weft.notify.store.SinkStore`). Sinks are sent to
-concurrently, each with a timeout: a dead sink is recorded (its status, the
-``weft_notifications_total`` metric, the console) and never holds up the others, the
-events, or anything else.
+bucket every replica shares (:class:`~weft.notify.store.SinkStore`). Each sink sends
+from a queue of its own, each send with a timeout: a slow or dead sink is recorded (its
+status, the ``weft_notifications_total`` metric, the console) and delays only itself,
+never the other sinks, the events or anything else; a sink :data:`SINK_BACKLOG` notices
+behind has the next ones dropped (``outcome="dropped"``).
 
 **Per project** (:class:`ProjectNotify`): attached to each served project like A2A push;
 its dispatcher starts when the project has sinks (at serve time, when an operator sets
@@ -46,6 +47,8 @@ FETCH_BATCH: Final = 64
 FETCH_WAIT_S: Final = 1.0
 ACK_WAIT_S: Final = 60.0
 CONSUMER_IDLE_S: Final = 24 * 3600.0
+SINK_BACKLOG: Final = 1000
+"""Notices waiting for one sink; past that the sink is dead and new ones are dropped for it."""
 SINKS_FRESH_S: Final = 2.0
 """How long the dispatcher reuses its read of the sinks (a change reaches it within this)."""
 EVENTS: Final = (
@@ -82,6 +85,9 @@ class NotifyDispatcher:
         self._subscription: JetStreamContext.PullSubscription | None = None
         self._sinks: list[Sink] = []
         self._sinks_at = 0.0
+        self._lanes: dict[
+            str, tuple[asyncio.Queue[tuple[Sink, Notice, datetime | None]], asyncio.Task[None]]
+        ] = {}
 
     async def start(self) -> None:
         if self._task is not None:
@@ -106,6 +112,9 @@ class NotifyDispatcher:
     async def stop(self) -> None:
         await stop_task(self._task)
         self._task = None
+        for _, lane in self._lanes.values():
+            await stop_task(lane)
+        self._lanes.clear()
         if self._subscription is not None:  # its pending pull ends here, not in the connection's drain
             with contextlib.suppress(Exception):
                 await self._subscription.unsubscribe()
@@ -141,7 +150,8 @@ class NotifyDispatcher:
         return self._sinks
 
     async def handle(self, data: bytes) -> int:
-        """Send the notice an event makes to every sink that wants it; how many got it."""
+        """Queue the notice an event makes for every sink that wants it (each sink sends from
+        its own queue); for how many."""
         try:
             event = json.loads(data)
         except ValueError:
@@ -150,11 +160,46 @@ class NotifyDispatcher:
         if notice is None:
             return 0
         sinks = [sink for sink in await self._current_sinks() if wants(sink, notice)]
-        if not sinks:
-            return 0
         started = _event_time(event)
-        sent = await asyncio.gather(*(self._send(sink, notice, started) for sink in sinks))
-        return sum(sent)
+        queued = 0
+        for sink in sinks:
+            try:
+                self._lane(sink.name).put_nowait((sink, notice, started))
+                queued += 1
+            except asyncio.QueueFull:  # a sink this far behind is dead: the record keeps the notice
+                self.metrics.notifications.labels(self.names.project_id, sink.name, "dropped").inc()
+        return queued
+
+    def forget_sinks(self) -> None:
+        """Read the sinks again before the next notice (this replica changed them)."""
+        self._sinks_at = 0.0
+
+    def _lane(self, name: str) -> asyncio.Queue[tuple[Sink, Notice, datetime | None]]:
+        """The sink's own queue and sender, so a slow or dead sink delays only itself."""
+        lane = self._lanes.get(name)
+        if lane is None:
+            queue: asyncio.Queue[tuple[Sink, Notice, datetime | None]] = asyncio.Queue(maxsize=SINK_BACKLOG)
+            task = asyncio.create_task(
+                self._drain(name, queue), name=f"notify:{self.names.project_id}:{name}"
+            )
+            lane = self._lanes[name] = (queue, task)
+        return lane[0]
+
+    async def _drain(self, name: str, queue: asyncio.Queue[tuple[Sink, Notice, datetime | None]]) -> None:
+        while True:
+            sink, notice, started = await queue.get()
+            try:
+                await self._send(sink, notice, started)
+            except Exception as exc:  # NATS unreachable for the marks: this notice is lost, not the lane
+                raise_if_cancelling()
+                log.warning("notification sink %s: a notice was not sent (%s)", name, redact(exc))
+            finally:
+                queue.task_done()
+
+    async def settle(self) -> None:
+        """Until every notice queued so far was sent, refused or dropped (tests, benches)."""
+        for queue, _ in list(self._lanes.values()):
+            await queue.join()
 
     async def _send(self, sink: Sink, notice: Notice, started: datetime | None) -> bool:
         project = self.names.project_id

@@ -57,13 +57,16 @@ async def put_sink(name: SinkName, settings: SinkSettings, project: ProjectDep) 
         raise SinkError("is not a URL Apprise knows (see its list of services)", field="url", rule="apprise")
     part = notify_of(project)
     stored = await part.store.put(name, settings, by="operator")
-    await part.started()
+    (await part.started()).forget_sinks()
     return shown(stored, (await part.store.statuses()).get(name))
 
 
 @router.delete("/{name}", status_code=204, dependencies=ADMIN, summary="Remove a notification sink")
 async def delete_sink(name: SinkName, project: ProjectDep) -> None:
-    await notify_of(project).store.delete(name)
+    part = notify_of(project)
+    await part.store.delete(name)
+    if part.dispatcher is not None:
+        part.dispatcher.forget_sinks()
 
 
 @router.post("/{name}/test", response_model=TestOut, dependencies=ADMIN, summary="Send a test notice now")
