@@ -82,6 +82,12 @@ class Metrics:
             registry=self.registry,
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
+        self.bottlenecks = Gauge(
+            "weft_bottlenecks",
+            "Open items holding up at least the policy's bottleneck_dependents open items",
+            ["project"],
+            registry=self.registry,
+        )
         self.records_deleted = Counter(
             "weft_records_deleted_total",
             "Finished work records (kind=work) and offline agents' entries (kind=agents) deleted "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from shared.events import publish_event
 from shared.models import QuestionStatus
 from shared.tasks import raise_if_cancelling
 from weft.a2a.push import PUSH_EXTENSION, ProjectPush
@@ -39,6 +40,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     for question in await context.questions.expire_due():
         step = "questions_expired" if question.status is QuestionStatus.EXPIRED else "questions_defaulted"
         outcome[step] = outcome.get(step, 0) + 1
+    announced = await announce_bottlenecks(context)
+    if announced:
+        outcome["bottlenecks_announced"] = announced
     outcome.update(await router.route_waiting(context))
     token = settings.github_token.get_secret_value() if settings.github_token is not None else None
     forge_settled = await context.forge.sweep(
@@ -58,6 +62,24 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
         if count:
             context.metrics.records_deleted.labels(context.project_id, kind).inc(count)
     return outcome
+
+
+async def announce_bottlenecks(context: ProjectContext) -> int:
+    """Open items newly holding up the policy's ``bottleneck_dependents`` open items are
+    announced (``work.bottleneck``, a notice); the gauge counts them all. Replicas sending
+    the same announcement a moment apart make one event (its message id)."""
+    threshold = (await context.questions.autonomy.current()).bottleneck_dependents
+    found = context.work.bottlenecks(threshold)
+    context.metrics.bottlenecks.labels(context.project_id).set(len(found))
+    items = context.work.by_id()
+    new = [work_id for work_id in found if work_id not in context.bottlenecks_announced]
+    for work_id in new:
+        data = {"item": items[work_id].model_dump(mode="json"), "held_up": found[work_id]}
+        await publish_event(
+            context.js, context.names, "work", "bottleneck", work_id, data, msg_id=f"bottleneck.{work_id}"
+        )
+    context.bottlenecks_announced = set(found)
+    return len(new)
 
 
 async def run_sweeper(hub: ProjectHub, router: Router, settings: WeftSettings) -> None:

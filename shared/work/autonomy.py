@@ -97,6 +97,12 @@ class AutonomySettings(LoomModel):
     bypass_after_s: float = Field(
         default=300, ge=1, le=86_400, description="bypass: how long a person has before the default answers"
     )
+    bottleneck_dependents: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="An open item this many open items wait on (directly or not) is a bottleneck",
+    )
     renotify_s: float = Field(
         default=900,
         ge=5,

@@ -15,10 +15,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Final, Literal
 
 from shared.errors import Conflict, Invalid, shown_name
-from shared.models import WorkItem, WorkStatus, WorkSubmission
+from shared.models import FINAL_WORK_STATES, WorkItem, WorkStatus, WorkSubmission
 from shared.names import validate_token
 
 MAX_PLAN_ITEMS = 1000
@@ -225,6 +225,41 @@ def work_graph(
                     frontier.append((other, depth + 1))
     graph.edges = sorted(e for e in edges if e[0] in seen and e[1] in seen)
     return graph
+
+
+# -- bottlenecks ----------------------------------------------------------------------------
+
+BOTTLENECK_DEPENDENTS: Final = 3
+"""An open item that holds up at least this many open items is a bottleneck (docs/operator.md)."""
+
+
+HELD_UP_COUNTED: Final = 100
+"""Counting stops here (a sweep's cost stays bounded on long chains): "100 or more"."""
+
+
+def held_up(items: Mapping[str, WorkItem]) -> dict[str, int]:
+    """For each open item, how many open items wait on it, directly or through others
+    (everything downstream along ``dependents`` that has not finished), up to
+    :data:`HELD_UP_COUNTED`."""
+    open_ids = {i for i, item in items.items() if item.status not in FINAL_WORK_STATES}
+    counts: dict[str, int] = {}
+    for work_id in open_ids:
+        seen: set[str] = set()
+        frontier = deque(items[work_id].dependents)
+        while frontier and len(seen) < HELD_UP_COUNTED:
+            other = frontier.popleft()
+            if other in seen or other not in open_ids:
+                continue
+            seen.add(other)
+            frontier.extend(items[other].dependents)
+        if seen:
+            counts[work_id] = len(seen)
+    return counts
+
+
+def bottlenecks(items: Mapping[str, WorkItem], threshold: int = BOTTLENECK_DEPENDENTS) -> dict[str, int]:
+    """The open items holding up at least ``threshold`` open items, and how many each holds up."""
+    return {work_id: n for work_id, n in held_up(items).items() if n >= threshold}
 
 
 # -- what a sweep repairs ------------------------------------------------------------

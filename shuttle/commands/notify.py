@@ -17,7 +17,7 @@ app = command_group(
     help="Notification sinks: Slack, ntfy, e-mail, webhooks (through Apprise) or a signed webhook."
 )
 
-KINDS = ("question", "reminder", "dead-letter", "landing", "target")
+KINDS = ("question", "reminder", "dead-letter", "landing", "target", "bottleneck")
 
 
 def _health(status: dict[str, Any]) -> str:

@@ -58,7 +58,8 @@ def list_cmd(
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Work items, newest first, filtered by status, capability, boundary or agent."""
+    """Work items, newest first, filtered by status, capability, boundary or agent; the
+    bottlenecks among them (docs/operator.md) are named under the table."""
     o = out(ctx, json_out, quiet)
     result = fetch(
         state(ctx).client(),
@@ -75,6 +76,15 @@ def list_cmd(
             typer.echo(item.get("id", ""))
     else:
         console().print(work_table(result["items"]))
+        listed = {item.get("id") for item in result["items"]}
+        found = state(ctx).client().get("/api/work/bottlenecks")
+        for entry in found.get("items", []):
+            item = entry.get("item", {})
+            if item.get("id") in listed:
+                say(
+                    f"bottleneck: {escape(item['id'])} ({escape(item.get('task_id') or '-')}) "
+                    f"holds up {entry.get('held_up')} open items"
+                )
         hint = more_hint(result)
         if hint:
             say(hint)

@@ -1,5 +1,6 @@
 """Plans and dependencies from the command line: ``submit --after``, ``submit --file plan.yaml``
-(local names, one request, all or nothing) and ``work graph`` (the tree with states)."""
+(local names, one request, all or nothing), ``work graph`` (the tree with states) and the
+bottleneck ``work list`` names."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ async def test_a_plan_file_is_submitted_whole_and_runs_in_order(
     assert [i["status"] for i in doc["items"]] == ["queued", "blocked", "blocked", "blocked"]
     assert doc["names"] == {"migration": ids[0], "api": ids[1], "docs": ids[2]}
     assert doc["items"][2]["depends_on"] == [ids[1]]
+    listed = cli("work", "list")  # three open items wait on the migration: a bottleneck
+    assert f"bottleneck: {ids[0]}" in listed.stdout and "holds up 3 open items" in listed.stdout
 
     tree = cli("work", "graph", ids[1])
     assert tree.exit_code == 0, tree.stderr
@@ -58,6 +61,7 @@ async def test_a_plan_file_is_submitted_whole_and_runs_in_order(
     assert order[:2] == ids[:2] and set(order[2:]) == set(ids[2:])
     done = cli("work", "graph", ids[0])
     assert done.exit_code == 0 and done.stdout.count("completed") == 4
+    assert "bottleneck:" not in cli("work", "list").stdout
 
 
 async def test_submit_after_blocks_on_existing_work(cli: Cli, nc: NatsClient, project_id: str) -> None:

@@ -122,3 +122,13 @@ def test_the_breaker_counts_recent_failures_of_its_target() -> None:
         == "3 starts failed or timed out within 10 minutes; disabled so routing stops trying it"
     )
     assert tripped_reason(2, 30).startswith("2 starts failed or timed out within 30 s")
+
+
+def test_a_bottleneck_is_a_p2_notice_naming_what_waits() -> None:
+    held = item(status="in-progress", assigned_to=A)  # type: ignore[arg-type]
+    notice = notice_of(
+        event("work", "bottleneck", held.id, item=held.model_dump(mode="json"), held_up=4), PUBLIC
+    )
+    assert notice is not None and (notice.kind, notice.priority) == ("bottleneck", Priority.P2)
+    assert notice.title == "[P2] t1 holds up 4 items" and "4 open items wait on it" in notice.body
+    assert notice_of(event("work", "bottleneck", held.id, item=held.model_dump(mode="json")), PUBLIC) is None

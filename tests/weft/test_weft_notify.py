@@ -22,6 +22,7 @@ from shared.names import ProjectNames
 from shared.signing import signed
 from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
+from testsupport.events import work_actions
 from testsupport.receivers import Receiver, black_hole, http_receiver, slack_to, smtp_server
 from testsupport.work import work_queue
 
@@ -221,3 +222,43 @@ async def test_an_unanswered_sync_question_is_sent_again_as_a_reminder_once(
     assert await books[1].remind_due(later + timedelta(hours=1)) == []  # answered: never again
     await asyncio.sleep(0.5)
     assert len(receiver.at("/json")) == 1
+
+
+async def test_an_item_holding_up_three_is_a_bottleneck_announced_once_and_notified(
+    api: httpx.AsyncClient, receiver: Receiver, nc: NatsClient, project_id: str
+) -> None:
+    sink = json_sink(receiver, "/json", events=["bottleneck"], min_priority="P2")
+    assert (await api.put("/api/notify/sinks/lead", json=sink)).status_code == 200
+    plan = {
+        "items": [
+            {"name": "schema", "task_id": "schema", "description": "the schema", "capability": "code"},
+            *(
+                {
+                    "name": f"use{n}",
+                    "task_id": f"use{n}",
+                    "description": "d",
+                    "capability": "code",
+                    "after": ["schema"],
+                }
+                for n in range(3)
+            ),
+        ]
+    }
+    names = (await api.post("/api/work/plan", json=plan)).json()["names"]
+    found = (await api.get("/api/work/bottlenecks")).json()
+    assert found["threshold"] == 3
+    assert [(b["item"]["id"], b["held_up"]) for b in found["items"]] == [(names["schema"], 3)]
+    got = (await receiver.wait_for("/json"))[0].json()  # the sweep announced it
+    assert got["title"] == "[P2] schema holds up 3 items"
+    actions = await work_actions(nc, ProjectNames(project_id), names["schema"])
+    assert actions.count("bottleneck") == 1
+    assert f'weft_bottlenecks{{project="{project_id}"}} 1.0' in (await api.get("/metrics")).text
+
+    assert (await api.post(f"/api/work/{names['use0']}/cancel", json={})).status_code == 200
+    assert (await api.get("/api/work/bottlenecks")).json()["items"] == []  # two left: below the threshold
+
+    async def cleared() -> bool:
+        return f'weft_bottlenecks{{project="{project_id}"}} 0.0' in (await api.get("/metrics")).text
+
+    await eventually(cleared, what="the gauge to follow")
+    assert (await work_actions(nc, ProjectNames(project_id), names["schema"])).count("bottleneck") == 1

@@ -56,6 +56,7 @@ EVENTS: Final = (
     ("question", "reminded"),
     ("work", "dead-lettered"),
     ("work", "landing-failed"),
+    ("work", "bottleneck"),
     ("target", "tripped"),
 )
 """The events that can make a notice (the consumer's filter)."""

@@ -23,8 +23,15 @@ from shared.base import LoomModel
 from shared.errors import Invalid, NotFound
 from shared.models import Priority, Question, QuestionMode, WorkItem, utcnow
 
-NoticeKind = Literal["question", "reminder", "dead-letter", "landing", "target"]
-NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = ("question", "reminder", "dead-letter", "landing", "target")
+NoticeKind = Literal["question", "reminder", "dead-letter", "landing", "target", "bottleneck"]
+NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = (
+    "question",
+    "reminder",
+    "dead-letter",
+    "landing",
+    "target",
+    "bottleneck",
+)
 SinkKind = Literal["apprise", "webhook"]
 MAX_URL: Final = 2000
 MAX_SINKS: Final = 50
@@ -312,6 +319,21 @@ def target_notice(data: dict[str, Any], subject_id: str, public_url: str | None,
     )
 
 
+def bottleneck_notice(item: WorkItem, held_up: int, public_url: str | None, project_id: str) -> Notice:
+    """An open item many others wait on: worth a person's look (P2)."""
+    who = f"held by {item.assigned_to[:8]}" if item.assigned_to else item.status.value
+    return Notice(
+        kind="bottleneck",
+        priority=Priority.P2,
+        title=_cut(f"[P2] {item.task_id} holds up {held_up} items", TITLE_MAX),
+        body=_cut(f"{item.description}\nIt is {who}; {held_up} open items wait on it.", BODY_MAX),
+        key=f"bottleneck.{item.id}",
+        subject_id=item.id,
+        link=link_to(public_url, f"work/{item.id}"),
+        project_id=project_id,
+    )
+
+
 def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
     """The notice an event makes, if any (events as ``shared/events.py`` publishes them)."""
     kind, action, data = event.get("kind"), event.get("action"), event.get("data") or {}
@@ -325,6 +347,9 @@ def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
             return dead_letter_notice(WorkItem.model_validate(data["item"]), public_url, project_id)
         if kind == "work" and action == "landing-failed":
             return landing_notice(WorkItem.model_validate(data["item"]), data, public_url, project_id)
+        if kind == "work" and action == "bottleneck":
+            item = WorkItem.model_validate(data["item"])
+            return bottleneck_notice(item, int(data["held_up"]), public_url, project_id)
         if kind == "target" and action == "tripped":
             return target_notice(data, str(event.get("subject_id") or ""), public_url, project_id)
     except (KeyError, TypeError, ValueError):

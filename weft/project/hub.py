@@ -124,6 +124,8 @@ class ProjectContext:
         the order they were attached; stopped in the reverse order, before the layer itself."""
         self.credentials: CredentialAuthority | None = None
         self.last_used = time.monotonic()
+        self.bottlenecks_announced: set[str] = set()
+        """The bottlenecks this replica announced (``work.bottleneck``), until they stop being ones."""
 
     @property
     def project_id(self) -> str:

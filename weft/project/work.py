@@ -17,7 +17,7 @@ from nats.js import JetStreamContext
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.nats.mirror import BucketMirror
 from shared.paging import Page, decode_cursor
-from shared.work.graph import WorkGraph, work_graph
+from shared.work.graph import WorkGraph, bottlenecks, work_graph
 from shared.work.queue import WorkQueue
 from shared.work.rules import EXPIRABLE, WAITING, WorkFilter, WorkRecord, page_items
 
@@ -86,6 +86,10 @@ class WorkIndex:
         """The items ``root`` depends on and the items that depend on it, from the copy."""
         await self.mirror.sync()
         return work_graph(root, self.mirror.get)
+
+    def bottlenecks(self, threshold: int) -> dict[str, int]:
+        """The open items holding up at least ``threshold`` open items (docs/operator.md)."""
+        return bottlenecks(dict(self.mirror.items()), threshold)
 
     def by_id(self) -> dict[str, WorkItem]:
         return dict(self.mirror.items())

@@ -168,6 +168,33 @@ async def list_work(
     return PageOut[WorkItem](items=page.items, next_cursor=page.next_cursor, total=page.total)
 
 
+class BottleneckOut(BaseModel):
+    item: WorkItem
+    held_up: int = Field(
+        description="Open items waiting on it, directly or through others (counted up to 100)"
+    )
+
+
+class BottlenecksOut(BaseModel):
+    threshold: int = Field(description="The project's autonomy policy's bottleneck_dependents")
+    items: list[BottleneckOut] = Field(description="The most held up first")
+
+
+@router.get(
+    "/bottlenecks", response_model=BottlenecksOut, summary="Open items holding up many others (bottlenecks)"
+)
+async def list_bottlenecks(project: ProjectDep) -> BottlenecksOut:
+    """Open items that at least ``threshold`` open items wait on (docs/operator.md, Bottlenecks)."""
+    threshold = (await project.questions.autonomy.current()).bottleneck_dependents
+    await project.work.mirror.sync()
+    found = project.work.bottlenecks(threshold)
+    items = project.work.by_id()
+    ranked = sorted(found.items(), key=lambda pair: (-pair[1], items[pair[0]].created_at))
+    return BottlenecksOut(
+        threshold=threshold, items=[BottleneckOut(item=items[work_id], held_up=n) for work_id, n in ranked]
+    )
+
+
 @router.post("/cancel-batch", response_model=BatchOut, dependencies=OPERATE, summary="Cancel several items")
 async def cancel_batch(body: CancelBatchRequest, project: ProjectDep) -> BatchOut:
     results: list[BatchResult] = []

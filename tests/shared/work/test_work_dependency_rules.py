@@ -367,3 +367,49 @@ def test_repairs_find_what_a_stopped_process_left_undone() -> None:
     assert found.settle == [Y] and found.revive == [("4" * 32, WORK_ID)]
     fresh = {**items, X: item(X, S.COMPLETED, updated_at=NOW)}  # still being done by its process
     assert repairs(fresh, NOW, grace=grace).settle == []
+
+
+# -- bottlenecks (docs/operator.md) ----------------------------------------------------------
+
+
+def test_an_item_holds_up_every_open_item_downstream_of_it_counted_once() -> None:
+    from shared.work.graph import HELD_UP_COUNTED, bottlenecks, held_up
+
+    def node(work_id: str, dependents: list[str], status: WorkStatus = WorkStatus.QUEUED) -> WorkItem:
+        return WorkItem(
+            id=work_id * 32, task_id=work_id, description="d", capability="code", project_id="p",
+            status=status, dependents=[d * 32 for d in dependents],
+        )  # fmt: skip
+
+    # a -> b, c; b -> d; c -> d (a diamond); d -> e (done); f alone
+    items = {
+        i.id: i
+        for i in (
+            node("a", ["b", "c"]),
+            node("b", ["d"], WorkStatus.BLOCKED),
+            node("c", ["d"], WorkStatus.BLOCKED),
+            node("d", ["e"], WorkStatus.BLOCKED),
+            node("e", [], WorkStatus.COMPLETED),
+            node("f", []),
+        )
+    }
+    counts = held_up(items)
+    assert counts == {"a" * 32: 3, "b" * 32: 1, "c" * 32: 1}  # d once; e is done; f holds up nothing
+    assert bottlenecks(items) == {"a" * 32: 3}
+    assert bottlenecks(items, threshold=4) == {}
+    done_a = {**items, "a" * 32: items["a" * 32].model_copy(update={"status": WorkStatus.COMPLETED})}
+    assert "a" * 32 not in held_up(done_a)  # a finished item holds up nothing
+    ids = [f"{n:032x}" for n in range(HELD_UP_COUNTED + 20)]
+    chain = {
+        work_id: WorkItem(
+            id=work_id,
+            task_id="t",
+            description="d",
+            capability="code",
+            project_id="p",
+            status=WorkStatus.BLOCKED,
+            dependents=[ids[n + 1]] if n + 1 < len(ids) else [],
+        )
+        for n, work_id in enumerate(ids)
+    }
+    assert held_up(chain)[ids[0]] == HELD_UP_COUNTED  # counting stops there on a long chain
