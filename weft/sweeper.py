@@ -34,10 +34,11 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     for step, count in (await context.repair.sweep()).items():
         if count:
             outcome[step] = count
-    reminded = await context.questions.remind_due()
+    questions = await context.questions.all()  # one read for both steps
+    reminded = await context.questions.remind_due(questions=questions)
     if reminded:
         outcome["questions_reminded"] = len(reminded)
-    for question in await context.questions.expire_due():
+    for question in await context.questions.expire_due(questions=questions):
         step = "questions_expired" if question.status is QuestionStatus.EXPIRED else "questions_defaulted"
         outcome[step] = outcome.get(step, 0) + 1
     announced = await announce_bottlenecks(context)
@@ -68,11 +69,14 @@ async def announce_bottlenecks(context: ProjectContext) -> int:
     """Open items newly holding up the policy's ``bottleneck_dependents`` open items are
     announced (``work.bottleneck``, a notice); the gauge counts them all. Replicas sending
     the same announcement a moment apart make one event (its message id)."""
-    threshold = (await context.questions.autonomy.current()).bottleneck_dependents
-    found = context.work.bottlenecks(threshold)
+    # A count over the in-memory copy first: the policy is read only if some item holds up others.
+    found = context.work.bottlenecks(1)
+    if found:
+        threshold = (await context.questions.autonomy.current()).bottleneck_dependents
+        found = {work_id: n for work_id, n in found.items() if n >= threshold}
     context.metrics.bottlenecks.labels(context.project_id).set(len(found))
-    items = context.work.by_id()
     new = [work_id for work_id in found if work_id not in context.bottlenecks_announced]
+    items = context.work.by_id() if new else {}
     for work_id in new:
         data = {"item": items[work_id].model_dump(mode="json"), "held_up": found[work_id]}
         await publish_event(

@@ -431,14 +431,15 @@ class QuestionBook:
         await self._announce("answered", question)
         return question
 
-    async def remind_due(self, now: datetime | None = None) -> list[Question]:
+    async def remind_due(
+        self, now: datetime | None = None, *, questions: list[Question] | None = None
+    ) -> list[Question]:
         """Mark every open ``sync`` question due for a reminder (:func:`remind_rule`) and
         announce it (``question.reminded``: notification sinks send it again); one replica
-        wins each, compare-and-set."""
+        wins each, compare-and-set. ``questions``: the sweep's one read of them all."""
         moment = now or utcnow()
-        questions = [
-            q for q in await self.all() if q.status is QuestionStatus.OPEN and q.mode is QuestionMode.SYNC
-        ]
+        read = questions if questions is not None else await self.all()
+        questions = [q for q in read if q.status is QuestionStatus.OPEN and q.mode is QuestionMode.SYNC]
         if not questions:
             return []
         every_s = (await self.autonomy.current()).renotify_s
@@ -516,12 +517,15 @@ class QuestionBook:
         next_cursor = encode_cursor({"order": order, "key": key(page[-1])}) if more else None
         return Page(items=page, next_cursor=next_cursor, total=total)
 
-    async def expire_due(self, now: datetime | None = None) -> list[Question]:
+    async def expire_due(
+        self, now: datetime | None = None, *, questions: list[Question] | None = None
+    ) -> list[Question]:
         """Resolve every open question past its deadline, and answer every bypass question
-        whose window passed with its default (a sweep; replicas resolve each once)."""
+        whose window passed with its default (a sweep; replicas resolve each once).
+        ``questions``: the sweep's one read of them all."""
         moment = now or utcnow()
         resolved = []
-        for question in await self.all():
+        for question in questions if questions is not None else await self.all():
             done = None
             if is_due(question, moment):
                 done = await self.expire(question.id)
