@@ -244,6 +244,8 @@ def held_up(items: Mapping[str, WorkItem]) -> dict[str, int]:
     open_ids = {i for i, item in items.items() if item.status not in FINAL_WORK_STATES}
     counts: dict[str, int] = {}
     for work_id in open_ids:
+        if not items[work_id].dependents:
+            continue
         seen: set[str] = set()
         frontier = deque(items[work_id].dependents)
         while frontier and len(seen) < HELD_UP_COUNTED:
@@ -257,9 +259,9 @@ def held_up(items: Mapping[str, WorkItem]) -> dict[str, int]:
     return counts
 
 
-def bottlenecks(items: Mapping[str, WorkItem], threshold: int = BOTTLENECK_DEPENDENTS) -> dict[str, int]:
-    """The open items holding up at least ``threshold`` open items, and how many each holds up."""
-    return {work_id: n for work_id, n in held_up(items).items() if n >= threshold}
+def bottlenecks(held: Mapping[str, int], threshold: int = BOTTLENECK_DEPENDENTS) -> dict[str, int]:
+    """The open items holding up at least ``threshold`` open items (``held``: :func:`held_up`)."""
+    return {work_id: n for work_id, n in held.items() if n >= threshold}
 
 
 # -- what a sweep repairs ------------------------------------------------------------

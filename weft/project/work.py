@@ -17,7 +17,7 @@ from nats.js import JetStreamContext
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.nats.mirror import BucketMirror
 from shared.paging import Page, decode_cursor
-from shared.work.graph import WorkGraph, bottlenecks, work_graph
+from shared.work.graph import WorkGraph, bottlenecks, held_up, work_graph
 from shared.work.queue import WorkQueue
 from shared.work.rules import EXPIRABLE, WAITING, WorkFilter, WorkRecord, page_items
 
@@ -36,6 +36,8 @@ class WorkIndex:
         self._js = js
         self.queue = queue
         self._mirror: BucketMirror[WorkItem] | None = None
+        self._bottlenecks: tuple[int, dict[str, int]] | None = None
+        """(the copy's revision, how many open items each open item holds up) at that revision."""
 
     async def start(self) -> None:
         await self.queue.records_bucket()
@@ -88,8 +90,12 @@ class WorkIndex:
         return work_graph(root, self.mirror.get)
 
     def bottlenecks(self, threshold: int) -> dict[str, int]:
-        """The open items holding up at least ``threshold`` open items (docs/operator.md)."""
-        return bottlenecks(dict(self.mirror.items()), threshold)
+        """The open items holding up at least ``threshold`` open items (docs/operator.md);
+        counted again only when the copy changed (every sweep asks)."""
+        revision = self.mirror.revision
+        if self._bottlenecks is None or self._bottlenecks[0] != revision:
+            self._bottlenecks = (revision, held_up(dict(self.mirror.items())))
+        return bottlenecks(self._bottlenecks[1], threshold)
 
     def by_id(self) -> dict[str, WorkItem]:
         return dict(self.mirror.items())

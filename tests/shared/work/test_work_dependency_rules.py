@@ -395,8 +395,8 @@ def test_an_item_holds_up_every_open_item_downstream_of_it_counted_once() -> Non
     }
     counts = held_up(items)
     assert counts == {"a" * 32: 3, "b" * 32: 1, "c" * 32: 1}  # d once; e is done; f holds up nothing
-    assert bottlenecks(items) == {"a" * 32: 3}
-    assert bottlenecks(items, threshold=4) == {}
+    assert bottlenecks(counts) == {"a" * 32: 3}
+    assert bottlenecks(counts, threshold=4) == {}
     done_a = {**items, "a" * 32: items["a" * 32].model_copy(update={"status": WorkStatus.COMPLETED})}
     assert "a" * 32 not in held_up(done_a)  # a finished item holds up nothing
     ids = [f"{n:032x}" for n in range(HELD_UP_COUNTED + 20)]
