@@ -8,7 +8,8 @@ The SDK defines the two halves and this module fills them in the way a fleet nee
   registered through any of them. Each replica reads it from one watched copy
   (``shared/nats/mirror.py``). The bucket keeps a configuration 30 days at most.
 * **Who sends** (:class:`PushDispatcher`): every replica pulls the project's work events from
-  one durable consumer, so each event is handled by one replica, and sends the task as it
+  one durable consumer (:class:`~weft.project.shared_events.SharedEventConsumer`), so each
+  event is handled by one replica, and sends the task as it
   is after that event (the SDK's ``BasePushNotificationSender``: JSON of a
   ``StreamResponse`` holding the task, the client's token in ``X-A2A-Notification-Token``,
   its credentials in ``Authorization``). Delivery is best-effort, as the SDK defines it: a
@@ -43,18 +44,16 @@ from a2a.types import TaskPushNotificationConfig
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.push_url_validator import validate_push_notification_url
 from google.protobuf.json_format import MessageToJson, Parse
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from shared.names import ProjectNames
 from shared.nats.jetstream import bucket_exists, ensure_kv
 from shared.nats.mirror import BucketMirror
-from shared.redact import redact
-from shared.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling
 from weft.a2a.errors import field_error
 from weft.a2a.mapping import item_of_event, task_of
 from weft.project.hub import Attach, ProjectContext
+from weft.project.shared_events import SharedEventConsumer
 
 log = logging.getLogger("loom.weft.a2a.push")
 
@@ -63,11 +62,6 @@ MAX_URL: Final = 2048
 KEEP_S: Final = 30 * 24 * 3600.0
 """How long a configuration is kept (the bucket's TTL): past any task's life."""
 SEND_TIMEOUT_S: Final = 10.0
-FETCH_BATCH: Final = 64
-FETCH_WAIT_S: Final = 1.0
-ACK_WAIT_S: Final = 60.0
-CONSUMER_IDLE_S: Final = 24 * 3600.0
-"""A dispatch consumer no replica pulled from for this long is removed by the server."""
 PUSH_EXTENSION: Final = "a2a-push"
 """The name :class:`ProjectPush` is attached under (``ProjectContext.extensions``)."""
 
@@ -200,7 +194,6 @@ class PushDispatcher:
         private_allowed: bool,
         http: httpx.AsyncClient | None = None,
     ) -> None:
-        self._js = js
         self.names = names
         self.configs = configs
         self._own_http = http is None
@@ -210,50 +203,23 @@ class PushDispatcher:
             configs,
             push_url_validator=None if private_allowed else validate_push_notification_url,
         )
-        self._task: asyncio.Task[None] | None = None
+        self._events = SharedEventConsumer(
+            js,
+            names,
+            durable=names.a2a_push_consumer,
+            subjects=[names.event_filter("work")],
+            handle=self._handle,
+            what="A2A push",
+        )
 
     async def start(self) -> None:
-        if self._task is not None:
-            return
-        config = ConsumerConfig(
-            durable_name=self.names.a2a_push_consumer,
-            filter_subject=self.names.event_filter("work"),
-            deliver_policy=DeliverPolicy.NEW,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=ACK_WAIT_S,
-            max_deliver=3,
-            inactive_threshold=CONSUMER_IDLE_S,
-        )
-        subscription = await self._js.pull_subscribe(
-            self.names.event_filter("work"),
-            durable=self.names.a2a_push_consumer,
-            stream=self.names.events_stream,
-            config=config,
-        )
-        self._task = asyncio.create_task(self._run(subscription), name=f"a2a-push:{self.names.project_id}")
+        await self._events.start()
 
     async def stop(self) -> None:
-        await stop_task(self._task)
-        self._task = None
+        await self._events.stop()
         if self._own_http:
             with contextlib.suppress(Exception):
                 await self._http.aclose()
-
-    async def _run(self, subscription: JetStreamContext.PullSubscription) -> None:
-        while True:
-            try:
-                messages = await subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT_S)
-            except (TimeoutError, NatsTimeoutError):
-                continue
-            except Exception as exc:
-                raise_if_cancelling()
-                log.warning("A2A push: cannot read the work events (%s); trying again", redact(exc))
-                await asyncio.sleep(1)
-                continue
-            for message in messages:
-                await self._handle(message.data)
-                with contextlib.suppress(Exception):
-                    await message.ack()
 
     async def _handle(self, data: bytes) -> None:
         try:

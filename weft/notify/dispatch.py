@@ -2,7 +2,8 @@
 makes a notice (:func:`weft.notify.rules.notice_of`) goes to every sink that wants it.
 
 Every Weft replica pulls the project's events from one durable consumer
-(``notify-<project>``), so each event is handled by one replica; a notice is sent to a
+(``notify-<project>``, :class:`~weft.project.shared_events.SharedEventConsumer`), so each
+event is handled by one replica; a notice is sent to a
 sink at most once within the dedupe window and within the sink's rate, both marked in a
 bucket every replica shares (:class:`~weft.notify.store.SinkStore`). Each sink sends
 from a queue of its own, each send with a timeout: a slow or dead sink is recorded (its
@@ -26,9 +27,7 @@ from datetime import datetime
 from typing import Final
 
 import httpx
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from shared.models import utcnow
 from shared.names import ProjectNames
@@ -39,14 +38,11 @@ from weft.notify.rules import Notice, Sink, notice_of, wants
 from weft.notify.send import SEND_TIMEOUT_S, deliver
 from weft.notify.store import SinkStore
 from weft.project.hub import Attach, ProjectContext
+from weft.project.shared_events import SharedEventConsumer
 
 log = logging.getLogger("loom.weft.notify")
 
 NOTIFY_EXTENSION: Final = "notify"
-FETCH_BATCH: Final = 64
-FETCH_WAIT_S: Final = 1.0
-ACK_WAIT_S: Final = 60.0
-CONSUMER_IDLE_S: Final = 24 * 3600.0
 SINK_BACKLOG: Final = 1000
 """Notices waiting for one sink; past that the sink is dead and new ones are dropped for it."""
 SINKS_FRESH_S: Final = 2.0
@@ -75,15 +71,20 @@ class NotifyDispatcher:
         public_url: str | None,
         http: httpx.AsyncClient | None = None,
     ) -> None:
-        self._js = js
         self.names = names
         self.store = store
         self.metrics = metrics
         self.public_url = public_url
         self._own_http = http is None
         self.http = http or httpx.AsyncClient(timeout=SEND_TIMEOUT_S)
-        self._task: asyncio.Task[None] | None = None
-        self._subscription: JetStreamContext.PullSubscription | None = None
+        self._events = SharedEventConsumer(
+            js,
+            names,
+            durable=names.notify_consumer,
+            subjects=[names.event_subject(kind, action) for kind, action in EVENTS],
+            handle=self.handle,
+            what="notifications",
+        )
         self._sinks: list[Sink] = []
         self._sinks_at = 0.0
         self._lanes: dict[
@@ -91,58 +92,16 @@ class NotifyDispatcher:
         ] = {}
 
     async def start(self) -> None:
-        if self._task is not None:
-            return
-        subjects = [self.names.event_subject(kind, action) for kind, action in EVENTS]
-        config = ConsumerConfig(
-            durable_name=self.names.notify_consumer,
-            filter_subjects=subjects,
-            deliver_policy=DeliverPolicy.NEW,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=ACK_WAIT_S,
-            max_deliver=3,
-            inactive_threshold=CONSUMER_IDLE_S,
-        )
-        await self._js.add_consumer(self.names.events_stream, config)
-        subscription = await self._js.pull_subscribe_bind(
-            durable=self.names.notify_consumer, stream=self.names.events_stream
-        )
-        self._subscription = subscription
-        self._task = asyncio.create_task(self._run(subscription), name=f"notify:{self.names.project_id}")
+        await self._events.start()
 
     async def stop(self) -> None:
-        await stop_task(self._task)
-        self._task = None
+        await self._events.stop()
         for _, lane in self._lanes.values():
             await stop_task(lane)
         self._lanes.clear()
-        if self._subscription is not None:  # its pending pull ends here, not in the connection's drain
-            with contextlib.suppress(Exception):
-                await self._subscription.unsubscribe()
-            self._subscription = None
         if self._own_http:
             with contextlib.suppress(Exception):
                 await self.http.aclose()
-
-    async def _run(self, subscription: JetStreamContext.PullSubscription) -> None:
-        while True:
-            try:
-                messages = await subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT_S)
-            except (TimeoutError, NatsTimeoutError):
-                continue
-            except Exception as exc:
-                raise_if_cancelling()
-                log.warning("notifications: cannot read the events (%s); trying again", redact(exc))
-                await asyncio.sleep(1)
-                continue
-            for message in messages:
-                try:
-                    await self.handle(message.data)
-                except Exception as exc:  # one bad event must not stop the others
-                    raise_if_cancelling()
-                    log.warning("notifications: an event was not handled (%s)", redact(exc))
-                with contextlib.suppress(Exception):
-                    await message.ack()
 
     async def _current_sinks(self) -> list[Sink]:
         if time.monotonic() - self._sinks_at > SINKS_FRESH_S:
