@@ -12,20 +12,20 @@ Weft running. The rules here are pure; :class:`AutonomyStore` keeps the document
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
 from nats.js.client import JetStreamContext
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from shared import names
 from shared.base import LoomModel
-from shared.errors import Conflict, Invalid, NotFound, describe_problems, parse_problem, validation_problems
+from shared.errors import Conflict, Invalid, NotFound
 from shared.models import Priority, QuestionMode
 from shared.names import ProjectNames
 from shared.work.documents import DocumentStore, StoredDocument
+from shared.work.policy import load_settings_file, parse_settings
 
 AUTONOMY_KEY: Final = "autonomy-policy"
 MAX_RULES: Final = 100
@@ -158,29 +158,11 @@ def decide(
 
 def parse_autonomy(text: str, source: str = "autonomy policy") -> AutonomySettings:
     """A policy from JSON or YAML text (the file Weft can load); errors name the field."""
-    import yaml  # only a policy file needs it
-
-    try:
-        data: Any = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise AutonomyError(f"{source}: not valid JSON or YAML: {parse_problem(exc)}") from None
-    if data is None:
-        return AutonomySettings()
-    if not isinstance(data, dict):
-        raise AutonomyError(f"{source}: the top level must be a mapping")
-    try:
-        return AutonomySettings.model_validate(data)
-    except ValidationError as exc:
-        problems = describe_problems(validation_problems(exc.errors()), limit=20)
-        raise AutonomyError(f"{source}: {problems}") from None
+    return parse_settings(text, source, AutonomySettings, AutonomyError)
 
 
 def load_autonomy_file(path: Path) -> AutonomySettings:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise AutonomyError(f"autonomy file {path}: cannot read: {exc.strerror}") from None
-    return parse_autonomy(text, str(path))
+    return load_settings_file(path, AutonomySettings, AutonomyError, "autonomy file")
 
 
 class AutonomyStore(DocumentStore[AutonomySettings, AutonomyPolicy]):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
@@ -71,30 +71,45 @@ class BoundaryPolicy(LoomModel):
         return rule.allowed_targets is None or target_name in rule.allowed_targets
 
 
-def parse_policy(text: str, source: str = "policy") -> BoundaryPolicy:
+Settings = TypeVar("Settings", bound=LoomModel)
+
+
+def parse_settings(text: str, source: str, model: type[Settings], error: type[Invalid]) -> Settings:
+    """A settings file's ``model`` (the boundary policy, the autonomy policy) from JSON or
+    YAML text; an empty file is the model's defaults. ``error``: naming ``source`` and the
+    fields at fault, never their values."""
     import yaml  # ~80 ms: only a policy file needs it, not every agent's start (issue 38)
 
     try:
         data: Any = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise PolicyError(f"{source}: not valid JSON or YAML: {parse_problem(exc)}") from None
+        raise error(f"{source}: not valid JSON or YAML: {parse_problem(exc)}") from None
     if data is None:
-        return BoundaryPolicy()
+        return model()
     if not isinstance(data, dict):
-        raise PolicyError(f"{source}: the top level must be a mapping")
+        raise error(f"{source}: the top level must be a mapping")
     try:
-        return BoundaryPolicy.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         problems = describe_problems(validation_problems(exc.errors()), limit=20)
-        raise PolicyError(f"{source}: {problems}") from None
+        raise error(f"{source}: {problems}") from None
 
 
-def load_policy_file(path: Path) -> BoundaryPolicy:
+def load_settings_file(path: Path, model: type[Settings], error: type[Invalid], what: str) -> Settings:
+    """:func:`parse_settings` of the file at ``path`` (``what``: "policy file", ...)."""
     try:
         text = path.read_text()
     except OSError as exc:
-        raise PolicyError(f"policy file {path}: cannot read: {exc.strerror}") from None
-    return parse_policy(text, str(path))
+        raise error(f"{what} {path}: cannot read: {exc.strerror}") from None
+    return parse_settings(text, str(path), model, error)
+
+
+def parse_policy(text: str, source: str = "policy") -> BoundaryPolicy:
+    return parse_settings(text, source, BoundaryPolicy, PolicyError)
+
+
+def load_policy_file(path: Path) -> BoundaryPolicy:
+    return load_settings_file(path, BoundaryPolicy, PolicyError, "policy file")
 
 
 async def config_bucket(js: JetStreamContext, project: names.ProjectNames) -> KeyValue:
