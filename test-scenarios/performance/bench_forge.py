@@ -13,7 +13,7 @@ import asyncio
 import time
 
 import httpx
-from benchlib import BenchContext, BenchResult, percentile
+from benchlib import BenchContext, BenchResult, summarize
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -49,17 +49,6 @@ def _receiver() -> FastAPI:
         return JSONResponse({"ok": ok}, status_code=202 if ok else 401)
 
     return app
-
-
-def _stats(name: str, samples: list[float]) -> BenchResult:
-    return BenchResult(
-        name=name,
-        samples=len(samples),
-        p50=percentile(samples, 50),
-        p95=percentile(samples, 95),
-        p99=percentile(samples, 99),
-        mean=sum(samples) / len(samples),
-    )
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
@@ -118,9 +107,11 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             assert done == ["completed"] * count, done
     finally:
         await nc.close()
-    raw_result = _stats(RAW, raw)
-    hook_result = _stats("forge: merged -> completed through GitHub's webhook", hooked)
-    hook_result.baseline = RAW
-    hook_result.ratio = (hook_result.p50 or 0) / (raw_result.p50 or 1)
-    hook_result.target = "well under the poll it replaces (WEFT_FORGE_POLL_S, 60 s)"
+    raw_result = summarize(RAW, raw)
+    hook_result = summarize(
+        "forge: merged -> completed through GitHub's webhook",
+        hooked,
+        baseline=RAW,
+        target="well under the poll it replaces (WEFT_FORGE_POLL_S, 60 s)",
+    )
     return [raw_result, hook_result]

@@ -15,7 +15,7 @@ import asyncio
 import time
 
 import httpx
-from benchlib import BenchContext, BenchResult, percentile
+from benchlib import BenchContext, BenchResult, summarize
 from nats.js.api import StreamConfig
 
 from shared.models import Priority
@@ -33,17 +33,6 @@ from weft.spinup import DisabledSpinup
 AGENT = "a" * 32
 SECRET = "bench-notify-secret-0123"
 RAW = "raw: JetStream publish -> pull consumer delivery"
-
-
-def _stats(name: str, samples: list[float]) -> BenchResult:
-    return BenchResult(
-        name=name,
-        samples=len(samples),
-        p50=percentile(samples, 50),
-        p95=percentile(samples, 95),
-        p99=percentile(samples, 99),
-        mean=sum(samples) / len(samples),
-    )
 
 
 async def _raw(nc_url: str, count: int, stream: str) -> list[float]:
@@ -138,11 +127,13 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     assert received <= rate * minutes, (received, rate, minutes)
     assert recorded == count + burst, recorded
 
-    raw_result = _stats(RAW, raw)
-    hook_result = _stats("notify: question asked -> signed webhook received", latencies)
-    hook_result.baseline = RAW
-    hook_result.ratio = (hook_result.p50 or 0) / (raw_result.p50 or 1)
-    hook_result.target = "p95 <= 250 ms on loopback"
+    raw_result = summarize(RAW, raw)
+    hook_result = summarize(
+        "notify: question asked -> signed webhook received",
+        latencies,
+        baseline=RAW,
+        target="p95 <= 250 ms on loopback",
+    )
     burst_result = BenchResult(
         name=f"notify: {burst}-question burst, sink limited to {rate}/min",
         unit="notices",

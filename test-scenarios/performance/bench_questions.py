@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from benchlib import BenchContext, BenchResult, percentile
+from benchlib import BenchContext, BenchResult, summarize
 
 from shared.models import Priority, Question
 from shared.names import ProjectNames
@@ -25,24 +25,6 @@ from testsupport.work import work_queue
 AGENT = "a" * 32
 RAW_ASK = "raw: KV create of a question record"
 RAW_LIST = "raw: read every question record (KV snapshot)"
-
-
-def _stats(name: str, samples: list[float]) -> BenchResult:
-    return BenchResult(
-        name=name,
-        samples=len(samples),
-        p50=percentile(samples, 50),
-        p95=percentile(samples, 95),
-        p99=percentile(samples, 99),
-        mean=sum(samples) / len(samples),
-    )
-
-
-def _against(result: BenchResult, raw: BenchResult, target: str) -> BenchResult:
-    result.baseline = raw.name
-    result.ratio = (result.p50 or 0) / (raw.p50 or 1)
-    result.target = target
-    return result
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
@@ -81,16 +63,19 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
         await nc.jetstream().delete_key_value(f"bench-raw-questions-{project}")
     finally:
         await nc.close()
-    raw_ask_result = _stats(RAW_ASK, raw_ask)
-    raw_list_result = _stats(RAW_LIST, raw_list)
-    ask_result = _against(
-        _stats("questions: ask (policy read, record, event)", asked),
-        raw_ask_result,
-        "one policy read and one event above the record's create",
-    )
-    list_result = _against(
-        _stats(f"questions: list {count} by urgency (first page)", listed),
-        raw_list_result,
-        "the records' read plus a sort",
-    )
-    return [raw_ask_result, ask_result, raw_list_result, list_result]
+    return [
+        summarize(RAW_ASK, raw_ask),
+        summarize(
+            "questions: ask (policy read, record, event)",
+            asked,
+            baseline=RAW_ASK,
+            target="one policy read and one event above the record's create",
+        ),
+        summarize(RAW_LIST, raw_list),
+        summarize(
+            f"questions: list {count} by urgency (first page)",
+            listed,
+            baseline=RAW_LIST,
+            target="the records' read plus a sort",
+        ),
+    ]
