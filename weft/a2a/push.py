@@ -52,7 +52,7 @@ from shared.nats.mirror import BucketMirror
 from shared.tasks import raise_if_cancelling
 from weft.a2a.errors import field_error
 from weft.a2a.mapping import item_of_event, task_of
-from weft.project.hub import Attach, ProjectContext
+from weft.project.hub import Attach, ProjectContext, StartedOnUse
 from weft.project.shared_events import SharedEventConsumer
 
 log = logging.getLogger("loom.weft.a2a.push")
@@ -260,45 +260,22 @@ class PushService:
         await self.configs.stop()
 
 
-class ProjectPush:
+class ProjectPush(StartedOnUse["PushService"]):
     """One served project's push notifications, attached to its context: the
     :class:`PushService` is started on first use, so a project without webhooks runs none."""
 
     def __init__(self, js: JetStreamContext, names: ProjectNames, *, private_allowed: bool) -> None:
+        super().__init__()
         self._js = js
         self.names = names
         self.private_allowed = private_allowed
-        self.service: PushService | None = None
-        self._lock = asyncio.Lock()
 
     async def in_use(self) -> bool:
         """Whether an A2A client ever registered a webhook in this project (its bucket exists)."""
         return await bucket_exists(self._js, self.names.a2a_push_bucket)
 
-    async def started(self) -> PushService:
-        """The project's push service, started on first use."""
-        async with self._lock:
-            if self.service is None:
-                service = PushService(self._js, self.names, private_allowed=self.private_allowed)
-                await service.start()
-                self.service = service
-        return self.service
-
-    async def start_if_in_use(self) -> bool:
-        """Start the service if webhooks were registered (by any replica) and it is not running
-        yet; True when this call started it."""
-        if self.service is not None or not await self.in_use():
-            return False
-        await self.started()
-        return True
-
-    def busy(self) -> bool:
-        """Never: sends are best-effort, so stopping the project leaves nothing unattended."""
-        return False
-
-    async def stop(self) -> None:
-        if self.service is not None:
-            await self.service.stop()
+    def make(self) -> PushService:
+        return PushService(self._js, self.names, private_allowed=self.private_allowed)
 
 
 def push_attach(*, private_allowed: bool) -> Attach:

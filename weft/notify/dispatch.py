@@ -37,7 +37,7 @@ from weft.metrics import Metrics
 from weft.notify.rules import Notice, Sink, notice_of, wants
 from weft.notify.send import SEND_TIMEOUT_S, deliver
 from weft.notify.store import SinkStore
-from weft.project.hub import Attach, ProjectContext
+from weft.project.hub import Attach, ProjectContext, StartedOnUse
 from weft.project.shared_events import SharedEventConsumer
 
 log = logging.getLogger("loom.weft.notify")
@@ -195,46 +195,25 @@ def _event_time(event: dict[str, object]) -> datetime | None:
         return None
 
 
-class ProjectNotify:
+class ProjectNotify(StartedOnUse[NotifyDispatcher]):
     """One served project's notifications, attached to its context: the dispatcher starts
-    once the project has a sink, so a project without any runs none."""
+    once the project has a sink, so a project without any runs none. Sends are best-effort:
+    notices still queued for a sink when the project stops being served here are not sent."""
 
     def __init__(self, project: ProjectContext, *, public_url: str | None) -> None:
+        super().__init__()
         self.project = project
         self.store = SinkStore(project.js, project.names)
         self.public_url = public_url
-        self.dispatcher: NotifyDispatcher | None = None
-        self._lock = asyncio.Lock()
 
-    async def started(self) -> NotifyDispatcher:
-        async with self._lock:
-            if self.dispatcher is None:
-                dispatcher = NotifyDispatcher(
-                    self.project.js,
-                    self.project.names,
-                    self.store,
-                    self.project.metrics,
-                    public_url=self.public_url,
-                )
-                await dispatcher.start()
-                self.dispatcher = dispatcher
-        return self.dispatcher
+    async def in_use(self) -> bool:
+        """Whether an operator ever set a sink in this project."""
+        return await self.store.in_use()
 
-    async def start_if_in_use(self) -> bool:
-        """Start the dispatcher if the project has sinks (set through any replica) and it is
-        not running yet; True when this call started it."""
-        if self.dispatcher is not None or not await self.store.in_use():
-            return False
-        await self.started()
-        return True
-
-    def busy(self) -> bool:
-        """Never: a notice not sent yet is redelivered to another replica (its consumer)."""
-        return False
-
-    async def stop(self) -> None:
-        if self.dispatcher is not None:
-            await self.dispatcher.stop()
+    def make(self) -> NotifyDispatcher:
+        return NotifyDispatcher(
+            self.project.js, self.project.names, self.store, self.project.metrics, public_url=self.public_url
+        )
 
 
 def notify_attach(*, public_url: str | None) -> Attach:

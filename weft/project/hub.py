@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -67,6 +67,55 @@ class ProjectExtension(Stoppable, Protocol):
     def busy(self) -> bool:
         """True while stopping the project would leave something unattended."""
         ...
+
+
+class Startable(Stoppable, Protocol):
+    async def start(self) -> None: ...
+
+
+Service = TypeVar("Service", bound=Startable)
+
+
+class StartedOnUse(Generic[Service]):
+    """A project's part whose service starts on first use, or on the first sweep after any
+    replica used it (``in_use``), so a project that never uses it runs none (A2A push,
+    notifications). Its sends are best-effort, so stopping the project leaves nothing
+    unattended (``busy`` is never true)."""
+
+    def __init__(self) -> None:
+        self.service: Service | None = None
+        self._lock = asyncio.Lock()
+
+    async def in_use(self) -> bool:
+        """Whether the project has what the service works on (set through any replica)."""
+        raise NotImplementedError
+
+    def make(self) -> Service:
+        raise NotImplementedError
+
+    async def started(self) -> Service:
+        """The project's service, started on first use."""
+        async with self._lock:
+            if self.service is None:
+                service = self.make()
+                await service.start()
+                self.service = service
+        return self.service
+
+    async def start_if_in_use(self) -> bool:
+        """Start the service if the project uses it and it is not running yet; True when
+        this call started it."""
+        if self.service is not None or not await self.in_use():
+            return False
+        await self.started()
+        return True
+
+    def busy(self) -> bool:
+        return False
+
+    async def stop(self) -> None:
+        if self.service is not None:
+            await self.service.stop()
 
 
 Attach = Callable[["ProjectContext"], Awaitable[ProjectExtension | None]]

@@ -65,8 +65,8 @@ async def put_sink(name: SinkName, settings: SinkSettings, project: ProjectDep) 
 async def delete_sink(name: SinkName, project: ProjectDep) -> None:
     part = notify_of(project)
     await part.store.delete(name)
-    if part.dispatcher is not None:
-        part.dispatcher.forget_sinks()
+    if part.service is not None:
+        part.service.forget_sinks()
 
 
 @router.post("/{name}/test", response_model=TestOut, dependencies=ADMIN, summary="Send a test notice now")

@@ -9,7 +9,7 @@ even with several Weft replicas writing at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -20,7 +20,7 @@ from shared.errors import Conflict, Invalid, NotFound, shown_name
 from shared.events import ensure_events_stream, publish_event
 from shared.models import Target, TargetSpec, utcnow
 from shared.names import ProjectNames
-from shared.nats.cas import cas_update, cas_upsert
+from shared.nats.cas import OnLost, Swap, cas_update, cas_upsert
 from shared.nats.jetstream import (
     create_if_absent,
     delete_unchanged,
@@ -201,16 +201,7 @@ class TargetStore:
                 await self._release_name(claimed, current.id)
                 claimed = None
 
-        swap = await cas_update(
-            self.kv,
-            _target_key(current.id),
-            changed,
-            parse=Target.model_validate_json,
-            dump=Target.to_json_bytes,
-            absent=TargetNotFound,
-            conflict=lambda: Conflict("this target is being changed concurrently; try again", field="target"),
-            on_lost=lost,
-        )
+        swap = await self._swap(current.id, changed, on_lost=lost)
         before, after = swap.before, swap.after
         assert after is not None
         await self._seen(swap.revision)
@@ -218,6 +209,25 @@ class TargetStore:
             await self._release_name(before.name, before.id)
         await self._event(action, after, previous_name=before.name if after.name != before.name else None)
         return after
+
+    async def _swap(
+        self,
+        target_id: str,
+        decide: Callable[[Target], Target | Awaitable[Target | None] | None],
+        *,
+        on_lost: OnLost | None = None,
+    ) -> Swap[Target]:
+        """Compare-and-set ``decide`` onto the target's record (None: left as it is)."""
+        return await cas_update(
+            self.kv,
+            _target_key(target_id),
+            decide,
+            parse=Target.model_validate_json,
+            dump=Target.to_json_bytes,
+            absent=TargetNotFound,
+            conflict=lambda: Conflict("this target is being changed concurrently; try again", field="target"),
+            on_lost=on_lost,
+        )
 
     async def record(self, ref: str, action: str, **fields: Any) -> Target:
         """Set fields Weft itself maintains (health verdicts, last start) and announce it
@@ -275,15 +285,7 @@ class TargetStore:
                 update={"enabled": False, "tripped_at": now, "tripped_reason": reason, "updated_at": now}
             )
 
-        swap = await cas_update(
-            self.kv,
-            _target_key(current.id),
-            disable,
-            parse=Target.model_validate_json,
-            dump=Target.to_json_bytes,
-            absent=TargetNotFound,
-            conflict=lambda: Conflict("this target is being changed concurrently; try again", field="target"),
-        )
+        swap = await self._swap(current.id, disable)
         if not swap.changed or swap.after is None:
             return None
         await self._seen(swap.revision)
