@@ -7,11 +7,12 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from shared.errors import describe_problems, validation_problems
 from shared.identity import IdentityError
@@ -150,24 +151,25 @@ async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
     return server.started
 
 
+def _print_checked(load: Callable[[Path], BaseModel], path: Path) -> None:
+    """A policy file as Weft reads it, printed as JSON; one clear line when it is refused."""
+    try:
+        policy = load(path)
+    except (PolicyError, AutonomyError) as exc:
+        _fail(str(exc))
+    print(json.dumps(policy.model_dump(mode="json"), indent=2))
+
+
 @app.command("check-policy")
 def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or JSON)")]) -> None:
     """Validate a boundary policy file and print it as JSON."""
-    try:
-        policy = load_policy_file(path)
-    except PolicyError as exc:
-        _fail(str(exc))
-    print(json.dumps(policy.model_dump(mode="json"), indent=2))
+    _print_checked(load_policy_file, path)
 
 
 @app.command("check-autonomy")
 def check_autonomy(path: Annotated[Path, typer.Argument(help="Autonomy policy file (YAML or JSON)")]) -> None:
     """Validate an autonomy policy file (WEFT_AUTONOMY_FILE) and print it as JSON."""
-    try:
-        policy = load_autonomy_file(path)
-    except AutonomyError as exc:
-        _fail(str(exc))
-    print(json.dumps(policy.model_dump(mode="json"), indent=2))
+    _print_checked(load_autonomy_file, path)
 
 
 nats_auth = typer.Typer(help="Scoped NATS auth: the operator, its accounts and the issuer Weft holds.")

@@ -74,19 +74,25 @@ class SinkStore:
         return self._marks
 
     async def sinks(self) -> list[Sink]:
+        return (await self.listing())[0]
+
+    async def listing(self) -> tuple[list[Sink], dict[str, SinkStatus]]:
+        """The sinks by name and their statuses by sink name, in one read of the bucket."""
         values = await snapshot(await self.bucket())
-        return sorted(
+        sinks = sorted(
             (Sink.model_validate_json(raw) for key, raw in values.items() if key.startswith(SINK)),
             key=lambda s: s.name,
         )
-
-    async def statuses(self) -> dict[str, SinkStatus]:
-        values = await snapshot(await self.bucket())
-        return {
+        statuses = {
             key[len(STATUS) :]: SinkStatus.model_validate_json(raw)
             for key, raw in values.items()
             if key.startswith(STATUS)
         }
+        return sinks, statuses
+
+    async def status(self, name: str) -> SinkStatus | None:
+        entry = await get_or_none(await self.bucket(), STATUS + name)
+        return SinkStatus.model_validate_json(entry.value) if entry is not None and entry.value else None
 
     async def get(self, name: str) -> Sink:
         entry = await get_or_none(await self.bucket(), SINK + name)

@@ -42,10 +42,8 @@ async def list_sinks(project: ProjectDep) -> SinksOut:
     store = notify_of(project).store
     if not await store.in_use():
         return SinksOut(project_id=project.project_id, items=[])
-    statuses = await store.statuses()
-    return SinksOut(
-        project_id=project.project_id, items=[shown(s, statuses.get(s.name)) for s in await store.sinks()]
-    )
+    sinks, statuses = await store.listing()
+    return SinksOut(project_id=project.project_id, items=[shown(s, statuses.get(s.name)) for s in sinks])
 
 
 @router.put("/{name}", response_model=SinkOut, dependencies=ADMIN, summary="Set a notification sink")
@@ -58,7 +56,7 @@ async def put_sink(name: SinkName, settings: SinkSettings, project: ProjectDep) 
     part = notify_of(project)
     stored = await part.store.put(name, settings, by="operator")
     (await part.started()).forget_sinks()
-    return shown(stored, (await part.store.statuses()).get(name))
+    return shown(stored, await part.store.status(name))
 
 
 @router.delete("/{name}", status_code=204, dependencies=ADMIN, summary="Remove a notification sink")
