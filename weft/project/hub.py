@@ -76,6 +76,10 @@ class Startable(Stoppable, Protocol):
 Service = TypeVar("Service", bound=Startable)
 
 
+IN_USE_RECHECK_S = 2.0
+"""How often a part that is not in use asks again (every sweep asks; a sweep may run every 0.2 s)."""
+
+
 class StartedOnUse(Generic[Service]):
     """A project's part whose service starts on first use, or on the first sweep after any
     replica used it (``in_use``), so a project that never uses it runs none (A2A push,
@@ -85,6 +89,8 @@ class StartedOnUse(Generic[Service]):
     def __init__(self) -> None:
         self.service: Service | None = None
         self._lock = asyncio.Lock()
+        self._unused_at = float("-inf")
+        """When ``in_use`` last said no (a request to NATS: not asked again for a while)."""
 
     async def in_use(self) -> bool:
         """Whether the project has what the service works on (set through any replica)."""
@@ -103,9 +109,12 @@ class StartedOnUse(Generic[Service]):
         return self.service
 
     async def start_if_in_use(self) -> bool:
-        """Start the service if the project uses it and it is not running yet; True when
-        this call started it."""
-        if self.service is not None or not await self.in_use():
+        """Start the service if the project uses it and it is not running yet (asking at most
+        every :data:`IN_USE_RECHECK_S`); True when this call started it."""
+        if self.service is not None or time.monotonic() - self._unused_at < IN_USE_RECHECK_S:
+            return False
+        if not await self.in_use():
+            self._unused_at = time.monotonic()
             return False
         await self.started()
         return True
