@@ -93,8 +93,10 @@ async def test_a_pull_given_up_on_hands_back_what_the_server_delivered_after(
         stream, ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT, ack_wait=60)
     )
     await js.publish(f"{stream}.w", b"job")
-    with pytest.raises(TimeoutError):  # gives up before the request has even left
-        await consumer_next(nc, stream, "c", batch=1, timeout=1e-9)
+    # Gives up before any answer can arrive. The pull may wait (expires_s): a no-wait pull
+    # right after the publish can be answered 404 by the server, delivering nothing.
+    with pytest.raises(TimeoutError):
+        await consumer_next(nc, stream, "c", batch=1, timeout=1e-9, expires_s=5.0)
     again = await consumer_next(nc, stream, "c", batch=1, timeout=10, expires_s=5.0)
     assert [m.data for m in again] == [b"job"]
     assert again[0].metadata.num_delivered == 2  # it was delivered to the pull given up on
