@@ -276,6 +276,7 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
             _S.IN_REVIEW,
             _S.REVIEWING,
             _S.LANDING,
+            _S.DEAD_LETTERED,
         ),
         _S.CANCELLED,
     ),
@@ -625,6 +626,16 @@ class WorkItem(WorkSubmission):
         description="The one agent that may claim it now (its author, when a landing sent it back); "
         "anyone eligible once that agent is offline",
     )
+    simplify: bool = Field(
+        default=False,
+        description="Its last attempt: the claim hands over only the essentials of its context "
+        "(docs/operator.md, Escalation)",
+    )
+    escalation: Escalation | None = Field(
+        default=None,
+        description="When it failed every attempt: the diagnostic report, the operator's question "
+        "and what was decided (docs/operator.md, Escalation)",
+    )
 
     @property
     def author(self) -> str | None:
@@ -728,6 +739,52 @@ class Question(LoomModel):
     @classmethod
     def _category(cls, v: str | None) -> str | None:
         return None if v is None else names.validate_token(v, "category")
+
+
+# -- escalation of work that failed every attempt ----------------------------
+
+
+class AttemptReport(LoomModel):
+    """One failed attempt in a diagnostic report."""
+
+    attempt: int
+    agent_id: str | None = None
+    error: str
+    at: datetime
+    seconds: float | None = Field(default=None, description="From its claim to its failure, when traced")
+
+
+class Diagnosis(LoomModel):
+    """What Weft found when an item failed every attempt (docs/operator.md, Escalation)."""
+
+    attempts: list[AttemptReport] = Field(default_factory=list)
+    total_s: float = Field(ge=0, description="From its submission to its dead letter")
+    spans: int = Field(default=0, ge=0, description="Spans its trace holds")
+    failed_spans: int = Field(default=0, ge=0)
+    seconds_by_operation: dict[str, float] = Field(
+        default_factory=dict, description="Time its trace spent per operation (the slowest first)"
+    )
+    branch: str | None = None
+    checkpoint: str | None = Field(default=None, description="Its workstream's last checkpoint commit")
+    written_at: datetime = Field(default_factory=utcnow)
+
+
+class Escalation(LoomModel):
+    """An item that failed every attempt, put to the operator as a question."""
+
+    failed_at: datetime
+    """The item's ``finished_at`` when it was dead-lettered: one escalation per dead letter."""
+    question_id: str
+    priority: Priority
+    report: Diagnosis
+    decision: str | None = Field(
+        default=None, description="retry, instructions, capability, agent-type, skip or cancel"
+    )
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+
+
+WorkItem.model_rebuild()
 
 
 # -- targets and spin-up -------------------------------------------------------

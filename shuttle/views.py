@@ -41,6 +41,29 @@ def progress_text(item: dict[str, Any]) -> str:
     return f"{progress.get('percent', 0)}%" + (f" {note}" if note else "")
 
 
+def escalation_text(item: dict[str, Any]) -> str:
+    """An escalated item's report and question on a few lines (docs/operator.md, Escalation)."""
+    escalation = item.get("escalation")
+    if not isinstance(escalation, dict):
+        return "-"
+    report = escalation.get("report") or {}
+    if escalation.get("decision"):
+        decided = f"{escalation['decision']} by {escalation.get('decided_by')}"
+        head = f"{escalation.get('priority')} decided: {decided}"
+    else:
+        head = (
+            f"{escalation.get('priority')} waiting for an answer to question {escalation.get('question_id')}"
+        )
+    lines = [head]
+    for attempt in report.get("attempts") or []:
+        seconds = attempt.get("seconds")
+        took = f" after {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+        lines.append(f"attempt {attempt.get('attempt')}{took}: {one_line(attempt.get('error'))[:200]}")
+    if report.get("checkpoint"):
+        lines.append(f"last checkpoint {report['checkpoint'][:12]} on {report.get('branch')}")
+    return "\n".join(lines)
+
+
 def one_line(text: Any) -> str:
     """Free text on one line (a description may span paragraphs): runs of whitespace become a space."""
     return " ".join(str(text).split()) if text else "-"
@@ -128,7 +151,10 @@ def work_fields(w: dict[str, Any]) -> None:
     ]
     pairs = [(k, w.get(k)) for k in order if k in w]
     pairs.insert(4, ("progress", progress_text(w)))
-    pairs += [(k, v) for k, v in w.items() if k not in order and k != "progress"]
+    if w.get("escalation"):
+        pairs.append(("escalation", escalation_text(w)))
+    shown = {*order, "progress", "escalation"}
+    pairs += [(k, v) for k, v in w.items() if k not in shown]
     fields(f"work {w.get('id', '')}", pairs)
 
 

@@ -211,6 +211,11 @@ class HandOffOut(Out):
     dependencies: list[ContextNode] = Field(
         default_factory=list, description="Results of completed dependencies"
     )
+    simplified: bool = Field(
+        False,
+        description="Your attempt is the item's last: only the essentials of its context are handed "
+        "over (older nodes: warp_work_context); keep the approach simple",
+    )
 
 
 class WorkPlaceOut(Out):

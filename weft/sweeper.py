@@ -1,5 +1,6 @@
 """Background sweep: expire waiting work past its deadline (and questions past theirs, or
-answer them with their default when their bypass window passed), repair what a stopped process
+answer them with their default when their bypass window passed), put dead letters to a
+person (``weft/project/escalation.py``), repair what a stopped process
 left undone (``weft/project/repair.py``), re-route waiting work, delete finished work and
 offline agents past their retention, and take a share of A2A push notifications once
 some replica has registered a webhook in the project.
@@ -19,6 +20,7 @@ from shared.models import QuestionStatus
 from shared.tasks import raise_if_cancelling
 from weft.a2a.push import PUSH_EXTENSION, ProjectPush
 from weft.notify.dispatch import NOTIFY_EXTENSION, ProjectNotify
+from weft.project.escalation import sweep_escalations
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.routing import Router
 from weft.settings import WeftSettings
@@ -34,7 +36,8 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     for step, count in (await context.repair.sweep()).items():
         if count:
             outcome[step] = count
-    questions = await context.questions.all()  # one read for both steps
+    questions = await context.questions.all()  # one read for the steps on questions
+    outcome.update(await sweep_escalations(context, questions))
     reminded = await context.questions.remind_due(questions=questions)
     if reminded:
         outcome["questions_reminded"] = len(reminded)

@@ -110,6 +110,21 @@ class AutonomySettings(LoomModel):
         description="sync: people are reminded of an open question this often until it is answered",
     )
 
+    escalation: Priority | None = Field(
+        default=Priority.P1,
+        description="An item that failed every attempt is put to a person as a question of this "
+        "priority (P0 or P1; null: it waits in the dead-letter queue without one)",
+    )
+
+    @field_validator("escalation")
+    @classmethod
+    def _urgent(cls, v: Priority | None) -> Priority | None:
+        if v not in (None, Priority.P0, Priority.P1):
+            raise AutonomyError(
+                "must be P0 or P1 (or null: no escalation)", field="escalation", rule="choice"
+            )
+        return v
+
     @field_validator("modes")
     @classmethod
     def _all_priorities(cls, v: dict[Priority, QuestionMode]) -> dict[Priority, QuestionMode]:

@@ -23,6 +23,8 @@ from typing import Any, Final
 
 from shared.context.store import ContextStore
 from shared.context.trees import (
+    HANDOFF_CHARS,
+    HANDOFF_NODE_CHARS,
     HANDOFF_NODES,
     MAX_TEXT,
     ContextHandle,
@@ -203,15 +205,38 @@ class WorkHandOff:
     truncated: int
     dependencies: list[ContextNode] = field(default_factory=list)
     """The results of the item's completed dependencies (see :func:`dependency_ids`)."""
+    simplified: bool = False
+    """Cut to the essentials: the item's last attempt (``WorkItem.simplify``)."""
+
+
+SIMPLIFIED_NODES: Final = 5
+SIMPLIFIED_CHARS: Final = HANDOFF_CHARS // 4
+SIMPLIFIED_NODE_CHARS: Final = HANDOFF_NODE_CHARS // 2
 
 
 async def work_hand_off(
-    store: ContextStore, item: WorkItem, *, limit: int = HANDOFF_NODES, cursor: str | None = None
+    store: ContextStore,
+    item: WorkItem,
+    *,
+    limit: int = HANDOFF_NODES,
+    cursor: str | None = None,
+    simplified: bool = False,
 ) -> WorkHandOff:
     """The context an agent taking ``item`` should see: what earlier attempts did and why
-    they failed, newest first, with a cursor for more."""
+    they failed, newest first, with a cursor for more. ``simplified`` (an item's last
+    attempt, docs/operator.md, Escalation): a quarter of the usual budget, the newest
+    few nodes, each cut shorter; the rest stays readable through the cursor."""
     state = await store.tree(item.id)
-    page = hand_off(state, limit=limit, cursor=cursor)
+    if simplified:
+        page = hand_off(
+            state,
+            limit=min(limit, SIMPLIFIED_NODES),
+            max_chars=SIMPLIFIED_CHARS,
+            node_chars=SIMPLIFIED_NODE_CHARS,
+            cursor=cursor,
+        )
+    else:
+        page = hand_off(state, limit=limit, cursor=cursor)
     results: list[ContextNode] = []
     for dependency in dependency_ids(item):
         done = await store.tree(dependency)
@@ -226,4 +251,5 @@ async def work_hand_off(
         total=page.total,
         truncated=page.truncated,
         dependencies=results,
+        simplified=simplified,
     )

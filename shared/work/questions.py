@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -30,18 +30,26 @@ from shared.events import ensure_events_stream, publish_event
 from shared.models import (
     MAX_ANSWER,
     NO_ANSWER,
+    Diagnosis,
+    Escalation,
     Priority,
     Question,
     QuestionMode,
     QuestionStatus,
+    WorkItem,
     WorkMove,
+    WorkStatus,
+    new_id,
     utcnow,
 )
 from shared.names import ProjectNames, validate_token
 from shared.nats.cas import cas_update
-from shared.nats.jetstream import delete_unchanged, ensure_kv, get_or_none, snapshot
+from shared.nats.jetstream import create_if_absent, delete_unchanged, ensure_kv, get_or_none, snapshot
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
 from shared.work.autonomy import AutonomyStore, decide
+from shared.work.escalation import ASKER as ESCALATION_ASKER
+from shared.work.escalation import CATEGORY as ESCALATION
+from shared.work.escalation import is_escalation, needs_carrying_out, parse_decision, question_text
 from shared.work.moves import holder_move
 from shared.work.queue import WorkQueue
 
@@ -128,6 +136,8 @@ def answer_rule(question: Question, answer: str, by: str, now: datetime) -> Ques
     A question past its deadline has no answer to give any more."""
     check_answer(answer)
     check_open(question, now)
+    if is_escalation(question):
+        parse_decision(answer)  # one of its decisions, or refused before it is recorded
     if question.choices and answer not in question.choices:
         raise QuestionError(
             f"answer: must be one of the question's choices ({', '.join(question.choices)})", field="answer"
@@ -217,6 +227,21 @@ def expire_rule(question: Question, now: datetime) -> Question | None:
             "status": QuestionStatus.EXPIRED,
             "resolution": f"{NO_ANSWER} ({question.deadline.isoformat() if question.deadline else ''}); "
             "decide without it or ask again",
+            "updated_at": now,
+            "resolved_at": now,
+        }
+    )
+
+
+def withdraw_rule(question: Question, why: str, now: datetime) -> Question | None:
+    """An open question nobody needs to answer any more (an escalated item someone retried
+    or cancelled by hand): resolved with no answer, saying why; None: left as it is."""
+    if question.status is not QuestionStatus.OPEN:
+        return None
+    return question.model_copy(
+        update={
+            "status": QuestionStatus.EXPIRED,
+            "resolution": f"withdrawn: {why}",
             "updated_at": now,
             "resolved_at": now,
         }
@@ -467,7 +492,12 @@ class QuestionBook:
         return question
 
     async def _settle(self, question: Question, *, answered: bool) -> None:
-        """The work the question was about goes on (resumed in progress, or its landing decided)."""
+        """The work the question was about goes on (resumed in progress, or its landing
+        decided; an escalated item's decision carried out)."""
+        if is_escalation(question):
+            if answered:
+                await self._carry_out(question)
+            return
         if question.work_id is not None:
             await self.work.resume(
                 question.work_id,
@@ -476,6 +506,95 @@ class QuestionBook:
                 answer=told(question),
                 by=question.answered_by,
             )
+
+    # -- escalation (shared/work/escalation.py) ----------------------------------------------
+    async def escalate(self, item: WorkItem, report: Diagnosis, priority: Priority) -> Question | None:
+        """Put a dead letter to a person: the report and the question's id on the item first
+        (compare-and-set, so one replica wins), then the question (:meth:`_question_of`).
+        None when another process escalated it first."""
+        assert item.finished_at is not None
+        escalation = Escalation(
+            failed_at=item.finished_at, question_id=new_id(), priority=priority, report=report
+        )
+        question = await self._question_of(item, escalation)
+        if await self.work.escalate(item.id, escalation) is None:
+            return None
+        await self._store_escalation(question)
+        return question
+
+    async def _store_escalation(self, question: Question) -> None:
+        if await create_if_absent(await self.bucket(), question.id, question.to_json_bytes()):
+            await self._announce("asked", question)
+
+    async def _carry_out(self, question: Question) -> None:
+        """The answer is on record: a failure carrying it out is logged, and a sweep
+        carries it out again (:meth:`repair_escalations`)."""
+        assert question.work_id is not None and question.answer is not None
+        try:
+            await self.work.decide_escalation(
+                question.work_id, question.id, question.answer, question.answered_by or "operator"
+            )
+        except Exception as exc:
+            log.warning("escalation %s answered, not carried out yet: %s", question.id, exc)
+
+    async def repair_escalations(self, items: Iterable[WorkItem], questions: list[Question]) -> int:
+        """A sweep's repair of what a stopped process left: an escalation whose question was
+        never stored (stored now), one answered but not decided, one decided but not
+        carried out. The number of items repaired."""
+        by_id = {q.id: q for q in questions}
+        repaired = 0
+        for item in items:
+            escalation = item.escalation
+            if escalation is None:
+                continue
+            question = by_id.get(escalation.question_id)
+            if item.status is not WorkStatus.DEAD_LETTERED or escalation.failed_at != item.finished_at:
+                if escalation.decision is None and question is not None:
+                    repaired += await self._withdraw(question, f"the item is {item.status.value} now")
+                continue
+            if needs_carrying_out(item):
+                repaired += await self.work.carry_out_escalation(item.id) is not None
+                continue
+            if escalation.decision is not None:
+                continue
+            if question is None:
+                await self._store_escalation(await self._question_of(item, escalation))
+                repaired += 1
+            elif question.status is QuestionStatus.ANSWERED and question.answer is not None:
+                by = question.answered_by or "operator"
+                decided = await self.work.decide_escalation(item.id, question.id, question.answer, by)
+                repaired += decided is not None
+        return repaired
+
+    async def _withdraw(self, question: Question, why: str) -> bool:
+        """An escalation overtaken by someone's retry or cancel by hand: its question closed."""
+        if question.status is not QuestionStatus.OPEN:
+            return False
+        now = utcnow()
+        closed, changed = await self._mutate(question.id, lambda q: withdraw_rule(q, why, now))
+        if changed:
+            await self._announce("expired", closed)
+        return changed
+
+    async def _question_of(self, item: WorkItem, escalation: Escalation) -> Question:
+        """The escalation's question (its id is on the item): its mode as the autonomy
+        policy says for its priority and category, but never only logged or decided by
+        default, as there is no default to decide with."""
+        now = utcnow()
+        decision = decide(await self.autonomy.current(), escalation.priority, ESCALATION, None, now)
+        return Question(
+            id=escalation.question_id,
+            project_id=self.names.project_id,
+            asked_by=ESCALATION_ASKER,
+            asked_by_handle="escalation",
+            question=question_text(item, escalation.report),
+            work_id=item.id,
+            priority=decision.priority,
+            category=ESCALATION,
+            mode=decision.mode if decision.mode is QuestionMode.SYNC else QuestionMode.ASYNC,
+            created_at=now,
+            updated_at=now,
+        )
 
     async def all(self) -> list[Question]:
         values = await snapshot(await self.bucket())

@@ -42,6 +42,7 @@ from opentelemetry.trace import SpanKind
 
 from shared.models import (
     ControlRequest,
+    Escalation,
     LandingAttempt,
     WorkItem,
     WorkMove,
@@ -56,6 +57,7 @@ from shared.nats.jetstream import delete_unchanged, get_or_none, update_unchange
 from shared.trace.tracing import timed, traceparent_of, with_trace_headers
 from shared.usage.rules import Budget, Usage
 from shared.work.delivery import WorkDelivery
+from shared.work.escalation import decide, escalate, needs_carrying_out, parse_decision
 from shared.work.graph import DEAD_ENDS, PlanStep, check_dependencies, dead_end, plan_order
 from shared.work.landing import (
     await_approval,
@@ -786,6 +788,8 @@ class WorkQueue(WorkDelivery):
             await self._nc.publish(self.names.control_subject(change.notify), request.to_json_bytes())
         if change.drop_queue_seq is not None:
             await self._delete_queued(change.drop_queue_seq)
+        if change.drop_dlq_seq is not None:
+            await self._delete_dead_letter(change.drop_dlq_seq)
         await self._announce(change.events, change.record.item)
         await self._tell_dependents(change.record.item)
         return change.record.item
@@ -818,8 +822,13 @@ class WorkQueue(WorkDelivery):
         """Record why an item is still waiting (see :func:`note_waiting`); the updated item,
         or None when nothing changed (same reason, claimed meanwhile, or gone)."""
         now = utcnow()
+        return await self._change_if_any(work_id, lambda r: note_waiting(r, reason, now))
+
+    async def _change_if_any(self, work_id: str, rule: Callable[[WorkRecord], Change]) -> WorkItem | None:
+        """A rule that may leave the item alone (or find it gone), with its events: the item
+        as changed, or None."""
         try:
-            _, change = await self._mutate(work_id, lambda r: note_waiting(r, reason, now))
+            _, change = await self._mutate(work_id, rule)
         except WorkNotFound:
             return None
         if change.record is None:
@@ -851,6 +860,42 @@ class WorkQueue(WorkDelivery):
             except Exception as exc:  # the retry is on record; a sweep revives the rest
                 log.warning("work %s was retried, but its dependents were not all revived: %s", item.id, exc)
         return item
+
+    # -- escalation (shared/work/escalation.py) --------------------------------------
+    async def escalate(self, work_id: str, escalation: Escalation) -> WorkItem | None:
+        """Write the report and the question on the dead letter; None when another process
+        did first (or the item is no longer that dead letter)."""
+        now = utcnow()
+        return await self._change_if_any(work_id, lambda r: escalate(r, escalation, now))
+
+    async def decide_escalation(
+        self, work_id: str, question_id: str, answer: str, by: str
+    ) -> WorkItem | None:
+        """The person's answer to an escalation, carried out; None when it was decided
+        already or the item is no longer waiting for it."""
+        resolution = parse_decision(answer)
+        now = utcnow()
+        decided = await self._change_if_any(work_id, lambda r: decide(r, question_id, resolution, by, now))
+        if decided is None:
+            return None
+        if resolution.action == "skip":
+            with contextlib.suppress(WorkNotFound):  # nothing left to discard
+                return await self.dlq_discard(work_id)
+            return decided
+        return await self.carry_out_escalation(work_id, decided)
+
+    async def carry_out_escalation(self, work_id: str, item: WorkItem | None = None) -> WorkItem | None:
+        """A decided escalation's retry or cancel (``item``: as just decided; else read, a
+        sweep's repair after a process stopped between deciding and doing it); None when
+        there is nothing to do."""
+        item = item or await self.get(work_id)
+        if not needs_carrying_out(item):
+            return None
+        assert item.escalation is not None and item.escalation.decision is not None
+        if item.escalation.decision == "cancel":
+            by = item.escalation.decided_by or "operator"
+            return await self.cancel(work_id, reason="escalation answered: cancel", by=by)
+        return await self.retry(work_id)
 
     # -- dead-letter queue --------------------------------------------------------
     async def dlq_retry(self, work_id: str) -> WorkItem:

@@ -191,6 +191,7 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
         return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # finished or cancelled meanwhile
     new, item = claimed
     item.attempts += 1
+    item.simplify = 1 < item.max_attempts <= item.attempts  # the last attempt: essentials only
     item.assigned_to = agent_id
     item.reserved_for = None
     item.claimed_at = now
@@ -512,6 +513,9 @@ def stop(record: WorkRecord, reason: str, by: str, now: datetime) -> Change:
         return Change(
             new, (event,), ack=Ack.STOP, ack_subject=record.delivery.ack_subject, notify=item.assigned_to
         )
+    if item.status is WorkStatus.DEAD_LETTERED:  # its queue message is gone; its dead letter goes
+        new.dlq_seq = None
+        return Change(new, (event,), drop_dlq_seq=record.dlq_seq)
     return Change(new, (event,), drop_queue_seq=record.queue_seq)
 
 

@@ -2,7 +2,9 @@
 (a signed webhook, a Slack stand-in, SMTP), served by two Weft replicas: an agent's P0
 security question blocks its item and reaches each sink once, is sent again as a reminder,
 and is answered; a P2 question is answered by its default; a target whose starts keep
-failing is disabled and its sinks told; pausing the project refuses claims."""
+failing is disabled and its sinks told; an item failing every attempt is escalated with a
+report and completes after "retry with new instructions"; pausing the project refuses
+claims."""
 
 from __future__ import annotations
 
@@ -117,6 +119,31 @@ async def test_questions_reach_people_once_defaults_decide_a_breaker_trips_and_p
             done = await builder.call("warp_work_complete", work_id=item["id"], result={"committed": False})
             assert done["item"]["status"] == "completed"
 
+            # An item that fails every attempt: its last attempt is handed only the essentials;
+            # then a report and a question, whose "retry with new instructions" leads to completion.
+            flaky = await ops.shuttle_json("submit", "fix the build", "-c", "code", "--max-attempts", "2")
+            for attempt in (1, 2):
+                claimed = await builder.call("warp_work_claim")
+                assert claimed["item"]["id"] == flaky["id"]
+                assert claimed["context"]["simplified"] is (attempt == 2)
+                await builder.call("warp_work_fail", work_id=flaky["id"], error=f"linker OOM ({attempt})")
+            escalation = (await _notices(receiver, "question", about=flaky["id"]))[0]
+            assert escalation["title"].startswith("[P1] Escalation: work")
+            shown = await ops.shuttle_json("work", "show", flaky["id"])
+            report = shown["escalation"]["report"]
+            assert [a["error"] for a in report["attempts"]] == ["linker OOM (1)", "linker OOM (2)"]
+            retry = await ops.shuttle(
+                "answer", escalation["subject_id"], "retry: link with -Wl,--no-keep-memory", "--by", "alice"
+            )
+            assert retry.exit_code == 0, retry.stderr
+            again = await builder.call("warp_work_claim")
+            assert again["item"]["id"] == flaky["id"] and again["context"]["simplified"] is False
+            assert again["item"]["description"].endswith("link with -Wl,--no-keep-memory")
+            fixed = await builder.call("warp_work_complete", work_id=flaky["id"], result="linked")
+            assert fixed["item"]["status"] == "completed"
+            sent = [r for r in receiver.at("/hook") if r.json()["subject_id"] == escalation["subject_id"]]
+            assert len(sent) == 1  # two replicas, one notice
+
             # Paused: the agent's next claim is refused with the reason; resumed, it goes on.
             assert (await ops.shuttle("project", "pause", "--reason", "key rotation review")).exit_code == 0
             await ops.shuttle("submit", "another task", "-c", "code")
@@ -132,10 +159,16 @@ async def test_questions_reach_people_once_defaults_decide_a_breaker_trips_and_p
             assert (result.structured_content or {})["claimed"] is True
 
 
-async def _notices(receiver: Receiver, kind: str, timeout: float = 20.0) -> list[dict[str, Any]]:
-    """The signed webhook's notices of ``kind``, once there is one."""
+async def _notices(
+    receiver: Receiver, kind: str, timeout: float = 20.0, *, about: str | None = None
+) -> list[dict[str, Any]]:
+    """The signed webhook's notices of ``kind`` (whose body names ``about``), once there is one."""
     for _ in range(int(timeout / 0.05)):
-        found = [r.json() for r in receiver.at("/hook") if r.json()["kind"] == kind]
+        found = [
+            r.json()
+            for r in receiver.at("/hook")
+            if r.json()["kind"] == kind and (about is None or about in r.json()["body"])
+        ]
         if found:
             return found
         await asyncio.sleep(0.05)

@@ -6,6 +6,10 @@ by urgency, each against the raw NATS work it stands on, in the same run.
   event) against a raw KV create of the same record in a bucket of its own.
 - list by urgency: ``QuestionBook.listing(order="urgency")`` over N questions against the
   raw read of the same N records (the bucket's snapshot), which it is built on.
+- escalation (docs/operator.md, Escalation): ``QuestionBook.escalate`` of a dead letter (the
+  report written on the item compare-and-set, the question stored, both events) and an
+  answer carried out (``retry: <instructions>``: the answer recorded, the decision on the
+  item, its retry and queue message), each against the raw KV writes and publish they make.
 """
 
 from __future__ import annotations
@@ -13,18 +17,23 @@ from __future__ import annotations
 import time
 
 from benchlib import BenchContext, BenchResult, summarize
+from nats.aio.client import Client
+from nats.js.kv import KeyValue
 
-from shared.models import Priority, Question
+from shared.models import Diagnosis, Priority, Question, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.jetstream import ensure_kv, snapshot
 from shared.work.autonomy import AutonomyRule, AutonomySettings
 from shared.work.questions import QuestionBook
+from shared.work.rules import Claimant
 from testsupport.work import work_queue
 
 AGENT = "a" * 32
 RAW_ASK = "raw: KV create of a question record"
 RAW_LIST = "raw: read every question record (KV snapshot)"
+RAW_ESCALATE = "raw: KV update of a work record + KV create of a question"
+RAW_DECIDE = "raw: KV update of a question + 2 KV updates of a work record + a publish"
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
@@ -60,10 +69,12 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             page = await book.listing(limit=50, order="urgency")
             listed.append((time.perf_counter() - start) * 1000)
             assert page.total == count and page.items[0].priority is Priority.P0
+        escalations = await _escalations(nc, ProjectNames(f"{project}-esc"), raw_kv, 20 if ctx.quick else 200)
         await nc.jetstream().delete_key_value(f"bench-raw-questions-{project}")
     finally:
         await nc.close()
     return [
+        *escalations,
         summarize(RAW_ASK, raw_ask),
         summarize(
             "questions: ask (policy read, record, event)",
@@ -77,5 +88,63 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             listed,
             baseline=RAW_LIST,
             target="the records' read plus a sort",
+        ),
+    ]
+
+
+async def _escalations(nc: Client, names: ProjectNames, raw_kv: KeyValue, count: int) -> list[BenchResult]:
+    queue = work_queue(nc, names)
+    book = QuestionBook(nc, names, queue)
+    coder = Claimant(AGENT, "generic", ("code",), ("default",))
+    raw_escalate: list[float] = []
+    escalated: list[float] = []
+    raw_decide: list[float] = []
+    decided: list[float] = []
+    report = Diagnosis(total_s=1.0)
+    raw_subject = f"bench-raw-escalation.{names.project_id}"
+    await nc.jetstream().add_stream(name=f"BENCH-RAW-ESC-{names.project_id}", subjects=[raw_subject])
+    for n in range(count):
+        item = await queue.submit(
+            WorkSubmission(task_id=f"t{n}", description="d", capability="code", max_attempts=1)
+        )
+        assert await queue.claim(coder) is not None
+        await queue.fail(item.id, AGENT, "broken")
+        dead = await queue.get(item.id)
+        record = Question(project_id=names.project_id, asked_by=AGENT, question=f"e{n}?")
+        start = time.perf_counter()
+        revision = await raw_kv.put(f"w{n}", dead.to_json_bytes())
+        await raw_kv.create(record.id, record.to_json_bytes())
+        raw_escalate.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        asked = await book.escalate(dead, report, Priority.P1)
+        escalated.append((time.perf_counter() - start) * 1000)
+        assert asked is not None
+        start = time.perf_counter()
+        await raw_kv.put(record.id, record.to_json_bytes())
+        revision = await raw_kv.update(f"w{n}", dead.to_json_bytes(), last=revision)
+        await raw_kv.update(f"w{n}", dead.to_json_bytes(), last=revision)
+        await nc.jetstream().publish(raw_subject, b"{}")
+        raw_decide.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        await book.answer(asked.id, "retry: smaller steps", by="bench")
+        decided.append((time.perf_counter() - start) * 1000)
+        assert (await queue.get(item.id)).status is WorkStatus.QUEUED
+        assert await queue.claim(coder) is not None  # out of the way of the next one
+        await queue.complete(item.id, AGENT, "done")
+    await nc.jetstream().delete_stream(f"BENCH-RAW-ESC-{names.project_id}")
+    return [
+        summarize(RAW_ESCALATE, raw_escalate),
+        summarize(
+            "escalation: escalate a dead letter (report on the item, question, events)",
+            escalated,
+            baseline=RAW_ESCALATE,
+            target="the item's compare-and-set (a read first) and the question's create, plus two events",
+        ),
+        summarize(RAW_DECIDE, raw_decide),
+        summarize(
+            "escalation: answer carried out (retry with new instructions)",
+            decided,
+            baseline=RAW_DECIDE,
+            target="the answer, decision and retry compare-and-sets (each reads first), the queue message",
         ),
     ]

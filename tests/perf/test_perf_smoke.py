@@ -79,6 +79,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "landing:",
         "forge:",
         "questions:",
+        "escalation:",
         "notify:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix

@@ -184,6 +184,7 @@ EXPECTED_MOVES = {
     (S.FAILED, S.EXPIRED),
     (S.FAILED, S.DEAD_LETTERED),
     (S.DEAD_LETTERED, S.QUEUED),  # retry from the DLQ
+    (S.DEAD_LETTERED, S.CANCELLED),  # an escalation answered "cancel", or cancelled by hand
     (S.BLOCKED, S.QUEUED),  # its last dependency completed
     (S.BLOCKED, S.FAILED),  # a dependency will not complete: on to the DLQ
     (S.BLOCKED, S.CANCELLED),
@@ -231,10 +232,11 @@ def test_can_transition_matches_the_lifecycle(current: WorkStatus, new: WorkStat
     assert can_transition(current, new) is ((current, new) in EXPECTED_MOVES)
 
 
-def test_final_states_have_no_way_out_except_dlq_retry() -> None:
+def test_final_states_have_no_way_out_except_from_the_dlq() -> None:
     for state in FINAL_WORK_STATES:
         allowed = WORK_TRANSITIONS[state]
-        expected = frozenset({S.QUEUED, S.BLOCKED}) if state is S.DEAD_LETTERED else frozenset()
+        dlq = frozenset({S.QUEUED, S.BLOCKED, S.CANCELLED})
+        expected = dlq if state is S.DEAD_LETTERED else frozenset()
         assert allowed == expected, state
     assert not any(can_transition(s, s) for s in WorkStatus)
     assert not can_transition(S.COMPLETED, S.QUEUED)

@@ -323,6 +323,16 @@ async def test_dlq_list_retry_discard(cli: Cli, nc: NatsClient) -> None:
     assert [e["item"]["id"] for e in listed["items"]] == dead
     r = cli("dlq", "list")
     assert r.exit_code == 0 and dead[0] in r.stdout and "broken 0" in r.stdout
+    # each dead letter is put to a person (docs/operator.md, Escalation): shown with the item
+    for _ in range(200):
+        escalation = weft_item(cli, dead[0]).get("escalation")
+        if escalation:
+            break
+        await asyncio.sleep(0.05)
+    assert escalation, "the sweep did not escalate the dead letter"
+    r = cli("work", "show", dead[0])
+    assert r.exit_code == 0 and "P1 waiting for an answer to question" in r.stdout
+    assert "attempt 1 after" in r.stdout and "broken 0" in r.stdout
     retried = cli.json("dlq", "retry", dead[0])
     assert retried["status"] == "queued" and weft_item(cli, dead[0])["status"] == "queued"
     r = cli("dlq", "discard", dead[1])

@@ -10,6 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from shared.models import Event, Landing, Priority, Question, QuestionMode, WorkItem
+from shared.work.escalation import ASKER as ESCALATION_ASKER
+from shared.work.escalation import CATEGORY as ESCALATION
 from weft.notify.rules import Sink, SinkSettings, notice_of, wants
 from weft.spinup.breaker import recent_failures, tripped_reason, trips
 
@@ -51,6 +53,23 @@ def test_questions_notify_by_mode_and_reminders_are_their_own_kind() -> None:
     reminder = notice_of(event("question", "reminded", q.id, question=q.model_dump(mode="json")), PUBLIC)
     assert reminder is not None and reminder.kind == "reminder" and reminder.title.startswith("Reminder: ")
     assert reminder.key != notice_of(asked(), PUBLIC).key  # type: ignore[union-attr]
+
+
+def test_an_escalation_says_what_failed_and_that_a_person_decides() -> None:
+    q = Question(
+        project_id="demo",
+        asked_by=ESCALATION_ASKER,
+        asked_by_handle="escalation",
+        question="Work ... failed all 3 attempts",
+        category=ESCALATION,
+        work_id="c" * 32,
+        priority=Priority.P1,
+        mode=QuestionMode.ASYNC,
+    )
+    notice = notice_of(event("question", "asked", q.id, question=q.model_dump(mode="json")), PUBLIC)
+    assert notice is not None and notice.kind == "question"
+    assert notice.title == "[P1] Escalation: work cccccccc failed every attempt; decide"
+    assert "failed all 3 attempts" in notice.body
 
 
 def test_work_and_target_events_make_their_notices_and_others_none() -> None:

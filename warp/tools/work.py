@@ -65,11 +65,17 @@ def hand_off_out(handed: WorkHandOff) -> HandOffOut:
         total=handed.total,
         truncated=handed.truncated,
         dependencies=handed.dependencies,
+        simplified=handed.simplified,
     )
 
 
 def hand_off_text(out: HandOffOut) -> str:
     lines = [f"Context ({out.total} node(s), newest first; add notes under node {out.attempt_node}):"]
+    if out.simplified:
+        lines.append(
+            "  This is the item's last attempt: only the essentials are handed over. Keep the "
+            "approach simple; older nodes: warp_work_context."
+        )
     for node in out.nodes:
         attempt = f" attempt {node.meta['attempt']}" if "attempt" in node.meta else ""
         text = " ".join((node.text or "").split())[:200]
@@ -441,7 +447,7 @@ async def _claimed_context(contexts: ContextStore, item: WorkItem) -> HandOffOut
     from shared.work.context import work_hand_off
 
     try:
-        return hand_off_out(await work_hand_off(contexts, item))
+        return hand_off_out(await work_hand_off(contexts, item, simplified=item.simplify))
     except Exception as exc:
         if nats_failure(exc) is None:
             raise

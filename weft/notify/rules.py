@@ -22,6 +22,7 @@ from shared import names
 from shared.base import LoomModel
 from shared.errors import Invalid, NotFound
 from shared.models import Priority, Question, QuestionMode, WorkItem, utcnow
+from shared.work.escalation import is_escalation
 
 NoticeKind = Literal["question", "reminder", "dead-letter", "landing", "target", "bottleneck"]
 NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = (
@@ -248,7 +249,10 @@ def question_notice(
         lines.append(f"About work {question.work_id}.")
     reminded = action == "reminded"
     about = f" ({question.category})" if question.category else ""
-    title = f"{'Reminder: ' if reminded else ''}[{question.priority.value}] {who} asks{about}"
+    asks = f"{who} asks{about}"
+    if is_escalation(question):
+        asks = f"Escalation: work {(question.work_id or '')[:8]} failed every attempt; decide"
+    title = f"{'Reminder: ' if reminded else ''}[{question.priority.value}] {asks}"
     stamp = question.reminded_at.isoformat() if reminded and question.reminded_at else "asked"
     return Notice(
         kind="reminder" if reminded else "question",

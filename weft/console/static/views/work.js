@@ -168,7 +168,28 @@ export function workItemView(ctx, workId) {
       item.result !== null && item.result !== undefined ? [h("h3", null, "Result"), h("pre", null, JSON.stringify(item.result, null, 2))] : null,
       item.error ? [h("h3", null, "Last error"), h("pre", null, item.error)] : null,
       attempts(item),
+      escalation(item),
       landing(item));
+  }
+
+  // An item that failed every attempt, put to a person (docs/operator.md, Escalation): the
+  // diagnostic report, and the question to answer or what was decided.
+  function escalation(item) {
+    const e = item.escalation;
+    if (!e) return null;
+    const r = e.report;
+    const spent = Object.entries(r.seconds_by_operation || {}).map(([name, s]) => `${name} ${s.toFixed(1)} s`).join(", ");
+    const facts = h("dl", { class: "fields" },
+      field("Question", e.decision ? `${e.priority} · decided: ${e.decision} by ${e.decided_by} · ${when(e.decided_at)}`
+        : h("a", { href: "#questions" }, `${e.priority} · waiting for your answer`)),
+      field("Reported", when(r.written_at)),
+      field("Submitted to dead letter", `${r.total_s.toFixed(1)} s`),
+      field("Trace", `${r.spans} spans, ${r.failed_spans} failed${spent ? ` · ${spent}` : ""}`),
+      field("Last checkpoint", r.checkpoint ? h("code", null, `${short(r.checkpoint)} on ${r.branch}`) : "-"));
+    const t = table("Attempts in the report", ["Attempt", "Agent", "Seconds", "Error"]);
+    replace(t.tbody, (r.attempts || []).map((a) => h("tr", null, h("td", null, a.attempt), h("td", null, store.handleOf(a.agent_id)),
+      h("td", { class: "num" }, a.seconds == null ? "-" : a.seconds.toFixed(1)), h("td", null, a.error))));
+    return h("div", { id: "work-escalation" }, h("h3", null, "Escalation"), facts, (r.attempts || []).length ? t.el : null);
   }
 
   // Its way to the target branch (docs/landing.md): where it waits or landed, and each
