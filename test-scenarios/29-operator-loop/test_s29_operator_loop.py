@@ -146,6 +146,12 @@ async def test_questions_reach_people_once_defaults_decide_a_breaker_trips_and_p
 
             # Paused: the agent's next claim is refused with the reason; resumed, it goes on.
             assert (await ops.shuttle("project", "pause", "--reason", "key rotation review")).exit_code == 0
+            for _ in range(100):  # agents read the pause within a couple of seconds (nothing is queued)
+                refused = await builder.raw("warp_work_claim")
+                if refused.is_error:
+                    break
+                assert (refused.structured_content or {})["claimed"] is False
+                await asyncio.sleep(0.1)
             await ops.shuttle("submit", "another task", "-c", "code")
             refused = await builder.raw("warp_work_claim")
             assert refused.is_error and "key rotation review" in text_of(refused)
