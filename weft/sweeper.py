@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from shared.events import publish_event
 from shared.models import QuestionStatus
 from shared.tasks import raise_if_cancelling
 from weft.a2a.push import PUSH_EXTENSION, ProjectPush
 from weft.notify.dispatch import NOTIFY_EXTENSION, ProjectNotify
 from weft.project.escalation import sweep_escalations
 from weft.project.hub import ProjectContext, ProjectHub
+from weft.project.notices import announce_bottlenecks, announce_silence
 from weft.routing import Router
 from weft.settings import WeftSettings
 
@@ -47,6 +47,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     announced = await announce_bottlenecks(context)
     if announced:
         outcome["bottlenecks_announced"] = announced
+    silent = await announce_silence(context)
+    if silent:
+        outcome["silence_announced"] = silent
     outcome.update(await router.route_waiting(context))
     token = settings.github_token.get_secret_value() if settings.github_token is not None else None
     forge_settled = await context.forge.sweep(
@@ -66,27 +69,6 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
         if count:
             context.metrics.records_deleted.labels(context.project_id, kind).inc(count)
     return outcome
-
-
-async def announce_bottlenecks(context: ProjectContext) -> int:
-    """Open items newly holding up the policy's ``bottleneck_dependents`` open items are
-    announced (``work.bottleneck``, a notice); the gauge counts them all. Replicas sending
-    the same announcement a moment apart make one event (its message id)."""
-    # A count over the in-memory copy first: the policy is read only if some item holds up others.
-    found = context.work.bottlenecks(1)
-    if found:
-        threshold = (await context.questions.autonomy.current()).bottleneck_dependents
-        found = {work_id: n for work_id, n in found.items() if n >= threshold}
-    context.metrics.bottlenecks.labels(context.project_id).set(len(found))
-    new = [work_id for work_id in found if work_id not in context.bottlenecks_announced]
-    items = context.work.by_id() if new else {}
-    for work_id in new:
-        data = {"item": items[work_id].model_dump(mode="json"), "held_up": found[work_id]}
-        await publish_event(
-            context.js, context.names, "work", "bottleneck", work_id, data, msg_id=f"bottleneck.{work_id}"
-        )
-    context.bottlenecks_announced = set(found)
-    return len(new)
 
 
 async def run_sweeper(hub: ProjectHub, router: Router, settings: WeftSettings) -> None:

@@ -110,6 +110,20 @@ class AutonomySettings(LoomModel):
         description="sync: people are reminded of an open question this often until it is answered",
     )
 
+    work_silence_s: float | None = Field(
+        default=1800,
+        ge=1,
+        le=7 * 86_400,
+        description="A worker holding an item this long without a progress report is announced "
+        "(work.silent, a P2 silence notice); null: not watched",
+    )
+    review_silence_s: float | None = Field(
+        default=1800,
+        ge=1,
+        le=7 * 86_400,
+        description="A reviewer holding a review this long without a verdict or progress is announced; "
+        "null: not watched",
+    )
     escalation: Priority | None = Field(
         default=Priority.P1,
         description="An item that failed every attempt is put to a person as a question of this "

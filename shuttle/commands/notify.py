@@ -17,7 +17,7 @@ app = command_group(
     help="Notification sinks: Slack, ntfy, e-mail, webhooks (through Apprise) or a signed webhook."
 )
 
-KINDS = ("question", "reminder", "dead-letter", "landing", "target", "bottleneck")
+KINDS = ("question", "reminder", "dead-letter", "landing", "target", "bottleneck", "silence")
 
 
 def _health(status: dict[str, Any]) -> str:

@@ -72,6 +72,18 @@ def test_an_escalation_says_what_failed_and_that_a_person_decides() -> None:
     assert "failed all 3 attempts" in notice.body
 
 
+def test_a_silent_holder_is_a_p2_notice_keyed_by_its_stretch_of_silence() -> None:
+    held = item(status="in-progress", assigned_to=A)
+    since = "2030-01-01T11:00:00+00:00"
+    data = {"item": held.model_dump(mode="json"), "since": since, "role": "work"}
+    notice = notice_of(event("work", "silent", held.id, **data), PUBLIC)
+    assert notice is not None and (notice.kind, notice.priority) == ("silence", Priority.P2)
+    assert notice.title == "[P2] t1: its worker has been silent since 2030-01-01T11:00:00"
+    assert notice.key == f"silence.{held.id}.{since}" and notice.link == f"{PUBLIC}#work/{held.id}"
+    review = notice_of(event("work", "silent", held.id, **{**data, "role": "review"}), None)
+    assert review is not None and "its reviewer" in review.title
+
+
 def test_work_and_target_events_make_their_notices_and_others_none() -> None:
     dead = item(attempts=3, error="boom")
     notice = notice_of(event("work", "dead-lettered", dead.id, item=dead.model_dump(mode="json")), PUBLIC)

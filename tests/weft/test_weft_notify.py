@@ -262,3 +262,25 @@ async def test_an_item_holding_up_three_is_a_bottleneck_announced_once_and_notif
 
     await eventually(cleared, what="the gauge to follow")
     assert (await work_actions(nc, ProjectNames(project_id), names["schema"])).count("bottleneck") == 1
+
+
+async def test_a_silent_worker_is_announced_once_per_stretch_and_notified(
+    api: httpx.AsyncClient, receiver: Receiver, nc: NatsClient, project_id: str
+) -> None:
+    sink = json_sink(receiver, "/json", events=["silence"], min_priority="P2")
+    assert (await api.put("/api/notify/sinks/lead", json=sink)).status_code == 200
+    policy = {"work_silence_s": 1, "review_silence_s": None}
+    assert (await api.put("/api/autonomy", json=policy)).status_code == 200
+    queue = work_queue(nc, ProjectNames(project_id))
+    item = await queue.submit(WorkSubmission(task_id="quiet", description="d", capability="code"))
+    assert await queue.claim(Claimant(A, "generic", ("code",), ("default",))) is not None
+    got = (await receiver.wait_for("/json"))[0].json()  # a second without progress: announced
+    assert got["title"].startswith("[P2] quiet: its worker has been silent since")
+    assert f"Held by {A[:8]} (claimed), no progress reported since" in got["message"]
+    await queue.progress(item.id, A, 50, "half way")  # a new stretch, announced again
+    second = (await receiver.wait_for("/json", 2))[1].json()
+    assert "(in-progress)" in second["message"] and second["title"] != got["title"]
+    await queue.complete(item.id, A, "done")
+    await asyncio.sleep(1.2)  # several sweeps, finished: nothing more
+    assert len(receiver.at("/json")) == 2
+    assert (await work_actions(nc, ProjectNames(project_id), item.id)).count("silent") == 2

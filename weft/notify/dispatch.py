@@ -53,6 +53,7 @@ EVENTS: Final = (
     ("work", "dead-lettered"),
     ("work", "landing-failed"),
     ("work", "bottleneck"),
+    ("work", "silent"),
     ("target", "tripped"),
 )
 """The events that can make a notice (the consumer's filter)."""

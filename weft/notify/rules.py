@@ -3,7 +3,8 @@
 An event on the project's events stream becomes a :class:`Notice` (or nothing): a question
 a person should hear of (its priority, by the mode the autonomy policy gave it), a
 reminder of an unanswered ``sync`` question, an item that failed every attempt (the
-dead-letter queue). A sink (an Apprise URL, or Loom's own signed webhook) takes the notices
+dead-letter queue), a landing failure, a disabled target, a bottleneck, a silent worker
+or reviewer. A sink (an Apprise URL, or Loom's own signed webhook) takes the notices
 at or above its priority floor whose kind it lists. A notice is sent to a sink at most
 once within the dedupe window (its :attr:`Notice.key`) and at most ``rate_per_minute``
 times a minute; what is dropped stays in the record it came from (the question, the item).
@@ -24,7 +25,7 @@ from shared.errors import Invalid, NotFound
 from shared.models import Priority, Question, QuestionMode, WorkItem, utcnow
 from shared.work.escalation import is_escalation
 
-NoticeKind = Literal["question", "reminder", "dead-letter", "landing", "target", "bottleneck"]
+NoticeKind = Literal["question", "reminder", "dead-letter", "landing", "target", "bottleneck", "silence"]
 NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = (
     "question",
     "reminder",
@@ -32,6 +33,7 @@ NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = (
     "landing",
     "target",
     "bottleneck",
+    "silence",
 )
 SinkKind = Literal["apprise", "webhook"]
 MAX_URL: Final = 2000
@@ -338,6 +340,27 @@ def bottleneck_notice(item: WorkItem, held_up: int, public_url: str | None, proj
     )
 
 
+def silence_notice(item: WorkItem, data: dict[str, Any], public_url: str | None, project_id: str) -> Notice:
+    """A worker or reviewer that said nothing for a long while (P2): stuck, or just slow."""
+    since = str(data.get("since") or "")
+    role = "reviewer" if data.get("role") == "review" else "worker"
+    who = item.assigned_to[:8] if item.assigned_to else "nobody"
+    return Notice(
+        kind="silence",
+        priority=Priority.P2,
+        title=_cut(f"[P2] {item.task_id}: its {role} has been silent since {since[:19]}", TITLE_MAX),
+        body=_cut(
+            f"{item.description}\nHeld by {who} ({item.status.value}), no progress reported since {since}. "
+            "Ask it, or cancel the item to hand it to another agent.",
+            BODY_MAX,
+        ),
+        key=f"silence.{item.id}.{since}",
+        subject_id=item.id,
+        link=link_to(public_url, f"work/{item.id}"),
+        project_id=project_id,
+    )
+
+
 def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
     """The notice an event makes, if any (events as ``shared/events.py`` publishes them)."""
     kind, action, data = event.get("kind"), event.get("action"), event.get("data") or {}
@@ -351,6 +374,8 @@ def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
             return dead_letter_notice(WorkItem.model_validate(data["item"]), public_url, project_id)
         if kind == "work" and action == "landing-failed":
             return landing_notice(WorkItem.model_validate(data["item"]), data, public_url, project_id)
+        if kind == "work" and action == "silent":
+            return silence_notice(WorkItem.model_validate(data["item"]), data, public_url, project_id)
         if kind == "work" and action == "bottleneck":
             item = WorkItem.model_validate(data["item"])
             return bottleneck_notice(item, int(data["held_up"]), public_url, project_id)

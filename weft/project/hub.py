@@ -184,6 +184,8 @@ class ProjectContext:
         self.last_used = time.monotonic()
         self.bottlenecks_announced: set[str] = set()
         """The bottlenecks this replica announced (``work.bottleneck``), until they stop being ones."""
+        self.silence_announced: set[tuple[str, str]] = set()
+        """The stretches of silence (item, since) this replica announced (``work.silent``)."""
 
     @property
     def project_id(self) -> str:

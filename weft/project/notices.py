@@ -1,0 +1,63 @@
+"""What a sweep announces about a project's work so people hear of it (docs/operator.md):
+bottlenecks (``work.bottleneck``) and silence by role (``work.silent``); the notification
+sinks turn each event into a notice (``weft/notify/rules.py``).
+
+Each is announced once: this replica remembers what it announced, and replicas announcing
+the same thing a moment apart make one event (its message id names it).
+"""
+
+from __future__ import annotations
+
+from shared.events import publish_event
+from shared.models import WorkStatus, utcnow
+from shared.work.silence import silent
+from weft.project.hub import ProjectContext
+
+
+async def announce_bottlenecks(context: ProjectContext) -> int:
+    """Open items newly holding up the policy's ``bottleneck_dependents`` open items are
+    announced (``work.bottleneck``, a notice); the gauge counts them all. Replicas sending
+    the same announcement a moment apart make one event (its message id)."""
+    # A count over the in-memory copy first: the policy is read only if some item holds up others.
+    found = context.work.bottlenecks(1)
+    if found:
+        threshold = (await context.questions.autonomy.current()).bottleneck_dependents
+        found = {work_id: n for work_id, n in found.items() if n >= threshold}
+    context.metrics.bottlenecks.labels(context.project_id).set(len(found))
+    new = [work_id for work_id in found if work_id not in context.bottlenecks_announced]
+    items = context.work.by_id() if new else {}
+    for work_id in new:
+        data = {"item": items[work_id].model_dump(mode="json"), "held_up": found[work_id]}
+        await publish_event(
+            context.js, context.names, "work", "bottleneck", work_id, data, msg_id=f"bottleneck.{work_id}"
+        )
+    context.bottlenecks_announced = set(found)
+    return len(new)
+
+
+async def announce_silence(context: ProjectContext) -> int:
+    """Items whose worker or reviewer said nothing for longer than the autonomy policy
+    allows (``work_silence_s``, ``review_silence_s``), each stretch of silence once."""
+    held = [
+        i
+        for i in context.work.by_id().values()
+        if i.status in (WorkStatus.CLAIMED, WorkStatus.IN_PROGRESS, WorkStatus.REVIEWING)
+    ]
+    if not held:
+        context.silence_announced.clear()
+        return 0
+    policy = await context.questions.autonomy.current()
+    found = silent(held, utcnow(), policy.work_silence_s, policy.review_silence_s)
+    stretches = {(item.id, since.isoformat()) for item, since in found}
+    new = 0
+    for item, since in found:
+        key = (item.id, since.isoformat())
+        if key in context.silence_announced:
+            continue
+        role = "review" if item.status is WorkStatus.REVIEWING else "work"
+        data = {"item": item.model_dump(mode="json"), "since": since.isoformat(), "role": role}
+        msg_id = f"silent.{item.id}.{since.isoformat()}"
+        await publish_event(context.js, context.names, "work", "silent", item.id, data, msg_id=msg_id)
+        new += 1
+    context.silence_announced = stretches
+    return new
