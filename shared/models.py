@@ -929,7 +929,7 @@ class Lease(LoomModel):
     expires_at: datetime
 
 
-EventKind = Literal["work", "agent", "target", "spinup", "question", "lease"]
+EventKind = Literal["work", "agent", "target", "spinup", "question", "lease", "project"]
 
 
 class Event(LoomModel):

@@ -441,7 +441,7 @@ class ProjectNames:
 
     def event_subject(self, kind: str, action: str) -> str:
         """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup,
-        question, lease)."""
+        question, lease, project)."""
         if kind not in EVENT_KINDS:
             raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.{validate_token(action, 'action')}"
@@ -464,7 +464,7 @@ JS_API: Final = "$JS.API"
 PROVISION_SUBJECTS: Final = f"{SUBJECT_ROOT}.*.provision"
 """Every project's provisioning subject (Weft answers them all, as one queue group)."""
 
-EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question", "lease")
+EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question", "lease", "project")
 
 
 def agent_inbox_prefix(agent_id: str) -> str:

@@ -21,7 +21,7 @@ from weft.a2a.push import PUSH_EXTENSION, ProjectPush
 from weft.notify.dispatch import NOTIFY_EXTENSION, ProjectNotify
 from weft.project.escalation import sweep_escalations
 from weft.project.hub import ProjectContext, ProjectHub
-from weft.project.notices import announce_bottlenecks, announce_silence
+from weft.project.notices import announce_bottlenecks, announce_holds, announce_silence
 from weft.routing import Router
 from weft.settings import WeftSettings
 
@@ -50,6 +50,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     silent = await announce_silence(context)
     if silent:
         outcome["silence_announced"] = silent
+    holds = await announce_holds(context)
+    if holds:
+        outcome["holds_announced"] = holds
     outcome.update(await router.route_waiting(context))
     token = settings.github_token.get_secret_value() if settings.github_token is not None else None
     forge_settled = await context.forge.sweep(

@@ -46,6 +46,7 @@ TOPIC_KINDS: dict[str, frozenset[str]] = {
     "questions": frozenset({"question"}),
     "contexts": frozenset({"context"}),
     "leases": frozenset({"lease"}),
+    "project": frozenset({"project"}),
     "stats": frozenset(),
 }
 KIND_TOPIC = {kind: topic for topic, kinds in TOPIC_KINDS.items() for kind in kinds}
@@ -56,6 +57,7 @@ FILTERS: dict[str, frozenset[str]] = {
     "questions": frozenset({"question_id", "work_id", "status", "agent_id", "action"}),
     "contexts": frozenset({"tree_id", "kind", "author", "action"}),
     "leases": frozenset({"lease_id", "work_id", "agent_id", "action"}),
+    "project": frozenset({"action"}),
     "stats": frozenset({"interval_s"}),
 }
 DEFAULT_STATS_INTERVAL_S = 5.0

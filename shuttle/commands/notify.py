@@ -17,7 +17,7 @@ app = command_group(
     help="Notification sinks: Slack, ntfy, e-mail, webhooks (through Apprise) or a signed webhook."
 )
 
-KINDS = ("question", "reminder", "dead-letter", "landing", "target", "bottleneck", "silence")
+KINDS = ("question", "reminder", "dead-letter", "landing", "target", "bottleneck", "silence", "budget")
 
 
 def _health(status: dict[str, Any]) -> str:
@@ -46,7 +46,7 @@ def list_cmd(ctx: typer.Context, json_out: JsonOpt = False, quiet: QuietOpt = Fa
                 escape(s["name"]),
                 escape(f"{s['kind']} ({s['scheme']})"),
                 escape(s["min_priority"]),
-                escape(", ".join(s["events"])),
+                escape(", ".join(s["events"]) if s["events"] else "all"),
                 str(s["rate_per_minute"]),
                 "yes" if s["enabled"] else "no",
                 escape(_health(s.get("status") or {})),

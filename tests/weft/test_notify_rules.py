@@ -84,6 +84,25 @@ def test_a_silent_holder_is_a_p2_notice_keyed_by_its_stretch_of_silence() -> Non
     assert review is not None and "its reviewer" in review.title
 
 
+def test_a_budget_reached_is_a_p1_notice_once_a_day_per_scope() -> None:
+    until = "2030-01-02T00:00:00+00:00"
+    target = {
+        "scope": "target",
+        "target_id": "t" * 32,
+        "target_name": "laptop",
+        "reason": "cost 5 of 5",
+        "until": until,
+    }
+    notice = notice_of(event("project", "budget-held", "t" * 32, **target), PUBLIC)
+    assert notice is not None and (notice.kind, notice.priority) == ("budget", Priority.P1)
+    assert notice.title == "[P1] spin-up target laptop's daily budget is reached"
+    assert f"on its agents wait until {until}" in notice.body and notice.subject_id == "t" * 32
+    project = {"scope": "project", "target_id": None, "reason": "cost 5 of 5", "until": until}
+    whole = notice_of(event("project", "budget-held", "demo", **project), None)
+    assert whole is not None and whole.title == "[P1] the project's daily budget is reached"
+    assert whole.key != notice.key and whole.subject_id == "demo"
+
+
 def test_work_and_target_events_make_their_notices_and_others_none() -> None:
     dead = item(attempts=3, error="boom")
     notice = notice_of(event("work", "dead-lettered", dead.id, item=dead.model_dump(mode="json")), PUBLIC)

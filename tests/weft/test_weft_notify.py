@@ -20,6 +20,7 @@ from weft_helpers import eventually
 from shared.models import Priority, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.signing import signed
+from shared.usage.rules import Usage
 from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
 from testsupport.events import work_actions
@@ -284,3 +285,22 @@ async def test_a_silent_worker_is_announced_once_per_stretch_and_notified(
     await asyncio.sleep(1.2)  # several sweeps, finished: nothing more
     assert len(receiver.at("/json")) == 2
     assert (await work_actions(nc, ProjectNames(project_id), item.id)).count("silent") == 2
+
+
+async def test_a_daily_budget_reached_is_announced_once_and_notified(
+    api: httpx.AsyncClient, receiver: Receiver, nc: NatsClient, project_id: str
+) -> None:
+    sink = json_sink(receiver, "/json")  # no kinds listed: every kind, this newer one too
+    stored = await api.put("/api/notify/sinks/lead", json=sink)
+    assert stored.status_code == 200 and stored.json()["events"] is None
+    assert (await api.put("/api/budgets/project", json={"cost": 1.0})).status_code == 200
+    queue = work_queue(nc, ProjectNames(project_id))
+    item = await queue.submit(WorkSubmission(task_id="spend", description="d", capability="code"))
+    assert await queue.claim(Claimant(A, "generic", ("code",), ("default",))) is not None
+    await queue.complete(item.id, A, "done", usage=Usage(cost=1.5, model="m"))
+    got = (await receiver.wait_for("/json"))[0].json()
+    assert got["title"] == "[P1] the project's daily budget is reached"
+    assert "New claims wait until" in got["message"] and "shuttle budget set" in got["message"]
+    await asyncio.sleep(1.0)  # several sweeps: still held, announced once
+    assert len(receiver.at("/json")) == 1
+    assert (await work_actions(nc, ProjectNames(project_id), project_id)).count("budget-held") == 1

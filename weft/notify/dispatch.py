@@ -55,6 +55,7 @@ EVENTS: Final = (
     ("work", "bottleneck"),
     ("work", "silent"),
     ("target", "tripped"),
+    ("project", "budget-held"),
 )
 """The events that can make a notice (the consumer's filter)."""
 

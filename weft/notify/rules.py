@@ -25,7 +25,9 @@ from shared.errors import Invalid, NotFound
 from shared.models import Priority, Question, QuestionMode, WorkItem, utcnow
 from shared.work.escalation import is_escalation
 
-NoticeKind = Literal["question", "reminder", "dead-letter", "landing", "target", "bottleneck", "silence"]
+NoticeKind = Literal[
+    "question", "reminder", "dead-letter", "landing", "target", "bottleneck", "silence", "budget"
+]
 NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = (
     "question",
     "reminder",
@@ -34,6 +36,7 @@ NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = (
     "target",
     "bottleneck",
     "silence",
+    "budget",
 )
 SinkKind = Literal["apprise", "webhook"]
 MAX_URL: Final = 2000
@@ -94,8 +97,10 @@ class SinkSettings(LoomModel):
     min_priority: Priority = Field(
         default=Priority.P1, description="Notices of this priority or more urgent (P0 is the most)"
     )
-    events: list[NoticeKind] = Field(
-        default_factory=lambda: list(NOTICE_KINDS), min_length=1, description="Which kinds of notice it takes"
+    events: list[NoticeKind] | None = Field(
+        default=None,
+        min_length=1,
+        description="Which kinds of notice it takes; null (the default): every kind, kinds added later too",
     )
     rate_per_minute: int = Field(default=30, ge=1, le=6000, description="At most this many sends a minute")
     enabled: bool = True
@@ -120,8 +125,8 @@ class SinkSettings(LoomModel):
 
     @field_validator("events")
     @classmethod
-    def _once(cls, v: list[NoticeKind]) -> list[NoticeKind]:
-        if len(set(v)) != len(v):
+    def _once(cls, v: list[NoticeKind] | None) -> list[NoticeKind] | None:
+        if v is not None and len(set(v)) != len(v):
             raise SinkError("must not repeat a kind", field="events", rule="unique")
         return v
 
@@ -163,7 +168,7 @@ class SinkOut(LoomModel):
     kind: SinkKind
     scheme: str = Field(description="The URL's scheme only (json, ntfy, mailto, https, ...)")
     min_priority: Priority
-    events: list[NoticeKind]
+    events: list[NoticeKind] | None = Field(description="null: every kind")
     rate_per_minute: int
     enabled: bool
     updated_at: datetime
@@ -216,7 +221,8 @@ class Notice:
 
 def wants(sink: Sink, notice: Notice) -> bool:
     """The sink takes it: enabled, the kind listed, urgent enough (P0 < P1 < ...)."""
-    return sink.enabled and notice.kind in sink.events and notice.priority.value <= sink.min_priority.value
+    listed = sink.events is None or notice.kind in sink.events
+    return sink.enabled and listed and notice.priority.value <= sink.min_priority.value
 
 
 def _cut(text: str, most: int) -> str:
@@ -361,6 +367,28 @@ def silence_notice(item: WorkItem, data: dict[str, Any], public_url: str | None,
     )
 
 
+def budget_notice(data: dict[str, Any], public_url: str | None, project_id: str) -> Notice:
+    """A daily budget reached (P1): new claims (and spin-ups) wait until the next UTC day."""
+    target = data.get("target_name") or data.get("target_id")
+    whose = f"spin-up target {target}'s" if data.get("scope") == "target" else "the project's"
+    until = str(data.get("until") or "")
+    return Notice(
+        kind="budget",
+        priority=Priority.P1,
+        title=_cut(f"[P1] {whose} daily budget is reached", TITLE_MAX),
+        body=_cut(
+            f"{data.get('reason') or 'a daily budget is reached'}\nNew claims "
+            f"{'on its agents ' if target else ''}wait until {until or 'the next UTC day'}; "
+            "raise the budget to go on (shuttle budget set).",
+            BODY_MAX,
+        ),
+        key=f"budget.{data.get('scope')}.{data.get('target_id') or ''}.{until}",
+        subject_id=str(data.get("target_id") or project_id),
+        link=link_to(public_url, "queues"),
+        project_id=project_id,
+    )
+
+
 def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
     """The notice an event makes, if any (events as ``shared/events.py`` publishes them)."""
     kind, action, data = event.get("kind"), event.get("action"), event.get("data") or {}
@@ -379,6 +407,8 @@ def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
         if kind == "work" and action == "bottleneck":
             item = WorkItem.model_validate(data["item"])
             return bottleneck_notice(item, int(data["held_up"]), public_url, project_id)
+        if kind == "project" and action == "budget-held":
+            return budget_notice(data, public_url, project_id)
         if kind == "target" and action == "tripped":
             return target_notice(data, str(event.get("subject_id") or ""), public_url, project_id)
     except (KeyError, TypeError, ValueError):

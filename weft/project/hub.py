@@ -185,6 +185,8 @@ class ProjectContext:
         self.bottlenecks_announced: set[str] = set()
         """The bottlenecks this replica announced (``work.bottleneck``), until they stop being ones."""
         self.silence_announced: set[tuple[str, str]] = set()
+        self.holds_announced: set[str] = set()
+        """The budget holds (scope, target, day) this replica announced (``project.budget-held``)."""
         """The stretches of silence (item, since) this replica announced (``work.silent``)."""
 
     @property

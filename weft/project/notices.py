@@ -1,6 +1,7 @@
-"""What a sweep announces about a project's work so people hear of it (docs/operator.md):
-bottlenecks (``work.bottleneck``) and silence by role (``work.silent``); the notification
-sinks turn each event into a notice (``weft/notify/rules.py``).
+"""What a sweep announces about a project so people hear of it (docs/operator.md):
+bottlenecks (``work.bottleneck``), silence by role (``work.silent``) and daily budgets
+reached (``project.budget-held``); the notification sinks turn each event into a notice
+(``weft/notify/rules.py``).
 
 Each is announced once: this replica remembers what it announced, and replicas announcing
 the same thing a moment apart make one event (its message id names it).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from shared.events import publish_event
 from shared.models import WorkStatus, utcnow
+from shared.usage.rules import day_of, project_hold, target_hold
 from shared.work.silence import silent
 from weft.project.hub import ProjectContext
 
@@ -60,4 +62,54 @@ async def announce_silence(context: ProjectContext) -> int:
         await publish_event(context.js, context.names, "work", "silent", item.id, data, msg_id=msg_id)
         new += 1
     context.silence_announced = stretches
+    return new
+
+
+async def announce_holds(context: ProjectContext) -> int:
+    """Daily budgets (the project's, each target's) reached today, each once a day: new
+    claims wait on them until the next UTC day, which nobody would learn of otherwise
+    until they wonder why the fleet stopped. Reads usage only when a budget is set."""
+    doc = await context.ledger.budgets()
+    if doc.project_daily is None and not doc.target_daily:
+        context.holds_announced.clear()
+        return 0
+    now = utcnow()
+    day = day_of(now)
+    held: dict[str, dict[str, str | None]] = {}
+    if doc.project_daily is not None:
+        hold = project_hold(doc, await context.ledger.day_totals(day), now)
+        if hold is not None:
+            held[f"project..{day}"] = {
+                "scope": "project",
+                "target_id": None,
+                "reason": hold.reason,
+                "until": hold.until.isoformat() if hold.until else None,
+            }
+    for target_id in doc.target_daily:
+        hold = target_hold(doc, target_id, await context.ledger.day_totals(day, target_id), now)
+        if hold is not None:
+            target = context.targets.mirror.get(target_id)
+            held[f"target.{target_id}.{day}"] = {
+                "scope": "target",
+                "target_id": target_id,
+                "target_name": target.name if target is not None else None,
+                "reason": hold.reason,
+                "until": hold.until.isoformat() if hold.until else None,
+            }
+    new = 0
+    for key, data in held.items():
+        if key in context.holds_announced:
+            continue
+        subject = data["target_id"] or context.project_id
+        await publish_event(
+            context.js,
+            context.names,
+            "project",
+            "budget-held",
+            subject,
+            dict(data),
+            msg_id=f"budget-held.{key}",
+        )
+        new += 1
+    context.holds_announced = set(held)
     return new

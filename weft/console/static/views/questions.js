@@ -61,7 +61,7 @@ export function questionsView(ctx) {
             h("th", { scope: "row" }, s.name, s.enabled ? null : h("span", { class: "note" }, " (off)")),
             h("td", null, `${s.kind} (${s.scheme})`),
             h("td", null, s.min_priority),
-            h("td", null, (s.events || []).join(", ") || "-"),
+            h("td", null, s.events ? s.events.join(", ") : "all"),
             deliveries(s.status || {}))));
   }
 
