@@ -18,6 +18,7 @@ from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
 from testsupport.work import work_queue
 from weft.spinup.store import SpinupRecord, SpinupStore
+from weft.targets.store import TargetStore
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -171,9 +172,29 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         assert (await api.get(f"/api/work/{doomed_id}")).json()["status"] == "queued"
         await expect(page.locator('#queue-depths tr[data-capability="code"]')).to_be_visible()
 
-        # targets
+        # targets: one whose circuit breaker disabled it says so, and why
+        broken = await api.post(
+            "/api/targets",
+            json={
+                "name": "broken",
+                "agent_type": "generic",
+                "capabilities": ["code"],
+                "mechanism": "local",
+                "config": {"command": ["/nonexistent/agent"]},
+            },
+        )
+        assert broken.status_code == 201, broken.text
+        targets = TargetStore(nc, nc.jetstream(), ProjectNames(project))
+        await targets.start()
+        try:
+            assert await targets.trip("broken", "3 starts failed or timed out within 10 minutes") is not None
+        finally:
+            await targets.stop()
         await page.get_by_role("link", name="Targets and spin-ups").click()
         await expect(page.locator("#targets")).to_contain_text("laptop")
+        tripped = page.locator(f'#targets tr[data-target-id="{broken.json()["id"]}"] td.failing')
+        await expect(tripped).to_contain_text("disabled by its circuit breaker")
+        await expect(tripped).to_contain_text("3 starts failed or timed out within 10 minutes")
         spun = page.locator(f'#spinups tr[data-spinup-id="{spinup.id}"]')
         await expect(spun).to_contain_text("registered")
         await expect(spun).to_contain_text("laptop-coder")

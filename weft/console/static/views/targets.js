@@ -68,7 +68,9 @@ export function targetsView(ctx) {
         h("th", { scope: "row" }, t.name), h("td", null, t.mechanism), h("td", null, t.agent_type),
         h("td", null, tags(t.capabilities)), h("td", null, tags(t.boundaries)),
         h("td", { title: t.health_detail || null }, statusText(t.health)),
-        h("td", null, t.enabled ? "yes" : "no"), h("td", { class: "num" }, t.max_concurrent),
+        h("td", { class: t.tripped_at ? "failing" : null }, t.enabled ? "yes"
+          : t.tripped_at ? `no: disabled by its circuit breaker ${when(t.tripped_at)} (${t.tripped_reason || "it kept failing"})` : "no"),
+        h("td", { class: "num" }, t.max_concurrent),
         h("td", { class: "num" }, agentsOf.get(t.id) || 0))));
     const spinups = store.stats?.spinups || { by_state: {}, mechanism: "-" };
     mechanism.textContent = `Spin-up manager: ${spinups.mechanism}; ${spinups.total ?? 0} spin-ups recorded.`;
