@@ -110,6 +110,11 @@ class AutonomySettings(LoomModel):
         description="sync: people are reminded of an open question this often until it is answered",
     )
 
+    bottleneck_boost: bool = Field(
+        default=False,
+        description="Raise a bottleneck that waits (queued or blocked) to the highest priority, so "
+        "it is the next claim, and routing starts an agent for it when none is free",
+    )
     work_silence_s: float | None = Field(
         default=1800,
         ge=1,

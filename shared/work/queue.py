@@ -98,6 +98,7 @@ from shared.work.rules import (
     needs_message,
     note_waiting,
     note_workstream,
+    prioritize,
     rebudget,
     reconcile,
     record_failure,
@@ -817,6 +818,13 @@ class WorkQueue(WorkDelivery):
         as it now stands, or None when it no longer waited reserved (or is gone)."""
         now = utcnow()
         return await self._apply(work_id, lambda r: unreserve(r, why, now), guarded=True)
+
+    @_traced("work.prioritize")
+    async def prioritize(self, work_id: str, priority: int, why: str) -> WorkItem | None:
+        """Raise a waiting item's priority (rule ``prioritize``); the item as it now stands,
+        or None when it was left alone (or is gone)."""
+        now = utcnow()
+        return await self._apply(work_id, lambda r: prioritize(r, priority, why, now), guarded=True)
 
     async def set_waiting_reason(self, work_id: str, reason: str | None) -> WorkItem | None:
         """Record why an item is still waiting (see :func:`note_waiting`); the updated item,

@@ -598,6 +598,23 @@ def unreserve(record: WorkRecord, why: str, now: datetime) -> Change:
     return Change(new, (event,), then=Then.ENQUEUE, drop_queue_seq=record.queue_seq)
 
 
+def prioritize(record: WorkRecord, priority: int, why: str, now: datetime) -> Change:
+    """An item raised to ``priority`` (a bottleneck, docs/operator.md): a queued one gets a
+    new message on its new priority's subject, superseding the old one (dropped), so it is
+    the next claim; a blocked one simply waits at it. Left alone when it is not waiting
+    for an agent or dependencies, or already at or above it."""
+    item = record.item
+    if item.priority >= priority or item.status not in (WorkStatus.QUEUED, WorkStatus.BLOCKED):
+        return Change()
+    new, changed = _fork(record, now)
+    changed.priority = priority
+    event = WorkEvent("prioritized", {"from": item.priority, "to": priority, "why": why})
+    if item.status is WorkStatus.BLOCKED:
+        return Change(new, (event,))
+    new.queue_seq = None
+    return Change(new, (event,), then=Then.ENQUEUE, drop_queue_seq=record.queue_seq)
+
+
 def note_waiting(record: WorkRecord, reason: str | None, now: datetime) -> Change:
     """Why a waiting item still waits (None: it no longer does, an agent can take it).
 

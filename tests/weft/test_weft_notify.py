@@ -304,3 +304,38 @@ async def test_a_daily_budget_reached_is_announced_once_and_notified(
     await asyncio.sleep(1.0)  # several sweeps: still held, announced once
     assert len(receiver.at("/json")) == 1
     assert (await work_actions(nc, ProjectNames(project_id), project_id)).count("budget-held") == 1
+
+
+async def test_a_boosted_bottleneck_is_raised_to_the_top_and_claimed_first(
+    api: httpx.AsyncClient, nc: NatsClient, project_id: str
+) -> None:
+    assert (await api.put("/api/autonomy", json={"bottleneck_boost": True})).status_code == 200
+    busy = await api.post(
+        "/api/work", json={"task_id": "urgent", "description": "d", "capability": "code", "priority": 9}
+    )
+    plan = {
+        "items": [
+            {"name": "schema", "task_id": "schema", "description": "the schema", "capability": "code"},
+            *(
+                {
+                    "name": f"use{n}",
+                    "task_id": f"use{n}",
+                    "description": "d",
+                    "capability": "code",
+                    "after": ["schema"],
+                }
+                for n in range(3)
+            ),
+        ]
+    }
+    schema = (await api.post("/api/work/plan", json=plan)).json()["names"]["schema"]
+
+    async def raised() -> bool:
+        return (await api.get(f"/api/work/{schema}")).json()["priority"] == 10
+
+    await eventually(raised, what="the sweep to raise the bottleneck")
+    queue = work_queue(nc, ProjectNames(project_id))
+    first = await queue.claim(Claimant(A, "generic", ("code",), ("default",)))
+    assert first is not None and first.id == schema  # ahead of the priority-9 item
+    assert "prioritized" in await work_actions(nc, ProjectNames(project_id), schema)
+    assert (await api.get(f"/api/work/{busy.json()['id']}")).json()["status"] == "queued"

@@ -10,6 +10,7 @@ the same thing a moment apart make one event (its message id names it).
 from __future__ import annotations
 
 from shared.events import publish_event
+from shared.limits import PRIORITY_MAX
 from shared.models import WorkStatus, utcnow
 from shared.usage.rules import day_of, project_hold, target_hold
 from shared.work.silence import silent
@@ -22,14 +23,19 @@ async def announce_bottlenecks(context: ProjectContext) -> int:
     the same announcement a moment apart make one event (its message id)."""
     # A count over the in-memory copy first: the policy is read only if some item holds up others.
     found = context.work.bottlenecks(1)
+    boost = False
     if found:
-        threshold = (await context.questions.autonomy.current()).bottleneck_dependents
-        found = {work_id: n for work_id, n in found.items() if n >= threshold}
+        policy = await context.questions.autonomy.current()
+        boost = policy.bottleneck_boost
+        found = {work_id: n for work_id, n in found.items() if n >= policy.bottleneck_dependents}
     context.metrics.bottlenecks.labels(context.project_id).set(len(found))
     new = [work_id for work_id in found if work_id not in context.bottlenecks_announced]
     items = context.work.by_id() if new else {}
     for work_id in new:
-        data = {"item": items[work_id].model_dump(mode="json"), "held_up": found[work_id]}
+        item = items[work_id]
+        if boost:  # the next claim; routing starts an agent for it when none is free
+            item = await context.queue.prioritize(work_id, PRIORITY_MAX, "bottleneck") or item
+        data = {"item": item.model_dump(mode="json"), "held_up": found[work_id]}
         await publish_event(
             context.js, context.names, "work", "bottleneck", work_id, data, msg_id=f"bottleneck.{work_id}"
         )

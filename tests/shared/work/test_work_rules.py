@@ -45,6 +45,7 @@ from shared.work.rules import (
     expire,
     finish,
     note_waiting,
+    prioritize,
     record_failure,
     report,
     requeue,
@@ -623,3 +624,30 @@ def test_the_ack_wait_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
     assert load_loom_settings().work_ack_wait_s == DEFAULT_ACK_WAIT_S
     monkeypatch.setenv("LOOM_WORK_ACK_WAIT_S", "2.5")
     assert load_loom_settings().work_ack_wait_s == 2.5
+
+
+# -- prioritize (a bottleneck raised) ----------------------------------------------
+
+
+def test_prioritize_moves_a_queued_item_to_its_new_priority_subject() -> None:
+    change = run(prioritize, record(S.QUEUED, priority=5), 10, "bottleneck", NOW)
+    new = stored(change)
+    assert (new.item.priority, new.queue_seq) == (10, None)
+    assert (change.then, change.drop_queue_seq) == (Then.ENQUEUE, 7)  # the old message superseded
+    assert change.events == (WorkEvent("prioritized", {"from": 5, "to": 10, "why": "bottleneck"}),)
+
+
+def test_prioritize_raises_a_blocked_item_in_place() -> None:
+    change = run(prioritize, record(S.BLOCKED, priority=5), 10, "bottleneck", NOW)
+    assert stored(change).item.priority == 10
+    assert (change.then, change.drop_queue_seq) == (None, None)
+
+
+@pytest.mark.parametrize("status", statuses_except(S.QUEUED, S.BLOCKED))
+def test_prioritize_leaves_items_not_waiting_alone(status: WorkStatus) -> None:
+    assert run(prioritize, record(status, priority=5), 10, "bottleneck", NOW) == Change()
+
+
+def test_prioritize_never_lowers_an_item() -> None:
+    assert run(prioritize, record(S.QUEUED, priority=10), 10, "bottleneck", NOW) == Change()
+    assert run(prioritize, record(S.QUEUED, priority=9), 3, "bottleneck", NOW) == Change()
