@@ -107,16 +107,18 @@ export function workItemView(ctx, workId) {
         .then((doc) => replace(code, renderCode(item.workstream, doc)))
         .catch((error) => replace(code, renderCode(item.workstream, null, error.message)));
     }
-    const [tree, deps, spans] = await Promise.allSettled([
+    const [tree, deps, spans, jams] = await Promise.allSettled([
       api.get(`/api/contexts/${workId}/nodes`, { limit: 500 }),
       api.get(`/api/work/${workId}/graph`),
       api.get(`/api/work/${workId}/trace`),
+      api.get("/api/work/bottlenecks"),
     ]);
     if (spans.status === "fulfilled") replace(trace, renderTrace(spans.value, (id) => store.agents.get(id)?.handle ?? id));
     else replace(trace, h("p", { class: "note" }, `No trace: ${spans.reason.message}`));
     if (tree.status === "fulfilled") replace(history, renderTree(tree.value.items, (id) => store.agents.get(id)?.handle ?? id));
     else replace(history, h("p", { class: "note" }, `No history: ${tree.reason.message}`));
-    if (deps.status === "fulfilled") replace(graph, renderGraph(deps.value));
+    const heldUp = new Map(jams.status === "fulfilled" ? jams.value.items.map((b) => [b.item.id, b.held_up]) : []);
+    if (deps.status === "fulfilled") replace(graph, renderGraph(deps.value, heldUp));
     else replace(graph, h("p", { class: "note" }, deps.reason.message));
   }
 
@@ -231,14 +233,16 @@ export function workItemView(ctx, workId) {
     return [h("h3", null, "Attempts"), t.el];
   }
 
-  function renderGraph(doc) {
+  // heldUp: the project's bottlenecks (GET /api/work/bottlenecks), marked where the graph has them.
+  function renderGraph(doc, heldUp) {
     if (doc.nodes.length <= 1) return h("p", { class: "note" }, "Work graph: no dependencies and no dependents.");
-    const t = table(`Work graph${doc.truncated ? " (truncated)" : ""}`, ["Relation", "Depth", "Task", "Status"]);
+    const t = table(`Work graph${doc.truncated ? " (truncated)" : ""}`, ["Relation", "Depth", "Task", "Status", "Bottleneck"]);
     const byDepth = [...doc.nodes].sort((a, b) => (a.relation === "ancestor" ? -a.depth : a.depth) - (b.relation === "ancestor" ? -b.depth : b.depth));
-    replace(t.tbody, byDepth.map((n) => h("tr", null,
+    replace(t.tbody, byDepth.map((n) => h("tr", { dataset: heldUp.has(n.id) ? { workId: n.id, bottleneck: "yes" } : { workId: n.id } },
       h("td", null, n.relation), h("td", { class: "num" }, n.depth),
       h("td", null, n.item ? h("a", { href: `#work/${n.id}` }, n.item.task_id) : short(n.id)),
-      h("td", null, statusText(n.item ? n.item.status : "deleted")))));
+      h("td", null, statusText(n.item ? n.item.status : "deleted")),
+      h("td", { class: heldUp.has(n.id) ? "failing" : null }, heldUp.has(n.id) ? `holds up ${heldUp.get(n.id)} open items` : "-"))));
     return t.el;
   }
 

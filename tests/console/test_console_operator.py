@@ -1,6 +1,7 @@
-"""An escalation in the console (docs/operator.md, Escalation): the dead letter's diagnostic
-report on its page, its question answered from the questions view with new instructions,
-and the decision shown, in headless Chromium."""
+"""The operator's moments in the console (docs/operator.md), in headless Chromium: an
+escalation (the dead letter's diagnostic report on its page, its question answered from the
+questions view with new instructions, the decision shown) and a bottleneck marked in the
+work graph."""
 
 from __future__ import annotations
 
@@ -59,3 +60,28 @@ async def test_a_dead_letters_report_is_shown_and_its_question_answered_from_the
         assert item["status"] == "queued" and item["description"].endswith("build with -j1")
         await page.evaluate(f"() => {{ location.hash = '#work/{work_id}'; }}")
         await expect(report).to_contain_text("decided: instructions by")
+
+
+async def test_a_bottleneck_is_marked_in_the_work_graph(
+    console_weft: ConsoleWeft, tab: Tab, project: str
+) -> None:
+    steps = [{"name": "schema", "task_id": "schema", "description": "the schema", "capability": "code"}]
+    steps += [
+        {
+            "name": f"use{n}",
+            "task_id": f"use{n}",
+            "description": "d",
+            "capability": "code",
+            "after": ["schema"],
+        }
+        for n in range(3)
+    ]
+    async with console_weft.api(project) as api:
+        names = (await api.post("/api/work/plan", json={"items": steps})).json()["names"]
+    page = tab.page
+    await sign_in(page, console_weft.console(project, f"work/{names['use0']}"))
+    graph = page.get_by_role("table", name="Work graph")
+    marked = graph.locator('tr[data-bottleneck="yes"]')
+    await expect(marked).to_have_count(1)
+    await expect(marked).to_have_attribute("data-work-id", names["schema"])
+    await expect(marked).to_contain_text("holds up 3 open items")
