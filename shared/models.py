@@ -229,6 +229,7 @@ class WorkMove(StrEnum):
     REJECT_LAST = "reject-last"
     ASK = "ask"
     RESUME = "resume"
+    HAND_BACK = "hand-back"
     QUEUE_LANDING = "queue-landing"
     CLAIM_LANDING = "claim-landing"
     LANDING_LAPSE = "landing-lapse"
@@ -294,6 +295,7 @@ WORK_LIFECYCLE: dict[WorkMove, Transition] = {
     WorkMove.REJECT_LAST: Transition(_from(_S.REVIEWING), _S.FAILED),
     WorkMove.ASK: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.WAITING_ON_OPERATOR),
     WorkMove.RESUME: Transition(_from(_S.WAITING_ON_OPERATOR), _S.IN_PROGRESS),
+    WorkMove.HAND_BACK: Transition(_from(_S.CLAIMED, _S.IN_PROGRESS), _S.QUEUED),
     WorkMove.QUEUE_LANDING: Transition(
         _from(_S.CLAIMED, _S.IN_PROGRESS, _S.WAITING_ON_OPERATOR, _S.REVIEWING), _S.LANDING
     ),

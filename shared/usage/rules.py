@@ -187,6 +187,11 @@ class Pause(LoomModel):
     by: str = Field(description="Who paused it (the operator's name, or weft-api)")
     reason: str = Field(default="", max_length=MAX_PAUSE_REASON)
     at: datetime
+    stop_running: bool = Field(
+        default=False,
+        description="The items held stop too, at their next checkpoint: each agent's next progress "
+        "report hands its item back to the queue (not a failed attempt)",
+    )
 
 
 class BudgetsDoc(LoomModel):

@@ -91,6 +91,7 @@ from shared.work.rules import (
     discard,
     expire,
     finish,
+    hand_back,
     is_due,
     judge,
     keep_alive_subject,
@@ -818,6 +819,14 @@ class WorkQueue(WorkDelivery):
         as it now stands, or None when it no longer waited reserved (or is gone)."""
         now = utcnow()
         return await self._apply(work_id, lambda r: unreserve(r, why, now), guarded=True)
+
+    @_traced("work.hand_back")
+    async def hand_back(self, work_id: str, agent_id: str, why: str) -> WorkItem:
+        """The holder gives its item back to the queue, not as a failed attempt (rule
+        ``hand_back``)."""
+        now = utcnow()
+        _, change, revision = await self._mutate_at(work_id, lambda r: hand_back(r, agent_id, why, now))
+        return await self._carry_out(work_id, change, revision)
 
     @_traced("work.prioritize")
     async def prioritize(self, work_id: str, priority: int, why: str) -> WorkItem | None:

@@ -598,6 +598,19 @@ def unreserve(record: WorkRecord, why: str, now: datetime) -> Change:
     return Change(new, (event,), then=Then.ENQUEUE, drop_queue_seq=record.queue_seq)
 
 
+def hand_back(record: WorkRecord, agent_id: str, why: str, now: datetime) -> Change:
+    """The holder gives its item back to the queue untouched (a pause that stops running
+    work, docs/operator.md): not a failed attempt, so its attempts are as before the claim;
+    the claim's message is handed back for the next claim (``-NAK``)."""
+    new, item = _holder_move(record, agent_id, WorkMove.HAND_BACK, "hand back", now)
+    item.attempts = max(0, item.attempts - 1)
+    item.assigned_to = None
+    item.progress = None
+    new.delivery = None
+    event = WorkEvent("handed-back", {"agent_id": agent_id, "why": why})
+    return Change(new, (event,), ack=Ack.AGAIN, ack_subject=_ack_subject(record))
+
+
 def prioritize(record: WorkRecord, priority: int, why: str, now: datetime) -> Change:
     """An item raised to ``priority`` (a bottleneck, docs/operator.md): a queued one gets a
     new message on its new priority's subject, superseding the old one (dropped), so it is

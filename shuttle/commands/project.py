@@ -19,7 +19,10 @@ def _said(body: dict[str, Any]) -> str:
     if not pause:
         return f"{project} is not paused: claims and spin-ups are admitted"
     why = f": {pause['reason']}" if pause.get("reason") else ""
-    return f"{project} is paused by {pause['by']} since {pause['at']}{why} (no new claims or spin-ups)"
+    running = "; running items stop at their next checkpoint" if pause.get("stop_running") else ""
+    return (
+        f"{project} is paused by {pause['by']} since {pause['at']}{why} (no new claims or spin-ups{running})"
+    )
 
 
 def _show(ctx: typer.Context, body: dict[str, Any], json_out: bool, quiet: bool) -> None:
@@ -45,11 +48,19 @@ def pause_cmd(
     ctx: typer.Context,
     reason: Annotated[str, typer.Option("--reason", "-r", help="Why (agents are told).")] = "",
     by: Annotated[str, typer.Option("--by", help="Who pauses it (a handle).")] = "operator",
+    stop_running: Annotated[
+        bool,
+        typer.Option(
+            "--stop-running", help="Held items stop too: handed back to the queue at their next checkpoint."
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Pause the project (operate): no new claims or spin-ups; held items go on (PUT /api/pause)."""
-    _show(ctx, state(ctx).client().put("/api/pause", {"reason": reason, "by": by}), json_out, quiet)
+    """Pause the project (operate): no new claims or spin-ups; held items go on, or with
+    --stop-running stop at their next checkpoint (PUT /api/pause)."""
+    body = {"reason": reason, "by": by, "stop_running": stop_running}
+    _show(ctx, state(ctx).client().put("/api/pause", body), json_out, quiet)
 
 
 @app.command("resume")

@@ -89,6 +89,14 @@ async def test_the_operator_pauses_and_resumes_the_project_from_the_queues_view(
         await expect(state).to_contain_text("release freeze")
         paused = (await api.get("/api/pause")).json()["paused"]
         assert (paused["by"], paused["reason"]) == ("operator", "release freeze")
+        assert paused["stop_running"] is False
+        await expect(state).to_contain_text("held items go on")
         await page.get_by_role("button", name="Resume").click()
         await expect(state).to_have_text("Claims and spin-ups are admitted.")
         assert (await api.get("/api/pause")).json()["paused"] is None
+        # a pause that stops the held items too, at their next checkpoint
+        await page.get_by_label("Stop held items at their next checkpoint").check()
+        await page.get_by_role("button", name="Pause the project").click()
+        await page.get_by_role("button", name="Confirm pause").click()
+        await expect(state).to_contain_text("held items stop at their next checkpoint")
+        assert (await api.get("/api/pause")).json()["paused"]["stop_running"] is True

@@ -179,6 +179,8 @@ EXPECTED_MOVES = {
     (S.IN_PROGRESS, S.COMPLETED),
     (S.IN_PROGRESS, S.FAILED),
     (S.IN_PROGRESS, S.CANCELLED),
+    (S.CLAIMED, S.QUEUED),  # handed back by its holder (a pause that stops running work)
+    (S.IN_PROGRESS, S.QUEUED),
     (S.FAILED, S.QUEUED),  # retry while attempts < max, or by an operator
     (S.FAILED, S.CLAIMED),  # the redelivery of a silent claim
     (S.FAILED, S.EXPIRED),

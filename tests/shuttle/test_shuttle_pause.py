@@ -23,3 +23,7 @@ def test_an_operator_pauses_and_resumes_the_project_from_the_shell(cli: Cli) -> 
     assert resumed.exit_code == 0 and "is not paused" in resumed.stdout
     twice = cli("project", "resume")
     assert twice.exit_code != 0 and "not paused" in twice.stderr
+    stopping = cli("project", "pause", "--stop-running", "--reason", "incident")
+    assert stopping.exit_code == 0 and "running items stop at their next checkpoint" in stopping.stdout
+    assert cli.json("project", "status")["paused"]["stop_running"] is True
+    assert cli("project", "resume").exit_code == 0

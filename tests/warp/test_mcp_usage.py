@@ -164,3 +164,40 @@ async def test_a_paused_project_is_told_to_its_agents_and_refuses_their_claims(
             await eventually(admitted, timeout=15)
     finally:
         await nc.close()
+
+
+async def test_a_pause_that_stops_running_work_hands_items_back_at_their_next_checkpoint(
+    warp_env: dict[str, str], tmp_path: Path, project_id: str
+) -> None:
+    nc = await nats.connect(warp_env["NATS_URL"])
+    try:
+        ledger = UsageLedger(nc.jetstream(), ProjectNames(project_id))
+        async with spawn_warp(env_for(warp_env, A_ID), tmp_path, name="a") as a:
+            await a.ready_ok("warp_work_broadcast", {"description": "one", "capability": "code"})
+            held = (await a.ok("warp_work_claim"))["item"]
+            stop = Pause(by="ana", reason="incident", at=utcnow(), stop_running=True)
+            await ledger.change_budgets(lambda d: paused(d, stop))
+
+            async def held_back() -> bool:  # the agent reads the pause within its cache's life
+                return bool((await a.ok("warp_work_queue_status"))["budget_hold"])
+
+            await eventually(held_back, timeout=15)
+            progress = await a.call("warp_work_progress", {"work_id": held["id"], "percent": 30})
+            said = " ".join(c.text for c in progress.content if hasattr(c, "text"))
+            assert not progress.is_error and "handed back to the queue" in said and "(incident)" in said
+            item = (progress.structured_content or {})["item"]
+            assert (item["status"], item["attempts"], item["assigned_to"]) == ("queued", 0, None)
+            gone = await a.err("warp_work_progress", {"work_id": held["id"], "percent": 40})
+            assert "not claimed" in gone  # it holds nothing now
+            await ledger.change_budgets(resumed)
+
+            async def taken_again() -> bool:
+                res = await a.call("warp_work_claim")
+                return (
+                    not res.is_error
+                    and (res.structured_content or {}).get("item", {}).get("id") == held["id"]
+                )
+
+            await eventually(taken_again, timeout=15)  # the same item, its first counted attempt
+    finally:
+        await nc.close()

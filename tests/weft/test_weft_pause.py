@@ -65,4 +65,7 @@ async def test_bad_pauses_are_refused_naming_the_field(api: Any) -> None:
     assert secret not in who.text
     extra = await api.put("/api/pause", json={"running": "stop"})
     assert extra.status_code == 422 and extra.json()["details"]["errors"][0]["field"] == "running"
+    flag = await api.put("/api/pause", json={"stop_running": f"maybe {secret}"})
+    assert flag.status_code == 422 and flag.json()["details"]["errors"][0]["field"] == "stop_running"
+    assert secret not in flag.text
     assert (await api.get("/api/pause")).json()["paused"] is None  # nothing changed

@@ -538,7 +538,15 @@ async def warp_work_progress(
     paused = (await svc.ledger.budgets()).paused
     if paused is not None:  # an operator's pause reaches the agents working through Warp
         why = f" ({paused.reason})" if paused.reason else ""
-        said += f" The project is paused by {paused.by}{why}: finish what you hold; claim nothing new."
+        if paused.stop_running:  # ... and stops running work here, at its checkpoint
+            item = await svc.work.hand_back(work_id, svc.agent_id, f"project paused by {paused.by}{why}")
+            said += (
+                f" The project is paused by {paused.by}{why} and running work stops at its checkpoint: "
+                "the item was handed back to the queue (not a failed attempt; the next attempt starts "
+                "from this checkpoint). Stop working on it; claim nothing new."
+            )
+        else:
+            said += f" The project is paused by {paused.by}{why}: finish what you hold; claim nothing new."
     return tool_result(WorkOut(item=item), f"Progress recorded.{said}\n{item_text(item)}")
 
 

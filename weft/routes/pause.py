@@ -26,6 +26,11 @@ class PauseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(default="", max_length=MAX_PAUSE_REASON, description="Why (shown to agents)")
     by: str = Field(default="operator", pattern=anchored(HANDLE_PATTERN), description="Who pauses it")
+    stop_running: bool = Field(
+        default=False,
+        description="Running items stop too, at their next checkpoint (handed back to the queue); "
+        "by default they go on",
+    )
 
 
 class PauseOut(BaseModel):
@@ -44,7 +49,7 @@ async def get_pause(project: ProjectDep) -> PauseOut:
 async def pause(body: PauseRequest, project: ProjectDep) -> PauseOut:
     """No new claims or spin-ups until it is resumed; held items go on. ``409`` naming
     ``paused`` when it is paused already (resume it first)."""
-    pause = Pause(by=body.by, reason=body.reason.strip(), at=utcnow())
+    pause = Pause(by=body.by, reason=body.reason.strip(), at=utcnow(), stop_running=body.stop_running)
     doc, revision = await project.ledger.change_budgets(lambda doc: paused(doc, pause))
     return PauseOut(project_id=project.project_id, paused=doc.paused, revision=revision)
 

@@ -44,6 +44,7 @@ from shared.work.rules import (
     discard,
     expire,
     finish,
+    hand_back,
     note_waiting,
     prioritize,
     record_failure,
@@ -651,3 +652,27 @@ def test_prioritize_leaves_items_not_waiting_alone(status: WorkStatus) -> None:
 def test_prioritize_never_lowers_an_item() -> None:
     assert run(prioritize, record(S.QUEUED, priority=10), 10, "bottleneck", NOW) == Change()
     assert run(prioritize, record(S.QUEUED, priority=9), 3, "bottleneck", NOW) == Change()
+
+
+# -- hand back (a pause that stops running work) -------------------------------------
+
+
+@pytest.mark.parametrize("status", [S.CLAIMED, S.IN_PROGRESS])
+def test_hand_back_queues_the_item_again_without_counting_the_attempt(status: WorkStatus) -> None:
+    given = record(status, attempts=2, progress=Progress(percent=40, at=THEN))
+    change = run(hand_back, given, A, "project paused by ana", NOW)
+    new = stored(change)
+    assert (new.item.status, new.item.attempts, new.item.assigned_to, new.item.progress) == (
+        S.QUEUED,
+        1,
+        None,
+        None,
+    )
+    assert (new.delivery, new.queue_seq) == (None, 7)  # the same message, handed back
+    assert (change.ack, change.ack_subject) == (Ack.AGAIN, OLD_ACK)
+    assert change.events == (WorkEvent("handed-back", {"agent_id": A, "why": "project paused by ana"}),)
+
+
+def test_only_the_holder_hands_back_and_only_what_it_holds() -> None:
+    assert isinstance(refused(hand_back, record(S.IN_PROGRESS), B, "x", NOW), NotClaimant)
+    assert isinstance(refused(hand_back, record(S.QUEUED), A, "x", NOW), WorkConflict)

@@ -62,15 +62,17 @@ export function queuesView(ctx) {
     if (paused === undefined) return;
     if (paused) {
       replace(pausePanel,
-        h("p", { id: "pause-state", class: "error" }, `Paused by ${paused.by} · ${when(paused.at)}${paused.reason ? `: ${paused.reason}` : ""}. No new claims or spin-ups; held items go on.`),
+        h("p", { id: "pause-state", class: "error" }, `Paused by ${paused.by} · ${when(paused.at)}${paused.reason ? `: ${paused.reason}` : ""}. No new claims or spin-ups; ${paused.stop_running ? "held items stop at their next checkpoint (handed back to the queue)" : "held items go on"}.`),
         h("button", { type: "button", id: "resume-project", onclick: () => ctx.act(() => api.delete("/api/pause"), "Resumed the project").then(readPause) }, "Resume"));
       return;
     }
     const reason = h("input", { id: "pause-reason", type: "text", maxlength: 500, size: 40, placeholder: "why (agents are told)" });
+    const stop = h("input", { id: "pause-stop-running", type: "checkbox" });
     keepFocus(pausePanel, () => replace(pausePanel,
       h("p", { id: "pause-state" }, "Claims and spin-ups are admitted."),
       h("div", { class: "filters" }, h("label", { for: "pause-reason" }, "Reason"), reason,
-        confirmButton("Pause the project", "Confirm pause", () => ctx.act(() => api.put("/api/pause", { reason: reason.value }), "Paused the project").then(readPause), "pause-project"))));
+        h("label", { for: "pause-stop-running" }, "Stop held items at their next checkpoint"), stop,
+        confirmButton("Pause the project", "Confirm pause", () => ctx.act(() => api.put("/api/pause", { reason: reason.value, stop_running: stop.checked }), "Paused the project").then(readPause), "pause-project"))));
   }
 
   function update() {
