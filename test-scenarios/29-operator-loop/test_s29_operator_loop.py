@@ -1,7 +1,7 @@
 """Scenario 29: the operator in the loop. A project with an autonomy policy and three sinks
 (a signed webhook, a Slack stand-in, SMTP), served by two Weft replicas: an agent's P0
 security question blocks its item and reaches each sink once, is sent again as a reminder,
-and is answered; a P2 question is answered by its default; a target whose starts keep
+and is answered from the console; a P2 question is answered by its default; a target whose starts keep
 failing is disabled and its sinks told; an item failing every attempt is escalated with a
 report and completes after "retry with new instructions"; pausing the project refuses
 claims."""
@@ -9,13 +9,16 @@ claims."""
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
+from playwright.async_api import Page, async_playwright, expect
 from scenario_harness import Fabric, agents_in, text_of
 
 from shared.signing import signed
+from testsupport.browser import CHROMIUM_ARGS, chromium_path
 from testsupport.receivers import Receiver, http_receiver_in_thread, slack_to, smtp_server
 
 SECRET = "scenario-hook-secret-29"
@@ -77,10 +80,16 @@ async def test_questions_reach_people_once_defaults_decide_a_breaker_trips_and_p
             await receiver.wait_for("/slack", 2)
             assert len(mailbox.messages) == 1  # the mail sink takes questions, not reminders
 
-            answered = await ops.shuttle("answer", question_id, "no", "--by", "alice")
-            assert answered.exit_code == 0, answered.stderr
+            # Answered from the console (headless Chromium), where the link in the notice leads.
+            async with console_page() as page:
+                await page.goto(f"{one.url}/?project={ops.project_id}#questions")
+                asked_here = page.locator(f'#open-questions article[data-question-id="{question_id}"]')
+                await expect(asked_here).to_contain_text("Commit the new key to the repository?")
+                await asked_here.get_by_label("Answer", exact=True).select_option("no")
+                await asked_here.get_by_role("button", name="Send answer").click()
+                await expect(asked_here).to_have_count(0)
             read = await builder.call("warp_question_get", question_id=question_id, wait_s=5)
-            assert (read["question"]["answer"], read["question"]["answered_by"]) == ("no", "alice")
+            assert (read["question"]["answer"], read["question"]["answered_by"]) == ("no", "operator")
             assert (await ops.shuttle_json("work", "show", item["id"]))["status"] == "in-progress"
 
             # P2 with a default: nobody answers within a second, the default decides.
@@ -163,6 +172,19 @@ async def test_questions_reach_people_once_defaults_decide_a_breaker_trips_and_p
                 await asyncio.sleep(0.1)
             assert not result.is_error, text_of(result)
             assert (result.structured_content or {})["claimed"] is True
+
+
+@asynccontextmanager
+async def console_page() -> AsyncIterator[Page]:
+    """A page of Debian's chromium, headless (as the console's own tests drive it)."""
+    path = chromium_path()
+    assert path is not None, "scenario 29 answers from the console: apt-get install chromium (make install)"
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield await browser.new_page()
+        finally:
+            await browser.close()
 
 
 async def _notices(
