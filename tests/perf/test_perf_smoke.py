@@ -80,6 +80,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "forge:",
         "questions:",
         "escalation:",
+        "operator:",
         "notify:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
