@@ -304,6 +304,18 @@ async def test_a_daily_budget_reached_is_announced_once_and_notified(
     await asyncio.sleep(1.0)  # several sweeps: still held, announced once
     assert len(receiver.at("/json")) == 1
     assert (await work_actions(nc, ProjectNames(project_id), project_id)).count("budget-held") == 1
+    # a target's own budget, reached by its agents' usage: named in its own notice
+    laptop = {"name": "laptop", "agent_type": "generic", "capabilities": ["code"], "mechanism": "local"}
+    target = await api.post("/api/targets", json={**laptop, "config": {"command": ["/usr/bin/env", "true"]}})
+    assert target.status_code == 201, target.text
+    assert (await api.put("/api/budgets/targets/laptop", json={"cost": 1.0})).status_code == 200
+    other = await queue.submit(WorkSubmission(task_id="spend-more", description="d", capability="code"))
+    assert (await api.put("/api/budgets/project", json={"cost": 100.0})).status_code == 200  # raised
+    queue.ledger.forget_cache()  # the claim reads the budgets just changed, not a cached copy
+    assert await queue.claim(Claimant(A, "generic", ("code",), ("default",))) is not None
+    await queue.complete(other.id, A, "done", usage=Usage(cost=2.0, model="m"), target_id=target.json()["id"])
+    second = (await receiver.wait_for("/json", 2))[1].json()
+    assert second["title"] == "[P1] spin-up target laptop's daily budget is reached"
 
 
 async def test_a_boosted_bottleneck_is_raised_to_the_top_and_claimed_first(

@@ -538,7 +538,8 @@ async def warp_work_progress(
     paused = (await svc.ledger.budgets()).paused
     if paused is not None:  # an operator's pause reaches the agents working through Warp
         why = f" ({paused.reason})" if paused.reason else ""
-        if paused.stop_running:  # ... and stops running work here, at its checkpoint
+        working = item.status in (WorkStatus.CLAIMED, WorkStatus.IN_PROGRESS)  # not a review
+        if paused.stop_running and working:  # ... and stops running work here, at its checkpoint
             item = await svc.work.hand_back(work_id, svc.agent_id, f"project paused by {paused.by}{why}")
             said += (
                 f" The project is paused by {paused.by}{why} and running work stops at its checkpoint: "

@@ -185,9 +185,9 @@ class ProjectContext:
         self.bottlenecks_announced: set[str] = set()
         """The bottlenecks this replica announced (``work.bottleneck``), until they stop being ones."""
         self.silence_announced: set[tuple[str, str]] = set()
+        """The stretches of silence (item, since) this replica announced (``work.silent``)."""
         self.holds_announced: set[str] = set()
         """The budget holds (scope, target, day) this replica announced (``project.budget-held``)."""
-        """The stretches of silence (item, since) this replica announced (``work.silent``)."""
 
     @property
     def project_id(self) -> str:

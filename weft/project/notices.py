@@ -91,10 +91,11 @@ async def announce_holds(context: ProjectContext) -> int:
                 "reason": hold.reason,
                 "until": hold.until.isoformat() if hold.until else None,
             }
+    targets = {t.id: t for t in context.targets.all()} if doc.target_daily else {}
     for target_id in doc.target_daily:
         hold = target_hold(doc, target_id, await context.ledger.day_totals(day, target_id), now)
         if hold is not None:
-            target = context.targets.mirror.get(target_id)
+            target = targets.get(target_id)
             held[f"target.{target_id}.{day}"] = {
                 "scope": "target",
                 "target_id": target_id,

@@ -185,7 +185,7 @@ export function workItemView(ctx, workId) {
       field("Question", e.decision ? `${e.priority} · decided: ${e.decision} by ${e.decided_by} · ${when(e.decided_at)}`
         : h("a", { href: "#questions" }, `${e.priority} · waiting for your answer`)),
       field("Reported", when(r.written_at)),
-      field("Submitted to dead letter", `${r.total_s.toFixed(1)} s`),
+      field("Submission to dead letter", `${r.total_s.toFixed(1)} s`),
       field("Trace", `${r.spans} spans, ${r.failed_spans} failed${spent ? ` · ${spent}` : ""}`),
       field("Last checkpoint", r.checkpoint ? h("code", null, `${short(r.checkpoint)} on ${r.branch}`) : "-"));
     const t = table("Attempts in the report", ["Attempt", "Agent", "Seconds", "Error"]);
