@@ -92,8 +92,9 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
 async def test_agent_that_dies_at_start_fails_the_operation_with_exit_code_and_stderr(
     service: ManagedSpinup, make_target: MakeTarget, nc: NatsClient, names: ProjectNames, project_id: str
 ) -> None:
-    script = "import sys; print('cannot reach the model API', file=sys.stderr); sys.exit(3)"
-    await make_target(config={"command": [sys.executable, "-c", script]})
+    # sh, not a Python: it dies in milliseconds even on a loaded machine, inside the 2 s start check
+    script = "echo 'cannot reach the model API' >&2; exit 3"
+    await make_target(config={"command": ["sh", "-c", script]})
     work = work_queue(nc, names)
     item = await work.submit(WorkSubmission(task_id="dies", description="x", capability="code"))
 

@@ -130,8 +130,10 @@ async def _gone(pid: int) -> bool:
 async def test_remote_agent_that_dies_at_start_is_a_failed_start_with_its_output(
     sshd: SshServer, tmp_path: Path
 ) -> None:
-    script = "import sys; print('no credentials for the model', file=sys.stderr); sys.exit(4)"
-    config = parse_config("ssh", ssh_config(sshd, tmp_path, command=[sys.executable, "-c", script]))
+    # sh, not a Python: it dies in milliseconds even on a loaded machine, well inside the
+    # 2 s start check (a Python's start-up took longer than that once under a full test run)
+    script = "echo 'no credentials for the model' >&2; exit 4"
+    config = parse_config("ssh", ssh_config(sshd, tmp_path, command=["sh", "-c", script]))
     launch = Launch("d" * 32, "e" * 32, "p1", "f" * 32, "remote", "nats://127.0.0.1:4222")
 
     async def ignore(_: dict[str, str]) -> None:
