@@ -361,8 +361,7 @@ class Soak:
         finally:
             for work_id in set(self.submitted) - set(self.completed):  # what a lost item shows
                 with contextlib.suppress(Exception):
-                    item = await queue.get(work_id)
-                    self.lost_items.append(f"{work_id[:8]} {item.status.value} by {item.assigned_to}")
+                    self.lost_items.append(await _lost_item(queue, work_id))
             await nc.close()
             if self.weft is not None and self.weft.poll() is None:
                 self.weft.send_signal(signal.SIGTERM)
@@ -495,3 +494,28 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     if ctx.soak_s <= 0:
         return []
     return await Soak(ctx).run()
+
+
+async def _lost_item(queue: WorkQueue, work_id: str) -> str:
+    """A lost item as the next engineer needs it: its state, its queue message (still in the
+    stream or not) and what its subject's consumer says it has pending and in flight."""
+    record = await queue.get_record(work_id)
+    item = record.item
+    said = f"{work_id[:8]} {item.status.value} by {item.assigned_to} queue_seq={record.queue_seq}"
+    js = queue._js
+    if record.queue_seq is not None:
+        try:
+            stored = await js.get_msg(queue.names.work_stream, record.queue_seq)
+            said += f" message on {stored.subject}"
+        except Exception as exc:
+            said += f" message gone ({type(exc).__name__})"
+    subject = queue._subject_of(item)
+    try:
+        info = await js.consumer_info(queue.names.work_stream, queue.names.work_consumer(subject))
+        said += (
+            f"; consumer pending={info.num_pending} in_flight={info.num_ack_pending}"
+            f" redelivered={info.num_redelivered} waiting_pulls={info.num_waiting}"
+        )
+    except Exception as exc:
+        said += f"; consumer unreadable ({type(exc).__name__})"
+    return said
