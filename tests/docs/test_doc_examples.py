@@ -251,13 +251,22 @@ async def started(
         async with gate:
             await run_example(example)
 
-    tasks = {block: asyncio.create_task(one(block, entry)) for block, entry in RUNNABLE if block in selected}
+    tasks = {
+        block: asyncio.create_task(one(block, entry), name=f"{block.where}:{entry.how}")
+        for block, entry in RUNNABLE
+        if block in selected
+    }
     try:
         yield tasks
     finally:
         for task in tasks.values():
             task.cancel()
-        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        # Bounded, and naming what did not end: a teardown once waited past pytest's timeout
+        # on something that never finished, and the stack did not say which example it was.
+        _, stuck = await asyncio.wait(tasks.values(), timeout=30) if tasks else (set(), set())
+        assert not stuck, "examples still running 30 s after being cancelled: " + ", ".join(
+            sorted(t.get_name() for t in stuck)
+        )
 
 
 EXAMPLE_TIMEOUT_S = 90
