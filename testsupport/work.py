@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -83,3 +83,20 @@ async def hand_in(
     ws = Workstream(branch=branch, base_ref="main", base_sha=base_sha, head_sha=head_sha, commits=1)
     await queue.record_workstream(work_id, agent_id, ws, step="handed-in")
     return await queue.complete(work_id, agent_id)
+
+
+def bottleneck_plan(dependents: int = 3) -> dict[str, Any]:
+    """A plan (``POST /api/work/plan``) where ``dependents`` items (``use0``...) wait on one,
+    ``schema``: a bottleneck at the default threshold of 3."""
+    schema = {"name": "schema", "task_id": "schema", "description": "the schema", "capability": "code"}
+    uses = [
+        {
+            "name": f"use{n}",
+            "task_id": f"use{n}",
+            "description": "d",
+            "capability": "code",
+            "after": ["schema"],
+        }
+        for n in range(dependents)
+    ]
+    return {"items": [schema, *uses]}

@@ -11,7 +11,7 @@ from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
 from shared.names import ProjectNames
-from testsupport.work import work_queue
+from testsupport.work import bottleneck_plan, work_queue
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -65,19 +65,8 @@ async def test_a_dead_letters_report_is_shown_and_its_question_answered_from_the
 async def test_a_bottleneck_is_marked_in_the_work_graph(
     console_weft: ConsoleWeft, tab: Tab, project: str
 ) -> None:
-    steps = [{"name": "schema", "task_id": "schema", "description": "the schema", "capability": "code"}]
-    steps += [
-        {
-            "name": f"use{n}",
-            "task_id": f"use{n}",
-            "description": "d",
-            "capability": "code",
-            "after": ["schema"],
-        }
-        for n in range(3)
-    ]
     async with console_weft.api(project) as api:
-        names = (await api.post("/api/work/plan", json={"items": steps})).json()["names"]
+        names = (await api.post("/api/work/plan", json=bottleneck_plan())).json()["names"]
     page = tab.page
     await sign_in(page, console_weft.console(project, f"work/{names['use0']}"))
     graph = page.get_by_role("table", name="Work graph")

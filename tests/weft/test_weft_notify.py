@@ -25,7 +25,7 @@ from shared.work.questions import QuestionBook
 from shared.work.rules import Claimant
 from testsupport.events import work_actions
 from testsupport.receivers import Receiver, black_hole, http_receiver, slack_to, smtp_server
-from testsupport.work import work_queue
+from testsupport.work import bottleneck_plan, work_queue
 
 A = "a" * 32
 HOOK_SECRET = "hook-secret-0123456789"
@@ -230,21 +230,7 @@ async def test_an_item_holding_up_three_is_a_bottleneck_announced_once_and_notif
 ) -> None:
     sink = json_sink(receiver, "/json", events=["bottleneck"], min_priority="P2")
     assert (await api.put("/api/notify/sinks/lead", json=sink)).status_code == 200
-    plan = {
-        "items": [
-            {"name": "schema", "task_id": "schema", "description": "the schema", "capability": "code"},
-            *(
-                {
-                    "name": f"use{n}",
-                    "task_id": f"use{n}",
-                    "description": "d",
-                    "capability": "code",
-                    "after": ["schema"],
-                }
-                for n in range(3)
-            ),
-        ]
-    }
+    plan = bottleneck_plan()
     names = (await api.post("/api/work/plan", json=plan)).json()["names"]
     found = (await api.get("/api/work/bottlenecks")).json()
     assert found["threshold"] == 3
@@ -325,21 +311,7 @@ async def test_a_boosted_bottleneck_is_raised_to_the_top_and_claimed_first(
     busy = await api.post(
         "/api/work", json={"task_id": "urgent", "description": "d", "capability": "code", "priority": 9}
     )
-    plan = {
-        "items": [
-            {"name": "schema", "task_id": "schema", "description": "the schema", "capability": "code"},
-            *(
-                {
-                    "name": f"use{n}",
-                    "task_id": f"use{n}",
-                    "description": "d",
-                    "capability": "code",
-                    "after": ["schema"],
-                }
-                for n in range(3)
-            ),
-        ]
-    }
+    plan = bottleneck_plan()
     schema = (await api.post("/api/work/plan", json=plan)).json()["names"]["schema"]
 
     async def raised() -> bool:
