@@ -43,8 +43,7 @@ class Workstreams:
         self._held: dict[str, Held] = {}
 
     def _host(self, repository: Repository) -> HostWorkstreams:
-        author = (self.identity.handle, f"{self.identity.agent_id}@loom.invalid")
-        return HostWorkstreams(Path(self.identity.project_path), repository, author=author)
+        return host_workstreams(self.identity, repository)
 
     async def _repository(self, item: WorkItem) -> Repository | None:
         if not item.isolated:
@@ -75,7 +74,9 @@ class Workstreams:
             place = await host.open_review(item)
             self._held[item.id] = Held(host, place, item.workstream, item.attempts)
             return place
-        place, record = await host.open(item)
+        # made before this agent started (loom-run), or now
+        taken = await host.take_prepared(item, agent_id=self.identity.agent_id)
+        place, record = taken if taken is not None else await host.open(item)
         step = "resumed" if place.resumed_from else "opened"
         try:
             await work.record_workstream(item.id, self.identity.agent_id, record, step=step)
@@ -216,6 +217,12 @@ class Workstreams:
             await held.host.close(work_id, branch=None if held.place.review else held.place.branch)
         except Exception as exc:  # a worktree left behind is the sweep's, not an error of the tool
             log.warning("worktree of %s not removed now: %s", work_id, exc)
+
+
+def host_workstreams(identity: Identity, repository: Repository) -> HostWorkstreams:
+    """The workstreams of this agent's project folder; its commits are by its handle."""
+    author = (identity.handle, f"{identity.agent_id}@loom.invalid")
+    return HostWorkstreams(Path(identity.project_path), repository, author=author)
 
 
 async def _item_or_none(work: WorkQueue, work_id: str) -> WorkItem | None:

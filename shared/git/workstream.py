@@ -17,6 +17,9 @@ by URL (fetch and push), so three hosts with three clones share one origin.
 * :meth:`hand_in` commits what is left, pushes the branch and says what it holds.
 * Before a checkpoint and a hand-in the worktree's top level and branch are checked:
   drift is refused, never committed to the wrong branch.
+* :meth:`prepare` makes an item's worktree before the agent that will claim it starts
+  (``loom-run``, so the agent CLI starts in it); the agent's Warp takes it up at the claim
+  (:meth:`take_prepared`) when nothing about the item changed in between.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from pydantic import ValidationError
+
+from shared.base import LoomModel
 from shared.errors import Conflict, Invalid, NotFound
 from shared.git.cli import GitFailed, GitResult, commit_env, git, out, said
 from shared.git.repository import Repository, branch_for
@@ -69,6 +75,20 @@ class Place:
     base_sha: str
     resumed_from: str | None = None
     review: bool = False
+
+
+class Prepared(LoomModel):
+    """A worktree made before its agent started (``loom-run``): for whom, and the item as it
+    was then, so the claim takes it up only if nothing changed since."""
+
+    agent_id: str
+    attempts: int
+    record: Workstream | None
+    """The item's workstream when the worktree was made (None: a first attempt)."""
+    branch: str
+    base_ref: str
+    base_sha: str
+    resumed_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +235,63 @@ class HostWorkstreams:
         return branch_for(
             self.repository.branch_template, task_id=item.task_id, work_id=item.id, capability=item.capability
         )
+
+    # -- made before the agent starts (loom-run) --------------------------------------
+    def _prepared_file(self, work_id: str) -> Path:
+        return self.git_dir / "loom-prepared" / f"{work_id}.json"
+
+    async def prepare(self, item: WorkItem, *, agent_id: str) -> Place:
+        """The worktree :meth:`open` would make at the claim, made now for the agent
+        ``agent_id`` that is about to start for ``item``, and noted for its claim. Fails
+        closed like :meth:`open`."""
+        place, _ = await self.open(item)
+        note = Prepared(
+            agent_id=agent_id,
+            attempts=item.attempts,
+            record=item.workstream,
+            branch=place.branch,
+            base_ref=place.base_ref,
+            base_sha=place.base_sha,
+            resumed_from=place.resumed_from,
+        )
+        path = self._prepared_file(item.id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(note.model_dump_json())
+        return place
+
+    async def take_prepared(self, item: WorkItem, *, agent_id: str) -> tuple[Place, Workstream] | None:
+        """The worktree :meth:`prepare` made for this claim, if there is one and nothing
+        changed since: the same agent, the claim right after it (no other attempt in between),
+        the item's workstream as it was, the worktree still on the item's branch. A prepared
+        worktree that does not qualify is removed (the claim then makes a fresh one); None
+        when there is none to take."""
+        path = self._prepared_file(item.id)
+        try:
+            note = Prepared.model_validate_json(path.read_text())
+        except (OSError, ValidationError):
+            return None
+        path.unlink(missing_ok=True)
+        earlier = item.workstream
+        branch = earlier.branch if earlier is not None else self.branch_of(item)
+        place = Place(
+            self.directory(item.id), note.branch, note.base_ref, note.base_sha, resumed_from=note.resumed_from
+        )
+        same = (
+            note.agent_id == agent_id
+            and note.attempts + 1 == item.attempts
+            and note.record == earlier
+            and note.branch == branch
+        )
+        if same:
+            try:
+                await self.check_place(place)
+            except WorkstreamError:
+                same = False
+        if not same:
+            await self._remove_worktree(place.directory)
+            return None
+        record = earlier or Workstream(branch=note.branch, base_ref=note.base_ref, base_sha=note.base_sha)
+        return place, record
 
     # -- drift ----------------------------------------------------------------------
     async def check_place(self, place: Place, *also: str) -> tuple[str, list[str] | None]:
@@ -363,6 +440,7 @@ class HostWorkstreams:
         was pushed stays on the repository."""
         for directory in (self.directory(work_id), self.directory(work_id, review=True)):
             await self._remove_worktree(directory)
+        self._prepared_file(work_id).unlink(missing_ok=True)
         if branch and (self.git_dir / "HEAD").exists():
             # its local branch and the copies open fetched (a ref already gone is no error)
             refs = [f"refs/heads/{branch}", *_own_refs(branch, work_id).values()]

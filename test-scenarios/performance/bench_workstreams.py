@@ -13,6 +13,9 @@ Both sides run git without its fsyncs (``core.fsync=none``), as Loom does on its
 (everything there is fetched again or pushed right after, shared/git/cli.py): on this
 virtual disk git's fsyncs alone cost 0.5-1.5 s per worktree, which would measure the disk.
 
+* **a claim taking up a prepared worktree** (``loom-run`` made it before the agent CLI
+  started): what the claim is left to do (read the note, check the worktree's top level
+  and branch), against the same raw ``worktree add``.
 * **the agent's own git while checkpoints run**: ``git status`` in the worktree while a
   checkpoint loop runs beside it, against the same with no checkpoints: the agent's calls
   must not be slowed (ratio reported).
@@ -96,6 +99,25 @@ async def _open_vs_raw(ctx: BenchContext, origin: Path, runs: int) -> tuple[list
     shutil.rmtree(host, ignore_errors=True)
     shutil.rmtree(raw_repo, ignore_errors=True)
     return raw, ours
+
+
+async def _take_prepared(ctx: BenchContext, origin: Path, runs: int) -> list[float]:
+    host = ctx.scratch / f"ws-prepared-{time.monotonic_ns()}"
+    ws = HostWorkstreams(host, Repository(url=str(origin)), author=("bench", "bench@loom.invalid"))
+    took: list[float] = []
+    for n in range(runs + 2):
+        item = _item(10_000 + n)
+        await ws.prepare(item, agent_id="a" * 32)
+        claimed = item.model_copy(update={"attempts": 1})
+        start = time.perf_counter()
+        taken = await ws.take_prepared(claimed, agent_id="a" * 32)
+        elapsed = (time.perf_counter() - start) * 1000
+        assert taken is not None, "the prepared worktree was not taken up"
+        if n >= 2:
+            took.append(elapsed)
+        await ws.close(item.id, branch=ws.branch_of(item))
+    shutil.rmtree(host, ignore_errors=True)
+    return took
 
 
 def _change(directory: Path, round_: int) -> None:
@@ -203,6 +225,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     runs = ctx.iterations(30, 5)
     origin = _origin(ctx.scratch, files)
     raw_add, opened = await _open_vs_raw(ctx, origin, runs)
+    taken = await _take_prepared(ctx, origin, runs)
     raw_commit, snapshots, checkpointed = await _checkpoint_vs_raw(ctx, origin, runs)
     alone, beside = await _status_beside_checkpoints(ctx, origin, ctx.iterations(40, 10))
     return [
@@ -212,6 +235,11 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             opened,
             baseline=f"{RAW_ADD}, {files:,} files",
             target="p50 <= 1.5x raw (p95 <= 500 ms: docs/performance.md)",
+        ),
+        summarize(
+            f"workstream: claim taking up a prepared worktree (loom-run), {files:,} files",
+            taken,
+            baseline=f"{RAW_ADD}, {files:,} files",
         ),
         summarize(f"{RAW_COMMIT}, 100 files changed", raw_commit),
         summarize(

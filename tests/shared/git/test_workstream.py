@@ -9,7 +9,7 @@ import pytest
 
 from shared.git.repository import Repository
 from shared.git.workstream import HostWorkstreams, WorkstreamDrift, WorkstreamError, checkpoint_ref
-from shared.models import WorkItem
+from shared.models import WorkItem, Workstream
 from testsupport.git import clone, make_origin, remote_sha, run_git, tree_state
 
 AGENT = "a" * 32
@@ -277,3 +277,67 @@ async def test_a_later_attempt_keeps_its_recorded_base_when_the_target_moved(
     assert record2.base_sha == record.base_sha != remote_sha(origin, "refs/heads/main")
     assert (place2.directory / "README.md").read_text() == "hello\n"  # the recorded base's
     assert (place2.directory / "mine.txt").exists()
+
+
+async def test_a_worktree_prepared_before_the_agent_started_is_taken_up_at_its_claim(
+    origin: Path, tmp_path: Path
+) -> None:
+    checkout = clone(origin, tmp_path / "host1")
+    before = tree_state(checkout)
+    ws = host(origin, checkout)
+    queued = item(attempts=0)
+    prepared = await ws.prepare(queued, agent_id=AGENT)
+    (prepared.directory / "early.txt").write_text("written before the claim\n")  # the CLI at work
+
+    taken = await ws.take_prepared(item(attempts=1), agent_id=AGENT)
+    assert taken is not None
+    place, record = taken
+    assert place == prepared and (place.directory / "early.txt").exists()  # the same worktree, kept
+    assert (record.branch, record.base_sha) == (prepared.branch, prepared.base_sha)
+    assert await ws.take_prepared(item(attempts=1), agent_id=AGENT) is None  # taken once
+    assert place.directory.exists() and tree_state(checkout) == before
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        pytest.param({"agent_id": OTHER, "attempts": 1}, id="another-agent-claims-it"),
+        pytest.param({"agent_id": AGENT, "attempts": 2}, id="another-attempt-came-in-between"),
+    ],
+)
+async def test_a_prepared_worktree_that_no_longer_fits_the_claim_is_dropped(
+    origin: Path, tmp_path: Path, claim: dict[str, object]
+) -> None:
+    ws = host(origin, clone(origin, tmp_path / "host1"))
+    prepared = await ws.prepare(item(attempts=0), agent_id=AGENT)
+    agent_id = str(claim["agent_id"])
+    assert await ws.take_prepared(item(attempts=claim["attempts"]), agent_id=agent_id) is None
+    assert not prepared.directory.exists()  # dropped: the claim makes a fresh one
+    place, _ = await ws.open(item(attempts=claim["attempts"]))
+    assert place.directory == prepared.directory and place.directory.exists()
+
+
+async def test_a_prepared_worktree_is_dropped_when_the_items_record_moved_or_its_head_drifted(
+    origin: Path, tmp_path: Path
+) -> None:
+    ws = host(origin, clone(origin, tmp_path / "host1"))
+    prepared = await ws.prepare(item(attempts=0), agent_id=AGENT)
+    moved = Workstream(
+        branch=prepared.branch, base_ref="main", base_sha=prepared.base_sha, resume_from="f" * 40
+    )
+    assert await ws.take_prepared(item(attempts=1, workstream=moved), agent_id=AGENT) is None
+    assert not prepared.directory.exists()
+
+    prepared = await ws.prepare(item(attempts=0), agent_id=AGENT)
+    run_git("switch", "--quiet", "-c", "elsewhere", cwd=prepared.directory)
+    assert await ws.take_prepared(item(attempts=1), agent_id=AGENT) is None
+    assert not prepared.directory.exists()
+
+
+async def test_a_prepared_worktree_fails_closed_like_a_claim(tmp_path: Path) -> None:
+    ws = host(tmp_path / "no-such-origin.git", tmp_path / "host1")
+    with pytest.raises(WorkstreamError) as raised:
+        await ws.prepare(item(attempts=0), agent_id=AGENT)
+    assert raised.value.field == "workstream"
+    assert not ws.directory("1" * 32).exists()
+    assert await ws.take_prepared(item(attempts=1), agent_id=AGENT) is None
