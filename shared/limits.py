@@ -23,3 +23,5 @@ DEFAULT_MAX_ATTEMPTS: Final = 3
 MAX_DEPENDENCIES: Final = 100
 """How many items one submission may depend on."""
 MAX_REVIEW_ROUNDS: Final = 10
+MAX_FOLLOW_UPS: Final = 10
+"""Follow-up items one conditional pass in review may create."""

@@ -393,7 +393,8 @@ class ReviewSpec(LoomModel):
         return names.validate_capability(v)
 
 
-Verdict = Literal["approve", "reject"]
+Verdict = Literal["approve", "conditional", "reject"]
+"""approve: it counts; conditional: it counts, what is left becomes follow-up items; reject: not yet."""
 
 
 class ReviewRound(LoomModel):
@@ -408,6 +409,7 @@ class ReviewRound(LoomModel):
     feedback: str = ""
     score: float | None = None
     reviewed_at: datetime | None = None
+    follow_ups: list[str] = Field(default_factory=list, description="Conditional pass: the items it made")
 
 
 # -- workstreams: the code of an item (docs/workstreams.md) --------------------------
@@ -595,6 +597,7 @@ class WorkItem(WorkSubmission):
     dependents: list[str] = Field(
         default_factory=list, description="Items that depend on this one (their depends_on names it)"
     )
+    follow_up_of: str | None = Field(default=None, description="The item whose conditional pass made it")
     failed_dependency: str | None = Field(
         default=None,
         description="The dependency whose failure failed this item; retrying that one revives this one",
@@ -890,8 +893,6 @@ class SpinupOperation(LoomModel):
     registered_at: datetime | None = None
     stopped_at: datetime | None = None
 
-
-# -- events --------------------------------------------------------------------
 
 # -- file leases (docs/leases.md) --------------------------------------------------
 

@@ -138,6 +138,7 @@ def work_fields(w: dict[str, Any]) -> None:
         "max_attempts",
         "assigned_to",
         "submitted_by",
+        "follow_up_of",
         "deadline",
         "created_at",
         "updated_at",

@@ -91,6 +91,7 @@ from shared.work.rules import (
     discard,
     expire,
     finish,
+    follow_up,
     hand_back,
     is_due,
     judge,
@@ -146,10 +147,16 @@ class WorkQueue(WorkDelivery):
 
     # -- submit -----------------------------------------------------------------
     async def submit(
-        self, submission: WorkSubmission, *, submitted_by: str | None = None, work_id: str | None = None
+        self,
+        submission: WorkSubmission,
+        *,
+        submitted_by: str | None = None,
+        work_id: str | None = None,
+        follow_up_of: str | None = None,
     ) -> WorkItem:
         """One item: queued, or blocked until what it ``depends_on`` has completed.
-        ``work_id``: its id, chosen by the caller (to listen for its events first)."""
+        ``work_id``: its id, chosen by the caller (to listen for its events first);
+        ``follow_up_of``: the item whose conditional pass creates it."""
         if submission.depends_on:
             (item,) = await self.submit_plan(
                 [PlanStep(submission)], submitted_by=submitted_by, prefix=None, work_ids=[work_id]
@@ -162,6 +169,7 @@ class WorkQueue(WorkDelivery):
             submitted_by=submitted_by,
             now=utcnow(),
             work_id=work_id,
+            follow_up_of=follow_up_of,
         )
         return (await self._create(record)).item
 
@@ -618,15 +626,32 @@ class WorkQueue(WorkDelivery):
 
     @_traced("work.review")
     async def review(
-        self, work_id: str, agent_id: str, verdict: str, feedback: str = "", score: float | None = None
+        self,
+        work_id: str,
+        agent_id: str,
+        verdict: str,
+        feedback: str = "",
+        score: float | None = None,
+        follow_ups: Sequence[str] = (),
     ) -> WorkItem:
-        """The verdict of the reviewer holding the item (see rule ``judge``)."""
-        check_verdict(verdict, feedback, score)  # before any I/O, whatever the item
+        """The verdict of the reviewer holding the item (see rule ``judge``). A conditional
+        pass then creates its follow-ups (rule ``follow_up``) under the ids the verdict
+        recorded, so the reviewed item and its follow-ups name each other."""
+        check_verdict(verdict, feedback, score, follow_ups)  # before any I/O, whatever the item
+        ids = [new_id() for _ in follow_ups]
         now = utcnow()
-        _, change, revision = await self._mutate_at(
-            work_id, lambda r: judge(r, agent_id, verdict, feedback, score, now)
+        record, change, revision = await self._mutate_at(
+            work_id, lambda r: judge(r, agent_id, verdict, feedback, score, now, ids)
         )
-        return await self._carry_out(work_id, change, revision)
+        item = await self._carry_out(work_id, change, revision)
+        for n, (text, follow_up_id) in enumerate(zip(follow_ups, ids, strict=True), start=1):
+            await self.submit(
+                follow_up(record.item, text, n, feedback),
+                submitted_by=agent_id,
+                work_id=follow_up_id,
+                follow_up_of=work_id,
+            )
+        return item
 
     @_traced("work.wait_on_operator")
     async def wait_on_operator(

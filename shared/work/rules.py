@@ -6,10 +6,11 @@ the next record plus what to acknowledge and announce, each checking its move ag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from shared.limits import DESCRIPTION_MAX_LENGTH, MAX_FOLLOW_UPS, TASK_ID_MAX_LENGTH
 from shared.models import (
     FINAL_WORK_STATES,
     MAX_CHECKPOINTS_KEPT,
@@ -111,6 +112,7 @@ def admit(
     now: datetime,
     work_id: str | None = None,
     dependents: Iterable[str] = (),
+    follow_up_of: str | None = None,
 ) -> WorkRecord:
     """A new item: created queued (its queue message is published next), or blocked
     until every item it ``depends_on`` has completed (it has no queue message until then).
@@ -130,6 +132,7 @@ def admit(
         updated_at=now,
         blocked_on=list(submission.depends_on),
         dependents=list(dependents),
+        follow_up_of=follow_up_of,
     )
     return WorkRecord(item=item)
 
@@ -393,28 +396,70 @@ def rebudget(record: WorkRecord, budget: Budget | None, now: datetime) -> Change
     )
 
 
-def check_verdict(verdict: str, feedback: str, score: float | None) -> None:
-    if verdict not in ("approve", "reject"):
-        raise WorkError("verdict: must be approve or reject", field="verdict")
+def check_verdict(verdict: str, feedback: str, score: float | None, follow_ups: Sequence[str] = ()) -> None:
+    if verdict not in ("approve", "conditional", "reject"):
+        raise WorkError("verdict: must be approve, conditional or reject", field="verdict")
     if verdict == "reject" and not feedback.strip():
         raise WorkError("feedback: must say what to change when rejecting", field="feedback")
     if len(feedback) > MAX_FEEDBACK:
         raise WorkError(f"feedback: must be at most {MAX_FEEDBACK} characters", field="feedback")
     if score is not None and not 0 <= score <= 100:
         raise WorkError("score: must be between 0 and 100", field="score")
+    if verdict == "conditional" and not follow_ups:
+        raise WorkError(
+            "follow_ups: a conditional pass names at least one follow-up (what is left to do)",
+            field="follow_ups",
+        )
+    if verdict != "conditional" and follow_ups:
+        raise WorkError("follow_ups: only a conditional pass records follow-ups", field="follow_ups")
+    if len(follow_ups) > MAX_FOLLOW_UPS:
+        raise WorkError(f"follow_ups: at most {MAX_FOLLOW_UPS} per review", field="follow_ups")
+    for n, text in enumerate(follow_ups):
+        if not text.strip() or len(text) > DESCRIPTION_MAX_LENGTH:
+            raise WorkError(
+                f"follow_ups[{n}]: must be a description of 1 to {DESCRIPTION_MAX_LENGTH} characters",
+                field=f"follow_ups[{n}]",
+            )
+
+
+def follow_up(item: WorkItem, description: str, n: int, feedback: str) -> WorkSubmission:
+    """The n-th follow-up a conditional pass of ``item`` creates: new work of the same kind
+    (capability, boundary, priority, scope, review, isolation), linked both ways."""
+    suffix = f"-follow-up-{n}"
+    return WorkSubmission(
+        task_id=item.task_id[: TASK_ID_MAX_LENGTH - len(suffix)] + suffix,
+        description=description.strip(),
+        capability=item.capability,
+        boundary=item.boundary,
+        priority=item.priority,
+        required_agent_type=item.required_agent_type,
+        preferred_agent_type=item.preferred_agent_type,
+        scope=item.scope,
+        review=item.review,
+        isolated=item.isolated,
+        context={"follow_up_of": item.id, "review_feedback": feedback},
+    )
 
 
 def judge(
-    record: WorkRecord, agent_id: str, verdict: str, feedback: str, score: float | None, now: datetime
+    record: WorkRecord,
+    agent_id: str,
+    verdict: str,
+    feedback: str,
+    score: float | None,
+    now: datetime,
+    follow_up_ids: Sequence[str] = (),
 ) -> Change:
     """The reviewer's verdict on the round it holds. Approve: completed, the verdict in the
     record. Reject: back to the queue for workers with the feedback in ``reviews`` (the next
     worker sees every round's result and feedback), or after the last round failed for good,
-    into the DLQ with all the feedback."""
-    check_verdict(verdict, feedback, score)
+    into the DLQ with all the feedback. Conditional: approved, with the ids its follow-up
+    items get (the queue creates them next) in the round's ``follow_ups``."""
+    check_verdict(verdict, feedback, score, follow_up_ids)
     item = record.item
     last = item.review is None or item.review_round >= item.review.rounds
-    move = WorkMove.APPROVE if verdict == "approve" else WorkMove.REJECT_LAST if last else WorkMove.REJECT
+    passed = verdict in ("approve", "conditional")
+    move = WorkMove.APPROVE if passed else WorkMove.REJECT_LAST if last else WorkMove.REJECT
     if move is WorkMove.APPROVE and landable(item):
         move = WorkMove.QUEUE_LANDING
     new, changed = _holder_move(record, agent_id, move, "review", now)
@@ -424,12 +469,15 @@ def judge(
         "feedback": feedback,
         "score": score,
         "reviewed_at": now,
+        "follow_ups": list(follow_up_ids),
     }
     if changed.reviews:
         changed.reviews = [*changed.reviews[:-1], changed.reviews[-1].model_copy(update=said)]
     new.delivery = None
     done = _ack_subject(record)
-    told = {"agent_id": agent_id, "round": item.review_round, "score": score}
+    told: dict[str, Any] = {"agent_id": agent_id, "round": item.review_round, "score": score}
+    if verdict == "conditional":
+        told.update(conditional=True, follow_ups=list(follow_up_ids))
     if move is WorkMove.QUEUE_LANDING:
         return into_landing(record, new, changed, item.author, now, (WorkEvent("approved", told),))
     if move is WorkMove.APPROVE:

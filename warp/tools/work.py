@@ -366,7 +366,8 @@ async def warp_work_claim(
     if item.status is WorkStatus.REVIEWING:
         said = (
             "Claimed for review: judge the result of the latest round below, then give your "
-            "verdict with warp_work_review (approve, or reject with feedback)."
+            "verdict with warp_work_review (approve; conditional, with the follow_ups left to do; "
+            "or reject with feedback)."
         )
         out = ClaimOut(claimed=True, item=item, review=True, context=context, workstream=place)
         return tool_result(out, "\n".join([said, *texts]))

@@ -147,3 +147,49 @@ async def test_a_last_round_rejection_fails_the_dependents_too(nc: NatsClient, p
     await q.review(first.id, BOB, "reject", "wrong approach")
     failed = await q.get(after.id)
     assert failed.status is S.DEAD_LETTERED and failed.failed_dependency == first.id
+
+
+async def test_a_conditional_pass_completes_and_creates_linked_follow_ups(
+    nc: NatsClient, project_id: str
+) -> None:
+    names = ProjectNames(project_id)
+    q = work_queue(nc, names)
+    item = await q.submit(reviewed(priority=7))
+    assert (await q.claim(agent(ALICE))) is not None
+    await q.complete(item.id, ALICE, {"pr": 9})
+    assert (await q.claim(agent(BOB))) is not None
+    done = await q.review(
+        item.id,
+        BOB,
+        "conditional",
+        "works; two gaps",
+        score=80,
+        follow_ups=["add docs", "cover the edge case"],
+    )
+    assert done.status is S.COMPLETED and done.reviews[-1].verdict == "conditional"
+    made = done.reviews[-1].follow_ups
+    assert len(made) == 2
+    follow = [await q.get(work_id) for work_id in made]
+    assert [f.description for f in follow] == ["add docs", "cover the edge case"]
+    assert all(f.follow_up_of == item.id and f.status is S.QUEUED for f in follow)
+    assert all(f.submitted_by == BOB and f.priority == 7 and f.review == item.review for f in follow)
+    assert await q.queue_depths() == {"code": 2}  # new work, for the workers
+    actions = await work_actions(nc, names, item.id)
+    assert actions[-2:] == ["approved", "completed"]
+
+
+async def test_a_refused_conditional_pass_creates_nothing(nc: NatsClient, project_id: str) -> None:
+    from shared.work.rules import WorkError
+
+    q = work_queue(nc, ProjectNames(project_id))
+    item = await q.submit(reviewed())
+    assert (await q.claim(agent(ALICE))) is not None
+    await q.complete(item.id, ALICE, {"pr": 1})
+    try:
+        await q.review(item.id, CAROL, "conditional", "", follow_ups=["x"])  # CAROL does not hold it
+    except WorkError:
+        pass
+    else:
+        raise AssertionError("a reviewer not holding the item passed it")
+    assert (await q.get(item.id)).status is S.IN_REVIEW
+    assert await q.queue_depths() == {"review": 1}  # no follow-up was made

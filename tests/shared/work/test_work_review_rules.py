@@ -262,7 +262,7 @@ def test_reject_in_the_last_round_fails_for_good_with_the_feedback() -> None:
 @pytest.mark.parametrize(
     ("verdict", "feedback", "score", "field", "message"),
     [
-        ("maybe", "", None, "verdict", "verdict: must be approve or reject"),
+        ("maybe", "", None, "verdict", "verdict: must be approve, conditional or reject"),
         ("reject", "  ", None, "feedback", "feedback: must say what to change when rejecting"),
         ("approve", "x" * 8001, None, "feedback", "feedback: must be at most 8000 characters"),
         ("approve", "", 101, "score", "score: must be between 0 and 100"),
@@ -296,3 +296,56 @@ def test_a_retry_starts_the_review_rounds_over() -> None:
     given = record(S.FAILED, rounds=2, round_=2)
     new = stored(run(reset, given, NOW))
     assert (new.item.review_round, len(new.item.reviews)) == (0, 2)  # the history stays
+
+
+# -- a conditional pass -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("verdict", "follow_ups", "field", "says"),
+    [
+        ("conditional", [], "follow_ups", "at least one follow-up"),
+        ("approve", ["add docs"], "follow_ups", "only a conditional pass"),
+        ("conditional", ["ok", "  "], "follow_ups[1]", "1 to 32000 characters"),
+        ("conditional", ["x" * 32_001], "follow_ups[0]", "1 to 32000 characters"),
+        ("conditional", [f"f{n}" for n in range(11)], "follow_ups", "at most 10"),
+        ("maybe", [], "verdict", "approve, conditional or reject"),
+    ],
+)
+def test_a_conditional_pass_is_checked_naming_the_field(
+    verdict: str, follow_ups: list[str], field: str, says: str
+) -> None:
+    from shared.work.rules import WorkError, check_verdict
+
+    with pytest.raises(WorkError) as info:
+        check_verdict(verdict, "", None, follow_ups)
+    assert info.value.field == field and says in info.value.message
+    assert "x" * 50 not in info.value.message  # never the rejected text
+
+
+def test_a_follow_up_is_work_of_the_same_kind_linked_to_its_item() -> None:
+    from shared.work.rules import follow_up
+
+    item = WorkItem.model_validate(
+        {
+            "id": "1" * 32,
+            "project_id": "p",
+            "task_id": "t" * 200,
+            "description": "d",
+            "capability": "code",
+            "boundary": "corporate",
+            "priority": 8,
+            "review": {"capability": "review", "rounds": 2},
+            "isolated": False,
+        }
+    )
+    made = follow_up(item, "  add the missing docs ", 2, "fine, but undocumented")
+    assert made.task_id.endswith("-follow-up-2") and len(made.task_id) <= 200
+    assert (made.description, made.capability, made.boundary, made.priority) == (
+        "add the missing docs",
+        "code",
+        "corporate",
+        8,
+    )
+    assert made.review == item.review and made.isolated is False
+    assert made.context == {"follow_up_of": item.id, "review_feedback": "fine, but undocumented"}

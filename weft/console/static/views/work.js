@@ -165,11 +165,13 @@ export function workItemView(ctx, workId) {
         field("Deadline", when(item.deadline)),
         field("Waiting", item.waiting_reason || "-"),
         field("Depends on", tags((item.depends_on || []).map(short))),
+        field("Follow-up of", item.follow_up_of ? h("a", { href: `#work/${item.follow_up_of}`, id: "work-follow-up-of" }, store.work.get(item.follow_up_of)?.task_id || short(item.follow_up_of)) : "-"),
         field("Progress", progress)),
       h("h3", null, "Description"), h("pre", null, item.description),
       item.result !== null && item.result !== undefined ? [h("h3", null, "Result"), h("pre", null, JSON.stringify(item.result, null, 2))] : null,
       item.error ? [h("h3", null, "Last error"), h("pre", null, item.error)] : null,
       attempts(item),
+      reviews(item),
       escalation(item),
       landing(item));
   }
@@ -231,6 +233,19 @@ export function workItemView(ctx, workId) {
     const t = table("Attempts that failed", ["Attempt", "Agent", "Error", "At"]);
     replace(t.tbody, item.errors.map((e) => h("tr", null, h("td", null, e.attempt), h("td", null, store.handleOf(e.agent_id)), h("td", null, e.error), h("td", null, when(e.at)))));
     return [h("h3", null, "Attempts"), t.el];
+  }
+
+  // Each round handed in for review: who reviewed it, the verdict (a conditional pass with
+  // links to the follow-up items it created), the score and the feedback.
+  function reviews(item) {
+    const rounds = (item.reviews || []).filter((r) => r.verdict);
+    if (rounds.length === 0) return null;
+    const t = table("Review rounds", ["Round", "Author", "Reviewer", "Verdict", "Score", "Feedback", "Follow-ups"]);
+    replace(t.tbody, rounds.map((r) => h("tr", null, h("td", { class: "num" }, r.round), h("td", null, store.handleOf(r.author)),
+      h("td", null, store.handleOf(r.reviewer)), h("td", null, r.verdict === "conditional" ? "conditional pass" : r.verdict),
+      h("td", { class: "num" }, r.score == null ? "-" : r.score), h("td", null, r.feedback || "-"),
+      h("td", { class: "follow-ups" }, (r.follow_ups || []).length ? (r.follow_ups || []).map((id) => h("div", null, h("a", { href: `#work/${id}` }, store.work.get(id)?.task_id || short(id)))) : "-"))));
+    return h("div", { id: "work-reviews" }, h("h3", null, "Reviews"), t.el);
   }
 
   // heldUp: the project's bottlenecks (GET /api/work/bottlenecks), marked where the graph has them.
