@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TS_CLIENT := test-scenarios/performance/ts-client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
+HOSTS := tests/plugins/hosts
+HOSTS_STAMP := $(HOSTS)/node_modules/.installed
 PYTEST_ARGS ?=
 # pytest-xdist: three workers, each test file on one of them (conftest.py); most tests wait on
 # NATS, processes and sockets, so three keep two cores busy. Serial: make test PYTEST_XDIST=
@@ -41,6 +43,17 @@ $(TS_STAMP): $(TS_CLIENT)/package-lock.json
 		echo "npm ci in $(TS_CLIENT) failed: bench_warp will leave out its TypeScript SDK client rows"; \
 	fi
 
+# tests/plugins also runs the hosts' own plugin validators where they need no account
+# (Claude Code's `claude plugin validate`); without npm those tests say so and stand down.
+$(HOSTS_STAMP): $(HOSTS)/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: tests/plugins will not run the hosts' own plugin validators"; \
+	elif npm ci --prefix $(HOSTS) --no-audit --no-fund --loglevel=error; then \
+		touch $@; \
+	else \
+		echo "npm ci in $(HOSTS) failed: tests/plugins will report the missing validator"; \
+	fi
+
 # The console's browser tests (tests/console) drive Debian's chromium, never a browser
 # Playwright downloads; installed here when missing (CI runs as root).
 browser:
@@ -48,7 +61,7 @@ browser:
 		if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
 		else echo "chromium not found and not root: install it (apt-get install chromium) or the console's browser tests fail"; fi; }
 
-install: $(STAMP) $(TS_STAMP) browser
+install: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
 
 ifdef NATS_AUTH
 run: export WEFT_NATS_AUTH = $(NATS_AUTH)
@@ -69,7 +82,7 @@ lint-deploy: $(STAMP)
 	$(BIN)/mypy deploy
 	$(BIN)/python -m deploy.checks
 
-pytest: $(STAMP) $(TS_STAMP) browser
+pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
 	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 test: lint typecheck lint-deploy pytest

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from shared.agents.local import local_agent
 from shared.errors import LoomError, Unavailable
 from shared.leases.patterns import exact_path
 
@@ -180,9 +181,17 @@ def _until(lease: dict[str, Any]) -> datetime:
 
 
 def who_am_i(repo: Path) -> str | None:
+    """The committing agent: ``LOOM_AGENT_ID``; else the Warp of the agent host this commit
+    runs under (it notes itself: shared/agents/local.py), so a session's own leases pass
+    without configuration; else ``git config loom.agent``."""
     me = os.environ.get(AGENT_ENV, "").strip()
     if me:
         return me
+    project = os.environ.get("LOOM_PROJECT_PATH", "").strip()
+    for folder in dict.fromkeys([*([Path(project)] if project else []), repo, *repo.parents]):
+        found = local_agent(folder)
+        if found is not None:
+            return found.agent_id
     done = subprocess.run(
         ["git", "config", "--get", "loom.agent"], cwd=repo, capture_output=True, text=True, check=False
     )

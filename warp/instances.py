@@ -25,6 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from shared.agents.local import pid_alive
 from shared.errors import Conflict
 from shared.identity import Identity
 from shared.models import utcnow
@@ -62,18 +63,6 @@ class Holder:
             return Holder(hostname=str(data["hostname"]), pid=int(data["pid"]), nonce=str(data["nonce"]))
         except (ValueError, KeyError, TypeError):
             return None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 class InstanceLock:

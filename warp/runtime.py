@@ -21,10 +21,13 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shared.agents.local import LocalAgent, remove_note, write_note
 from shared.identity import Identity
 from shared.names import ProjectNames
 from warp.config import ConfigLoader
@@ -89,6 +92,8 @@ class WarpRuntime:
         self._serving = asyncio.Event()
         self._serving.set()
         self._identity_settled = asyncio.Event()
+        self._local_note: Path | None = None
+        """Where this Warp noted itself for its host's hooks (shared/agents/local.py)."""
         self._idle = asyncio.Event()
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -179,6 +184,11 @@ class WarpRuntime:
             )
             self.identity = self._built.identity
             self._identity_settled.set()
+            # the hooks of the host that started this Warp find their agent here (docs/hosts.md)
+            self._local_note = write_note(
+                self.identity.project_path,
+                LocalAgent(self.identity.agent_id, self.handle, os.getpid()),
+            )
             self._tasks.append(asyncio.create_task(self._refresh_lock(REFRESH_S), name="warp-instance-lock"))
         svc = self._built
         if self._control is None:
@@ -463,6 +473,8 @@ class WarpRuntime:
                     await asyncio.wait_for(svc.lock.release(), _STOP_STEP_S)
                 except Exception as exc:
                     log.warning("releasing the instance id while stopping (%s): %s", reason, exc)
+            if self.identity is not None:
+                remove_note(self._local_note, self.identity.agent_id)
             for stop_hook in self.on_stop:
                 try:
                     await asyncio.wait_for(stop_hook(), _STOP_STEP_S)

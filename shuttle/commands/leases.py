@@ -4,24 +4,18 @@ lease as an operator; installing the git hook that enforces them (docs/leases.md
 from __future__ import annotations
 
 import os
-import shutil
-import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from shared.git.guardhooks import HOOKS, foreign_hooks, guard_command, hooks_dir, install
 from shuttle.app import JsonOpt, QuietOpt, command_group, out, state
 from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.output import ago, emit_json, escape, say, short, table
 
 app = command_group(help="File leases: list them, end one, install the git hook that enforces them.")
-
-HOOKS = ("pre-commit", "pre-push")
-MARK = "# loom-guard hook (shuttle leases install-hook)"
 
 
 @app.callback(invoke_without_command=True)
@@ -96,27 +90,6 @@ def release_cmd(
         say(f"released {escape(ended.get('id', ''))} (held by {escape(holder)})")
 
 
-def _hooks_dir(repo: Path) -> Path:
-    done = subprocess.run(
-        ["git", "rev-parse", "--git-path", "hooks"], cwd=repo, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise UsageError("--repo: not inside a git repository")
-    hooks = Path(done.stdout.strip())
-    return hooks if hooks.is_absolute() else (repo / hooks)
-
-
-def guard_command() -> str:
-    """The installed ``loom-guard`` next to this Python (so the hook works outside the venv)."""
-    beside = Path(sys.executable).parent / "loom-guard"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("loom-guard")
-    if found is None:
-        raise UsageError("loom-guard: not installed next to shuttle (pip install loom-fabric)")
-    return found
-
-
 @app.command("install-hook")
 def install_hook_cmd(
     repo: Annotated[Path, typer.Option("--repo", help="The repository (default: the current one).")] = Path(
@@ -128,17 +101,16 @@ def install_hook_cmd(
     touches paths another agent leased exclusively is refused, naming the holder."""
     if not repo.is_dir():
         raise UsageError("--repo: not a directory")
-    hooks = _hooks_dir(repo.resolve())
-    hooks.mkdir(parents=True, exist_ok=True)
+    hooks = hooks_dir(repo.resolve())
+    if hooks is None:
+        raise UsageError("--repo: not inside a git repository")
     command = guard_command()
-    for hook in HOOKS:
-        target = hooks / hook
-        if target.exists() and MARK not in target.read_text(errors="replace") and not force:
-            raise UsageError(f"{hook}: a hook that is not loom-guard's is installed; --force replaces it")
-    for hook in HOOKS:
-        target = hooks / hook
-        target.write_text(f'#!/bin/sh\n{MARK}\nexec "{command}" {hook} "$@"\n')
-        target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    if command is None:
+        raise UsageError("loom-guard: not installed next to shuttle (pip install loom-fabric)")
+    foreign = foreign_hooks(hooks)
+    if foreign and not force:
+        raise UsageError(f"{foreign[0]}: a hook that is not loom-guard's is installed; --force replaces it")
+    install(hooks, command)
     say(f"installed loom-guard as {', '.join(HOOKS)} in {escape(str(hooks))}")
     if not os.environ.get("LOOM_AGENT_ID"):
         say("agents committing here set LOOM_AGENT_ID (their id or handle) so their own leases pass")

@@ -107,11 +107,13 @@ async def warp_agent(
     wait_ready: bool = True,
     defer_start: bool = False,
     extra_env: dict[str, str] | None = None,
+    launch: Sequence[str] | None = None,
 ) -> AsyncIterator[WarpAgent]:
     """Run ``.venv/bin/warp`` for one agent; connected to NATS (unless ``wait_ready=False``) and
     registered with its LOOM_* settings (unless ``register=False``). Leaving the block closes its
     stdin: Warp marks itself offline and exits. ``defer_start=True`` yields the process as soon
-    as it is spawned; the caller then awaits ``agent.start(...)`` (several at once, in any task)."""
+    as it is spawned; the caller then awaits ``agent.start(...)`` (several at once, in any task).
+    ``launch``: the command that starts it instead (e.g. the agent hosts' plugin launcher)."""
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
     path = project_path or workdir / "projects" / project_id
@@ -138,8 +140,9 @@ async def warp_agent(
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stderr_path = logs / f"warp-{handle}-{ident[:8]}.stderr"
+    command, *args = launch or [str(BIN / "warp")]
     async with spawn_mcp(
-        str(BIN / "warp"), env, cwd=path, stderr_path=stderr_path, name=handle, initialize=False
+        command, env, cwd=path, stderr_path=stderr_path, name=handle, initialize=False, args=args
     ) as proc:
         agent = WarpAgent(proc.name, proc.session, proc.stderr_path, proc.env)
         agent.agent_id = ident

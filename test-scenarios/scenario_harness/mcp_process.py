@@ -8,7 +8,7 @@ in the scenario's folder, which failures quote.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -82,11 +82,18 @@ class McpProcess:
 
 @asynccontextmanager
 async def spawn_mcp(
-    command: str, env: dict[str, str], *, cwd: Path, stderr_path: Path, name: str, initialize: bool = True
+    command: str,
+    env: dict[str, str],
+    *,
+    cwd: Path,
+    stderr_path: Path,
+    name: str,
+    initialize: bool = True,
+    args: Sequence[str] = (),
 ) -> AsyncIterator[McpProcess]:
-    """Start ``command`` as an MCP stdio server; stops it (stdin closed) on exit.
+    """Start ``command`` (with ``args``) as an MCP stdio server; stops it (stdin closed) on exit.
     ``initialize=False`` leaves the handshake to the caller (:meth:`McpProcess.initialize`)."""
-    params = StdioServerParameters(command=command, env=env, cwd=str(cwd))
+    params = StdioServerParameters(command=command, args=list(args), env=env, cwd=str(cwd))
     with stderr_path.open("a") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),

@@ -38,6 +38,8 @@ SHUTTLE_MAY_USE = {
     "shared.names",
     "shared.redact",
     "shared.leases.patterns",
+    "shared.agents.local",  # which agent a git hook works for (files and /proc only)
+    "shared.git.guardhooks",  # loom-guard's git hooks (git rev-parse, files)
     "shared.trace.timeline",
     "shared.trace.env",
     "shared.trace.tracing",  # only when OTEL_* ask Shuttle to export (shared.trace.env decides)

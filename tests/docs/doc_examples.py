@@ -132,8 +132,21 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ),
     ("README.md", "make run"): run("walkthrough"),
     ("README.md", ".venv/bin/shuttle targets add demo -m local -c code --idle-t"): run("walkthrough"),
+    ("README.md", "/plugin marketplace add /path/to/loom"): run("walkthrough"),
     ("README.md", '"mcpServers": {'): run("walkthrough"),
     ("README.md", ".venv/bin/shuttle targets remove demo --yes"): run("walkthrough"),
+    # docs/hosts.md
+    ("docs/hosts.md", "uv tool install loom-fabric        # or, from a checkout of "): Skip(
+        "installs Loom as an application from PyPI; tests/plugins find the test's own installation "
+        "through the launcher's other ways (LOOM_BIN, LOOM_HOME, PATH)"
+    ),
+    ("docs/hosts.md", '{"env": {"NATS_URL": "nats://127.0.0.1:4222", "LOOM_PROJECT_'): Skip(
+        "a Claude Code settings file: the walkthrough (README step 3) passes the same env to the "
+        "installed plugin's server"
+    ),
+    ("docs/hosts.md", "loom: Loom is not installed here: no `warp` command in LOOM_"): Skip(
+        "the launcher's output: tests/plugins/test_plugin_runtime.py checks it"
+    ),
     # docs/architecture.md
     ("docs/architecture.md", "shuttle (CLI) ──HTTP/WS──► weft (FastAPI) ─┐"): Skip("a diagram, not code"),
     ("docs/workstreams.md", "claim ──► open: one fetch (the target, the item's branch and"): Skip(

@@ -5,9 +5,12 @@ the substitutions of test_doc_examples.py (ports and paths: Weft's and NATS's po
 free ones, passed as ``WEFT_PORT``/``WEFT_NATS_PORT`` and to Shuttle as ``LOOM_API_URL``;
 ``.venv/bin/`` is this Python's scripts folder; HOME is a fresh folder, so the data lands
 in a fresh ``~/.local/share/loom``). Step 1's ``make run`` runs the Makefile's recipe for
-``run`` (checked to be ``weft serve``). Step 3's part of Claude Code is played by this test:
-an MCP client that runs Warp exactly as the ``.mcp.json`` snippet says and does what the
-README says the agent does (register, claim, report, complete).
+``run`` (checked to be ``weft serve``). Step 3's plugin install is run by Claude Code's own
+CLI (``claude plugin marketplace add`` and ``install``, the pinned package of
+tests/plugins/hosts), and the installed plugin's server started as Claude Code starts it;
+the rest of Claude Code's part is played by this test: an MCP client that runs Warp
+exactly as the ``.mcp.json`` snippet says and does what the README says the agent does
+(register, claim, report, complete).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -69,7 +73,7 @@ def fleet(fabric: Fabric, env: dict[str, str]) -> dict[str, Any]:
 
 
 async def test_the_readme_walkthrough_as_written(tmp_path: Path) -> None:
-    step1, step2, step3, step4 = walkthrough()
+    step1, step2, plugin, step3, step4 = walkthrough()
     home = tmp_path / "home"
 
     # 1. make run (its recipe is `weft serve`), in this folder
@@ -129,7 +133,10 @@ async def test_the_readme_walkthrough_as_written(tmp_path: Path) -> None:
         left = [pid for pid in processes_with("HOME", str(home)) if pid != fabric.proc.pid]
         assert not left or all(_is_nats_server(pid) for pid in left), left
 
-        # 3. Warp, run as the .mcp.json snippet says (the placeholders are the banner's)
+        # 3. the plugin, installed by Claude Code's CLI and started as Claude Code starts it
+        await the_plugin_as_installed(plugin, home, fabric, project[1], tmp_path)
+
+        # 3. (or) Warp, run as the .mcp.json snippet says (the placeholders are the banner's)
         snippet = json.loads(fabric.substitute(step3.text))["mcpServers"]["warp"]
         assert snippet["command"] == f"{BIN}/warp"
         server_env = {
@@ -178,6 +185,65 @@ async def test_the_readme_walkthrough_as_written(tmp_path: Path) -> None:
             assert "50% reproduced" in out and 'result: {"commit": "abc123"}' in out
             shown_fleet = shell(fabric, cmds[2].line, env)
             assert shown_fleet.returncode == 0 and entry["agent_id"] in shown_fleet.stdout
+
+
+CLAUDE = REPO / "tests" / "plugins" / "hosts" / "node_modules" / ".bin" / "claude"
+
+
+async def the_plugin_as_installed(
+    block: Block, home: Path, fabric: Fabric, project_id: str, tmp: Path
+) -> None:
+    """README step 3's ``/plugin`` lines, run by Claude Code's CLI in the walkthrough's HOME
+    (``/path/to/loom`` is this checkout); then the installed copy's MCP server, started the
+    way Claude Code starts it (``${CLAUDE_PLUGIN_ROOT}`` is the install folder) with the
+    settings the README gives (``LOOM_HOME``, and the env of ``.claude/settings.json``)."""
+    lines = [line.strip() for line in block.text.strip().splitlines()]
+    assert lines == ["/plugin marketplace add /path/to/loom", "/plugin install loom@loom"]
+    readme = (REPO / "README.md").read_text()
+    settings = re.search(r"`(\{\"env\": \{.*?\}\})`", readme)
+    assert settings is not None and "LOOM_HOME=/path/to/loom" in readme
+    session_env = json.loads(settings[1].replace("<the project id from the banner>", project_id))["env"]
+    installed = REPO / "plugins" / "loom"  # without Node, Claude Code's CLI is not there: the source folder
+    if shutil.which("npm") is not None:
+        assert CLAUDE.exists(), (
+            "Claude Code is missing: `make test` installs it (npm ci in tests/plugins/hosts)"
+        )
+        cli_env = {
+            **base_environment(home),
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        for line in lines:
+            words = line.removeprefix("/").replace("/path/to/loom", str(REPO)).split()
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [str(CLAUDE), *words],
+                env=cli_env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+        record = json.loads((home / ".claude" / "plugins" / "installed_plugins.json").read_text())
+        installed = Path(record["plugins"]["loom@loom"][0]["installPath"])
+    server = json.loads((installed / ".mcp.json").read_text())["mcpServers"]["loom"]
+    root = str(installed)
+    command = server["command"].replace("${CLAUDE_PLUGIN_ROOT}", root)
+    args = [a.replace("${CLAUDE_PLUGIN_ROOT}", root) for a in server["args"]]
+    env = {
+        **base_environment(home),
+        **session_env,
+        "NATS_URL": fabric.nats_url,  # the README's default port, substituted as everywhere here
+        "LOOM_HOME": str(REPO),
+        "CLAUDE_PLUGIN_ROOT": root,
+    }
+    folder = tmp / "plugin-session"
+    folder.mkdir()
+    async with mcp_session(command, env, folder, args=args) as warp:
+        entry = await call(warp, "warp_registry_register")
+        assert entry["capabilities"] == ["code", "review"] and entry["project_id"] == project_id
+        assert "pattern_core_memory" in {t.name for t in (await warp.list_tools()).tools}
+        await call(warp, "warp_registry_deregister")
 
 
 def _is_nats_server(pid: int) -> bool:

@@ -82,6 +82,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "escalation:",
         "operator:",
         "notify:",
+        "hosts:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():
