@@ -424,7 +424,8 @@ def check_verdict(verdict: str, feedback: str, score: float | None, follow_ups: 
 
 def follow_up(item: WorkItem, description: str, n: int, feedback: str) -> WorkSubmission:
     """The n-th follow-up a conditional pass of ``item`` creates: new work of the same kind
-    (capability, boundary, priority, scope, review, isolation), linked both ways."""
+    (capability, boundary, priority, agent types, scope, attempts, review, isolation),
+    linked both ways."""
     suffix = f"-follow-up-{n}"
     return WorkSubmission(
         task_id=item.task_id[: TASK_ID_MAX_LENGTH - len(suffix)] + suffix,
@@ -435,6 +436,7 @@ def follow_up(item: WorkItem, description: str, n: int, feedback: str) -> WorkSu
         required_agent_type=item.required_agent_type,
         preferred_agent_type=item.preferred_agent_type,
         scope=item.scope,
+        max_attempts=item.max_attempts,
         review=item.review,
         isolated=item.isolated,
         context={"follow_up_of": item.id, "review_feedback": feedback},

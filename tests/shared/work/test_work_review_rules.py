@@ -335,7 +335,8 @@ def test_a_follow_up_is_work_of_the_same_kind_linked_to_its_item() -> None:
             "capability": "code",
             "boundary": "corporate",
             "priority": 8,
-            "review": {"capability": "review", "rounds": 2},
+            "max_attempts": 6,
+            "review": {"capability": "review", "rounds": 5},
             "isolated": False,
         }
     )
@@ -347,5 +348,5 @@ def test_a_follow_up_is_work_of_the_same_kind_linked_to_its_item() -> None:
         "corporate",
         8,
     )
-    assert made.review == item.review and made.isolated is False
+    assert made.review == item.review and made.max_attempts == 6 and made.isolated is False
     assert made.context == {"follow_up_of": item.id, "review_feedback": "fine, but undocumented"}
