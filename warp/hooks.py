@@ -25,15 +25,17 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from shared.errors import Invalid
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
     from shared.identity import Identity
-    from shared.settings import NatsSettings
+    from shared.settings import IdentitySettings, NatsSettings
 
 PROG: Final = "loom-hook"
 EXIT_OK: Final = 0
@@ -47,8 +49,18 @@ SHOWN_ITEMS: Final = 5
 STRICT_ENV: Final = "LOOM_GUARD_STRICT"
 
 
-class HookInputError(ValueError):
+class HookInputError(Invalid):
     """The host's JSON is not what the hook protocol says (names the field)."""
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    """What the hooks read of the environment, read once by :func:`main` (the edge): the
+    session's Warp settings (the same variables) and the guard's strictness."""
+
+    identity: IdentitySettings
+    nats: NatsSettings
+    strict: bool = False
 
 
 def read_input(raw: str) -> dict[str, Any]:
@@ -113,24 +125,19 @@ def lease_path(path: Path, session: Path) -> str | None:
 # -- who the session's agent is ---------------------------------------------------------------
 
 
-def session_identity(session: Path) -> tuple[Identity, NatsSettings]:
-    """The session's agent as its Warp is: the environment both read, the Warp its host
+def session_identity(session: Path, config: HookConfig) -> Identity:
+    """The session's agent as its Warp is: the settings both read, the Warp its host
     started when it noted itself (several sessions in one folder each find their own),
-    else the id the environment gives."""
+    else the id the settings give."""
     from shared.agents.local import local_agent
-    from shared.identity import bound_to_credential, load_settings, resolve_identity
-    from shared.nats.auth import agent_credential
-    from shared.settings import NatsSettings
+    from shared.identity import resolve_identity
 
-    nats_settings = NatsSettings()
-    identity = resolve_identity(
-        bound_to_credential(load_settings(), agent_credential(nats_settings)), cwd=session
-    )
+    identity = resolve_identity(config.identity, cwd=session)
     for folder in dict.fromkeys((identity.project_path, session, *session.parents)):
         found = local_agent(folder)
         if found is not None:
-            return replace(identity, agent_id=found.agent_id, handle=found.handle), nats_settings
-    return identity, nats_settings
+            return replace(identity, agent_id=found.agent_id, handle=found.handle)
+    return identity
 
 
 async def _connect(nats_settings: NatsSettings, handle: str) -> NatsClient:
@@ -198,12 +205,11 @@ def install_git_guard(session: Path) -> str | None:
     return f"Loom: installed loom-guard as this repository's git hooks ({hooks})."
 
 
-def session_start(data: dict[str, Any]) -> tuple[int, str, str]:
+def session_start(data: dict[str, Any], config: HookConfig) -> tuple[int, str, str]:
     session = _session_dir(data)
     said: list[str] = []
     try:
-        identity, nats_settings = session_identity(session)
-        said.append(asyncio.run(session_brief(identity, nats_settings)))
+        said.append(asyncio.run(session_brief(session_identity(session, config), config.nats)))
     except Exception as exc:
         from shared.redact import redact
 
@@ -247,7 +253,7 @@ def _refusal(path: str, lease: Any) -> str:
     )
 
 
-def pre_edit(data: dict[str, Any]) -> tuple[int, str, str]:
+def pre_edit(data: dict[str, Any], config: HookConfig) -> tuple[int, str, str]:
     session = _session_dir(data)
     target = edited_path(data)
     if target is None:
@@ -256,13 +262,12 @@ def pre_edit(data: dict[str, Any]) -> tuple[int, str, str]:
     if path is None:
         return EXIT_OK, "", ""  # outside the project: no lease can name it
     try:
-        identity, nats_settings = session_identity(session)
-        refused = asyncio.run(edit_clashes(identity, nats_settings, path))
+        refused = asyncio.run(edit_clashes(session_identity(session, config), config.nats, path))
     except Exception as exc:
         from shared.redact import redact
 
         why = f"Loom: leases could not be checked ({redact(_reason(exc))})"
-        if os.environ.get(STRICT_ENV, "").strip() in ("1", "true", "yes"):
+        if config.strict:
             return EXIT_BLOCK, "", f"{why}; the edit is refused ({STRICT_ENV}=1).\n"
         return EXIT_OK, "", f"{why}; the edit goes ahead.\n"
     if not refused:
@@ -292,14 +297,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("hook", choices=sorted(HOOKS), help="which hook the host runs")
     args = p.parse_args(argv)
-    from shared.redact import configure_logging
+    from pydantic import ValidationError
+
+    from shared.errors import LoomError
+    from shared.identity import bound_to_credential, load_settings
+    from shared.nats.auth import agent_credential
+    from shared.redact import configure_logging, redact
+    from shared.settings import NatsSettings, load
 
     configure_logging(os.environ.get("LOOM_LOG_LEVEL", "WARNING"))
     try:
+        nats_settings = load(NatsSettings)
+        identity = bound_to_credential(load_settings(), agent_credential(nats_settings))
+        strict = os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
+        config = HookConfig(identity=identity, nats=nats_settings, strict=strict)
         data = read_input(sys.stdin.read())
-        code, out, err = HOOKS[args.hook](data)
-    except HookInputError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        code, out, err = HOOKS[args.hook](data, config)
+    except LoomError as exc:  # bad input or settings: named, never blocking
+        print(f"{PROG}: {redact(exc.message)}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValidationError as exc:
+        print(
+            f"{PROG}: " + "; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)), file=sys.stderr
+        )
         return EXIT_USAGE
     if out:
         sys.stdout.write(out)

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from shared.errors import Unavailable
+
 if TYPE_CHECKING:
     from shared.identity import Identity
     from shared.settings import NatsSettings
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         work_id = load_warp_settings().work_id
         if work_id is None:
-            return _start(command, None, None)  # a manual start: no item to prepare for
+            return _start(command, dict(os.environ), None, None)  # a manual start: nothing to prepare
         if not is_work_id(work_id):
             _say("LOOM_WORK_ID: must be a work id (32 lowercase hex)")
             return EXIT_USAGE
@@ -93,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     except _NoWorkstream as exc:
         _say(f"{exc}; the agent was not started, nothing ran in the main checkout")
         return EXIT_NO_WORKSTREAM
-    return _start(command, directory, identity)
+    return _start(command, dict(os.environ), directory, identity)
 
 
-class _NoWorkstream(Exception):
+class _NoWorkstream(Unavailable):
     """The item needs a worktree and it could not be made (or not be known to be unneeded)."""
 
 
@@ -141,11 +143,10 @@ async def _prepare(identity: Identity, nats_settings: NatsSettings, work_id: str
         await nc.close()
 
 
-def _start(command: list[str], directory: Path | None, identity: Identity | None) -> int:
-    """Replace this process with the agent CLI: in the worktree when there is one, with the
-    project folder kept as the agent's (``LOOM_PROJECT_PATH``) so its Warp finds the same
-    worktree root and identity there."""
-    env = dict(os.environ)
+def _start(command: list[str], env: dict[str, str], directory: Path | None, identity: Identity | None) -> int:
+    """Replace this process with the agent CLI (given ``env``, this process's environment):
+    in the worktree when there is one, with the project folder kept as the agent's
+    (``LOOM_PROJECT_PATH``) so its Warp finds the same worktree root and identity there."""
     if directory is not None and identity is not None:
         env["LOOM_PROJECT_PATH"] = str(identity.project_path)
         env["LOOM_WORKTREE"] = str(directory)

@@ -308,3 +308,17 @@ def test_the_launcher_without_loom_fails_loudly_with_the_install_command(tmp_pat
     assert (
         unknown.returncode == 2 and "command: must be warp, loom-hook, pattern or loom-run" in unknown.stderr
     )
+
+
+def test_a_bad_setting_is_named_once_and_blocks_nothing(project_id: str, tmp_path: Path) -> None:
+    env = host_env("http://user:hunter2@example:4222", project_id, tmp_path)
+    (group,) = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]["SessionStart"]
+    done = subprocess.run(
+        ["sh", "-c", expand(group["hooks"][0]["command"])],
+        input="{}",
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and done.stderr.startswith("loom-hook: NATS_URL")
+    assert "hunter2" not in done.stderr and done.stdout == ""

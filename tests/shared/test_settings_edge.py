@@ -45,6 +45,8 @@ ALLOWED: dict[str, str] = {
     # the edges: entry points and the app factory
     "warp/cli.py::main": CLI,
     "warp/lander.py::main": CLI + " (loom-lander)",
+    "warp/run.py::main": CLI + " (loom-run: the environment it hands the agent CLI)",
+    "warp/hooks.py::main": CLI + " (loom-hook: the session's settings, LOOM_GUARD_STRICT)",
     "shared/git/landing.py::HostLanding.gate": "the gate runs with the lander's environment, "
     "credentials removed (gate_env)",
     "warp/cli.py::_memory_tools": "warp --with-memory: Pattern's PATTERN_* variables, at Warp's start-up",
