@@ -178,6 +178,11 @@ async def test_the_sweeper_settles_a_land_this_a_stopped_process_left_half_done(
     again, approved = await eventually(settled, what="the sweep to settle both")
     assert again["status"] == "landing" and again["landing"]["approved_by"] is None  # to be asked again
     assert approved["status"] == "landing" and approved["landing"]["approved_by"] == "alice"
-    assert await queue.queue_depths() == {"land": 2, "veto-code": 1}
+
+    async def both_queued() -> bool | None:
+        # the record changes first, the queue message follows it (Then.ENQUEUE): wait for both
+        return await queue.queue_depths() == {"land": 2, "veto-code": 1} or None
+
+    await eventually(both_queued, what="both items back in the landers' queue")
     body = (await api.get("/api/landing")).json()
     assert {e["work_id"]: e["approved_by"] for e in body["queue"]} == {orphaned: None, answered: "alice"}
