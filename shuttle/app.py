@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from shuttle.client import WeftClient
+from loom.transport import WeftClient
 from shuttle.config import Settings, resolve
 
 

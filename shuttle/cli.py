@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from shuttle import __version__, fastparams, tracing
 from shuttle.app import State, command_group, state
-from shuttle.errors import EXIT_REFUSED, EXIT_USAGE, ShuttleError
+from shuttle.errors import EXIT_REFUSED, EXIT_USAGE, ClientError, ShuttleError, exit_code_of
 from shuttle.output import error_line, set_no_color
 
 
@@ -40,9 +40,9 @@ class ShuttleGroup(TyperGroup):
 
         try:
             rv = super().main(args, prog_name or "shuttle", complete_var, False, windows_expand_args, **extra)
-        except ShuttleError as exc:
+        except (ShuttleError, ClientError) as exc:
             error_line(exc.message)
-            sys.exit(exc.exit_code)
+            sys.exit(exit_code_of(exc))
         except NoArgsIsHelpError as exc:
             exc.show()
             sys.exit(EXIT_USAGE)

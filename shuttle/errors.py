@@ -3,9 +3,8 @@ line on stderr and one of these codes, never a traceback."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from shared.errors import Conflict, Invalid, LoomError, Unavailable
+from loom.errors import ClientError, Refused, Unreachable
+from shared.errors import Conflict, Invalid, LoomError
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -33,32 +32,28 @@ class UsageError(ShuttleError, Invalid):
     exit_code = EXIT_USAGE
 
 
-class Unreachable(ShuttleError, Unavailable):
-    """Weft did not answer: refused connection, DNS failure, timeout, TLS failure (exit 3)."""
-
-    exit_code = EXIT_UNREACHABLE
-
-
-class Refused(ShuttleError):
-    """Weft answered with an error (exit 1); keeps the structured body for ``--json``."""
-
-    exit_code = EXIT_REFUSED
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int,
-        code: str = "error",
-        details: Any = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.details = details
-
-
 class OutcomeFailed(ShuttleError, Conflict):
     """A followed work item ended in a state other than completed (exit 1)."""
 
     exit_code = EXIT_REFUSED
+
+
+__all__ = [
+    "ClientError",
+    "OutcomeFailed",
+    "Refused",
+    "ShuttleError",
+    "Unreachable",
+    "UsageError",
+    "exit_code_of",
+]
+
+
+def exit_code_of(exc: ShuttleError | ClientError) -> int:
+    """The exit code of an expected failure: Weft unreachable 3, Weft refused 1, else the
+    error's own."""
+    if isinstance(exc, Unreachable):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, Refused):
+        return EXIT_REFUSED
+    return exc.exit_code if isinstance(exc, ShuttleError) else EXIT_REFUSED

@@ -11,11 +11,11 @@ import json
 import sys
 from typing import Any
 
+from loom.events import Deadline, EventStream, event_type, work_of
+from loom.transport import WeftClient, seg
 from shuttle.app import Out
-from shuttle.client import WeftClient, seg
 from shuttle.errors import OutcomeFailed
 from shuttle.output import console, escape, parse_time, styled
-from shuttle.stream import Deadline, EventStream, event_type, work_of
 from shuttle.views import FINAL_WORK_STATES, SUCCESS_STATE, progress_text, work_heading
 
 RECHECK_S = 5.0

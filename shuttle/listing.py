@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shuttle.client import WeftClient
+from loom.transport import WeftClient
 from shuttle.views import items_of
 
 

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import seg
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.batch import report
-from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
 from shuttle.views import agent_fields, agent_table

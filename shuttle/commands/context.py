@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import seg
 from shuttle.app import CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
-from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from loom.transport import WeftClient
 from shuttle.app import out, state
-from shuttle.client import WeftClient
 from shuttle.listing import fetch
 from shuttle.output import console, emit_json, escape
 from shuttle.views import agent_table, recent_work_table, spinup_table, stats_view, target_table
@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
 
 def _watch(client: WeftClient, *, as_json: bool) -> None:
     """Subscribe first, then draw; after each burst of events read everything again."""
-    from shuttle.stream import EventStream
+    from loom.events import EventStream
 
     recent: deque[dict[str, Any]] = deque(maxlen=RECENT_SPINUPS)
     with EventStream(client, TOPICS, {"interval_s": 5}) as stream:

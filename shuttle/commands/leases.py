@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
+from loom.transport import seg
 from shared.git.guardhooks import HOOKS, foreign_hooks, guard_command, hooks_dir, install
 from shuttle.app import JsonOpt, QuietOpt, command_group, out, state
-from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.output import ago, emit_json, escape, say, short, table
 

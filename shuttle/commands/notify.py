@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import seg
 from shuttle.app import JsonOpt, QuietOpt, command_group, out, state
-from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.output import ago, emit_json, escape, say, table
 

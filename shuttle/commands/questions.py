@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import seg
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, Out, QuietOpt, out, state
-from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.listing import fetch, more_hint
 from shuttle.output import ago, emit_json, escape, say, short, styled, table

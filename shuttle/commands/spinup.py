@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import seg
 from shuttle.app import JsonOpt, QuietOpt, out, state
-from shuttle.client import seg
 from shuttle.output import emit_json, escape, say, styled
 
 

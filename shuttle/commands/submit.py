@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import WeftClient, seg
 from shared.limits import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
@@ -17,8 +18,7 @@ from shared.limits import (
 )
 from shuttle import validate as v
 from shuttle.app import JsonOpt, Out, QuietOpt, out, state
-from shuttle.client import WeftClient, seg
-from shuttle.errors import OutcomeFailed, ShuttleError, UsageError
+from shuttle.errors import ClientError, OutcomeFailed, ShuttleError, UsageError
 from shuttle.output import emit_json, escape, say, styled
 
 
@@ -72,7 +72,7 @@ def _submit_all(client: WeftClient, batch: list[dict[str, Any]], o: Out) -> list
     for n, submission in enumerate(batch, 1):
         try:
             item = client.post("/api/work", submission)
-        except ShuttleError as exc:
+        except (ShuttleError, ClientError) as exc:
             if done:
                 exc.message = (
                     f"item {n} ({submission['task_id']}): {exc.message} "
@@ -97,7 +97,7 @@ def _submit_plan(
     """A plan goes to Weft in one request; it creates all of it or nothing."""
     try:
         answer = client.post("/api/work/plan", {"items": batch})
-    except ShuttleError as exc:
+    except (ShuttleError, ClientError) as exc:
         exc.message = f"--file {where}: {exc.message} (nothing was submitted)"
         raise
     items: list[dict[str, Any]] = answer.get("items", []) if isinstance(answer, dict) else []

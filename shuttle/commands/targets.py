@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import seg
 from shared.errors import parse_problem
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
-from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, fields, say

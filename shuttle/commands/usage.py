@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from loom.transport import seg
 from shuttle.app import JsonOpt, command_group, out, state
-from shuttle.client import seg
 from shuttle.errors import UsageError
 from shuttle.output import console, emit_json, escape, fields, make_table
 

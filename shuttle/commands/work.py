@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
+from loom.transport import seg
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.batch import report
-from shuttle.client import seg
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled, table
 from shuttle.views import graph_tree, trace_waterfall, work_fields, work_table

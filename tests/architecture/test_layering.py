@@ -19,14 +19,15 @@ from pathlib import Path
 from testsupport.pysource import parse
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("shared", "pattern", "warp", "weft", "shuttle")
+PARTS = ("shared", "pattern", "warp", "weft", "loom", "shuttle")
 
 MAY_IMPORT: dict[str, set[str]] = {
     "shared": set(),
     "pattern": {"shared"},
     "warp": {"shared", "pattern"},  # warp --with-memory serves Pattern's tools
     "weft": {"shared"},
-    "shuttle": {"shared"},
+    "loom": {"shared"},  # the public client (docs/client.md)
+    "shuttle": {"shared", "loom"},  # Shuttle speaks through the client's transport
 }
 """Which parts each part may import: shared/ is the floor, the parts never import each
 other except Warp hosting Pattern."""
@@ -210,8 +211,20 @@ def test_parts_import_only_the_parts_below_them() -> None:
 
 
 def test_shuttle_uses_only_pure_shared_modules() -> None:
-    used = {t for m, targets in _graph().items() if m.startswith("shuttle") for t in targets}
+    used = {
+        t
+        for m, targets in _graph().items()
+        if m.startswith(("shuttle", "loom.transport", "loom.events", "loom.errors"))
+        for t in targets
+    }
     assert {t for t in used if t.startswith("shared")} <= SHUTTLE_MAY_USE
+    # the typed client (and the models it loads) stays out of Shuttle's start-up
+    assert {t for t in used if t.startswith("loom")} <= {
+        "loom",
+        "loom.transport",
+        "loom.events",
+        "loom.errors",
+    }
 
 
 def test_no_module_over_a_thousand_lines() -> None:

@@ -135,6 +135,8 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("README.md", "/plugin marketplace add /path/to/loom"): run("walkthrough"),
     ("README.md", '"mcpServers": {'): run("walkthrough"),
     ("README.md", ".venv/bin/shuttle targets remove demo --yes"): run("walkthrough"),
+    # docs/client.md
+    ("docs/client.md", "import os"): run("client"),
     # docs/hosts.md
     ("docs/hosts.md", "uv tool install loom-fabric        # or, from a checkout of "): Skip(
         "installs Loom as an application from PyPI; tests/plugins find the test's own installation "

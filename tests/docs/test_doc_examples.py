@@ -597,6 +597,40 @@ async def run_session_block(example: Example) -> None:
         Masked.subsequence(printed, command.output, f"{example.block.where}: {command.line}")
 
 
+async def run_client_block(example: Example) -> None:
+    """docs/client.md's program, run as written (Weft's URL substituted, a project of its
+    own) while an agent claims the item it submits, reports and completes it: it prints the
+    item queued, each change, and the result."""
+    project = f"docs-{uuid.uuid4().hex[:8]}"
+    code = example.fabric.substitute(example.block.text).replace('project="myapp"', f'project="{project}"')
+    env = {**example.env, "LOOM_API_TOKEN": TOKEN}
+    program = await asyncio.create_subprocess_exec(
+        str(BIN / "python"), "-c", code, env=env, cwd=example.folder,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert program.stdout is not None
+    first = (await asyncio.wait_for(program.stdout.readline(), 30)).decode()
+    work_id, status = first.split()
+    assert status == "queued", first
+    snapshot = (await asyncio.wait_for(program.stdout.readline(), 30)).decode()
+    assert snapshot == "snapshot queued\n", snapshot  # watching: the agent comes next
+    nc = await connect(url=example.fabric.nats_url, name="docs-client-agent")
+    try:
+        queue = work_queue(nc, ProjectNames(project))
+        agent = Claimant(agent_id=uuid.uuid4().hex, agent_type="claude-code", capabilities=("code",))
+        item = await claim_soon(queue, agent)
+        assert item is not None and item.id == work_id
+        await queue.progress(item.id, agent.agent_id, 50, "reproduced")
+        await queue.complete(item.id, agent.agent_id, {"commit": "abc123"})
+        rest, err = await asyncio.wait_for(program.communicate(), 60)
+    finally:
+        await nc.close()
+    assert program.returncode == 0, err.decode()
+    lines = rest.decode().splitlines()
+    assert "work.claimed claimed" in lines and "work.completed completed" in lines, lines
+    assert lines[-1] == "completed {'commit': 'abc123'}"
+
+
 PLAN_FILE = re.compile(r"# (?P<name>[a-z]+\.yaml)")
 PLAN_OUTCOME = {"plan.yaml": "created", "cycle.yaml": "refused"}
 """What submitting each plan file the docs show must do."""
@@ -880,4 +914,5 @@ RUNNERS: dict[str, Callable[[Example], Awaitable[None]] | Callable[[Example], No
     "pattern-mcp-json": run_pattern_mcp_json_block,
     "pattern-unreachable": run_pattern_unreachable_block,
     "websocket": run_websocket_block,
+    "client": run_client_block,
 }

@@ -83,6 +83,7 @@ def test_quick_run_of_every_module(tmp_path: Path) -> None:
         "operator:",
         "notify:",
         "hosts:",
+        "client:",
     ):
         assert any(n.startswith(prefix) for n in results), prefix
     for r in results.values():

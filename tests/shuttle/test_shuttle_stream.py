@@ -9,11 +9,11 @@ import pytest
 from shuttle_helpers import Cli
 from weft_runner import running_weft
 
+from loom.events import EventStream
+from loom.transport import WeftClient
 from shared.nats.server import EmbeddedNatsServer
-from shuttle.client import WeftClient
 from shuttle.config import resolve
 from shuttle.errors import Refused
-from shuttle.stream import EventStream
 
 
 def client(cli: Cli, **env: str) -> WeftClient:

@@ -1,6 +1,6 @@
-"""The one place Shuttle talks HTTP to Weft: base URL, bearer token, project
-header and timeouts, and the mapping of every failure onto the exit-code
-contract (1 Weft refused, 3 Weft unreachable).
+"""The one way Loom's clients talk HTTP to Weft (Shuttle and :mod:`loom.client`): base URL,
+bearer token, project header and timeouts, and every failure as :class:`Refused` (Weft said
+no, its structured error kept) or :class:`Unreachable` (no answer).
 
 httpx is imported on first use so commands that never call Weft start fast.
 """
@@ -9,17 +9,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
-from shuttle.config import Settings
-from shuttle.errors import Refused, Unreachable
+from loom.errors import Refused, Unreachable
 
 if TYPE_CHECKING:
     import httpx
 
 PROJECT_HEADER = "X-Loom-Project"
 USER_AGENT = "shuttle"
+"""What Shuttle calls itself; the public client says ``loom-client``."""
+
+
+class Endpoint(Protocol):
+    """Where Weft is and how to talk to it (Shuttle's settings are one)."""
+
+    @property
+    def api_url(self) -> str: ...
+    @property
+    def api_token(self) -> str | None: ...
+    @property
+    def project_id(self) -> str | None: ...
+    @property
+    def timeout(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Connection:
+    """An :class:`Endpoint` given directly (the public client's)."""
+
+    api_url: str
+    api_token: str | None = None
+    project_id: str | None = None
+    timeout: float = 10.0
 
 
 def import_httpx() -> Any:
@@ -74,14 +98,15 @@ def describe_error_body(status: int, reason: str, body: Any) -> tuple[str, str, 
 class WeftClient:
     """Synchronous client for Weft's REST API (a CLI runs one request at a time)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Endpoint, *, user_agent: str = USER_AGENT) -> None:
         self.settings = settings
+        self.user_agent = user_agent
         self.base_url = settings.api_url
         self._http: httpx.Client | None = None
 
     # -- plumbing ------------------------------------------------------------
     def headers(self) -> dict[str, str]:
-        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
         if self.settings.api_token:
             headers["Authorization"] = f"Bearer {self.settings.api_token}"
         if self.settings.project_id:
@@ -125,39 +150,10 @@ class WeftClient:
         httpx = import_httpx()
 
         try:
-            response = self.http.request(
-                method,
-                path,
-                params=_clean(params),
-                content=None if body is None else json.dumps(body).encode(),
-                headers=None if body is None else {"Content-Type": "application/json"},
-            )
-        except httpx.TimeoutException:
-            raise Unreachable(
-                f"Weft at {self.base_url} did not answer within {self.settings.timeout:g}s"
-            ) from None
+            response = self.http.request(method, path, **request_parts(params, body))
         except httpx.HTTPError as exc:
-            raise Unreachable(f"cannot reach Weft at {self.base_url} ({_reason(exc)})") from None
-        return self._decode(method, path, response)
-
-    def _decode(self, method: str, path: str, response: httpx.Response) -> Any:
-        try:
-            body: Any = response.json() if response.content else None
-        except ValueError:
-            body = None
-            if response.is_success:
-                raise Refused(
-                    f"{method} {path}: {self.base_url} answered with something that is not JSON "
-                    "(is this Weft?)",
-                    status=response.status_code,
-                    code="bad_response",
-                ) from None
-        if response.is_success:
-            return body
-        code, message, details = describe_error_body(response.status_code, response.reason_phrase, body)
-        if body is None and response.status_code == 404:
-            message = f"{method} {path}: not found at {self.base_url} (is this Weft?)"
-        raise Refused(message, status=response.status_code, code=code, details=details)
+            raise unreachable(self.settings, exc) from None
+        return decode(self.base_url, method, path, response)
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params)
@@ -193,6 +189,43 @@ class WeftClient:
         scheme = "wss" if parts.scheme == "https" else "ws"
         query = urlencode(_clean(params))
         return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, query, ""))
+
+
+def request_parts(params: Mapping[str, Any] | None, body: Any) -> dict[str, Any]:
+    """The query and the JSON body of a request, as httpx takes them (sync and async)."""
+    return {
+        "params": _clean(params),
+        "content": None if body is None else json.dumps(body).encode(),
+        "headers": None if body is None else {"Content-Type": "application/json"},
+    }
+
+
+def unreachable(endpoint: Endpoint, exc: Exception) -> Unreachable:
+    """What an httpx failure to get an answer is said as."""
+    httpx = import_httpx()
+    if isinstance(exc, httpx.TimeoutException):
+        return Unreachable(f"Weft at {endpoint.api_url} did not answer within {endpoint.timeout:g}s")
+    return Unreachable(f"cannot reach Weft at {endpoint.api_url} ({_reason(exc)})")
+
+
+def decode(base_url: str, method: str, path: str, response: httpx.Response) -> Any:
+    """An answer's JSON, or :class:`Refused` with Weft's structured error."""
+    try:
+        body: Any = response.json() if response.content else None
+    except ValueError:
+        body = None
+        if response.is_success:
+            raise Refused(
+                f"{method} {path}: {base_url} answered with something that is not JSON (is this Weft?)",
+                status=response.status_code,
+                code="bad_response",
+            ) from None
+    if response.is_success:
+        return body
+    code, message, details = describe_error_body(response.status_code, response.reason_phrase, body)
+    if body is None and response.status_code == 404:
+        message = f"{method} {path}: not found at {base_url} (is this Weft?)"
+    raise Refused(message, status=response.status_code, code=code, details=details)
 
 
 def _reason(exc: Exception) -> str:

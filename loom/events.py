@@ -1,5 +1,5 @@
-"""Following Weft's WebSocket (``/api/ws``): the feed behind ``watch``,
-``submit --wait`` and ``fleet --watch``.
+"""Following Weft's WebSocket (``/api/ws``): the feed behind Shuttle's ``watch``,
+``submit --wait`` and ``fleet --watch``, and :meth:`loom.client.LoomClient.watch`.
 
 Subscriptions are made at connect time (``?topics=work&work_id=...``), and
 :meth:`EventStream.open` returns only after Weft's ``welcome`` frame, so every
@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shuttle.client import PROJECT_HEADER, USER_AGENT, WeftClient, describe_error_body
-from shuttle.errors import Refused, Unreachable
+from loom.errors import Refused, Unreachable
+from loom.transport import PROJECT_HEADER, WeftClient, describe_error_body
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -60,7 +60,7 @@ class EventStream:
                 self.url,
                 additional_headers=headers,
                 subprotocols=subprotocols,
-                user_agent_header=USER_AGENT,
+                user_agent_header=self.client.user_agent,
                 open_timeout=settings.timeout,
                 proxy=True,  # like httpx: honour HTTP(S)_PROXY / NO_PROXY
                 compression=None,

@@ -1,0 +1,27 @@
+"""What a client of Weft's API can be told (docs/client.md): Weft refused the request (its
+structured error kept), or Weft could not be reached. Shuttle maps them onto its exit codes
+(1 and 3, docs/shuttle.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.errors import LoomError, Unavailable
+
+
+class ClientError(LoomError):
+    """Weft said no, or did not answer; ``message`` is one line, safe to show."""
+
+
+class Unreachable(ClientError, Unavailable):
+    """Weft did not answer: refused connection, DNS failure, timeout, TLS failure."""
+
+
+class Refused(ClientError):
+    """Weft answered with an error; ``status``, ``code`` and ``details`` are its answer's."""
+
+    def __init__(self, message: str, *, status: int, code: str = "error", details: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.details = details
