@@ -14,10 +14,13 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from loom.errors import Unreachable
 from loom.events import Deadline, EventStream, event_type, work_of
 from loom.transport import Connection, WeftClient, seg
-from shared.models import FINAL_WORK_STATES, Lease, Question, WorkItem
+from shared.models import FINAL_WORK_STATES, Lease, Question, Target, WorkItem
+from shared.views import AgentView, Stats, UsageOut
 
 USER_AGENT = "loom-client"
 PAGE = 200
@@ -35,6 +38,18 @@ def _submission(description: str, capability: str, fields: Mapping[str, Any]) ->
 
 def _plan_body(plan: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return dict(plan) if isinstance(plan, Mapping) else {"items": list(plan)}
+
+
+class Fleet(BaseModel):
+    """The fleet in one view: every agent (effective status), every target, the counts."""
+
+    agents: list[AgentView]
+    targets: list[Target]
+    stats: Stats
+
+    @classmethod
+    def of(cls, agents: list[Any], targets: list[Any], stats: Any) -> Fleet:
+        return cls.model_validate({"agents": agents, "targets": targets, "stats": stats})
 
 
 class WorkEvent(dict[str, Any]):
@@ -149,23 +164,22 @@ class LoomClient:
         return Question.model_validate(self.api.post(f"/api/questions/{seg(question_id)}/answer", body))
 
     # -- the fleet, leases, usage ---------------------------------------------------
-    def fleet(self) -> dict[str, Any]:
+    def fleet(self) -> Fleet:
         """Agents, targets and the project's counts (``GET /api/agents``, ``/api/targets``,
-        ``/api/stats``), as Weft returns them."""
-        return {
-            "agents": self._all("/api/agents", {}, None),
-            "targets": self._all("/api/targets", {}, None),
-            "stats": self.api.get("/api/stats"),
-        }
+        ``/api/stats``)."""
+        return Fleet.of(
+            self._all("/api/agents", {}, None),
+            self._all("/api/targets", {}, None),
+            self.api.get("/api/stats"),
+        )
 
     def leases(self, *, path: Sequence[str] = (), holder: str | None = None) -> list[Lease]:
         body = self.api.request("GET", "/api/leases", params={"path": list(path) or None, "holder": holder})
         return [Lease.model_validate(lease) for lease in body["items"]]
 
-    def usage(self, *, by: str | None = None) -> dict[str, Any]:
+    def usage(self, *, by: str | None = None) -> UsageOut:
         """The tokens and cost the project's work reported (``GET /api/usage``)."""
-        answer: dict[str, Any] = self.api.get("/api/usage", by=by)
-        return answer
+        return UsageOut.model_validate(self.api.get("/api/usage", by=by))
 
 
 class AsyncLoomClient:
@@ -276,17 +290,15 @@ class AsyncLoomClient:
         path = f"/api/questions/{seg(question_id)}/answer"
         return Question.model_validate(await self.request("POST", path, body={"answer": answer, "by": by}))
 
-    async def fleet(self) -> dict[str, Any]:
-        return {
-            "agents": await self._all("/api/agents", {}, None),
-            "targets": await self._all("/api/targets", {}, None),
-            "stats": await self.request("GET", "/api/stats"),
-        }
+    async def fleet(self) -> Fleet:
+        agents = await self._all("/api/agents", {}, None)
+        return Fleet.of(
+            agents, await self._all("/api/targets", {}, None), await self.request("GET", "/api/stats")
+        )
 
     async def leases(self, *, path: Sequence[str] = (), holder: str | None = None) -> list[Lease]:
         body = await self.request("GET", "/api/leases", params={"path": list(path) or None, "holder": holder})
         return [Lease.model_validate(lease) for lease in body["items"]]
 
-    async def usage(self, *, by: str | None = None) -> dict[str, Any]:
-        answer: dict[str, Any] = await self.request("GET", "/api/usage", params={"by": by})
-        return answer
+    async def usage(self, *, by: str | None = None) -> UsageOut:
+        return UsageOut.model_validate(await self.request("GET", "/api/usage", params={"by": by}))

@@ -10,49 +10,10 @@ from pydantic import BaseModel
 from shared.models import AgentStatus, TargetHealth, utcnow
 from shared.names import project_resource
 from shared.nats.jsapi import stream_names
+from shared.views import AgentCounts, SpinupCounts, Stats, TargetCounts, WorkCounts
 from shared.work.rules import WAITING
 from weft.project.hub import ProjectContext, ProjectHub
 from weft.spinup.base import SpinupService
-
-
-class AgentCounts(BaseModel):
-    total: int
-    by_status: dict[str, int]
-    by_type: dict[str, dict[str, int]]
-    """agent type -> effective status -> count"""
-
-
-class WorkCounts(BaseModel):
-    total: int
-    by_status: dict[str, int]
-    waiting_for_agent: int
-    """Queued items that routing found no online agent for."""
-
-
-class TargetCounts(BaseModel):
-    total: int
-    enabled: int
-    by_health: dict[str, int]
-    by_mechanism: dict[str, int]
-
-
-class SpinupCounts(BaseModel):
-    total: int
-    by_state: dict[str, int]
-    mechanism: str
-    """Name of the installed spin-up service ("none" until one is installed)."""
-
-
-class Stats(BaseModel):
-    project_id: str
-    agents: AgentCounts
-    work: WorkCounts
-    queue_depths: dict[str, int]
-    dead_letters: int
-    targets: TargetCounts
-    spinups: SpinupCounts
-    budget_hold: str | None = None
-    """Why new claims and spin-ups wait, while the project's daily budget is reached."""
 
 
 async def project_stats(context: ProjectContext, spinup: SpinupService) -> Stats:

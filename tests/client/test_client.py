@@ -128,9 +128,10 @@ async def test_questions_answers_fleet_leases_and_usage(weft: Weft, nc: NatsClie
         (lease,) = await asyncio.to_thread(loom.leases, path=["src/api/users.py"])
         assert lease.holder == AGENT.agent_id and lease.patterns == ["src/api/**"]
         fleet = await asyncio.to_thread(loom.fleet)
-        assert set(fleet) == {"agents", "targets", "stats"} and fleet["targets"] == []
-        usage = await asyncio.to_thread(loom.usage)
-        assert isinstance(usage, dict)
+        assert fleet.targets == [] and fleet.agents == [] and fleet.stats.project_id == project_id
+        assert fleet.stats.work.total == 0
+        usage = await asyncio.to_thread(loom.usage, by="agent")
+        assert (usage.project_id, usage.by, usage.rows) == (project_id, "agent", [])
 
 
 def test_errors_are_weft_s_answer_or_unreachable(weft: Weft, project_id: str, tmp_path: Path) -> None:
@@ -171,7 +172,8 @@ async def test_the_asyncio_client_does_the_same(weft: Weft, nc: NatsClient, proj
         await worker
         assert seen[0] is WorkStatus.QUEUED and seen[-1] is WorkStatus.COMPLETED
         assert (await loom.wait(item.id)).result == {"errors": 3}
-        assert await loom.questions() == [] and (await loom.fleet())["targets"] == []
+        assert await loom.questions() == [] and (await loom.fleet()).stats.work.total == 1
+        assert (await loom.usage()).total.reports == 0
         with pytest.raises(Refused) as missing:
             await loom.work("f" * 32)
         assert missing.value.status == 404

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.agents.registry import AgentNotFound
-from shared.models import AgentEntry, AgentStatus
+from shared.models import AgentStatus
 from shared.names import (
     USER_ID_PATTERN,
     anchored,
@@ -18,6 +18,7 @@ from shared.names import (
     validate_capability,
     validate_handle,
 )
+from shared.views import AgentView
 from weft.credentials import MAX_TTL_S, CredentialsUnavailable
 from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
@@ -28,13 +29,6 @@ from weft.schemas import BatchOut, BatchResult, PageOut
 router = APIRouter(
     prefix="/api/agents", tags=["agents"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
 )
-
-
-class AgentView(AgentEntry):
-    """A registry entry; ``status`` is the effective one (offline once heartbeats stop)."""
-
-    reported_status: AgentStatus = Field(description="The status the agent last wrote itself")
-    stale: bool = Field(description="No heartbeat for 3 intervals: shown offline whatever it reported")
 
 
 def view(state: AgentState) -> AgentView:

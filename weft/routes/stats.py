@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from shared.views import Stats
 from weft.deps import ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
-from weft.stats import ProjectSummary, Stats, known_projects, project_stats
+from weft.stats import ProjectSummary, known_projects, project_stats
 
 router = APIRouter(
     prefix="/api/stats", tags=["stats"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES

@@ -15,7 +15,6 @@ from shared.usage.rules import (
     BudgetsDoc,
     Totals,
     UsageInvalid,
-    UsageRow,
     aggregate,
     check_group,
     day_of,
@@ -24,25 +23,13 @@ from shared.usage.rules import (
     with_project_budget,
     with_target_budget,
 )
+from shared.views import UsageOut
 from weft.deps import ADMIN, OPERATE, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.project.hub import ProjectContext
 from weft.routes.common import WorkId
 
 router = APIRouter(tags=["usage"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-
-
-class UsageOut(BaseModel):
-    project_id: str
-    by: str
-    since: str | None
-    until: str | None
-    rows: list[UsageRow]
-    total: Totals
-    """The rows added up (work records Weft still keeps; see docs/operations.md)."""
-    today: Totals
-    """The project's counter of the current UTC day (what its daily budget is checked against)."""
-    day: str
 
 
 class BudgetsOut(BaseModel):
