@@ -214,7 +214,12 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
                 )
             finally:
                 second.send_signal(signal.SIGTERM)
-                await second.wait()
+                try:  # bounded: a lander that does not stop must not hold the run (SIGKILL then)
+                    await asyncio.wait_for(second.wait(), 20)
+                except TimeoutError:
+                    second.kill()
+                    await second.wait()
+                    raise AssertionError("lander-2 did not stop within 20 s of SIGTERM") from None
         finally:
             stop.set()
             for loop in loops:
