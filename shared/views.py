@@ -4,8 +4,9 @@ them, so both ends share one definition."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from shared.base import LoomModel
 from shared.models import AgentEntry, AgentStatus
 from shared.usage.rules import Totals, UsageRow
 
@@ -17,35 +18,35 @@ class AgentView(AgentEntry):
     stale: bool = Field(description="No heartbeat for 3 intervals: shown offline whatever it reported")
 
 
-class AgentCounts(BaseModel):
+class AgentCounts(LoomModel):
     total: int
     by_status: dict[str, int]
     by_type: dict[str, dict[str, int]]
     """agent type -> effective status -> count"""
 
 
-class WorkCounts(BaseModel):
+class WorkCounts(LoomModel):
     total: int
     by_status: dict[str, int]
     waiting_for_agent: int
     """Queued items that routing found no online agent for."""
 
 
-class TargetCounts(BaseModel):
+class TargetCounts(LoomModel):
     total: int
     enabled: int
     by_health: dict[str, int]
     by_mechanism: dict[str, int]
 
 
-class SpinupCounts(BaseModel):
+class SpinupCounts(LoomModel):
     total: int
     by_state: dict[str, int]
     mechanism: str
     """Name of the installed spin-up service ("none" until one is installed)."""
 
 
-class Stats(BaseModel):
+class Stats(LoomModel):
     """``GET /api/stats``: a project's agents, work, queues, targets and spin-ups, counted."""
 
     project_id: str
@@ -59,7 +60,7 @@ class Stats(BaseModel):
     """Why new claims and spin-ups wait, while the project's daily budget is reached."""
 
 
-class UsageOut(BaseModel):
+class UsageOut(LoomModel):
     """``GET /api/usage``: what the project's work reported using, grouped."""
 
     project_id: str
