@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from loom.errors import Unreachable
-from loom.events import Deadline, EventStream, event_type, work_of
+from loom.errors import Unreachable, WatchTimedOut
+from loom.events import Deadline, item_changes
 from loom.transport import Connection, WeftClient, seg
 from shared.models import FINAL_WORK_STATES, Lease, Question, Target, WorkItem
 from shared.views import AgentView, Stats, UsageOut
@@ -121,31 +121,13 @@ class LoomClient:
     def watch(self, work_id: str, *, timeout: float | None = None) -> Iterator[WorkEvent]:
         """The item's changes as they happen, from a snapshot (``type`` ``snapshot``) until
         it is final; raises :class:`Unreachable` when ``timeout`` seconds pass first."""
-        deadline = Deadline(timeout)
-        with EventStream(self.api, ["work"], {"work_id": work_id}) as stream:
-            item: dict[str, Any] = self.api.get(f"/api/work/{seg(work_id)}")
-            yield WorkEvent(type="snapshot", item=item)
-            frames = stream.frames(
-                timeout=WATCH_RECHECK_S if timeout is None else min(WATCH_RECHECK_S, timeout)
-            )
-            while item.get("status") not in FINAL_WORK_STATES:
-                frame = next(frames)
-                if deadline.passed():
-                    raise Unreachable(f"work {work_id} is still {item.get('status')} after {timeout:g}s")
-                if frame is None or frame.get("type") == "lagged":
-                    fresh: dict[str, Any] = self.api.get(f"/api/work/{seg(work_id)}")
-                    if fresh.get("updated_at") != item.get("updated_at"):
-                        item = fresh
-                        yield WorkEvent(type="recheck", item=item)
-                    continue
-                event = frame.get("event")
-                updated = work_of(event) if isinstance(event, dict) else None
-                if updated is None or event.get("subject_id") != work_id:  # type: ignore[union-attr]
-                    continue
-                if str(updated.get("updated_at", "")) < str(item.get("updated_at", "")):
-                    continue  # announced before the snapshot we hold
-                item = updated
-                yield WorkEvent(type=event_type(event), item=item)  # type: ignore[arg-type]
+        try:
+            for kind, item, _ in item_changes(
+                self.api, work_id, final=FINAL_WORK_STATES, recheck_s=WATCH_RECHECK_S, timeout=timeout
+            ):
+                yield WorkEvent(type=kind, item=item)
+        except WatchTimedOut as exc:
+            raise Unreachable(exc.message) from None
 
     def wait(self, work_id: str, *, timeout: float | None = None) -> WorkItem:
         """The item once it is final (completed, failed, cancelled, ...)."""

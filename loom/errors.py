@@ -25,3 +25,11 @@ class Refused(ClientError):
         self.status = status
         self.code = code
         self.details = details
+
+
+class WatchTimedOut(ClientError):
+    """An item followed with a timeout was not final by then; ``item`` is as last seen."""
+
+    def __init__(self, message: str, *, item: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.item = item

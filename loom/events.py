@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from loom.errors import Refused, Unreachable
-from loom.transport import PROJECT_HEADER, WeftClient, describe_error_body
+from loom.errors import Refused, Unreachable, WatchTimedOut
+from loom.transport import PROJECT_HEADER, WeftClient, describe_error_body, seg
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -170,3 +171,64 @@ class Deadline:
 
     def passed(self) -> bool:
         return self.end is not None and time.monotonic() >= self.end
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 time from Weft (``Z`` or an offset; naive read as UTC); None if not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _older(candidate: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """An event emitted before the snapshot we already hold (it must not move the state back)."""
+    a, b = parse_time(candidate.get("updated_at")), parse_time(current.get("updated_at"))
+    return a is not None and b is not None and a < b
+
+
+def item_changes(
+    client: WeftClient,
+    work_id: str,
+    *,
+    final: Collection[str],
+    recheck_s: float,
+    timeout: float | None = None,
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any] | None]]:
+    """One item's changes until its status is in ``final``: ``("snapshot", item, None)``
+    first, then ``(event type, item, event)`` per change, or ``("recheck", item, None)`` when
+    a quiet stream (``recheck_s``) or a lagged one made it read the record again. Subscribed
+    before the item is read, so no change falls between the two. Raises
+    :class:`WatchTimedOut` once ``timeout`` seconds pass first (Shuttle's ``watch`` and
+    ``submit --wait``, :meth:`loom.client.LoomClient.watch`)."""
+    path = f"/api/work/{seg(work_id)}"
+    deadline = Deadline(timeout)
+    with EventStream(client, ["work"], {"work_id": work_id}) as stream:
+        item: dict[str, Any] = client.get(path)
+        work_id = item.get("id", work_id)
+        yield "snapshot", item, None
+        frames = stream.frames(timeout=recheck_s if timeout is None else min(recheck_s, timeout))
+        while item.get("status") not in final:
+            frame = next(frames)
+            if deadline.passed():
+                raise WatchTimedOut(
+                    f"work {work_id} is still {item.get('status')} after {timeout:g}s", item=item
+                )
+            if frame is None or frame.get("type") == "lagged":
+                # quiet for a while, or Weft skipped events for us: read the record itself
+                fresh: dict[str, Any] = client.get(path)
+                if fresh.get("updated_at") != item.get("updated_at"):
+                    item = fresh
+                    yield "recheck", item, None
+                continue
+            event = frame.get("event")
+            if not isinstance(event, dict) or event.get("subject_id") != work_id:
+                continue
+            updated = work_of(event)
+            if updated is None or _older(updated, item):
+                continue
+            item = updated
+            yield event_type(event), item, event

@@ -11,8 +11,9 @@ import json
 import sys
 from typing import Any
 
-from loom.events import Deadline, EventStream, event_type, work_of
-from loom.transport import WeftClient, seg
+from loom.errors import WatchTimedOut
+from loom.events import item_changes
+from loom.transport import WeftClient
 from shuttle.app import Out
 from shuttle.errors import OutcomeFailed
 from shuttle.output import console, escape, parse_time, styled
@@ -74,44 +75,20 @@ def _line(kind: str, item: dict[str, Any], event: dict[str, Any] | None, o: Out)
 def follow(client: WeftClient, work_id: str, o: Out, *, timeout: float | None = None) -> dict[str, Any]:
     """Print the item's transitions until it is final; return the final item.
     Raises :class:`OutcomeFailed` for any ending but completed, or on timeout."""
-    path = f"/api/work/{seg(work_id)}"
-    deadline = Deadline(timeout)
-    with EventStream(client, ["work"], {"work_id": work_id}) as stream:
-        item: dict[str, Any] = client.get(path)
-        work_id = item.get("id", work_id)
-        if not (o.json or o.quiet):
-            console().print(work_heading(item))
-        _line("snapshot", item, None, o)
-        frames = stream.frames(timeout=RECHECK_S if timeout is None else min(RECHECK_S, timeout))
-        while item.get("status") not in FINAL_WORK_STATES:
-            frame = next(frames)
-            if deadline.passed():
-                raise OutcomeFailed(
-                    f"work {work_id} is still {item.get('status')} after {timeout:g}s (stopped watching)"
-                )
-            if frame is None or frame.get("type") == "lagged":
-                # quiet for a while, or Weft skipped events for us: read the record itself
-                fresh: dict[str, Any] = client.get(path)
-                if fresh.get("updated_at") != item.get("updated_at"):
-                    item = fresh
-                    _line("recheck", item, None, o)
-                continue
-            event = frame.get("event")
-            if not isinstance(event, dict) or event.get("subject_id") != work_id:
-                continue
-            updated = work_of(event)
-            if updated is None or _older(updated, item):
-                continue
-            item = updated
-            _line(event_type(event), item, event, o)
+    item: dict[str, Any] = {}
+    try:
+        for kind, item, event in item_changes(
+            client, work_id, final=FINAL_WORK_STATES, recheck_s=RECHECK_S, timeout=timeout
+        ):
+            if kind == "snapshot" and not (o.json or o.quiet):
+                console().print(work_heading(item))
+            _line(kind, item, event, o)
+    except WatchTimedOut as exc:
+        raise OutcomeFailed(f"{exc.message} (stopped watching)") from None
     status = item.get("status")
     if status != SUCCESS_STATE:
         reason = item.get("error") or ""
-        raise OutcomeFailed(f"work {work_id} ended {status}" + (f": {reason}" if reason else ""))
+        raise OutcomeFailed(
+            f"work {item.get('id', work_id)} ended {status}" + (f": {reason}" if reason else "")
+        )
     return item
-
-
-def _older(candidate: dict[str, Any], current: dict[str, Any]) -> bool:
-    """An event emitted before the snapshot we already hold (it must not move the state back)."""
-    a, b = parse_time(candidate.get("updated_at")), parse_time(current.get("updated_at"))
-    return a is not None and b is not None and a < b

@@ -188,10 +188,9 @@ def who_am_i(repo: Path) -> str | None:
     if me:
         return me
     project = os.environ.get("LOOM_PROJECT_PATH", "").strip()
-    for folder in dict.fromkeys([*([Path(project)] if project else []), repo, *repo.parents]):
-        found = local_agent(folder)
-        if found is not None:
-            return found.agent_id
+    found = local_agent(*([Path(project)] if project else []), repo, *repo.parents)
+    if found is not None:
+        return found.agent_id
     done = subprocess.run(
         ["git", "config", "--get", "loom.agent"], cwd=repo, capture_output=True, text=True, check=False
     )

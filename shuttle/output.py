@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from loom.events import parse_time as parse_time
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
@@ -101,16 +103,6 @@ def styled(value: object) -> str:
     text = "-" if value is None or value == "" else str(value)
     style = STATUS_STYLES.get(text)
     return f"[{style}]{escape(text)}[/{style}]" if style else escape(text)
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def ago(value: Any, now: datetime | None = None) -> str:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
     from shared.identity import Identity
+    from shared.models import Lease
     from shared.settings import IdentitySettings, NatsSettings
 
 PROG: Final = "loom-hook"
@@ -133,11 +134,8 @@ def session_identity(session: Path, config: HookConfig) -> Identity:
     from shared.identity import resolve_identity
 
     identity = resolve_identity(config.identity, cwd=session)
-    for folder in dict.fromkeys((identity.project_path, session, *session.parents)):
-        found = local_agent(folder)
-        if found is not None:
-            return replace(identity, agent_id=found.agent_id, handle=found.handle)
-    return identity
+    found = local_agent(identity.project_path, session, *session.parents)
+    return identity if found is None else replace(identity, agent_id=found.agent_id, handle=found.handle)
 
 
 async def _connect(nats_settings: NatsSettings, handle: str) -> NatsClient:
@@ -242,14 +240,13 @@ async def edit_clashes(identity: Identity, nats_settings: NatsSettings, path: st
     return [_refusal(path, clash.lease) for clash in clashes]
 
 
-def _refusal(path: str, lease: Any) -> str:
-    holder = lease.holder_handle or lease.holder
-    work = f" for work {lease.work_id}" if lease.work_id else ""
-    branch = f" on branch {lease.branch}" if lease.branch else ""
+def _refusal(path: str, lease: Lease) -> str:
+    from shared.leases.book import held_by
+
     reason = f" ({lease.reason})" if lease.reason else ""
     return (
-        f"{path} is leased exclusively by {holder} ({lease.holder}){work}{branch} until "
-        f"{lease.expires_at.isoformat()}{reason} [lease {lease.id}]"
+        f"{path} is leased exclusively by {held_by(lease)} until {lease.expires_at.isoformat()}{reason} "
+        f"[lease {lease.id}]"
     )
 
 

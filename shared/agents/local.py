@@ -107,10 +107,13 @@ def ancestors(pid: int) -> list[int]:
     return found
 
 
-def local_agent(project_path: Path, *, pid: int | None = None) -> LocalAgent | None:
-    """The agent whose Warp the nearest of this process's parents started, if it runs."""
+def local_agent(*folders: Path, pid: int | None = None) -> LocalAgent | None:
+    """The agent whose Warp the nearest of this process's parents started, if it runs, as
+    noted in the first of ``folders`` (the project folder, and where else it may be) that
+    holds a note of that parent: the parents are walked once."""
     for parent in ancestors(os.getpid() if pid is None else pid):
-        note = read_note(note_path(project_path, parent))
-        if note is not None and pid_alive(note.pid):
-            return note
+        for folder in dict.fromkeys(folders):
+            note = read_note(note_path(folder, parent))
+            if note is not None and pid_alive(note.pid):
+                return note
     return None

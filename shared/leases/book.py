@@ -95,14 +95,9 @@ class Clash:
     """A path both cover."""
 
     def describe(self) -> str:
-        holder = self.lease.holder_handle or self.lease.holder
-        work = f" for work {self.lease.work_id}" if self.lease.work_id else ""
-        if self.lease.branch:
-            work += f" on branch {self.lease.branch}"
         return (
             f"{self.mine} overlaps {self.theirs} (e.g. {self.path}), leased {self.lease.mode.value} by "
-            f"{holder} ({self.lease.holder}){work} until {self.lease.expires_at.isoformat()} "
-            f"[lease {self.lease.id}]"
+            f"{held_by(self.lease)} until {self.lease.expires_at.isoformat()} [lease {self.lease.id}]"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -119,6 +114,14 @@ class Clash:
             "requested": self.mine,
             "path": self.path,
         }
+
+
+def held_by(lease: Lease) -> str:
+    """Who holds a lease and for what: ``handle (agent id) for work W on branch B``."""
+    work = f" for work {lease.work_id}" if lease.work_id else ""
+    if lease.branch:
+        work += f" on branch {lease.branch}"
+    return f"{lease.holder_handle or lease.holder} ({lease.holder}){work}"
 
 
 class LeaseConflict(LeaseError, Conflict):
