@@ -295,8 +295,10 @@ async def snapshot(kv: KeyValue) -> dict[str, bytes]:
     status = await kv.status()
     if not status.values:
         return {}
-    # nats-py keeps a bound bucket's JetStream context private; the watch needs it.
-    return await _read_all(KeyWatch(kv._js, status.bucket))
+    # nats-py keeps a bound bucket's JetStream context private; the watch needs it. A one-shot
+    # read: its consumer must not outlive it by minutes (a sweep reads every few seconds, and
+    # the server refuses a stream's 1,001st consumer).
+    return await _read_all(KeyWatch(kv._js, status.bucket, inactive_s=ONE_SHOT_INACTIVE_S))
 
 
 async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: str) -> dict[str, bytes]:

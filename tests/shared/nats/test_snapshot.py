@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nats.aio.client import Client as NatsClient
 
-from shared.nats.jetstream import ensure_kv, snapshot, snapshot_keys
+from shared.nats.jetstream import ONE_SHOT_INACTIVE_S, ensure_kv, snapshot, snapshot_keys
 
 
 async def test_snapshot_sees_every_live_key_and_no_deleted_one(nc: NatsClient, project_id: str) -> None:
@@ -43,3 +43,20 @@ async def test_snapshot_keys_reads_only_the_pattern_and_sees_deletes(nc: NatsCli
         values = await snapshot_keys(js, kv, bucket, "op.*")
         assert len(values) == 48 and values["op.0"] == b"new"
         assert "op.3" not in values and "op.4" not in values and "slot.a" not in values
+
+
+async def test_one_shot_reads_leave_no_lasting_consumers(nc: NatsClient, project_id: str) -> None:
+    """Weft's sweep reads the questions bucket every few seconds: each read's consumer must go
+    within seconds, or the server's cap of 1,000 consumers per stream stops every sweep."""
+    bucket = f"snap-{project_id}-consumers"
+    js = nc.jetstream()
+    kv = await ensure_kv(js, bucket)
+    await kv.put("op.1", b"x")
+    for _ in range(5):
+        await snapshot(kv)
+        await snapshot_keys(js, kv, bucket, "op.*")
+    left = await js.consumers_info(f"KV_{bucket}")
+    assert left and all(
+        c.config.inactive_threshold is not None and c.config.inactive_threshold <= ONE_SHOT_INACTIVE_S
+        for c in left
+    ), [c.config.inactive_threshold for c in left]
