@@ -82,6 +82,15 @@ def default_handle(hostname: str, project_path: Path) -> str:
     return validate_handle(cleaned or "agent")
 
 
+def spun_up_handle(target_name: str, agent_id: str) -> str:
+    """A started agent's handle: its target's name and the start of its id, so that agents
+    started from one target (one host) can be told apart, e.g. in a review's author and
+    reviewer."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", target_name.lower()).strip("-")
+    cleaned = re.sub(r"-{2,}", "-", cleaned)[:55].strip("-") or "agent"
+    return validate_handle(f"{cleaned}-{agent_id[:8]}")
+
+
 @dataclass(frozen=True)
 class Identity:
     project_id: str

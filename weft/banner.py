@@ -23,6 +23,9 @@ def warp_command() -> str:
 
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
+ATTACHED_CAPABILITIES = "code,review"
+"""What an agent attached from the banner may claim: the README's snippet gives the same
+(an agent with no capabilities registers but claims nothing)."""
 """Where Shuttle looks for Weft unless told otherwise."""
 
 
@@ -80,7 +83,14 @@ def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy
     mcp_json = json.dumps(
         {
             "mcpServers": {
-                "warp": {"command": warp, "env": {"NATS_URL": nats.url, "LOOM_PROJECT_ID": project}}
+                "warp": {
+                    "command": warp,
+                    "env": {
+                        "NATS_URL": nats.url,
+                        "LOOM_PROJECT_ID": project,
+                        "LOOM_CAPABILITIES": ATTACHED_CAPABILITIES,
+                    },
+                }
             }
         },
         indent=2,
@@ -111,7 +121,9 @@ def render_banner(settings: WeftSettings, nats: NatsInfo, policy: BoundaryPolicy
         ]
     lines += [
         "Attach an agent: run Warp as an MCP server of your MCP client, e.g. Claude Code:",
-        f"  claude mcp add warp -e NATS_URL={nats.url} -e LOOM_PROJECT_ID={project} -- {warp}",
+        f"  claude mcp add warp -e NATS_URL={nats.url} -e LOOM_PROJECT_ID={project} "
+        f"-e LOOM_CAPABILITIES={ATTACHED_CAPABILITIES} -- {warp}",
+        "(LOOM_CAPABILITIES: the work it may claim; without any, it claims nothing)",
         "or add this to the client's MCP configuration (.mcp.json):",
         *("  " + line for line in mcp_json.splitlines()),
         "",

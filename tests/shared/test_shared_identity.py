@@ -15,6 +15,7 @@ from shared.identity import (
     load_settings,
     project_id_for_path,
     resolve_identity,
+    spun_up_handle,
     user_id_for,
 )
 from shared.names import (
@@ -272,3 +273,13 @@ def test_user_without_a_passwd_entry_still_gets_an_identity(
     identity = _resolve(tmp_path)
     validate_user_id(identity.user_id)
     assert identity.user_id == user_id_for(f"uid-{os.getuid()}")
+
+
+@pytest.mark.parametrize("target_name", ["vm-loom", "VM_Loom.local", "---", "t" * 200, "ホスト"])
+def test_spun_up_handles_tell_one_targets_agents_apart(target_name: str) -> None:
+    first, second = (spun_up_handle(target_name, agent_id) for agent_id in ("ab12cd34" * 4, "ef56ab78" * 4))
+    for handle in (first, second):
+        validate_handle(handle)
+        assert "--" not in handle and not handle.startswith("-")
+    assert first != second and first.endswith("-ab12cd34") and second.endswith("-ef56ab78")
+    assert spun_up_handle("vm-loom", "ab12cd34" * 4) == "vm-loom-ab12cd34"

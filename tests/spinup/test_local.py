@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from shared.identity import spun_up_handle
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.trace.tracing import read_timeline, trace_id_of
@@ -65,6 +66,8 @@ async def test_work_with_no_agent_starts_a_local_agent_that_completes_it_and_idl
     assert not pid_alive(pid)
     entry = await (await service.manager(project_id)).context.registry.get(op.agent_id)
     assert entry.status.value == "offline"
+    # agents started from one target are told apart by name (not all "the host")
+    assert entry.handle == spun_up_handle(target.name, op.agent_id) and op.agent_id[:8] in entry.handle
 
     # the stop is recorded, then announced, then its slot freed: each a moment after the last
     async def freed() -> list[str] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,24 @@ def test_banner_never_shows_credentials() -> None:
         and "LOOM_PROJECT_ID=demo" in text
         and "bearer token required" in text
     )
+
+
+def test_the_banners_attach_lines_give_the_agent_capabilities() -> None:
+    """An agent attached from the banner must be able to claim the README's work: without
+    LOOM_CAPABILITIES it registers and claims nothing, and submit --wait waits for ever."""
+    text = render_banner(
+        WeftSettings(project_id="demo"), NatsInfo(url="nats://127.0.0.1:4222", embedded=False), None
+    )
+    add_line = next(line for line in text.splitlines() if "claude mcp add warp" in line)
+    assert "-e LOOM_CAPABILITIES=code,review " in add_line and add_line.index("--") > add_line.index("CAPAB")
+    start = text.index("{", text.index("(.mcp.json)"))
+    snippet = json.loads(text[start : text.index("\n\n", start)])
+    env = snippet["mcpServers"]["warp"]["env"]
+    assert env == {
+        "NATS_URL": "nats://127.0.0.1:4222",
+        "LOOM_PROJECT_ID": "demo",
+        "LOOM_CAPABILITIES": "code,review",
+    }
 
 
 def test_the_shared_loom_variables_are_read_once_and_passed_down(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from shared.errors import Unavailable
+from shared.identity import spun_up_handle
 from shared.nats.auth import CREDS_CONTENT
 from shared.redact import redact, register_secret
 from weft.spinup.config import MechanismConfig
@@ -61,6 +62,7 @@ class Launch:
         env.pop(CREDS_CONTENT, None)
         if self.nats_creds is not None:
             env[CREDS_CONTENT] = self.nats_creds
+        env.setdefault("LOOM_HANDLE", spun_up_handle(self.target_name, self.agent_id))
         env.update(
             {
                 "NATS_URL": self.nats_url,
