@@ -114,6 +114,10 @@ def is_work_id(value: object) -> bool:
     return isinstance(value, str) and _AGENT_ID.fullmatch(value) is not None
 
 
+is_full_id = is_work_id
+"""A whole 32-hex id (work items, agents, questions share the shape), not a prefix of one."""
+
+
 def validate_user_id(value: object, field: str = "user_id") -> str:
     return _check(_USER_ID, value, field, USER_ID_RULE)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Iterable
+from typing import Annotated, Generic, Literal, TypeVar
 
+from fastapi import Query
 from pydantic import BaseModel, Field
 
+from shared.refs import MAX_REF_LENGTH, MIN_PREFIX, Candidate, resolve
 from weft.errors import ErrorBody
 
 T = TypeVar("T")
@@ -35,3 +38,26 @@ class BatchOut(BaseModel):
     def of(cls, results: list[BatchResult]) -> BatchOut:
         ok = sum(1 for r in results if r.ok)
         return cls(results=results, succeeded=ok, failed=len(results) - ok)
+
+
+class ResolvedOut(BaseModel):
+    """What ``GET .../resolve?ref=`` found (``shared.refs``): the one record a full id, a name
+    or an id prefix names."""
+
+    id: str
+    matched: Literal["id", "name", "prefix"] = Field(description="How the reference matched")
+
+    @classmethod
+    def of(cls, ref: str, candidates: Iterable[Candidate], what: str) -> ResolvedOut:
+        found = resolve(ref, candidates, field="ref", what=what)
+        return cls(id=found.id, matched=found.matched)
+
+
+RefQuery = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=MAX_REF_LENGTH,
+        description=f"A full id, a name, or at least {MIN_PREFIX} leading characters of an id",
+    ),
+]

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from loom.transport import seg
+from shuttle import refs
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.batch import report
 from shuttle.listing import fetch, more_hint
@@ -71,11 +72,14 @@ def list_cmd(
 @app.command("show")
 def show_cmd(
     ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(help="Agent id (32 hex).", show_default=False)],
+    agent_id: Annotated[
+        str, typer.Argument(help="Agent: its id, a unique start of it, or its handle.", show_default=False)
+    ],
     json_out: JsonOpt = False,
 ) -> None:
     """One agent's registry entry."""
-    agent = state(ctx).client().get(f"/api/agents/{seg(agent_id)}")
+    client = state(ctx).client()
+    agent = client.get(f"/api/agents/{seg(refs.agent_id(client, agent_id))}")
     if out(ctx, json_out).json:
         emit_json(agent)
     else:
@@ -85,7 +89,10 @@ def show_cmd(
 @app.command("shutdown")
 def shutdown_cmd(
     ctx: typer.Context,
-    agent_ids: Annotated[list[str], typer.Argument(help="One or more agent ids.", show_default=False)],
+    agent_ids: Annotated[
+        list[str],
+        typer.Argument(help="One or more agents (ids, unique starts of ids, handles).", show_default=False),
+    ],
     reason: Annotated[str, typer.Option("--reason", help="Told to the agent.")] = "",
     grace: Annotated[
         float | None, typer.Option("--grace", min=0, max=3600, help="Seconds to drain before exiting.")
@@ -101,6 +108,7 @@ def shutdown_cmd(
         body["reason"] = reason
     if grace is not None:
         body["grace_s"] = grace
+    agent_ids = [refs.agent_id(client, ref) for ref in agent_ids]
     if len(agent_ids) > 1:
         report(
             client.post("/api/agents/shutdown-batch", {"agent_ids": agent_ids, **body}),

@@ -7,13 +7,16 @@ from typing import Annotated
 import typer
 
 from loom.transport import seg
+from shuttle import refs
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.listing import fetch, more_hint
 from shuttle.output import ago, emit_json, escape, say, short, styled, table
 
 app = command_group(help="The dead-letter queue: list, retry or discard items.", no_args_is_help=True)
 
-WorkIdArg = Annotated[str, typer.Argument(help="Work item id.", show_default=False)]
+WorkIdArg = Annotated[
+    str, typer.Argument(help="Work item: its id, a unique start of it, or its task id.", show_default=False)
+]
 
 
 @app.command("list")
@@ -70,7 +73,8 @@ def retry_cmd(
     ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False, quiet: QuietOpt = False
 ) -> None:
     """Put a dead-lettered item back in its queue with fresh attempts."""
-    item = state(ctx).client().post(f"/api/dlq/{seg(work_id)}/retry")
+    client = state(ctx).client()
+    item = client.post(f"/api/dlq/{seg(refs.work_id(client, work_id))}/retry")
     o = out(ctx, json_out, quiet)
     if o.json:
         emit_json(item)
@@ -85,7 +89,9 @@ def discard_cmd(
     ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False, quiet: QuietOpt = False
 ) -> None:
     """Drop a dead-lettered item for good (its record stays, marked discarded)."""
-    result = state(ctx).client().delete(f"/api/dlq/{seg(work_id)}")
+    client = state(ctx).client()
+    work_id = refs.work_id(client, work_id)
+    result = client.delete(f"/api/dlq/{seg(work_id)}")
     o = out(ctx, json_out, quiet)
     if o.json:
         emit_json(result if result is not None else {"discarded": work_id})

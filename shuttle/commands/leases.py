@@ -11,6 +11,7 @@ import typer
 
 from loom.transport import seg
 from shared.git.guardhooks import HOOKS, foreign_hooks, guard_command, hooks_dir, install
+from shuttle import refs
 from shuttle.app import JsonOpt, QuietOpt, command_group, out, state
 from shuttle.errors import UsageError
 from shuttle.output import ago, emit_json, escape, say, short, table
@@ -22,10 +23,14 @@ app = command_group(help="File leases: list them, end one, install the git hook 
 def leases_cmd(
     ctx: typer.Context,
     holder: Annotated[
-        str | None, typer.Option("--holder", help="Only this agent's leases (agent id).")
+        str | None,
+        typer.Option(
+            "--holder", help="Only this agent's leases (its id, a unique start of it, or its handle)."
+        ),
     ] = None,
     work_id: Annotated[
-        str | None, typer.Option("--work-id", help="Only leases serving this work item.")
+        str | None,
+        typer.Option("--work-id", help="Only leases serving this work item (id, start of it, task id)."),
     ] = None,
     path: Annotated[
         list[str] | None,
@@ -38,10 +43,14 @@ def leases_cmd(
     if ctx.invoked_subcommand is not None:
         return
     o = out(ctx, json_out, quiet)
-    params: dict[str, object] = {"holder": holder, "work_id": work_id}
+    client = state(ctx).client()
+    params: dict[str, object] = {
+        "holder": None if holder is None else refs.agent_id(client, holder, "holder"),
+        "work_id": None if work_id is None else refs.work_id(client, work_id),
+    }
     if path:
         params["path"] = path
-    result = state(ctx).client().request("GET", "/api/leases", params=params)
+    result = client.request("GET", "/api/leases", params=params)
     if o.json:
         emit_json(result)
         return

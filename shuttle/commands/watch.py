@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from shuttle import refs
 from shuttle.app import QuietOpt, out, state
 from shuttle.follow import follow
 
@@ -17,7 +18,12 @@ def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch(
         ctx: typer.Context,
-        work_id: Annotated[str, typer.Argument(help="Work item id.", show_default=False)],
+        work_id: Annotated[
+            str,
+            typer.Argument(
+                help="Work item: its id, a unique start of it, or its task id.", show_default=False
+            ),
+        ],
         timeout: Annotated[
             float | None, typer.Option("--timeout", min=0.1, help="Give up (exit 1) after this many seconds.")
         ] = None,
@@ -25,4 +31,5 @@ def register(app: typer.Typer) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """Follow a work item live until it completes (exit 0) or fails for good (exit 1)."""
-        follow(state(ctx).client(), work_id, out(ctx, json_out, quiet), timeout=timeout)
+        client = state(ctx).client()
+        follow(client, refs.work_id(client, work_id), out(ctx, json_out, quiet), timeout=timeout)

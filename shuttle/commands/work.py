@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from loom.transport import seg
+from shuttle import refs
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.batch import report
 from shuttle.listing import fetch, more_hint
@@ -40,7 +41,9 @@ def _status(value: str | None) -> str | None:
     return value
 
 
-WorkIdArg = Annotated[str, typer.Argument(help="Work item id.", show_default=False)]
+WorkIdArg = Annotated[
+    str, typer.Argument(help="Work item: its id, a unique start of it, or its task id.", show_default=False)
+]
 
 
 @app.command("list")
@@ -93,7 +96,8 @@ def list_cmd(
 @app.command("show")
 def show_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
     """One work item with its progress, result and error history."""
-    item = state(ctx).client().get(f"/api/work/{seg(work_id)}")
+    client = state(ctx).client()
+    item = client.get(f"/api/work/{seg(refs.work_id(client, work_id))}")
     if out(ctx, json_out).json:
         emit_json(item)
     else:
@@ -103,7 +107,8 @@ def show_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) 
 @app.command("graph")
 def graph_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
     """What the item depends on and what depends on it, as a tree with each item's state."""
-    graph = state(ctx).client().get(f"/api/work/{seg(work_id)}/graph")
+    client = state(ctx).client()
+    graph = client.get(f"/api/work/{seg(refs.work_id(client, work_id))}/graph")
     if out(ctx, json_out).json:
         emit_json(graph)
     else:
@@ -114,7 +119,8 @@ def graph_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False)
 def trace_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
     """The item's timeline as a waterfall: each process's spans for it (Weft, the agent's Warp,
     spin-ups) and its transitions, from what Weft recorded (no collector needed)."""
-    timeline = state(ctx).client().get(f"/api/work/{seg(work_id)}/trace")
+    client = state(ctx).client()
+    timeline = client.get(f"/api/work/{seg(refs.work_id(client, work_id))}/trace")
     if out(ctx, json_out).json:
         emit_json(timeline)
     else:
@@ -124,7 +130,12 @@ def trace_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False)
 @app.command("cancel")
 def cancel_cmd(
     ctx: typer.Context,
-    work_ids: Annotated[list[str], typer.Argument(help="One or more work item ids.", show_default=False)],
+    work_ids: Annotated[
+        list[str],
+        typer.Argument(
+            help="One or more work items (ids, unique starts of ids, task ids).", show_default=False
+        ),
+    ],
     reason: Annotated[str, typer.Option("--reason", help="Recorded with the cancellation.")] = "",
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -133,6 +144,7 @@ def cancel_cmd(
     o = out(ctx, json_out, quiet)
     client = state(ctx).client()
     body = {"reason": reason} if reason else {}
+    work_ids = [refs.work_id(client, ref) for ref in work_ids]
     if len(work_ids) > 1:
         report(client.post("/api/work/cancel-batch", {"work_ids": work_ids, **body}), o, "cancelled")
         return
@@ -151,7 +163,8 @@ def retry_cmd(
 ) -> None:
     """Queue a failed or dead-lettered item again (attempts start over)."""
     o = out(ctx, json_out, quiet)
-    item = state(ctx).client().post(f"/api/work/{seg(work_id)}/retry")
+    client = state(ctx).client()
+    item = client.post(f"/api/work/{seg(refs.work_id(client, work_id))}/retry")
     if o.json:
         emit_json(item)
     elif o.quiet:
@@ -164,7 +177,8 @@ def retry_cmd(
 def checkpoints_cmd(ctx: typer.Context, work_id: WorkIdArg, json_out: JsonOpt = False) -> None:
     """The item's checkpoints (snapshots of its worktree), newest first, and the one its
     next attempt starts from (docs/workstreams.md)."""
-    listed = state(ctx).client().get(f"/api/work/{seg(work_id)}/checkpoints")
+    client = state(ctx).client()
+    listed = client.get(f"/api/work/{seg(refs.work_id(client, work_id))}/checkpoints")
     if out(ctx, json_out).json:
         emit_json(listed)
         return
@@ -201,7 +215,10 @@ def restore_cmd(
 ) -> None:
     """Start the item's next attempt from this checkpoint: its files, uncommitted."""
     o = out(ctx, json_out, quiet)
-    listed = state(ctx).client().post(f"/api/work/{seg(work_id)}/restore", {"checkpoint": checkpoint})
+    client = state(ctx).client()
+    listed = client.post(
+        f"/api/work/{seg(refs.work_id(client, work_id))}/restore", {"checkpoint": checkpoint}
+    )
     if o.json:
         emit_json(listed)
     else:
@@ -222,7 +239,8 @@ def diff_cmd(
 ) -> None:
     """What the item's code changed from its base: its handed-in head, its newest checkpoint
     or its branch (docs/workstreams.md)."""
-    found = state(ctx).client().get(f"/api/work/{seg(work_id)}/diff", checkpoint=checkpoint)
+    client = state(ctx).client()
+    found = client.get(f"/api/work/{seg(refs.work_id(client, work_id))}/diff", checkpoint=checkpoint)
     if out(ctx, json_out).json:
         emit_json(found)
         return

@@ -72,6 +72,8 @@ FREE_TEXT = {
     ("PUT", "/api/repository", "body", "worktree_root"),  # a valid relative folder
     ("PUT", "/api/repository", "body", "gate"),  # any text is a valid argument of a command
     ("PUT", "/api/pause", "body", "reason"),
+    ("GET", "/api/work/resolve", "query", "ref"),  # a task id is free text: a reference may be one
+    ("GET", "/api/agents/resolve", "query", "ref"),
 }
 
 

@@ -18,13 +18,14 @@ from shared.names import (
     validate_capability,
     validate_handle,
 )
+from shared.refs import Candidate
 from shared.views import AgentView
 from weft.credentials import MAX_TTL_S, CredentialsUnavailable
 from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
 from weft.project.agents import AgentQuery, AgentState
 from weft.routes.common import HEX32, TOKEN, AgentId
-from weft.schemas import BatchOut, BatchResult, PageOut
+from weft.schemas import BatchOut, BatchResult, PageOut, RefQuery, ResolvedOut
 
 router = APIRouter(
     prefix="/api/agents", tags=["agents"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
@@ -179,6 +180,15 @@ async def shutdown_batch(body: ShutdownBatchRequest, project: ProjectDep) -> Bat
         else:
             results.append(BatchResult(id=agent_id, ok=True, status=state.status.value))
     return BatchOut.of(results)
+
+
+@router.get("/resolve", response_model=ResolvedOut, summary="The agent an id, a handle or an id prefix names")
+async def resolve_agent(ref: RefQuery, project: ProjectDep) -> ResolvedOut:
+    """What a person typed for an agent (shared.refs): its id, its handle, or the start of its
+    id; a handle several agents carry is refused with their ids."""
+    await project.agents.mirror.sync()
+    entries = project.agents.mirror.items()
+    return ResolvedOut.of(ref, (Candidate(e.agent_id, (e.handle,)) for _, e in entries), "agent")
 
 
 @router.get("/{agent_id}", response_model=AgentView, summary="Show one agent")

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from shared.models import Token, WorkItem, WorkStatus, WorkSubmission
 from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_boundary, validate_capability
+from shared.refs import Candidate
 from shared.trace.timeline import SpanRecord
 from shared.trace.tracing import read_timeline, trace_id_of
 from shared.work.graph import MAX_PLAN_ITEMS, NamedStep, resolve_names
@@ -17,7 +18,7 @@ from shared.work.rules import WorkError, WorkFilter
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, WorkId
-from weft.schemas import BatchOut, BatchResult, PageOut
+from weft.schemas import BatchOut, BatchResult, PageOut, RefQuery, ResolvedOut
 
 router = APIRouter(
     prefix="/api/work", tags=["work"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
@@ -206,6 +207,15 @@ async def cancel_batch(body: CancelBatchRequest, project: ProjectDep) -> BatchOu
         else:
             results.append(BatchResult(id=work_id, ok=True, status=item.status.value))
     return BatchOut.of(results)
+
+
+@router.get("/resolve", response_model=ResolvedOut, summary="The item an id, a task id or an id prefix names")
+async def resolve_work(ref: RefQuery, project: ProjectDep) -> ResolvedOut:
+    """What a person typed for an item (shared.refs): its id, its task id, or the start of its
+    id; several matches are refused with their ids."""
+    await project.work.mirror.sync()
+    items = project.work.mirror.items()
+    return ResolvedOut.of(ref, (Candidate(item.id, (item.task_id,)) for _, item in items), "work item")
 
 
 @router.get("/{work_id}", response_model=WorkItem, summary="Show one item")
