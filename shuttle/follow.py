@@ -11,13 +11,13 @@ import json
 import sys
 from typing import Any
 
-from loom.errors import WatchTimedOut
+from loom.errors import ClientError, WatchTimedOut
 from loom.events import item_changes
-from loom.transport import WeftClient
+from loom.transport import WeftClient, seg
 from shuttle.app import Out
 from shuttle.errors import OutcomeFailed
 from shuttle.output import console, escape, parse_time, styled
-from shuttle.views import FINAL_WORK_STATES, SUCCESS_STATE, progress_text, work_heading
+from shuttle.views import FINAL_WORK_STATES, SUCCESS_STATE, answer_line, progress_text, work_heading
 
 RECHECK_S = 5.0
 
@@ -66,10 +66,33 @@ def _line(kind: str, item: dict[str, Any], event: dict[str, Any] | None, o: Out)
         detail = f"question {data['question_id']}"
     elif kind.endswith((".unblocked", ".revived")) and data.get("dependency"):
         detail = f"dependency {data['dependency']}"
+    elif kind == "snapshot" and item.get("status") == "blocked" and item.get("blocked_on"):
+        detail = f"waits for {len(item['blocked_on'])} item(s) to complete first"
     # one line per event, never broken by Shuttle (the terminal wraps a long one)
     console().print(
         f"{clock}  {escape(kind):<22} {styled(item.get('status'))}  {escape(detail)}", soft_wrap=True
     )
+
+
+def _say_below(text: str, o: Out) -> None:
+    """A line under the event's, indented to its detail column."""
+    if not (o.json or o.quiet):
+        console().print(f"{'':10}{escape(text)}", soft_wrap=True)
+
+
+def _ask_operator(client: WeftClient, question_id: str, o: Out) -> None:
+    """The question the item waits on, whole, and the exact line that answers it."""
+    if o.json or o.quiet:
+        return
+    try:
+        question = client.get(f"/api/questions/{seg(question_id)}")
+    except ClientError:
+        question = {}
+    asked = question.get("question") or "(the question could not be read; shuttle questions lists it)"
+    _say_below(f"the agent asks: {asked}", o)
+    if question.get("choices"):
+        _say_below(f"choices: {' | '.join(question['choices'])}", o)
+    _say_below(f"answer with:  {answer_line(question_id, question.get('choices'))}", o)
 
 
 def follow(client: WeftClient, work_id: str, o: Out, *, timeout: float | None = None) -> dict[str, Any]:
@@ -83,6 +106,11 @@ def follow(client: WeftClient, work_id: str, o: Out, *, timeout: float | None = 
             if kind == "snapshot" and not (o.json or o.quiet):
                 console().print(work_heading(item))
             _line(kind, item, event, o)
+            if kind == "snapshot" and item.get("status") == "queued" and item.get("waiting_reason"):
+                _say_below(str(item["waiting_reason"]), o)  # why no agent has it (Weft's routing knows)
+            asked = kind == "snapshot" or kind.endswith(".waiting-on-operator")
+            if asked and item.get("status") == "waiting-on-operator" and item.get("question_id"):
+                _ask_operator(client, str(item["question_id"]), o)
     except WatchTimedOut as exc:
         raise OutcomeFailed(f"{exc.message} (stopped watching)") from None
     status = item.get("status")

@@ -415,3 +415,42 @@ def trace_waterfall(data: dict[str, Any]) -> RenderableType:
     if data.get("truncated"):
         table.caption = "more spans were recorded than one answer holds: the first are shown"
     return table
+
+
+def answer_line(question_id: str, choices: list[str] | None) -> str:
+    """The exact command that answers a question (its first choice when it has choices)."""
+    import shlex
+
+    answer = shlex.quote(choices[0]) if choices else '"<your answer>"'
+    return f"shuttle answer {question_id} {answer}"
+
+
+def question_fields(q: dict[str, Any]) -> None:
+    """One question whole (``shuttle questions show``): the table cuts long ones."""
+    pairs: list[tuple[str, Any]] = [
+        ("id", q.get("id")),
+        ("status", q.get("status")),
+        ("priority", " ".join(x for x in (q.get("priority"), q.get("category"), q.get("mode")) if x)),
+        ("asked by", f"{q.get('asked_by_handle') or '-'} ({q.get('asked_by', '')})"),
+        ("work", q.get("work_id") or "-"),
+        ("asked", q.get("created_at")),
+        ("deadline", q.get("deadline") or "-"),
+        ("question", q.get("question")),
+        ("choices", " | ".join(q.get("choices") or []) or "-"),
+        ("default", q.get("default_answer") or "-"),
+    ]
+    if q.get("deferred_until"):
+        pairs.append(("put off until", f"{q['deferred_until']} (by {q.get('deferred_by') or '?'})"))
+    if q.get("status") == "open":
+        fields(f"question {q.get('id', '')}", pairs)
+        console().print(f"answer with:  {escape(answer_line(str(q.get('id', '')), q.get('choices')))}")
+        if len(q.get("choices") or []) > 1:
+            console().print(f"  (or any of: {escape(' | '.join(q['choices']))})")
+        return
+    pairs += [
+        ("answer", q.get("answer") or "-"),
+        ("answered by", q.get("answered_by") or "-"),
+        ("resolved", q.get("resolved_at") or "-"),
+        ("resolution", q.get("resolution") or "-"),
+    ]
+    fields(f"question {q.get('id', '')}", pairs)

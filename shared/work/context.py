@@ -144,7 +144,9 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
             "answered": "true" if data.get("answered") else "false",
         }
         answer = _said(data.get("answer"))
-        return [_node(item, action, attempt, SYSTEM_AUTHOR, "answer", text=answer, meta=facts)]
+        # who answered, as the agent was told it (the operator's --by, the policy); an expiry: loom
+        by = _author(data.get("by") if data.get("answered") else None)
+        return [_node(item, action, attempt, by, "answer", text=answer, meta=facts)]
     if action == "redelivered":
         lapsed = int(data.get("attempt") or 0)
         node = _node(

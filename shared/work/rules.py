@@ -287,7 +287,8 @@ def resume(
         return Change()
     new, item = moved
     item.question_id = None
-    event = WorkEvent("resumed", {"question_id": question_id, "answered": answered, "answer": answer})
+    told = {"question_id": question_id, "answered": answered, "answer": answer, "by": by or ""}
+    event = WorkEvent("resumed", told)
     return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 

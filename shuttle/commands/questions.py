@@ -9,11 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from loom.transport import seg
-from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, Out, QuietOpt, out, state
+from shuttle import refs
+from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, Out, QuietOpt, command_group, out, state
 from shuttle.errors import UsageError
 from shuttle.listing import fetch, more_hint
 from shuttle.output import ago, emit_json, escape, say, short, styled, table
 from shuttle.validate import Invalid, deadline
+from shuttle.views import question_fields
 
 STATUSES = ("open", "answered", "expired", "logged", "all")
 PRIORITIES = ("P0", "P1", "P2", "P3")
@@ -26,95 +28,114 @@ def kind(q: dict[str, Any]) -> str:
     return said + (f" (put off until {q['deferred_until']})" if q.get("deferred_until") else "")
 
 
-def told(q: dict[str, Any]) -> str:
-    if q.get("answer") and q.get("answered_by") == "policy":
-        return f" -> {q['answer']} (its default)"
+def answer_text(q: dict[str, Any], width: int) -> str:
+    """The answer (``questions show`` prints it whole), or why there is none."""
     if q.get("answer"):
-        return f" -> {q['answer']}"
-    return f" ({q['resolution']})" if q.get("status") in ("expired", "logged") else ""
+        text = str(q["answer"]) + (" (its default)" if q.get("answered_by") == "policy" else "")
+    else:
+        text = str(q.get("resolution") or "-") if q.get("status") in ("expired", "logged") else "-"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+questions_app = command_group(
+    help="Questions agents asked the operator: list them (open ones by default) or show one whole."
+)
+
+
+@questions_app.callback(invoke_without_command=True)
+def questions_cmd(
+    ctx: typer.Context,
+    status: Annotated[
+        str, typer.Option("--status", "-s", help="open (default), answered, expired or all.")
+    ] = "open",
+    work_id: Annotated[
+        str | None,
+        typer.Option("--work-id", help="Only questions about this item (id, start of it, task id)."),
+    ] = None,
+    priority: Annotated[str | None, typer.Option("--priority", "-p", help="Only P0, P1, P2 or P3.")] = None,
+    category: Annotated[str | None, typer.Option("--category", help="Only this category.")] = None,
+    order: Annotated[
+        str, typer.Option("--order", help="urgency (open, then P0-P3, then oldest) or newest.")
+    ] = "urgency",
+    limit: LimitOpt = 50,
+    cursor: CursorOpt = None,
+    all_pages: AllOpt = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Questions agents asked the operator (open ones by default), the most urgent first;
+    ``shuttle questions show ID`` prints one whole."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if status not in STATUSES:
+        raise UsageError(f"--status: must be one of {', '.join(STATUSES)}")
+    if priority is not None and priority not in PRIORITIES:
+        raise UsageError(f"--priority: must be one of {', '.join(PRIORITIES)}")
+    if order not in ORDERS:
+        raise UsageError(f"--order: must be one of {', '.join(ORDERS)}")
+    o = out(ctx, json_out, quiet)
+    client = state(ctx).client()
+    params = {
+        "status": None if status == "all" else status,
+        "work_id": None if work_id is None else refs.work_id(client, work_id),
+        "priority": priority,
+        "category": category,
+        "order": order,
+    }
+    result = fetch(client, "/api/questions", params, limit=limit, cursor=cursor, follow=all_pages)
+    if o.json:
+        emit_json(result)
+        return
+    if o.quiet:
+        for q in result["items"]:
+            typer.echo(q.get("id", ""))
+        return
+    table(
+        "questions",
+        ["id", "status", "priority", "asked by", "work", "choices", "asked", "question", "answer", "by"],
+        [
+            (
+                escape(q.get("id", "")),
+                styled(q.get("status")),
+                escape(kind(q)),
+                escape(q.get("asked_by_handle") or short(q.get("asked_by"), 8)),
+                escape(short(q.get("work_id"), 12) if q.get("work_id") else "-"),
+                escape(" | ".join(q.get("choices") or []) or "-"),
+                ago(q.get("created_at")),
+                escape(q.get("question", "")),
+                escape(answer_text(q, 40)),
+                escape(q.get("answered_by") or "-"),
+            )
+            for q in result["items"]
+        ],
+        empty="no questions" if status == "all" else f"no {status} questions",
+        flex=7,
+        drop=(6, 5, 4, 3, 9),
+    )
+    hint = more_hint(result)
+    if hint:
+        say(hint)
+    if any(q.get("status") == "open" for q in result["items"]):
+        say("shuttle questions show ID: one question whole, with the line that answers it")
+
+
+@questions_app.command("show")
+def show_cmd(
+    ctx: typer.Context,
+    question_id: Annotated[str, typer.Argument(help="The question's id.", show_default=False)],
+    json_out: JsonOpt = False,
+) -> None:
+    """One question whole: what was asked and why, its choices, who asked and about which
+    work, and its answer (or the line that answers it)."""
+    q = state(ctx).client().get(f"/api/questions/{seg(question_id)}")
+    if out(ctx, json_out).json:
+        emit_json(q)
+        return
+    question_fields(q)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("questions")
-    def questions_cmd(
-        ctx: typer.Context,
-        status: Annotated[
-            str, typer.Option("--status", "-s", help="open (default), answered, expired or all.")
-        ] = "open",
-        work_id: Annotated[
-            str | None, typer.Option("--work-id", help="Only questions about this item.")
-        ] = None,
-        priority: Annotated[
-            str | None, typer.Option("--priority", "-p", help="Only P0, P1, P2 or P3.")
-        ] = None,
-        category: Annotated[str | None, typer.Option("--category", help="Only this category.")] = None,
-        order: Annotated[
-            str, typer.Option("--order", help="urgency (open, then P0-P3, then oldest) or newest.")
-        ] = "urgency",
-        limit: LimitOpt = 50,
-        cursor: CursorOpt = None,
-        all_pages: AllOpt = False,
-        json_out: JsonOpt = False,
-        quiet: QuietOpt = False,
-    ) -> None:
-        """Questions agents asked the operator (open ones by default), the most urgent first."""
-        if status not in STATUSES:
-            raise UsageError(f"--status: must be one of {', '.join(STATUSES)}")
-        if priority is not None and priority not in PRIORITIES:
-            raise UsageError(f"--priority: must be one of {', '.join(PRIORITIES)}")
-        if order not in ORDERS:
-            raise UsageError(f"--order: must be one of {', '.join(ORDERS)}")
-        o = out(ctx, json_out, quiet)
-        params = {
-            "status": None if status == "all" else status,
-            "work_id": work_id,
-            "priority": priority,
-            "category": category,
-            "order": order,
-        }
-        result = fetch(
-            state(ctx).client(), "/api/questions", params, limit=limit, cursor=cursor, follow=all_pages
-        )
-        if o.json:
-            emit_json(result)
-            return
-        if o.quiet:
-            for q in result["items"]:
-                typer.echo(q.get("id", ""))
-            return
-        table(
-            "questions",
-            [
-                "id",
-                "status",
-                "priority",
-                "asked by",
-                "work",
-                "choices",
-                "deadline",
-                "asked",
-                "question / answer",
-            ],
-            [
-                (
-                    escape(q.get("id", "")),
-                    styled(q.get("status")),
-                    escape(kind(q)),
-                    escape(q.get("asked_by_handle") or short(q.get("asked_by"), 8)),
-                    escape(q.get("work_id") or "-"),
-                    escape(" | ".join(q.get("choices") or []) or "-"),
-                    ago(q.get("deadline")),
-                    ago(q.get("created_at")),
-                    escape(q.get("question", "") + told(q)),
-                )
-                for q in result["items"]
-            ],
-            empty="no questions" if status == "all" else f"no {status} questions",
-            drop=(6, 7, 5, 4, 3),
-        )
-        hint = more_hint(result)
-        if hint:
-            say(hint)
+    app.add_typer(questions_app, name="questions")
 
     @app.command("answer")
     def answer_cmd(

@@ -211,6 +211,12 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/shuttle.md", "$ shuttle questions"): Skip(
         "needs an agent to have asked: tests/shuttle/test_shuttle_questions.py lists and answers one"
     ),
+    ("docs/shuttle.md", "$ shuttle work show same-0"): Skip(
+        "needs two items with one task id: tests/shuttle/test_shuttle_refs.py is refused the same way"
+    ),
+    ("docs/shuttle.md", "14:25:02  work.waiting-on-operator waiting-on-operator  ques"): Skip(
+        "needs an agent's question: tests/shuttle/test_shuttle_questions.py watches an item wait on one"
+    ),
     ("docs/warp.md", '→ warp_question_ask {"question": "postgres or sqlite for the'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_work_broadcast {"description": "the parser", "capabil'): Skip(TOOL_TRANSCRIPT),
     ("docs/weft.md", "curl -H \"$H\" -H 'Content-Type: application/json' $W/api/work"): Skip(

@@ -107,3 +107,46 @@ async def test_an_operator_sets_the_policy_and_answers_or_puts_off_several_at_on
     }
     assert cli("autonomy", "unset").exit_code == 0
     assert cli.json("autonomy", "show")["stored"] is False
+
+
+async def test_a_waiting_item_shows_its_question_whole_and_the_line_that_answers_it(
+    cli: Cli, nc: NatsClient, project_id: str
+) -> None:
+    agent = Agent(nc, project_id)
+    book = QuestionBook(nc, agent.names, agent.queue)
+    item = cli.json("submit", "choose the database", "-c", "code")
+    await agent.claim()
+    long = "Which database should the billing service use, given ~40 writes/s, a single node and " + (
+        "a team that knows postgres well but wants zero operations work for the first year?"
+    )
+    asked = await book.ask(
+        agent.agent_id, long, choices=["postgres", "sqlite"], work_id=item["id"], handle="bot"
+    )
+    flat = lambda text: "".join(text.split())  # noqa: E731  (the terminal folds long lines)
+
+    watched = cli("watch", item["id"][:10], "--timeout", "1")
+    assert watched.exit_code == 1, watched.stderr
+    assert flat(long) in flat(watched.stdout) and "choices: postgres | sqlite" in watched.stdout
+    assert f"answer with:  shuttle answer {asked.id} postgres" in watched.stdout
+
+    shown = cli("questions", "show", asked.id)
+    assert shown.exit_code == 0, shown.stderr
+    assert flat(long) in flat(shown.stdout) and "bot" in shown.stdout and item["id"] in shown.stdout
+    assert (
+        f"shuttle answer {asked.id} postgres" in shown.stdout
+        and "(or any of: postgres | sqlite)" in shown.stdout
+    )
+    listed = cli("questions")
+    assert "shuttle questions show ID" in listed.stdout
+
+    assert cli("answer", asked.id, "sqlite", "--by", "dana").exit_code == 0
+    after = cli("questions", "show", asked.id)
+    assert "answered by" in after.stdout and "dana" in after.stdout and "answer with" not in after.stdout
+    table = cli("questions", "--status", "answered")
+    assert "sqlite" in table.stdout and "dana" in table.stdout
+    # the item's history names the same answerer the agent was told (not "loom")
+    events = cli.json("work", "trace", item["id"])["events"]
+    assert [e["author"] for e in events if e["kind"] == "answer"] == ["dana"]
+
+    missing = cli("questions", "show", "0" * 32)
+    assert missing.exit_code == 1 and "no question with this id in this project" in missing.stderr

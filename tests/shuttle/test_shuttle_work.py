@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from agent_side import Agent
+from agent_side import Agent, until
 from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
 
@@ -355,3 +355,18 @@ async def test_submit_batch_wait_follows_every_item(cli: Cli, nc: NatsClient, tm
     finals = json.loads(stdout)["items"]
     assert [i["status"] for i in finals] == ["completed", "completed"]
     assert [i["result"] for i in finals] == [i["id"] for i in finals]
+
+
+async def test_watch_says_why_no_agent_has_taken_the_item(cli: Cli) -> None:
+    """Weft's routing knows why an item waits; following it must say so, not just "queued"."""
+    item = submit(cli)
+
+    def reason() -> object:
+        return weft_item(cli, str(item["id"])).get("waiting_reason")
+
+    why = await until(reason, what="routing to record why the item waits")
+    watched = cli("watch", str(item["id"]), "--timeout", "0.5")
+    assert watched.exit_code == 1
+    lines = watched.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if "snapshot" in line)
+    assert "queued" in lines[at] and lines[at + 1].strip() == str(why)

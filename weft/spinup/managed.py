@@ -54,12 +54,26 @@ def agent_url_from(hub: ProjectHub) -> str:
     return urlunsplit((connected.scheme or "nats", f"{host}:{connected.port or 4222}", "", "", ""))
 
 
+WHY_NOT_NOW = {
+    "in-flight": "its target is starting another agent",
+    "max-concurrent": "its targets run as many agents as they may",
+    "cooldown": "its target is cooling down after a failed start",
+    "budget": "a daily spin-up budget is spent",
+    "pause": "the project is paused",
+}
+"""A refusal's code (``weft.spinup.store.Refusal``) in the words a person waiting reads."""
+
+
 def waiting_reason(decision: SpinupDecision) -> str:
-    """Why the item waits, stable across sweeps (a changed reason is a ``work.waiting`` event)."""
+    """Why the item waits, stable across sweeps (a changed reason is a ``work.waiting`` event),
+    in words: ``submit --wait``, ``watch`` and the console show it as it is."""
     if decision.outcome == "started" or decision.outcome == "no-target":
         return f"waiting for an agent: {decision.detail}"
-    codes = ", ".join(sorted({refusal.code for _, refusal in decision.refusals}))
-    return f"waiting for an agent: matching targets cannot start one now ({codes})"
+    codes = sorted({refusal.code for _, refusal in decision.refusals})
+    if "work-in-flight" in codes:
+        return "waiting for an agent: one is being started for it"
+    why = "; ".join(WHY_NOT_NOW.get(code, code) for code in codes)
+    return f"waiting for an agent: none can be started now ({why})"
 
 
 class ProjectSpinup:

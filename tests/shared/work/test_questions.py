@@ -100,10 +100,10 @@ def test_wait_on_needs_a_held_item(status: WorkStatus) -> None:
 
 def test_resume_only_for_its_own_question() -> None:
     waiting = held(S.WAITING_ON_OPERATOR, question_id=QID)
-    change = resume(waiting, QID, True, NOW, "sqlite")
+    change = resume(waiting, QID, True, NOW, "sqlite", by="dana")
     assert change.record is not None and change.record.item.status is S.IN_PROGRESS
     assert change.record.item.question_id is None
-    told = {"question_id": QID, "answered": True, "answer": "sqlite"}
+    told = {"question_id": QID, "answered": True, "answer": "sqlite", "by": "dana"}
     assert change.events == (WorkEvent("resumed", told),)
     assert (change.ack, change.ack_subject) == (Ack.WORKING, OLD.ack_subject)  # the ack deadline restarts
     assert resume(waiting, "f" * 32, True, NOW) == Change()

@@ -149,10 +149,13 @@ def test_each_transition_maps_to_its_nodes() -> None:
     assert [(n.kind, n.parent_id, n.text, n.meta) for n in asked] == [
         ("question", second, "which db?", {"question_id": "q"})
     ]
-    answered = work_nodes("resumed", item, {"question_id": "q", "answered": True, "answer": "sqlite"})
-    assert [(n.kind, n.parent_id, n.text, n.meta["answered"]) for n in answered] == [
-        ("answer", second, "sqlite", "true")
-    ]
+    told = {"question_id": "q", "answered": True, "answer": "sqlite", "by": "dana"}
+    answered = work_nodes("resumed", item, told)
+    assert [(n.kind, n.parent_id, n.author, n.text, n.meta["answered"]) for n in answered] == [
+        ("answer", second, "dana", "sqlite", "true")
+    ]  # the history names who answered, as the agent was told it
+    expired = work_nodes("resumed", item, {"question_id": "q", "answered": False, "answer": "", "by": ""})
+    assert expired[0].author == "loom"
     verdict = {"agent_id": B, "round": 1, "score": 40.0, "feedback": "no tests", "final": False}
     rejected = work_nodes("rejected", item, verdict)[0]
     assert (rejected.kind, rejected.parent_id, rejected.author, rejected.text) == (
