@@ -120,6 +120,10 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         coder_row = agents.locator(f'tr[data-agent-id="{coder.agent_id}"]')
         await expect(coder_row).to_contain_text("laptop")  # spun up by that target
         await expect(agents.locator(f'tr[data-agent-id="{asker.agent_id}"]')).to_contain_text("logo")
+        # what its current work is, not only its task id
+        await expect(agents.locator(f'tr[data-agent-id="{asker.agent_id}"] .work-desc')).to_have_text(
+            "draw a logo"
+        )
         await page.get_by_label("Type").select_option("copilot")
         await expect(agents.locator("tbody tr")).to_have_count(2)
         await page.get_by_label("Type").select_option("")
@@ -131,6 +135,10 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         await page.get_by_role("link", name="Work", exact=True).click()
         items = page.locator("#work-items tbody tr")
         await expect(items).to_have_count(4)
+        # each row says what the work is (a column, not only a tooltip)
+        await expect(page.get_by_role("columnheader", name="Description")).to_be_visible()
+        described = page.locator(f'#work-items tr[data-work-id="{schema_id}"] td.work-desc')
+        await expect(described).to_have_text("the schema")
         await page.get_by_label("Status").select_option("dead-lettered")
         await expect(items).to_have_count(1)
         await expect(items).to_contain_text("flaky")

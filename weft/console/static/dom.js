@@ -61,6 +61,12 @@ export function short(id) {
   return id ? String(id).slice(0, 8) : "-";
 }
 
+/** What a work item is, in one line: its description's first line, cut at ``width``. */
+export function gist(description, width = 80) {
+  const line = String(description || "").split("\n", 1)[0].trim();
+  return line.length <= width ? line : `${line.slice(0, width - 1)}…`;
+}
+
 /** A table with a caption and column headers; fill ``tbody`` yourself. */
 export function table(caption, headers) {
   const tbody = h("tbody");

@@ -2,7 +2,7 @@
 // heartbeat, capabilities and the target that started it; shut one down (admin tokens).
 
 import { HourChart } from "../chart.js";
-import { Pager, confirmButton, fillOptions, h, keepFocus, replace, select, short, statusText, table, tags, time } from "../dom.js";
+import { Pager, confirmButton, fillOptions, gist, h, keepFocus, replace, select, short, statusText, table, tags, time } from "../dom.js";
 
 const state = { status: "", type: "", search: "" }; // kept while the page is open
 let painted = false; // the first fleet with its agents is marked for the Performance API
@@ -91,7 +91,7 @@ export function fleetView(ctx) {
       h("td", null, agent.agent_type),
       h("td", { class: "agent-status" }, statusText(agent.status)),
       h("td", null, work.length === 0 ? h("span", { class: "note" }, `idle (${agent.current_tasks}/${agent.max_concurrent_tasks})`)
-        : work.map((item) => h("div", null, h("a", { href: `#work/${item.id}`, dataset: { focusKey: `agent-work:${item.id}` } }, item.task_id), " ", statusText(item.status)))),
+        : work.map((item) => h("div", null, h("a", { href: `#work/${item.id}`, dataset: { focusKey: `agent-work:${item.id}` } }, item.task_id), " ", statusText(item.status), h("div", { class: "work-desc" }, gist(item.description, 60))))),
       h("td", null, time(agent.last_heartbeat, now)),
       h("td", null, tags(agent.capabilities)),
       h("td", { title: agent.spinup_id ? `spin-up ${agent.spinup_id}` : null }, spunUp),

@@ -1,7 +1,7 @@
 // Leases: who holds which files (GET /api/leases, kept current by lease.* events), and
 // ending one as an operator. A Weft without leases (no /api/leases) is said to have none.
 
-import { confirmButton, h, keepFocus, replace, short, table, tags, time } from "../dom.js";
+import { confirmButton, gist, h, keepFocus, replace, short, table, tags, time } from "../dom.js";
 
 export function leasesView(ctx) {
   const { store, api } = ctx;
@@ -43,7 +43,7 @@ export function leasesView(ctx) {
         h("th", { scope: "row" }, lease.holder_handle || store.handleOf(lease.holder)),
         h("td", null, tags(lease.patterns)),
         h("td", null, lease.mode),
-        h("td", null, lease.work_id ? h("a", { href: `#work/${lease.work_id}` }, store.work.get(lease.work_id)?.task_id || short(lease.work_id)) : "-"),
+        h("td", null, lease.work_id ? workLink(store.work.get(lease.work_id), lease.work_id) : "-"),
         h("td", null, lease.reason || "-"),
         h("td", null, time(lease.expires_at, now)),
         h("td", null, confirmButton("End lease", "Confirm end lease", () =>
@@ -62,4 +62,9 @@ export function leasesView(ctx) {
   }
 
   return { el, update };
+}
+
+function workLink(item, workId) {
+  const link = h("a", { href: `#work/${workId}` }, item?.task_id || short(workId));
+  return item ? h("span", null, link, " ", h("span", { class: "work-desc" }, gist(item.description, 50))) : link;
 }

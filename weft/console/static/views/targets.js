@@ -3,7 +3,7 @@
 // project's repository, where each item's branch and worktree come from
 // (docs/workstreams.md): read with a check of whether it answers, and set here (admin).
 
-import { h, replace, short, statusText, table, tags, time, when } from "../dom.js";
+import { gist, h, replace, short, statusText, table, tags, time, when } from "../dom.js";
 
 export function targetsView(ctx) {
   const { store, api } = ctx;
@@ -80,10 +80,14 @@ export function targetsView(ctx) {
       ? h("tr", null, h("td", { colspan: 7, class: "note" }, "None yet."))
       : seen.map((op) => h("tr", { dataset: { spinupId: op.id } },
         h("th", { scope: "row" }, op.target_name), h("td", null, statusText(op.state)), h("td", null, op.reason),
-        h("td", null, op.work_id ? h("a", { href: `#work/${op.work_id}` }, short(op.work_id)) : "-"),
+        h("td", null, op.work_id ? h("a", { href: `#work/${op.work_id}`, title: op.work_id }, workText(store.work.get(op.work_id), op.work_id)) : "-"),
         h("td", null, store.handleOf(op.agent_id)), h("td", { title: when(op.updated_at) }, time(op.updated_at, now)),
         h("td", null, op.error || "-"))));
   }
 
   return { el, update };
+}
+
+function workText(item, workId) {
+  return item ? `${item.task_id}: ${gist(item.description, 40)}` : short(workId);
 }

@@ -3,7 +3,7 @@
 // its work graph, its trace as a waterfall) with cancel and retry.
 
 import { FINAL } from "../store.js";
-import { Pager, confirmButton, fillOptions, h, keepFocus, replace, select, short, statusText, table, tags, time, when } from "../dom.js";
+import { Pager, confirmButton, fillOptions, gist, h, keepFocus, replace, select, short, statusText, table, tags, time, when } from "../dom.js";
 
 const STATUSES = ["submitted", "blocked", "queued", "claimed", "in-progress", "waiting-on-operator", "in-review", "reviewing", "landing", "merging", "completed", "failed", "cancelled", "expired", "dead-lettered"];
 const state = { status: "", capability: "", boundary: "", priority: "", search: "" };
@@ -24,7 +24,7 @@ export function workView(ctx) {
   search.addEventListener("input", () => refilter("search")(search.value.trim().toLowerCase()));
   const filters = h("form", { class: "filters", role: "search", "aria-label": "Filter work", onsubmit: (e) => e.preventDefault() },
     status.wrap, capability.wrap, boundary.wrap, priority.wrap, h("div", null, h("label", { for: "work-search" }, "Search"), search));
-  const list = table("Work items, newest first", ["Task", "Status", "Capability", "Boundary", "Priority", "Attempts", "Assigned to", "Updated"]);
+  const list = table("Work items, newest first", ["Task", "Description", "Status", "Capability", "Boundary", "Priority", "Attempts", "Assigned to", "Updated"]);
   list.el.id = "work-items";
   pager.onchange = () => update();
   const loading = h("p", { class: "note" }, "Reading the work records…");
@@ -56,9 +56,10 @@ export function workView(ctx) {
         item.description.toLowerCase().includes(state.search)));
     const page = pager.slice(wanted, "items");
     keepFocus(list.tbody, () => replace(list.tbody, page.length === 0
-      ? h("tr", null, h("td", { colspan: 8, class: "note" }, store.work.size === 0 ? "No work in this project." : "No item matches."))
+      ? h("tr", null, h("td", { colspan: 9, class: "note" }, store.work.size === 0 ? "No work in this project." : "No item matches."))
       : page.map((item) => h("tr", { dataset: { workId: item.id } },
       h("th", { scope: "row" }, h("a", { href: `#work/${item.id}`, title: item.description.slice(0, 200), dataset: { focusKey: `work:${item.id}` } }, item.task_id)),
+      h("td", { class: "work-desc" }, gist(item.description)),
       h("td", { class: "work-status" }, statusText(item.status)),
       h("td", null, item.capability),
       h("td", null, item.boundary),
