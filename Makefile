@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 TS_CLIENT := test-scenarios/performance/ts-client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 HOSTS := tests/plugins/hosts
@@ -30,7 +31,13 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+# `make run` and `make demo` need Loom's runtime dependencies only (no linters, type
+# checker, browser driver or fuzzer): a newcomer's first command installs what it runs.
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
 
 # bench_warp also drives Warp through the official TypeScript MCP SDK client; without
 # Node (or if the install fails) those rows are left out and the bench says so.
@@ -66,10 +73,10 @@ install: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
 ifdef NATS_AUTH
 run: export WEFT_NATS_AUTH = $(NATS_AUTH)
 endif
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/weft serve
 
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(BIN)/weft demo
 
 lint: $(STAMP)

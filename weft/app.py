@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from importlib.resources import files
 
 from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from nats.aio.client import Client as NatsClient
 
 from shared.nats.client import NatsConnectError
@@ -57,6 +59,8 @@ from weft.strictquery import no_unknown_query
 from weft.sweeper import run_sweeper
 
 log = logging.getLogger("loom.weft")
+DOCS_ASSETS = "/docs/assets"
+"""Where /docs loads Swagger UI's files from (this server, never a CDN)."""
 
 DESCRIPTION = """Weft coordinates a Loom fleet: work submission and routing, the agent registry,
 spin-up targets, dead letters and live events, over NATS JetStream.
@@ -210,9 +214,22 @@ def create_app(
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
+    # Swagger UI's script and style from an installed package (fastapi-offline ships them),
+    # not a CDN: /docs works on a machine without internet. They are the library's public
+    # files, served without a token (a browser loads them without one).
+    app.mount(
+        DOCS_ASSETS, StaticFiles(directory=str(files("fastapi_offline") / "static")), name="docs-assets"
+    )
+
     @app.get("/docs", include_in_schema=False, dependencies=docs_deps)
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="Weft API")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Weft API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+        )
 
     console.install(app)
     return app

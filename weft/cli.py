@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from pydantic import BaseModel, ValidationError
 
-from shared.errors import describe_problems, validation_problems
+from shared.errors import describe_validation
 from shared.identity import IdentityError
 from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError, validate_project_id
@@ -23,6 +24,7 @@ from shared.redact import configure_logging, redact
 from shared.work.autonomy import AutonomyError, load_autonomy_file
 from shared.work.policy import PolicyError, load_policy_file
 from weft import __version__
+from weft.serverlog import quiet_server_noise
 from weft.settings import WeftSettings
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ def _settings(**overrides: object) -> WeftSettings:
     try:
         return WeftSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
     except ValidationError as exc:
-        _fail(f"invalid settings: {describe_problems(validation_problems(exc.errors()), limit=10)}")
+        _fail(f"invalid settings: {describe_validation(exc.errors())}")
     except (IdentityError, InvalidNameError) as exc:
         _fail(str(exc))
 
@@ -97,6 +99,7 @@ def serve(
     if problem is not None:
         _fail(problem)
     configure_logging(settings.log_level)
+    quiet_server_noise()
     for notice in notices:
         log.warning("%s", notice)
     if settings.allow_open_api and not settings.auth_enabled and not settings.loopback_only:
@@ -147,7 +150,14 @@ async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
         await runtime.close()
         _fail(str(exc))
     server = uvicorn.Server(config)
-    await server.serve()
+    # uvicorn stops cleanly on Ctrl-C, then raises SIGINT again for the previous handler:
+    # Python's default would turn a person's normal stop into KeyboardInterrupt and exit 130
+    # (and `make run` into "Error 130"). Ctrl-C is how one stops Weft: it ends with status 0.
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    try:
+        await server.serve()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return server.started
 
 

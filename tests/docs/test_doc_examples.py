@@ -413,7 +413,7 @@ def run_serve_block(example: Example) -> None:
     """``make run`` is the Makefile's ``weft serve``; each command serves until stopped."""
     lines = [c.line for c in commands(example.block.text)]
     assert lines[0].startswith("make run") and lines[0].split("# = ")[1] == ".venv/bin/weft serve"
-    recipe = (REPO / "Makefile").read_text().split("\nrun: $(STAMP)\n\t")[1].split("\n")[0]
+    recipe = (REPO / "Makefile").read_text().split("\nrun: $(RUN_STAMP)\n\t")[1].split("\n")[0]
     assert recipe == "$(BIN)/weft serve"
     write_doc_policy(example.folder)
     for line in lines[1:]:  # `make run` itself is started by the README walkthrough's test

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import websockets
 
 from shared.nats.server import EmbeddedNatsServer, free_port
 
@@ -107,6 +108,10 @@ async def test_serve_without_nats_url_starts_bundled_nats_prints_banner_and_keep
         async with httpx.AsyncClient(base_url=base) as client:
             again = await client.get(f"/api/work/{work['id']}")
         assert again.status_code == 200 and again.json()["status"] == "queued"
+        # Ctrl-C is a person's normal stop: a clean shutdown and status 0 (`make run` no "Error 130")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+        assert "Application shutdown complete" in (proc.stderr.read() if proc.stderr else "")
 
 
 async def test_serve_with_nats_url_and_tokens(tmp_path: Path, nats_server: EmbeddedNatsServer) -> None:
@@ -119,9 +124,22 @@ async def test_serve_with_nats_url_and_tokens(tmp_path: Path, nats_server: Embed
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             assert (await client.get("/api/work")).status_code == 401
             assert (await client.get("/api/work", headers={"Authorization": "Bearer t2"})).status_code == 200
+        ws_url = f"ws://127.0.0.1:{port}/api/ws"
+        with pytest.raises(websockets.InvalidStatus) as refused:  # a refused token is no server error
+            async with websockets.connect(ws_url):
+                pass
+        assert refused.value.response.status_code == 401
+        async with websockets.connect(ws_url, additional_headers={"Authorization": "Bearer t1"}) as ws:
+            assert json.loads(await ws.recv())["type"] == "welcome"
+            await ws.send(json.dumps({"type": "ping"}))
+            assert json.loads(await ws.recv())["type"] == "pong"
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)
         banner = proc.stderr.read() if proc.stderr else ""
+    # the terminal says what matters: no ERROR for a refused token, no line per WebSocket
+    assert " ERROR " not in banner, banner
+    assert "connection open" not in banner and '"WebSocket /api/ws"' not in banner
+    assert "Application startup complete" in banner
     assert "bearer token required" in banner and "t1" not in banner.replace("http", "")
     assert f"Console     http://127.0.0.1:{port}/   (asks for one of the tokens)" in banner
     assert (
