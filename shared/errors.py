@@ -206,6 +206,12 @@ def describe_problems(problems: Sequence[Problem], *, limit: int = 5) -> str:
     return text or "invalid input"
 
 
+def describe_validation(errors: Sequence[Mapping[str, Any]], *, limit: int = 10) -> str:
+    """A pydantic ``ValidationError.errors()`` as one line of field problems (settings read
+    at start-up: each process's one clear line)."""
+    return describe_problems(validation_problems(errors), limit=limit)
+
+
 def parse_problem(exc: BaseException) -> str:
     """Where and why a JSON, YAML or TOML document did not parse, without quoting it.
 

@@ -247,7 +247,7 @@ class NatsSettings(EnvSettings):
         if value is None or value == "":
             return None
         if not nats_url_schemes_ok(value):
-            raise SettingsError(f"NATS_URL must use one of the schemes {nats_schemes_text(', ')}")
+            raise SettingsError(f"NATS_URL: must use one of the schemes {nats_schemes_text(', ')}")
         return value
 
     @field_validator("creds", "tls_ca", "tls_cert", "tls_key", mode="before")

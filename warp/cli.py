@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pydantic import ValidationError
 
+    from shared.errors import describe_validation
     from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
     from shared.legacy import LegacySettingError, apply_environment, check_warp_files
     from shared.names import InvalidNameError
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except (IdentityError, SettingsError, InvalidNameError, LegacySettingError, CredentialsError) as exc:
         return _fail(str(exc))
     except ValidationError as exc:
-        return _fail("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
+        return _fail(redact(describe_validation(exc.errors(include_url=False))))
     configure_logging(settings.log_level)
     if notices:
         import logging

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from shared.errors import Invalid
+from shared.errors import Invalid, describe_validation
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
@@ -314,9 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {redact(exc.message)}", file=sys.stderr)
         return EXIT_USAGE
     except ValidationError as exc:
-        print(
-            f"{PROG}: " + "; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)), file=sys.stderr
-        )
+        print(f"{PROG}: " + redact(describe_validation(exc.errors(include_url=False))), file=sys.stderr)
         return EXIT_USAGE
     if out:
         sys.stdout.write(out)

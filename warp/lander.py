@@ -401,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LOOM_AGENT_TYPE", AGENT_TYPE)
     from pydantic import ValidationError
 
+    from shared.errors import describe_validation
     from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
     from shared.names import InvalidNameError
     from shared.nats.auth import CredentialsError, agent_credential
@@ -420,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ValidationError as exc:
         print(
-            "loom-lander: " + "; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)),
+            "loom-lander: " + redact(describe_validation(exc.errors(include_url=False))),
             file=sys.stderr,
         )
         return 2

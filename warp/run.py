@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from shared.errors import Unavailable
+from shared.errors import Unavailable, describe_validation
 
 if TYPE_CHECKING:
     from shared.identity import Identity
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(str(exc))
         return EXIT_USAGE
     except ValidationError as exc:
-        _say("; ".join(redact(e["msg"]) for e in exc.errors(include_url=False)))
+        _say(redact(describe_validation(exc.errors(include_url=False))))
         return EXIT_USAGE
     try:
         directory = asyncio.run(_prepare(identity, nats_settings, work_id))

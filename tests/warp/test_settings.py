@@ -108,6 +108,7 @@ def test_a_given_environment_is_read_alone(monkeypatch: pytest.MonkeyPatch) -> N
         ("LOOM_JS_REPLICAS", "must be an integer from 1 to 5"),
         ("LOOM_WORK_ACK_WAIT_S", "must be a number of seconds from 0.5 to 86400"),
         ("LOOM_LOG_LEVEL", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+        ("NATS_URL", "must use one of the schemes nats://, tls://, ws://, wss://"),  # no "Value error,"
     ],
 )
 def test_warp_refuses_a_bad_shared_setting_at_start(tmp_path: Path, variable: str, rule: str) -> None:
