@@ -16,11 +16,21 @@ from weft.tokens import ApiScope, missing_scope_message, scope_of
 
 MAX_PAGE = 1000
 
-UNAUTHORIZED_MESSAGE = "a valid bearer token is required (Authorization: Bearer <token>)"
-WS_UNAUTHORIZED_MESSAGE = (
-    "a valid token is required (Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; "
-    "or Authorization: Bearer <token>)"
-)
+HOW_REST = "Authorization: Bearer <token>"
+HOW_WS = "Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; or Authorization: Bearer <token>"
+UNAUTHORIZED_MESSAGE = f"a bearer token is required and none was given ({HOW_REST})"
+REJECTED_MESSAGE = f"the bearer token given is not one this Weft accepts ({HOW_REST}; one of WEFT_API_TOKENS)"
+WS_UNAUTHORIZED_MESSAGE = f"a token is required and none was given ({HOW_WS})"
+WS_REJECTED_MESSAGE = f"the token given is not one this Weft accepts ({HOW_WS}; one of WEFT_API_TOKENS)"
+
+
+def unauthorized_message(given: str | None, *, websocket: bool = False) -> str:
+    """No token and a token Weft does not know are told apart (a person fixes each differently:
+    set one, or check which one is set)."""
+    if given:
+        return WS_REJECTED_MESSAGE if websocket else REJECTED_MESSAGE
+    return WS_UNAUTHORIZED_MESSAGE if websocket else UNAUTHORIZED_MESSAGE
+
 
 _bearer = HTTPBearer(auto_error=False, description="One of the tokens in WEFT_API_TOKENS")
 
@@ -43,9 +53,10 @@ async def request_scope(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> ApiScope:
     """The scope of the request's bearer token; 401 without a valid one."""
-    scope = token_scope(state, credentials.credentials if credentials else None)
+    given = credentials.credentials if credentials else None
+    scope = token_scope(state, given)
     if scope is None:
-        raise ApiError("unauthorized", UNAUTHORIZED_MESSAGE, headers={"WWW-Authenticate": "Bearer"})
+        raise ApiError("unauthorized", unauthorized_message(given), headers={"WWW-Authenticate": "Bearer"})
     return scope
 
 

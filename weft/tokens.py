@@ -87,6 +87,6 @@ def missing_scope_message(needed: ApiScope, held: ApiScope) -> str:
     """The 403 message (after the field, ``scope: ``): what the route needs, what the token has."""
     also = " or admin:<token>" if needed is not ApiScope.ADMIN else ""
     return (
-        f"this needs a token with the {needed.label} scope and this one has {held.label} "
-        f"(configure one as {needed.label}:<token>{also} in WEFT_API_TOKENS)"
+        f"this needs a token with the {needed.label} scope and the one given has {held.label} "
+        f"(ask whoever runs Weft for one: they add it as {needed.label}:<token>{also} in WEFT_API_TOKENS)"
     )

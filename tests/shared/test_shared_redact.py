@@ -94,6 +94,11 @@ def test_bearer_tokens() -> None:
         "a valid bearer token is required (Authorization: Bearer <token>)",
         "a valid token is required (Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; "
         "or Authorization: Bearer <token>)",
+        "a bearer token is required and none was given (Authorization: Bearer <token>)",
+        "the bearer token given is not one this Weft accepts (Authorization: Bearer <token>; one of "
+        "WEFT_API_TOKENS)",
+        "the token given is not one this Weft accepts (Sec-WebSocket-Protocol: bearer, <token>; or "
+        "?token=<token>; or Authorization: Bearer <token>; one of WEFT_API_TOKENS)",
         "Bearer tokens are compared in constant time",
         "api_token: must be 1-4096 printable characters without spaces",
         "password: is required",

@@ -168,11 +168,16 @@ async def test_version_server(cli: Cli) -> None:
     assert r.exit_code == 0 and f"weft {health['version']} at {cli.weft.url}" in r.stdout
 
 
-REST_401 = "shuttle: error: a valid bearer token is required (Authorization: Bearer <token>)\n"
-WS_401 = (
-    "shuttle: error: a valid token is required (Sec-WebSocket-Protocol: bearer, <token>; "
-    "or ?token=<token>; or Authorization: Bearer <token>)\n"
+REST_401 = (
+    "shuttle: error: the bearer token given is not one this Weft accepts (Authorization: Bearer <token>; "
+    "one of WEFT_API_TOKENS)\n"
 )
+REST_401_NONE = (
+    "shuttle: error: a bearer token is required and none was given (Authorization: Bearer <token>)\n"
+)
+WS_HOW = "Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; or Authorization: Bearer <token>"
+WS_401 = f"shuttle: error: the token given is not one this Weft accepts ({WS_HOW}; one of WEFT_API_TOKENS)\n"
+WS_401_NONE = f"shuttle: error: a token is required and none was given ({WS_HOW})\n"
 
 
 async def test_wrong_or_missing_token_is_exit_1_with_weft_message(cli: Cli) -> None:
@@ -190,9 +195,9 @@ async def test_wrong_or_missing_token_is_exit_1_with_weft_message(cli: Cli) -> N
     r = cli.proc("stats", env={"LOOM_API_TOKEN": "wrong-token"})
     assert (r.exit_code, r.stderr) == (1, REST_401)
     r = cli("--token", "", "stats", env={"LOOM_API_TOKEN": ""})
-    assert (r.exit_code, r.stderr) == (1, REST_401)
+    assert (r.exit_code, r.stderr) == (1, REST_401_NONE)  # none given is told apart from a wrong one
     r = cli("--token", "", "watch", "0" * 32, env={"LOOM_API_TOKEN": ""})
-    assert (r.exit_code, r.stderr) == (1, WS_401)
+    assert (r.exit_code, r.stderr) == (1, WS_401_NONE)
 
 
 async def test_project_is_sent_and_isolates(cli: Cli, project_id: str) -> None:

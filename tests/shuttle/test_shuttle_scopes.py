@@ -13,8 +13,8 @@ async def test_a_read_token_lists_but_cannot_register_a_target(cli: Cli) -> None
     refused = cli("targets", "add", "laptop", "-m", "local", "--command", "true", "-c", "code", env=read)
     assert refused.exit_code != 0
     assert refused.stderr.strip() == (
-        "shuttle: error: scope: this needs a token with the admin scope and this one has read "
-        "(configure one as admin:<token> in WEFT_API_TOKENS)"
+        "shuttle: error: scope: this needs a token with the admin scope and the one given has read "
+        "(ask whoever runs Weft for one: they add it as admin:<token> in WEFT_API_TOKENS)"
     )
     assert READ_TOKEN not in refused.stderr + refused.stdout
     assert cli.weft.api(cli.project).get("/api/targets").json()["items"] == []  # nothing was written

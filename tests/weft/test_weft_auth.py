@@ -11,15 +11,26 @@ from websockets.exceptions import InvalidStatus
 from weft_helpers import WsClient, ws_connect
 
 TOKENS = "first-token,second-token"
-REST_401 = {
+REST_401 = {  # no token given
     "error": "unauthorized",
-    "message": "a valid bearer token is required (Authorization: Bearer <token>)",
+    "message": "a bearer token is required and none was given (Authorization: Bearer <token>)",
     "details": None,
 }
+REST_401_REJECTED = {  # a token Weft does not know: told apart from none at all
+    "error": "unauthorized",
+    "message": "the bearer token given is not one this Weft accepts (Authorization: Bearer <token>; "
+    "one of WEFT_API_TOKENS)",
+    "details": None,
+}
+WS_HOW = "Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; or Authorization: Bearer <token>"
 WS_401 = {
     "error": "unauthorized",
-    "message": "a valid token is required (Sec-WebSocket-Protocol: bearer, <token>; or ?token=<token>; "
-    "or Authorization: Bearer <token>)",
+    "message": f"a token is required and none was given ({WS_HOW})",
+    "details": None,
+}
+WS_401_REJECTED = {
+    "error": "unauthorized",
+    "message": f"the token given is not one this Weft accepts ({WS_HOW}; one of WEFT_API_TOKENS)",
     "details": None,
 }
 
@@ -51,7 +62,7 @@ async def test_every_api_route_needs_a_valid_token(weft_factory: Any, project_id
         async with weft.client(token="wrong-token") as wrong:
             for method, path in operations:
                 response = await wrong.request(method, path, json={})
-                assert (response.status_code, response.json()) == (401, REST_401), (method, path)
+                assert (response.status_code, response.json()) == (401, REST_401_REJECTED), (method, path)
         async with weft.client() as other_scheme:
             response = await other_scheme.get(
                 "/api/work", headers={"Authorization": "Basic Zmlyc3QtdG9rZW4="}
@@ -82,17 +93,17 @@ async def test_websocket_rejects_bad_or_missing_token_and_accepts_good_ones(
 ) -> None:
     async with weft_factory(project_id=project_id, api_tokens=TOKENS) as weft:
         url = f"{weft.ws_url}/api/ws"
-        for attempt in (
-            {"url": url},
-            {"url": f"{url}?token=nope"},
-            {"url": url, "subprotocols": ["bearer", "nope"]},
-            {"url": url, "additional_headers": {"Authorization": "Bearer nope"}},
+        for attempt, told in (
+            ({"url": url}, WS_401),
+            ({"url": f"{url}?token=nope"}, WS_401_REJECTED),
+            ({"url": url, "subprotocols": ["bearer", "nope"]}, WS_401_REJECTED),
+            ({"url": url, "additional_headers": {"Authorization": "Bearer nope"}}, WS_401_REJECTED),
         ):
             with pytest.raises(InvalidStatus) as refused:
                 async with ws_connect(**attempt):
                     pass
             assert refused.value.response.status_code == 401, attempt
-            assert json.loads(refused.value.response.body) == WS_401, attempt
+            assert json.loads(refused.value.response.body) == told, attempt
         async with ws_connect(f"{weft.ws_url}/api/ws?token=first-token") as conn:
             assert (await WsClient(conn).next_of("welcome"))["project_id"] == project_id
         async with ws_connect(f"{weft.ws_url}/api/ws", subprotocols=["bearer", "second-token"]) as conn:  # type: ignore[list-item]

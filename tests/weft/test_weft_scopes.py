@@ -84,8 +84,9 @@ def forbidden(needed: ApiScope, held: ApiScope) -> dict[str, Any]:
     also = " or admin:<token>" if needed is not ApiScope.ADMIN else ""
     return {
         "error": "forbidden",
-        "message": f"scope: this needs a token with the {needed.label} scope and this one has "
-        f"{held.label} (configure one as {needed.label}:<token>{also} in WEFT_API_TOKENS)",
+        "message": f"scope: this needs a token with the {needed.label} scope and the one given has "
+        f"{held.label} (ask whoever runs Weft for one: they add it as {needed.label}:<token>{also} "
+        "in WEFT_API_TOKENS)",
         "details": {"field": "scope", "rule": needed.label},
     }
 

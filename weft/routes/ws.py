@@ -6,7 +6,7 @@ from fastapi import APIRouter, WebSocket
 from fastapi.responses import JSONResponse
 
 from shared.errors import LoomError
-from weft.deps import WS_UNAUTHORIZED_MESSAGE, choose_project, get_state, token_scope
+from weft.deps import choose_project, get_state, token_scope, unauthorized_message
 from weft.errors import error_body, http_status
 from weft.websocket import Session, subscriptions_from_query
 
@@ -42,7 +42,7 @@ async def events_socket(ws: WebSocket) -> None:
     state = get_state(ws)
     token, via_protocol = _token(ws)
     if token_scope(state, token) is None:  # any valid token may watch (read)
-        await _deny(ws, LoomError(WS_UNAUTHORIZED_MESSAGE, code="unauthorized"))
+        await _deny(ws, LoomError(unauthorized_message(token, websocket=True), code="unauthorized"))
         return
     try:
         project_id = choose_project(state, ws.headers.get("x-loom-project"), ws.query_params.get("project"))
