@@ -3,7 +3,9 @@ of a ``show``. Records are plain dicts as Weft returns them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shuttle.output import (
@@ -122,41 +124,55 @@ def work_heading(w: dict[str, Any]) -> RenderableType:
     return line
 
 
+WORK_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("what", ("description", "task_id", "capability", "boundary", "priority", "scope",
+              "required_agent_type", "preferred_agent_type", "context")),
+    ("status", ("status", "progress", "waiting_reason", "question_id", "attempts", "max_attempts",
+                "review_round")),
+    ("who", ("assigned_to", "submitted_by", "reserved_for", "follow_up_of")),
+    ("when", ("created_at", "claimed_at", "updated_at", "finished_at", "deadline")),
+    ("result", ("result", "error", "errors", "escalation")),
+    ("graph", ("depends_on", "blocked_on", "dependents", "failed_dependency")),
+)  # fmt: skip
+"""``work show``'s sections, in the order a person asks: what is it, where is it, who has it,
+since when, what came of it, what it waits for. Everything else follows under ``more``."""
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == [] or value == {} or value == ""
+
+
 def work_fields(w: dict[str, Any]) -> None:
-    order = [
-        "id",
-        "task_id",
-        "status",
-        "description",
-        "capability",
-        "boundary",
-        "priority",
-        "required_agent_type",
-        "preferred_agent_type",
-        "scope",
-        "attempts",
-        "max_attempts",
-        "assigned_to",
-        "submitted_by",
-        "follow_up_of",
-        "deadline",
-        "created_at",
-        "updated_at",
-        "claimed_at",
-        "finished_at",
-        "waiting_reason",
-        "result",
-        "error",
-        "errors",
-        "context",
-    ]
-    pairs = [(k, w.get(k)) for k in order if k in w]
-    pairs.insert(4, ("progress", progress_text(w)))
+    """One item in sections (empty fields left out; ``--json`` has every field)."""
+    from rich.table import Table
+
+    values = dict(w)
+    values["progress"] = progress_text(w) if w.get("progress") else None
     if w.get("escalation"):
-        pairs.append(("escalation", escalation_text(w)))
-    shown = {*order, "progress", "escalation"}
-    pairs += [(k, v) for k, v in w.items() if k not in shown]
-    fields(f"work {w.get('id', '')}", pairs)
+        values["escalation"] = escalation_text(w)
+    grid = Table(title=f"work {w.get('id', '')}", title_justify="left", title_style="bold", show_header=False)
+    grid.box = None
+    grid.add_column(style="bold cyan")
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    placed = {"id", "project_id"}
+    groups = [*WORK_GROUPS, ("more", tuple(k for k in w if k not in {"progress"}))]
+    for group, keys in groups:
+        first = True
+        for key in keys:
+            if key in placed:
+                continue
+            placed.add(key)
+            value = values.get(key)
+            if _empty(value):
+                continue
+            if isinstance(value, dict | list):
+                text = escape(json.dumps(value, ensure_ascii=False, default=str))
+            else:
+                text = styled(value)
+            grid.add_row(group if first else "", escape(key), text)
+            first = False
+    console().print(grid)
 
 
 def graph_tree(graph: dict[str, Any]) -> RenderableType:
@@ -355,24 +371,35 @@ def stats_view(stats: dict[str, Any]) -> RenderableType:
     )
 
 
-BAR_WIDTH = 40
+MIN_BAR_WIDTH = 20
+OTHER_COLUMNS = 62
+"""What the waterfall's other columns take; the bar gets the rest of the terminal's width."""
+PHASE_STYLE = {
+    "queued": "blue",
+    "working": "green",
+    "waiting on the operator": "yellow",
+    "in review": "magenta",
+}
 
 
-def _bar(offset_ns: int, duration_ns: int, total_ns: int, mark: str = "█") -> str:
-    """A span's place on the timeline, ``BAR_WIDTH`` columns wide."""
-    scale = max(total_ns, 1) / BAR_WIDTH
-    start = min(BAR_WIDTH - 1, int(offset_ns / scale))
-    length = max(1, min(BAR_WIDTH - start, round(duration_ns / scale)))
-    return " " * start + mark * length + " " * (BAR_WIDTH - start - length)
+def _bar(offset_ns: int, duration_ns: int, total_ns: int, width: int, mark: str = "█") -> str:
+    """A stretch's place on the timeline, ``width`` columns wide."""
+    scale = max(total_ns, 1) / width
+    start = min(width - 1, int(offset_ns / scale))
+    length = max(1, min(width - start, round(duration_ns / scale)))
+    return " " * start + mark * length + " " * (width - start - length)
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:,.1f}"
+def _unit(total_ns: int) -> tuple[str, float]:
+    """Seconds once the timeline is 10 s or longer (a wait for a person is minutes), else ms."""
+    return ("s", 1e9) if total_ns >= 10 * 1e9 else ("ms", 1e6)
 
 
 def trace_waterfall(data: dict[str, Any]) -> RenderableType:
-    """``GET /api/work/{id}/trace`` as a waterfall: each span (indented under its parent) with
-    its process, start, duration and bar; then the item's transitions on the same axis."""
+    """``GET /api/work/{id}/trace`` as a waterfall: the item's phases (queued, working, waiting
+    on the operator, in review) as bars, then each span (indented under its parent) with its
+    process, start, duration and bar, then the item's transitions, all on one time axis as
+    wide as the terminal allows."""
     from rich.table import Table
 
     from shared.trace.timeline import SpanRecord, waterfall
@@ -381,16 +408,47 @@ def trace_waterfall(data: dict[str, Any]) -> RenderableType:
     events = [
         (at, e) for e in data.get("events", []) if isinstance(e, dict) and (at := parse_time(e.get("at")))
     ]
-    starts = [s.start_ns for s in spans] + [int(at.timestamp() * 1e9) for at, _ in events]
-    ends = [s.end_ns for s in spans] + starts
+    stretches = [
+        (start, end, p)
+        for p in data.get("phases", [])
+        if isinstance(p, dict) and (start := parse_time(p.get("start"))) and (end := parse_time(p.get("end")))
+    ]
+
+    def ns(moment: datetime) -> int:
+        return int(moment.timestamp() * 1e9)
+
+    starts = [s.start_ns for s in spans] + [ns(at) for at, _ in events] + [ns(a) for a, _, _ in stretches]
+    ends = [s.end_ns for s in spans] + starts + [ns(b) for _, b, _ in stretches]
     if not starts:
         return "nothing recorded for this item (was it submitted with tracing off?)"
     origin, total = min(starts), max(ends) - min(starts)
+    unit, per = _unit(total)
+    width = max(MIN_BAR_WIDTH, console().width - OTHER_COLUMNS)
+
+    def shown(value: int) -> str:
+        return f"{value / per:,.1f}"
+
     trace_id = data.get("trace_id") or "-"
     table = Table(title=f"trace {escape(trace_id)}", title_justify="left", box=None, pad_edge=False)
-    for header, justify in (("span", "left"), ("process", "left"), ("start ms", "right"), ("ms", "right")):
+    for header, justify in (
+        ("span", "left"),
+        ("process", "left"),
+        (f"start {unit}", "right"),
+        (unit, "right"),
+    ):
         table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("timeline", no_wrap=True)
+    for start, end, phase in stretches:
+        name = str(phase.get("name", ""))
+        style = PHASE_STYLE.get(name, "white")
+        offset, length = ns(start) - origin, ns(end) - ns(start)
+        table.add_row(
+            f"[bold]{escape(name)}[/bold]",
+            "[dim]phase[/dim]",
+            shown(offset),
+            shown(length),
+            f"[{style}]{_bar(offset, length, total, width, '▓')}[/{style}]",
+        )
     for bar in waterfall(spans, origin_ns=origin):
         span = bar.span
         name = "  " * bar.depth + escape(span.name)
@@ -399,18 +457,18 @@ def trace_waterfall(data: dict[str, Any]) -> RenderableType:
             name
             + (f" [red]({escape(short(span.error or 'error', 40))})[/red]" if span.status == "error" else ""),
             escape(span.service.removeprefix("loom-")),
-            _ms(bar.offset_ns),
-            _ms(span.duration_ns),
-            f"[{style}]{_bar(bar.offset_ns, span.duration_ns, total)}[/{style}]",
+            shown(bar.offset_ns),
+            shown(span.duration_ns),
+            f"[{style}]{_bar(bar.offset_ns, span.duration_ns, total, width)}[/{style}]",
         )
     for at, event in sorted(events, key=lambda pair: pair[0]):
-        offset = int(at.timestamp() * 1e9) - origin
+        offset = ns(at) - origin
         table.add_row(
             f"[dim]◆ {escape(event.get('kind', ''))}[/dim]",
             f"[dim]{escape(short(event.get('author', ''), 12))}[/dim]",
-            _ms(offset),
+            shown(offset),
             "",
-            f"[yellow]{_bar(offset, 0, total, '◆')}[/yellow]",
+            f"[yellow]{_bar(offset, 0, total, width, '◆')}[/yellow]",
         )
     if data.get("truncated"):
         table.caption = "more spans were recorded than one answer holds: the first are shown"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from shared.base import LoomModel
 
@@ -71,3 +72,52 @@ def waterfall(spans: Sequence[SpanRecord], origin_ns: int | None = None) -> list
 
 def _order(span: SpanRecord) -> tuple[int, int]:
     return span.start_ns, span.end_ns
+
+
+# -- the item's phases (pure) ----------------------------------------------------------
+PHASE_AFTER: dict[str, str] = {
+    "submission": "queued",
+    "retried": "queued",
+    "failure": "queued",  # back in the queue for its next attempt (or dead-lettered next)
+    "review": "queued",  # a verdict: back to work (rejected) or on to its end (approved)
+    "attempt": "working",
+    "answer": "working",
+    "question": "waiting on the operator",
+    "handed_in": "in review",
+}
+"""What the item does after each transition of its context tree (``shared.work.context``)."""
+FINAL_KINDS = frozenset({"result", "cancelled", "dead_lettered", "expired"})
+
+
+class Phase(LoomModel):
+    """A stretch of the item's life between two transitions, named by what it was doing."""
+
+    name: str = Field(description="queued, working, waiting on the operator or in review")
+    start: datetime
+    end: datetime
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def seconds(self) -> float:
+        return round(max(0.0, (self.end - self.start).total_seconds()), 3)
+
+
+def phases(transitions: Sequence[tuple[datetime, str]], until: datetime | None = None) -> list[Phase]:
+    """The item's phases from its transitions (time, context-node kind), oldest first: a wait
+    for the operator of minutes is a bar of minutes, not a tick. An open item's last phase
+    runs to ``until`` (now); a transition that changes nothing (progress, a checkpoint) does not
+    cut a phase; two phases of one name in a row are one."""
+    out: list[Phase] = []
+    current: tuple[str, datetime] | None = None
+    for at, kind in sorted(transitions, key=lambda pair: pair[0]):
+        if kind in FINAL_KINDS or kind in PHASE_AFTER:
+            if current is not None and (kind in FINAL_KINDS or PHASE_AFTER[kind] != current[0]):
+                out.append(Phase(name=current[0], start=current[1], end=at))
+                current = None
+            if kind in FINAL_KINDS:
+                break
+            if current is None:
+                current = (PHASE_AFTER[kind], at)
+    if current is not None and until is not None and until > current[1]:
+        out.append(Phase(name=current[0], start=current[1], end=until))
+    return out

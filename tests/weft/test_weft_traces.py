@@ -104,6 +104,12 @@ async def test_one_item_one_trace_across_weft_and_a_real_warp(
     assert all(s["status"] == "ok" for s in timeline["spans"])
     kinds = [e["kind"] for e in timeline["events"]]
     assert kinds[0] == "submission" and "attempt" in kinds
+    # its phases: queued from the submission to the claim, working from the claim to the result
+    phases = timeline["phases"]
+    assert [p["name"] for p in phases] == ["queued", "working"], phases
+    moments = {e["kind"]: e["at"] for e in timeline["events"]}
+    assert phases[0]["start"] == moments["submission"] and phases[0]["end"] == phases[1]["start"]
+    assert phases[1]["start"] == moments["attempt"] and phases[1]["end"] == moments["result"]
 
     # the terminal waterfall, drawn by Shuttle from the same answer
     env = {**os.environ, "LOOM_API_URL": weft.base_url, "LOOM_PROJECT_ID": project_id, "NO_COLOR": "1"}
@@ -115,7 +121,7 @@ async def test_one_item_one_trace_across_weft_and_a_real_warp(
     drawn = out.decode()
     assert shuttle.returncode == 0, err.decode()
     assert trace_id in drawn
-    for name in ("work.submit", "work.claim", "work.complete", "◆ submission"):
+    for name in ("work.submit", "work.claim", "work.complete", "◆ submission", "queued", "working"):
         assert name in drawn, name
     assert "warp" in drawn  # the process column
 

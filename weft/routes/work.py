@@ -8,10 +8,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, status
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from shared.models import Token, WorkItem, WorkStatus, WorkSubmission
+from shared.models import FINAL_WORK_STATES, Token, WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_boundary, validate_capability
 from shared.refs import Candidate
-from shared.trace.timeline import SpanRecord
+from shared.trace.timeline import Phase, SpanRecord, phases
 from shared.trace.tracing import read_timeline, trace_id_of
 from shared.work.graph import MAX_PLAN_ITEMS, NamedStep, resolve_names
 from shared.work.rules import WorkError, WorkFilter
@@ -103,6 +103,10 @@ class WorkTraceOut(BaseModel):
     trace_id: str | None = Field(description="The item's trace (null when it was submitted untraced)")
     spans: list[SpanRecord] = Field(description="What each process recorded for the item, oldest first")
     events: list[TimelineEventOut] = Field(description="The item's transitions, from its context tree")
+    phases: list[Phase] = Field(
+        description="What the item was doing between its transitions (queued, working, waiting on the "
+        "operator, in review), oldest first; an open item's last phase runs to now"
+    )
     truncated: bool = Field(description="True when the item has more spans than one answer holds")
 
 
@@ -249,7 +253,11 @@ async def get_trace(work_id: WorkId, project: ProjectDep) -> WorkTraceOut:
         TimelineEventOut(at=node.at, kind=node.kind, author=node.author)
         for node in sorted(tree.nodes.values(), key=lambda n: n.at)
     ]
-    return WorkTraceOut(work_id=work_id, trace_id=trace_id, spans=spans, events=events, truncated=truncated)
+    until = None if item.status in FINAL_WORK_STATES else utcnow()
+    stretches = phases([(e.at, e.kind) for e in events], until=until)
+    return WorkTraceOut(
+        work_id=work_id, trace_id=trace_id, spans=spans, events=events, phases=stretches, truncated=truncated
+    )
 
 
 @router.post("/{work_id}/cancel", response_model=WorkItem, dependencies=OPERATE, summary="Cancel an item")

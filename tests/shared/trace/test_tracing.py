@@ -246,3 +246,48 @@ def test_waterfall_shows_spans_whose_parents_loop() -> None:
     bars = waterfall([_span("a", "b", 1, 2), _span("b", "a", 3, 4), _span("self", "self", 5, 6)])
     assert sorted(b.span.span_id for b in bars) == ["a", "b", "self"]
     assert waterfall([]) == []
+
+
+def test_phases_follow_the_items_transitions() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.trace.timeline import phases
+
+    t0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    at = lambda s: t0 + timedelta(seconds=s)  # noqa: E731
+    transitions = [
+        (at(0), "submission"),
+        (at(2), "attempt"),
+        (at(3), "progress"),  # changes nothing
+        (at(5), "question"),
+        (at(170), "answer"),  # a person took 165 s
+        (at(171), "handed_in"),
+        (at(180), "review"),
+        (at(181), "result"),
+        (at(190), "progress"),  # after the end: ignored
+    ]
+    got = [(p.name, p.start, p.end, p.seconds) for p in phases(transitions)]
+    assert got == [
+        ("queued", at(0), at(2), 2.0),
+        ("working", at(2), at(5), 3.0),
+        ("waiting on the operator", at(5), at(170), 165.0),
+        ("working", at(170), at(171), 1.0),
+        ("in review", at(171), at(180), 9.0),
+        ("queued", at(180), at(181), 1.0),
+    ]
+
+
+def test_an_open_items_last_phase_runs_to_now_and_a_retry_queues_again() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.trace.timeline import phases
+
+    t0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    at = lambda s: t0 + timedelta(seconds=s)  # noqa: E731
+    open_item = [(at(0), "submission"), (at(1), "attempt"), (at(4), "failure"), (at(6), "attempt")]
+    got = [(p.name, p.seconds) for p in phases(open_item, until=at(10))]
+    assert got == [("queued", 1.0), ("working", 3.0), ("queued", 2.0), ("working", 4.0)]
+    assert phases(open_item) == phases(open_item)[:3] and len(phases(open_item)) == 3  # no "now": no open end
+    assert phases([]) == [] and phases([(at(0), "progress")], until=at(5)) == []
+    merged = phases([(at(0), "submission"), (at(1), "retried"), (at(2), "result")])
+    assert [(p.name, p.seconds) for p in merged] == [("queued", 2.0)]  # one queued stretch, not two
