@@ -25,6 +25,7 @@ from weft.a2a.push import PUSH_EXTENSION, push_attach
 from weft.banner import print_banner
 from weft.deps import require_token
 from weft.metrics import Metrics, RequestTimer
+from weft.narrate import NARRATE_EXTENSION, narrate_attach
 from weft.notify.dispatch import NOTIFY_EXTENSION, notify_attach
 from weft.project.hub import ProjectHub
 from weft.routes import (
@@ -119,6 +120,8 @@ def create_app(
             SPINUP_EXTENSION: service.attach,
             NOTIFY_EXTENSION: notify_attach(public_url=config.public_url),
         }
+        if config.banner:  # `weft serve`: its terminal tells the fleet's moments (weft/narrate.py)
+            extensions[NARRATE_EXTENSION] = narrate_attach()
         hub = ProjectHub(
             connection,
             config,

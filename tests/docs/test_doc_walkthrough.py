@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shlex
 import shutil
@@ -116,6 +117,14 @@ async def test_the_readme_walkthrough_as_written(tmp_path: Path) -> None:
         shown_fleet = shell(fabric, cmds[3].line, env)
         assert shown_fleet.returncode == 0 and "demo" in shown_fleet.stdout
         assert "Count the errors in the sample log" in shown_fleet.stdout  # recent work
+        # `make run`'s terminal told it as it happened: the start (and where the agent's output
+        # goes), the agent joining, the completion; no line per WebSocket connection
+        told = fabric.banner()
+        started = re.search(r"starting an agent on target demo; its output: (\S+)", told)
+        assert started is not None, told[-3000:]
+        assert await asyncio.to_thread(os.path.isfile, started.group(1))
+        assert "joined (target demo)" in told and "(Count the errors in the sample log) completed" in told
+        assert "connection open" not in told
 
         # ... and IDLE_S seconds after its last item the agent is shut down
         readme = " ".join((REPO / "README.md").read_text().split())
