@@ -101,15 +101,16 @@ async def test_agents_live_a_killed_one_turns_offline_and_one_is_shut_down(
             "review"
         )
 
-        doomed.kill()  # no goodbye: its heartbeats stop
-        await expect(
-            page.locator(f'#agents tr[data-agent-id="{doomed.agent_id}"] .agent-status')
-        ).to_have_text("offline", timeout=15_000)
+        doomed.kill()  # no goodbye: its heartbeats stop, so it was lost (red), not stopped
+        lost = page.locator(f'#agents tr[data-agent-id="{doomed.agent_id}"] .agent-status .status')
+        await expect(lost).to_have_text("offline (lost)", timeout=15_000)
+        await expect(lost).to_have_class("status s-offline")
 
         row = page.locator(f'#agents tr[data-agent-id="{stopped.agent_id}"]')
         await row.get_by_role("button", name="Shut down").click()
         await row.get_by_role("button", name="Confirm shut down").click()  # the second press
         await expect(row.locator(".agent-status")).to_have_text("offline", timeout=15_000)
+        await expect(row.locator(".agent-status .status")).to_have_class("status s-stopped")  # quiet
         assert await stopped.proc.wait() == 0  # Warp drained and exited
 
 

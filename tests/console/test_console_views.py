@@ -13,7 +13,7 @@ from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
 
 from shared.leases.book import LeaseBook
-from shared.models import Priority, SpinupOperation, SpinupState, Target
+from shared.models import AgentStatus, Priority, SpinupOperation, SpinupState, Target
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
 from testsupport.work import work_queue
@@ -55,6 +55,7 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         assert await spinups.admit(Target.model_validate(target.json()), SpinupRecord(op=spinup)) is None
         asker = await register(nc, project, "design-bot", "copilot", capabilities=["design"])
         await register(nc, project, "docs-writer", "copilot", capabilities=["docs"])
+        stopped = await register(nc, project, "idle-stopped", "generic", status=AgentStatus.OFFLINE)
 
         plan = await api.post(
             "/api/work/plan",
@@ -116,10 +117,20 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         # fleet: every agent, what it holds, who started it
         await sign_in(page, console_weft.console(project))
         agents = page.locator("#agents")
-        await expect(agents.locator("tbody tr")).to_have_count(4, timeout=15_000)
+        await expect(agents.locator("tbody tr")).to_have_count(5, timeout=15_000)
         coder_row = agents.locator(f'tr[data-agent-id="{coder.agent_id}"]')
         await expect(coder_row).to_contain_text("laptop")  # spun up by that target
         await expect(agents.locator(f'tr[data-agent-id="{asker.agent_id}"]')).to_contain_text("logo")
+        # "Queued" counts what waits in the queue (none here: api is claimed), as Shuttle does
+        stats = (await api.get("/api/stats")).json()
+        queued = stats["work"]["by_status"]["queued"]
+        assert sum(stats["queue_depths"].values()) > queued  # the stream still holds claimed items
+        queued_card = page.locator("dt", has_text="Queued").locator("xpath=following-sibling::dd")
+        await expect(queued_card).to_have_text(str(queued))
+        # an agent stopped normally (idle shutdown deregisters it) is quiet, not in alarm red
+        stopped_status = agents.locator(f'tr[data-agent-id="{stopped.agent_id}"] td.agent-status .status')
+        await expect(stopped_status).to_have_text("offline")
+        await expect(stopped_status).to_have_class("status s-stopped")
         # what its current work is, not only its task id
         await expect(agents.locator(f'tr[data-agent-id="{asker.agent_id}"] .work-desc')).to_have_text(
             "draw a logo"
@@ -164,6 +175,8 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         for span in ("work.submit", "weft.route", "work.claim", "work.complete"):
             await expect(waterfall.locator(f"tr[data-span='{span}']")).to_have_count(1)
         await expect(waterfall.locator("tr[data-event='submission']")).to_have_count(1)
+        for phase in ("queued", "working"):  # what it was doing between transitions, as bars
+            await expect(waterfall.locator(f"tr[data-phase='{phase}'] .bar")).to_have_count(1)
         await expect(waterfall.locator("tr[data-span='work.claim'] th")).to_have_class("depth-1")
         assert await waterfall.locator(".bar").count() == await waterfall.locator("tbody tr").count()
         trace_id = (await api.get(f"/api/work/{schema_id}")).json()["traceparent"].split("-")[1]
@@ -286,8 +299,8 @@ async def test_every_view_shows_the_project_and_acts_on_it(
             await book.stop()
 
         await page.get_by_role("link", name="Fleet").click()
-        await expect(agents.locator("tbody tr")).to_have_count(4)
+        await expect(agents.locator("tbody tr")).to_have_count(5)
         await snap(page, "fleet")
         await page.emulate_media(color_scheme="dark")
-        await expect(agents.locator("tbody tr")).to_have_count(4)
+        await expect(agents.locator("tbody tr")).to_have_count(5)
         await snap(page, "fleet-dark")

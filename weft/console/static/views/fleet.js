@@ -55,7 +55,7 @@ export function fleetView(ctx) {
     const depth = Object.values(stats.queue_depths || {}).reduce((a, b) => a + b, 0);
     replace(cards,
       card("Online", counts.online), card("Busy", counts.busy), card("Offline", counts.offline),
-      card("Queued", depth), card("Dead letters", stats.dead_letters ?? 0));
+      card("Queued", stats.work?.by_status?.queued ?? depth), card("Dead letters", stats.dead_letters ?? 0));
     replace(byType.tbody, [...types.entries()].sort().map(([name, row]) =>
       h("tr", null, h("th", { scope: "row" }, name), h("td", { class: "num" }, row.online), h("td", { class: "num" }, row.busy), h("td", { class: "num" }, row.offline))));
     fillOptions(type.el, [["", "any"], ...[...types.keys()].sort().map((t) => [t, t])], state.type);
@@ -89,7 +89,7 @@ export function fleetView(ctx) {
     return h("tr", { dataset: { agentId: agent.agent_id } },
       h("th", { scope: "row", title: agent.agent_id }, agent.handle),
       h("td", null, agent.agent_type),
-      h("td", { class: "agent-status" }, statusText(agent.status)),
+      h("td", { class: "agent-status" }, agentStatus(agent)),
       h("td", null, work.length === 0 ? h("span", { class: "note" }, `idle (${agent.current_tasks}/${agent.max_concurrent_tasks})`)
         : work.map((item) => h("div", null, h("a", { href: `#work/${item.id}`, dataset: { focusKey: `agent-work:${item.id}` } }, item.task_id), " ", statusText(item.status), h("div", { class: "work-desc" }, gist(item.description, 60))))),
       h("td", null, time(agent.last_heartbeat, now)),
@@ -108,4 +108,12 @@ function card(label, value) {
 function matches(agent, text) {
   return agent.handle.toLowerCase().includes(text) || agent.agent_id.startsWith(text) ||
     agent.capabilities.some((c) => c.includes(text)) || agent.agent_type.includes(text);
+}
+
+// An agent that deregistered (stopped normally, e.g. by idle shutdown) is offline and quiet;
+// one that stopped heartbeating (stale) is the alarm: it was lost, not stopped.
+function agentStatus(agent) {
+  if (agent.status !== "offline") return statusText(agent.status);
+  if (agent.stale) return h("span", { class: "status s-offline", title: "it stopped sending heartbeats" }, "offline (lost)");
+  return h("span", { class: "status s-stopped", title: "it deregistered (stopped normally)" }, "offline");
 }

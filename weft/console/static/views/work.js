@@ -315,20 +315,31 @@ function renderTree(items, author) {
 function renderTrace(doc, author) {
   const spans = doc.spans || [];
   const events = (doc.events || []).map((e) => ({ ...e, ns: Date.parse(e.at) * 1e6 })).filter((e) => !Number.isNaN(e.ns));
+  const phases = (doc.phases || []).map((p) => ({ ...p, from: Date.parse(p.start) * 1e6, to: Date.parse(p.end) * 1e6 }))
+    .filter((p) => !Number.isNaN(p.from) && !Number.isNaN(p.to));
   if (spans.length === 0 && events.length === 0) return h("p", { class: "note" }, "Nothing recorded for this item.");
-  const starts = [...spans.map((s) => s.start_ns), ...events.map((e) => e.ns)];
+  const starts = [...spans.map((s) => s.start_ns), ...events.map((e) => e.ns), ...phases.map((p) => p.from)];
   const origin = Math.min(...starts);
-  const total = Math.max(1, Math.max(...spans.map((s) => s.end_ns), ...starts) - origin);
-  const ms = (ns) => (ns / 1e6).toFixed(1);
+  const total = Math.max(1, Math.max(...spans.map((s) => s.end_ns), ...phases.map((p) => p.to), ...starts) - origin);
+  // seconds once the timeline is 10 s or longer (a wait for a person is minutes), else ms
+  const [unit, per] = total >= 10e9 ? ["s", 1e9] : ["ms", 1e6];
+  const ms = (ns) => (ns / per).toFixed(1);
   const bar = (offset, duration, cls) => {
     const el = h("span", { class: `bar ${cls}` });
     el.style.marginLeft = `${Math.min(99.5, (100 * offset) / total)}%`;
     el.style.width = `${Math.max(0.5, (100 * duration) / total)}%`;
     return h("div", { class: "lane", "aria-hidden": "true" }, el);
   };
-  const t = table(`Trace ${doc.trace_id || "-"}${doc.truncated ? " (first spans only)" : ""}`, ["Span", "Process", "Start ms", "Duration ms", "Timeline"]);
+  const t = table(`Trace ${doc.trace_id || "-"}${doc.truncated ? " (first spans only)" : ""}`, ["Span", "Process", `Start ${unit}`, `Duration ${unit}`, "Timeline"]);
   t.el.id = "trace-waterfall";
   const rows = [];
+  // what the item was doing between its transitions, as bars on the same axis
+  for (const p of phases) {
+    rows.push(h("tr", { dataset: { phase: p.name }, class: "phase" },
+      h("th", { scope: "row" }, p.name), h("td", null, "phase"),
+      h("td", { class: "num" }, ms(p.from - origin)), h("td", { class: "num" }, ms(p.to - p.from)),
+      h("td", null, bar(p.from - origin, p.to - p.from, `phase-${p.name.replaceAll(" ", "-")}`))));
+  }
   for (const { span, depth } of treeOrder(spans)) {
     const failed = span.status === "error";
     rows.push(h("tr", { dataset: { span: span.name }, class: failed ? "failed" : null },
