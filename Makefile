@@ -10,6 +10,10 @@ TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 HOSTS := tests/plugins/hosts
 HOSTS_STAMP := $(HOSTS)/node_modules/.installed
 PYTEST_ARGS ?=
+# Python writes its bytecode cache here whatever the caller's shell says: with
+# PYTHONDONTWRITEBYTECODE set, every process the suite starts (hundreds: Warps, Wefts,
+# CLIs) would compile Loom's modules again, about 0.3 s of CPU each.
+unexport PYTHONDONTWRITEBYTECODE
 # pytest-xdist: three workers, each test file on one of them (conftest.py); most tests wait on
 # NATS, processes and sockets, so three keep two cores busy. Serial: make test PYTEST_XDIST=
 PYTEST_XDIST ?= -n 3 --dist loadgroup
@@ -20,6 +24,7 @@ help:
 	@echo "make run        start embedded NATS (JetStream) + Weft in the foreground"
 	@echo "                (make run NATS_AUTH=scoped: every agent needs its own credentials)"
 	@echo "make demo       see the loop close without an AI agent, on a throw-away fabric"
+	@echo "                (make demo KEEP=1: keep it up afterwards to open its console)"
 	@echo "make test       ruff, mypy, pytest (unit, integration and quick scenarios)"
 	@echo "make scenarios  every multi-agent scenario in test-scenarios/"
 	@echo "make bench      the performance suite (prints a table, writes results.json)"
@@ -77,7 +82,7 @@ run: $(RUN_STAMP)
 	$(BIN)/weft serve
 
 demo: $(RUN_STAMP)
-	$(BIN)/weft demo
+	$(BIN)/weft demo $(if $(KEEP),--keep)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -92,7 +97,10 @@ lint-deploy: $(STAMP)
 pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
 	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
-test: lint typecheck lint-deploy pytest
+# The checks run beside the tests (mypy is one process: alone, it would leave a core idle for
+# most of a minute); make test fails when any of them fails.
+test: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
+	@$(MAKE) --no-print-directory -j4 --output-sync=line lint typecheck lint-deploy pytest
 
 scenarios: $(STAMP)
 	$(BIN)/pytest test-scenarios -m "scenario or not scenario" $(PYTEST_ARGS)

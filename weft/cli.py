@@ -228,11 +228,16 @@ def demo(
         Path | None,
         typer.Option(help="Work to submit: any file `shuttle submit --file` takes (default: the demo's)."),
     ] = None,
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="Keep the fabric up afterwards (open its console) until Ctrl-C."),
+    ] = False,
 ) -> None:
-    """See the loop close without an AI agent, on a throw-away fabric that is removed afterwards."""
+    """See the loop close without an AI agent, on a throw-away fabric that is removed afterwards
+    (with --keep, once you stop it)."""
     from weft.demo import WORK_FILE, run_demo
 
-    raise typer.Exit(run_demo(work or WORK_FILE))
+    raise typer.Exit(run_demo(work or WORK_FILE, keep=keep))
 
 
 @app.command()

@@ -225,6 +225,23 @@ class Demo:
         listing: dict[str, Any] = httpx.get(f"{self.url}/api/work", params={"limit": 100}, timeout=10).json()
         return next((w["id"] for w in listing.get("items", []) if w.get("task_id") == task_id), None)
 
+    def review_summary(self, work_id: str) -> str:
+        """The demo's point in one line: the reviewed item's author and reviewer are two agents."""
+        item: dict[str, Any] = httpx.get(f"{self.url}/api/work/{work_id}", timeout=10).json()
+        agents = httpx.get(f"{self.url}/api/agents", params={"limit": 1000}, timeout=10).json()["items"]
+        handles = {a["agent_id"]: a.get("handle") or a["agent_id"][:8] for a in agents}
+        rounds = item.get("reviews") or []
+        if not rounds:
+            return f"{item.get('task_id')}: no review was recorded"
+        last = rounds[-1]
+        author = handles.get(last.get("author") or "", "?")
+        reviewer = handles.get(last.get("reviewer") or "", "?")
+        verdict = last.get("verdict") or "?"
+        return (
+            f"The reviewed item {item.get('task_id')}: written by {author}, reviewed by {reviewer} "
+            f"({verdict}, round {len(rounds)}): two different agents, as the review rule requires."
+        )
+
     def spinup_states(self) -> dict[str, int]:
         stats: dict[str, Any] = httpx.get(f"{self.url}/api/stats", timeout=10).json()
         by_state = (stats.get("spinups") or {}).get("by_state") or {}
@@ -262,8 +279,9 @@ class Demo:
             print("\nThe plan: what came after what, and each item's state:", flush=True)
             self.shuttle("work", "graph", first)
         if reviewed is not None:
-            print("\nThe reviewed item: its author and its reviewer are different agents:", flush=True)
-            self.shuttle("work", "show", reviewed)
+            print(f"\n{self.review_summary(reviewed)}", flush=True)
+        print("\nWhat the agents reported using (a scripted agent: tokens, no cost):", flush=True)
+        self.shuttle("usage", "--by", "model")
         print(f"\nThe agents are idle now; Weft shuts each down after {IDLE_TIMEOUT_S} s idle:", flush=True)
         if not self.wait_for_agents_to_stop():
             raise DemoFailed(f"the agents were not shut down within {STOP_TIMEOUT_S} s")
@@ -274,6 +292,17 @@ class Demo:
             "The same, on your own fabric: `make run`, then the README's walkthrough.",
             flush=True,
         )
+
+    def stay_up(self) -> None:
+        """``--keep``: the fabric stays up for its console and Shuttle until Ctrl-C."""
+        print(
+            f"\nThe fabric stays up (--keep): the console at {self.url}/ (project {PROJECT}); "
+            f"Shuttle with LOOM_API_URL={self.url} LOOM_PROJECT_ID={PROJECT}. Ctrl-C stops it "
+            f"and removes {self.data_dir}.",
+            flush=True,
+        )
+        while self.weft is not None and self.weft.poll() is None:
+            time.sleep(0.5)
 
 
 class DemoFailed(Exception):
@@ -295,12 +324,16 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run_demo(work_file: Path = WORK_FILE) -> int:
-    """Run the demo; 0 when the loop closed, 1 when a step failed, 130 when interrupted."""
+def run_demo(work_file: Path = WORK_FILE, *, keep: bool = False) -> int:
+    """Run the demo; 0 when the loop closed, 1 when a step failed, 130 when interrupted. With
+    ``keep``, a demo that closed its loop stays up (console, API) until Ctrl-C, then goes."""
     demo = Demo(work_file)
     try:
         with _signals(_interrupt):
             demo.run()
+        if keep:
+            with _signals(_interrupt), contextlib.suppress(KeyboardInterrupt):
+                demo.stay_up()
         return 0
     except DemoFailed as exc:
         print(f"weft demo: {exc}", file=sys.stderr, flush=True)

@@ -43,6 +43,10 @@ class WarpGone(Exception):
     """Warp exited (after a shutdown request, or it failed)."""
 
 
+DEMO_MODEL = "scripted-demo"
+"""The model a demo agent's usage names: a script, not an AI (no cost is reported)."""
+
+
 def warp_command() -> str:
     return os.environ.get("LOOM_WARP_COMMAND") or str(Path(sys.executable).parent / "warp")
 
@@ -89,7 +93,9 @@ async def work_loop(session: ClientSession, stop: asyncio.Event) -> None:
             )
             await asyncio.sleep(work_s / 2)
         result = {"done_by": os.environ.get("LOOM_AGENT_ID", ""), "task_id": item["task_id"]}
-        await call(session, "warp_work_complete", {"work_id": item["id"], "result": result})
+        # what an AI agent reports with its result; scripted here, so `shuttle usage` shows the shape
+        usage = {"input_tokens": 1200, "output_tokens": 300, "model": DEMO_MODEL}
+        await call(session, "warp_work_complete", {"work_id": item["id"], "result": result, "usage": usage})
 
 
 async def run() -> int:
