@@ -344,7 +344,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     # docs/weft.md
     ("docs/weft.md", "make run                      # = .venv/bin/weft serve"): run("serve"),
     ("docs/weft.md", "Weft 0.1.0 - Loom coordinator"): run("banner"),
-    ("docs/weft.md", '{"error": "unauthorized", "message": "a valid bearer token i'): run("response"),
+    ("docs/weft.md", '{"error": "unauthorized", "message": "a bearer token is requ'): run("response"),
     ("docs/weft.md", '{"error": "invalid_project", "message": "project: must be lo'): run("response"),
     ("docs/weft.md", "curl $W/health"): run("shell", "uptime_s", "projects_served"),
     ("docs/weft.md", "curl -H \"$H\" -H 'X-Loom-Project: demo' -H 'Content-Type: app"): run("shell"),

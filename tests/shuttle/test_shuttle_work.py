@@ -278,6 +278,12 @@ async def test_work_list_show_filters_and_paging(cli: Cli, nc: NatsClient) -> No
     assert shown == weft_item(cli, claimed.id)
     r = cli("work", "show", claimed.id)
     assert r.exit_code == 0 and claimed.id in r.stdout and "claimed" in r.stdout
+    # in sections a person reads in order (what, status, who, when), empty fields left out
+    sections = {"what", "status", "who", "when", "result", "graph", "more"}
+    firsts = [line.split()[0] for line in r.stdout.splitlines()[1:] if line.strip()]
+    assert list(dict.fromkeys(w for w in firsts if w in sections))[:4] == ["what", "status", "who", "when"]
+    assert "description" in r.stdout and "assigned_to" in r.stdout and "finished_at" not in r.stdout
+    assert len(r.stdout.splitlines()) < 25
     r = cli("work", "list", "--cursor", "garbage")
     assert r.exit_code == 1 and "cursor" in r.stderr
 

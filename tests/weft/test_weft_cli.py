@@ -153,17 +153,30 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
     return subprocess.run([WEFT, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
+def run_in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The CLI in this process (CliRunner), for commands that end before serving: the same
+    output and exit code as the console script, without a Python start per case."""
+    from typer.testing import CliRunner
+
+    from weft.cli import app
+
+    scoped: dict[str, str | None] = {k: None for k in os.environ if k not in env}
+    scoped.update(env)
+    done = CliRunner().invoke(app, args, env=scoped, catch_exceptions=False)
+    return subprocess.CompletedProcess(args, done.exit_code, done.stdout, done.stderr)
+
+
 def test_bad_configuration_is_one_clear_line(tmp_path: Path, nats_server: EmbeddedNatsServer) -> None:
     env = clean_env(tmp_path)
     bad_policy = tmp_path / "bad.yaml"
     bad_policy.write_text("default:\n  allowed_agent_types: [Not Valid]\n")
-    result = run(["serve", "--policy", str(bad_policy)], env)
+    result = run(["serve", "--policy", str(bad_policy)], env)  # the console script itself, once
     assert result.returncode == 2 and "weft:" in result.stderr and "allowed_agent_types" in result.stderr
-    result = run(["serve", "--project", "Bad Project"], env)
+    result = run_in_process(["serve", "--project", "Bad Project"], env)
     assert result.returncode == 2 and "--project" in result.stderr and "lowercase" in result.stderr
-    result = run(["serve"], {**env, "WEFT_PORT": "99999"})
+    result = run_in_process(["serve"], {**env, "WEFT_PORT": "99999"})
     assert result.returncode == 2 and "WEFT_PORT" in result.stderr and "65535" in result.stderr
-    result = run(["serve"], {**env, "LOOM_NATS_SYNC": "hourly"})
+    result = run_in_process(["serve"], {**env, "LOOM_NATS_SYNC": "hourly"})
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "weft: invalid settings: LOOM_NATS_SYNC: LOOM_NATS_SYNC must be 'always'" in result.stderr
     assert "hourly" not in result.stderr
@@ -176,10 +189,10 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path, nats_server: Embedd
         "LOOM_JS_REPLICAS",
         "LOOM_WORK_ACK_WAIT_S",
     ):
-        result = run(["serve"], {**env, name: "ghp_Zq9TOKEN+sEcReT42"})
+        result = run_in_process(["serve"], {**env, name: "ghp_Zq9TOKEN+sEcReT42"})
         assert result.returncode == 2 and name in result.stderr, (name, result.stderr)
         assert "Zq9TOKEN" not in result.stderr, (name, result.stderr)
-    result = run(["serve", "--project", "ghp_Zq9TOKEN+sEcReT42"], env)
+    result = run_in_process(["serve", "--project", "ghp_Zq9TOKEN+sEcReT42"], env)
     assert result.returncode == 2 and "Zq9TOKEN" not in result.stderr
     busy = nats_server.client_port
     assert busy is not None
