@@ -100,7 +100,7 @@ pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
 # The checks run beside the tests (mypy is one process: alone, it would leave a core idle for
 # most of a minute); make test fails when any of them fails.
 test: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
-	@$(MAKE) --no-print-directory -j4 --output-sync=line lint typecheck lint-deploy pytest
+	@$(MAKE) --no-print-directory -j4 lint typecheck lint-deploy pytest
 
 scenarios: $(STAMP)
 	$(BIN)/pytest test-scenarios -m "scenario or not scenario" $(PYTEST_ARGS)

@@ -198,9 +198,11 @@ def graph_tree(graph: dict[str, Any]) -> RenderableType:
             extra = f" [dim]waits for {len(item['blocked_on'])}[/dim]"
         elif item.get("error") and item.get("status") in ("dead-lettered", "failed"):
             extra = f" [dim]{escape(short(item['error'], 60))}[/dim]"
+        what = escape(one_line(item.get("description"))[:70])
         return (
             f"{escape(work_id)} {styled(item.get('status'))} "
             f"{escape(item.get('task_id') or '-')} [dim]{escape(item.get('capability') or '')}[/dim]{extra}"
+            f"\n{what}"  # what the item is, under its ids
         )
 
     root_id = str(graph.get("root", ""))

@@ -48,9 +48,14 @@ async def test_a_plan_file_is_submitted_whole_and_runs_in_order(
     assert any("needs" in line for line in lines) and any("unblocks" in line for line in lines)
     needs_at = next(n for n, line in enumerate(lines) if "needs" in line)
     assert ids[0] in lines[needs_at + 1] and "queued" in lines[needs_at + 1]
+    said = [line.strip(" │└├─") for line in lines]  # each item says what it is, under its ids
+    assert said[1] == "the API on top of it" and said[needs_at + 2] == "write the migration"
+    assert "document the API" in said and "tests of the API" in said
     assert all(any(i in line for line in lines) for i in ids)
     graph = cli.json("work", "graph", ids[1])
     assert {n["id"] for n in graph["nodes"]} == set(ids)
+    watched = cli("watch", ids[1], "--timeout", "0.3")  # a blocked item says what it waits for
+    assert watched.exit_code == 1 and "blocked  waits for 1 item(s) to complete first" in watched.stdout
 
     agent = Agent(nc, project_id)
     order = []

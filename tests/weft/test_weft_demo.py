@@ -89,7 +89,8 @@ def _check_plan_and_review(out: str) -> None:
     plan = {i["name"]: i for i in yaml.safe_load(WORK_FILE.read_text())["items"]}
     assert all(i.get("after") in (None, ["count"]) for i in plan.values())
     lines = graph.splitlines()
-    assert plan["count"]["task_id"] in lines[1] and "unblocks" in lines[2]  # the first step, then
+    assert plan["count"]["task_id"] in lines[1] and lines[2].strip() == plan["count"]["description"]
+    assert "unblocks" in lines[3]  # the first step (what it is under its ids), then
     for name in ("test", "document"):  # the two that waited for it
         assert any(plan[name]["task_id"] in line and "completed" in line for line in lines[3:]), graph
     # the point, in one line: two different agents (each with a handle of its own), approved
