@@ -20,7 +20,7 @@ from shared.models import WorkStatus
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
 from shared.work.rules import Claimant
-from testsupport.serving import serve_in_thread
+from testsupport.serving import SERVED_AT_ONCE, serve_in_thread
 from testsupport.work import work_queue
 
 TOKEN = "client-test-token"
@@ -46,6 +46,7 @@ def weft(nats_server: EmbeddedNatsServer) -> Iterator[Weft]:
         api_tokens=[TOKEN],
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
+        max_projects=SERVED_AT_ONCE,
     )
     app = create_app(settings, spinup=ManagedSpinup(SpinupSettings(health_checks=False)))
     with serve_in_thread(app, name="weft-client-tests") as served:

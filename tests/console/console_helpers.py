@@ -30,7 +30,7 @@ from shared.models import AgentEntry
 from shared.names import ProjectNames
 from shared.settings import LoomSettings, NatsSettings
 from shared.work.rules import Claimant
-from testsupport.serving import serve_in_loop
+from testsupport.serving import SERVED_AT_ONCE, serve_in_loop
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup import DisabledSpinup
@@ -193,6 +193,7 @@ async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[Co
         api_tokens=api_tokens,
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
+        max_projects=SERVED_AT_ONCE,
         loom=LoomSettings(data_dir=Path(tempfile.mkdtemp(prefix="loom-console-data-"))),
     )
     async with serve_in_loop(create_app(settings, spinup=DisabledSpinup())) as served:

@@ -14,6 +14,7 @@ import httpx
 import uvicorn
 
 from shared.nats.server import free_port
+from testsupport.serving import SERVED_AT_ONCE
 
 TOKEN = "shuttle-test-token"
 READ_TOKEN = "shuttle-read-token"
@@ -62,6 +63,7 @@ def running_weft(nats_url: str) -> Iterator[WeftServer]:
         sweep_interval_s=0.2,
         stale_check_interval_s=0.2,
         ws_ping_interval_s=1.0,
+        max_projects=SERVED_AT_ONCE,
     )
     port = free_port()
     config = uvicorn.Config(
