@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Annotated, Generic, Literal, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel, Field
 
-from shared.refs import MAX_REF_LENGTH, MIN_PREFIX, Candidate, resolve
+from shared.errors import NotFound
+from shared.refs import MAX_REF_LENGTH, MIN_PREFIX, RefIndex
 from weft.errors import ErrorBody
+
+if TYPE_CHECKING:
+    from shared.nats.mirror import BucketMirror
 
 T = TypeVar("T")
 
@@ -48,8 +52,17 @@ class ResolvedOut(BaseModel):
     matched: Literal["id", "name", "prefix"] = Field(description="How the reference matched")
 
     @classmethod
-    def of(cls, ref: str, candidates: Iterable[Candidate], what: str) -> ResolvedOut:
-        found = resolve(ref, candidates, field="ref", what=what)
+    async def from_copy(
+        cls, ref: str, mirror: BucketMirror[Any], index: Callable[[], RefIndex], what: str
+    ) -> ResolvedOut:
+        """Resolved against Weft's copy as it is (waiting for the copy to catch up costs more
+        than the answer while writes go on); a reference that names nothing is tried again once
+        the copy has every write (an item submitted a moment ago)."""
+        try:
+            found = index().resolve(ref, field="ref", what=what)
+        except NotFound:
+            await mirror.sync()
+            found = index().resolve(ref, field="ref", what=what)
         return cls(id=found.id, matched=found.matched)
 
 

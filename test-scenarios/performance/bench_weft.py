@@ -6,7 +6,8 @@
   JetStream publishes with the same concurrency;
 * GET /api/agents with 1,000 registered agents; vs reading the registry
   bucket with nats-py (what a listing would cost without Weft's mirror);
-* Weft's resident memory with 1,000 agents and 10,000 work records.
+* Weft's resident memory with 1,000 agents and 10,000 work records;
+* GET /api/work/resolve (a task id, an id prefix) among those records; vs one KV get.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             results += throughput
             results += await _agents_listing(ctx, js, names, http)
             results.append(await _memory(ctx, nc, names, http, proc, submitted))
+            results += await _references(ctx, js, names, http)
     finally:
         stop_weft(proc)
         await nc.close()
@@ -334,3 +336,40 @@ async def _memory(
         target="<= 250 MB",
         extra={"agents": agents, "work_records": work},
     )
+
+
+async def _references(
+    ctx: BenchContext, js: Any, names: ProjectNames, http: aiohttp.ClientSession
+) -> list[BenchResult]:
+    """What Shuttle asks before a command on an item typed by its task id or the start of its
+    id (``GET /api/work/resolve``, shared/refs.py): one pass over Weft's copy of the work
+    records (those ``_memory`` left: 500 quick, 10,000 full), beside reading one record."""
+    async with http.get("/api/work", params={"limit": "1"}) as response:
+        page = await response.json()
+    total, newest = page["total"], page["items"][0]
+    kv = await js.key_value(names.work_records_bucket)
+
+    async def raw_get() -> None:
+        await kv.get(newest["id"])
+
+    async def resolve(ref: str) -> None:
+        async with http.get("/api/work/resolve", params={"ref": ref}) as response:
+            assert response.status in (200, 422), response.status  # task ids repeat in a bench
+            await response.read()
+
+    async def show() -> None:
+        async with http.get(f"/api/work/{newest['id']}") as response:
+            assert response.status == 200, response.status
+            await response.read()
+
+    raw = await time_async(raw_get, ctx.iterations(300, 30))
+    shown = await time_async(show, ctx.iterations(300, 30))
+    by_prefix = await time_async(lambda: resolve(newest["id"][:8]), ctx.iterations(300, 30))
+    by_name = await time_async(lambda: resolve(newest["task_id"]), ctx.iterations(300, 30))
+    raw_name = "raw: KV get of one work record"
+    return [
+        summarize(raw_name, raw),
+        summarize(f"weft: GET /api/work/{{id}} in the same phase, {total} items", shown, baseline=raw_name),
+        summarize(f"weft: GET /api/work/resolve by id prefix, {total} items", by_prefix, baseline=raw_name),
+        summarize(f"weft: GET /api/work/resolve by task id, {total} items", by_name, baseline=raw_name),
+    ]

@@ -17,6 +17,7 @@ from nats.js import JetStreamContext
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.nats.mirror import BucketMirror
 from shared.paging import Page, decode_cursor
+from shared.refs import Candidate, RefIndex
 from shared.work.graph import WorkGraph, bottlenecks, held_up, work_graph
 from shared.work.queue import WorkQueue
 from shared.work.rules import EXPIRABLE, WAITING, WorkFilter, WorkRecord, page_items
@@ -38,6 +39,8 @@ class WorkIndex:
         self._mirror: BucketMirror[WorkItem] | None = None
         self._bottlenecks: tuple[int, dict[str, int]] | None = None
         """(the copy's revision, how many open items each open item holds up) at that revision."""
+        self._refs: tuple[int, RefIndex] | None = None
+        """(the copy's revision, its ids and task ids arranged for references) at that revision."""
 
     async def start(self) -> None:
         await self.queue.records_bucket()
@@ -96,6 +99,15 @@ class WorkIndex:
         if self._bottlenecks is None or self._bottlenecks[0] != revision:
             self._bottlenecks = (revision, held_up(dict(self.mirror.items())))
         return bottlenecks(self._bottlenecks[1], threshold)
+
+    def refs(self) -> RefIndex:
+        """The copy's ids and task ids for ``GET /api/work/resolve`` (shared.refs), arranged
+        again only when the copy changed."""
+        revision = self.mirror.revision
+        if self._refs is None or self._refs[0] != revision:
+            index = RefIndex(Candidate(item.id, (item.task_id,)) for _, item in self.mirror.items())
+            self._refs = (revision, index)
+        return self._refs[1]
 
     def by_id(self) -> dict[str, WorkItem]:
         return dict(self.mirror.items())

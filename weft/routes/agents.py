@@ -18,7 +18,7 @@ from shared.names import (
     validate_capability,
     validate_handle,
 )
-from shared.refs import Candidate
+from shared.refs import Candidate, RefIndex
 from shared.views import AgentView
 from weft.credentials import MAX_TTL_S, CredentialsUnavailable
 from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
@@ -186,9 +186,12 @@ async def shutdown_batch(body: ShutdownBatchRequest, project: ProjectDep) -> Bat
 async def resolve_agent(ref: RefQuery, project: ProjectDep) -> ResolvedOut:
     """What a person typed for an agent (shared.refs): its id, its handle, or the start of its
     id; a handle several agents carry is refused with their ids."""
-    await project.agents.mirror.sync()
-    entries = project.agents.mirror.items()
-    return ResolvedOut.of(ref, (Candidate(e.agent_id, (e.handle,)) for _, e in entries), "agent")
+    mirror = project.agents.mirror
+
+    def index() -> RefIndex:  # heartbeats change the registry every few seconds: built per call
+        return RefIndex(Candidate(e.agent_id, (e.handle,)) for _, e in mirror.items())
+
+    return await ResolvedOut.from_copy(ref, mirror, index, "agent")
 
 
 @router.get("/{agent_id}", response_model=AgentView, summary="Show one agent")

@@ -10,7 +10,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from shared.models import FINAL_WORK_STATES, Token, WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_boundary, validate_capability
-from shared.refs import Candidate
 from shared.trace.timeline import Phase, SpanRecord, phases
 from shared.trace.tracing import read_timeline, trace_id_of
 from shared.work.graph import MAX_PLAN_ITEMS, NamedStep, resolve_names
@@ -217,9 +216,7 @@ async def cancel_batch(body: CancelBatchRequest, project: ProjectDep) -> BatchOu
 async def resolve_work(ref: RefQuery, project: ProjectDep) -> ResolvedOut:
     """What a person typed for an item (shared.refs): its id, its task id, or the start of its
     id; several matches are refused with their ids."""
-    await project.work.mirror.sync()
-    items = project.work.mirror.items()
-    return ResolvedOut.of(ref, (Candidate(item.id, (item.task_id,)) for _, item in items), "work item")
+    return await ResolvedOut.from_copy(ref, project.work.mirror, project.work.refs, "work item")
 
 
 @router.get("/{work_id}", response_model=WorkItem, summary="Show one item")
