@@ -29,7 +29,7 @@ Matched = Literal["id", "name", "prefix"]
 
 class Candidate(NamedTuple):
     """One record a reference may name: its id and the names it is also known by (a tuple:
-    Weft builds one per record on every resolve, 10,000 of them for a large project)."""
+    an index is built from one per record, 10,000 of them for a large project)."""
 
     id: str
     names: tuple[str, ...] = ()
