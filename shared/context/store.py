@@ -27,7 +27,7 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -266,9 +266,11 @@ class ContextStore:
         kind: str = "root",
         scope: Scope = Scope.TEAM,
         listed: bool = True,
+        root_meta: Mapping[str, str] | None = None,
     ) -> tuple[TreeState, ContextNode, bool]:
         """Start a tree (or find it, for a derived id that exists already): its state, its
-        root, and whether this call created it."""
+        root (with ``root_meta``, the metadata its creator gave), and whether this call
+        created it."""
         fields: dict[str, Any] = {}
         if tree_id is not None:
             fields["tree_id"] = tree_id
@@ -281,6 +283,7 @@ class ContextStore:
             author_user=author_user,
             scope=scope,
             text=text,
+            meta=dict(root_meta or {}),
             tree=meta,
         )
         if tree_id is None:

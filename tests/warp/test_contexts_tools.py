@@ -45,8 +45,13 @@ async def err(client: Client, tool: str, args: dict[str, Any]) -> tuple[str, dic
 
 async def test_tree_operations(nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path) -> None:
     async with agents(nats_server.url, project_id, tmp_path, A, B) as (a, b):
-        tree = await ok(a, "warp_context_create", {"title": "parser plan", "text": "rewrite the parser"})
+        tree = await ok(
+            a,
+            "warp_context_create",
+            {"title": "parser plan", "text": "rewrite the parser", "metadata": {"ticket": "PAR-7"}},
+        )
         tid, root = tree["tree_id"], tree["root"]["id"]
+        assert tree["root"]["meta"] == {"ticket": "PAR-7"}  # kept (it was dropped), as docs/warp.md says
         one = (await ok(a, "warp_context_append", {"tree_id": tid, "parent_id": root, "text": "try regex"}))[
             "node"
         ]
@@ -60,6 +65,7 @@ async def test_tree_operations(nats_server: EmbeddedNatsServer, project_id: str,
         )
         path = await ok(b, "warp_context_path", {"tree_id": tid, "node_id": deep["node"]["id"]})
         assert [n["text"] for n in path["nodes"]] == ["rewrite the parser", "try regex", "regex fails"]
+        assert path["nodes"][0]["meta"] == {"ticket": "PAR-7"}  # read back by another agent
         shape = await ok(b, "warp_context_structure", {"tree_id": tid})
         assert [(n["id"], n["depth"], n["children"]) for n in shape["nodes"]] == [
             (root, 0, 2),

@@ -19,10 +19,15 @@ B = "b" * 32
 
 
 async def test_create_append_read_and_tombstone(api: Any) -> None:
-    created = await api.post("/api/contexts", json={"title": "release plan", "text": "ship 2.0"})
+    created = await api.post(
+        "/api/contexts", json={"title": "release plan", "text": "ship 2.0", "meta": {"milestone": "2.0"}}
+    )
     assert created.status_code == 201, created.text
     tree = created.json()
     tid, root = tree["tree_id"], tree["root"]["id"]
+    assert tree["root"]["meta"] == {"milestone": "2.0"}  # kept (it was dropped), as docs/weft.md says
+    read = (await api.get(f"/api/contexts/{tid}/nodes")).json()["items"]
+    assert [i["node"]["meta"] for i in read if i["node"]["id"] == root] == [{"milestone": "2.0"}]
     assert tree["meta"]["title"] == "release plan" and tree["nodes"] == 1
     one = (await api.post(f"/api/contexts/{tid}/nodes", json={"parent_id": root, "text": "freeze"})).json()[
         "node"

@@ -106,6 +106,7 @@ async def warp_context_create(
         author_user=svc.identity.user_id,
         handle=given.handle,
         text=given.text,
+        root_meta=given.meta,
     )
     out = ContextTreeOut(tree_id=state.tree_id, meta=state.meta, root=root)
     return result(out, f"Created tree {state.tree_id}: {title}\n{_line(root)}")

@@ -142,7 +142,11 @@ async def create_tree(body: TreeIn, project: ProjectDep) -> TreeView:
         parent_id="0" * 32, text=body.text, handle=body.handle or ContextHandle(), meta=body.meta
     )
     state, _, _ = await project.contexts.store.create_tree(
-        TreeMeta(kind="tree", title=body.title), author=AUTHOR, handle=given.handle, text=given.text
+        TreeMeta(kind="tree", title=body.title),
+        author=AUTHOR,
+        handle=given.handle,
+        text=given.text,
+        root_meta=given.meta,
     )
     return TreeView.of(state)
 
