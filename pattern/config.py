@@ -42,6 +42,10 @@ _SCAN_ALIASES = {
 }
 
 
+READY_WAIT_S = 10.0
+"""``PATTERN_READY_WAIT_S``'s default."""
+
+
 class PatternConfigError(SettingsError):
     """A ``PATTERN_*`` variable is invalid; the message names it and the rule."""
 
@@ -55,6 +59,7 @@ class PatternSettings(EnvSettings):
     secret_scan: SecretScanMode = Field(default=SecretScanMode.WARN, validation_alias="PATTERN_SECRET_SCAN")
     export_dir: Path | None = Field(default=None, validation_alias="PATTERN_EXPORT_DIR")
     expired_window_s: int = Field(default=3600, validation_alias="PATTERN_EXPIRED_WINDOW_S", ge=60, le=DAY_S)
+    ready_wait_s: float = Field(default=READY_WAIT_S, validation_alias="PATTERN_READY_WAIT_S", ge=0, le=300)
 
     @field_validator("short_ttl_s", "export_dir", mode="before")
     @classmethod
@@ -104,6 +109,9 @@ class PatternConfig:
     server_ttl: bool | None = None
     """Use nats-server per-message TTL; ``None`` = detect (2.11+), ``False`` = rely on cleanup."""
     limits: PatternLimits = field(default_factory=PatternLimits)
+    ready_wait_s: float = READY_WAIT_S
+    """How long a tool call made while the service is still loading waits for it (an agent
+    host calls Pattern the moment it starts it), before failing with the reason."""
 
     @classmethod
     def from_env(cls, shared: LoomSettings | None = None) -> PatternConfig:
@@ -117,6 +125,7 @@ class PatternConfig:
             export_dir=s.export_dir,
             expired_window_s=s.expired_window_s,
             replicas=loom.js_replicas,
+            ready_wait_s=s.ready_wait_s,
         )
 
     def export_root(self, project_path: Path) -> Path:

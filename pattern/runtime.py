@@ -120,6 +120,12 @@ class PatternRuntime:
         return self._service
 
     # -- serving --------------------------------------------------------------------
+    async def until_ready(self) -> None:
+        """Wait for the service at most ``config.ready_wait_s`` (a tool called while it loads:
+        an agent host calls Pattern the moment it starts it); the caller then asks again."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), self.config.ready_wait_s)
+
     def get_service(self) -> MemoryService:
         service = self._service
         if service is not None and service.ready:

@@ -24,7 +24,7 @@ def build_server(runtime: PatternRuntime, version: str = "") -> MCPServer[Any]:
         title="Loom Pattern memory",
         instructions=INSTRUCTIONS,
         version=version,
-        tools=pattern_tools(runtime.get_service, health=runtime.health),
+        tools=pattern_tools(runtime.get_service, health=runtime.health, until_ready=runtime.until_ready),
     )
     server.middleware.append(UnknownTools(server))
     return server

@@ -41,6 +41,7 @@ log = logging.getLogger("loom.pattern.tools")
 GetService = Callable[[], MemoryService]
 """Returns the ready service or raises :class:`UnavailableError` with a reason."""
 HealthFallback = Callable[[], r.HealthResult]
+UntilReady = Callable[[], Awaitable[None]]
 Run = Callable[[MemoryService, Any], Awaitable[BaseModel]]
 """A service operation: the service and the validated input model to the result model."""
 Answer = Callable[[Any, Any], Awaitable[CallToolResult]]
@@ -54,6 +55,18 @@ class Memory:
     get_service: GetService
     health: HealthFallback | None = None
     """Describes the state for ``pattern_health`` while there is no service yet."""
+    until_ready: UntilReady | None = None
+    """Waits (bounded) for a service still loading, before a call fails with the reason."""
+
+    async def service(self) -> MemoryService:
+        """The ready service; one still loading is waited for (:attr:`until_ready`) once."""
+        try:
+            return self.get_service()
+        except UnavailableError:
+            if self.until_ready is None:
+                raise
+        await self.until_ready()
+        return self.get_service()  # ready now, or the current reason
 
 
 def _signature(model: type[BaseModel], output: type[BaseModel]) -> inspect.Signature:
@@ -76,7 +89,7 @@ def _to_result(result: Any) -> CallToolResult:
 
 
 async def _serve(run: Run, memory: Memory, request: BaseModel) -> CallToolResult:
-    return _to_result(await run(memory.get_service(), request))
+    return _to_result(await run(await memory.service(), request))
 
 
 async def _health(memory: Memory, request: i.HealthInput) -> CallToolResult:
@@ -281,13 +294,16 @@ TOOLS: tuple[ToolSpec, ...] = (
 TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
 
 
-def pattern_tools(get_service: GetService, *, health: HealthFallback | None = None) -> list[Tool]:
+def pattern_tools(
+    get_service: GetService, *, health: HealthFallback | None = None, until_ready: UntilReady | None = None
+) -> list[Tool]:
     """The 15 ``pattern_*`` tools, for ``MCPServer(tools=...)``.
 
     ``get_service`` is called on every tool call and must return a started
     :class:`MemoryService` or raise :class:`UnavailableError` saying why
-    (tools then answer with that error). ``health`` describes the state for
-    ``pattern_health`` while there is no service yet.
+    (tools then answer with that error, after ``until_ready`` when given: a bounded wait
+    for a service still loading). ``health`` describes the state for ``pattern_health``
+    while there is no service yet (it never waits).
     """
     host = ToolHost(server="Pattern", validation_code=InvalidInputError.code, log=log)
-    return build_tools(TOOLS, Memory(get_service, health), host)
+    return build_tools(TOOLS, Memory(get_service, health, until_ready), host)

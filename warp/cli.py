@@ -214,7 +214,7 @@ def _memory_tools(rt: WarpRuntime, warp: WarpSettings) -> tuple[list[Tool], Atta
         rt.when_ready(start)
         rt.on_stop.append(memory.close)
 
-    return pattern_tools(memory.get_service, health=memory.health), attach
+    return pattern_tools(memory.get_service, health=memory.health, until_ready=memory.until_ready), attach
 
 
 def _install_signals(rt: WarpRuntime) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,36 @@ async def test_tools_mount_on_a_host_server(
         assert not host_tool.is_error  # the strict-arguments rule applies to pattern tools only
     await runtime.close()
     assert nc.is_connected  # the borrowed connection stays open
+
+
+async def test_a_call_made_while_memory_loads_waits_for_it(
+    nc: NatsClient, project_id: str, project_path: Path, tmp_path: Path
+) -> None:
+    """An agent host starts Pattern and calls it at once: the first call of a session waits
+    for the service (bounded) instead of failing with "still loading"."""
+    config = PatternConfig(export_dir=tmp_path, ready_wait_s=30)
+    runtime = PatternRuntime(make_identity(project_id, project_path), config)
+    tools = pattern_tools(runtime.get_service, health=runtime.health, until_ready=runtime.until_ready)
+    async with Client(MCPServer("host", tools=tools)) as client:
+        early = asyncio.create_task(client.call_tool("pattern_remember", {"content": "first thing"}))
+        await asyncio.sleep(0.3)
+        assert not early.done()  # waiting, not failed
+        runtime.use_connection(nc)  # the service starts loading only now
+        answered = await asyncio.wait_for(early, 30)
+        assert not answered.is_error, answered.content
+        health = await client.call_tool("pattern_health", {})
+        assert health.structured_content is not None and health.structured_content["status"] == "ok"
+    await runtime.close()
+
+    # the wait is bounded: a service that never comes fails the call with the reason
+    stuck = PatternRuntime(
+        make_identity(project_id, project_path), PatternConfig(export_dir=tmp_path, ready_wait_s=0.2)
+    )
+    tools = pattern_tools(stuck.get_service, health=stuck.health, until_ready=stuck.until_ready)
+    async with Client(MCPServer("host", tools=tools)) as client:
+        refused = await asyncio.wait_for(client.call_tool("pattern_recall_context", {}), 10)
+        assert refused.is_error and "try again shortly" in str(refused.content)
+    await stuck.close()
 
 
 async def test_mounted_health_shows_no_identity_until_the_host_settles_it(

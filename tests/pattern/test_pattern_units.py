@@ -153,7 +153,12 @@ def test_secret_scan_setting(monkeypatch: pytest.MonkeyPatch, raw: str, mode: Se
 
 @pytest.mark.parametrize(
     ("var", "value"),
-    [("PATTERN_SECRET_SCAN", "maybe"), ("PATTERN_SHORT_TTL_S", "0"), ("PATTERN_EXPIRED_WINDOW_S", "5")],
+    [
+        ("PATTERN_SECRET_SCAN", "maybe"),
+        ("PATTERN_SHORT_TTL_S", "0"),
+        ("PATTERN_EXPIRED_WINDOW_S", "5"),
+        ("PATTERN_READY_WAIT_S", "-1"),
+    ],
 )
 def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
     monkeypatch.setenv(var, value)
@@ -165,8 +170,9 @@ def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: st
 def test_config_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATTERN_SHORT_TTL_S", "3")
     monkeypatch.setenv("PATTERN_EXPORT_DIR", str(tmp_path / "x"))
+    monkeypatch.setenv("PATTERN_READY_WAIT_S", "2.5")
     config = PatternConfig.from_env()
-    assert config.temporary_ttl_s == 3
+    assert config.temporary_ttl_s == 3 and config.ready_wait_s == 2.5
     assert config.export_root(Path("/elsewhere")) == tmp_path / "x"
     monkeypatch.delenv("PATTERN_EXPORT_DIR")
     monkeypatch.delenv("PATTERN_SHORT_TTL_S")
