@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -293,6 +294,10 @@ async def call_retrying(
         await asyncio.sleep(0.2)
 
 
+HELD = re.compile(r"you already hold \d+ item\(s\) \(([0-9a-f]{32})")
+"""Warp's refusal of a claim while the agent holds its maximum names the items it holds."""
+
+
 async def work_loop(
     agent: WarpAgent,
     log: WorkerLog,
@@ -304,11 +309,17 @@ async def work_loop(
     """Claim -> progress -> (work) -> complete until ``stop`` is set; rides out NATS outages."""
     while not stop.is_set():
         out = await call_retrying(agent, "warp_work_claim", log)
-        if isinstance(out, str) or not out.get("claimed"):
+        held = HELD.search(out) if isinstance(out, str) else None
+        if held is not None:
+            # a claim that stood while its answer failed (NATS went away right after it): the
+            # refusal names the item this agent holds, so it goes on with that one
+            item = {"id": held.group(1)}
+        elif isinstance(out, str) or not out.get("claimed"):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.1)
             continue
-        item = out["item"]
+        else:
+            item = out["item"]
         log.claims.append(item["id"])
         if on_claim is not None:
             await on_claim(item)

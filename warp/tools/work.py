@@ -30,7 +30,7 @@ from shared.mcp.tools import tool
 from shared.models import ReviewSpec, Scope, WorkItem, WorkStatus, Workstream
 from shared.names import LAND_CAPABILITY
 from shared.usage.rules import Budget, Usage, stopped_by_budget, totals_of
-from warp.errors import Conflict
+from warp.errors import Conflict, Unavailable
 from warp.runtime import WarpRuntime
 from warp.schemas import (
     AgentId,
@@ -340,7 +340,8 @@ async def warp_work_claim(
         caps = (capability,)
     if len(presence.held) >= entry.max_concurrent_tasks:
         raise Conflict(
-            f"you already hold {len(presence.held)} item(s), your maximum; complete or fail one first",
+            f"you already hold {len(presence.held)} item(s) ({', '.join(sorted(presence.held))}), your "
+            "maximum; complete or fail one first",
             field="max_concurrent_tasks",
         )
     if not caps:
@@ -382,6 +383,7 @@ async def _claimed_place(svc: Services, item: WorkItem) -> tuple[WorkPlaceOut | 
     nothing runs in the main checkout instead. A reviewer without one is told so and
     reviews the handed-in branch as it can."""
     from shared.git.workstream import WorkstreamError
+    from shared.nats.failures import nats_failure
 
     try:
         place = await svc.workstreams.open(item, svc.work)
@@ -394,6 +396,17 @@ async def _claimed_place(svc: Services, item: WorkItem) -> tuple[WorkPlaceOut | 
             "started in the main checkout",
             field="workstream",
         ) from None
+    except Exception as exc:
+        # NATS went away between the claim and its worktree: the claim stands (the agent holds
+        # the item), and nothing may start in the main checkout. Say which item, so the agent
+        # (told "you already hold <id>" by its next claim) can go on with it once NATS is back.
+        if nats_failure(exc) is None:
+            raise
+        raise Unavailable(
+            f"claimed {item.id}, but NATS went away before its worktree was made; the claim "
+            "stands: once NATS is back, complete or fail it",
+            field="workstream",
+        ) from exc
     if place is None:
         return None, ""
     out = WorkPlaceOut(
