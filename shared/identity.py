@@ -74,21 +74,23 @@ def _username() -> str:
         return f"uid-{os.getuid()}"
 
 
+def _squeezed(raw: str, most: int) -> str:
+    """``raw`` in a handle's alphabet (``[a-z0-9-]``, no ``--``, no edge ``-``), at most
+    ``most`` characters; ``agent`` when nothing is left."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
+    return re.sub(r"-{2,}", "-", cleaned)[:most].strip("-") or "agent"
+
+
 def default_handle(hostname: str, project_path: Path) -> str:
     """Readable default handle: ``<host>-<folder>`` squeezed into ``[a-z0-9-]{1,64}``."""
-    raw = f"{hostname.split('.')[0]}-{project_path.name}".lower()
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", raw).strip("-")
-    cleaned = re.sub(r"-{2,}", "-", cleaned)[:64].strip("-")
-    return validate_handle(cleaned or "agent")
+    return validate_handle(_squeezed(f"{hostname.split('.')[0]}-{project_path.name}", 64))
 
 
 def spun_up_handle(target_name: str, agent_id: str) -> str:
     """A started agent's handle: its target's name and the start of its id, so that agents
     started from one target (one host) can be told apart, e.g. in a review's author and
     reviewer."""
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", target_name.lower()).strip("-")
-    cleaned = re.sub(r"-{2,}", "-", cleaned)[:55].strip("-") or "agent"
-    return validate_handle(f"{cleaned}-{agent_id[:8]}")
+    return validate_handle(f"{_squeezed(target_name, 55)}-{agent_id[:8]}")
 
 
 @dataclass(frozen=True)

@@ -215,12 +215,15 @@ def fields(title: str | None, pairs: Iterable[tuple[str, Any]]) -> None:
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     for key, value in pairs:
-        if isinstance(value, dict | list):
-            text = escape(json.dumps(value, ensure_ascii=False, default=str)) if value else "-"
-        else:
-            text = styled(value)
-        grid.add_row(escape(key), text)
+        grid.add_row(escape(key), field_text(value))
     console().print(grid)
+
+
+def field_text(value: Any) -> str:
+    """One field's value as a ``show`` prints it: JSON for a dict or list, else styled."""
+    if isinstance(value, dict | list):
+        return escape(json.dumps(value, ensure_ascii=False, default=str)) if value else "-"
+    return styled(value)
 
 
 def count_rows(mapping: dict[str, Any] | None) -> list[tuple[str, Any]]:

@@ -3,7 +3,6 @@ of a ``show``. Records are plain dicts as Weft returns them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from shuttle.output import (
     console,
     count_rows,
     escape,
+    field_text,
     fields,
     join,
     make_table,
@@ -166,11 +166,7 @@ def work_fields(w: dict[str, Any]) -> None:
             value = values.get(key)
             if _empty(value):
                 continue
-            if isinstance(value, dict | list):
-                text = escape(json.dumps(value, ensure_ascii=False, default=str))
-            else:
-                text = styled(value)
-            grid.add_row(group if first else "", escape(key), text)
+            grid.add_row(group if first else "", escape(key), field_text(value))
             first = False
     console().print(grid)
 
