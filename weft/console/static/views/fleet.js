@@ -110,10 +110,12 @@ function matches(agent, text) {
     agent.capabilities.some((c) => c.includes(text)) || agent.agent_type.includes(text);
 }
 
-// An agent that deregistered (stopped normally, e.g. by idle shutdown) is offline and quiet;
-// one that stopped heartbeating (stale) is the alarm: it was lost, not stopped.
+// An agent that deregistered (stopped normally, e.g. by idle shutdown: it reported itself
+// offline) is quiet; one still reported online whose heartbeats stopped is the alarm: it was
+// lost, not stopped. (``stale`` alone cannot tell them apart: a deregistered agent's last
+// heartbeat ages too.)
 function agentStatus(agent) {
   if (agent.status !== "offline") return statusText(agent.status);
-  if (agent.stale) return h("span", { class: "status s-offline", title: "it stopped sending heartbeats" }, "offline (lost)");
-  return h("span", { class: "status s-stopped", title: "it deregistered (stopped normally)" }, "offline");
+  if (agent.reported_status === "offline") return h("span", { class: "status s-stopped", title: "it deregistered (stopped normally)" }, "offline");
+  return h("span", { class: "status s-offline", title: "it stopped sending heartbeats" }, "offline (lost)");
 }
