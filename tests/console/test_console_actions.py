@@ -83,6 +83,13 @@ async def test_the_operator_pauses_and_resumes_the_project_from_the_queues_view(
         state = page.locator("#pause-state")
         await expect(state).to_have_text("Claims and spin-ups are admitted.")
         await page.locator("#pause-reason").fill("release freeze")
+        # a pause from elsewhere (seen through the next stats frame, every 5 s) and a resume
+        # redraw the panel; what the operator had typed is still there
+        assert (await api.put("/api/pause", json={"reason": "elsewhere"})).status_code == 200
+        await expect(state).to_contain_text("elsewhere", timeout=20_000)
+        await page.get_by_role("button", name="Resume").click()
+        await expect(state).to_have_text("Claims and spin-ups are admitted.")
+        await expect(page.locator("#pause-reason")).to_have_value("release freeze")
         await page.get_by_role("button", name="Pause the project").click()
         await page.get_by_role("button", name="Confirm pause").click()  # the second press confirms
         await expect(state).to_contain_text("Paused by operator")

@@ -17,6 +17,17 @@ export function queuesView(ctx) {
   const landingPanel = h("section", { id: "landing", "aria-label": "Landing" }, h("h3", null, "Landing"), lander, landingQueue.el);
   const pausePanel = h("section", { id: "pause", "aria-label": "Pause" });
   const el = h("div", null, pausePanel, depths.el, note, landingPanel, dlq.el);
+  const pauseReason = h("input", { id: "pause-reason", type: "text", maxlength: 500, size: 40, placeholder: "why (agents are told)" });
+  const pauseStop = h("input", { id: "pause-stop-running", type: "checkbox" });
+  const pauseForm = h("div", null,
+    h("p", { id: "pause-state" }, "Claims and spin-ups are admitted."),
+    h("div", { class: "filters" }, h("label", { for: "pause-reason" }, "Reason"), pauseReason,
+      h("label", { for: "pause-stop-running" }, "Stop held items at their next checkpoint"), pauseStop,
+      confirmButton("Pause the project", "Confirm pause", () => ctx.act(() => api.put("/api/pause", { reason: pauseReason.value, stop_running: pauseStop.checked }), "Paused the project").then(() => {
+        pauseReason.value = "";
+        pauseStop.checked = false;
+        return readPause();
+      }), "pause-project")));
   let paused; // undefined: not read yet; else the GET /api/pause answer's paused (null: not paused)
   let seenHold;
   let letters = null;
@@ -66,13 +77,10 @@ export function queuesView(ctx) {
         h("button", { type: "button", id: "resume-project", onclick: () => ctx.act(() => api.delete("/api/pause"), "Resumed the project").then(readPause) }, "Resume"));
       return;
     }
-    const reason = h("input", { id: "pause-reason", type: "text", maxlength: 500, size: 40, placeholder: "why (agents are told)" });
-    const stop = h("input", { id: "pause-stop-running", type: "checkbox" });
-    keepFocus(pausePanel, () => replace(pausePanel,
-      h("p", { id: "pause-state" }, "Claims and spin-ups are admitted."),
-      h("div", { class: "filters" }, h("label", { for: "pause-reason" }, "Reason"), reason,
-        h("label", { for: "pause-stop-running" }, "Stop held items at their next checkpoint"), stop,
-        confirmButton("Pause the project", "Confirm pause", () => ctx.act(() => api.put("/api/pause", { reason: reason.value, stop_running: stop.checked }), "Paused the project").then(readPause), "pause-project"))));
+    // The form is made once and put back on every redraw: a redraw while the operator types
+    // (the stats' hold arriving) must not drop what was typed or the focus.
+    if (pauseForm.parentNode === pausePanel) return;
+    replace(pausePanel, pauseForm);
   }
 
   function update() {
