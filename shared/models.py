@@ -932,7 +932,7 @@ class Lease(LoomModel):
     expires_at: datetime
 
 
-EventKind = Literal["work", "agent", "target", "spinup", "question", "lease", "project"]
+EventKind = Literal["work", "agent", "target", "spinup", "question", "lease", "project", "context"]
 
 
 class Event(LoomModel):

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.context.trees import ContextNode, NodeRefView, ResolvedView, TreeMeta
+from shared.context.reads import NodeRefView, ResolvedView
+from shared.context.trees import ContextNode, TreeMeta
 from shared.models import Lease, Question, Scope, WorkItem, WorkStatus
 from shared.names import (
     AGENT_ID_RULE,

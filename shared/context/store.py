@@ -27,39 +27,55 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.kv import KeyValue
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from shared.base import LoomModel
 from shared.channels import Viewer, visible
 from shared.context.trees import (
+    DELETION,
     LOOM_SOURCES,
     MAX_NODES_PER_TREE,
     MAX_PAGE,
+    RESTORE,
     TOMBSTONE,
+    ContextConflict,
     ContextError,
     ContextHandle,
     ContextNode,
     HandleSource,
     NodeInput,
+    TreeChange,
     TreeMeta,
     TreeState,
+    changed_meta,
     check_append,
+    deletion,
+    purge_after,
     readable,
     tree_missing,
     update_of,
 )
 from shared.models import Scope
 from shared.names import ProjectNames, validate_channel
-from shared.nats.jetstream import create_if_absent, ensure_kv, ensure_stream, get_or_none, snapshot_keys
+from shared.nats.jetstream import (
+    create_if_absent,
+    delete_unchanged,
+    ensure_kv,
+    ensure_stream,
+    get_or_none,
+    publish_unchanged,
+    snapshot_keys,
+    update_unchanged,
+)
 from shared.nats.jsapi import JetStreamReplyError, direct_get_batch
 from shared.paging import CursorError, decode_cursor, encode_cursor
 
@@ -72,6 +88,16 @@ CACHE_NODES = 250_000
 INDEX_TREE = "tree"
 INDEX_THREAD = "thread"
 INDEX_DM = "dm"
+CAS_TRIES = 8
+"""Attempts of a tree-level change (metadata, deletion) that other writers keep beating."""
+
+
+class Deleting(LoomModel):
+    """A tree's scheduled deletion, as its listing shows it."""
+
+    by: str
+    at: datetime
+    purge_after: datetime = Field(description="Purged for good after this; restore it before")
 
 
 class TreeEntry(LoomModel):
@@ -80,10 +106,12 @@ class TreeEntry(LoomModel):
     tree_id: str
     kind: str
     title: str = ""
+    description: str = ""
     ref: dict[str, str] = {}
     participants: list[str] = []
     created_by: str
     created_at: datetime
+    deleting: Deleting | None = None
 
 
 def index_key(meta: TreeMeta, tree_id: str) -> str:
@@ -296,6 +324,7 @@ class ContextStore:
                 tree_id=root.tree_id,
                 kind=meta.kind,
                 title=meta.title,
+                description=meta.description,
                 ref=meta.ref,
                 participants=meta.participants,
                 created_by=author,
@@ -356,6 +385,138 @@ class ContextStore:
             handle=ContextHandle(),
         )
         return await self._store(state, node)
+
+    # -- tree-level changes: compare-and-set on the tree's subject ------------------------------
+    async def _store_unchanged(
+        self, tree_id: str, make: Callable[[TreeState], ContextNode]
+    ) -> tuple[TreeState, ContextNode]:
+        """Store the node ``make`` builds from the tree as it stands, only if nothing was
+        appended to the tree meanwhile (else read it again, check again, retry)."""
+        for _ in range(CAS_TRIES):
+            state = await self.existing(tree_id)
+            node = make(state)
+            check_append(state, node)
+            seq = await publish_unchanged(
+                self._js,
+                self.names.context_subject(tree_id),
+                node.to_json_bytes(),
+                max(state.last_seq, state.max_seq),
+                per_subject=True,
+                headers={"Nats-Msg-Id": node.id},
+            )
+            if seq is not None:
+                last = state.last_seq
+                state.add(node, seq)
+                state.last_seq = last
+                return state, node
+        raise ContextConflict("the tree kept changing while this was written; try again", field="tree_id")
+
+    async def update_tree(
+        self, tree_id: str, change: TreeChange, *, author: str, author_user: str | None = None
+    ) -> TreeState:
+        """New metadata (title, description, ref) as a new version of the root."""
+
+        def make(state: TreeState) -> ContextNode:
+            meta = changed_meta(state.meta, change)
+            assert state.root is not None
+            root = update_of(state, state.root, None, author=author, tree=meta)
+            return root.model_copy(update={"author_user": author_user})
+
+        state, _ = await self._store_unchanged(tree_id, make)
+        meta = state.meta
+        await self._change_entry(
+            state,
+            lambda e: e.model_copy(
+                update={"title": meta.title, "description": meta.description, "ref": meta.ref}
+            ),
+        )
+        return state
+
+    async def schedule_deletion(
+        self, tree_id: str, *, window_s: float, author: str, author_user: str | None = None, now: datetime
+    ) -> tuple[TreeState, ContextNode]:
+        """Mark the tree for deletion: purged after ``window_s`` unless restored before.
+        Work trees go with their work record and cannot be deleted by hand."""
+        state = await self.existing(tree_id)
+        if state.meta.kind == "work":
+            raise ContextConflict(
+                "a work item's tree is removed with its record (WEFT_WORK_RETENTION_S)", field="tree_id"
+            )
+        scheduled = deletion(state)
+        if scheduled is not None:
+            await self._mark_entry(state, scheduled)  # finish a schedule cut short before its listing
+            raise ContextConflict("is scheduled for deletion already", field="tree_id")
+
+        def make(state: TreeState) -> ContextNode:
+            assert state.root is not None
+            due = now + timedelta(seconds=window_s)
+            return ContextNode(
+                tree_id=tree_id,
+                parent_id=state.root,
+                kind=DELETION,
+                author=author,
+                author_user=author_user,
+                meta={"purge_after": due.isoformat()},
+            )
+
+        state, mark = await self._store_unchanged(tree_id, make)
+        await self._mark_entry(state, mark)
+        return state, mark
+
+    async def restore(self, tree_id: str, *, author: str, author_user: str | None = None) -> TreeState:
+        """Undo a scheduled deletion (before it is purged)."""
+
+        def make(state: TreeState) -> ContextNode:
+            assert state.root is not None
+            return ContextNode(
+                tree_id=tree_id, parent_id=state.root, kind=RESTORE, author=author, author_user=author_user
+            )
+
+        state, _ = await self._store_unchanged(tree_id, make)
+        await self._change_entry(state, lambda e: e.model_copy(update={"deleting": None}))
+        return state
+
+    async def purge_if_due(self, tree_id: str, now: datetime) -> bool:
+        """Purge a tree whose scheduled deletion is due (its own mark decides, not the
+        listing); a listing that still says scheduled after a restore is corrected."""
+        state = await self.tree(tree_id)
+        mark = deletion(state) if state.exists else None
+        if mark is None:
+            await self._change_entry(state, lambda e: e.model_copy(update={"deleting": None}))
+            return False
+        if purge_after(mark) > now:
+            return False
+        await self.purge(tree_id)
+        kv = await self.index()
+        key = index_key(state.meta, tree_id)
+        found = await get_or_none(kv, key)
+        if found is not None:
+            await delete_unchanged(kv, key, found.revision or 0)
+        return True
+
+    async def _mark_entry(self, state: TreeState, mark: ContextNode) -> None:
+        deleting = Deleting(by=mark.author, at=mark.at, purge_after=purge_after(mark))
+        await self._change_entry(state, lambda e: e.model_copy(update={"deleting": deleting}))
+
+    async def _change_entry(self, state: TreeState, change: Callable[[TreeEntry], TreeEntry]) -> None:
+        """Apply ``change`` to the tree's listing (compare-and-set; no listing: nothing to do)."""
+        if not state.exists:
+            return
+        kv = await self.index()
+        key = index_key(state.meta, state.tree_id)
+        for _ in range(CAS_TRIES):
+            found = await get_or_none(kv, key)
+            if found is None or found.value is None:
+                return
+            entry = TreeEntry.model_validate_json(found.value)
+            changed = change(entry)
+            if changed == entry or await update_unchanged(
+                kv, key, changed.to_json_bytes(), found.revision or 0
+            ):
+                return
+        raise ContextConflict(
+            "the tree's listing kept changing while this was written; try again", field="tree_id"
+        )
 
     async def purge(self, tree_id: str) -> None:
         """Remove a tree for good (its work record is gone; docs/context.md, Retention)."""

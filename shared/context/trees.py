@@ -25,18 +25,19 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal, NamedTuple
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from shared import names
 from shared.base import LoomModel
 from shared.errors import Conflict, Invalid, NotFound
 from shared.models import AgentId, Scope, Token, new_id, utcnow
-from shared.paging import CursorError, decode_cursor, encode_cursor
 
 MAX_TEXT: Final = 64_000
 """Characters of text a node may hold (a channel or direct message's own limit)."""
 MAX_META: Final = 32
 MAX_NODES_PER_TREE: Final = 100_000
+MAX_DEPTH: Final = 10_000
+"""Levels a tree may have below its root (an append deeper is refused)."""
 MAX_STRUCTURE: Final = 10_000
 """Nodes one structure read returns at most (pass the cursor for more)."""
 MAX_PAGE: Final = 500
@@ -161,6 +162,7 @@ class TreeMeta(LoomModel):
 
     kind: TreeKind = "tree"
     title: str = Field(default="", max_length=200)
+    description: str = Field(default="", max_length=2000)
     ref: dict[str, str] = Field(default_factory=dict, max_length=8)
     """What the tree belongs to: ``work_id``, or ``channel`` and ``seq`` of a thread's root."""
     participants: list[AgentId] = Field(default_factory=list, max_length=64)
@@ -170,6 +172,27 @@ class TreeMeta(LoomModel):
     @classmethod
     def _ids(cls, v: list[str]) -> list[str]:
         return [names.validate_agent_id(a, "participants") for a in v]
+
+
+class TreeChange(LoomModel):
+    """New metadata for a tree: omitted fields keep theirs. A tree's kind and participants
+    are fixed (work, thread and direct-message trees are made by Loom)."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=2000)
+    ref: (
+        dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")], Annotated[str, Field(max_length=1000)]]
+        | None
+    ) = Field(default=None, max_length=8, description="What the tree belongs to (trees you created only)")
+
+
+def changed_meta(meta: TreeMeta, change: TreeChange) -> TreeMeta:
+    """``meta`` with ``change`` applied, or a refusal naming the field."""
+    if change.ref is not None and meta.kind != "tree" and change.ref != meta.ref:
+        raise ContextError("a work, thread or direct-message tree keeps what it belongs to", field="ref")
+    given = change.model_dump(exclude_none=True)
+    return meta.model_copy(update=given)
 
 
 Id32 = Annotated[str, Field(pattern=names.anchored(names.ID_PATTERN), description=names.ID_RULE)]
@@ -207,10 +230,16 @@ class ContextNode(LoomModel):
 
     @property
     def is_root(self) -> bool:
-        return self.parent_id is None
+        """The tree's first node (a new version of the root supersedes it instead)."""
+        return self.parent_id is None and self.supersedes is None
 
 
 TOMBSTONE: Final = "tombstone"
+DELETION: Final = "tree-deletion"
+"""A mark under the root: the tree is scheduled for deletion (``meta.purge_after``)."""
+RESTORE: Final = "tree-restore"
+"""A mark under the root: a scheduled deletion was undone."""
+RESERVED_KINDS: Final = frozenset({TOMBSTONE, DELETION, RESTORE})
 
 
 class NodeInput(LoomModel):
@@ -234,8 +263,8 @@ class NodeInput(LoomModel):
     @field_validator("kind", "role")
     @classmethod
     def _tokens(cls, v: str | None, info: Any) -> str | None:
-        if v == TOMBSTONE:
-            raise ValueError("tombstone is reserved: tombstone a node with its own operation")
+        if v in RESERVED_KINDS:
+            raise ValueError("is reserved: tombstones and tree deletions have their own operations")
         return None if v is None else names.validate_token(v, info.field_name)
 
     @field_validator("text")
@@ -338,6 +367,12 @@ class TreeState:
     """Original id -> newest version id."""
     children: dict[str, list[str]] = field(default_factory=dict)
     """Original id -> its children's original ids, in arrival order."""
+    versions: dict[str, list[str]] = field(default_factory=dict)
+    """Original id -> every version's id, oldest (the original) first."""
+    depths: dict[str, int] = field(default_factory=dict)
+    """Original id -> levels below the root."""
+    deletions: list[str] = field(default_factory=list)
+    """Ids of the tree's deletion and restore marks, in arrival order (see :func:`deletion`)."""
     tombstones: dict[str, str] = field(default_factory=dict)
     """Original id -> the tombstone node that hides it."""
     order: list[str] = field(default_factory=list)
@@ -390,6 +425,9 @@ class TreeState:
         self.seqs[node.id] = seq
         self.size += 1
         self.max_seq = max(self.max_seq, seq)
+        if node.kind in (DELETION, RESTORE) and node.parent_id == self.root and node.target is None:
+            self.deletions.append(node.id)  # a mark on the tree, not a node of it
+            return
         if node.target is not None:
             hidden = self.origin[node.target]
             if hidden not in self.tombstones:
@@ -401,15 +439,18 @@ class TreeState:
             first = self.origin[node.supersedes]
             self.origin[node.id] = first
             self.current[first] = node.id
+            self.versions[first].append(node.id)
             self._note(first, node)
             if self.shape is not None:
                 self._renew_shape_row(first)
             return
         self.origin[node.id] = node.id
         self.current[node.id] = node.id
+        self.versions[node.id] = [node.id]
         self.order.append(node.id)
         parent = None if node.parent_id is None else self.origin[node.parent_id]
         self.up[node.id] = parent
+        self.depths[node.id] = 0 if parent is None else self.depths[parent] + 1
         self._note(node.id, node)
         if parent is None:
             if self.root is None:
@@ -508,8 +549,12 @@ class TreeState:
 
     @property
     def meta(self) -> TreeMeta:
-        root = self.nodes.get(self.root or "")
-        return root.tree if root is not None and root.tree is not None else TreeMeta()
+        """What the tree is about, as its root's newest version says (an update of the
+        tree's metadata is a new version of the root)."""
+        if self.root is None:
+            return TreeMeta()
+        root = self.latest(self.root)
+        return root.tree if root.tree is not None else TreeMeta()
 
     def node_count(self) -> int:
         """Nodes in the tree (originals, tombstoned ones included)."""
@@ -585,6 +630,101 @@ class TreeState:
             if first not in hidden:
                 yield first
 
+    # -- as of a point in the past (time travel) ----------------------------------------------------
+    def seq_at(self, when: datetime) -> int:
+        """The stream sequence a read "as of ``when``" stops at: the newest node written at
+        or before it (writers' clocks; 0 when the tree did not exist yet)."""
+        return max((seq for nid, seq in self.seqs.items() if self.nodes[nid].at <= when), default=0)
+
+    def existed(self, first: str, upto: int) -> bool:
+        return self.seqs[first] <= upto
+
+    def version_at(self, first: str, upto: int) -> ContextNode:
+        """The newest version of a node stored at or before ``upto``."""
+        seqs = self.seqs
+        for vid in reversed(self.versions[first]):
+            if seqs[vid] <= upto:
+                return self.nodes[vid]
+        raise ContextNotFound("did not exist yet at that point", field="node_id")
+
+    def tombstoned_at(self, first: str, upto: int) -> bool:
+        tomb = self.tombstones.get(first)
+        return tomb is not None and self.seqs[tomb] <= upto
+
+    def hidden_at(self, first: str, upto: int) -> bool:
+        at: str | None = first
+        while at is not None:
+            if self.tombstoned_at(at, upto):
+                return True
+            at = self.up[at]
+        return False
+
+    def locate(self, node_id: str, upto: int | None, field_name: str = "node_id") -> str:
+        """The original id of ``node_id``, which must have been stored by ``upto``."""
+        first = self.find(node_id, field_name)
+        if upto is not None and not self.existed(first, upto):
+            raise ContextNotFound("did not exist yet at that point", field=field_name)
+        return first
+
+    def path_at(self, node_id: str, upto: int | None, *, include_hidden: bool = False) -> list[ContextNode]:
+        """:meth:`path` as the tree stood at ``upto`` (each node in the version it had then)."""
+        if upto is None or upto >= self.max_seq:
+            return self.path(node_id, include_hidden=include_hidden)
+        first = self.locate(node_id, upto)
+        if not include_hidden and self.hidden_at(first, upto):
+            raise ContextNotFound(
+                "is in a tombstoned subtree (pass include_hidden to see it)", field="node_id"
+            )
+        chain: list[str] = []
+        at: str | None = first
+        while at is not None:
+            chain.append(at)
+            at = self.up[at]
+        return [self.version_at(n, upto) for n in reversed(chain)]
+
+    def visible_children(self, first: str, upto: int, include_hidden: bool) -> list[str]:
+        tombs, seqs = self.tombstones, self.seqs
+        return [
+            kid
+            for kid in self.children.get(first, ())
+            if seqs[kid] <= upto and (include_hidden or kid not in tombs or seqs[tombs[kid]] > upto)
+        ]
+
+
+def deletion(state: TreeState) -> ContextNode | None:
+    """The mark of the tree's scheduled deletion, or None when it is not scheduled (the
+    newest mark decides: a restore after it undoes it)."""
+    if not state.deletions:
+        return None
+    newest = state.nodes[state.deletions[-1]]
+    return newest if newest.kind == DELETION else None
+
+
+def purge_after(mark: ContextNode) -> datetime:
+    return datetime.fromisoformat(mark.meta["purge_after"])
+
+
+def check_as_of(as_of_seq: int | None, as_of: datetime | None) -> None:
+    if as_of_seq is not None and as_of is not None:
+        raise ContextError("give as_of or as_of_seq, not both", field="as_of")
+
+
+def upto_of(state: TreeState, as_of_seq: int | None, as_of: datetime | None) -> int | None:
+    """The stream sequence an as-of read stops at (None: now)."""
+    check_as_of(as_of_seq, as_of)
+    if as_of is not None:
+        if as_of.tzinfo is None:
+            raise ContextError("must carry a time zone (e.g. 2026-11-29T12:00:00Z)", field="as_of")
+        upto = state.seq_at(as_of)
+        field_name = "as_of"
+    elif as_of_seq is not None:
+        upto, field_name = as_of_seq, "as_of_seq"
+    else:
+        return None
+    if state.root is None or upto < state.seqs[state.root]:
+        raise ContextNotFound("the tree did not exist yet at that point", field=field_name)
+    return upto
+
 
 # -- rules for writes ---------------------------------------------------------------------------------
 
@@ -601,13 +741,20 @@ def check_append(state: TreeState, node: ContextNode) -> None:
         raise ContextConflict(
             f"the tree is full ({MAX_NODES_PER_TREE} nodes); start a new one", field="tree_id"
         )
-    assert node.parent_id is not None
+    scheduled = deletion(state) is not None
+    if node.kind == RESTORE:
+        if not scheduled:
+            raise ContextConflict("is not scheduled for deletion", field="tree_id")
+        return
+    if scheduled:
+        raise ContextConflict("is scheduled for deletion; restore it first", field="tree_id")
+    if node.kind == DELETION:
+        return
     if node.target is not None:
         first = state.find(node.target, "node_id")
         if first in state.tombstones:
             raise ContextConflict("is tombstoned already", field="node_id")
         return
-    parent = state.find(node.parent_id, "parent_id")
     if node.supersedes is not None:
         first = state.find(node.supersedes, "node_id")
         if state.current[first] != node.supersedes:
@@ -618,8 +765,15 @@ def check_append(state: TreeState, node: ContextNode) -> None:
         if state.hidden(first):
             raise ContextConflict("is in a tombstoned subtree", field="node_id")
         return
+    assert node.parent_id is not None
+    parent = state.find(node.parent_id, "parent_id")
     if state.hidden(parent):
         raise ContextConflict("is in a tombstoned subtree; append elsewhere", field="parent_id")
+    if state.depths[parent] + 1 > MAX_DEPTH:
+        raise ContextConflict(
+            f"is at the deepest level a tree may have ({MAX_DEPTH} below the root); append higher up",
+            field="parent_id",
+        )
 
 
 def update_of(
@@ -631,193 +785,10 @@ def update_of(
     base = newest.model_dump(exclude={"id", "at", "supersedes", "author", "author_user", "tree", "v"})
     if change is not None:
         base.update(change.model_dump(exclude={"parent_id"}))
+    tree = fields.pop("tree", newest.tree)
     base.update(fields)
     base["parent_id"] = newest.parent_id
-    return ContextNode(**base, author=author, supersedes=newest.id, tree=newest.tree)
-
-
-# -- paging ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A position in a paged read of one tree: what was stored up to ``upto`` and where the
-    previous page ended, so pages stay consistent while the tree grows."""
-
-    tree_id: str
-    upto: int
-    offset: int
-
-    def encode(self) -> str:
-        return encode_cursor({"t": self.tree_id, "u": self.upto, "o": self.offset})
-
-    @classmethod
-    def decode(cls, cursor: str | None, tree_id: str, upto: int) -> Snapshot:
-        state = decode_cursor(cursor)
-        if state is None:
-            return cls(tree_id, upto, 0)
-        u, o = state.get("u"), state.get("o")
-        if state.get("t") != tree_id or not isinstance(u, int) or not isinstance(o, int) or o < 0 or u < 0:
-            raise CursorError()
-        return cls(tree_id, u, o)
-
-
-def check_cursor(cursor: str | None, tree_id: str) -> None:
-    """Refuse a cursor this tree's reads did not issue before any I/O (names ``cursor``)."""
-    Snapshot.decode(cursor, tree_id, 0)
-
-
-def _seen(state: TreeState, first: str, upto: int) -> bool:
-    return state.seqs[first] <= upto
-
-
-def structure(
-    state: TreeState,
-    start: str | None = None,
-    *,
-    max_depth: int | None = None,
-    limit: int = 1000,
-    cursor: str | None = None,
-    include_hidden: bool = False,
-) -> tuple[list[NodeRef], str | None]:
-    """The subtree below ``start`` (default the root) in tree order, without content.
-
-    The whole subtree's refs are kept on the state until the tree changes, so paging
-    through it, or reading an unchanged tree again, costs a slice."""
-    if not 1 <= limit <= MAX_STRUCTURE:
-        raise ContextError(f"must be between 1 and {MAX_STRUCTURE}", field="limit")
-    if not state.exists:
-        raise tree_missing()
-    snap = Snapshot.decode(cursor, state.tree_id, state.last_seq)
-    first = state.root if start is None else state.find(start)
-    assert first is not None
-    if not include_hidden and state.hidden(first):
-        refs: list[NodeRef] = []
-    elif first == state.root and max_depth is None and not include_hidden and snap.upto >= state.max_seq:
-        if state.shape is None:
-            state.shape = _subtree(state, first, None, False, snap.upto)
-            state.shape_ids = [r.id for r in state.shape]
-        refs = state.shape
-    else:
-        key = (first, max_depth, include_hidden, snap.upto)
-        cached = state.shapes.get(key)
-        if cached is None or cached[0] != state.size:
-            cached = (state.size, _subtree(state, first, max_depth, include_hidden, snap.upto))
-            if len(state.shapes) >= SHAPES_KEPT:
-                state.shapes.clear()
-            state.shapes[key] = cached
-        refs = cached[1]
-    page = refs[snap.offset : snap.offset + limit]
-    more = snap.offset + limit < len(refs)
-    following = Snapshot(state.tree_id, snap.upto, snap.offset + len(page)).encode() if more else None
-    return page, following
-
-
-SHAPES_KEPT: Final = 8
-"""Subtree shapes a tree keeps ready (per start node, depth limit, hidden or not)."""
-_tuple_new = tuple.__new__
-
-
-def _subtree(
-    state: TreeState, first: str, max_depth: int | None, include_hidden: bool, upto: int
-) -> list[NodeRef]:
-    """Pre-order refs below ``first`` (stored up to ``upto``): one tight loop, since a
-    structure read of 10,000 nodes is measured against a 50 ms budget."""
-    info, kids, tombs, seqs = state.info, state.children, state.tombstones, state.seqs
-    limit_depth = -1 if max_depth is None else max_depth
-    out: list[NodeRef] = []
-    append = out.append
-    stack: list[tuple[str, int]] = [(first, 0)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        at, depth = pop()
-        below = kids.get(at)
-        shown = 0
-        if below:
-            for kid in below:
-                if (include_hidden or kid not in tombs) and seqs[kid] <= upto:
-                    shown += 1
-            if depth != limit_depth:
-                nxt = depth + 1
-                for kid in reversed(below):
-                    if (include_hidden or kid not in tombs) and seqs[kid] <= upto:
-                        push((kid, nxt))
-        append(_tuple_new(NodeRef, (*info[at], depth, shown)))
-    return out
-
-
-def in_tree_order(
-    state: TreeState, *, limit: int = 50, cursor: str | None = None, start: str | None = None
-) -> tuple[list[tuple[ContextNode, int]], str | None]:
-    """Nodes (newest version, with their depth) in tree order, paged; what a thread read returns."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise ContextError(f"must be between 1 and {MAX_PAGE}", field="limit")
-    if not state.exists:
-        raise tree_missing()
-    snap = Snapshot.decode(cursor, state.tree_id, state.last_seq)
-    page: list[tuple[ContextNode, int]] = []
-    position = 0
-    more = False
-    for first, depth in state.walk(start):
-        if not _seen(state, first, snap.upto):
-            continue
-        if position >= snap.offset:
-            if len(page) == limit:
-                more = True
-                break
-            page.append((state.latest(first), depth))
-        position += 1
-    following = Snapshot(state.tree_id, snap.upto, snap.offset + len(page)).encode() if more else None
-    return page, following
-
-
-@dataclass
-class HandOff:
-    """What an agent taking over work is given: the tree's nodes, newest first, bounded."""
-
-    tree_id: str
-    nodes: list[ContextNode]
-    next_cursor: str | None
-    total: int
-    """Visible nodes in the tree (the page may hold fewer)."""
-    truncated: int
-    """Nodes of this page whose text was cut to fit the bound."""
-
-
-def hand_off(
-    state: TreeState,
-    *,
-    limit: int = HANDOFF_NODES,
-    max_chars: int = HANDOFF_CHARS,
-    node_chars: int = HANDOFF_NODE_CHARS,
-    cursor: str | None = None,
-) -> HandOff:
-    """Newest first, at most ``limit`` nodes and about ``max_chars`` characters of text
-    (each node's text cut to ``node_chars``), with a cursor for older ones."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise ContextError(f"must be between 1 and {MAX_PAGE}", field="limit")
-    snap = Snapshot.decode(cursor, state.tree_id, state.last_seq)
-    visible = [f for f in state.newest_first() if _seen(state, f, snap.upto)]
-    chosen: list[ContextNode] = []
-    used = 0
-    cut = 0
-    for first in visible[snap.offset :]:
-        if len(chosen) == limit:
-            break
-        node = state.latest(first)
-        text = node.text or ""
-        if len(text) > node_chars:
-            text = text[: node_chars - 1] + "…"
-            cut += 1
-        if chosen and used + len(text) > max_chars:
-            break
-        used += len(text)
-        chosen.append(node if text == (node.text or "") else node.model_copy(update={"text": text}))
-    end = snap.offset + len(chosen)
-    following = Snapshot(state.tree_id, snap.upto, end).encode() if end < len(visible) else None
-    return HandOff(
-        tree_id=state.tree_id, nodes=chosen, next_cursor=following, total=len(visible), truncated=cut
-    )
+    return ContextNode(**base, author=author, supersedes=newest.id, tree=tree)
 
 
 def readable(node: ContextNode, *, agent_id: str, user_id: str) -> bool:
@@ -831,58 +802,3 @@ def readable(node: ContextNode, *, agent_id: str, user_id: str) -> bool:
 
 def may_read_tree(meta: TreeMeta, agent_id: str) -> bool:
     return not meta.participants or agent_id in meta.participants
-
-
-# -- views (the shapes Warp's tools and Weft's routes return) ------------------------------------
-
-
-class NodeRefView(LoomModel):
-    """A node without content, as structure reads return it."""
-
-    id: str = Field(description="The node's original id (stable across updates)")
-    version: str = Field(description="The id of its newest version")
-    parent_id: str | None
-    kind: str
-    role: str | None
-    author: str
-    at: datetime
-    source: str = Field(description="Where its content lives (the handle's source)")
-    has_text: bool
-    updated: bool
-    depth: int = Field(description="Levels below the node the read started at")
-    children: int
-
-    @classmethod
-    def of(cls, ref: NodeRef) -> NodeRefView:
-        return cls.model_construct(**ref._asdict())
-
-
-class ResolvedView(LoomModel):
-    node_id: str
-    source: str
-    id: str
-    version: str | None
-    resolved: bool
-    content: Any = None
-    reason: str | None = Field(None, description="Why it was not resolved")
-
-
-class TreeView(LoomModel):
-    """A tree: what it is about, its root, and its size."""
-
-    tree_id: str
-    meta: TreeMeta
-    root: ContextNode
-    nodes: int = Field(description="Nodes in the tree (tombstoned ones included)")
-    last_seq: int = Field(description="Stream sequence of the newest node read")
-
-    @classmethod
-    def of(cls, state: TreeState) -> TreeView:
-        assert state.root is not None
-        return cls(
-            tree_id=state.tree_id,
-            meta=state.meta,
-            root=state.latest(state.root),
-            nodes=state.node_count(),
-            last_seq=state.last_seq,
-        )

@@ -256,12 +256,23 @@ async def delete_unchanged(kv: KeyValue, key: str, revision: int) -> bool:
     return True
 
 
-async def publish_unchanged(js: JetStreamContext, subject: str, body: bytes, last_seq: int) -> int | None:
+async def publish_unchanged(
+    js: JetStreamContext,
+    subject: str,
+    body: bytes,
+    last_seq: int,
+    *,
+    per_subject: bool = False,
+    headers: dict[str, str] | None = None,
+) -> int | None:
     """Append ``body`` only if the stream's last sequence is still ``last_seq``
     (``Nats-Expected-Last-Sequence``): its sequence, or None when anything was stored
-    in the stream since (a compare-and-set over a whole bucket)."""
+    in the stream since (a compare-and-set over a whole bucket). With ``per_subject``,
+    only ``subject``'s last sequence counts (``Nats-Expected-Last-Subject-Sequence``: a
+    compare-and-set over one context tree)."""
+    check = "Nats-Expected-Last-Subject-Sequence" if per_subject else "Nats-Expected-Last-Sequence"
     try:
-        ack = await js.publish(subject, body, headers={"Nats-Expected-Last-Sequence": str(last_seq)})
+        ack = await js.publish(subject, body, headers={**(headers or {}), check: str(last_seq)})
     except APIError as exc:
         if exc.err_code in WRONG_LAST_SEQUENCE:
             return None

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from shared.context.reads import hand_off
 from shared.context.store import ContextStore
 from shared.context.trees import (
     HANDOFF_CHARS,
@@ -32,7 +33,6 @@ from shared.context.trees import (
     HandleSource,
     TreeMeta,
     derive_id,
-    hand_off,
     work_attempt_id,
     work_root_id,
 )

@@ -33,8 +33,9 @@ from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope, utcnow
 from pattern.service import MemoryService
 from shared.context import tokens
+from shared.context.reads import structure
 from shared.context.store import ContextStore
-from shared.context.trees import ContextNode, TreeMeta, structure
+from shared.context.trees import ContextNode, TreeMeta
 from shared.identity import Identity
 from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.nats.client import connect

@@ -220,7 +220,7 @@ async def warp_channels_thread(
     cursor: Annotated[Cursor | None, Field(description="next_cursor of the previous page")] = None,
 ) -> Annotated[CallToolResult, ThreadOut]:
     """Read a thread of a channel in tree order: each reply under the message it answers."""
-    from shared.context.trees import in_tree_order
+    from shared.context.reads import in_tree_order
 
     svc = await rt.services()
     svc.channels.spec(channel)

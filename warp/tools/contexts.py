@@ -206,7 +206,7 @@ async def warp_context_structure(
     include_hidden: bool = False,
 ) -> Annotated[CallToolResult, ContextStructureOut]:
     """A tree's shape without content: ids, kinds, authors, child counts (navigate cheaply)."""
-    from shared.context.trees import structure
+    from shared.context.reads import structure
 
     svc = await rt.services()
     state = await _readable_tree(svc, tree_id)

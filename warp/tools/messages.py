@@ -168,7 +168,7 @@ async def warp_messages_thread(
 ) -> Annotated[CallToolResult, ThreadOut]:
     """Read a direct-message thread you take part in, in tree order."""
     from shared.channels import Viewer
-    from shared.context.trees import in_tree_order
+    from shared.context.reads import in_tree_order
     from warp.tools.channels import thread_out, thread_text
 
     svc = await rt.services()

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.context.reads import NodeRefView, ResolvedView, TreeView, check_cursor, in_tree_order, structure
 from shared.context.store import TreeEntry, check_change_cursor
 from shared.context.trees import (
     MAX_PAGE,
@@ -17,14 +18,8 @@ from shared.context.trees import (
     ContextNode,
     Meta,
     NodeInput,
-    NodeRefView,
-    ResolvedView,
     TreeMeta,
-    TreeView,
-    check_cursor,
-    in_tree_order,
     node_input,
-    structure,
 )
 from shared.names import TOKEN_RULE
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, require_token

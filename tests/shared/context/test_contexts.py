@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from shared.context.reads import hand_off, in_tree_order, structure
 from shared.context.trees import (
     MAX_STRUCTURE,
     ContextConflict,
@@ -18,10 +19,7 @@ from shared.context.trees import (
     TreeState,
     check_append,
     derive_id,
-    hand_off,
-    in_tree_order,
     readable,
-    structure,
     update_of,
     work_attempt_id,
     work_root_id,
@@ -230,7 +228,7 @@ def test_kept_structure_matches_a_fresh_one_as_the_tree_grows() -> None:
     it must equal what a fresh walk gives."""
     import random
 
-    from shared.context.trees import _subtree
+    from shared.context.reads import _subtree
 
     rng = random.Random(7)
     b = Builder()

@@ -6,6 +6,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from shared.channels import Viewer
+from shared.context.reads import structure
 from shared.context.store import ContextStore
 from shared.context.trees import (
     ContextConflict,
@@ -14,7 +15,6 @@ from shared.context.trees import (
     HandleSource,
     NodeInput,
     TreeMeta,
-    structure,
 )
 from shared.models import Scope, WorkSubmission
 from shared.names import ProjectNames

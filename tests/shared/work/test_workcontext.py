@@ -6,7 +6,8 @@ import asyncio
 
 from nats.aio.client import Client as NatsClient
 
-from shared.context.trees import NodeInput, structure, work_attempt_id, work_root_id
+from shared.context.reads import structure
+from shared.context.trees import NodeInput, work_attempt_id, work_root_id
 from shared.models import WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.trace.tracing import TraceLog

@@ -1,0 +1,328 @@
+"""Reads over a context tree's state (docs/context.md): paged structure and tree order,
+leaves, hand-offs, and the views Warp's tools and Weft's routes return.
+
+Every read takes the stream sequence it stops at (``upto``): a cursor keeps the
+sequence of its first page, so pages stay consistent while the tree grows, and an
+as-of read (time travel) is the same read stopped earlier. Pure: no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import Field
+
+from shared.base import LoomModel
+from shared.context.trees import (
+    HANDOFF_CHARS,
+    HANDOFF_NODE_CHARS,
+    HANDOFF_NODES,
+    MAX_PAGE,
+    MAX_STRUCTURE,
+    ContextError,
+    ContextNode,
+    NodeRef,
+    TreeMeta,
+    TreeState,
+    tree_missing,
+)
+from shared.paging import CursorError, decode_cursor, encode_cursor
+
+# -- paging ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A position in a paged read of one tree: what was stored up to ``upto`` and where the
+    previous page ended, so pages stay consistent while the tree grows."""
+
+    tree_id: str
+    upto: int
+    offset: int
+
+    def encode(self) -> str:
+        return encode_cursor({"t": self.tree_id, "u": self.upto, "o": self.offset})
+
+    @classmethod
+    def decode(cls, cursor: str | None, tree_id: str, upto: int) -> Snapshot:
+        state = decode_cursor(cursor)
+        if state is None:
+            return cls(tree_id, upto, 0)
+        u, o = state.get("u"), state.get("o")
+        if state.get("t") != tree_id or not isinstance(u, int) or not isinstance(o, int) or o < 0 or u < 0:
+            raise CursorError()
+        return cls(tree_id, u, o)
+
+
+def check_cursor(cursor: str | None, tree_id: str) -> None:
+    """Refuse a cursor this tree's reads did not issue before any I/O (names ``cursor``)."""
+    Snapshot.decode(cursor, tree_id, 0)
+
+
+def _seen(state: TreeState, first: str, upto: int) -> bool:
+    return state.seqs[first] <= upto
+
+
+def structure(
+    state: TreeState,
+    start: str | None = None,
+    *,
+    max_depth: int | None = None,
+    limit: int = 1000,
+    cursor: str | None = None,
+    include_hidden: bool = False,
+    upto: int | None = None,
+) -> tuple[list[NodeRef], str | None]:
+    """The subtree below ``start`` (default the root) in tree order, without content; with
+    ``upto``, as the tree stood at that stream sequence (a cursor carries its own).
+
+    The whole subtree's refs are kept on the state until the tree changes, so paging
+    through it, or reading an unchanged tree again, costs a slice."""
+    if not 1 <= limit <= MAX_STRUCTURE:
+        raise ContextError(f"must be between 1 and {MAX_STRUCTURE}", field="limit")
+    if not state.exists:
+        raise tree_missing()
+    horizon = state.last_seq if upto is None else min(upto, max(state.last_seq, state.max_seq))
+    snap = Snapshot.decode(cursor, state.tree_id, horizon)
+    first = state.root if start is None else state.locate(start, snap.upto)
+    assert first is not None
+    if not include_hidden and state.hidden_at(first, snap.upto):
+        refs: list[NodeRef] = []
+    elif first == state.root and max_depth is None and not include_hidden and snap.upto >= state.max_seq:
+        if state.shape is None:
+            state.shape = _subtree(state, first, None, False, snap.upto)
+            state.shape_ids = [r.id for r in state.shape]
+        refs = state.shape
+    else:
+        key = (first, max_depth, include_hidden, snap.upto)
+        cached = state.shapes.get(key)
+        if cached is None or cached[0] != state.size:
+            cached = (state.size, _subtree(state, first, max_depth, include_hidden, snap.upto))
+            if len(state.shapes) >= SHAPES_KEPT:
+                state.shapes.clear()
+            state.shapes[key] = cached
+        refs = cached[1]
+    page = refs[snap.offset : snap.offset + limit]
+    more = snap.offset + limit < len(refs)
+    following = Snapshot(state.tree_id, snap.upto, snap.offset + len(page)).encode() if more else None
+    return page, following
+
+
+SHAPES_KEPT: Final = 8
+"""Subtree shapes a tree keeps ready (per start node, depth limit, hidden or not)."""
+_tuple_new = tuple.__new__
+
+
+def _subtree(
+    state: TreeState, first: str, max_depth: int | None, include_hidden: bool, upto: int
+) -> list[NodeRef]:
+    """Pre-order refs below ``first`` (stored up to ``upto``): one tight loop, since a
+    structure read of 10,000 nodes is measured against a 50 ms budget."""
+    if upto < state.max_seq:
+        return _subtree_at(state, first, max_depth, include_hidden, upto)
+    info, kids, tombs, seqs = state.info, state.children, state.tombstones, state.seqs
+    limit_depth = -1 if max_depth is None else max_depth
+    out: list[NodeRef] = []
+    append = out.append
+    stack: list[tuple[str, int]] = [(first, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        at, depth = pop()
+        below = kids.get(at)
+        shown = 0
+        if below:
+            for kid in below:
+                if (include_hidden or kid not in tombs) and seqs[kid] <= upto:
+                    shown += 1
+            if depth != limit_depth:
+                nxt = depth + 1
+                for kid in reversed(below):
+                    if (include_hidden or kid not in tombs) and seqs[kid] <= upto:
+                        push((kid, nxt))
+        append(_tuple_new(NodeRef, (*info[at], depth, shown)))
+    return out
+
+
+def _subtree_at(
+    state: TreeState, first: str, max_depth: int | None, include_hidden: bool, upto: int
+) -> list[NodeRef]:
+    """:func:`_subtree` as the tree stood at ``upto``: each node in the version it had then,
+    hidden by the tombstones stored by then."""
+    out: list[NodeRef] = []
+    stack: list[tuple[str, int]] = [(first, 0)]
+    while stack:
+        at, depth = stack.pop()
+        kids = state.visible_children(at, upto, include_hidden)
+        if kids and depth != max_depth:
+            stack.extend((kid, depth + 1) for kid in reversed(kids))
+        version = state.version_at(at, upto)
+        parent = state.up[at]
+        out.append(
+            NodeRef(
+                at,
+                version.id,
+                parent,
+                version.kind,
+                version.role,
+                version.author,
+                version.at,
+                version.handle.source.value,
+                bool(version.text),
+                version.id != at,
+                depth,
+                len(kids),
+            )
+        )
+    return out
+
+
+def in_tree_order(
+    state: TreeState,
+    *,
+    limit: int = 50,
+    cursor: str | None = None,
+    start: str | None = None,
+    upto: int | None = None,
+) -> tuple[list[tuple[ContextNode, int]], str | None]:
+    """Nodes (newest version, with their depth) in tree order, paged; what a thread read
+    returns. With ``upto``, as the tree stood at that stream sequence."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise ContextError(f"must be between 1 and {MAX_PAGE}", field="limit")
+    if not state.exists:
+        raise tree_missing()
+    horizon = state.last_seq if upto is None else min(upto, max(state.last_seq, state.max_seq))
+    snap = Snapshot.decode(cursor, state.tree_id, horizon)
+    first = state.root if start is None else state.locate(start, snap.upto)
+    assert first is not None
+    page: list[tuple[ContextNode, int]] = []
+    position = 0
+    more = False
+    stack: list[tuple[str, int]] = [] if state.hidden_at(first, snap.upto) else [(first, 0)]
+    while stack:
+        at, depth = stack.pop()
+        if position >= snap.offset:
+            if len(page) == limit:
+                more = True
+                break
+            page.append((state.version_at(at, snap.upto), depth))
+        position += 1
+        stack.extend((kid, depth + 1) for kid in reversed(state.visible_children(at, snap.upto, False)))
+    following = Snapshot(state.tree_id, snap.upto, snap.offset + len(page)).encode() if more else None
+    return page, following
+
+
+@dataclass
+class HandOff:
+    """What an agent taking over work is given: the tree's nodes, newest first, bounded."""
+
+    tree_id: str
+    nodes: list[ContextNode]
+    next_cursor: str | None
+    total: int
+    """Visible nodes in the tree (the page may hold fewer)."""
+    truncated: int
+    """Nodes of this page whose text was cut to fit the bound."""
+
+
+def hand_off(
+    state: TreeState,
+    *,
+    limit: int = HANDOFF_NODES,
+    max_chars: int = HANDOFF_CHARS,
+    node_chars: int = HANDOFF_NODE_CHARS,
+    cursor: str | None = None,
+) -> HandOff:
+    """Newest first, at most ``limit`` nodes and about ``max_chars`` characters of text
+    (each node's text cut to ``node_chars``), with a cursor for older ones."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise ContextError(f"must be between 1 and {MAX_PAGE}", field="limit")
+    snap = Snapshot.decode(cursor, state.tree_id, state.last_seq)
+    visible = [f for f in state.newest_first() if _seen(state, f, snap.upto)]
+    chosen: list[ContextNode] = []
+    used = 0
+    cut = 0
+    for first in visible[snap.offset :]:
+        if len(chosen) == limit:
+            break
+        node = state.latest(first)
+        text = node.text or ""
+        if len(text) > node_chars:
+            text = text[: node_chars - 1] + "…"
+            cut += 1
+        if chosen and used + len(text) > max_chars:
+            break
+        used += len(text)
+        chosen.append(node if text == (node.text or "") else node.model_copy(update={"text": text}))
+    end = snap.offset + len(chosen)
+    following = Snapshot(state.tree_id, snap.upto, end).encode() if end < len(visible) else None
+    return HandOff(
+        tree_id=state.tree_id, nodes=chosen, next_cursor=following, total=len(visible), truncated=cut
+    )
+
+
+def leaves(
+    state: TreeState, upto: int | None = None, *, include_hidden: bool = False, limit: int = MAX_STRUCTURE
+) -> tuple[list[NodeRef], bool]:
+    """The visible nodes with no visible children, in tree order (a context is the path to
+    one of them), and whether more were left out past ``limit``."""
+    if not state.exists:
+        raise tree_missing()
+    refs, _ = structure(state, upto=upto, include_hidden=include_hidden, limit=MAX_STRUCTURE)
+    found = [r for r in refs if r.children == 0]
+    return found[:limit], len(found) > limit
+
+
+# -- views (the shapes Warp's tools and Weft's routes return) ------------------------------------
+
+
+class NodeRefView(LoomModel):
+    """A node without content, as structure reads return it."""
+
+    id: str = Field(description="The node's original id (stable across updates)")
+    version: str = Field(description="The id of its newest version")
+    parent_id: str | None
+    kind: str
+    role: str | None
+    author: str
+    at: datetime
+    source: str = Field(description="Where its content lives (the handle's source)")
+    has_text: bool
+    updated: bool
+    depth: int = Field(description="Levels below the node the read started at")
+    children: int
+
+    @classmethod
+    def of(cls, ref: NodeRef) -> NodeRefView:
+        return cls.model_construct(**ref._asdict())
+
+
+class ResolvedView(LoomModel):
+    node_id: str
+    source: str
+    id: str
+    version: str | None
+    resolved: bool
+    content: Any = None
+    reason: str | None = Field(None, description="Why it was not resolved")
+
+
+class TreeView(LoomModel):
+    """A tree: what it is about, its root, and its size."""
+
+    tree_id: str
+    meta: TreeMeta
+    root: ContextNode
+    nodes: int = Field(description="Nodes in the tree (tombstoned ones included)")
+    last_seq: int = Field(description="Stream sequence of the newest node read")
+
+    @classmethod
+    def of(cls, state: TreeState) -> TreeView:
+        assert state.root is not None
+        return cls(
+            tree_id=state.tree_id,
+            meta=state.meta,
+            root=state.latest(state.root),
+            nodes=state.node_count(),
+            last_seq=state.last_seq,
+        )
