@@ -29,6 +29,7 @@ NOT_FOUND: Final = "not_found"
 CONFLICT: Final = "conflict"
 FORBIDDEN: Final = "forbidden"
 UNAVAILABLE: Final = "unavailable"
+TOO_MANY: Final = "too_many_requests"
 
 
 class LoomError(Exception):
@@ -73,6 +74,12 @@ class Forbidden(LoomError):
     """The caller may not do this (not the claimant, not the owner)."""
 
     code = FORBIDDEN
+
+
+class TooMany(LoomError):
+    """The caller went past a rate it may use; waiting helps (the message says how long)."""
+
+    code = TOO_MANY
 
 
 class Unavailable(LoomError):

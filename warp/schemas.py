@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.context.reads import NodeRefView, ResolvedView
+from shared.context.reads import HandleAt, NodeDetail, NodeRefView, ResolvedView
+from shared.context.store import TreeEntry
 from shared.context.trees import ContextNode, TreeMeta
 from shared.models import Lease, Question, Scope, WorkItem, WorkStatus
 from shared.names import (
@@ -322,6 +323,12 @@ class LeaseReleaseOut(Out):
 
 TreeId = Annotated[str, Field(pattern=_ID, description="A context tree id: 32 lowercase hex")]
 NodeId = Annotated[str, Field(pattern=_ID, description="A node id: 32 lowercase hex")]
+AsOfSeq = Annotated[
+    int | None, Field(ge=1, description="Read the tree as it stood at this stream sequence (a version's seq)")
+]
+AsOf = Annotated[
+    datetime | None, Field(description="Read the tree as it stood at this time (ISO 8601 with a time zone)")
+]
 
 
 class ContextTreeOut(Out):
@@ -367,6 +374,27 @@ class ContextChangesOut(Out):
     changes: list[ContextChangeOut]
     next_cursor: str = Field(description="Pass back to get only what changes after")
     withheld: int = 0
+
+
+class ContextListOut(Out):
+    trees: list[TreeEntry] = Field(description="Newest first: threads and created trees you may read")
+    next_cursor: str | None = None
+
+
+class ContextNodeDetailOut(NodeDetail):
+    withheld: bool = Field(False, description="Its scope hides its content from you (text and meta left out)")
+
+
+class ContextLeavesOut(Out):
+    tree_id: str
+    nodes: list[NodeRefOut] = Field(description="Visible nodes without visible children, in tree order")
+    more: bool = Field(description="More leaves than the limit")
+
+
+class ContextHandlesOut(Out):
+    tree_id: str
+    handles: list[HandleAt] = Field(description="Root first: each node's id and handle, no content")
+    withheld: list[str] = Field(default_factory=list, description="Nodes whose handle you may not see")
 
 
 class ThreadNodeOut(Out):

@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 from shared.agents.registry import Registry
 from shared.context.store import ContextStore
 from shared.context.threads import Threads
+from shared.context.trees import CreationRate
 from shared.git.repository import RepositoryStore
 from shared.identity import Identity
 from shared.leases.book import LeaseBook
@@ -55,6 +56,8 @@ class Services:
     ledger: UsageLedger
     workstreams: Workstreams
     """The items this agent works on in worktrees of their own (docs/workstreams.md)."""
+    tree_rate: CreationRate
+    """Trees this agent may still create this minute (kept across reconnects)."""
 
     @property
     def agent_id(self) -> str:
@@ -134,4 +137,5 @@ async def build(
         traces=traces,
         ledger=ledger,
         workstreams=Workstreams(js, names, identity),
+        tree_rate=CreationRate(settings.context_trees_per_minute),
     )

@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
+from shared.context.trees import TREES_PER_MINUTE
 from shared.models import Scope
 from shared.names import TOKEN_RULE, InvalidNameError, validate_token
 from shared.settings import LoomSettings, SettingsError, load
@@ -76,6 +77,9 @@ class WarpSettings(LoomSettings):
     op_timeout_s: float = Field(default=10.0, validation_alias="LOOM_WARP_TIMEOUT_S")
     ready_wait_s: float = Field(default=3.0, validation_alias="LOOM_WARP_READY_WAIT_S")
     checkpoint_s: float = Field(default=60.0, validation_alias="LOOM_CHECKPOINT_S")
+    context_trees_per_minute: int = Field(
+        default=TREES_PER_MINUTE, ge=1, le=100_000, validation_alias="LOOM_CONTEXT_TREES_PER_MINUTE"
+    )
     landing_lock_s: float = Field(default=120.0, validation_alias="LOOM_LANDING_LOCK_S")
 
     @field_validator("heartbeat_s", mode="before")

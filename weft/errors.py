@@ -45,6 +45,7 @@ STATUS_FOR_CODE: dict[str, int] = {
     "git_failed": 502,
     "validation_error": 422,
     "unavailable": 503,
+    "too_many_requests": 429,
     NATS_UNAVAILABLE: 503,
     JETSTREAM_ERROR: 503,
 }

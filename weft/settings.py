@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from shared.context.trees import DELETION_WINDOW_S
 from shared.identity import project_id_for_path
 from shared.names import validate_capability, validate_project_id
 from shared.nats.server import check_sync_interval
@@ -70,6 +71,10 @@ class WeftSettings(EnvSettings):
         default=7 * 24 * 3600, ge=0, le=10 * 365 * 24 * 3600, validation_alias="WEFT_WORK_RETENTION_S"
     )
     """How long completed, cancelled and expired work records are kept (0: forever)."""
+    context_deletion_window_s: float = Field(
+        default=DELETION_WINDOW_S, ge=0, le=365 * 24 * 3600, validation_alias="WEFT_CONTEXT_DELETION_WINDOW_S"
+    )
+    """How long a context tree deleted through Weft can still be restored before it is purged."""
     agent_retention_s: float = Field(
         default=7 * 24 * 3600, ge=0, le=10 * 365 * 24 * 3600, validation_alias="WEFT_AGENT_RETENTION_S"
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from shared.models import QuestionStatus
+from shared.models import QuestionStatus, utcnow
 from shared.tasks import raise_if_cancelling
 from weft.a2a.push import PUSH_EXTENSION, ProjectPush
 from weft.notify.dispatch import NOTIFY_EXTENSION, ProjectNotify
@@ -66,6 +66,9 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
     notify = context.extension(NOTIFY_EXTENSION, ProjectNotify)
     if notify is not None and await notify.start_if_in_use():
         outcome["notify_started"] = 1  # another replica set a sink: send its share too
+    purged = await context.contexts.purge_due(utcnow())
+    if purged:
+        outcome["contexts_purged"] = len(purged)
     deleted = await context.retention.sweep(settings.work_retention_s, settings.agent_retention_s)
     for kind, count in deleted.items():
         outcome[f"deleted_{kind}"] = count

@@ -21,10 +21,13 @@ from shared.context.trees import (
     MAX_PAGE,
     MAX_STRUCTURE,
     ContextError,
+    ContextHandle,
     ContextNode,
     NodeRef,
     TreeMeta,
     TreeState,
+    deletion,
+    purge_after,
     tree_missing,
 )
 from shared.paging import CursorError, decode_cursor, encode_cursor
@@ -307,6 +310,18 @@ class ResolvedView(LoomModel):
     reason: str | None = Field(None, description="Why it was not resolved")
 
 
+class Deleting(LoomModel):
+    """A tree's scheduled deletion (docs/context.md, Deleting a tree)."""
+
+    by: str
+    at: datetime
+    purge_after: datetime = Field(description="Purged for good after this; restore it before")
+
+    @classmethod
+    def of(cls, mark: ContextNode) -> Deleting:
+        return cls(by=mark.author, at=mark.at, purge_after=purge_after(mark))
+
+
 class TreeView(LoomModel):
     """A tree: what it is about, its root, and its size."""
 
@@ -315,14 +330,68 @@ class TreeView(LoomModel):
     root: ContextNode
     nodes: int = Field(description="Nodes in the tree (tombstoned ones included)")
     last_seq: int = Field(description="Stream sequence of the newest node read")
+    deleting: Deleting | None = Field(None, description="Set while the tree is scheduled for deletion")
 
     @classmethod
     def of(cls, state: TreeState) -> TreeView:
         assert state.root is not None
+        mark = deletion(state)
         return cls(
             tree_id=state.tree_id,
             meta=state.meta,
             root=state.latest(state.root),
             nodes=state.node_count(),
             last_seq=state.last_seq,
+            deleting=None if mark is None else Deleting.of(mark),
         )
+
+
+class VersionView(LoomModel):
+    id: str
+    seq: int = Field(description="Context stream sequence it was stored at (an as_of_seq)")
+    at: datetime
+    author: str
+
+
+class NodeDetail(LoomModel):
+    """One node read directly: the version it has (now or as of a point), every version
+    stored by then, its parent and its visible children."""
+
+    tree_id: str
+    node: ContextNode
+    versions: list[VersionView] = Field(description="Oldest (the original) first")
+    parent_id: str | None
+    children: list[str] = Field(description="Visible children's ids, in arrival order")
+    hidden: bool = Field(description="A tombstone hides it (on it or an ancestor)")
+
+    @classmethod
+    def of(cls, state: TreeState, node_id: str, upto: int | None) -> NodeDetail:
+        horizon = max(state.last_seq, state.max_seq) if upto is None else upto
+        first = state.locate(node_id, horizon)
+        return cls(
+            tree_id=state.tree_id,
+            node=state.version_at(first, horizon),
+            versions=[
+                VersionView(id=v, seq=state.seqs[v], at=state.nodes[v].at, author=state.nodes[v].author)
+                for v in state.versions[first]
+                if state.seqs[v] <= horizon
+            ],
+            parent_id=state.up[first],
+            children=state.visible_children(first, horizon, False),
+            hidden=state.hidden_at(first, horizon),
+        )
+
+
+class HandleAt(LoomModel):
+    node_id: str
+    handle: ContextHandle
+
+
+def handles(
+    state: TreeState, node_id: str, upto: int | None, *, include_hidden: bool = False
+) -> list[HandleAt]:
+    """The handles alone along the path root -> node (a light read for references)."""
+    return [
+        HandleAt(node_id=n.id, handle=n.handle)
+        for n in state.path_at(node_id, upto, include_hidden=include_hidden)
+    ]

@@ -36,10 +36,11 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.kv import KeyValue
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from shared.base import LoomModel
 from shared.channels import Viewer, visible
+from shared.context.reads import Deleting
 from shared.context.trees import (
     DELETION,
     LOOM_SOURCES,
@@ -77,7 +78,7 @@ from shared.nats.jetstream import (
     update_unchanged,
 )
 from shared.nats.jsapi import JetStreamReplyError, direct_get_batch
-from shared.paging import CursorError, decode_cursor, encode_cursor
+from shared.paging import CursorError, Page, decode_cursor, encode_cursor
 
 log = logging.getLogger("loom.contexts")
 
@@ -90,14 +91,6 @@ INDEX_THREAD = "thread"
 INDEX_DM = "dm"
 CAS_TRIES = 8
 """Attempts of a tree-level change (metadata, deletion) that other writers keep beating."""
-
-
-class Deleting(LoomModel):
-    """A tree's scheduled deletion, as its listing shows it."""
-
-    by: str
-    at: datetime
-    purge_after: datetime = Field(description="Purged for good after this; restore it before")
 
 
 class TreeEntry(LoomModel):
@@ -495,7 +488,7 @@ class ContextStore:
         return True
 
     async def _mark_entry(self, state: TreeState, mark: ContextNode) -> None:
-        deleting = Deleting(by=mark.author, at=mark.at, purge_after=purge_after(mark))
+        deleting = Deleting.of(mark)
         await self._change_entry(state, lambda e: e.model_copy(update={"deleting": deleting}))
 
     async def _change_entry(self, state: TreeState, change: Callable[[TreeEntry], TreeEntry]) -> None:
@@ -647,6 +640,25 @@ class ContextStore:
             return done
         done.resolved, done.content = True, json.loads(stored[0].data)
         return done
+
+
+def page_entries(entries: list[TreeEntry], *, limit: int, cursor: str | None) -> Page[TreeEntry]:
+    """Listed trees, newest first, paged by (created, id): what Weft's listing and Warp's
+    ``warp_context_list`` return."""
+    ordered = sorted(entries, key=lambda e: (e.created_at, e.tree_id), reverse=True)
+    total = len(ordered)
+    after = decode_cursor(cursor)
+    if after is not None:
+        at, tree = after.get("at"), after.get("id")
+        if not isinstance(at, str) or not isinstance(tree, str):
+            raise CursorError()
+        ordered = [e for e in ordered if (e.created_at.isoformat(), e.tree_id) < (at, tree)]
+    page = ordered[:limit]
+    more = len(ordered) > limit
+    following = (
+        encode_cursor({"at": page[-1].created_at.isoformat(), "id": page[-1].tree_id}) if more else None
+    )
+    return Page(items=page, next_cursor=following, total=total)
 
 
 def check_change_cursor(cursor: str | None, tree_id: str | None) -> int:

@@ -18,18 +18,21 @@ newest first) in memory; :func:`check_append` is the rule an append must pass.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from collections.abc import Iterator
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal, NamedTuple
+from typing import Annotated, Any, Final, Literal, NamedTuple, TypeVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from shared import names
 from shared.base import LoomModel
-from shared.errors import Conflict, Invalid, NotFound
+from shared.errors import Conflict, Invalid, NotFound, TooMany
 from shared.models import AgentId, Scope, Token, new_id, utcnow
 
 MAX_TEXT: Final = 64_000
@@ -38,6 +41,10 @@ MAX_META: Final = 32
 MAX_NODES_PER_TREE: Final = 100_000
 MAX_DEPTH: Final = 10_000
 """Levels a tree may have below its root (an append deeper is refused)."""
+DELETION_WINDOW_S: Final = 7 * 24 * 3600
+"""How long a deleted tree can be restored before it is purged (Weft: WEFT_CONTEXT_DELETION_WINDOW_S)."""
+TREES_PER_MINUTE: Final = 60
+"""Trees one agent may create a minute (Warp: WARP_CONTEXT_TREES_PER_MINUTE)."""
 MAX_STRUCTURE: Final = 10_000
 """Nodes one structure read returns at most (pass the cursor for more)."""
 MAX_PAGE: Final = 500
@@ -279,16 +286,56 @@ class NodeInput(LoomModel):
 def node_input(**fields: Any) -> NodeInput:
     """A :class:`NodeInput` from loose arguments, or a :class:`ContextError` naming the
     fields at fault (never their values)."""
+    return _checked(NodeInput, fields)
+
+
+def tree_change(**fields: Any) -> TreeChange:
+    """A :class:`TreeChange` from loose arguments (refusals as :func:`node_input`'s)."""
+    return _checked(TreeChange, fields)
+
+
+_M = TypeVar("_M", bound=LoomModel)
+
+
+def _checked(model: type[_M], fields: dict[str, Any]) -> _M:
     from pydantic import ValidationError
 
     from shared.errors import describe_problems, validation_problems
 
     try:
-        return NodeInput(**fields)
+        return model(**fields)
     except ValidationError as exc:
         problems = validation_problems(exc.errors(include_url=False, include_input=False))
         first = problems[0].field if problems else None
         raise ContextError(describe_problems(problems), field=first) from None
+
+
+class CreationRate:
+    """How many trees one agent may create a minute (the design's "prevent tree creation
+    spam"): a sliding window over the last 60 seconds."""
+
+    WINDOW_S: Final = 60.0
+
+    def __init__(
+        self, per_minute: int = TREES_PER_MINUTE, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._times: deque[float] = deque()
+
+    def admit(self) -> None:
+        """Count one creation, or refuse it naming the rule and how long to wait."""
+        now = self._clock()
+        while self._times and now - self._times[0] >= self.WINDOW_S:
+            self._times.popleft()
+        if len(self._times) >= self.per_minute:
+            wait = max(1, math.ceil(self.WINDOW_S - (now - self._times[0])))
+            raise TooMany(
+                f"at most {self.per_minute} new context trees a minute per agent "
+                f"(LOOM_CONTEXT_TREES_PER_MINUTE); try again in {wait} s",
+                rule="trees-per-minute",
+            )
+        self._times.append(now)
 
 
 # -- ids derived from what a tree is about ------------------------------------------------------

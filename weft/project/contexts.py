@@ -4,15 +4,17 @@ the listing comes from one watched copy of the index bucket (``shared/nats/mirro
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
-from shared.context.store import INDEX_DM, INDEX_THREAD, INDEX_TREE, ContextStore, TreeEntry
+from shared.context.store import INDEX_DM, INDEX_THREAD, INDEX_TREE, ContextStore, TreeEntry, page_entries
 from shared.context.threads import Threads
+from shared.context.trees import derive_id
+from shared.events import publish_event
 from shared.nats.mirror import BucketMirror, model_parser
-from shared.paging import CursorError, Page, decode_cursor, encode_cursor
+from shared.paging import Page
 
 KINDS = {"tree": INDEX_TREE, "thread": INDEX_THREAD, "dm-thread": INDEX_DM}
 
@@ -53,22 +55,26 @@ class ContextIndex:
             prefix = f"{INDEX_THREAD}.{channel}."
         elif kind is not None:
             prefix = f"{KINDS[kind]}."
-        entries = sorted(self._mirror.values(prefix), key=lambda e: (e.created_at, e.tree_id), reverse=True)
-        total = len(entries)
-        after = decode_cursor(cursor)
-        if after is not None:
-            last = _position(after)
-            entries = [e for e in entries if (e.created_at.isoformat(), e.tree_id) < last]
-        page = entries[:limit]
-        more = len(entries) > limit
-        following = (
-            encode_cursor({"at": page[-1].created_at.isoformat(), "id": page[-1].tree_id}) if more else None
-        )
-        return Page(items=page, next_cursor=following, total=total)
+        return page_entries(self._mirror.values(prefix), limit=limit, cursor=cursor)
 
+    def scheduled(self) -> list[TreeEntry]:
+        """Listed trees scheduled for deletion (as of the last sync)."""
+        assert self._mirror is not None, "ContextIndex.start() was not awaited"
+        return [e for e in self._mirror.values() if e.deleting is not None]
 
-def _position(state: dict[str, Any]) -> tuple[str, str]:
-    at, tree = state.get("at"), state.get("id")
-    if not isinstance(at, str) or not isinstance(tree, str):
-        raise CursorError()
-    return at, tree
+    async def purge_due(self, now: datetime) -> list[str]:
+        """Purge the trees whose scheduled deletion is due (docs/context.md, Deleting a
+        tree): their own deletion mark decides; any replica may do it, twice is harmless."""
+        assert self._mirror is not None, "ContextIndex.start() was not awaited"
+        await self._mirror.sync()
+        purged: list[str] = []
+        for entry in self.scheduled():
+            due = entry.deleting is not None and entry.deleting.purge_after <= now
+            if due and await self.store.purge_if_due(entry.tree_id, now):
+                purged.append(entry.tree_id)
+                data = {"tree_id": entry.tree_id, "kind": entry.kind, "title": entry.title}
+                msg_id = derive_id("tree-purged", entry.tree_id)
+                await publish_event(
+                    self._js, self.store.names, "context", "deleted", entry.tree_id, data, msg_id=msg_id
+                )
+        return purged

@@ -22,6 +22,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
+from shared.context.trees import DELETION, RESTORE
 from shared.names import ProjectNames
 from weft.metrics import Metrics
 
@@ -177,12 +178,18 @@ class EventRelay:
 
 
 def context_action(node: dict[str, Any]) -> str:
-    """What a stored node did to its tree: ``created`` (a root), ``tombstoned``, ``updated``
-    (it supersedes another) or ``appended``."""
+    """What a stored node did to its tree: ``created`` (a root), ``tombstoned``,
+    ``tree-updated`` (a new version of the root: new metadata), ``updated`` (it supersedes
+    another), ``deleting`` / ``restored`` (a deletion scheduled or undone) or ``appended``.
+    (``deleted``, when a tree is purged, is an event of its own: no node is left.)"""
     if node.get("target"):
         return "tombstoned"
     if node.get("supersedes"):
-        return "updated"
+        return "tree-updated" if node.get("parent_id") is None else "updated"
+    if node.get("kind") == DELETION:
+        return "deleting"
+    if node.get("kind") == RESTORE:
+        return "restored"
     if node.get("parent_id") is None:
         return "created"
     return "appended"

@@ -3,12 +3,24 @@ every tree of the project and every node's content, whatever its scope."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.context.reads import NodeRefView, ResolvedView, TreeView, check_cursor, in_tree_order, structure
+from shared.context.reads import (
+    HandleAt,
+    NodeDetail,
+    NodeRefView,
+    ResolvedView,
+    TreeView,
+    check_cursor,
+    handles,
+    in_tree_order,
+    leaves,
+    structure,
+)
 from shared.context.store import TreeEntry, check_change_cursor
 from shared.context.trees import (
     MAX_PAGE,
@@ -18,11 +30,14 @@ from shared.context.trees import (
     ContextNode,
     Meta,
     NodeInput,
+    TreeChange,
     TreeMeta,
     node_input,
+    upto_of,
 )
+from shared.models import utcnow
 from shared.names import TOKEN_RULE
-from weft.deps import OPERATE, Cursor, Limit, ProjectDep, require_token
+from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import HEX32, TOKEN
 from weft.schemas import PageOut
@@ -39,6 +54,14 @@ TreeId = Annotated[
     str, Path(pattern=HEX32, description="Context tree id: 32 lowercase hex (a work item's is its id)")
 ]
 NodeId = Annotated[str, Path(pattern=HEX32, description="Node id: 32 lowercase hex")]
+AsOfSeq = Annotated[
+    int | None,
+    Query(ge=1, description="Read the tree as it stood at this context stream sequence (a node's seq)"),
+]
+AsOf = Annotated[
+    datetime | None,
+    Query(description="Read the tree as it stood at this time (ISO 8601 with a zone; writers' clocks)"),
+]
 
 
 class TreeIn(BaseModel):
@@ -105,6 +128,17 @@ class ChangeOut(BaseModel):
     node: ContextNode
 
 
+class LeavesOut(BaseModel):
+    tree_id: str
+    nodes: list[NodeRefView] = Field(description="Visible nodes without visible children, in tree order")
+    more: bool = Field(description="More leaves than the limit")
+
+
+class HandlesOut(BaseModel):
+    tree_id: str
+    handles: list[HandleAt] = Field(description="Root first: each node's id and handle, no content")
+
+
 class ChangesOut(BaseModel):
     items: list[ChangeOut]
     next_cursor: str = Field(description="Pass back to get only what is stored after these")
@@ -158,6 +192,36 @@ async def get_tree(tree_id: TreeId, project: ProjectDep) -> TreeView:
     return TreeView.of(await project.contexts.store.existing(tree_id))
 
 
+@router.patch("/{tree_id}", response_model=TreeView, dependencies=OPERATE, summary="Change a tree's metadata")
+async def update_tree(tree_id: TreeId, body: TreeChange, project: ProjectDep) -> TreeView:
+    """Title, description, ref (omitted fields keep theirs): a new version of the root,
+    relayed as ``context.tree-updated``. A tree's kind and participants are fixed."""
+    return TreeView.of(await project.contexts.store.update_tree(tree_id, body, author=AUTHOR))
+
+
+@router.delete(
+    "/{tree_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=TreeView,
+    dependencies=OPERATE,
+    summary="Schedule a tree's deletion",
+)
+async def delete_tree(tree_id: TreeId, project: ProjectDep, state: StateDep) -> TreeView:
+    """Staged: the tree takes no more writes and is purged after
+    ``WEFT_CONTEXT_DELETION_WINDOW_S`` unless restored before (``deleting`` says when).
+    ``409`` for a work item's tree (it goes with its record) or one scheduled already."""
+    tree, _ = await project.contexts.store.schedule_deletion(
+        tree_id, window_s=state.settings.context_deletion_window_s, author=AUTHOR, now=utcnow()
+    )
+    return TreeView.of(tree)
+
+
+@router.post("/{tree_id}/restore", response_model=TreeView, dependencies=OPERATE, summary="Undo a deletion")
+async def restore_tree(tree_id: TreeId, project: ProjectDep) -> TreeView:
+    """Before it is purged; ``409`` when it is not scheduled for deletion."""
+    return TreeView.of(await project.contexts.store.restore(tree_id, author=AUTHOR))
+
+
 @router.get("/{tree_id}/structure", response_model=StructureOut, summary="A subtree without content")
 async def get_structure(
     tree_id: TreeId,
@@ -167,11 +231,14 @@ async def get_structure(
     limit: Annotated[int, Query(ge=1, le=MAX_STRUCTURE)] = 1000,
     cursor: Cursor = None,
     include_hidden: bool = False,
+    as_of_seq: AsOfSeq = None,
+    as_of: AsOf = None,
 ) -> StructureOut:
     check_cursor(cursor, tree_id)
     state = await project.contexts.store.existing(tree_id)
+    upto = upto_of(state, as_of_seq, as_of)
     refs, following = structure(
-        state, node_id, max_depth=depth, limit=limit, cursor=cursor, include_hidden=include_hidden
+        state, node_id, max_depth=depth, limit=limit, cursor=cursor, include_hidden=include_hidden, upto=upto
     )
     return StructureOut(tree_id=tree_id, nodes=[NodeRefView.of(r) for r in refs], next_cursor=following)
 
@@ -182,11 +249,13 @@ async def get_nodes(
     project: ProjectDep,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Cursor = None,
+    as_of_seq: AsOfSeq = None,
+    as_of: AsOf = None,
 ) -> NodesOut:
     """How a thread reads: each reply under the message it answers."""
     check_cursor(cursor, tree_id)
     state = await project.contexts.store.existing(tree_id)
-    page, following = in_tree_order(state, limit=limit, cursor=cursor)
+    page, following = in_tree_order(state, limit=limit, cursor=cursor, upto=upto_of(state, as_of_seq, as_of))
     return NodesOut(
         tree_id=tree_id, items=[DepthNode(depth=d, node=n) for n, d in page], next_cursor=following
     )
@@ -205,12 +274,58 @@ async def append_node(tree_id: TreeId, body: NodeInput, project: ProjectDep) -> 
     return NodeOut(tree_id=tree_id, node=node)
 
 
+@router.get("/{tree_id}/leaves", response_model=LeavesOut, summary="The ends of a tree's branches")
+async def get_leaves(
+    tree_id: TreeId,
+    project: ProjectDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_STRUCTURE)] = 1000,
+    include_hidden: bool = False,
+    as_of_seq: AsOfSeq = None,
+    as_of: AsOf = None,
+) -> LeavesOut:
+    """A context is the path to one of them."""
+    state = await project.contexts.store.existing(tree_id)
+    upto = upto_of(state, as_of_seq, as_of)
+    found, more = leaves(state, upto, include_hidden=include_hidden, limit=limit)
+    return LeavesOut(tree_id=tree_id, nodes=[NodeRefView.of(r) for r in found], more=more)
+
+
+@router.get("/{tree_id}/nodes/{node_id}", response_model=NodeDetail, summary="One node, its versions")
+async def get_node(
+    tree_id: TreeId, node_id: NodeId, project: ProjectDep, as_of_seq: AsOfSeq = None, as_of: AsOf = None
+) -> NodeDetail:
+    """The version it has (now or then), every version stored by then, parent, children."""
+    state = await project.contexts.store.existing(tree_id)
+    return NodeDetail.of(state, node_id, upto_of(state, as_of_seq, as_of))
+
+
 @router.get("/{tree_id}/nodes/{node_id}/path", response_model=PathOut, summary="Root to node")
 async def get_path(
-    tree_id: TreeId, node_id: NodeId, project: ProjectDep, include_hidden: bool = False
+    tree_id: TreeId,
+    node_id: NodeId,
+    project: ProjectDep,
+    include_hidden: bool = False,
+    as_of_seq: AsOfSeq = None,
+    as_of: AsOf = None,
 ) -> PathOut:
     state = await project.contexts.store.existing(tree_id)
-    return PathOut(tree_id=tree_id, nodes=state.path(node_id, include_hidden=include_hidden))
+    upto = upto_of(state, as_of_seq, as_of)
+    return PathOut(tree_id=tree_id, nodes=state.path_at(node_id, upto, include_hidden=include_hidden))
+
+
+@router.get("/{tree_id}/nodes/{node_id}/handles", response_model=HandlesOut, summary="Handles root to node")
+async def get_handles(
+    tree_id: TreeId,
+    node_id: NodeId,
+    project: ProjectDep,
+    include_hidden: bool = False,
+    as_of_seq: AsOfSeq = None,
+    as_of: AsOf = None,
+) -> HandlesOut:
+    """The handles alone along the path (a light read for a caller that fetches content itself)."""
+    state = await project.contexts.store.existing(tree_id)
+    upto = upto_of(state, as_of_seq, as_of)
+    return HandlesOut(tree_id=tree_id, handles=handles(state, node_id, upto, include_hidden=include_hidden))
 
 
 @router.post(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from nats.aio.client import Client as NatsClient
 
@@ -128,3 +130,65 @@ async def test_resolve_loom_handles(nc: NatsClient, project_id: str) -> None:
     with pytest.raises(ContextNotFound) as err:
         await store.resolve(current, [B])
     assert err.value.field == "node_ids"
+
+
+async def test_tree_metadata_changes_are_compare_and_set(nc: NatsClient, project_id: str) -> None:
+    from shared.context.trees import TreeChange
+
+    store = ContextStore(nc, ProjectNames(project_id))
+    state, root, _ = await store.create_tree(TreeMeta(title="plan"), author=A, text="r")
+    # two writers (two Weft replicas) change the title at once: both land, one after the other
+    other = ContextStore(nc, ProjectNames(project_id))
+    await asyncio.gather(
+        store.update_tree(state.tree_id, TreeChange(title="first"), author=A),
+        other.update_tree(state.tree_id, TreeChange(description="why"), author=B),
+    )
+    seen = await ContextStore(nc, ProjectNames(project_id)).existing(state.tree_id)
+    assert seen.meta.description == "why" and seen.meta.title == "first"
+    assert len(seen.versions[root.id]) == 3  # the root and two versions of it
+    # the listing follows
+    [entry] = await store.entries("tree.*")
+    assert (entry.title, entry.description) == ("first", "why")
+
+
+async def test_a_deleted_tree_is_frozen_restorable_then_purged(nc: NatsClient, project_id: str) -> None:
+    from datetime import timedelta
+
+    from shared.context.trees import deletion
+    from shared.models import utcnow
+
+    store = ContextStore(nc, ProjectNames(project_id))
+    state, root, _ = await store.create_tree(TreeMeta(title="plan"), author=A, text="r")
+    now = utcnow()
+    _, mark = await store.schedule_deletion(state.tree_id, window_s=60, author=A, now=now)
+    assert mark.meta["purge_after"] == (now + timedelta(seconds=60)).isoformat()
+    [entry] = await store.entries("tree.*")
+    assert entry.deleting is not None and entry.deleting.by == A
+    with pytest.raises(ContextConflict) as frozen:
+        await store.append(state.tree_id, NodeInput(parent_id=root.id, text="x"), author=A)
+    assert frozen.value.field == "tree_id"
+    with pytest.raises(ContextConflict):
+        await store.schedule_deletion(state.tree_id, window_s=60, author=A, now=now)
+    # not due yet: kept
+    assert not await store.purge_if_due(state.tree_id, now)
+    restored = await store.restore(state.tree_id, author=B)
+    assert deletion(restored) is None
+    [entry] = await store.entries("tree.*")
+    assert entry.deleting is None
+    await store.append(state.tree_id, NodeInput(parent_id=root.id, text="x"), author=A)
+    # deleted again and due: purged, the listing goes too
+    await store.schedule_deletion(state.tree_id, window_s=0, author=A, now=now)
+    assert await store.purge_if_due(state.tree_id, now)
+    assert await store.entries("tree.*") == []
+    with pytest.raises(ContextNotFound):
+        await ContextStore(nc, ProjectNames(project_id)).existing(state.tree_id)
+
+
+async def test_a_work_tree_is_not_deleted_by_hand(nc: NatsClient, project_id: str) -> None:
+    from shared.models import utcnow
+
+    store = ContextStore(nc, ProjectNames(project_id))
+    state, _, _ = await store.create_tree(TreeMeta(kind="work", ref={"work_id": A}), author=A, listed=False)
+    with pytest.raises(ContextConflict) as refused:
+        await store.schedule_deletion(state.tree_id, window_s=0, author=A, now=utcnow())
+    assert refused.value.field == "tree_id" and "removed with its record" in str(refused.value)
