@@ -89,10 +89,10 @@ class Unavailable(LoomError):
 
 
 def error_details(exc: LoomError) -> dict[str, str] | None:
-    """``{"field", "rule"}`` of ``exc`` (only what it has), or None."""
-    if not exc.field:
-        return None
-    return {"field": exc.field, "rule": exc.rule} if exc.rule else {"field": exc.field}
+    """``{"field", "rule"}`` of ``exc`` (only what it has), or None (a rate, for one, is a
+    rule without a field)."""
+    found = {"field": exc.field, "rule": exc.rule}
+    return {key: value for key, value in found.items() if value} or None
 
 
 def error_document(exc: LoomError) -> dict[str, Any]:

@@ -445,7 +445,7 @@ class ProjectNames:
 
     def event_subject(self, kind: str, action: str) -> str:
         """Event subjects: ``loom.<p>.events.<kind>.<action>`` (kind: work, agent, target, spinup,
-        question, lease, project)."""
+        question, lease, project, context)."""
         if kind not in EVENT_KINDS:
             raise InvalidNameError("kind", f"one of {', '.join(EVENT_KINDS)}")
         return f"{self._root}.events.{kind}.{validate_token(action, 'action')}"
@@ -468,7 +468,7 @@ JS_API: Final = "$JS.API"
 PROVISION_SUBJECTS: Final = f"{SUBJECT_ROOT}.*.provision"
 """Every project's provisioning subject (Weft answers them all, as one queue group)."""
 
-EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question", "lease", "project")
+EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question", "lease", "project", "context")
 
 
 def agent_inbox_prefix(agent_id: str) -> str:

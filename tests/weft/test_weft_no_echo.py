@@ -67,6 +67,8 @@ FREE_TEXT = {
     ("POST", "/api/contexts/{tree_id}/nodes", "body", "text"),
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/versions", "body", "text"),
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/tombstone", "body", "reason"),
+    ("PATCH", "/api/contexts/{tree_id}", "body", "title"),
+    ("PATCH", "/api/contexts/{tree_id}", "body", "description"),
     ("GET", "/api/leases", "query", "path"),  # any relative path is a valid one to ask about
     ("PUT", "/api/repository", "body", "target_branch"),  # a valid branch name for git
     ("PUT", "/api/repository", "body", "worktree_root"),  # a valid relative folder
