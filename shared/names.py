@@ -20,6 +20,12 @@ PROJECT_ID_RULE: Final = "lowercase letters, digits and '-', starting with a let
 AGENT_ID_RULE: Final = "exactly 32 lowercase hex characters"
 HANDLE_RULE: Final = "lowercase letters, digits and '-', 1-64 characters"
 TOKEN_RULE: Final = "lowercase letters, digits, '-' and '_', starting with a letter or digit, 1-64 characters"
+SOURCE_PATTERN: Final = r"[a-z][a-z0-9._+-]{0,63}"
+"""A context handle's source system: ``git``, ``s3``, ``postgres``, ``loom-work``, ..."""
+SOURCE_RULE: Final = (
+    "a source system's name: lowercase letters, digits, '.', '_', '+' and '-', starting with a letter "
+    "(1-64 characters)"
+)
 USER_ID_RULE: Final = "exactly 16 lowercase hex characters"
 WORK_ID_RULE: Final = "exactly 32 lowercase hex characters (a work item id)"
 ID_RULE: Final = "exactly 32 lowercase hex characters"

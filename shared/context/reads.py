@@ -170,7 +170,7 @@ def _subtree_at(
                 version.role,
                 version.author,
                 version.at,
-                version.handle.source.value,
+                version.handle.source,
                 bool(version.text),
                 version.id != at,
                 depth,

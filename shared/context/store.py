@@ -583,12 +583,12 @@ class ContextStore:
 
     async def _resolve(self, node: ContextNode, viewer: Viewer | None) -> Resolved:
         handle = node.handle
-        done = Resolved(node.id, handle.source.value, handle.id, handle.version, resolved=False)
+        done = Resolved(node.id, handle.source, handle.id, handle.version, resolved=False)
         if viewer is not None and not readable(node, agent_id=viewer.agent_id, user_id=viewer.user_id):
             done.reason = "not visible to you (its scope)"
             return done
         if handle.source not in LOOM_SOURCES:
-            done.reason = f"{handle.source.value} is not a Loom source: fetch it yourself"
+            done.reason = f"{handle.source} is not a Loom source: fetch it yourself"
             return done
         if handle.source in (HandleSource.INLINE, HandleSource.DIRECT):
             if node.text is None:
@@ -596,7 +596,7 @@ class ContextStore:
                 return done
             done.resolved, done.content = True, node.text
             return done
-        if handle.source is HandleSource.WORK:
+        if handle.source == HandleSource.WORK:
             kv = await ensure_kv(self._js, self.names.work_records_bucket, description="Loom work")
             entry = await get_or_none(kv, handle.id)
             if entry is None or entry.value is None:
@@ -604,7 +604,7 @@ class ContextStore:
                 return done
             done.resolved, done.content = True, json.loads(entry.value).get("item")
             return done
-        if handle.source is HandleSource.CHANNEL:
+        if handle.source == HandleSource.CHANNEL:
             return await self._resolve_channel(done, handle, viewer)
         tree_id, _, other = handle.id.partition("/")
         target = await self.tree(tree_id)

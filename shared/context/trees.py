@@ -103,18 +103,43 @@ LOOM_SOURCES: Final = frozenset(
 _HEX32 = re.compile(names.ID_PATTERN)
 
 
-class ContextHandle(LoomModel):
-    """A pointer to data that lives elsewhere: ``source`` + ``id`` + optional ``version``."""
+Meta = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]{1,64}$")],
+        Annotated[str, Field(max_length=1000)],
+    ],
+    Field(max_length=MAX_META, description=f"Up to {MAX_META} string pairs"),
+]
 
-    source: HandleSource = HandleSource.INLINE
+
+SourceName = Annotated[
+    str, Field(pattern=names.anchored(names.SOURCE_PATTERN), description=names.SOURCE_RULE)
+]
+
+
+class ContextHandle(LoomModel):
+    """A pointer to data that lives elsewhere: ``source`` (any source system, by name) +
+    ``id`` + optional ``version`` and ``metadata`` (e.g. a content type). Loom's own
+    sources (:class:`HandleSource`) have rules for their ids; any other source's id is
+    its own business."""
+
+    source: Annotated[
+        str, Field(pattern=names.anchored(names.SOURCE_PATTERN), description=names.SOURCE_RULE)
+    ] = HandleSource.INLINE
     id: str = Field(
         default="", max_length=2048, description="What to fetch from the source (empty for inline)"
     )
-    version: str | None = Field(default=None, min_length=1, max_length=200)
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The source's version of it (a commit, an etag, ...)",
+    )
+    metadata: Meta = Field(default_factory=dict, description="About the handle: e.g. content_type")
 
     @model_validator(mode="after")
     def _shape(self) -> ContextHandle:
-        if self.source is HandleSource.INLINE and not self.id and self.version is None:
+        if self.source == HandleSource.INLINE and not self.id and self.version is None:
             return self  # most nodes: nothing to check
         rule = _handle_rule(self.source, self.id, self.version)
         if rule is not None:
@@ -122,27 +147,27 @@ class ContextHandle(LoomModel):
         return self
 
 
-def _handle_rule(source: HandleSource, ident: str, version: str | None) -> str | None:
+def _handle_rule(source: str, ident: str, version: str | None) -> str | None:
     """Why (source, id, version) is not a handle, or None when it is one."""
-    if source is HandleSource.INLINE:
+    if source == HandleSource.INLINE:
         return None if not ident and version is None else "an inline handle takes no id or version"
     if not ident:
-        return f"id is required for source {source.value}"
+        return "id is required for every source but inline"
     if source in (HandleSource.WORK, HandleSource.DIRECT, HandleSource.MEMORY):
-        return None if _HEX32.fullmatch(ident) else f"id of source {source.value} must be {names.ID_RULE}"
-    if source is HandleSource.CHANNEL:
+        return None if _HEX32.fullmatch(ident) else f"id of source {source} must be {names.ID_RULE}"
+    if source == HandleSource.CHANNEL:
         channel, _, seq = ident.partition("/")
         ok = re.fullmatch(names.TOKEN_PATTERN, channel) is not None and seq.isdigit() and int(seq) > 0
         return None if ok else "id of source loom-channel must be <channel>/<sequence>"
-    if source is HandleSource.CONTEXT:
+    if source == HandleSource.CONTEXT:
         tree, _, node = ident.partition("/")
         ok = _HEX32.fullmatch(tree) is not None and _HEX32.fullmatch(node) is not None
         return None if ok else "id of source loom-context must be <tree id>/<node id>"
-    if source is HandleSource.GIT:
+    if source == HandleSource.GIT:
         if version is None or _COMMIT.fullmatch(version) is None:
             return "version of source git must be a commit (7-64 lowercase hex characters)"
         return None
-    if source is HandleSource.URL:
+    if source == HandleSource.URL:
         return None if _URL.fullmatch(ident) else "id of source url must be an http:// or https:// URL"
     return None
 
@@ -154,14 +179,6 @@ def channel_handle(channel: str, seq: int) -> ContextHandle:
 # -- nodes ---------------------------------------------------------------------------------
 
 TreeKind = Literal["work", "thread", "dm-thread", "tree"]
-
-Meta = Annotated[
-    dict[
-        Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]{1,64}$")],
-        Annotated[str, Field(max_length=1000)],
-    ],
-    Field(max_length=MAX_META, description=f"Up to {MAX_META} string pairs"),
-]
 
 
 class TreeMeta(LoomModel):
@@ -278,7 +295,7 @@ class NodeInput(LoomModel):
     @classmethod
     def _content(cls, v: str | None, info: Any) -> str | None:
         handle = info.data.get("handle")
-        if (handle is None or handle.source is HandleSource.INLINE) and not v:
+        if (handle is None or handle.source == HandleSource.INLINE) and not v:
             raise ValueError("required with an inline handle (the node's content is its text)")
         return v
 
@@ -584,7 +601,7 @@ class TreeState:
             newest.role,
             newest.author,
             newest.at,
-            newest.handle.source.value,
+            newest.handle.source,
             bool(newest.text),
             newest.id != first,
         )

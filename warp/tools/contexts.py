@@ -53,7 +53,7 @@ Kind = Annotated[str, Field(pattern=anchored(TOKEN_PATTERN), description="What t
 
 def _line(node: ContextNode, depth: int = 0) -> str:
     text = " ".join((node.text or "").split())[:160]
-    where = "" if node.handle.source.value == "inline" else f" <{node.handle.source.value}:{node.handle.id}>"
+    where = "" if node.handle.source == "inline" else f" <{node.handle.source}:{node.handle.id}>"
     return f"{'  ' * depth}- {node.id} [{node.kind}] {node.author[:8]}{where}: {text}"
 
 
@@ -402,7 +402,7 @@ async def warp_context_handles(
     hidden = set(withheld)
     handles = [HandleAt(node_id=n.id, handle=ContextHandle() if n.id in hidden else n.handle) for n in shown]
     out = ContextHandlesOut(tree_id=tree_id, handles=handles, withheld=withheld)
-    lines = [f"{h.node_id}: {h.handle.source.value}:{h.handle.id}" for h in handles]
+    lines = [f"{h.node_id}: {h.handle.source}:{h.handle.id}" for h in handles]
     return result(out, "\n".join(lines))
 
 

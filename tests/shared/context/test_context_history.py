@@ -184,3 +184,29 @@ def test_the_depth_limit_names_the_rule(monkeypatch: pytest.MonkeyPatch) -> None
     assert deep.value.field == "parent_id" and "deepest level a tree may have (3 below the root)" in str(
         deep.value
     )
+
+
+def test_a_handle_names_any_source_system_with_version_and_metadata() -> None:
+    from shared.context.trees import ContextHandle, NodeInput
+
+    handle = ContextHandle(
+        source="s3",
+        id="bucket/reports/q3.pdf",
+        version="3HL4kqtJlcpXroDTDmJ",
+        metadata={"content_type": "application/pdf"},
+    )
+    node = NodeInput(parent_id=A, kind="report", handle=handle)
+    again = NodeInput.model_validate_json(node.model_dump_json())
+    assert again.handle == handle and again.handle.metadata == {"content_type": "application/pdf"}
+    # Loom's own sources keep their rules; a name that is not a source name is refused unechoed
+    secret = "ghp_" + "Q" * 36
+    for bad in (
+        {"source": secret, "id": "x"},
+        {"source": "Postgres", "id": "x"},
+        {"source": "s3", "id": ""},
+        {"source": "loom-work", "id": "not-an-id"},
+    ):
+        with pytest.raises(ContextError) as refused:
+            node_input(parent_id=A, handle=bad)
+        assert refused.value.field is not None and refused.value.field.startswith("handle")
+        assert secret not in str(refused.value)
