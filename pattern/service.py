@@ -79,7 +79,6 @@ from pattern.results import (
     RememberResult,
     ShareResult,
 )
-from pattern.secretscan import scan
 from pattern.watch import BucketWatch
 from shared.agents.lineage import ancestors, record_lineage
 from shared.context import tokens
@@ -90,6 +89,7 @@ from shared.identity import Identity
 from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.nats.failures import NatsUnavailable, nats_failure
 from shared.redact import redact
+from shared.secretscan import scan
 
 log = logging.getLogger("loom.pattern")
 

@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from shared.base import LoomModel
 from shared.channels import Viewer, visible
 from shared.context.reads import Deleting
+from shared.context.transfer import TreeExport, rehome
 from shared.context.trees import (
     DELETION,
     LOOM_SOURCES,
@@ -65,7 +66,7 @@ from shared.context.trees import (
     tree_missing,
     update_of,
 )
-from shared.models import Scope
+from shared.models import Scope, utcnow
 from shared.names import ProjectNames, validate_channel
 from shared.nats.jetstream import (
     create_if_absent,
@@ -510,6 +511,30 @@ class ContextStore:
         raise ContextConflict(
             "the tree's listing kept changing while this was written; try again", field="tree_id"
         )
+
+    async def import_tree(self, document: TreeExport, *, author: str) -> tuple[TreeState, int]:
+        """Store an exported tree under derived ids (shared/context/transfer.py): the tree
+        and how many of its nodes this call stored (0: imported before; an import cut short
+        is finished by the next one)."""
+        wanted, nodes = rehome(document)
+        meta = wanted.meta
+        entry = TreeEntry(
+            tree_id=wanted.tree_id,
+            kind=meta.kind,
+            title=meta.title,
+            description=meta.description,
+            ref=meta.ref,
+            created_by=author,
+            created_at=utcnow(),
+        )
+        await create_if_absent(await self.index(), index_key(meta, wanted.tree_id), entry.to_json_bytes())
+        state = await self.tree(wanted.tree_id)
+        stored = 0
+        for node in nodes:
+            if node.id not in state.nodes:
+                await self.publish(node)
+                stored += 1
+        return await self.existing(wanted.tree_id), stored
 
     async def purge(self, tree_id: str) -> None:
         """Remove a tree for good (its work record is gone; docs/context.md, Retention)."""

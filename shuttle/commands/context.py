@@ -1,13 +1,17 @@
-"""``shuttle context list|show``: context trees (docs/context.md)."""
+"""``shuttle context list|show|export|import|delete|restore``: context trees (docs/context.md)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from loom.transport import seg
+from shared.errors import parse_problem
 from shuttle.app import CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
+from shuttle.errors import UsageError
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say
 
@@ -126,3 +130,85 @@ def list_cmd(
     hint = more_hint(result)
     if hint:
         say(hint)
+
+
+@app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    tree_id: Annotated[str, typer.Argument(help="Tree id.", show_default=False)],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the document here (default: stdout).")
+    ] = None,
+) -> None:
+    """A tree as one JSON document (every version and tombstone), for `shuttle context import`."""
+    document = state(ctx).client().get(f"/api/contexts/{seg(tree_id)}/export")
+    text = json.dumps(document, ensure_ascii=False, indent=1)
+    for warning in document.get("warnings") or []:
+        typer.echo(f"shuttle: warning: {warning}", err=True)
+    if output is None:
+        typer.echo(text)
+        return
+    try:
+        output.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--output: cannot write the file ({exc.strerror})") from None
+    say(f"Wrote {len(document.get('nodes') or [])} nodes of tree {escape(tree_id)} to {escape(str(output))}")
+
+
+@app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    file: Annotated[
+        Path, typer.Argument(help="A document from `shuttle context export`.", show_default=False)
+    ],
+    json_out: JsonOpt = False,
+) -> None:
+    """Import an exported tree as a tree of this project (importing it again adds nothing)."""
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"file: cannot read it ({exc.strerror})") from None
+    except ValueError as exc:
+        raise UsageError(f"file: {parse_problem(exc)}") from None
+    done = state(ctx).client().post("/api/contexts/import", document)
+    if out(ctx, json_out).json:
+        emit_json(done)
+        return
+    for warning in done.get("warnings") or []:
+        typer.echo(f"shuttle: warning: {warning}", err=True)
+    tree = done["tree"]
+    say(
+        f"Imported tree {escape(tree['tree_id'])}: {escape((tree.get('meta') or {}).get('title', ''))} "
+        f"({done['imported']} nodes stored, {tree.get('nodes', 0)} in the tree)"
+    )
+
+
+@app.command("delete")
+def delete_cmd(
+    ctx: typer.Context,
+    tree_id: Annotated[str, typer.Argument(help="Tree id.", show_default=False)],
+    json_out: JsonOpt = False,
+) -> None:
+    """Schedule a tree's deletion: it takes no more writes and is purged after Weft's window
+    (WEFT_CONTEXT_DELETION_WINDOW_S) unless restored before."""
+    tree = state(ctx).client().delete(f"/api/contexts/{seg(tree_id)}")
+    if out(ctx, json_out).json:
+        emit_json(tree)
+        return
+    due = str((tree.get("deleting") or {}).get("purge_after", ""))[:19].replace("T", " ")
+    say(f"Tree {escape(tree_id)} is scheduled for deletion: purged after {escape(due)} UTC.")
+    say(f"[dim]Undo before then: shuttle context restore {escape(tree_id)}[/dim]")
+
+
+@app.command("restore")
+def restore_cmd(
+    ctx: typer.Context,
+    tree_id: Annotated[str, typer.Argument(help="Tree id.", show_default=False)],
+    json_out: JsonOpt = False,
+) -> None:
+    """Undo a tree's scheduled deletion (before it is purged)."""
+    tree = state(ctx).client().post(f"/api/contexts/{seg(tree_id)}/restore")
+    if out(ctx, json_out).json:
+        emit_json(tree)
+        return
+    say(f"Tree {escape(tree_id)} is restored.")

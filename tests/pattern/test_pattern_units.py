@@ -27,10 +27,10 @@ from pattern.keys import BucketNames, memory_key, parse_key
 from pattern.models import Category, MemoryRecord, Scope
 from pattern.recall import summarize
 from pattern.results import MemoryView, RecallCounts
-from pattern.secretscan import scan
 from pattern.tools import TOOLS
 from pattern.transfer import resolve_in
 from shared.mcp.tools import describe_validation
+from shared.secretscan import scan
 from shared.settings import LoomSettings
 
 AGENT = new_agent_id()

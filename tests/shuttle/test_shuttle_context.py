@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from shuttle_helpers import Cli
 
 
@@ -54,3 +57,33 @@ def test_list(cli: Cli) -> None:
     assert [e["tree_id"] for e in cli.json("context", "list", "--kind", "tree")["items"]] == [tid]
     r = cli("context", "list", "-q")
     assert r.exit_code == 0 and r.stdout.split() == [tid]
+
+
+def test_export_import_delete_and_restore(cli: Cli, tmp_path: Path) -> None:
+    tid, ids = build_tree(cli)
+    with cli.weft.api(cli.project) as api:
+        api.post(f"/api/contexts/{tid}/nodes/{ids[1]}/versions", json={"text": "try regex, v2"})
+    target = tmp_path / "tree.json"
+    r = cli("context", "export", tid, "--output", str(target))
+    assert r.exit_code == 0, r.stderr
+    document = json.loads(target.read_text())
+    assert document["format"] == "loom-context-tree" and len(document["nodes"]) == 5  # a version too
+    other = f"{cli.project}-copy"
+    done = json.loads(cli("context", "import", str(target), "--json", env={"LOOM_PROJECT_ID": other}).stdout)
+    assert done["imported"] == 5 and done["tree"]["meta"]["ref"] == {"imported_from": tid}
+    again = cli("context", "import", str(target), env={"LOOM_PROJECT_ID": other})
+    assert again.exit_code == 0 and "0 nodes stored" in again.stdout
+    copy = done["tree"]["tree_id"]
+    shown = cli("context", "show", copy, env={"LOOM_PROJECT_ID": other})
+    assert "try regex, v2" in shown.stdout and "regex fails on nesting" in shown.stdout
+    # a file that is not JSON: usage error naming the argument, its text not repeated
+    bad = tmp_path / "bad.json"
+    bad.write_text("ghp_" + "Q" * 36)
+    r = cli("context", "import", str(bad))
+    assert r.exit_code == 2 and r.stderr.startswith("shuttle: error: file:") and "QQQQ" not in r.stderr
+    # staged deletion and its undo
+    r = cli("context", "delete", tid)
+    assert r.exit_code == 0 and f"shuttle context restore {tid}" in r.stdout
+    assert cli("context", "delete", tid).exit_code == 1
+    assert cli("context", "restore", tid).exit_code == 0
+    assert cli.json("context", "show", tid)["tree"]["deleting"] is None

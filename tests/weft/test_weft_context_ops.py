@@ -122,3 +122,32 @@ async def test_another_project_cannot_reach_the_new_operations(weft: Any, projec
         assert (await two.delete(f"/api/contexts/{tid}")).status_code == 404
         assert (await two.post(f"/api/contexts/{tid}/restore")).status_code == 404
         assert (await one.get(f"/api/contexts/{tid}")).json()["meta"]["title"] == "plan"
+
+
+async def test_export_and_import_between_projects(weft: Any, project_id: str) -> None:
+    secret = "ghp_" + "Q" * 36
+    async with weft.client(project=project_id) as one, weft.client(project=f"{project_id}-imp") as two:
+        tid, root, first, _ = await _tree(one)
+        await one.post(f"/api/contexts/{tid}/nodes", json={"parent_id": root, "text": f"see {secret}"})
+        assert (await two.get(f"/api/contexts/{tid}/export")).status_code == 404  # isolation
+        exported = await one.get(f"/api/contexts/{tid}/export")
+        assert exported.status_code == 200
+        document = exported.json()
+        assert document["warnings"] == ["nodes.3.text: possible GitHub token at character 4"]
+        done = await two.post("/api/contexts/import", json=document)
+        assert done.status_code == 201, done.text
+        body = done.json()
+        assert body["imported"] == 4 and body["warnings"] == document["warnings"]
+        copy = body["tree"]["tree_id"]
+        read = (await two.get(f"/api/contexts/{copy}/nodes")).json()["items"]
+        assert [i["node"]["text"] for i in read][:2] == ["ship 2.0", "freeze"]
+        assert (await two.get("/api/contexts")).json()["items"][0]["tree_id"] == copy
+        assert (await one.get(f"/api/contexts/{copy}")).status_code == 404
+        assert (await two.post("/api/contexts/import", json=document)).json()["imported"] == 0
+        # a document whose node refers to one it does not hold: refused, nothing stored
+        broken = {**document, "tree_id": "9" * 32, "nodes": [document["nodes"][0] | {"tree_id": "9" * 32}]}
+        broken["nodes"].append(document["nodes"][2] | {"tree_id": "9" * 32})
+        refused = await two.post("/api/contexts/import", json=broken)
+        assert refused.status_code == 400 and refused.json()["details"]["field"] == "nodes.1.parent_id"
+        assert first["id"] not in refused.text and secret not in refused.text
+        assert len((await two.get("/api/contexts")).json()["items"]) == 1

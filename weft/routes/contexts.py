@@ -22,6 +22,7 @@ from shared.context.reads import (
     structure,
 )
 from shared.context.store import TreeEntry, check_change_cursor
+from shared.context.transfer import TreeExport, export_tree, secret_warnings
 from shared.context.trees import (
     MAX_PAGE,
     MAX_STRUCTURE,
@@ -139,6 +140,14 @@ class HandlesOut(BaseModel):
     handles: list[HandleAt] = Field(description="Root first: each node's id and handle, no content")
 
 
+class ImportOut(BaseModel):
+    tree: TreeView
+    imported: int = Field(description="Nodes this call stored (0: the document was imported before)")
+    warnings: list[str] = Field(
+        description="Possible secrets in the document: where and what kind, never the text"
+    )
+
+
 class ChangesOut(BaseModel):
     items: list[ChangeOut]
     next_cursor: str = Field(description="Pass back to get only what is stored after these")
@@ -180,6 +189,20 @@ async def create_tree(body: TreeIn, project: ProjectDep) -> TreeView:
     return TreeView.of(state)
 
 
+@router.post(
+    "/import",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ImportOut,
+    dependencies=OPERATE,
+    summary="Import an exported tree",
+)
+async def import_tree(body: TreeExport, project: ProjectDep) -> ImportOut:
+    """A document from ``GET /api/contexts/{tree_id}/export`` (this project's or another's)
+    becomes a tree of its own here, history included; importing it again adds nothing."""
+    tree, imported = await project.contexts.store.import_tree(body, author=AUTHOR)
+    return ImportOut(tree=TreeView.of(tree), imported=imported, warnings=secret_warnings(body.nodes))
+
+
 @router.get("/changes", response_model=ChangesOut, summary="Nodes stored after a cursor, every tree")
 async def all_changes(
     project: ProjectDep, cursor: Cursor = None, limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100
@@ -190,6 +213,12 @@ async def all_changes(
 @router.get("/{tree_id}", response_model=TreeView, summary="One tree: what it is about, root, size")
 async def get_tree(tree_id: TreeId, project: ProjectDep) -> TreeView:
     return TreeView.of(await project.contexts.store.existing(tree_id))
+
+
+@router.get("/{tree_id}/export", response_model=TreeExport, summary="A tree as one JSON document")
+async def export_tree_route(tree_id: TreeId, project: ProjectDep) -> TreeExport:
+    """Every stored node (versions and tombstones too), and where it looks like a secret."""
+    return export_tree(await project.contexts.store.existing(tree_id))
 
 
 @router.patch("/{tree_id}", response_model=TreeView, dependencies=OPERATE, summary="Change a tree's metadata")

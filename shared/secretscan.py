@@ -1,9 +1,10 @@
-"""A small secret scanner for memory content.
+"""A small secret scanner for text Loom keeps and moves: memories (Pattern) and
+context trees carried between projects (export and import).
 
-Memories are shared, exported and replayed into prompts, so a credential
-pasted into one travels far. The scanner only warns by default (it cannot be
-sure), reports the kind and position — never the matched text — and can be
-switched to ``block`` or ``off`` with ``PATTERN_SECRET_SCAN``.
+Memories and trees are shared, exported and replayed into prompts, so a
+credential pasted into one travels far. The scanner reports the kind and
+position, never the matched text; callers decide whether to warn or refuse
+(Pattern: ``PATTERN_SECRET_SCAN``).
 """
 
 from __future__ import annotations
@@ -45,10 +46,14 @@ class SecretFinding:
     """Character offset of the first match (the matched text is never reported)."""
     count: int = 1
 
-    def warning(self, field: str = "content") -> str:
+    def found(self, field: str) -> str:
+        """Where and what, never the text: ``<field>: possible <kind> at character <n>``."""
         times = f" ({self.count} matches)" if self.count > 1 else ""
+        return f"{field}: possible {self.kind} at character {self.offset}{times}"
+
+    def warning(self, field: str = "content") -> str:
         return (
-            f"{field}: possible {self.kind} at character {self.offset}{times}; the memory was stored anyway "
+            f"{self.found(field)}; the memory was stored anyway "
             "— forget it if that was a mistake (PATTERN_SECRET_SCAN=off silences this, =block refuses)"
         )
 
