@@ -100,8 +100,14 @@ def structure(
     else:
         key = (first, max_depth, include_hidden, snap.upto)
         cached = state.shapes.get(key)
-        if cached is None or cached[0] != state.size:
-            cached = (state.size, _subtree(state, first, max_depth, include_hidden, snap.upto))
+        if cached is None or cached[0] not in (state.size, FOREVER):
+            # the tree as it stood at a past point, once all of it has been read, never
+            # changes: later nodes have later sequences (kept while the tree grows)
+            past = snap.upto < state.max_seq and snap.upto <= state.last_seq and not state.orphans
+            cached = (
+                FOREVER if past else state.size,
+                _subtree(state, first, max_depth, include_hidden, snap.upto),
+            )
             if len(state.shapes) >= SHAPES_KEPT:
                 state.shapes.clear()
             state.shapes[key] = cached
@@ -112,6 +118,8 @@ def structure(
     return page, following
 
 
+FOREVER: Final = -1
+"""Marks a kept shape of a past point: valid however the tree grows."""
 SHAPES_KEPT: Final = 8
 """Subtree shapes a tree keeps ready (per start node, depth limit, hidden or not)."""
 _tuple_new = tuple.__new__
@@ -151,32 +159,31 @@ def _subtree_at(
     state: TreeState, first: str, max_depth: int | None, include_hidden: bool, upto: int
 ) -> list[NodeRef]:
     """:func:`_subtree` as the tree stood at ``upto``: each node in the version it had then,
-    hidden by the tombstones stored by then."""
+    hidden by the tombstones stored by then. A node not updated since keeps its ready row."""
+    info, kids, tombs, seqs, current = state.info, state.children, state.tombstones, state.seqs, state.current
+    limit_depth = -1 if max_depth is None else max_depth
     out: list[NodeRef] = []
+    append = out.append
     stack: list[tuple[str, int]] = [(first, 0)]
+    pop, push = stack.pop, stack.append
     while stack:
-        at, depth = stack.pop()
-        kids = state.visible_children(at, upto, include_hidden)
-        if kids and depth != max_depth:
-            stack.extend((kid, depth + 1) for kid in reversed(kids))
+        at, depth = pop()
+        below = kids.get(at)
+        shown: list[str] = []
+        if below:
+            for kid in below:
+                if seqs[kid] <= upto and (include_hidden or kid not in tombs or seqs[tombs[kid]] > upto):
+                    shown.append(kid)
+            if depth != limit_depth:
+                nxt = depth + 1
+                for kid in reversed(shown):
+                    push((kid, nxt))
+        if seqs[current[at]] <= upto:
+            append(_tuple_new(NodeRef, (*info[at], depth, len(shown))))
+            continue
         version = state.version_at(at, upto)
-        parent = state.up[at]
-        out.append(
-            NodeRef(
-                at,
-                version.id,
-                parent,
-                version.kind,
-                version.role,
-                version.author,
-                version.at,
-                version.handle.source,
-                bool(version.text),
-                version.id != at,
-                depth,
-                len(kids),
-            )
-        )
+        row = (at, version.id, state.up[at], version.kind, version.role, version.author, version.at)
+        append(NodeRef(*row, version.handle.source, bool(version.text), version.id != at, depth, len(shown)))
     return out
 
 

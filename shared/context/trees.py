@@ -716,6 +716,8 @@ class TreeState:
         return tomb is not None and self.seqs[tomb] <= upto
 
     def hidden_at(self, first: str, upto: int) -> bool:
+        if not self.tombstones:
+            return False
         at: str | None = first
         while at is not None:
             if self.tombstoned_at(at, upto):
@@ -741,10 +743,16 @@ class TreeState:
             )
         chain: list[str] = []
         at: str | None = first
+        up = self.up
         while at is not None:
             chain.append(at)
-            at = self.up[at]
-        return [self.version_at(n, upto) for n in reversed(chain)]
+            at = up[at]
+        nodes, current, seqs = self.nodes, self.current, self.seqs
+        out: list[ContextNode] = []
+        for n in reversed(chain):
+            newest = current[n]
+            out.append(nodes[newest] if seqs[newest] <= upto else self.version_at(n, upto))
+        return out
 
     def visible_children(self, first: str, upto: int, include_hidden: bool) -> list[str]:
         tombs, seqs = self.tombstones, self.seqs

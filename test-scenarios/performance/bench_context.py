@@ -33,7 +33,7 @@ from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope, utcnow
 from pattern.service import MemoryService
 from shared.context import tokens
-from shared.context.reads import structure
+from shared.context.reads import leaves, structure
 from shared.context.store import ContextStore
 from shared.context.trees import ContextNode, TreeMeta
 from shared.identity import Identity
@@ -191,6 +191,45 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             )
             deepest = tree
         subject = names.context_subject(deepest)
+        # time travel: the chain as it stood before ten of its nodes were updated
+        chain = await store.tree(deepest)
+        before = chain.max_seq
+        for first in rng.sample(chain.order[1:], 10):
+            newest = chain.latest(first)
+            await store.publish(
+                ContextNode(
+                    tree_id=deepest,
+                    parent_id=newest.parent_id,
+                    supersedes=newest.id,
+                    author=AUTHOR,
+                    text="v2",
+                )
+            )
+        chain = await store.tree(deepest)
+        deep_leaf = chain.order[-1]
+
+        async def path_now() -> None:
+            (await store.tree(deepest)).path(deep_leaf)
+
+        async def path_then() -> None:
+            (await store.tree(deepest)).path_at(deep_leaf, before)
+
+        results.append(
+            summarize(
+                "context path (now, 10 nodes updated) @1,000 depth",
+                await time_async(path_now, iterations),
+                baseline="context raw: direct get of a tree's newest node",
+            )
+        )
+        results.append(
+            summarize(
+                "context path as of before the updates @1,000 depth",
+                await time_async(path_then, iterations),
+                baseline="context path (now, 10 nodes updated) @1,000 depth",
+                target="within 2x of the path now",
+                extra={"depth": DEPTHS[-1], "updated_since": 10},
+            )
+        )
 
         async def raw_newest() -> None:
             await js.get_last_msg(names.context_stream, subject, direct=True)
@@ -252,6 +291,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
 
         updated: list[float] = []
         state = await store.tree(biggest)
+        before_updates = state.max_seq
         for i in range(ctx.iterations(50, 5) + 2):
             # an update (a node superseding another): its row in the kept shape is replaced
             target = state.latest(rng.choice(state.order))
@@ -271,6 +311,50 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
                 "context structure, after an update @10,000 nodes",
                 updated,
                 baseline="context raw: direct get of a tree's newest node",
+            )
+        )
+
+        # time travel on the big tree: as it stood before the updates above, with a node
+        # appended before each read (as "structure @ 10,000 nodes": every read recomputes)
+        then: list[float] = []
+        for i in range(ctx.iterations(200, 10) + 5):
+            node = ContextNode(tree_id=biggest, parent_id=rng.choice(parents), author=AUTHOR, text="new")
+            await store.publish(node)
+            started = time.perf_counter()
+            structure(await store.tree(biggest), limit=10_000, upto=before_updates)
+            if i >= 5:
+                then.append((time.perf_counter() - started) * 1000)
+        results.append(
+            summarize(
+                "context structure as of before the updates @10,000 nodes",
+                then,
+                baseline="context structure @ 10000 nodes",
+                target="within 2x of the structure now",
+                extra={"nodes": SIZES[-1], "changed_before_each_read": True},
+            )
+        )
+
+        async def first_then(tree: str = biggest) -> None:
+            state = await store.tree(tree)
+            state.shapes.clear()  # the first read of this past point builds its shape
+            structure(state, limit=10_000, upto=before_updates)
+
+        results.append(
+            summarize(
+                "context structure as of a past point, first read @10,000 nodes",
+                await time_async(first_then, ctx.iterations(50, 5)),
+                baseline="context structure @ 10000 nodes",
+            )
+        )
+
+        async def leaves_now(tree: str = biggest) -> None:
+            leaves(await store.tree(tree), limit=10_000)
+
+        results.append(
+            summarize(
+                "context leaves, unchanged tree @10,000 nodes",
+                await time_async(leaves_now, ctx.iterations(200, 10)),
+                baseline="context structure, unchanged tree (kept shape) @10,000 nodes",
             )
         )
 
