@@ -30,9 +30,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from shared.context.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from pattern.results import ChatContext
 
 LAYERS: Final = ("core", "work", "own", "inherited", "team")
 DEFAULT_SHARES: Final = {"core": 0.15, "work": 0.35, "own": 0.20, "inherited": 0.15, "team": 0.15}
@@ -57,6 +60,8 @@ class Candidate:
     """Tokens of its rendered line (see :func:`line`)."""
     source_id: str | None = None
     """For a shared copy: the memory it was copied from (a duplicate of it)."""
+    tier: str | None = None
+    """hot, warm or cold for a memory (pattern/importance.py); None for a work node."""
 
 
 def line(layer: str, kind: str, text: str) -> str:
@@ -86,6 +91,7 @@ class Omitted:
     layer: str
     id: str
     reason: str
+    tier: str | None = None
 
 
 @dataclass
@@ -154,7 +160,9 @@ def build(
             layer.report.considered += 1
             original = duplicate(candidate)
             if original is not None:
-                omitted.append(Omitted(layer.report.name, candidate.id, f"duplicate of {original}"))
+                omitted.append(
+                    Omitted(layer.report.name, candidate.id, f"duplicate of {original}", candidate.tier)
+                )
                 continue
             return candidate
         layer.done = True
@@ -195,7 +203,7 @@ def build(
                     break
     for layer in layers:
         for candidate in layer.skipped:  # the second round offered them everything that was left
-            omitted.append(Omitted(layer.report.name, candidate.id, OVER_BUDGET))
+            omitted.append(Omitted(layer.report.name, candidate.id, OVER_BUDGET, candidate.tier))
         unreached = max(0, layer.report.available - layer.report.considered)
         layer.report.omitted = layer.report.considered - layer.report.items + unreached
     taken.sort(key=lambda c: LAYERS.index(c.layer))  # stable: each layer keeps its own order
@@ -211,3 +219,26 @@ def build(
         omitted_total=total_omitted,
         text="".join(line(c.layer, c.kind, c.text) for c in taken),
     )
+
+
+def chat_shape(items: list[Candidate]) -> ChatContext:
+    """The built items as a chat host takes them: the memories (core, own, inherited,
+    team) as the system prompt, the work tree (newest first, as built) as one user message."""
+    from pattern.results import ChatContext, ChatMessage
+
+    headings = {
+        "core": "Who you are and the rules you follow",
+        "own": "What you remember",
+        "inherited": "What your parent agents know",
+        "team": "What the team decided and learned",
+    }
+    parts: list[str] = []
+    for layer, heading in headings.items():
+        lines = [line(layer, c.kind, c.text) for c in items if c.layer == layer]
+        if lines:
+            parts.append(f"## {heading}\n{''.join(lines)}")
+    work = [line("work", c.kind, c.text) for c in items if c.layer == "work"]
+    messages = (
+        [ChatMessage(role="user", content="The work so far, newest first:\n" + "".join(work))] if work else []
+    )
+    return ChatContext(system="\n".join(parts), messages=messages)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from pattern.importance import ImportancePolicy, parse_weights
 from shared.settings import EnvSettings, LoomSettings, SettingsError, load
 
 DAY_S = 24 * 3600
@@ -44,6 +45,8 @@ _SCAN_ALIASES = {
 
 READY_WAIT_S = 10.0
 """``PATTERN_READY_WAIT_S``'s default."""
+SWEEP_S = 15.0
+"""``PATTERN_SWEEP_S``'s default: how often a process writes the accesses it counted."""
 
 
 class PatternConfigError(SettingsError):
@@ -60,6 +63,11 @@ class PatternSettings(EnvSettings):
     export_dir: Path | None = Field(default=None, validation_alias="PATTERN_EXPORT_DIR")
     expired_window_s: int = Field(default=3600, validation_alias="PATTERN_EXPIRED_WINDOW_S", ge=60, le=DAY_S)
     ready_wait_s: float = Field(default=READY_WAIT_S, validation_alias="PATTERN_READY_WAIT_S", ge=0, le=300)
+    sweep_s: float = Field(default=SWEEP_S, validation_alias="PATTERN_SWEEP_S", gt=0, le=3600)
+    tier_hot: float = Field(default=0.8, validation_alias="PATTERN_TIER_HOT", gt=0, le=1)
+    tier_warm: float = Field(default=0.4, validation_alias="PATTERN_TIER_WARM", gt=0, le=1)
+    half_life_h: float = Field(default=24.0, validation_alias="PATTERN_HALF_LIFE_H", gt=0, le=24 * 365)
+    category_weights: str = Field(default="", validation_alias="PATTERN_CATEGORY_WEIGHTS", max_length=1000)
 
     @field_validator("short_ttl_s", "export_dir", mode="before")
     @classmethod
@@ -75,6 +83,29 @@ class PatternSettings(EnvSettings):
         if text not in _SCAN_ALIASES:
             raise PatternConfigError("must be one of warn, block, off (or 1/0)", field="PATTERN_SECRET_SCAN")
         return _SCAN_ALIASES[text]
+
+    @field_validator("category_weights")
+    @classmethod
+    def _weights(cls, value: str) -> str:
+        try:
+            parse_weights(value)
+        except ValueError as exc:
+            raise PatternConfigError(str(exc), field="PATTERN_CATEGORY_WEIGHTS") from None
+        return value
+
+    @model_validator(mode="after")
+    def _cuts(self) -> PatternSettings:
+        if self.tier_warm >= self.tier_hot:
+            raise PatternConfigError("must be below PATTERN_TIER_HOT", field="PATTERN_TIER_WARM")
+        return self
+
+    def importance(self) -> ImportancePolicy:
+        return ImportancePolicy(
+            half_life_h=self.half_life_h,
+            weights=parse_weights(self.category_weights),
+            hot=self.tier_hot,
+            warm=self.tier_warm,
+        )
 
 
 def load_settings() -> PatternSettings:
@@ -112,6 +143,10 @@ class PatternConfig:
     ready_wait_s: float = READY_WAIT_S
     """How long a tool call made while the service is still loading waits for it (an agent
     host calls Pattern the moment it starts it), before failing with the reason."""
+    sweep_s: float = SWEEP_S
+    """How often the accesses counted in this process are written into the records."""
+    importance: ImportancePolicy = field(default_factory=ImportancePolicy)
+    """How a memory's score and tier are computed (pattern/importance.py)."""
 
     @classmethod
     def from_env(cls, shared: LoomSettings | None = None) -> PatternConfig:
@@ -126,6 +161,8 @@ class PatternConfig:
             expired_window_s=s.expired_window_s,
             replicas=loom.js_replicas,
             ready_wait_s=s.ready_wait_s,
+            sweep_s=s.sweep_s,
+            importance=s.importance(),
         )
 
     def export_root(self, project_path: Path) -> Path:

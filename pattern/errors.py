@@ -53,6 +53,12 @@ class SecretBlockedError(PatternError, Invalid):
     code = "SECRET_DETECTED"
 
 
+class ChangedError(PatternError, Conflict):
+    """Another writer changed the memory between reading and writing it; read it again."""
+
+    code = "MEMORY_CHANGED"
+
+
 class UnavailableError(PatternError, Unavailable):
     """NATS is unreachable or the service is still starting."""
 

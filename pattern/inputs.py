@@ -116,6 +116,11 @@ class RememberInput(_NewMemory):
             "team: everyone in this project; public: everyone."
         ),
     ] = Scope.PRIVATE
+    memory_id: MemoryId | None = Field(
+        default=None,
+        description="Write a new version of this memory (yours, or a team or public one; its scope and "
+        "category stay), or create one with this id. Omit for a new memory.",
+    )
 
     @model_validator(mode="after")
     def _core_scope(self) -> RememberInput:
@@ -324,6 +329,18 @@ class BuildContextInput(InputModel):
         "work 0.35, own 0.20, inherited 0.15, team 0.15.",
     )
 
+    tiers: list[Literal["hot", "warm", "cold"]] | None = Field(
+        default=None,
+        min_length=1,
+        description="Only memories of these tiers (default all: hot first, then warm, then cold, in each "
+        "layer). The work tree is not tiered.",
+    )
+    shape: Literal["text", "chat"] = Field(
+        default="text",
+        description="text: one line per item; chat: also a system prompt (the memories) and messages (the "
+        "work so far), as chat hosts take them.",
+    )
+
     @field_validator("shares")
     @classmethod
     def _shares(cls, v: dict[str, float] | None) -> dict[str, float] | None:
@@ -334,3 +351,49 @@ class BuildContextInput(InputModel):
         if abs(sum(v.values()) - 1) > 0.001:
             raise ValueError("the shares must add up to 1")
         return v
+
+
+class ReadInput(InputModel):
+    memory_id: MemoryId = Field(description="The memory to read (32 hex).")
+
+
+PackItem = Annotated[str, Field(min_length=1, max_length=500)]
+
+
+class PackInput(InputModel):
+    summary: str = Field(
+        min_length=1, max_length=8000, description="Where you are: what the task is and how far it got."
+    )
+    open_work: list[PackItem] = Field(default=[], max_length=50, description="What is left to do.")
+    decisions: list[PackItem] = Field(default=[], max_length=50, description="What you decided, and why.")
+    files: list[PackItem] = Field(default=[], max_length=200, description="Files you touched (paths).")
+    work_id: str | None = Field(
+        default=None,
+        pattern=MEMORY_ID_PATTERN,
+        description="The work item this state is for: its context tree joins the returned context, and "
+        "the next attempt of the item (any agent) can restore from the pack.",
+    )
+    scope: Literal["private", "team"] | None = Field(
+        default=None,
+        description="Who may restore it: private (you and your sub-agents) or team (default with a "
+        "work_id, so the item's next attempt can; else private).",
+    )
+    budget_tokens: int = Field(
+        default=8000, ge=256, le=200_000, description="Tokens the returned context may take (256-200,000)."
+    )
+    shape: Literal["text", "chat"] = "text"
+
+
+class RestoreInput(InputModel):
+    work_id: str | None = Field(
+        default=None, pattern=MEMORY_ID_PATTERN, description="Restore the newest pack of this work item."
+    )
+    pack_id: str | None = Field(default=None, pattern=MEMORY_ID_PATTERN, description="Restore this pack.")
+    budget_tokens: int = Field(default=8000, ge=256, le=200_000)
+    shape: Literal["text", "chat"] = "text"
+
+    @model_validator(mode="after")
+    def _one(self) -> RestoreInput:
+        if (self.work_id is None) == (self.pack_id is None):
+            raise ValueError("work_id: give work_id or pack_id (one of them)")
+        return self

@@ -105,6 +105,14 @@ class MemoryRecord(BaseModel):
     expires_at: datetime | None = None
     source_id: str | None = None
     """The memory this one was shared or imported from."""
+    version: int = Field(default=1, ge=1)
+    """Bumped by every write to this id (pattern_remember with memory_id, commit_insight)."""
+    updated_by: str | None = None
+    """The agent that wrote this version (None: its creator)."""
+    access_count: int = Field(default=0, ge=0)
+    """Reads of it (recall, read by id), as Pattern's sweeps wrote them back."""
+    accessed_at: datetime | None = None
+    """Its last read (None: never read)."""
 
     @field_validator("agent_id", "parent_id")
     @classmethod

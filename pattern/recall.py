@@ -47,8 +47,15 @@ def _matches(entry: Entry, req: RecallInput, scopes: set[Scope], needle: str | N
 
 
 def recall(
-    index: MemoryIndex, viewer: Viewer, req: RecallInput, now: datetime, summary_bytes: int
+    index: MemoryIndex,
+    viewer: Viewer,
+    req: RecallInput,
+    now: datetime,
+    summary_bytes: int,
+    picked_out: list[Entry] | None = None,
 ) -> RecallResult:
+    """The memories that match, in recall order; ``picked_out`` receives their entries
+    (the caller counts them as read)."""
     index.expire(now)
     scopes = set(req.scopes or ALL_SCOPES)
     categories = set(req.categories or ALL_CATEGORIES)
@@ -76,6 +83,8 @@ def recall(
             break
         picked.append(entry)
 
+    if picked_out is not None:
+        picked_out.extend(picked)
     views = [MemoryView.of(e.record, viewer.agent_id) for e in picked]
     counts = _counts(index, viewer, scopes, categories, len(views), has_more)
     return RecallResult(memories=views, summary=summarize(views, counts, summary_bytes), counts=counts)

@@ -37,6 +37,11 @@ class MemoryView(BaseModel):
     expires_at: datetime | None
     source_id: str | None = Field(description="The memory this was shared or imported from.")
     own: bool = Field(description="True when you created it.")
+    version: int = Field(1, description="Bumped by every write to this id.")
+    updated_by: str | None = Field(None, description="Who wrote this version (null: its creator).")
+    access_count: int = Field(0, description="Reads of it written back by Pattern's sweeps.")
+    accessed_at: datetime | None = Field(None, description="Its last read written back (null: never).")
+    tier: str | None = Field(None, description="hot, warm or cold: its importance now (docs/pattern.md).")
 
     @classmethod
     def of(cls, record: MemoryRecord, agent_id: str) -> MemoryView:
@@ -56,6 +61,11 @@ class MemoryView(BaseModel):
             expires_at=record.expires_at,
             source_id=record.source_id,
             own=record.agent_id == agent_id,
+            version=record.version,
+            updated_by=record.updated_by,
+            access_count=record.access_count,
+            accessed_at=record.accessed_at,
+            tier=None,
         )
 
     def label(self) -> str:
@@ -280,6 +290,19 @@ class OmittedItem(BaseModel):
     layer: str
     id: str
     reason: str
+    tier: str | None = Field(None, description="hot, warm or cold for a memory; null for a work node")
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ChatContext(BaseModel):
+    """The built context in the shape chat hosts take: a system prompt and messages."""
+
+    system: str = Field(description="What the agent is and knows: its memories, layer by layer")
+    messages: list[ChatMessage] = Field(description="The work so far (and a restored pack), as user messages")
 
 
 class BuildContextResult(BaseModel):
@@ -291,6 +314,10 @@ class BuildContextResult(BaseModel):
     layers: list[LayerUse] = Field(description="The policy as applied: allowance and use per layer")
     omitted: list[OmittedItem] = Field(description=f"The first {50} items left out and why")
     omitted_total: int = Field(description="Everything left out, including items no layer reached")
+    omitted_by_tier: dict[str, int] = Field(
+        default_factory=dict, description="Memories left out (or not requested) per tier"
+    )
+    chat: ChatContext | None = Field(None, description="With shape chat: the same items as system + messages")
 
     def text(self) -> str:
         head = (
@@ -305,3 +332,35 @@ class BuildContextResult(BaseModel):
         return "\n".join(
             part for part in (head, f"Layers: {uses}" if uses else "", why, self.context) if part
         )
+
+
+class ReadResult(BaseModel):
+    memory: MemoryView
+    found_in: str = Field(
+        description="Where the scope order found it: own, inherited, team, personal or public"
+    )
+
+    def text(self) -> str:
+        m = self.memory
+        return (
+            f"{m.label()} v{m.version}, found in {self.found_in}, tier {m.tier}"
+            f"{'' if m.own else ' by ' + (m.handle or m.agent_id[:8])}:\n{m.content}"
+        )
+
+
+class PackResult(BaseModel):
+    """A packed (or restored) working state and the context to start a new conversation with."""
+
+    pack: MemoryView = Field(description="The pack as stored (a longterm memory tagged pack)")
+    context: BuildContextResult = Field(
+        description="The pack first, then your memories' hot tier and the work item's tree, within budget"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+    def text(self) -> str:
+        c = self.context
+        head = (
+            f"Pack {self.pack.id} v{self.pack.version} ({self.pack.scope.value}). "
+            f"Start the new conversation with this context: {c.used_tokens} of {c.budget_tokens} tokens."
+        )
+        return "\n".join([head, *self.warnings, c.context])

@@ -9,6 +9,7 @@ takes the validated input model and returns the result model. Errors are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections import Counter
@@ -17,16 +18,18 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
-from pattern import transfer
+from pattern import pack, transfer
 from pattern.access import Viewer
 from pattern.buckets import ensure_bucket, server_supports_ttl
-from pattern.build import DEFAULT_SHARES, Candidate, build, line
+from pattern.build import DEFAULT_SHARES, Candidate, build, chat_shape, line
 from pattern.config import PatternConfig, SecretScanMode
 from pattern.errors import (
     AccessDeniedError,
+    ChangedError,
     InvalidCategoryError,
     InvalidInputError,
     LimitExceededError,
@@ -37,6 +40,7 @@ from pattern.errors import (
     StorageError,
     UnavailableError,
 )
+from pattern.importance import TIER_ORDER, Tier
 from pattern.index import Entry, MemoryIndex
 from pattern.inputs import (
     MAX_TAGS,
@@ -48,11 +52,14 @@ from pattern.inputs import (
     ForgetBulkInput,
     ForgetInput,
     ImportInput,
+    PackInput,
+    ReadInput,
     RecallInput,
     RememberBulkInput,
     RememberInput,
     RememberLearningInput,
     RememberTaskInput,
+    RestoreInput,
     ShareLearningInput,
 )
 from pattern.keys import BucketNames, memory_key, owner_filter, scope_filter
@@ -75,10 +82,13 @@ from pattern.results import (
     LayerUse,
     MemoryView,
     OmittedItem,
+    PackResult,
+    ReadResult,
     RecallResult,
     RememberResult,
     ShareResult,
 )
+from pattern.sweep import AccessLog, sweep_every, write_back
 from pattern.watch import BucketWatch
 from shared.agents.lineage import ancestors, record_lineage
 from shared.context import tokens
@@ -88,12 +98,15 @@ from shared.context.trees import ContextNode
 from shared.identity import Identity
 from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.nats.failures import NatsUnavailable, nats_failure
+from shared.nats.jetstream import WRONG_LAST_SEQUENCE
 from shared.redact import redact
 from shared.secretscan import scan
 
 log = logging.getLogger("loom.pattern")
 
 Clock = Callable[[], datetime]
+TIER_REFRESH_S = 60
+"""A layer's tier order is recomputed at least this often (scores decay with time)."""
 
 
 class MemoryService:
@@ -122,8 +135,10 @@ class MemoryService:
         self._write_lock = asyncio.Lock()
         self._contexts: ContextStore | None = None
         self._node_tokens: dict[tuple[str, str], int] = {}
-        self._held_at: tuple[int, dict[str, int]] = (-1, {})
         self._work_nodes: tuple[str, int, list[ContextNode]] = ("", -1, [])
+        self.accesses = AccessLog()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._tiered: dict[str, tuple[tuple[int, int, int], list[tuple[Entry, Tier]]]] = {}
         self.ready = False
 
     @property
@@ -177,6 +192,7 @@ class MemoryService:
             finally:
                 self.index.end_bulk()
         self.ready = True
+        self._sweeper = asyncio.create_task(sweep_every(self, self.config.sweep_s), name="pattern-sweep")
         log.info(
             "memory ready: %d memories visible (project %s, agent %s)",
             len(self.index),
@@ -185,7 +201,16 @@ class MemoryService:
         )
 
     async def close(self) -> None:
-        """Stop following the buckets; the NATS connection belongs to the caller."""
+        """Stop following the buckets; the NATS connection belongs to the caller. Accesses
+        counted since the last sweep are written first (when NATS is there)."""
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sweeper
+        if self.ready and self._nc.is_connected and len(self.accesses):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.sweep(), 5.0)
         watches, self._watches = self._watches, []
         for watch in watches:
             await watch.stop()
@@ -227,15 +252,45 @@ class MemoryService:
         bucket = self.buckets.for_scope(record.scope)
         return bucket, memory_key(record.scope, record.agent_id, record.category, record.id)
 
-    async def _put(self, record: MemoryRecord) -> None:
+    async def _put(self, record: MemoryRecord, *, expected: int | None = None) -> bool:
+        """Store ``record``; with ``expected``, only if its key is still at that revision
+        (compare-and-set: False when another writer changed it since)."""
         bucket, key = self._where(record)
         ttl: int | None = None
         if record.expires_at is not None and bucket in self._ttl_buckets:
             ttl = max(1, math.ceil((record.expires_at - self.now()).total_seconds()))
-        ack = await self._js.publish(
-            kv_subject(bucket, key), record.model_dump_json().encode(), stream=kv_stream(bucket), msg_ttl=ttl
-        )
+        headers = None if expected is None else {"Nats-Expected-Last-Subject-Sequence": str(expected)}
+        try:
+            ack = await self._js.publish(
+                kv_subject(bucket, key),
+                record.model_dump_json().encode(),
+                stream=kv_stream(bucket),
+                msg_ttl=ttl,
+                headers=headers,
+            )
+        except nats.js.errors.APIError as exc:
+            if expected is not None and exc.err_code in WRONG_LAST_SEQUENCE:
+                return False
+            raise
         self.index.put(bucket, key, record, ack.seq)
+        return True
+
+    # -- importance: accesses, the sweep, tiers ----------------------------------------
+    def score(self, entry: Entry, now: datetime) -> float:
+        count, last = self.accesses.pending(entry.uid)
+        return self.config.importance.score(entry.record, now, extra_accesses=count, last=last)
+
+    def tier(self, entry: Entry, now: datetime) -> Tier:
+        return self.config.importance.tier(self.score(entry, now))
+
+    async def sweep(self) -> int:
+        """Write the accesses counted since the last sweep into the records."""
+        async with self._write_lock:
+            return await write_back(self.accesses, self.index, self._put)
+
+    @property
+    def connected(self) -> bool:
+        return self._nc.is_connected
 
     async def _purge(self, bucket: str, key: str) -> None:
         ttl = self.config.expired_window_s if bucket in self._ttl_buckets else None
@@ -368,13 +423,20 @@ class MemoryService:
         tags: list[str],
         priority: int,
         metadata: dict[str, str],
+        memory_id: str | None = None,
     ) -> RememberResult:
         self._require_ready()
         if category is Category.CORE and scope not in (Scope.PRIVATE, Scope.PERSONAL):
             raise InvalidCategoryError("core memories must be private or personal", field="scope")
         warnings = self.scan_secrets(content)
         record = self._new_record(
-            content=content, category=category, scope=scope, tags=tags, priority=priority, metadata=metadata
+            content=content,
+            category=category,
+            scope=scope,
+            tags=tags,
+            priority=priority,
+            metadata=metadata,
+            memory_id=memory_id,
         )
         async with self._write_lock, self._nats("storing the memory"):
             self._check_new(scope, category)
@@ -383,6 +445,8 @@ class MemoryService:
 
     # -- tools ------------------------------------------------------------------------
     async def remember(self, req: RememberInput) -> RememberResult:
+        if req.memory_id is not None and self.index.get(req.memory_id):
+            return await self._new_version(req)
         return await self._remember(
             content=req.content,
             category=req.category,
@@ -390,7 +454,48 @@ class MemoryService:
             tags=req.tags,
             priority=req.priority,
             metadata=req.metadata,
+            memory_id=req.memory_id,
         )
+
+    async def _new_version(self, req: RememberInput) -> RememberResult:
+        """A write to an existing id: its next version, by whoever writes it (its creator,
+        or anyone for a team or public memory), compare-and-set on its revision."""
+        assert req.memory_id is not None
+        self._require_ready()
+        entry = self._find(req.memory_id)
+        old = entry.record
+        if not (self.viewer.can_modify(entry.parts) or entry.parts.scope in (Scope.TEAM, Scope.PUBLIC)):
+            raise AccessDeniedError(self.viewer.why_not_modify(entry.parts), field="memory_id")
+        for name, given, kept in (("scope", req.scope, old.scope), ("category", req.category, old.category)):
+            if given != kept:
+                raise InvalidInputError(
+                    f"memory {old.id} is {kept.value}; an existing memory keeps its {name} "
+                    "(forget it and remember anew to move it)",
+                    field=name,
+                )
+        warnings = self.scan_secrets(req.content)
+        now = self.now()
+        record = old.model_copy(
+            update={
+                "content": req.content,
+                "tags": req.tags,
+                "priority": req.priority,
+                "metadata": req.metadata,
+                "version": old.version + 1,
+                "updated_by": self.agent_id,
+                "updated_at": now,
+                "expires_at": now + timedelta(seconds=self.config.temporary_ttl_s)
+                if old.category in EXPIRING
+                else None,
+            }
+        )
+        async with self._write_lock, self._nats("storing the new version"):
+            if not await self._put(record, expected=entry.revision):
+                raise ChangedError(
+                    "another agent wrote a new version of it meanwhile; read it (pattern_read) and try again",
+                    field="memory_id",
+                )
+        return RememberResult(memory=MemoryView.of(record, self.agent_id), warnings=warnings)
 
     async def remember_task(self, req: RememberTaskInput) -> RememberResult:
         return await self._remember(
@@ -448,6 +553,8 @@ class MemoryService:
                 "priority": req.priority if req.priority is not None else old.priority,
                 "updated_at": self.now(),
                 "expires_at": None,
+                "version": old.version + 1,
+                "updated_by": self.agent_id,
             }
         )
         async with self._write_lock, self._nats("committing the insight"):
@@ -481,7 +588,59 @@ class MemoryService:
         self._require_ready()
         if not self._nc.is_connected:
             raise UnavailableError(f"NATS is not connected ({self.nats_url or 'server'}); try again shortly")
-        return recall(self.index, self.viewer, req, self.now(), self.config.limits.summary_bytes)
+        now = self.now()
+        picked: list[Entry] = []
+        found = recall(self.index, self.viewer, req, now, self.config.limits.summary_bytes, picked)
+        self.accesses.touch(picked, now)
+        for view, entry in zip(found.memories, picked, strict=True):
+            view.tier = self.tier(entry, now)
+        return found
+
+    async def read_memory(self, req: ReadInput) -> ReadResult:
+        return self.read_by_id(req.memory_id)
+
+    def read_by_id(self, memory_id: str, field: str = "memory_id") -> ReadResult:
+        """One memory by id, as the scope order finds it first: your own, then your parent
+        chain's, the team's, your user's, the public one. Counts as a read."""
+        self._require_ready()
+        now = self.now()
+        self.index.expire(now)
+        found = [
+            e
+            for e in self.index.get(memory_id)
+            if self.viewer.can_read(e.parts) and not e.record.is_expired(now)
+        ]
+        if not found:
+            raise NotFoundError(
+                "no memory with this id that you can see (it may have expired, been forgotten, "
+                "or belong to another agent)",
+                field=field,
+            )
+        entry = min(found, key=lambda e: (self._scope_rank(e), -e.revision))
+        self.accesses.touch([entry], now)
+        view = MemoryView.of(entry.record, self.agent_id)
+        view.tier = self.tier(entry, now)
+        return ReadResult(memory=view, found_in=self._found_in(entry))
+
+    async def pack(self, req: PackInput) -> PackResult:
+        """Store a working state and return the context to start over with (pattern/pack.py)."""
+        self._require_ready()
+        return await pack.pack(self, req)
+
+    async def restore(self, req: RestoreInput) -> PackResult:
+        self._require_ready()
+        return await pack.restore(self, req)
+
+    def _scope_rank(self, entry: Entry) -> int:
+        owner, scope = entry.parts.owner, entry.parts.scope
+        if owner == self.agent_id:
+            return 0
+        if self.viewer.inherits_from(owner):
+            return 1
+        return {Scope.TEAM: 2, Scope.PERSONAL: 3, Scope.PUBLIC: 4}.get(scope, 5)
+
+    def _found_in(self, entry: Entry) -> str:
+        return ("own", "inherited", "team", "personal", "public", "other")[self._scope_rank(entry)]
 
     async def build_context(self, req: BuildContextInput) -> BuildContextResult:
         """The context to load for a task within a token budget (``pattern/build.py``)."""
@@ -509,7 +668,8 @@ class MemoryService:
         shares: dict[str, float] = dict(DEFAULT_SHARES)
         if req.shares is not None:
             shares = {layer: share for layer, share in req.shares.items()}
-        built = build(req.budget_tokens, shares, self._layers(nodes, counter, now), counter)
+        tiers: set[str] | None = set(req.tiers) if req.tiers is not None else None
+        built = build(req.budget_tokens, shares, self._layers(nodes, counter, now, tiers), counter)
         return BuildContextResult(
             counter=built.counter,
             budget_tokens=built.budget,
@@ -523,9 +683,24 @@ class MemoryService:
                 LayerUse(layer=u.name, **{k: v for k, v in vars(u).items() if k != "name"})
                 for u in built.layers
             ],
-            omitted=[OmittedItem(layer=o.layer, id=o.id, reason=o.reason) for o in built.omitted],
+            omitted=[
+                OmittedItem(layer=o.layer, id=o.id, reason=o.reason, tier=o.tier) for o in built.omitted
+            ],
             omitted_total=built.omitted_total,
+            omitted_by_tier=self._omitted_by_tier(built.items),
+            chat=chat_shape(built.items) if req.shape == "chat" else None,
         )
+
+    def _omitted_by_tier(self, taken: list[Candidate]) -> dict[str, int]:
+        """Memories of the build's layers left out (or of a tier not asked for), per tier."""
+        left = {t.value: 0 for t in Tier}
+        for _, rows in self._tiered.values():
+            for _, tier in rows:
+                left[tier.value] += 1
+        for candidate in taken:
+            if candidate.tier is not None:
+                left[candidate.tier] -= 1
+        return left
 
     def contexts(self) -> ContextStore:
         """The project's context trees (the work layer of a build)."""
@@ -534,7 +709,7 @@ class MemoryService:
         return self._contexts
 
     def _layers(
-        self, nodes: list[ContextNode], counter: TokenCounter, now: datetime
+        self, nodes: list[ContextNode], counter: TokenCounter, now: datetime, tiers: set[str] | None = None
     ) -> dict[str, tuple[Iterator[Candidate], int]]:
         """Each layer's candidates (lazily, in order) and how many it holds."""
         me, chain = self.agent_id, set(self.viewer.ancestors)
@@ -543,20 +718,26 @@ class MemoryService:
 
         def memories(
             layer: str, scopes: Iterable[Scope], categories: Iterable[Category], owned: Callable[[str], bool]
-        ) -> Iterator[Candidate]:
-            for entry in self.index.walk(scopes, categories):
-                if (
-                    not owned(entry.parts.owner)
-                    or entry.record.is_expired(now)
-                    or not self.viewer.can_read(entry.parts)
-                ):
-                    continue
-                record = entry.record
-                if entry.tokens < 0:
-                    entry.tokens = counter.count(line(layer, record.category.value, record.content))
-                yield Candidate(
-                    layer, record.id, record.category.value, record.content, entry.tokens, record.source_id
-                )
+        ) -> tuple[Iterator[Candidate], int]:
+            ordered = self._tiered_layer(layer, scopes, categories, owned, now)
+            wanted = [(e, t) for e, t in ordered if tiers is None or t.value in tiers]
+
+            def walk() -> Iterator[Candidate]:
+                for entry, tier in wanted:
+                    record = entry.record
+                    if entry.tokens < 0:
+                        entry.tokens = counter.count(line(layer, record.category.value, record.content))
+                    yield Candidate(
+                        layer,
+                        record.id,
+                        record.category.value,
+                        record.content,
+                        entry.tokens,
+                        record.source_id,
+                        tier.value,
+                    )
+
+            return walk(), len(wanted)
 
         def work() -> Iterator[Candidate]:
             for node in nodes:
@@ -576,35 +757,40 @@ class MemoryService:
             return owner != me
 
         shared = sorted(SHARED_CATEGORIES)
-        held = self._held(me, chain)
         return {
-            "core": (memories("core", personal, [Category.CORE], mine), held["core"]),
+            "core": memories("core", personal, [Category.CORE], mine),
             "work": (work(), len(nodes)),
-            "own": (memories("own", tuple(Scope), others, mine), held["own"]),
-            "inherited": (memories("inherited", [Scope.PRIVATE], others, inherited), held["inherited"]),
-            "team": (memories("team", [Scope.TEAM], shared, others_than_me), held["team"]),
+            "own": memories("own", tuple(Scope), others, mine),
+            "inherited": memories("inherited", [Scope.PRIVATE], others, inherited),
+            "team": memories("team", [Scope.TEAM], shared, others_than_me),
         }
 
-    def _held(self, me: str, chain: set[str]) -> dict[str, int]:
-        """How many memories each layer holds: one pass over the index's counters, kept
-        until the index changes."""
-        if self._held_at[0] == self.index.version:
-            return self._held_at[1]
-        held = {"core": 0, "own": 0, "inherited": 0, "team": 0}
-        for (scope, owner, category), n in self.index.counts().items():
-            if owner == me:
-                if category is Category.CORE:
-                    if scope in (Scope.PRIVATE, Scope.PERSONAL):
-                        held["core"] += n
-                else:
-                    held["own"] += n
-            elif scope is Scope.TEAM:
-                if category in SHARED_CATEGORIES:
-                    held["team"] += n
-            elif scope is Scope.PRIVATE and owner in chain and category is not Category.CORE:
-                held["inherited"] += n
-        self._held_at = (self.index.version, held)
-        return held
+    def _tiered_layer(
+        self,
+        layer: str,
+        scopes: Iterable[Scope],
+        categories: Iterable[Category],
+        owned: Callable[[str], bool],
+        now: datetime,
+    ) -> list[tuple[Entry, Tier]]:
+        """A layer's memories with their tier, hot first, then warm, then cold (recall
+        order within each). Kept until the index or the counted accesses change, or a
+        minute passes (scores decay with time)."""
+        key = (self.index.version, self.accesses.version, int(now.timestamp() // TIER_REFRESH_S))
+        kept = self._tiered.get(layer)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        rows: list[tuple[Entry, Tier]] = []
+        for entry in self.index.walk(scopes, categories):
+            if (
+                owned(entry.parts.owner)
+                and not entry.record.is_expired(now)
+                and self.viewer.can_read(entry.parts)
+            ):
+                rows.append((entry, self.tier(entry, now)))
+        rows.sort(key=lambda row: TIER_ORDER[row[1]])  # stable: recall order within a tier
+        self._tiered[layer] = (key, rows)
+        return rows
 
     async def share_learning(self, req: ShareLearningInput) -> ShareResult:
         self._require_ready()

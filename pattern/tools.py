@@ -272,10 +272,45 @@ TOOLS: tuple[ToolSpec, ...] = (
         "The context to load for a task, within a token budget: your core memories, the work item's "
         "context tree (earlier attempts, notes, failures), your other memories, your parent chain's "
         "(sub-agents) and the team's decisions and learnings, each layer allotted a share of the budget, "
-        "duplicates removed, with what was left out and why. Counted with a real tokenizer (named).",
+        "duplicates removed, with what was left out and why. Counted with a real tokenizer (named). In "
+        "each memory layer the hot tier comes first, then warm, then cold (tiers narrows it); shape chat "
+        "also returns a system prompt and messages.",
         i.BuildContextInput,
         r.BuildContextResult,
         MemoryService.build_context,
+        read_only=True,
+    ),
+    _tool(
+        "pattern_read",
+        "Read a memory",
+        "One memory by id, whole, with its version, who wrote it, its access count and tier (hot, warm, "
+        "cold). The scope order decides which copy: yours, your parent chain's, the team's, your user's, "
+        "the public one. Counts as a read (a memory read often rises to the hot tier).",
+        i.ReadInput,
+        r.ReadResult,
+        MemoryService.read_memory,
+        read_only=True,
+    ),
+    _tool(
+        "pattern_pack",
+        "Pack your working state",
+        "When your context is nearly full: store your working state (summary, open work, decisions, files "
+        "touched; scanned for secrets) as one memory, and get back what to start a fresh conversation with: "
+        "the pack, then your hot memories and the work item's tree, within budget_tokens. One pack per work "
+        "item (packing again writes its next version); team scope by default with a work_id, so the item's "
+        "next attempt can restore it.",
+        i.PackInput,
+        r.PackResult,
+        MemoryService.pack,
+    ),
+    _tool(
+        "pattern_restore",
+        "Restore a packed state",
+        "Start a new conversation from a pack: by work_id (the newest pack of that item you can see) or "
+        "pack_id; returns the pack, your hot memories and the work item's tree, within budget_tokens.",
+        i.RestoreInput,
+        r.PackResult,
+        MemoryService.restore,
         read_only=True,
     ),
     _tool(
@@ -297,7 +332,7 @@ TOOL_NAMES: tuple[str, ...] = tuple(t.name for t in TOOLS)
 def pattern_tools(
     get_service: GetService, *, health: HealthFallback | None = None, until_ready: UntilReady | None = None
 ) -> list[Tool]:
-    """The 15 ``pattern_*`` tools, for ``MCPServer(tools=...)``.
+    """The 18 ``pattern_*`` tools, for ``MCPServer(tools=...)``.
 
     ``get_service`` is called on every tool call and must return a started
     :class:`MemoryService` or raise :class:`UnavailableError` saying why

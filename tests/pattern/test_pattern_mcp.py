@@ -83,7 +83,7 @@ async def test_tools_list_matches_the_models(
     async with pattern_session(base_env(nats_server.url, project_id, project_path)) as s:
         listed = {t.name: t for t in (await s.list_tools()).tools}
     assert sorted(listed) == sorted(spec.name for spec in TOOLS)
-    assert len(listed) == 15
+    assert len(listed) == 18
     for spec in TOOLS:
         tool = listed[spec.name]
         assert spec.model is not None, spec.name
@@ -298,6 +298,9 @@ BAD_INPUTS: dict[str, tuple[dict[str, Any], str]] = {
     "pattern_remember_bulk": ({"memories": []}, "memories"),
     "pattern_forget_bulk": ({"memory_ids": ["xyz"]}, "memory_ids"),
     "pattern_build_context": ({"budget_tokens": 1}, "budget_tokens"),
+    "pattern_read": ({"memory_id": "nope"}, "memory_id"),
+    "pattern_pack": ({"summary": "s", "files": ["x" * 501]}, "files"),
+    "pattern_restore": ({}, "work_id"),
     "pattern_health": ({"verbose": True}, "verbose"),
 }
 
@@ -344,7 +347,7 @@ async def test_handshake_does_not_wait_for_nats(project_id: str, project_path: P
     async with pattern_session(env, wait_ready=False) as s:
         handshake_s = time.monotonic() - started
         tools = await s.list_tools()
-        assert len(tools.tools) == 15
+        assert len(tools.tools) == 18
         res = await s.call_tool("pattern_remember", {"content": "nowhere to go"})
         assert res.is_error and "not connected to NATS" in text_of(res)
         health = await s.call_tool("pattern_health", {})
