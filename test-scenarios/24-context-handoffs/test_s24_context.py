@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scenario_harness import Fabric, eventually, new_agent_id, new_user_id
 from scenario_harness.drills import kill_agent
+from scenario_harness.mcp_process import BIN
 
 from shared.identity import subagent_id
 
@@ -111,3 +112,52 @@ async def test_a_thread_across_three_agents_reads_back_in_tree_order(fabric: Fab
     assert shown.exit_code == 0, shown.stderr
     positions = [shown.stdout.index(text) for _, text in expected]
     assert positions == sorted(positions)
+
+
+async def test_an_agent_near_its_limit_packs_and_a_new_conversation_finishes_the_item(fabric: Fabric) -> None:
+    """The context loop (docs/pattern.md, Packing a conversation): an agent whose context is
+    nearly full packs its working state; its next conversation (a new Warp process, the same
+    agent) starts from the pack and its hot memories, and finishes the item."""
+    item = await fabric.shuttle_json(
+        "submit", "port the lexer to the new token types", "--capability", "code"
+    )
+    agent_id, user = new_agent_id(), new_user_id()
+    launch = [str(BIN / "warp"), "--with-memory"]
+    options = {"capabilities": ["code"], "agent_id": agent_id, "user_id": user, "launch": launch}
+    async with fabric.agent("coder", **options) as first:
+        claimed = await first.call("warp_work_claim")
+        assert claimed["claimed"] and claimed["item"]["id"] == item["id"]
+        rule = await first.call(
+            "pattern_remember", content="token kinds are an enum, never strings", category="longterm"
+        )
+        aside = await first.call(
+            "pattern_remember", content="the coffee machine is on floor 3", category="longterm"
+        )
+        for _ in range(40):  # read over and over while working: it becomes hot
+            await first.call("pattern_read", memory_id=rule["memory"]["id"])
+        await first.call("warp_work_progress", work_id=item["id"], percent=60, note="tests 1-40 pass")
+        packed = await first.call(
+            "pattern_pack",
+            summary="Porting the lexer: tests 1-40 pass; the keyword table is next.",
+            open_work=["tests 41-60", "the keyword table"],
+            decisions=["keep the old Token alias for one release"],
+            files=["src/lexer.py"],
+            work_id=item["id"],
+            budget_tokens=3000,
+        )
+        assert packed["context"]["items"][0]["layer"] == "pack"
+    # the conversation ends (the process exits, writing back what it read); a new one starts
+    async with fabric.agent("coder", **options) as second:
+        restored = await second.call("pattern_restore", work_id=item["id"], budget_tokens=3000, shape="chat")
+        context = restored["context"]
+        assert restored["pack"]["id"] == packed["pack"]["id"]
+        assert "the keyword table is next" in context["context"]
+        taken = {i["id"]: i["layer"] for i in context["items"]}
+        assert taken.get(rule["memory"]["id"]) == "own"  # hot: read 40 times
+        assert aside["memory"]["id"] not in taken  # never read: not hot, not loaded
+        assert "tests 1-40 pass" in context["context"]  # the item's tree (its progress note)
+        assert context["used_tokens"] <= 3000
+        assert "restored from a pack" in context["chat"]["messages"][0]["content"]
+        assert "token kinds are an enum" in context["chat"]["system"]
+        done = await second.call("warp_work_complete", work_id=item["id"], result={"pr": 41})
+        assert done["item"]["status"] == "completed"
