@@ -104,6 +104,9 @@ class Built:
     omitted: list[Omitted]
     omitted_total: int
     text: str
+    omitted_by_tier: dict[str, int] = field(default_factory=dict)
+    """Memories the build looked at and left out, per tier (the unreached ones are lower
+    in their layer's order: the same tier as the last one looked at, or a lower one)."""
 
 
 @dataclass
@@ -206,6 +209,10 @@ def build(
             omitted.append(Omitted(layer.report.name, candidate.id, OVER_BUDGET, candidate.tier))
         unreached = max(0, layer.report.available - layer.report.considered)
         layer.report.omitted = layer.report.considered - layer.report.items + unreached
+    by_tier: dict[str, int] = {}
+    for left in omitted:
+        if left.tier is not None:
+            by_tier[left.tier] = by_tier.get(left.tier, 0) + 1
     taken.sort(key=lambda c: LAYERS.index(c.layer))  # stable: each layer keeps its own order
     reports = {layer.report.name: layer.report for layer in layers}
     total_omitted = sum(report.omitted for report in reports.values())
@@ -218,6 +225,7 @@ def build(
         omitted=omitted[:OMITTED_SHOWN],
         omitted_total=total_omitted,
         text="".join(line(c.layer, c.kind, c.text) for c in taken),
+        omitted_by_tier=by_tier,
     )
 
 

@@ -101,6 +101,8 @@ class MemoryIndex:
         self._expired_keys: set[str] = set()
         self._expired_counts: Counter[tuple[Scope, str, Category]] = Counter()
         self._bulk = False
+        self._accessed: set[str] = set()
+        """Uids of memories whose record counts reads (scored one by one; see pattern/tiers.py)."""
         self.version = 0
         """Moves on with every change (what a reader may cache its derived figures against)."""
 
@@ -152,6 +154,8 @@ class MemoryIndex:
         for tag in record.tags:
             self._tags.setdefault(tag, set()).add(uid)
         self._counts[(parts.scope, parts.owner, parts.category)] += 1
+        if record.access_count:
+            self._accessed.add(uid)
         self.version += 1
         if record.expires_at is not None:
             heapq.heappush(self._expiry, (record.expires_at.timestamp(), uid, revision))
@@ -173,6 +177,7 @@ class MemoryIndex:
         entry = self._entries.pop(uid, None)
         if entry is None:
             return None
+        self._accessed.discard(uid)
         self.version += 1
         ids = self._by_id.get(entry.record.id)
         if ids is not None:
@@ -254,6 +259,21 @@ class MemoryIndex:
                 entry = self._entries.get(uid)
                 if entry is not None:
                     yield entry
+
+    def walk_ranks(
+        self, scopes: Iterable[Scope], categories: Iterable[Category]
+    ) -> Iterator[tuple[frozenset[Category], Iterator[Entry]]]:
+        """:meth:`walk` one category rank at a time: (the rank's categories, its entries
+        newest first), so a reader can leave a rank early."""
+        cats = set(categories)
+        scope_list = list(scopes)
+        for rank in sorted({CATEGORY_RANK[c] for c in cats}):
+            of_rank = frozenset(c for c in cats if CATEGORY_RANK[c] == rank)
+            yield of_rank, self.walk(scope_list, of_rank)
+
+    def accessed(self) -> set[str]:
+        """Uids of memories whose record counts reads."""
+        return self._accessed
 
     def tag_count(self, tag: str) -> int:
         return len(self._tags.get(tag, ()))

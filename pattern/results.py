@@ -315,7 +315,9 @@ class BuildContextResult(BaseModel):
     omitted: list[OmittedItem] = Field(description=f"The first {50} items left out and why")
     omitted_total: int = Field(description="Everything left out, including items no layer reached")
     omitted_by_tier: dict[str, int] = Field(
-        default_factory=dict, description="Memories left out (or not requested) per tier"
+        default_factory=dict,
+        description="Memories the build looked at and left out, per tier (unreached ones are counted in "
+        "each layer's omitted: the same tier as the last one looked at, or lower)",
     )
     chat: ChatContext | None = Field(None, description="With shape chat: the same items as system + messages")
 

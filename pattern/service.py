@@ -40,7 +40,7 @@ from pattern.errors import (
     StorageError,
     UnavailableError,
 )
-from pattern.importance import TIER_ORDER, Tier
+from pattern.importance import Tier
 from pattern.index import Entry, MemoryIndex
 from pattern.inputs import (
     MAX_TAGS,
@@ -89,6 +89,7 @@ from pattern.results import (
     ShareResult,
 )
 from pattern.sweep import AccessLog, sweep_every, write_back
+from pattern.tiers import TierWalk
 from pattern.watch import BucketWatch
 from shared.agents.lineage import ancestors, record_lineage
 from shared.context import tokens
@@ -105,8 +106,6 @@ from shared.secretscan import scan
 log = logging.getLogger("loom.pattern")
 
 Clock = Callable[[], datetime]
-TIER_REFRESH_S = 60
-"""A layer's tier order is recomputed at least this often (scores decay with time)."""
 
 
 class MemoryService:
@@ -138,7 +137,11 @@ class MemoryService:
         self._work_nodes: tuple[str, int, list[ContextNode]] = ("", -1, [])
         self.accesses = AccessLog()
         self._sweeper: asyncio.Task[None] | None = None
-        self._tiered: dict[str, tuple[tuple[int, int, int], list[tuple[Entry, Tier]]]] = {}
+        self.tiers = TierWalk(self.index, self.accesses, self.config.importance)
+        self._held_at: tuple[int, dict[str, int]] = (-1, {})
+        self._layer_specs: dict[
+            str, tuple[tuple[Scope, ...], tuple[Category, ...], Callable[[Entry], bool]]
+        ] = {}
         self.ready = False
 
     @property
@@ -276,12 +279,8 @@ class MemoryService:
         return True
 
     # -- importance: accesses, the sweep, tiers ----------------------------------------
-    def score(self, entry: Entry, now: datetime) -> float:
-        count, last = self.accesses.pending(entry.uid)
-        return self.config.importance.score(entry.record, now, extra_accesses=count, last=last)
-
     def tier(self, entry: Entry, now: datetime) -> Tier:
-        return self.config.importance.tier(self.score(entry, now))
+        return self.tiers.tier(entry, now)
 
     async def sweep(self) -> int:
         """Write the accesses counted since the last sweep into the records."""
@@ -687,20 +686,9 @@ class MemoryService:
                 OmittedItem(layer=o.layer, id=o.id, reason=o.reason, tier=o.tier) for o in built.omitted
             ],
             omitted_total=built.omitted_total,
-            omitted_by_tier=self._omitted_by_tier(built.items),
+            omitted_by_tier=built.omitted_by_tier,
             chat=chat_shape(built.items) if req.shape == "chat" else None,
         )
-
-    def _omitted_by_tier(self, taken: list[Candidate]) -> dict[str, int]:
-        """Memories of the build's layers left out (or of a tier not asked for), per tier."""
-        left = {t.value: 0 for t in Tier}
-        for _, rows in self._tiered.values():
-            for _, tier in rows:
-                left[tier.value] += 1
-        for candidate in taken:
-            if candidate.tier is not None:
-                left[candidate.tier] -= 1
-        return left
 
     def contexts(self) -> ContextStore:
         """The project's context trees (the work layer of a build)."""
@@ -719,11 +707,15 @@ class MemoryService:
         def memories(
             layer: str, scopes: Iterable[Scope], categories: Iterable[Category], owned: Callable[[str], bool]
         ) -> tuple[Iterator[Candidate], int]:
-            ordered = self._tiered_layer(layer, scopes, categories, owned, now)
-            wanted = [(e, t) for e, t in ordered if tiers is None or t.value in tiers]
+            def accept(entry: Entry) -> bool:
+                return (
+                    owned(entry.parts.owner)
+                    and not entry.record.is_expired(now)
+                    and self.viewer.can_read(entry.parts)
+                )
 
             def walk() -> Iterator[Candidate]:
-                for entry, tier in wanted:
+                for entry, tier in self.tiers.walk(scopes, categories, accept, now, tiers):
                     record = entry.record
                     if entry.tokens < 0:
                         entry.tokens = counter.count(line(layer, record.category.value, record.content))
@@ -737,7 +729,7 @@ class MemoryService:
                         tier.value,
                     )
 
-            return walk(), len(wanted)
+            return walk(), held[layer]
 
         def work() -> Iterator[Candidate]:
             for node in nodes:
@@ -757,6 +749,7 @@ class MemoryService:
             return owner != me
 
         shared = sorted(SHARED_CATEGORIES)
+        held = self._held(me, chain)
         return {
             "core": memories("core", personal, [Category.CORE], mine),
             "work": (work(), len(nodes)),
@@ -765,32 +758,24 @@ class MemoryService:
             "team": memories("team", [Scope.TEAM], shared, others_than_me),
         }
 
-    def _tiered_layer(
-        self,
-        layer: str,
-        scopes: Iterable[Scope],
-        categories: Iterable[Category],
-        owned: Callable[[str], bool],
-        now: datetime,
-    ) -> list[tuple[Entry, Tier]]:
-        """A layer's memories with their tier, hot first, then warm, then cold (recall
-        order within each). Kept until the index or the counted accesses change, or a
-        minute passes (scores decay with time)."""
-        key = (self.index.version, self.accesses.version, int(now.timestamp() // TIER_REFRESH_S))
-        kept = self._tiered.get(layer)
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        rows: list[tuple[Entry, Tier]] = []
-        for entry in self.index.walk(scopes, categories):
-            if (
-                owned(entry.parts.owner)
-                and not entry.record.is_expired(now)
-                and self.viewer.can_read(entry.parts)
-            ):
-                rows.append((entry, self.tier(entry, now)))
-        rows.sort(key=lambda row: TIER_ORDER[row[1]])  # stable: recall order within a tier
-        self._tiered[layer] = (key, rows)
-        return rows
+    def _held(self, me: str, chain: set[str]) -> dict[str, int]:
+        """How many memories each layer holds: one pass over the index's counters, kept
+        until the index changes."""
+        if self._held_at[0] == self.index.version:
+            return self._held_at[1]
+        held = {"core": 0, "own": 0, "inherited": 0, "team": 0}
+        for (scope, owner, category), n in self.index.counts().items():
+            if owner == me:
+                if category is not Category.CORE:
+                    held["own"] += n
+                elif scope in (Scope.PRIVATE, Scope.PERSONAL):
+                    held["core"] += n
+            elif scope is Scope.TEAM and category in SHARED_CATEGORIES:
+                held["team"] += n
+            elif scope is Scope.PRIVATE and owner in chain and category is not Category.CORE:
+                held["inherited"] += n
+        self._held_at = (self.index.version, held)
+        return held
 
     async def share_learning(self, req: ShareLearningInput) -> ShareResult:
         self._require_ready()

@@ -57,6 +57,9 @@ class AccessLog:
         have, seen = self._pending.get(uid, (0, last))
         self._pending[uid] = (have + count, max(seen, last))
 
+    def uids(self) -> set[str]:
+        return set(self._pending)
+
     def __len__(self) -> int:
         return len(self._pending)
 

@@ -28,7 +28,7 @@ from benchlib import BenchContext, BenchResult, summarize, time_async
 from nats.js.api import DeliverPolicy
 
 from pattern.config import PatternConfig
-from pattern.inputs import BuildContextInput
+from pattern.inputs import BuildContextInput, PackInput, RestoreInput
 from pattern.keys import memory_key
 from pattern.models import Category, MemoryRecord, Scope, utcnow
 from pattern.service import MemoryService
@@ -428,6 +428,53 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
         )
         results.append(
             BenchResult(name="context build, first (token counts not cached)", value=round(first_ms, 2))
+        )
+        some = [e for e in list(service.index.walk(tuple(Scope), tuple(Category)))[:200]]
+
+        async def build_after_a_read() -> None:
+            # a read before each build: the tiers of every layer are scored again
+            service.accesses.touch([rng.choice(some)], utcnow())
+            await service.build_context(request)
+
+        results.append(
+            summarize(
+                f"context build, tiers scored again, {BUDGET} tokens, 10,000 memories",
+                await time_async(build_after_a_read, ctx.iterations(100, 5)),
+                baseline="context raw: direct get of a tree's newest node",
+                target="p95 <= 30 ms",
+            )
+        )
+        pack_request = PackInput(
+            summary=_text(rng, 300),
+            open_work=[_text(rng, 12) for _ in range(10)],
+            decisions=[_text(rng, 12) for _ in range(10)],
+            files=[f"src/module_{n}.py" for n in range(30)],
+            work_id=work,
+            budget_tokens=BUDGET,
+        )
+
+        async def pack_state() -> None:
+            await service.pack(pack_request)
+
+        results.append(
+            summarize(
+                f"compaction pack, {BUDGET} tokens, 10,000 memories + 1,000-node work tree",
+                await time_async(pack_state, ctx.iterations(100, 5)),
+                baseline="context raw: direct get of a tree's newest node",
+                target="p95 <= 50 ms",
+                extra={"stores": "one memory version (a KV publish) + the hot-tier build"},
+            )
+        )
+
+        async def restore_state() -> None:
+            await service.restore(RestoreInput(work_id=work, budget_tokens=BUDGET))
+
+        results.append(
+            summarize(
+                f"compaction restore, {BUDGET} tokens, 10,000 memories",
+                await time_async(restore_state, ctx.iterations(100, 5)),
+                baseline="context raw: direct get of a tree's newest node",
+            )
         )
         await service.close()
     finally:
