@@ -303,8 +303,8 @@ class MemoryService:
         self.index.remove(bucket, key, ack.seq)
 
     # -- lookups and rules ------------------------------------------------------------
-    def _find(self, memory_id: str, field: str = "memory_id") -> Entry:
-        now = self.now()
+    def _visible(self, memory_id: str, field: str, now: datetime) -> list[Entry]:
+        """Every copy of the id this agent can see (refused, naming ``field``, if none)."""
         self.index.expire(now)
         found = [
             e
@@ -317,6 +317,10 @@ class MemoryService:
                 "or belong to another agent)",
                 field=field,
             )
+        return found
+
+    def _find(self, memory_id: str, field: str = "memory_id") -> Entry:
+        found = self._visible(memory_id, field, self.now())
         return max(found, key=lambda e: (e.record.updated_at, e.revision))
 
     def _own_count(self) -> int:
@@ -603,18 +607,7 @@ class MemoryService:
         chain's, the team's, your user's, the public one. Counts as a read."""
         self._require_ready()
         now = self.now()
-        self.index.expire(now)
-        found = [
-            e
-            for e in self.index.get(memory_id)
-            if self.viewer.can_read(e.parts) and not e.record.is_expired(now)
-        ]
-        if not found:
-            raise NotFoundError(
-                "no memory with this id that you can see (it may have expired, been forgotten, "
-                "or belong to another agent)",
-                field=field,
-            )
+        found = self._visible(memory_id, field, now)
         entry = min(found, key=lambda e: (self._scope_rank(e), -e.revision))
         self.accesses.touch([entry], now)
         view = MemoryView.of(entry.record, self.agent_id)

@@ -63,6 +63,16 @@ def check_cursor(cursor: str | None, tree_id: str) -> None:
     Snapshot.decode(cursor, tree_id, 0)
 
 
+def _begin(state: TreeState, cursor: str | None, upto: int | None, start: str | None) -> tuple[Snapshot, str]:
+    """Where a paged read stands: the cursor's point (or ``upto``, or now) and the node it
+    starts at (which must have existed then)."""
+    horizon = state.last_seq if upto is None else min(upto, max(state.last_seq, state.max_seq))
+    snap = Snapshot.decode(cursor, state.tree_id, horizon)
+    first = state.root if start is None else state.locate(start, snap.upto)
+    assert first is not None
+    return snap, first
+
+
 def _seen(state: TreeState, first: str, upto: int) -> bool:
     return state.seqs[first] <= upto
 
@@ -86,10 +96,7 @@ def structure(
         raise ContextError(f"must be between 1 and {MAX_STRUCTURE}", field="limit")
     if not state.exists:
         raise tree_missing()
-    horizon = state.last_seq if upto is None else min(upto, max(state.last_seq, state.max_seq))
-    snap = Snapshot.decode(cursor, state.tree_id, horizon)
-    first = state.root if start is None else state.locate(start, snap.upto)
-    assert first is not None
+    snap, first = _begin(state, cursor, upto, start)
     if not include_hidden and state.hidden_at(first, snap.upto):
         refs: list[NodeRef] = []
     elif first == state.root and max_depth is None and not include_hidden and snap.upto >= state.max_seq:
@@ -201,10 +208,7 @@ def in_tree_order(
         raise ContextError(f"must be between 1 and {MAX_PAGE}", field="limit")
     if not state.exists:
         raise tree_missing()
-    horizon = state.last_seq if upto is None else min(upto, max(state.last_seq, state.max_seq))
-    snap = Snapshot.decode(cursor, state.tree_id, horizon)
-    first = state.root if start is None else state.locate(start, snap.upto)
-    assert first is not None
+    snap, first = _begin(state, cursor, upto, start)
     page: list[tuple[ContextNode, int]] = []
     position = 0
     more = False

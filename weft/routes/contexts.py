@@ -3,6 +3,7 @@ every tree of the project and every node's content, whatever its scope."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -33,6 +34,7 @@ from shared.context.trees import (
     NodeInput,
     TreeChange,
     TreeMeta,
+    TreeState,
     node_input,
     upto_of,
 )
@@ -63,6 +65,24 @@ AsOf = Annotated[
     datetime | None,
     Query(description="Read the tree as it stood at this time (ISO 8601 with a zone; writers' clocks)"),
 ]
+
+
+@dataclass(frozen=True)
+class AsOfTree:
+    """A tree and the point a read of it stops at (None: now)."""
+
+    state: TreeState
+    upto: int | None
+
+
+async def as_of_tree(
+    tree_id: TreeId, project: ProjectDep, as_of_seq: AsOfSeq = None, as_of: AsOf = None
+) -> AsOfTree:
+    state = await project.contexts.store.existing(tree_id)
+    return AsOfTree(state, upto_of(state, as_of_seq, as_of))
+
+
+AsOfDep = Annotated[AsOfTree, Depends(as_of_tree)]
 
 
 class TreeIn(BaseModel):
@@ -306,55 +326,35 @@ async def append_node(tree_id: TreeId, body: NodeInput, project: ProjectDep) -> 
 @router.get("/{tree_id}/leaves", response_model=LeavesOut, summary="The ends of a tree's branches")
 async def get_leaves(
     tree_id: TreeId,
-    project: ProjectDep,
+    read: AsOfDep,
     limit: Annotated[int, Query(ge=1, le=MAX_STRUCTURE)] = 1000,
     include_hidden: bool = False,
-    as_of_seq: AsOfSeq = None,
-    as_of: AsOf = None,
 ) -> LeavesOut:
     """A context is the path to one of them."""
-    state = await project.contexts.store.existing(tree_id)
-    upto = upto_of(state, as_of_seq, as_of)
-    found, more = leaves(state, upto, include_hidden=include_hidden, limit=limit)
+    found, more = leaves(read.state, read.upto, include_hidden=include_hidden, limit=limit)
     return LeavesOut(tree_id=tree_id, nodes=[NodeRefView.of(r) for r in found], more=more)
 
 
 @router.get("/{tree_id}/nodes/{node_id}", response_model=NodeDetail, summary="One node, its versions")
-async def get_node(
-    tree_id: TreeId, node_id: NodeId, project: ProjectDep, as_of_seq: AsOfSeq = None, as_of: AsOf = None
-) -> NodeDetail:
+async def get_node(node_id: NodeId, read: AsOfDep) -> NodeDetail:
     """The version it has (now or then), every version stored by then, parent, children."""
-    state = await project.contexts.store.existing(tree_id)
-    return NodeDetail.of(state, node_id, upto_of(state, as_of_seq, as_of))
+    return NodeDetail.of(read.state, node_id, read.upto)
 
 
 @router.get("/{tree_id}/nodes/{node_id}/path", response_model=PathOut, summary="Root to node")
-async def get_path(
-    tree_id: TreeId,
-    node_id: NodeId,
-    project: ProjectDep,
-    include_hidden: bool = False,
-    as_of_seq: AsOfSeq = None,
-    as_of: AsOf = None,
-) -> PathOut:
-    state = await project.contexts.store.existing(tree_id)
-    upto = upto_of(state, as_of_seq, as_of)
-    return PathOut(tree_id=tree_id, nodes=state.path_at(node_id, upto, include_hidden=include_hidden))
+async def get_path(tree_id: TreeId, node_id: NodeId, read: AsOfDep, include_hidden: bool = False) -> PathOut:
+    return PathOut(
+        tree_id=tree_id, nodes=read.state.path_at(node_id, read.upto, include_hidden=include_hidden)
+    )
 
 
 @router.get("/{tree_id}/nodes/{node_id}/handles", response_model=HandlesOut, summary="Handles root to node")
 async def get_handles(
-    tree_id: TreeId,
-    node_id: NodeId,
-    project: ProjectDep,
-    include_hidden: bool = False,
-    as_of_seq: AsOfSeq = None,
-    as_of: AsOf = None,
+    tree_id: TreeId, node_id: NodeId, read: AsOfDep, include_hidden: bool = False
 ) -> HandlesOut:
     """The handles alone along the path (a light read for a caller that fetches content itself)."""
-    state = await project.contexts.store.existing(tree_id)
-    upto = upto_of(state, as_of_seq, as_of)
-    return HandlesOut(tree_id=tree_id, handles=handles(state, node_id, upto, include_hidden=include_hidden))
+    found = handles(read.state, node_id, read.upto, include_hidden=include_hidden)
+    return HandlesOut(tree_id=tree_id, handles=found)
 
 
 @router.post(
