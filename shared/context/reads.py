@@ -376,7 +376,7 @@ class NodeDetail(LoomModel):
     hidden: bool = Field(description="A tombstone hides it (on it or an ancestor)")
 
     @classmethod
-    def of(cls, state: TreeState, node_id: str, upto: int | None) -> NodeDetail:
+    def of(cls, state: TreeState, upto: int | None, *, node_id: str) -> NodeDetail:
         horizon = max(state.last_seq, state.max_seq) if upto is None else upto
         first = state.locate(node_id, horizon)
         return cls(

@@ -46,6 +46,11 @@ BODY_BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/work/plan"): {"items": [{"task_id": "t-1", "description": "d", "capability": "code"}]},
     ("POST", "/api/questions/{question_id}/answer"): {"answer": "yes"},
     ("POST", "/api/contexts"): {"title": "t", "text": "root"},
+    ("POST", "/api/contexts/import"): {
+        "tree_id": HEX,
+        "meta": {"title": "t"},
+        "nodes": [{"id": HEX, "tree_id": HEX, "author": "weft-api", "text": "root", "tree": {"title": "t"}}],
+    },
     ("POST", "/api/contexts/{tree_id}/nodes"): {"parent_id": HEX, "text": "x"},
     ("PUT", "/api/repository"): {"url": "/srv/app.git"},
     ("POST", "/api/work/{work_id}/restore"): {"checkpoint": "abcd"},
@@ -68,6 +73,7 @@ FREE_TEXT = {
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/versions", "body", "text"),
     ("POST", "/api/contexts/{tree_id}/nodes/{node_id}/tombstone", "body", "reason"),
     ("PATCH", "/api/contexts/{tree_id}", "body", "title"),
+    ("POST", "/api/contexts/import", "body", "warnings"),  # what an export said; an import finds its own
     ("PATCH", "/api/contexts/{tree_id}", "body", "description"),
     ("GET", "/api/leases", "query", "path"),  # any relative path is a valid one to ask about
     ("PUT", "/api/repository", "body", "target_branch"),  # a valid branch name for git

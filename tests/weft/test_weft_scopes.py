@@ -33,6 +33,7 @@ OPERATE_ROUTES = {
     ("PATCH", "/api/contexts/{tree_id}"),
     ("DELETE", "/api/contexts/{tree_id}"),
     ("POST", "/api/contexts/{tree_id}/restore"),
+    ("POST", "/api/contexts/import"),
     ("POST", "/api/questions/{question_id}/answer"),
     ("POST", "/api/work/cancel-batch"),
     ("POST", "/api/work/{work_id}/cancel"),

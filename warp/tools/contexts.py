@@ -355,7 +355,7 @@ async def warp_context_node(
 
     svc = await rt.services()
     state = await _readable_tree(svc, tree_id)
-    detail = NodeDetail.of(state, node_id, upto_of(state, as_of_seq, as_of))
+    detail = NodeDetail.of(state, upto_of(state, as_of_seq, as_of), node_id=node_id)
     nodes, withheld = _shown(svc, [detail.node])
     out = ContextNodeDetailOut(**{**dict(detail), "node": nodes[0]}, withheld=bool(withheld))
     text = f"{_line(out.node)}\n{len(out.versions)} version(s); {len(out.children)} child(ren)"

@@ -42,6 +42,7 @@ from shared.models import utcnow
 from shared.names import TOKEN_RULE
 from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
+from weft.project.hub import ProjectContext
 from weft.routes.common import HEX32, TOKEN
 from weft.schemas import PageOut
 
@@ -68,21 +69,24 @@ AsOf = Annotated[
 
 
 @dataclass(frozen=True)
-class AsOfTree:
-    """A tree and the point a read of it stops at (None: now)."""
+class ReadPoint:
+    """Where a read stops: a stream sequence or a time (neither: now). Only query
+    parameters: a dependency must not read anything, so that every bad parameter of a
+    route is refused before its tree is looked up."""
 
-    state: TreeState
-    upto: int | None
+    seq: int | None
+    at: datetime | None
+
+    async def read(self, project: ProjectContext, tree_id: str) -> tuple[TreeState, int | None]:
+        state = await project.contexts.store.existing(tree_id)
+        return state, upto_of(state, self.seq, self.at)
 
 
-async def as_of_tree(
-    tree_id: TreeId, project: ProjectDep, as_of_seq: AsOfSeq = None, as_of: AsOf = None
-) -> AsOfTree:
-    state = await project.contexts.store.existing(tree_id)
-    return AsOfTree(state, upto_of(state, as_of_seq, as_of))
+def as_of_point(as_of_seq: AsOfSeq = None, as_of: AsOf = None) -> ReadPoint:
+    return ReadPoint(as_of_seq, as_of)
 
 
-AsOfDep = Annotated[AsOfTree, Depends(as_of_tree)]
+AsOfDep = Annotated[ReadPoint, Depends(as_of_point)]
 
 
 class TreeIn(BaseModel):
@@ -326,35 +330,38 @@ async def append_node(tree_id: TreeId, body: NodeInput, project: ProjectDep) -> 
 @router.get("/{tree_id}/leaves", response_model=LeavesOut, summary="The ends of a tree's branches")
 async def get_leaves(
     tree_id: TreeId,
-    read: AsOfDep,
+    project: ProjectDep,
+    point: AsOfDep,
     limit: Annotated[int, Query(ge=1, le=MAX_STRUCTURE)] = 1000,
     include_hidden: bool = False,
 ) -> LeavesOut:
     """A context is the path to one of them."""
-    found, more = leaves(read.state, read.upto, include_hidden=include_hidden, limit=limit)
+    state, upto = await point.read(project, tree_id)
+    found, more = leaves(state, upto, include_hidden=include_hidden, limit=limit)
     return LeavesOut(tree_id=tree_id, nodes=[NodeRefView.of(r) for r in found], more=more)
 
 
 @router.get("/{tree_id}/nodes/{node_id}", response_model=NodeDetail, summary="One node, its versions")
-async def get_node(node_id: NodeId, read: AsOfDep) -> NodeDetail:
+async def get_node(tree_id: TreeId, node_id: NodeId, project: ProjectDep, point: AsOfDep) -> NodeDetail:
     """The version it has (now or then), every version stored by then, parent, children."""
-    return NodeDetail.of(read.state, node_id, read.upto)
+    return NodeDetail.of(*await point.read(project, tree_id), node_id=node_id)
 
 
 @router.get("/{tree_id}/nodes/{node_id}/path", response_model=PathOut, summary="Root to node")
-async def get_path(tree_id: TreeId, node_id: NodeId, read: AsOfDep, include_hidden: bool = False) -> PathOut:
-    return PathOut(
-        tree_id=tree_id, nodes=read.state.path_at(node_id, read.upto, include_hidden=include_hidden)
-    )
+async def get_path(
+    tree_id: TreeId, node_id: NodeId, project: ProjectDep, point: AsOfDep, include_hidden: bool = False
+) -> PathOut:
+    state, upto = await point.read(project, tree_id)
+    return PathOut(tree_id=tree_id, nodes=state.path_at(node_id, upto, include_hidden=include_hidden))
 
 
 @router.get("/{tree_id}/nodes/{node_id}/handles", response_model=HandlesOut, summary="Handles root to node")
 async def get_handles(
-    tree_id: TreeId, node_id: NodeId, read: AsOfDep, include_hidden: bool = False
+    tree_id: TreeId, node_id: NodeId, project: ProjectDep, point: AsOfDep, include_hidden: bool = False
 ) -> HandlesOut:
     """The handles alone along the path (a light read for a caller that fetches content itself)."""
-    found = handles(read.state, node_id, read.upto, include_hidden=include_hidden)
-    return HandlesOut(tree_id=tree_id, handles=found)
+    state, upto = await point.read(project, tree_id)
+    return HandlesOut(tree_id=tree_id, handles=handles(state, node_id, upto, include_hidden=include_hidden))
 
 
 @router.post(
