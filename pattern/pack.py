@@ -15,17 +15,62 @@ pack's next version.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import Protocol
 
+from pattern.access import Viewer
 from pattern.build import Candidate, line
+from pattern.config import PatternConfig
 from pattern.errors import InvalidInputError, NotFoundError
+from pattern.index import MemoryIndex
 from pattern.inputs import BuildContextInput, PackInput, RememberInput, RestoreInput
 from pattern.models import Category, Scope
-from pattern.results import BuildContextResult, BuiltItem, ChatMessage, MemoryView, PackResult
+from pattern.results import (
+    BuildContextResult,
+    BuiltItem,
+    ChatMessage,
+    MemoryView,
+    PackResult,
+    ReadResult,
+    RememberResult,
+)
+from pattern.sweep import AccessLog
 from shared.context import tokens
+from shared.context.store import ContextStore
+from shared.identity import Identity
 
-if TYPE_CHECKING:
-    from pattern.service import MemoryService
+
+class PackHost(Protocol):
+    """What packing needs from the memory service (``MemoryService``)."""
+
+    @property
+    def identity(self) -> Identity: ...
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def config(self) -> PatternConfig: ...
+
+    @property
+    def index(self) -> MemoryIndex: ...
+
+    @property
+    def viewer(self) -> Viewer: ...
+
+    @property
+    def accesses(self) -> AccessLog: ...
+
+    def now(self) -> datetime: ...
+
+    def contexts(self) -> ContextStore: ...
+
+    def read_by_id(self, memory_id: str, field: str = "memory_id") -> ReadResult: ...
+
+    async def remember(self, req: RememberInput) -> RememberResult: ...
+
+    async def build_context(self, req: BuildContextInput) -> BuildContextResult: ...
+
 
 PACK_TAG = "pack"
 KIND = "pack"
@@ -51,7 +96,7 @@ def render(req: PackInput, handle: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
-async def pack(service: MemoryService, req: PackInput) -> PackResult:
+async def pack(service: PackHost, req: PackInput) -> PackResult:
     if req.work_id is not None and not (await service.contexts().tree(req.work_id)).exists:
         raise NotFoundError("no work item context with this id in this project", field="work_id")
     content = render(req, service.identity.handle or service.agent_id[:8])
@@ -79,7 +124,7 @@ async def pack(service: MemoryService, req: PackInput) -> PackResult:
     return PackResult(pack=stored.memory, context=context, warnings=stored.warnings)
 
 
-async def restore(service: MemoryService, req: RestoreInput) -> PackResult:
+async def restore(service: PackHost, req: RestoreInput) -> PackResult:
     if req.pack_id is not None:
         found = service.read_by_id(req.pack_id, field="pack_id").memory
         if found.metadata.get("kind") != KIND:
@@ -94,7 +139,7 @@ async def restore(service: MemoryService, req: RestoreInput) -> PackResult:
     )
 
 
-def newest_pack(service: MemoryService, work_id: str | None) -> MemoryView:
+def newest_pack(service: PackHost, work_id: str | None) -> MemoryView:
     now = service.now()
     candidates = [
         e
@@ -113,7 +158,7 @@ def newest_pack(service: MemoryService, work_id: str | None) -> MemoryView:
 
 
 async def fresh_context(
-    service: MemoryService, found: MemoryView, work_id: str | None, budget: int, shape: str
+    service: PackHost, found: MemoryView, work_id: str | None, budget: int, shape: str
 ) -> BuildContextResult:
     """The pack first, then the hot tier and the work item's tree, within ``budget``."""
     counter = tokens.counter()

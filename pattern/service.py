@@ -18,7 +18,6 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import nats.errors
-import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
@@ -99,7 +98,7 @@ from shared.context.trees import ContextNode
 from shared.identity import Identity
 from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.nats.failures import NatsUnavailable, nats_failure
-from shared.nats.jetstream import WRONG_LAST_SEQUENCE
+from shared.nats.jetstream import publish_unchanged
 from shared.redact import redact
 from shared.secretscan import scan
 
@@ -195,7 +194,10 @@ class MemoryService:
             finally:
                 self.index.end_bulk()
         self.ready = True
-        self._sweeper = asyncio.create_task(sweep_every(self, self.config.sweep_s), name="pattern-sweep")
+        due = lambda: self.connected and bool(len(self.accesses))  # noqa: E731
+        self._sweeper = asyncio.create_task(
+            sweep_every(self.sweep, due, self.config.sweep_s), name="pattern-sweep"
+        )
         log.info(
             "memory ready: %d memories visible (project %s, agent %s)",
             len(self.index),
@@ -262,20 +264,17 @@ class MemoryService:
         ttl: int | None = None
         if record.expires_at is not None and bucket in self._ttl_buckets:
             ttl = max(1, math.ceil((record.expires_at - self.now()).total_seconds()))
-        headers = None if expected is None else {"Nats-Expected-Last-Subject-Sequence": str(expected)}
-        try:
-            ack = await self._js.publish(
-                kv_subject(bucket, key),
-                record.model_dump_json().encode(),
-                stream=kv_stream(bucket),
-                msg_ttl=ttl,
-                headers=headers,
+        subject, body, stream = kv_subject(bucket, key), record.model_dump_json().encode(), kv_stream(bucket)
+        if expected is None:
+            seq = int((await self._js.publish(subject, body, stream=stream, msg_ttl=ttl)).seq)
+        else:
+            written = await publish_unchanged(
+                self._js, subject, body, expected, per_subject=True, stream=stream, msg_ttl=ttl
             )
-        except nats.js.errors.APIError as exc:
-            if expected is not None and exc.err_code in WRONG_LAST_SEQUENCE:
+            if written is None:
                 return False
-            raise
-        self.index.put(bucket, key, record, ack.seq)
+            seq = written
+        self.index.put(bucket, key, record, seq)
         return True
 
     # -- importance: accesses, the sweep, tiers ----------------------------------------

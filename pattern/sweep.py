@@ -14,14 +14,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from pattern.index import Entry, MemoryIndex
 from pattern.models import MemoryRecord
 from shared.redact import redact
-
-if TYPE_CHECKING:
-    from pattern.service import MemoryService
 
 log = logging.getLogger("loom.pattern.sweep")
 
@@ -83,14 +79,17 @@ async def write_back(accesses: AccessLog, index: MemoryIndex, put: PutIfUnchange
     return written
 
 
-async def sweep_every(service: MemoryService, interval_s: float) -> None:
-    """The service's sweep, every ``interval_s`` while it runs (a failed one keeps its counts)."""
+async def sweep_every(
+    sweep: Callable[[], Awaitable[int]], due: Callable[[], bool], interval_s: float
+) -> None:
+    """``sweep`` every ``interval_s`` while ``due()`` says there is something to write and
+    NATS is there (a failed sweep keeps its counts for the next)."""
     while True:
         await asyncio.sleep(interval_s)
-        if not service.connected or not len(service.accesses):
+        if not due():
             continue
         try:
-            written = await service.sweep()
+            written = await sweep()
             log.debug("sweep: wrote the accesses of %d memories", written)
         except Exception as exc:  # the counts stay; the next sweep tries again
             log.warning("sweep: could not write accesses: %s", redact(str(exc)))

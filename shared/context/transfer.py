@@ -22,6 +22,7 @@ from shared.context.trees import (
     RESTORE,
     ContextError,
     ContextNode,
+    Id32,
     TreeMeta,
     TreeState,
     check_append,
@@ -40,7 +41,7 @@ class TreeExport(LoomModel):
 
     format: Literal["loom-context-tree"] = EXPORT_FORMAT
     version: Literal[1] = EXPORT_VERSION
-    tree_id: str = Field(pattern=r"^[0-9a-f]{32}$", description="The tree's id where it was exported")
+    tree_id: Id32 = Field(description="The tree's id where it was exported")
     meta: TreeMeta
     exported_at: datetime = Field(default_factory=utcnow)
     nodes: list[ContextNode] = Field(

@@ -264,6 +264,8 @@ async def publish_unchanged(
     *,
     per_subject: bool = False,
     headers: dict[str, str] | None = None,
+    stream: str | None = None,
+    msg_ttl: int | None = None,
 ) -> int | None:
     """Append ``body`` only if the stream's last sequence is still ``last_seq``
     (``Nats-Expected-Last-Sequence``): its sequence, or None when anything was stored
@@ -272,7 +274,9 @@ async def publish_unchanged(
     compare-and-set over one context tree)."""
     check = "Nats-Expected-Last-Subject-Sequence" if per_subject else "Nats-Expected-Last-Sequence"
     try:
-        ack = await js.publish(subject, body, headers={**(headers or {}), check: str(last_seq)})
+        ack = await js.publish(
+            subject, body, headers={**(headers or {}), check: str(last_seq)}, stream=stream, msg_ttl=msg_ttl
+        )
     except APIError as exc:
         if exc.err_code in WRONG_LAST_SEQUENCE:
             return None
