@@ -44,7 +44,7 @@ MAX_DEPTH: Final = 10_000
 DELETION_WINDOW_S: Final = 7 * 24 * 3600
 """How long a deleted tree can be restored before it is purged (Weft: WEFT_CONTEXT_DELETION_WINDOW_S)."""
 TREES_PER_MINUTE: Final = 60
-"""Trees one agent may create a minute (Warp: WARP_CONTEXT_TREES_PER_MINUTE)."""
+"""Trees one agent may create a minute (Warp: LOOM_CONTEXT_TREES_PER_MINUTE)."""
 MAX_STRUCTURE: Final = 10_000
 """Nodes one structure read returns at most (pass the cursor for more)."""
 MAX_PAGE: Final = 500
@@ -123,9 +123,7 @@ class ContextHandle(LoomModel):
     sources (:class:`HandleSource`) have rules for their ids; any other source's id is
     its own business."""
 
-    source: Annotated[
-        str, Field(pattern=names.anchored(names.SOURCE_PATTERN), description=names.SOURCE_RULE)
-    ] = HandleSource.INLINE
+    source: SourceName = HandleSource.INLINE
     id: str = Field(
         default="", max_length=2048, description="What to fetch from the source (empty for inline)"
     )

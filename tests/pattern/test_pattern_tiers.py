@@ -265,3 +265,26 @@ async def test_a_pack_is_stored_once_per_item_and_restored_by_the_next_attempt(
     secret = "ghp_" + "Q" * 36
     warned = await me.pack(PackInput(summary=f"token {secret} in .env", budget_tokens=2000))
     assert warned.warnings and all(secret not in w for w in warned.warnings)
+
+
+async def test_another_projects_agent_finds_no_pack_and_reads_no_memory(
+    make_service: ServiceFactory, nc: NatsClient, project_id: str, project_path: Path
+) -> None:
+    me = await make_service(make_identity(project_id, project_path))
+    work_id = (
+        await work_queue(nc, ProjectNames(project_id)).submit(
+            WorkSubmission(task_id="iso", description="isolation", capability="code")
+        )
+    ).id
+    packed = await me.pack(PackInput(summary="our plan", work_id=work_id, budget_tokens=1000))
+    team = (
+        await me.remember(RememberInput(content="ours", category=Category.DECISIONS, scope=Scope.TEAM))
+    ).memory
+    elsewhere = await make_service(make_identity(f"{project_id}-other", project_path))
+    with pytest.raises(NotFoundError):
+        await elsewhere.restore(RestoreInput(work_id=work_id))
+    for memory_id in (packed.pack.id, team.id):
+        with pytest.raises(NotFoundError):
+            await elsewhere.read_memory(ReadInput(memory_id=memory_id))
+    with pytest.raises(NotFoundError):
+        await elsewhere.restore(RestoreInput(pack_id=packed.pack.id))
