@@ -474,11 +474,10 @@ def trace_waterfall(data: dict[str, Any]) -> RenderableType:
 
 
 def answer_line(question_id: str, choices: list[str] | None) -> str:
-    """The exact command that answers a question (its first choice when it has choices)."""
-    import shlex
+    """The exact command that answers a question (``shared.text.answer_command``)."""
+    from shared.text import answer_command
 
-    answer = shlex.quote(choices[0]) if choices else '"<your answer>"'
-    return f"shuttle answer {question_id} {answer}"
+    return answer_command(question_id, choices)
 
 
 def question_fields(q: dict[str, Any]) -> None:

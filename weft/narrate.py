@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shlex
 from typing import TYPE_CHECKING, Any, Final
 
 from shared.tasks import stop_task
+from shared.text import answer_command, one_line
 
 if TYPE_CHECKING:
     from weft.project.hub import Attach, ProjectContext
@@ -29,8 +29,7 @@ TEXT_MAX = 160
 
 
 def _cut(text: object, most: int = TEXT_MAX) -> str:
-    line = " ".join(str(text or "").split())
-    return line if len(line) <= most else line[: most - 1] + "…"
+    return one_line(text, most)
 
 
 def _work(item: dict[str, Any]) -> str:
@@ -69,10 +68,9 @@ def line_of(kind: str, action: str, event: dict[str, Any], project_id: str) -> s
         question = data.get("question") or {}
         who = question.get("asked_by_handle") or str(question.get("asked_by", ""))[:8]
         choices = question.get("choices") or []
-        answer = shlex.quote(choices[0]) if choices else '"<your answer>"'
         return (
             f"{where}{who} asks ({question.get('priority', '')}): {_cut(question.get('question'))} "
-            f"- answer with: shuttle answer {question.get('id', '')} {answer}"
+            f"- answer with: {answer_command(str(question.get('id', '')), choices)}"
         )
     return None
 

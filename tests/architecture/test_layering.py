@@ -38,6 +38,7 @@ SHUTTLE_MAY_USE = {
     "shared.limits",
     "shared.names",
     "shared.redact",
+    "shared.text",
     "shared.leases.patterns",
     "shared.agents.local",  # which agent a git hook works for (files and /proc only)
     "shared.git.guardhooks",  # loom-guard's git hooks (git rev-parse, files)

@@ -23,6 +23,7 @@ from shared import names
 from shared.base import LoomModel
 from shared.errors import Invalid, NotFound
 from shared.models import Priority, Question, QuestionMode, WorkItem, utcnow
+from shared.text import cut
 from shared.work.escalation import is_escalation
 
 NoticeKind = Literal[
@@ -225,10 +226,6 @@ def wants(sink: Sink, notice: Notice) -> bool:
     return sink.enabled and listed and notice.priority.value <= sink.min_priority.value
 
 
-def _cut(text: str, most: int) -> str:
-    return text if len(text) <= most else text[: most - 1] + "…"
-
-
 def link_to(public_url: str | None, view: str) -> str | None:
     """The console's view (``questions``, ``work/<id>``) where Weft is reached, if it says."""
     return f"{public_url.rstrip('/')}/#{view}" if public_url else None
@@ -265,8 +262,8 @@ def question_notice(
     return Notice(
         kind="reminder" if reminded else "question",
         priority=question.priority,
-        title=_cut(title, TITLE_MAX),
-        body=_cut("\n".join(lines), BODY_MAX),
+        title=cut(title, TITLE_MAX),
+        body=cut("\n".join(lines), BODY_MAX),
         key=f"question.{question.id}.{stamp}",
         subject_id=question.id,
         link=link_to(public_url, "questions"),
@@ -280,8 +277,8 @@ def dead_letter_notice(item: WorkItem, public_url: str | None, project_id: str) 
     return Notice(
         kind="dead-letter",
         priority=Priority.P1,
-        title=_cut(f"[P1] {item.task_id} failed every attempt ({item.attempts})", TITLE_MAX),
-        body=_cut(f"{item.description}{error}\nRetry or discard it from the dead-letter queue.", BODY_MAX),
+        title=cut(f"[P1] {item.task_id} failed every attempt ({item.attempts})", TITLE_MAX),
+        body=cut(f"{item.description}{error}\nRetry or discard it from the dead-letter queue.", BODY_MAX),
         key=f"dead-letter.{item.id}.{item.attempts}",
         subject_id=item.id,
         link=link_to(public_url, f"work/{item.id}"),
@@ -297,8 +294,8 @@ def landing_notice(item: WorkItem, data: dict[str, Any], public_url: str | None,
     return Notice(
         kind="landing",
         priority=Priority.P1 if final else Priority.P2,
-        title=_cut(f"[{'P1' if final else 'P2'}] {item.task_id} did not land", TITLE_MAX),
-        body=_cut(
+        title=cut(f"[{'P1' if final else 'P2'}] {item.task_id} did not land", TITLE_MAX),
+        body=cut(
             f"{item.error or 'landing failed'}\n"
             + (
                 "It failed to land too often: it waits in the dead-letter queue."
@@ -322,8 +319,8 @@ def target_notice(data: dict[str, Any], subject_id: str, public_url: str | None,
     return Notice(
         kind="target",
         priority=Priority.P1,
-        title=_cut(f"[P1] spin-up target {name} was disabled", TITLE_MAX),
-        body=_cut(f"{why}. Enable it again once it is fixed (shuttle targets enable {name}).", BODY_MAX),
+        title=cut(f"[P1] spin-up target {name} was disabled", TITLE_MAX),
+        body=cut(f"{why}. Enable it again once it is fixed (shuttle targets enable {name}).", BODY_MAX),
         key=f"target.{subject_id}.{target.get('tripped_at')}",
         subject_id=subject_id,
         link=link_to(public_url, "targets"),
@@ -337,8 +334,8 @@ def bottleneck_notice(item: WorkItem, held_up: int, public_url: str | None, proj
     return Notice(
         kind="bottleneck",
         priority=Priority.P2,
-        title=_cut(f"[P2] {item.task_id} holds up {held_up} items", TITLE_MAX),
-        body=_cut(f"{item.description}\nIt is {who}; {held_up} open items wait on it.", BODY_MAX),
+        title=cut(f"[P2] {item.task_id} holds up {held_up} items", TITLE_MAX),
+        body=cut(f"{item.description}\nIt is {who}; {held_up} open items wait on it.", BODY_MAX),
         key=f"bottleneck.{item.id}",
         subject_id=item.id,
         link=link_to(public_url, f"work/{item.id}"),
@@ -354,8 +351,8 @@ def silence_notice(item: WorkItem, data: dict[str, Any], public_url: str | None,
     return Notice(
         kind="silence",
         priority=Priority.P2,
-        title=_cut(f"[P2] {item.task_id}: its {role} has been silent since {since[:19]}", TITLE_MAX),
-        body=_cut(
+        title=cut(f"[P2] {item.task_id}: its {role} has been silent since {since[:19]}", TITLE_MAX),
+        body=cut(
             f"{item.description}\nHeld by {who} ({item.status.value}), no progress reported since {since}. "
             "Ask it, or cancel the item to hand it to another agent.",
             BODY_MAX,
@@ -375,8 +372,8 @@ def budget_notice(data: dict[str, Any], public_url: str | None, project_id: str)
     return Notice(
         kind="budget",
         priority=Priority.P1,
-        title=_cut(f"[P1] {whose} daily budget is reached", TITLE_MAX),
-        body=_cut(
+        title=cut(f"[P1] {whose} daily budget is reached", TITLE_MAX),
+        body=cut(
             f"{data.get('reason') or 'a daily budget is reached'}\nNew claims "
             f"{'on its agents ' if target else ''}wait until {until or 'the next UTC day'}; "
             "raise the budget to go on (shuttle budget set).",
