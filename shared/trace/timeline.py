@@ -3,7 +3,7 @@ layout as a waterfall (pure: no SDK, no I/O; Shuttle draws it, docs/operations.m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -77,6 +77,8 @@ def _order(span: SpanRecord) -> tuple[int, int]:
 # -- the item's phases (pure) ----------------------------------------------------------
 PHASE_AFTER: dict[str, str] = {
     "submission": "queued",
+    "blocked": "blocked",  # submitted while a dependency was unfinished (see phase_kind)
+    "unblocked": "queued",
     "retried": "queued",
     "failure": "queued",  # back in the queue for its next attempt (or dead-lettered next)
     "review": "queued",  # a verdict: back to work (rejected) or on to its end (approved)
@@ -89,10 +91,16 @@ PHASE_AFTER: dict[str, str] = {
 FINAL_KINDS = frozenset({"result", "cancelled", "dead_lettered", "expired"})
 
 
+def phase_kind(kind: str, meta: Mapping[str, str]) -> str:
+    """The transition a context node stands for: a submission made while a dependency was
+    unfinished starts the item ``blocked``."""
+    return "blocked" if kind == "submission" and meta.get("status") == "blocked" else kind
+
+
 class Phase(LoomModel):
     """A stretch of the item's life between two transitions, named by what it was doing."""
 
-    name: str = Field(description="queued, working, waiting on the operator or in review")
+    name: str = Field(description="blocked, queued, working, waiting on the operator or in review")
     start: datetime
     end: datetime
 

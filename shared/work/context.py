@@ -90,7 +90,11 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
                 scope=item.scope,
                 at=item.created_at,
                 text=item.description,
-                meta={"capability": item.capability, "priority": str(item.priority)},
+                meta={
+                    "capability": item.capability,
+                    "priority": str(item.priority),
+                    "status": item.status.value,
+                },
                 tree=meta,
             )
         ]
@@ -161,6 +165,9 @@ def work_nodes(action: str, item: WorkItem, data: Mapping[str, Any]) -> list[Con
         return [node]
     if action == "workstream":
         return [_workstream_node(item, attempt, agent, data)]
+    if action == "unblocked":  # its last dependency completed: it queues now
+        facts = {"dependency": str(data.get("dependency") or "")}
+        return [_node(item, action, root, SYSTEM_AUTHOR, "unblocked", meta=facts)]
     if action == "cancelled":
         parent = attempt if item.assigned_to and item.attempts else root
         return [_node(item, action, parent, SYSTEM_AUTHOR, "cancelled", text=item.error)]

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from shared.models import FINAL_WORK_STATES, Token, WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import TOKEN_RULE, is_token, validate_agent_id, validate_boundary, validate_capability
-from shared.trace.timeline import Phase, SpanRecord, phases
+from shared.trace.timeline import Phase, SpanRecord, phase_kind, phases
 from shared.trace.tracing import read_timeline, trace_id_of
 from shared.work.graph import MAX_PLAN_ITEMS, NamedStep, resolve_names
 from shared.work.rules import WorkError, WorkFilter
@@ -246,12 +246,10 @@ async def get_trace(work_id: WorkId, project: ProjectDep) -> WorkTraceOut:
     spans, truncated = await read_timeline(project.nc, project.names, work_id)
     trace_id = trace_id_of(item.traceparent)
     tree = await project.contexts.store.tree(work_id)
-    events = [
-        TimelineEventOut(at=node.at, kind=node.kind, author=node.author)
-        for node in sorted(tree.nodes.values(), key=lambda n: n.at)
-    ]
+    nodes = sorted(tree.nodes.values(), key=lambda n: n.at)
+    events = [TimelineEventOut(at=node.at, kind=node.kind, author=node.author) for node in nodes]
     until = None if item.status in FINAL_WORK_STATES else utcnow()
-    stretches = phases([(e.at, e.kind) for e in events], until=until)
+    stretches = phases([(n.at, phase_kind(n.kind, n.meta)) for n in nodes], until=until)
     return WorkTraceOut(
         work_id=work_id, trace_id=trace_id, spans=spans, events=events, phases=stretches, truncated=truncated
     )

@@ -291,3 +291,17 @@ def test_an_open_items_last_phase_runs_to_now_and_a_retry_queues_again() -> None
     assert phases([]) == [] and phases([(at(0), "progress")], until=at(5)) == []
     merged = phases([(at(0), "submission"), (at(1), "retried"), (at(2), "result")])
     assert [(p.name, p.seconds) for p in merged] == [("queued", 2.0)]  # one queued stretch, not two
+
+
+def test_an_item_submitted_behind_an_unfinished_dependency_starts_blocked() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.trace.timeline import phase_kind, phases
+
+    t0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    at = lambda s: t0 + timedelta(seconds=s)  # noqa: E731
+    submitted = phase_kind("submission", {"status": "blocked"})
+    assert submitted == "blocked" and phase_kind("submission", {"status": "queued"}) == "submission"
+    assert phase_kind("attempt", {"status": "blocked"}) == "attempt"  # only a submission starts blocked
+    got = phases([(at(0), submitted), (at(40), "unblocked"), (at(42), "attempt"), (at(50), "result")])
+    assert [(p.name, p.seconds) for p in got] == [("blocked", 40.0), ("queued", 2.0), ("working", 8.0)]

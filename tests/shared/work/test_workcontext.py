@@ -7,7 +7,7 @@ import asyncio
 from nats.aio.client import Client as NatsClient
 
 from shared.context.reads import structure
-from shared.context.trees import NodeInput, work_attempt_id, work_root_id
+from shared.context.trees import ContextNode, NodeInput, work_attempt_id, work_root_id
 from shared.models import WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.trace.tracing import TraceLog
@@ -239,3 +239,35 @@ async def test_a_dependency_failure_is_visible_under_the_root(nc: NatsClient, pr
     assert len(failures) == 1 and first.id in (failures[0].text or "")
     assert failures[0].parent_id == work_root_id(second.id)
     assert all(n.parent_id is None or n.parent_id in state.nodes for n in shown)  # nothing orphaned
+
+
+async def test_an_item_behind_a_dependency_records_when_it_was_unblocked(
+    nc: NatsClient, project_id: str
+) -> None:
+    """Its submission says it started blocked and an ``unblocked`` node marks when its last
+    dependency completed: the trace's phases start with "blocked" (shared.trace.timeline)."""
+    from shared.trace.timeline import phase_kind, phases
+
+    queue = work_queue(nc, ProjectNames(project_id))
+    assert queue.contexts is not None
+    first = await queue.submit(sub(task_id="first"), submitted_by="tester")
+    second = await queue.submit(sub(task_id="second", depends_on=[first.id]), submitted_by="tester")
+    assert second.status is WorkStatus.BLOCKED
+    taken = await claim_soon(queue, claimant(A))
+    assert taken is not None and taken.id == first.id
+    await queue.settle()
+    await queue.complete(first.id, A, "done")
+    await queue.settle()
+
+    contexts = queue.contexts
+    nodes: list[ContextNode] = []
+    for _ in range(100):  # the unblocking is recorded by the completion's follow-up
+        tree = await contexts.tree(second.id)
+        nodes = sorted(tree.nodes.values(), key=lambda n: n.at)
+        if any(n.kind == "unblocked" for n in nodes):
+            break
+        await asyncio.sleep(0.05)
+    stretches = phases([(n.at, phase_kind(n.kind, n.meta)) for n in nodes], until=utcnow())
+    assert [p.name for p in stretches] == ["blocked", "queued"]
+    unblock = next(n for n in nodes if n.kind == "unblocked")
+    assert unblock.meta["dependency"] == first.id
