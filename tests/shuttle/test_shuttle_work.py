@@ -338,7 +338,9 @@ async def test_dlq_list_retry_discard(cli: Cli, nc: NatsClient) -> None:
     assert escalation, "the sweep did not escalate the dead letter"
     r = cli("work", "show", dead[0])
     assert r.exit_code == 0 and "P1 waiting for an answer to question" in r.stdout
-    assert "attempt 1 after" in r.stdout and "broken 0" in r.stdout
+    # the attempt's line (its duration too once its claim's span has been published: the
+    # report does not wait for spans, so under load the line may come without it)
+    assert "attempt 1" in r.stdout and "broken 0" in r.stdout
     retried = cli.json("dlq", "retry", dead[0])
     assert retried["status"] == "queued" and weft_item(cli, dead[0])["status"] == "queued"
     r = cli("dlq", "discard", dead[1])

@@ -59,6 +59,14 @@ TOOLS = {
     "warp_context_structure",
     "warp_context_resolve",
     "warp_context_changes",
+    "warp_context_list",
+    "warp_context_read",
+    "warp_context_node",
+    "warp_context_leaves",
+    "warp_context_handles",
+    "warp_context_tree_update",
+    "warp_context_tree_delete",
+    "warp_context_tree_restore",
 }
 
 
@@ -286,6 +294,20 @@ async def test_each_tool_good_and_bad_input(warp_env: dict[str, str], tmp_path: 
             "node_ids",
         )
         await check("warp_context_changes", {"tree_id": tid}, {"limit": 501}, "limit")
+        await check("warp_context_list", {}, {"limit": 0}, "limit")
+        await check("warp_context_read", {"tree_id": tid}, {"tree_id": tid, "limit": 0}, "limit")
+        node_ref = {"tree_id": tid, "node_id": node["id"]}
+        await check("warp_context_node", node_ref, {"tree_id": tid, "node_id": "x"}, "node_id")
+        await check("warp_context_leaves", {"tree_id": tid}, {"tree_id": tid, "limit": 0}, "limit")
+        await check("warp_context_handles", node_ref, {"tree_id": tid}, "node_id")
+        await check(
+            "warp_context_tree_update",
+            {"tree_id": tid, "title": "t2"},
+            {"tree_id": tid, "title": ""},
+            "title",
+        )
+        await check("warp_context_tree_delete", {"tree_id": tid}, {"tree_id": "x"}, "tree_id")
+        await check("warp_context_tree_restore", {"tree_id": tid}, {"tree_id": "x"}, "tree_id")
         await check(
             "warp_context_tombstone", {"tree_id": tid, "node_id": node["id"]}, {"tree_id": "t"}, "tree_id"
         )

@@ -64,9 +64,10 @@ class ContextIndex:
 
     async def purge_due(self, now: datetime) -> list[str]:
         """Purge the trees whose scheduled deletion is due (docs/context.md, Deleting a
-        tree): their own deletion mark decides; any replica may do it, twice is harmless."""
+        tree): their own deletion mark decides; any replica may do it, twice is harmless.
+        It reads the watched copy as it stands (no sync: a sweep runs often, and a deletion
+        that became due a moment ago is purged by the next one)."""
         assert self._mirror is not None, "ContextIndex.start() was not awaited"
-        await self._mirror.sync()
         purged: list[str] = []
         for entry in self.scheduled():
             due = entry.deleting is not None and entry.deleting.purge_after <= now
