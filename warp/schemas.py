@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.context.reads import HandleAt, NodeDetail, NodeRefView, ResolvedView
+from shared.context.reads import HandleAt, LeavesView, NodeDetail, NodeRefView, ResolvedView
 from shared.context.store import TreeEntry
 from shared.context.trees import ContextNode, TreeMeta
 from shared.models import Lease, Question, Scope, WorkItem, WorkStatus
@@ -385,10 +385,7 @@ class ContextNodeDetailOut(NodeDetail):
     withheld: bool = Field(False, description="Its scope hides its content from you (text and meta left out)")
 
 
-class ContextLeavesOut(Out):
-    tree_id: str
-    nodes: list[NodeRefOut] = Field(description="Visible nodes without visible children, in tree order")
-    more: bool = Field(description="More leaves than the limit")
+ContextLeavesOut = LeavesView
 
 
 class ContextHandlesOut(Out):

@@ -393,6 +393,18 @@ class NodeDetail(LoomModel):
         )
 
 
+class LeavesView(LoomModel):
+    """A tree's leaves, as Warp's ``warp_context_leaves`` and Weft's ``GET .../leaves`` return them."""
+
+    tree_id: str
+    nodes: list[NodeRefView] = Field(description="Visible nodes without visible children, in tree order")
+    more: bool = Field(description="More leaves than the limit")
+
+    @classmethod
+    def of(cls, tree_id: str, found: list[NodeRef], more: bool) -> LeavesView:
+        return cls(tree_id=tree_id, nodes=[NodeRefView.of(r) for r in found], more=more)
+
+
 class HandleAt(LoomModel):
     node_id: str
     handle: ContextHandle

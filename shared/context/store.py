@@ -107,6 +107,20 @@ class TreeEntry(LoomModel):
     created_at: datetime
     deleting: Deleting | None = None
 
+    @classmethod
+    def of(cls, meta: TreeMeta, tree_id: str, *, created_by: str, created_at: datetime) -> TreeEntry:
+        """A tree's listing as its metadata describes it."""
+        return cls(
+            tree_id=tree_id,
+            kind=meta.kind,
+            title=meta.title,
+            description=meta.description,
+            ref=meta.ref,
+            participants=meta.participants,
+            created_by=created_by,
+            created_at=created_at,
+        )
+
 
 def index_key(meta: TreeMeta, tree_id: str) -> str:
     if meta.kind == "thread":
@@ -314,16 +328,7 @@ class ContextStore:
         if state.exists:
             return state, state.nodes[state.root or ""], False
         if listed:
-            entry = TreeEntry(
-                tree_id=root.tree_id,
-                kind=meta.kind,
-                title=meta.title,
-                description=meta.description,
-                ref=meta.ref,
-                participants=meta.participants,
-                created_by=author,
-                created_at=root.at,
-            )
+            entry = TreeEntry.of(meta, root.tree_id, created_by=author, created_at=root.at)
             await create_if_absent(await self.index(), index_key(meta, root.tree_id), entry.to_json_bytes())
         await self._store(state, root)
         return state, root, True
@@ -518,15 +523,7 @@ class ContextStore:
         is finished by the next one)."""
         wanted, nodes = rehome(document)
         meta = wanted.meta
-        entry = TreeEntry(
-            tree_id=wanted.tree_id,
-            kind=meta.kind,
-            title=meta.title,
-            description=meta.description,
-            ref=meta.ref,
-            created_by=author,
-            created_at=utcnow(),
-        )
+        entry = TreeEntry.of(meta, wanted.tree_id, created_by=author, created_at=utcnow())
         await create_if_absent(await self.index(), index_key(meta, wanted.tree_id), entry.to_json_bytes())
         state = await self.tree(wanted.tree_id)
         stored = 0

@@ -377,7 +377,7 @@ async def warp_context_leaves(
     svc = await rt.services()
     state = await _readable_tree(svc, tree_id)
     found, more = leaves(state, upto_of(state, as_of_seq, as_of), include_hidden=include_hidden, limit=limit)
-    out = ContextLeavesOut(tree_id=tree_id, nodes=[NodeRefOut.of(r) for r in found], more=more)
+    out = ContextLeavesOut.of(tree_id, found, more)
     lines = [f"- {r.id} [{r.kind}] {r.author[:8]} (depth {r.depth})" for r in found]
     return result(out, "\n".join(lines) + ("\nMore leaves than the limit." if more else ""))
 

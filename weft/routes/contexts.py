@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.context.reads import (
     HandleAt,
+    LeavesView,
     NodeDetail,
     NodeRefView,
     ResolvedView,
@@ -151,12 +152,6 @@ class ResolveOut(BaseModel):
 class ChangeOut(BaseModel):
     seq: int
     node: ContextNode
-
-
-class LeavesOut(BaseModel):
-    tree_id: str
-    nodes: list[NodeRefView] = Field(description="Visible nodes without visible children, in tree order")
-    more: bool = Field(description="More leaves than the limit")
 
 
 class HandlesOut(BaseModel):
@@ -327,18 +322,18 @@ async def append_node(tree_id: TreeId, body: NodeInput, project: ProjectDep) -> 
     return NodeOut(tree_id=tree_id, node=node)
 
 
-@router.get("/{tree_id}/leaves", response_model=LeavesOut, summary="The ends of a tree's branches")
+@router.get("/{tree_id}/leaves", response_model=LeavesView, summary="The ends of a tree's branches")
 async def get_leaves(
     tree_id: TreeId,
     project: ProjectDep,
     point: AsOfDep,
     limit: Annotated[int, Query(ge=1, le=MAX_STRUCTURE)] = 1000,
     include_hidden: bool = False,
-) -> LeavesOut:
+) -> LeavesView:
     """A context is the path to one of them."""
     state, upto = await point.read(project, tree_id)
     found, more = leaves(state, upto, include_hidden=include_hidden, limit=limit)
-    return LeavesOut(tree_id=tree_id, nodes=[NodeRefView.of(r) for r in found], more=more)
+    return LeavesView.of(tree_id, found, more)
 
 
 @router.get("/{tree_id}/nodes/{node_id}", response_model=NodeDetail, summary="One node, its versions")
