@@ -20,7 +20,7 @@ import pytest
 pytest_plugins = ["testsupport.servers"]
 
 FIRST = (
-    "tests/perf/test_perf_smoke.py",
+    "tests/perf/test_perf_smoke.py",  # four groups, one run each
     "tests/weft/test_weft_fuzz.py",
     "test-scenarios/17-nats-cluster/",
     "test-scenarios/15-failure-recovery/",

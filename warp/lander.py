@@ -191,7 +191,7 @@ class Lander:
 
     async def _claim(self, size: int) -> list[WorkItem]:
         claimant = self._claimant()
-        items: dict[str, WorkItem] = {}  # an item redelivered to it while it claims is one item
+        items: dict[str, WorkItem] = {}
         while len(items) < size:
             item = await self.svc.work.claim(claimant)
             if item is None:
@@ -201,8 +201,14 @@ class Lander:
                     item.id, self.agent_id, "a lander lands handed-in work only", retryable=False
                 )
                 continue
+            again = item.id in items
             self.svc.presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
             items[item.id] = item  # the newest claim of it holds its current delivery
+            if again:
+                # Redelivered while it claims (its ack wait passed on a slow host): the batch
+                # has waited long enough. Claiming on would meet each held item again every
+                # ack wait and, on a host slower than that, never end.
+                break
         return list(items.values())
 
     async def _land(self, batch: _Batch) -> None:

@@ -18,7 +18,10 @@ from scenario_harness.drills import kill_agent
 
 from testsupport.git import clone, make_origin, remote_sha, run_git, tree_state
 
-FAST = {"LOOM_WORK_ACK_WAIT_S": "2", "LOOM_CHECKPOINT_S": "0.3"}
+FAST = {"LOOM_WORK_ACK_WAIT_S": "5", "LOOM_CHECKPOINT_S": "0.3"}
+"""A claim nobody keeps alive lapses after the ack wait (ben's, once he is killed): short, but
+longer than the three claims take together on a loaded machine, or a lapsed claim is handed
+to the next claimant and two agents work on one item."""
 
 
 def changed_files(origin: Path, base: str, head: str) -> set[str]:
@@ -46,10 +49,11 @@ async def test_three_hosts_three_items_one_killed_nothing_lost(fabric: Fabric) -
             )
             for name in ("ana", "ben", "cy")
         }
-        claims: dict[str, dict[str, Any]] = {}
-        for name, agent in agents.items():
-            claims[name] = await agent.call("warp_work_claim")
-            assert claims[name]["claimed"], name
+        # the three hosts claim at once, as they would
+        taken_at_once = await asyncio.gather(*(agent.call("warp_work_claim") for agent in agents.values()))
+        claims: dict[str, dict[str, Any]] = dict(zip(agents, taken_at_once, strict=True))
+        for name, claim in claims.items():
+            assert claim["claimed"], name
         places = {name: Path(c["workstream"]["directory"]) for name, c in claims.items()}
         for name, place in places.items():
             assert place.is_relative_to(hosts[name]) and place != hosts[name]

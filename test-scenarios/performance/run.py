@@ -76,10 +76,13 @@ def load(module_path: Path) -> Any:
     return module
 
 
-async def run_all(args: argparse.Namespace) -> tuple[list[BenchResult], list[str], dict[str, float]]:
+async def run_all(
+    args: argparse.Namespace,
+) -> tuple[list[BenchResult], list[str], dict[str, float], dict[str, list[str]]]:
     results: list[BenchResult] = []
     failures: list[str] = []
     timings: dict[str, float] = {}
+    rows: dict[str, list[str]] = {}  # each module's row names: which module measured what
     with (
         EmbeddedNatsServer(ServerConfig(websocket_port=-1)) as server,
         tempfile.TemporaryDirectory(prefix="loom-bench-") as scratch,
@@ -99,14 +102,16 @@ async def run_all(args: argparse.Namespace) -> tuple[list[BenchResult], list[str
             started = time.perf_counter()
             print(f"# {module_path.stem} ...", file=sys.stderr, flush=True)
             try:
-                results.extend(await load(module_path).run(ctx))
+                measured = await load(module_path).run(ctx)
+                results.extend(measured)
+                rows[module_path.stem] = [r.name for r in measured]
             except Exception:
                 failures.append(module_path.stem)
                 traceback.print_exc()
             timings[module_path.stem] = round(time.perf_counter() - started, 1)
             print(f"# {module_path.stem} done in {timings[module_path.stem]:.1f}s", file=sys.stderr)
     attach_ratios(results)
-    return results, failures, timings
+    return results, failures, timings, rows
 
 
 def machine() -> dict[str, Any]:
@@ -151,7 +156,7 @@ def main() -> int:
         args.only = ["soak"]
     host = machine()
     started = time.time()
-    results, failures, timings = asyncio.run(run_all(args))
+    results, failures, timings, rows = asyncio.run(run_all(args))
     curves = scale_curves(results)
     print(render_table(results))
     text = render_curves(curves)
@@ -164,6 +169,7 @@ def main() -> int:
         "quick": args.quick,
         "soak_s": args.soak,
         "module_seconds": timings,
+        "module_rows": rows,
         "results": [r.to_dict() for r in results],
         "scale_curves": [c.to_dict() for c in curves],
         "failures": failures,
