@@ -17,9 +17,10 @@ client unchecked, and every tool keeps its strict output schema.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from mcp_types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
 
 from shared.errors import LoomError, error_document, shown_name
 from shared.legacy import tool_advice
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 VALIDATION_ERROR = "validation_error"
 """A tool's arguments break its input schema (Warp; Pattern keeps its original's VALIDATION_ERROR)."""
 UNKNOWN_TOOL = "unknown_tool"
+UNKNOWN_PROMPT = "unknown_prompt"
 INTERNAL = "internal"
 
 
@@ -51,9 +53,11 @@ def error_result(exc: LoomError) -> CallToolResult:
 
 
 class UnknownTools:
-    """Server middleware: a call to a tool this server does not have is a coded tool
-    error (``unknown_tool``) instead of the SDK's bare text, and a name of the
-    TypeScript Loom's (``remember``, ``register_agent``) says which tool to call now.
+    """Server middleware: a call to a tool this server does not have is the protocol error
+    the MCP specification names for it (JSON-RPC ``-32602``, invalid params), not a tool
+    result; its ``data`` is Loom's envelope (code ``unknown_tool``), and a name of the
+    TypeScript Loom's (``remember``, ``register_agent``) says which tool to call now. A
+    prompt this server does not have (it has none) is the same error, not the SDK's code 0.
 
     The server's tool names are read once and again only when a name is not found
     (tools may be added after the server is built, e.g. ``warp --with-memory``)."""
@@ -64,11 +68,23 @@ class UnknownTools:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params or {}
-        name = params.get("name") if ctx.method == "tools/call" else None
-        if isinstance(name, str) and name not in self._names:
+        name = params.get("name")
+        if ctx.method == "tools/call" and isinstance(name, str) and name not in self._names:
             self._names = frozenset(tool.name for tool in await self._server.list_tools())
             if name not in self._names:
                 advice = tool_advice(name)
                 message = advice or f"unknown tool {shown_name(name)!r}; tools/list names this server's tools"
-                return error_result(LoomError(message, code=UNKNOWN_TOOL))
+                _refuse(message, UNKNOWN_TOOL)
+        if (
+            ctx.method == "prompts/get"
+            and isinstance(name, str)
+            and name not in {prompt.name for prompt in await self._server.list_prompts()}
+        ):
+            message = f"unknown prompt {shown_name(name)!r}; prompts/list names this server's prompts"
+            _refuse(message, UNKNOWN_PROMPT)
         return await call_next(ctx)
+
+
+def _refuse(message: str, code: str) -> NoReturn:
+    text = redact(message)
+    raise MCPError(INVALID_PARAMS, text, data=error_document(LoomError(text, code=code)))

@@ -14,6 +14,7 @@ from pattern_helpers import new_agent_id, new_user_id
 from test_pattern_mcp import PATTERN, call, pattern_session, recall_ids, text_of
 
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.mcp import unknown_tool
 
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
 
@@ -212,11 +213,11 @@ async def test_the_original_tool_names_and_arguments_name_ours(
 ) -> None:
     async with pattern_session(original_env(nats_server.url, project_id, project_path)) as s:
         for old, new in (("remember", "pattern_remember"), ("recall-context", "pattern_recall_context")):
-            code, message, _ = await refused(s, old, {"content": "x"})
+            code, message = await unknown_tool(s, old, {"content": "x"})
             assert code == "unknown_tool" and f"use {new}" in message
-        code, message, _ = await refused(s, "no_such_tool", {})
+        code, message = await unknown_tool(s, "no_such_tool", {})
         assert code == "unknown_tool" and "no_such_tool" in message
-        code, message, _ = await refused(s, "X" + SECRET, {})
+        code, message = await unknown_tool(s, "X" + SECRET, {})
         assert code == "unknown_tool" and SECRET not in message
         stored = (await call(s, "pattern_remember", {"content": "x", "category": "longterm"}))["memory"]["id"]
         code, message, _ = await refused(s, "pattern_forget", {"memoryId": stored})

@@ -15,9 +15,12 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from warp_harness import WARP, make_identity, spawn_warp
 
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.mcp import unknown_tool
 from warp.runtime import WarpRuntime
 from warp.server import build_server
 from warp.settings import WarpSettings
@@ -119,9 +122,10 @@ async def test_the_originals_arguments_and_tools_are_answered_with_ours(
         code, message, _ = await refused(client, "warp_channels_read", {"channel": "roadmap", SECRET: 1})
         assert code == "validation_error" and SECRET not in message
         for old, new in (("register_agent", "warp_registry_register"), ("claim_work", "warp_work_claim")):
-            code, message, _ = await refused(client, old, {})
+            code, message = await unknown_tool(client, old, {})
             assert code == "unknown_tool" and f"use {new}" in message
-        code, message, _ = await refused(client, "remember", {"content": "x"})  # Pattern is not mounted here
+        # Pattern is not mounted here
+        code, message = await unknown_tool(client, "remember", {"content": "x"})
         assert "use pattern_remember" in message and "--with-memory" in message
 
 
@@ -148,11 +152,17 @@ async def test_refusals_carry_codes(nats_server: EmbeddedNatsServer, project_id:
         assert code == "invalid_cursor"
         code, message, details = await refused(client, "warp_channels_status", {"channel": "nope"})
         assert code == "not_found" and details["field"] == "channel", message
+        with pytest.raises(MCPError) as no_prompt:  # not the SDK's code 0
+            await client.get_prompt("no_such_prompt")
+        assert no_prompt.value.error.code == INVALID_PARAMS
+        assert no_prompt.value.error.data["error"] == "unknown_prompt"
+        assert "no_such_prompt" in no_prompt.value.error.message
 
 
 def test_a_typescript_sdk_client_gets_the_refusal_and_its_code(warp_env: dict[str, str]) -> None:
     """The TypeScript SDK's client checks structured content against a tool's output schema even
-    on an error result, so the code travels in _meta: the refusal must reach it, not a -32602."""
+    on an error result, so the code travels in _meta: the refusal must reach it, not a -32602
+    (which only an unknown tool is, as MCP specifies)."""
     node = shutil.which("node")
     if node is None or not TS_SDK.is_dir():
         pytest.skip("Node or the TypeScript SDK (make install with Node) is not here")
@@ -190,7 +200,11 @@ def test_a_typescript_sdk_client_gets_the_refusal_and_its_code(warp_env: dict[st
         )
         assert done.returncode == 0, done.stderr
         answers = [json.loads(line) for line in done.stdout.splitlines()]
-        assert [a.get("thrown") for a in answers] == [None] * len(script), answers
-        assert all(a["isError"] for a in answers), answers
-        assert [a["meta"]["loom/error"]["error"] for a in answers] == codes[command], answers
-        assert all(a["meta"]["loom/error"]["message"] == a["text"] for a in answers)
+        results = [a for a in answers if "thrown" not in a]
+        assert all(a["isError"] for a in results), answers
+        assert all(a["meta"]["loom/error"]["message"] == a["text"] for a in results)
+        # an unknown tool is a protocol error (-32602) carrying the envelope as its data
+        thrown = [a for a in answers if "thrown" in a]
+        assert all(a["code"] == -32602 and a["data"]["error"] == "unknown_tool" for a in thrown), answers
+        got = [a["meta"]["loom/error"]["error"] if "thrown" not in a else a["data"]["error"] for a in answers]
+        assert got == codes[command], answers

@@ -2,7 +2,7 @@
 //
 // argv: the SDK's package directory, the server command, a JSON object of environment
 // variables, a JSON list of calls [{name, arguments}]. Prints one JSON line per call:
-// {isError, text, meta} as the client returned it, or {thrown} when the client threw.
+// {isError, text, meta} as the client returned it, or {thrown, code, data} when it threw.
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -20,7 +20,7 @@ for (const call of JSON.parse(callsJson)) {
     const result = await client.callTool(call);
     console.log(JSON.stringify({ isError: result.isError, text: result.content[0]?.text, meta: result._meta }));
   } catch (error) {
-    console.log(JSON.stringify({ thrown: String(error.message) }));
+    console.log(JSON.stringify({ thrown: String(error.message), code: error.code, data: error.data }));
   }
 }
 await client.close();

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from a2a.utils.errors import (
     A2AError,
+    ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -28,13 +29,14 @@ from starlette.responses import JSONResponse, Response
 from shared.errors import Conflict, Forbidden, LoomError, NotFound, Problem
 from shared.nats.failures import NatsUnavailable, nats_failure
 from shared.redact import redact
-from weft.a2a.mapping import A2AInvalid
+from weft.a2a.mapping import A2AInvalid, A2AMediaTypeUnsupported
 
 log = logging.getLogger("loom.weft.a2a")
 
 INTERNAL_MESSAGE: Final = "Weft failed to handle this request; see its log"
 NATS_MESSAGE: Final = "NATS is unavailable (it did not answer, or cannot be reached now); try again shortly"
 PARAMS_RULE: Final = "must match the A2A schema of this method"
+ENVELOPE_MESSAGE: Final = "request: must be one JSON-RPC 2.0 request object (jsonrpc, method, id, params)"
 VERSION_MESSAGE: Final = (
     "A2A-Version: this endpoint speaks A2A 1.0 (send A2A-Version: 1.0) and the 0.3 method names"
 )
@@ -72,6 +74,8 @@ def translate(exc: Exception, *, conflict: type[A2AError] = InvalidRequestError)
     state conflict means for this method (``TaskNotCancelableError`` for a cancel)."""
     if isinstance(exc, A2AError):
         return exc
+    if isinstance(exc, A2AMediaTypeUnsupported):
+        return ContentTypeNotSupportedError(message=redact(exc.message), data=field_errors(exc.problems))
     if isinstance(exc, A2AInvalid):
         return InvalidParamsError(message=redact(exc.message), data=field_errors(exc.problems))
     nats = nats_failure(exc)  # before LoomError: a JetStream reply error is one, but NATS's fault
@@ -116,7 +120,13 @@ def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
         return {"code": code, "message": INTERNAL_MESSAGE}
     if code == _VERSION_CODE:
         return {"code": code, "message": VERSION_MESSAGE}
-    if code in (_INVALID_PARAMS_CODE, _INVALID_REQUEST_CODE) and (
+    if code == _INVALID_REQUEST_CODE and isinstance(data, str):
+        # The 0.3 adapter validates a request whose envelope the dispatcher already accepted,
+        # so what failed is its params: -32602, as the 1.0 methods answer it.
+        return {"code": _INVALID_PARAMS_CODE, "message": f"params: {PARAMS_RULE}"}
+    if code == _INVALID_REQUEST_CODE and isinstance(data, Mapping) and "parseError" in data:
+        return {"code": code, "message": ENVELOPE_MESSAGE}
+    if code == _INVALID_PARAMS_CODE and (
         isinstance(data, str)
         or (isinstance(data, list) and not all(isinstance(d, Mapping) and _ours(d) for d in data))
     ):
@@ -125,14 +135,20 @@ def scrub_error(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def scrub(response: Response) -> Response:
-    """``response`` with any JSON-RPC error passed through :func:`scrub_error`."""
+    """``response`` as it leaves Weft: any JSON-RPC error passed through :func:`scrub_error`,
+    and a success without a result given ``"result": null`` (the 0.3 adapter drops a null
+    result, as a delete's, and a JSON-RPC response must carry one or an error)."""
     if not isinstance(response, JSONResponse):
         return response
     try:
         body = json.loads(bytes(response.body))
     except ValueError:
         return response
-    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return response
+    error = body.get("error")
+    if error is None and "result" not in body:
+        return JSONResponse({**body, "result": None}, status_code=response.status_code)
     if not isinstance(error, dict):
         return response
     cleaned = scrub_error(error)

@@ -50,6 +50,7 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length
 
 from shared.errors import Forbidden
@@ -129,11 +130,18 @@ def served(context: ServerCallContext, tenant: str, access: Access) -> Served:
     return found
 
 
+GET_PUSH_0_3: Final = "tasks/pushNotificationConfig/get"
+"""The 0.3 name of the push configuration read, whose configuration id is optional."""
+
+
 def work_id_of(value: str, name: str = "id") -> str:
+    """The work id a task id names. A task id is opaque to a client: one of another shape than
+    Loom's names no task here, which A2A answers as task-not-found (-32001), not as bad params."""
     try:
         return validate_work_id(value, name)
     except InvalidNameError as exc:
-        raise InvalidParamsError(message=exc.message, data=field_error(name, exc.message)) from None
+        rule = f"no task with this id in this project (its task ids are {exc.rule})"
+        raise TaskNotFoundError(message=f"{name}: {rule}", data=field_error(name, rule)) from None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -391,14 +399,22 @@ class LoomRequestHandler(RequestHandler):
         work_id = await self._push_task(where, params.task_id)
         return without_secrets(await self._register_push(where, work_id, params))
 
-    @validate_request_params
     @refusals()
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
+        checked = GetTaskPushNotificationConfigRequest()
+        checked.CopyFrom(params)
+        if context.state.get("method") == GET_PUSH_0_3 and not checked.id:
+            checked.id = "-"  # 0.3's pushNotificationConfigId is optional (1.0's id is required)
+        validate_proto_required_fields(checked)
         where = served(context, params.tenant, Access.READ)
         work_id = await self._push_task(where, params.task_id)
-        found = next((c for c in await self._webhooks(where, work_id) if c.id == params.id), None)
+        configs = await self._webhooks(where, work_id)
+        # Without a configuration id (0.3's pushNotificationConfigId is optional) the task's
+        # own: the one stored under the task's id (a config given without an id), or its first.
+        wanted = params.id or next((c.id for c in configs if c.id == work_id), None)
+        found = next((c for c in configs if c.id == wanted), None) if wanted else next(iter(configs), None)
         if found is None:
             rule = "no push configuration with this id on this task"
             raise TaskNotFoundError(message=f"id: {rule}", data=field_error("id", rule))

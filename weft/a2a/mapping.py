@@ -79,8 +79,12 @@ class A2AInvalid(Invalid):
         self.problems = problems
 
 
-def _problem(field_name: str, rule: str) -> A2AInvalid:
-    return A2AInvalid([Problem(field=field_name, message=rule, type="value_error")])
+class A2AMediaTypeUnsupported(A2AInvalid):
+    """A part of a media type Loom's work cannot carry (A2A's content-type-not-supported)."""
+
+
+def _problem(field_name: str, rule: str, kind: type[A2AInvalid] = A2AInvalid) -> A2AInvalid:
+    return kind([Problem(field=field_name, message=rule, type="value_error")])
 
 
 # -- work item -> task ---------------------------------------------------------------------
@@ -304,7 +308,11 @@ def submission_of(
         elif kind == "data":
             data.append(json_format.MessageToDict(part.data))
         else:
-            raise _problem(f"message.parts.{index}", "only text and data parts are accepted")
+            raise _problem(
+                f"message.parts.{index}",
+                "only text and data parts are accepted (a file's media type is not supported)",
+                A2AMediaTypeUnsupported,
+            )
     description = "\n".join(t for t in texts if t.strip())
     if not description:
         raise _problem(

@@ -142,6 +142,11 @@ async def a2a_rpc(
     return scrub(await dispatcher.handle_requests(request))
 
 
+# The card's URL with a trailing slash is the same endpoint: Starlette would answer it with a
+# 307 redirect, which JSON-RPC clients do not follow (the A2A conformance kit posts there).
+router.post("/a2a/{project}/", include_in_schema=False, response_class=Response)(a2a_rpc)
+
+
 @router.get(
     "/a2a/{project}" + AGENT_CARD_WELL_KNOWN_PATH,
     summary="Agent Card of a project",

@@ -1,0 +1,145 @@
+"""A2A on the wire, as the specifications state it (A2A 1.0 and its 0.3 line, JSON-RPC 2.0),
+posted as raw JSON-RPC over real HTTP to a real Weft: the answers a conformance kit checks
+that the SDK's own client (tests/weft/test_weft_a2a.py) never sends (issue 34).
+
+The error codes are A2A's table: -32001 task not found, -32005 content type not supported,
+-32600 invalid request, -32602 invalid params."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+TOKEN = "a2a-wire-token-1"
+V1 = {"A2A-Version": "1.0"}
+TASK_NOT_FOUND = -32001
+CONTENT_TYPE_NOT_SUPPORTED = -32005
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+
+
+def rpc(method: str, params: dict[str, Any], ident: int = 7) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+
+
+def message_1_0(*parts: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "ROLE_USER",
+        "messageId": uuid.uuid4().hex,
+        "parts": list(parts) or [{"text": "Fix the flaky parser test"}],
+        "metadata": {"capability": "code"},
+    }
+
+
+def message_0_3() -> dict[str, Any]:
+    return {
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": "Fix the flaky parser test"}],
+        "metadata": {"capability": "code"},
+    }
+
+
+@pytest.fixture
+async def weft(weft_factory: Any, project_id: str) -> Any:
+    async with weft_factory(project_id=project_id, api_tokens=TOKEN, a2a_push_private_urls=True) as running:
+        yield running
+
+
+async def test_the_cards_url_with_a_trailing_slash_is_the_endpoint_not_a_redirect(
+    weft: Any, project_id: str
+) -> None:
+    async with weft.client(TOKEN) as api:
+        sent = await api.post(
+            f"/a2a/{project_id}/",
+            headers=V1,
+            json=rpc("SendMessage", {"message": message_1_0(), "configuration": {"returnImmediately": True}}),
+        )
+        assert sent.status_code == 200, sent.text  # not 307: JSON-RPC clients do not follow one
+        task = sent.json()["result"]["task"]
+        got = await api.post(f"/a2a/{project_id}/", json=rpc("tasks/get", {"id": task["id"]}))
+        assert got.json()["result"]["id"] == task["id"]
+    async with weft.client(None) as anonymous:  # the same door, the same lock
+        refused = await anonymous.post(f"/a2a/{project_id}/", json=rpc("tasks/get", {"id": task["id"]}))
+    assert refused.status_code == 401
+
+
+async def test_error_codes_follow_the_a2a_table(weft: Any, project_id: str) -> None:
+    url = f"/a2a/{project_id}"
+    async with weft.client(TOKEN) as api:
+        # a task id of another shape than Loom's names no task: not found, for 1.0 and 0.3
+        foreign = "tck-nonexistent-task-0001"
+        for answer in (
+            await api.post(url, headers=V1, json=rpc("GetTask", {"id": foreign})),
+            await api.post(url, json=rpc("tasks/get", {"id": foreign})),
+            await api.post(url, headers=V1, json=rpc("CancelTask", {"id": foreign})),
+        ):
+            error = answer.json()["error"]
+            assert error["code"] == TASK_NOT_FOUND, error
+            assert "no task with this id" in error["message"] and foreign not in answer.text
+
+        # a file part (a media type Loom's work does not carry): content type not supported
+        file_part = {"raw": "aGVsbG8=", "filename": "notes.bin", "mediaType": "application/x-secret-kind"}
+        sent = await api.post(url, headers=V1, json=rpc("SendMessage", {"message": message_1_0(file_part)}))
+        error = sent.json()["error"]
+        assert error["code"] == CONTENT_TYPE_NOT_SUPPORTED, error
+        assert "message.parts.0" in error["message"] and "x-secret-kind" not in sent.text
+
+        # 0.3 params that do not parse: invalid params (the envelope was fine), without the value
+        bad_03 = await api.post(url, json=rpc("tasks/get", {"id": {"nested": "sk-LIVE-77aa"}}))
+        error = bad_03.json()["error"]
+        assert error["code"] == INVALID_PARAMS and "sk-LIVE-77aa" not in bad_03.text, error
+
+        # an envelope that is not a JSON-RPC request: invalid request
+        no_envelope = await api.post(url, json={"jsonrpc": "2.0", "id": 3, "method": 42})
+        assert no_envelope.json()["error"]["code"] == INVALID_REQUEST
+
+
+async def test_push_configuration_get_without_its_id_and_delete_answers_null(
+    weft: Any, project_id: str
+) -> None:
+    url = f"/a2a/{project_id}"
+    hook = "http://127.0.0.1:9/a2a-events"  # registered, never called: the task stays queued
+    async with weft.client(TOKEN) as api:
+        sent = await api.post(
+            url, json=rpc("message/send", {"message": message_0_3(), "configuration": {"blocking": False}})
+        )
+        task_id = sent.json()["result"]["id"]
+        nothing = await api.post(url, json=rpc("tasks/pushNotificationConfig/get", {"id": task_id}))
+        assert nothing.json()["error"]["code"] == TASK_NOT_FOUND  # none registered yet
+
+        created = await api.post(
+            url,
+            json=rpc(
+                "tasks/pushNotificationConfig/set",
+                {"taskId": task_id, "pushNotificationConfig": {"url": hook}},
+            ),
+        )
+        assert "result" in created.json(), created.text
+        # 0.3: pushNotificationConfigId is optional; without it, the task's configuration
+        got = await api.post(url, json=rpc("tasks/pushNotificationConfig/get", {"id": task_id}))
+        result = got.json()["result"]
+        assert result["taskId"] == task_id and result["pushNotificationConfig"]["url"] == hook
+
+        deleted = await api.post(
+            url,
+            json=rpc(
+                "tasks/pushNotificationConfig/delete", {"id": task_id, "pushNotificationConfigId": task_id}
+            ),
+        )
+        assert deleted.json() == {"jsonrpc": "2.0", "id": 7, "result": None}
+        again = await api.post(url, json=rpc("tasks/pushNotificationConfig/get", {"id": task_id}))
+        assert again.json()["error"]["code"] == TASK_NOT_FOUND
+
+        # the same through the 1.0 names
+        await api.post(
+            url, headers=V1, json=rpc("CreateTaskPushNotificationConfig", {"taskId": task_id, "url": hook})
+        )
+        deleted_1 = await api.post(
+            url, headers=V1, json=rpc("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": task_id})
+        )
+        assert deleted_1.json() == {"jsonrpc": "2.0", "id": 7, "result": None}
