@@ -43,6 +43,10 @@ class WarpGone(Exception):
     """Warp exited (after a shutdown request, or it failed)."""
 
 
+class Stopping(Exception):
+    """The runner was asked to stop (a signal) between two tries of a call."""
+
+
 DEMO_MODEL = "scripted-demo"
 """The model a demo agent's usage names: a script, not an AI (no cost is reported)."""
 
@@ -51,9 +55,22 @@ def warp_command() -> str:
     return os.environ.get("LOOM_WARP_COMMAND") or str(Path(sys.executable).parent / "warp")
 
 
-async def call(session: ClientSession, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Call a Warp tool; retried while Warp is still reaching NATS."""
-    for _ in range(NATS_NOT_READY_RETRIES):
+STOP_GRACE_S = 5.0
+"""Asked to stop (SIGTERM, SIGINT), the runner lets the step it is in (a claim, a completion)
+finish for this long, then abandons it: stopping must not wait on NATS (an abandoned claim is
+redelivered)."""
+
+
+async def call(
+    session: ClientSession,
+    tool: str,
+    arguments: dict[str, Any] | None = None,
+    stop: asyncio.Event | None = None,
+) -> dict[str, Any]:
+    """Call a Warp tool; retried while Warp is still reaching NATS, unless asked to stop."""
+    for attempt in range(NATS_NOT_READY_RETRIES):
+        if stop is not None and stop.is_set():
+            raise Stopping(tool)
         try:
             result = await session.call_tool(tool, arguments or {})
         except Exception as exc:  # the transport closed under us: Warp exited
@@ -65,6 +82,8 @@ async def call(session: ClientSession, tool: str, arguments: dict[str, Any] | No
             raise WarpGone(text)
         if "NATS" not in text:
             raise RuntimeError(f"{tool} failed: {text}")
+        if attempt == 0:
+            log.info("%s: Warp cannot reach NATS; trying again", tool)
         await asyncio.sleep(0.2)
     raise RuntimeError(f"{tool}: Warp never reached NATS")
 
@@ -73,7 +92,7 @@ async def work_loop(session: ClientSession, stop: asyncio.Event) -> None:
     work_s = float(os.environ.get("LOOM_DEMO_WORK_S", "0"))
     poll_s = float(os.environ.get("LOOM_DEMO_POLL_S", "0.1"))
     while not stop.is_set():
-        claim = await call(session, "warp_work_claim")
+        claim = await call(session, "warp_work_claim", stop=stop)
         item = claim.get("item") if claim.get("claimed") else None
         if not item:
             with contextlib.suppress(TimeoutError):
@@ -109,10 +128,21 @@ async def run() -> int:
         ClientSession(read, write) as session,
     ):
         await session.initialize()
+        worker = asyncio.create_task(work_loop(session, stop), name="demo-work")
+        stopping = asyncio.create_task(stop.wait(), name="demo-stop")
+        await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not worker.done():  # asked to stop: the step under way gets a grace, not forever
+            await asyncio.wait({worker}, timeout=STOP_GRACE_S)
+            worker.cancel()
+        stopping.cancel()
         try:
-            await work_loop(session, stop)
+            await worker
         except WarpGone as exc:
             log.info("Warp has exited (%s); stopping", exc)
+        except Stopping as exc:
+            log.info("stopping on request (during %s)", exc)
+        except asyncio.CancelledError:
+            log.info("stopped mid-step (NATS did not answer in time); its item is redelivered")
     return 0
 
 
