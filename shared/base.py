@@ -4,7 +4,15 @@ one JSON encoding. A module of its own, below :mod:`shared.models`, so the recor
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, WithJsonSchema
+
+JSON_TYPES = ["object", "array", "string", "number", "boolean", "null"]
+
+AnyJson = Annotated[Any, WithJsonSchema({"type": JSON_TYPES, "description": "Any JSON value"})]
+"""A field that holds whatever JSON its writer gave (a work result, resolved content), with a
+schema that says so: an untyped ``{}`` is what strict MCP clients warn about."""
 
 
 class LoomModel(BaseModel):

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from shared import names
-from shared.base import LoomModel
+from shared.base import AnyJson, LoomModel
 from shared.limits import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
@@ -402,7 +402,7 @@ class ReviewRound(LoomModel):
 
     round: int = Field(ge=1)
     author: str | None = None
-    result: Any = None
+    result: AnyJson = None
     handed_in_at: datetime = Field(default_factory=utcnow)
     reviewer: str | None = None
     verdict: Verdict | None = None
@@ -586,7 +586,7 @@ class WorkItem(WorkSubmission):
     updated_at: datetime = Field(default_factory=utcnow)
     claimed_at: datetime | None = None
     finished_at: datetime | None = None
-    result: Any = None
+    result: AnyJson = None
     error: str | None = None
     errors: list[AttemptError] = Field(default_factory=list)
     progress: Progress | None = None

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from pydantic import Field
 
-from shared.base import LoomModel
+from shared.base import AnyJson, LoomModel
 from shared.context.trees import (
     HANDOFF_CHARS,
     HANDOFF_NODE_CHARS,
@@ -317,7 +317,7 @@ class ResolvedView(LoomModel):
     id: str
     version: str | None
     resolved: bool
-    content: Any = None
+    content: AnyJson = None
     reason: str | None = Field(None, description="Why it was not resolved")
 
 

@@ -38,7 +38,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from shared.base import LoomModel
+from shared.base import AnyJson, LoomModel
 from shared.channels import Viewer, visible
 from shared.context.reads import Deleting
 from shared.context.transfer import TreeExport, rehome
@@ -137,7 +137,7 @@ class Resolved:
     id: str
     version: str | None
     resolved: bool
-    content: Any = None
+    content: AnyJson = None
     reason: str | None = None
 
 

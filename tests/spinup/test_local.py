@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import nats.errors
 import pytest
 from nats.aio.client import Client as NatsClient
 
@@ -200,3 +201,27 @@ async def test_agent_that_never_registers_is_timed_out_and_stopped(
         return (await manager.store.slot(target.id)).live == []
 
     await eventually(slot_freed, what="the target's slot to be freed")
+
+
+async def test_a_start_that_went_through_stands_when_its_target_cannot_be_written(
+    service: ManagedSpinup, make_target: MakeTarget, project_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target's record of its last start is bookkeeping: NATS timing out on it (a loaded
+    host) must not fail a start whose process runs (it did, and that agent was never stopped)."""
+    target = await make_target(idle_timeout_s=1)
+    manager = await service.manager(project_id)
+
+    async def timed_out(*args: Any, **kwargs: Any) -> Any:
+        raise nats.errors.TimeoutError
+
+    monkeypatch.setattr(manager.targets, "record", timed_out)
+    op = await manager.spin_up(target.id)
+    registered = await eventually(
+        lambda: _op_state(service, project_id, op.id, SpinupState.REGISTERED, SpinupState.STOPPING),
+        what="the agent to register",
+    )
+    assert registered.op.error is None and registered.op.handle.get("pid")
+    stopped = await eventually(
+        lambda: _op_state(service, project_id, op.id, SpinupState.STOPPED), what="idle shutdown"
+    )
+    assert not pid_alive(int(stopped.op.handle["pid"]))

@@ -110,6 +110,7 @@ async def hear(
     ):
         return 0
     settled = 0
+    await work.mirror.sync()  # an item may have begun waiting a moment ago; a hook is rare
     for item in list(work.mirror.values()):
         if on_pull_request(item) and item.landing is not None and item.landing.pull_request == pr.number:
             settled += await settle(queue, item.id, pr, repository.land_failures) is not None

@@ -12,7 +12,6 @@ restarted Weft picks up every live operation from the bucket on its next tick.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -290,10 +289,14 @@ class SpinupManager:
             if before.op.state is not after.op.state:
                 await self._event("running", after)
             if before.op.started_at is None:
-                with contextlib.suppress(TargetNotFound):
+                try:  # the target's bookkeeping: a start that went through does not fail on it
                     await self.targets.record(
                         target.id, "spun-up", last_spinup_at=after.op.started_at or utcnow()
                     )
+                except TargetNotFound:
+                    pass
+                except Exception as exc:
+                    log.warning("the start of %s is not on its target's record: %s", op_id, redact(exc))
 
         traceparent = await self._trace_of(record.op.work_id)
         try:

@@ -51,6 +51,10 @@ def contract_of(tools: list[dict[str, Any]]) -> Contract:
 
 
 async def listed(command: list[str], home: Path) -> Contract:
+    return contract_of(await tools_of(command, home))
+
+
+async def tools_of(command: list[str], home: Path) -> list[dict[str, Any]]:
     """``tools/list`` of a freshly started server (no NATS needed: the list never waits for it)."""
     env = {
         "NATS_URL": "nats://127.0.0.1:1",
@@ -64,7 +68,39 @@ async def listed(command: list[str], home: Path) -> Contract:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             result = await s.list_tools()
-    return contract_of([t.model_dump(mode="json", by_alias=True) for t in result.tools])
+    return [t.model_dump(mode="json", by_alias=True) for t in result.tools]
+
+
+TYPING = {"type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "properties", "items"}
+"""JSON schema keywords that say what a value is; a schema with none of them admits anything."""
+
+
+def untyped(schema: Any, at: str = "") -> list[str]:
+    """Where a JSON schema leaves a value untyped (``{}`` or only a title, default or
+    description: what Inspector's ``--strict`` warns about)."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        if not set(schema) & TYPING:
+            found.append(at or "/")
+        for key, value in schema.items():
+            if key in ("properties", "$defs", "patternProperties"):
+                for name, sub in value.items():
+                    found += untyped(sub, f"{at}/{key}/{name}")
+            elif key in ("items", "additionalProperties", "not") or key in ("anyOf", "oneOf", "allOf"):
+                found += untyped(value, f"{at}/{key}")
+    elif isinstance(schema, list):
+        for index, value in enumerate(schema):
+            found += untyped(value, f"{at}[{index}]")
+    return found
+
+
+async def test_every_output_schema_types_every_value(tmp_path: Path) -> None:
+    tools = await tools_of(SERVERS["warp --with-memory"], tmp_path)
+    assert len(tools) > 60
+    loose = {t["name"]: untyped(t["outputSchema"]) for t in tools}
+    assert {name: where for name, where in loose.items() if where} == {}
+    # the check itself
+    assert untyped({"type": "object", "properties": {"result": {"default": None}}}) == ["/properties/result"]
 
 
 async def current(home: Path) -> dict[str, Contract]:
