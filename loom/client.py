@@ -20,6 +20,7 @@ from loom.errors import Unreachable, WatchTimedOut
 from loom.events import Deadline, item_changes
 from loom.transport import Connection, WeftClient, seg
 from shared.models import FINAL_WORK_STATES, Lease, Question, Target, WorkItem
+from shared.tls import client_tls
 from shared.views import AgentView, Stats, UsageOut
 
 USER_AGENT = "loom-client"
@@ -177,6 +178,7 @@ class AsyncLoomClient:
         self._headers = WeftClient(self.connection, user_agent=USER_AGENT).headers()
         self._http = httpx.AsyncClient(
             base_url=self.connection.api_url,
+            verify=client_tls(self.connection.api_url),
             headers=self._headers,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             follow_redirects=False,

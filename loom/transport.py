@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from loom.errors import Refused, Unreachable
+from shared.tls import client_tls
 
 if TYPE_CHECKING:
     import httpx
@@ -120,6 +121,7 @@ class WeftClient:
 
             self._http = httpx.Client(
                 base_url=self.base_url,
+                verify=client_tls(self.base_url),
                 headers=self.headers(),
                 timeout=httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 5.0)),
                 follow_redirects=False,

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from shared.settings import NatsSettings
+from shared.tls import client_tls
 from testsupport.serving import serve_in_thread
 
 START_TIMEOUT_S = 30.0
@@ -35,7 +36,7 @@ class RunningWeft:
             headers["Authorization"] = f"Bearer {self.token}"
         if project:
             headers["X-Loom-Project"] = project
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=15)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=15, verify=client_tls(self.url))
 
 
 @contextlib.contextmanager

@@ -39,6 +39,7 @@ SHUTTLE_MAY_USE = {
     "shared.names",
     "shared.redact",
     "shared.text",
+    "shared.tls",  # which TLS an HTTP client of Weft's address needs (ssl only)
     "shared.leases.patterns",
     "shared.agents.local",  # which agent a git hook works for (files and /proc only)
     "shared.git.guardhooks",  # loom-guard's git hooks (git rev-parse, files)

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from shared.nats.server import free_port
+from shared.tls import client_tls
 from weft.demo import serve_in_background, stop_process, wait_healthy
 
 BIN = Path(sys.executable).parent
@@ -68,7 +69,7 @@ class Fabric:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         if project:
             headers["X-Loom-Project"] = project
-        return httpx.Client(base_url=self.url, headers=headers, timeout=10)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=10, verify=client_tls(self.url))
 
     def substitute(self, text: str) -> str:
         """The documented ports and paths replaced with this fabric's."""

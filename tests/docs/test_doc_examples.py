@@ -68,6 +68,7 @@ from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import free_port
+from shared.tls import client_tls
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 from testsupport.work import work_queue
@@ -337,7 +338,8 @@ def request_for(example: Example) -> tuple[str, str, dict[str, str], Any]:
 
 def run_response_block(example: Example) -> None:
     method, path, headers, body = request_for(example)
-    with httpx.Client(base_url=example.fabric.url, timeout=10) as client:
+    url = example.fabric.url
+    with httpx.Client(base_url=url, timeout=10, verify=client_tls(url)) as client:
         response = client.request(method, path, headers=headers, json=body)
     shown = shown_json(example.block.text)
     if not example.entry.unchecked and "..." not in example.block.text and "…" not in example.block.text:

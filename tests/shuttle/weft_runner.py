@@ -14,6 +14,7 @@ import httpx
 import uvicorn
 
 from shared.nats.server import free_port
+from shared.tls import client_tls
 from testsupport.serving import SERVED_AT_ONCE
 
 TOKEN = "shuttle-test-token"
@@ -36,7 +37,7 @@ class WeftServer:
             headers["Authorization"] = f"Bearer {token}"
         if project:
             headers["X-Loom-Project"] = project
-        return httpx.Client(base_url=self.url, headers=headers, timeout=10)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=10, verify=client_tls(self.url))
 
     def websocket_clients(self) -> float:
         """Weft's own gauge of connected WebSocket clients (from /metrics)."""

@@ -25,6 +25,7 @@ from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
+from shared.tls import client_tls
 from tests.spinup.stubs import Seen, StubServer
 from weft.app import create_app
 from weft.metrics import Metrics
@@ -250,7 +251,12 @@ class RunningWeft:
     spinup: ManagedSpinup
 
     def client(self, project: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base_url, headers={"X-Loom-Project": project}, timeout=15)
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"X-Loom-Project": project},
+            timeout=15,
+            verify=client_tls(self.base_url),
+        )
 
 
 @asynccontextmanager

@@ -16,6 +16,7 @@ from nats.aio.client import Client as NatsClient
 
 from shared.nats.server import EmbeddedNatsServer
 from shared.settings import NatsSettings
+from shared.tls import client_tls
 from testsupport.serving import serve_in_loop
 from weft.app import create_app
 from weft.runtime import NatsRuntime
@@ -47,7 +48,9 @@ class RunningWeft:
             headers["Authorization"] = f"Bearer {token}"
         if project is not None:
             headers["X-Loom-Project"] = project
-        return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=10)
+        return httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=10, verify=client_tls(self.base_url)
+        )
 
 
 WeftFactory = Callable[..., AbstractAsyncContextManager[RunningWeft]]

@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from shared.nats.server import free_port
+from shared.tls import client_tls
 
 WORK_FILE = Path(__file__).with_name("work.yaml")
 PROJECT = "demo"
@@ -128,13 +129,14 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: fl
     """Until Weft at ``url`` answers ``/health``; :class:`DemoFailed` with its log if it exits
     or does not answer in time."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise DemoFailed(f"weft exited with {proc.returncode}:\n{_tail(log)}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        time.sleep(0.05)
+    with httpx.Client(timeout=2, verify=client_tls(url)) as http:  # one client: it costs more than a poll
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise DemoFailed(f"weft exited with {proc.returncode}:\n{_tail(log)}")
+            with contextlib.suppress(httpx.TransportError):
+                if http.get(f"{url}/health").status_code == 200:
+                    return
+            time.sleep(0.05)
     raise DemoFailed(f"weft did not become healthy:\n{_tail(log)}")
 
 
@@ -164,6 +166,7 @@ class Demo:
         self.data_dir = Path(tempfile.mkdtemp(prefix="loom-demo-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.http = httpx.Client(base_url=self.url, timeout=10, verify=client_tls(self.url))
         self.weft: subprocess.Popen[bytes] | None = None
         self.shuttle_env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))},
@@ -188,25 +191,25 @@ class Demo:
             stop_process(self.weft)
         end_processes(processes_with("LOOM_DATA_DIR", str(self.data_dir)))
         shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.http.close()
 
     def _shut_agents_down(self, timeout: float = 20) -> None:
         """No new agents from the target; every agent that is (or comes) online is asked to
         leave, until every spin-up has ended."""
-        httpx.post(f"{self.url}/api/targets/{TARGET}/disable", timeout=10)  # 404 before it exists
+        self.http.post(f"/api/targets/{TARGET}/disable")  # 404 before it exists
         asked: set[str] = set()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if all(state in ENDED_STATES for state in self.spinup_states()):
                 return
-            agents = httpx.get(f"{self.url}/api/agents", params={"limit": 1000}, timeout=10).json()["items"]
+            agents = self.http.get("/api/agents", params={"limit": 1000}).json()["items"]
             ids = [
                 a["agent_id"] for a in agents if a.get("status") != "offline" and a["agent_id"] not in asked
             ]
             if ids:
-                httpx.post(
-                    f"{self.url}/api/agents/shutdown-batch",
+                self.http.post(
+                    "/api/agents/shutdown-batch",
                     json={"agent_ids": ids, "reason": "the demo is over", "grace_s": 5},
-                    timeout=10,
                 )
                 asked.update(ids)
             time.sleep(0.3)
@@ -222,13 +225,13 @@ class Demo:
 
     def work_id(self, task_id: str) -> str | None:
         """The id of the demo's item with this task id (None when the work file has none)."""
-        listing: dict[str, Any] = httpx.get(f"{self.url}/api/work", params={"limit": 100}, timeout=10).json()
+        listing: dict[str, Any] = self.http.get("/api/work", params={"limit": 100}).json()
         return next((w["id"] for w in listing.get("items", []) if w.get("task_id") == task_id), None)
 
     def review_summary(self, work_id: str) -> str:
         """The demo's point in one line: the reviewed item's author and reviewer are two agents."""
-        item: dict[str, Any] = httpx.get(f"{self.url}/api/work/{work_id}", timeout=10).json()
-        agents = httpx.get(f"{self.url}/api/agents", params={"limit": 1000}, timeout=10).json()["items"]
+        item: dict[str, Any] = self.http.get(f"/api/work/{work_id}").json()
+        agents = self.http.get("/api/agents", params={"limit": 1000}).json()["items"]
         handles = {a["agent_id"]: a.get("handle") or a["agent_id"][:8] for a in agents}
         rounds = item.get("reviews") or []
         if not rounds:
@@ -243,7 +246,7 @@ class Demo:
         )
 
     def spinup_states(self) -> dict[str, int]:
-        stats: dict[str, Any] = httpx.get(f"{self.url}/api/stats", timeout=10).json()
+        stats: dict[str, Any] = self.http.get("/api/stats").json()
         by_state = (stats.get("spinups") or {}).get("by_state") or {}
         return {k: int(v) for k, v in by_state.items() if v}
 
