@@ -20,6 +20,7 @@ SECRET = "ghp_Z9xK2mQ7vR4tY8wE1uI3oP5aS6dF0gH"
 # Exceptions that are not Loom errors on purpose (or not yet), with the reason.
 NOT_LOOM_ERRORS = {
     "weft.spinup.demo_agent.WarpGone": "control flow inside the demo agent",
+    "weft.spinup.demo_agent.Stopping": "control flow inside the demo agent (a WarpGone: asked to stop)",
     "weft.demo.DemoFailed": "the throw-away demo's own failure, printed by `weft demo`; crosses no API",
 }
 

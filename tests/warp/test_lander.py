@@ -25,6 +25,7 @@ from shared.trace.tracing import read_timeline
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.bounded import bound_module_tests
 from testsupport.events import work_actions
 from testsupport.git import clone, make_origin, remote_sha, run_git
 from testsupport.github import github_stand_in
@@ -423,3 +424,8 @@ def test_a_land_this_question_says_how_to_answer_and_fits_however_big_the_change
     cut = approval_question(item, "main", huge)
     assert len(cut) <= MAX_QUESTION and "(cut)" in cut and cut.endswith("with your answer as the reason.")
     assert "merges cleanly" in cut
+
+
+# Twice a lander test hung in CI past its 120 s (never here, even beside CPU burners): each
+# now fails at the await it waited on, with its traceback, instead of a dump of threads.
+bound_module_tests(globals(), 100)

@@ -43,8 +43,9 @@ class WarpGone(Exception):
     """Warp exited (after a shutdown request, or it failed)."""
 
 
-class Stopping(Exception):
-    """The runner was asked to stop (a signal) between two tries of a call."""
+class Stopping(WarpGone):
+    """The runner was asked to stop (a signal) between two tries of a call: it leaves as it
+    does when Warp has gone."""
 
 
 DEMO_MODEL = "scripted-demo"
@@ -137,10 +138,10 @@ async def run() -> int:
         stopping.cancel()
         try:
             await worker
-        except WarpGone as exc:
-            log.info("Warp has exited (%s); stopping", exc)
         except Stopping as exc:
             log.info("stopping on request (during %s)", exc)
+        except WarpGone as exc:
+            log.info("Warp has exited (%s); stopping", exc)
         except asyncio.CancelledError:
             log.info("stopped mid-step (NATS did not answer in time); its item is redelivered")
     return 0
