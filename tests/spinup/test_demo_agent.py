@@ -16,7 +16,7 @@ from shared.agents.registry import Registry
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
-from tests.spinup.conftest import ROOT, demo_agent_command, eventually
+from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,14 +28,6 @@ def children(pid: int) -> set[int]:
         text = (task / "children").read_text().split()
         found.update(int(child) for child in text)
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status
 
 
 async def test_sigterm_while_nats_is_down_stops_the_agent_and_its_warp(tmp_path: Path) -> None:
@@ -94,7 +86,7 @@ async def test_sigterm_while_nats_is_down_stops_the_agent_and_its_warp(tmp_path:
     said = log.read_text()
     assert "stopping on request" in said or "stopped mid-step" in said, said[-3000:]
     await eventually(
-        lambda: asyncio.sleep(0, result=not any(alive(pid) for pid in warps) or None),
+        lambda: asyncio.sleep(0, result=not any(pid_alive(pid) for pid in warps) or None),
         timeout=30,
         what="its Warp gone too",
     )
