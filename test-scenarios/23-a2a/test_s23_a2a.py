@@ -115,7 +115,7 @@ async def test_an_a2a_client_hands_work_to_the_fleet_and_follows_it(
 
             task = await client.get_task(GetTaskRequest(id=item["id"]))
             assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
-            assert task.metadata["loom"]["assigned_to"] == coder.agent_id
+            assert task.metadata["loom"]["assignedTo"] == coder.agent_id
 
             # Cancel another before anyone takes it; Weft's REST API says the same.
             waiting: Task | None = None
@@ -159,15 +159,22 @@ async def test_an_a2a_client_hands_work_to_the_fleet_and_follows_it(
             answer = work("sqlite", "code")
             answer.message.task_id = picked["id"]
             answer.message.context_id = asking[0].task.context_id
-            resumed: Task | None = None
-            async for event in client.send_message(answer):
-                resumed = event.task
-            assert resumed is not None and TaskState.Name(resumed.status.state) == "TASK_STATE_WORKING"
+            # the answer's stream follows the task on until it ends (or asks again)
+            answered: list[StreamResponse] = []
+
+            async def stream_the_answer() -> None:
+                async for event in client.send_message(answer):
+                    answered.append(event)
+
+            answer_stream = asyncio.create_task(stream_the_answer())
             read = await coder.call("warp_question_get", question_id=asked["question"]["id"], wait_s=5)
             assert read["question"]["status"] == "answered" and read["question"]["answer"] == "sqlite"
             await coder.call(
                 "warp_work_complete", work_id=picked["id"], result=f"cache on {read['question']['answer']}"
             )
+            await asyncio.wait_for(answer_stream, 60)
+            followed = states(answered)
+            assert followed[0] == "TASK_STATE_WORKING" and followed[-1] == "TASK_STATE_COMPLETED", followed
             done = await client.get_task(GetTaskRequest(id=picked["id"]))
             assert TaskState.Name(done.status.state) == "TASK_STATE_COMPLETED"
             assert done.artifacts[0].parts[0].text == "cache on sqlite"
@@ -185,4 +192,4 @@ async def test_an_a2a_client_hands_work_to_the_fleet_and_follows_it(
                 spun.append(event)
             assert states(spun)[0] == "TASK_STATE_SUBMITTED" and states(spun)[-1] == "TASK_STATE_COMPLETED"
             finished = await client.get_task(GetTaskRequest(id=spun[0].task.id))
-            assert finished.metadata["loom"]["assigned_to"] not in (None, coder.agent_id)
+            assert finished.metadata["loom"]["assignedTo"] not in (None, coder.agent_id)

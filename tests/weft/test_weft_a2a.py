@@ -258,6 +258,7 @@ async def test_streamed_task_follows_the_work_until_the_agent_completes_it(
     assert task.history[0].parts[0].text == "Fix the flaky parser test"
     loom = task.metadata["loom"]
     assert loom["status"] == "completed" and loom["priority"] == 8 and loom["capability"] == "code"
+    assert loom["workId"] == task.id and loom["maxAttempts"] >= 1  # camelCase, as A2A's own keys
 
 
 async def test_blocking_send_returns_the_finished_task_with_its_result(

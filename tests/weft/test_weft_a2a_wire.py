@@ -7,10 +7,21 @@ The error codes are A2A's table: -32001 task not found, -32005 content type not 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from typing import Any
 
+import httpx
 import pytest
+from a2a.types import AgentCard
+from google.protobuf import json_format
+from nats.aio.client import Client as NatsClient
+from weft_helpers import claimant, eventually, register
+
+from shared.names import ProjectNames
+from shared.work.questions import QuestionBook
+from testsupport.work import work_queue
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -143,3 +154,95 @@ async def test_push_configuration_get_without_its_id_and_delete_answers_null(
             url, headers=V1, json=rpc("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": task_id})
         )
         assert deleted_1.json() == {"jsonrpc": "2.0", "id": 7, "result": None}
+
+
+def state_in(result: dict[str, Any]) -> str | None:
+    """The task state a 1.0 stream response carries (a task, or a status update)."""
+    for key in ("task", "statusUpdate"):
+        if key in result:
+            return str(result[key]["status"]["state"])
+    return None
+
+
+async def streamed_states(api: httpx.AsyncClient, url: str, body: dict[str, Any]) -> list[str]:
+    """Every state a server-sent stream carries, until the server closes it."""
+    states = []
+    async with api.stream("POST", url, headers=V1, json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                found = state_in(json.loads(line[5:])["result"])
+                if found:
+                    states.append(found)
+    return states
+
+
+async def test_input_required_keeps_a_subscription_open_and_a_blocking_answer_waits(
+    weft: Any, nc: NatsClient, project_id: str
+) -> None:
+    """A subscription ends at a final state, not at input-required; an answer sent blocking
+    returns once the task has ended (or asks again), as a blocking send of a new task does."""
+    url = f"/a2a/{project_id}"
+    async with weft.client(TOKEN) as api, weft.client(TOKEN) as listener:
+        sent = await api.post(
+            url,
+            headers=V1,
+            json=rpc("SendMessage", {"message": message_1_0(), "configuration": {"returnImmediately": True}}),
+        )
+        task_id = sent.json()["result"]["task"]["id"]
+        entry = await register(nc, project_id)
+        queue = work_queue(nc, ProjectNames(project_id))
+        await eventually(lambda: queue.claim(claimant(entry)), timeout=20, what="the item claimed")
+        book = QuestionBook(nc, ProjectNames(project_id), queue)
+        asked = await book.ask(entry.agent_id, "postgres or sqlite?", work_id=task_id)
+
+        async def input_required() -> bool | None:
+            got = (await api.post(url, headers=V1, json=rpc("GetTask", {"id": task_id}))).json()["result"]
+            return got["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" or None
+
+        await eventually(input_required, timeout=20, what="the task to need input")
+        subscription = asyncio.create_task(
+            streamed_states(listener, url, rpc("SubscribeToTask", {"id": task_id}))
+        )
+        answer = message_1_0({"text": "sqlite"}) | {"taskId": task_id}
+        blocking = asyncio.create_task(
+            api.post(
+                url,
+                headers=V1,
+                json=rpc("SendMessage", {"message": answer, "configuration": {"historyLength": 0}}),
+            )
+        )
+
+        async def answered() -> bool | None:
+            return (await book.get(asked.id)).answer == "sqlite" or None
+
+        await eventually(answered, timeout=20, what="the answer recorded")
+        # the agent has not finished: neither the blocking answer nor the subscription is over
+        done, _ = await asyncio.wait({blocking, subscription}, timeout=2)
+        assert done == set(), [t.result() for t in done]
+        await queue.complete((await queue.get(task_id)).id, entry.agent_id, "done: sqlite it is")
+        finished = (await asyncio.wait_for(blocking, 60)).json()["result"]["task"]
+        states = await asyncio.wait_for(subscription, 60)
+    assert finished["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert not finished.get("history")  # historyLength 0 holds for a follow-up too
+    assert states[0] == "TASK_STATE_INPUT_REQUIRED" and states[-1] == "TASK_STATE_COMPLETED", states
+
+
+async def test_the_card_is_the_1_0_document_for_a_1_0_client_and_revalidates(
+    weft: Any, project_id: str
+) -> None:
+    path = f"/a2a/{project_id}/.well-known/agent-card.json"
+    async with weft.client(TOKEN) as api:
+        strict = await api.get(path, headers=V1)
+        legacy = await api.get(path)
+        again = await api.get(path, headers={**V1, "If-None-Match": strict.headers["etag"]})
+    card = strict.json()
+    allowed = {field.json_name for field in AgentCard.DESCRIPTOR.fields}
+    assert set(card) <= allowed, set(card) - allowed  # the 1.0 schema's fields only
+    json_format.ParseDict(card, AgentCard())  # strict parse: no unknown field anywhere
+    assert card["supportedInterfaces"][0]["protocolVersion"] == "1.0"
+    # without the version header, the document also carries what 0.3 clients read
+    assert legacy.json()["url"] == card["supportedInterfaces"][0]["url"]
+    assert {"preferredTransport", "protocolVersion"} <= set(legacy.json())
+    assert strict.headers["etag"] != legacy.headers["etag"]
+    assert strict.headers["cache-control"] == "private, max-age=30"  # behind a token here
+    assert again.status_code == 304 and again.content == b""

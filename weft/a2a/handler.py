@@ -251,7 +251,7 @@ class LoomRequestHandler(RequestHandler):
         where = served(context, params.tenant, Access.OPERATE)
         validate_history_length(params.configuration)
         if params.message.task_id:
-            return await self._follow_up(where, params)
+            return await self._answer_and_wait(where, params)
         immediately = params.configuration.return_immediately
         work_id = new_id()
         await self._push_with_send(where, params, work_id)
@@ -277,7 +277,16 @@ class LoomRequestHandler(RequestHandler):
         where = served(context, params.tenant, Access.OPERATE)
         validate_history_length(params.configuration)
         if params.message.task_id:
-            yield await self._follow_up(where, params)
+            work_id = work_id_of(params.message.task_id, "message.taskId")
+            listener = where.project.relay.listen(_work_events, subject_id=work_id)
+            try:
+                translator = StreamTranslator()
+                answered = translator.start(await self._follow_up(where, params))
+                yield apply_history_length(answered, params.configuration)
+                async for event in self._follow(where, listener, translator):
+                    yield event  # the answered task runs on, to its end or its next question
+            finally:
+                where.project.relay.unlisten(listener)
             return
         work_id = new_id()
         await self._push_with_send(where, params, work_id)
@@ -306,12 +315,29 @@ class LoomRequestHandler(RequestHandler):
                     message="id: the task is in a final state (GetTask shows it)",
                     data=field_error("id", "the task is in a final state (GetTask shows it)"),
                 )
-            translator = StreamTranslator()
+            translator = StreamTranslator(until_terminal=True)  # open through input-required
             yield translator.start(item)
             async for event in self._follow(where, listener, translator):
                 yield event
         finally:
             where.project.relay.unlisten(listener)
+
+    async def _answer_and_wait(self, where: Served, params: SendMessageRequest) -> Task:
+        """A follow-up message: the answer, then (unless ``returnImmediately``) the task once
+        it has ended or asks again, as a blocking send of a new task waits."""
+        work_id = work_id_of(params.message.task_id, "message.taskId")
+        if params.configuration.return_immediately:
+            return apply_history_length(task_of(await self._follow_up(where, params)), params.configuration)
+        listener = where.project.relay.listen(_work_events, subject_id=work_id)
+        try:
+            translator = StreamTranslator()
+            translator.start(await self._follow_up(where, params))
+            async for _ in self._follow(where, listener, translator, wait_for_caller=True):
+                pass
+            item = await where.project.queue.get(work_id)
+        finally:
+            where.project.relay.unlisten(listener)
+        return apply_history_length(task_of(item), params.configuration)
 
     async def _push_with_send(self, where: Served, params: SendMessageRequest, work_id: str) -> None:
         """A webhook given with the message is registered before the work exists, so its
@@ -327,9 +353,10 @@ class LoomRequestHandler(RequestHandler):
         where.weft.spawn(where.weft.router.route(where.project, item), name=f"route:{item.id}")
         return item
 
-    async def _follow_up(self, where: Served, params: SendMessageRequest) -> Task:
+    async def _follow_up(self, where: Served, params: SendMessageRequest) -> WorkItem:
         """A message on an existing task: the answer to the question its agent is waiting on
-        (``input-required``); refused for a task that is not waiting for input."""
+        (``input-required``); refused for a task that is not waiting for input. The item as
+        the answer left it."""
         item = await where.project.queue.get(work_id_of(params.message.task_id, "message.taskId"))
         if params.message.context_id and params.message.context_id != context_id_of(item):
             rule = "must be the context of the task named by message.taskId"
@@ -344,7 +371,7 @@ class LoomRequestHandler(RequestHandler):
                     message=f"message.parts: {rule}", data=field_error("message.parts", rule)
                 )
             await where.project.questions.answer(item.question_id, answer, by=A2A_ANSWERED_BY)
-            return task_of(await where.project.queue.get(item.id))
+            return await where.project.queue.get(item.id)
         rule = (
             "the task is in a final state; send a new message without taskId"
             if is_terminal(item)

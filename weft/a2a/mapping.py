@@ -171,18 +171,19 @@ def result_artifact(item: WorkItem) -> Artifact | None:
 
 
 def loom_metadata(item: WorkItem) -> dict[str, Any]:
-    """The Loom view of the item, under ``metadata["loom"]`` of tasks and events."""
+    """The Loom view of the item, under ``metadata["loom"]`` of tasks and events, its keys
+    in camelCase as every A2A field is."""
     return {
-        "work_id": item.id,
-        "task_id": item.task_id,
+        "workId": item.id,
+        "taskId": item.task_id,
         "status": item.status.value,
         "capability": item.capability,
         "boundary": item.boundary,
         "priority": item.priority,
         "attempts": item.attempts,
-        "max_attempts": item.max_attempts,
-        "assigned_to": item.assigned_to,
-        "waiting_reason": item.waiting_reason,
+        "maxAttempts": item.max_attempts,
+        "assignedTo": item.assigned_to,
+        "waitingReason": item.waiting_reason,
     }
 
 
@@ -230,6 +231,8 @@ class StreamTranslator:
     snapshot a stream started from) are skipped."""
 
     last: WorkItem | None = None
+    until_terminal: bool = False
+    """SubscribeToTask's stream: it stays open through input-required, to a final state."""
     _sent: tuple[int, str | None] | None = field(default=None, init=False)
 
     def start(self, item: WorkItem) -> Task:
@@ -262,8 +265,11 @@ class StreamTranslator:
 
     @property
     def finished(self) -> bool:
-        """The last state sent ends the stream (terminal or waiting for the client's input)."""
-        return self._sent is not None and (self._sent[0] in TERMINAL or self._sent[0] in INTERRUPTED)
+        """The last state sent ends the stream: a final one, or (but for a subscription)
+        waiting for the client's input."""
+        if self._sent is None:
+            return False
+        return self._sent[0] in TERMINAL or (not self.until_terminal and self._sent[0] in INTERRUPTED)
 
 
 def item_of_event(event: Mapping[str, Any]) -> WorkItem | None:
