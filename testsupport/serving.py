@@ -23,6 +23,8 @@ from typing import Any
 
 import uvicorn
 
+from weft.cli import KEEP_ALIVE_S
+
 HOST = "127.0.0.1"
 SERVED_AT_ONCE = 8
 """``WeftSettings.max_projects`` for a Weft that outlives many tests (a session's, a module's):
@@ -60,7 +62,10 @@ def _bound_socket() -> socket.socket:
 
 
 def _server(app: Any, port: int) -> uvicorn.Server:
-    server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(
+        app, host=HOST, port=port, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S
+    )
+    server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # tests own signals
     return server
 

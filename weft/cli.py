@@ -37,6 +37,11 @@ log = logging.getLogger("loom.weft")
 
 GRACEFUL_SHUTDOWN_S = 10
 """Seconds a stopping ``weft serve`` gives open requests before it cancels them."""
+KEEP_ALIVE_S = 30
+"""Seconds an idle keep-alive connection stays open. Longer than clients keep theirs (httpx:
+5 s, uvicorn's own default too): were the server's the shorter, a client could send its next
+request on a connection the server is closing, and get "Server disconnected without sending
+a response" (a scenario polling Weft every 0.25 s on a stalled host did)."""
 
 app = typer.Typer(
     name="weft",
@@ -124,6 +129,7 @@ def serve(
         # A request may wait for work to finish (an A2A SendMessage without returnImmediately):
         # a stopping Weft gives open requests this long, then cancels them (docs/a2a.md).
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         started = runner.run(_serve(settings, config))

@@ -65,6 +65,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     )
     raw: list[float] = []
     hooked: list[float] = []
+    by_hook = 0
     try:
         async with (
             github_stand_in("acme/app", TOKEN) as gh,
@@ -102,7 +103,11 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
                 start = time.perf_counter()
                 answer = (await gh.deliver(number))[0]
                 hooked.append((time.perf_counter() - start) * 1000)
-                assert answer.json()["settled"] == 1, answer.text
+                # 1, or 0 when Weft's own poll met the merged pull request first (its first
+                # look at a waiting item is at once; on a loaded host it can come after the
+                # merge): either way the item completes once, checked below
+                assert answer.json()["settled"] in (0, 1), answer.text
+                by_hook += answer.json()["settled"]
             done = [(await api.get(f"/api/work/{w}")).json()["status"] for w, _ in waiting]
             assert done == ["completed"] * count, done
     finally:
@@ -113,5 +118,6 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
         hooked,
         baseline=RAW,
         target="well under the poll it replaces (WEFT_FORGE_POLL_S, 60 s)",
+        extra={"settled_by_hook": by_hook},
     )
     return [raw_result, hook_result]

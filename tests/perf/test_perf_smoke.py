@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,29 +57,28 @@ def test_every_module_is_in_exactly_one_group() -> None:
 def quick_run(tmp_path: Path, modules: tuple[str, ...]) -> tuple[dict[str, Any], str, str]:
     out = tmp_path / "results.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(PERF / "run.py"),
-            "--quick",
-            "--soak",
-            "10s",
-            "--only",
-            *modules,
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
+    command = [sys.executable, str(PERF / "run.py"), "--quick", "--soak", "10s", "--only", *modules]
+    # a session of its own: on a timeout the run's nats-server and agents go with it
+    proc = subprocess.Popen(
+        [*command, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=420,
         env=env,
         cwd=tmp_path,
+        start_new_session=True,
     )
-    failed = f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    try:
+        stdout, stderr = proc.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"the quick run of {', '.join(modules)} took over 420 s:\n{stderr[-6000:]}")
+    failed = f"exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-5000:]}"
     assert out.exists(), failed
     data = json.loads(out.read_text())
     assert data["failures"] == [] and proc.returncode == 0, failed
-    return data, proc.stdout, failed
+    return data, stdout, failed
 
 
 # Generous: a group takes about two minutes beside the suite's other workers on a shared
