@@ -43,7 +43,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError, TaskNotFoundError
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, eventually, register
+from weft_helpers import claimant, eventually, message_0_3, register, rpc
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
@@ -513,20 +513,6 @@ async def test_sdk_parse_errors_do_not_echo_the_input(weft_auth: Any, project_id
         assert response.status_code == 200
         assert "error" in response.json(), response.text
         assert secret not in response.text
-
-
-def rpc(method: str, params: dict[str, Any], ident: int = 7) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
-
-
-def message_0_3(text: str = "Fix the flaky parser test") -> dict[str, Any]:
-    """A message in the 0.3 wire format (``kind`` on parts, lower-case roles)."""
-    return {
-        "role": "user",
-        "messageId": uuid.uuid4().hex,
-        "parts": [{"kind": "text", "text": text}],
-        "metadata": {"capability": "code"},
-    }
 
 
 async def first_sse_event(api: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from a2a.types import AgentCard
 from google.protobuf import json_format
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, eventually, register
+from weft_helpers import claimant, eventually, message_0_3, register, rpc
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
@@ -33,24 +33,11 @@ INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 
 
-def rpc(method: str, params: dict[str, Any], ident: int = 7) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
-
-
 def message_1_0(*parts: dict[str, Any]) -> dict[str, Any]:
     return {
         "role": "ROLE_USER",
         "messageId": uuid.uuid4().hex,
         "parts": list(parts) or [{"text": "Fix the flaky parser test"}],
-        "metadata": {"capability": "code"},
-    }
-
-
-def message_0_3() -> dict[str, Any]:
-    return {
-        "role": "user",
-        "messageId": uuid.uuid4().hex,
-        "parts": [{"kind": "text", "text": "Fix the flaky parser test"}],
         "metadata": {"capability": "code"},
     }
 

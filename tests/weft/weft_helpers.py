@@ -155,3 +155,18 @@ async def channel(nc: NatsClient, project: str, name: str) -> str:
         ),
     )
     return names.channel_subject(name)
+
+
+def rpc(method: str, params: dict[str, Any], ident: int = 7) -> dict[str, Any]:
+    """A JSON-RPC 2.0 request, as A2A clients post it."""
+    return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+
+
+def message_0_3(text: str = "Fix the flaky parser test") -> dict[str, Any]:
+    """A message in the A2A 0.3 wire format (``kind`` on parts, lower-case roles)."""
+    return {
+        "role": "user",
+        "messageId": uuid.uuid4().hex,
+        "parts": [{"kind": "text", "text": text}],
+        "metadata": {"capability": "code"},
+    }

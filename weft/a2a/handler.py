@@ -250,22 +250,18 @@ class LoomRequestHandler(RequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
         where = served(context, params.tenant, Access.OPERATE)
         validate_history_length(params.configuration)
-        if params.message.task_id:
-            return await self._answer_and_wait(where, params)
-        immediately = params.configuration.return_immediately
-        work_id = new_id()
-        await self._push_with_send(where, params, work_id)
-        listener = None if immediately else where.project.relay.listen(_work_events, subject_id=work_id)
-        try:
-            item = await self._submit(where, params, work_id)
-            if listener is not None:
+        work_id, begin = await self._begin(where, params)
+        if params.configuration.return_immediately:
+            item = await begin()
+        else:  # until the task ends or waits for input, as its stream would
+            listener = where.project.relay.listen(_work_events, subject_id=work_id)
+            try:
                 translator = StreamTranslator()
-                translator.start(item)
+                translator.start(await begin())
                 async for _ in self._follow(where, listener, translator, wait_for_caller=True):
                     pass
                 item = await where.project.queue.get(work_id)
-        finally:
-            if listener is not None:
+            finally:
                 where.project.relay.unlisten(listener)
         return apply_history_length(task_of(item), params.configuration)
 
@@ -276,25 +272,11 @@ class LoomRequestHandler(RequestHandler):
     ) -> AsyncGenerator[StreamEvent, None]:
         where = served(context, params.tenant, Access.OPERATE)
         validate_history_length(params.configuration)
-        if params.message.task_id:
-            work_id = work_id_of(params.message.task_id, "message.taskId")
-            listener = where.project.relay.listen(_work_events, subject_id=work_id)
-            try:
-                translator = StreamTranslator()
-                answered = translator.start(await self._follow_up(where, params))
-                yield apply_history_length(answered, params.configuration)
-                async for event in self._follow(where, listener, translator):
-                    yield event  # the answered task runs on, to its end or its next question
-            finally:
-                where.project.relay.unlisten(listener)
-            return
-        work_id = new_id()
-        await self._push_with_send(where, params, work_id)
+        work_id, begin = await self._begin(where, params)
         listener = where.project.relay.listen(_work_events, subject_id=work_id)
         try:
-            item = await self._submit(where, params, work_id)
             translator = StreamTranslator()
-            yield apply_history_length(translator.start(item), params.configuration)
+            yield apply_history_length(translator.start(await begin()), params.configuration)
             async for event in self._follow(where, listener, translator):
                 yield event
         finally:
@@ -322,22 +304,18 @@ class LoomRequestHandler(RequestHandler):
         finally:
             where.project.relay.unlisten(listener)
 
-    async def _answer_and_wait(self, where: Served, params: SendMessageRequest) -> Task:
-        """A follow-up message: the answer, then (unless ``returnImmediately``) the task once
-        it has ended or asks again, as a blocking send of a new task waits."""
-        work_id = work_id_of(params.message.task_id, "message.taskId")
-        if params.configuration.return_immediately:
-            return apply_history_length(task_of(await self._follow_up(where, params)), params.configuration)
-        listener = where.project.relay.listen(_work_events, subject_id=work_id)
-        try:
-            translator = StreamTranslator()
-            translator.start(await self._follow_up(where, params))
-            async for _ in self._follow(where, listener, translator, wait_for_caller=True):
-                pass
-            item = await where.project.queue.get(work_id)
-        finally:
-            where.project.relay.unlisten(listener)
-        return apply_history_length(task_of(item), params.configuration)
+    async def _begin(
+        self, where: Served, params: SendMessageRequest
+    ) -> tuple[str, Callable[[], Awaitable[WorkItem]]]:
+        """What a message starts: a new task (its webhook registered first), or, on a task
+        (``message.taskId``), the answer to its question; the task's work id and the step
+        that does it, run once the caller listens for the task's events."""
+        if params.message.task_id:
+            work_id = work_id_of(params.message.task_id, "message.taskId")
+            return work_id, functools.partial(self._follow_up, where, params, work_id)
+        work_id = new_id()
+        await self._push_with_send(where, params, work_id)
+        return work_id, functools.partial(self._submit, where, params, work_id)
 
     async def _push_with_send(self, where: Served, params: SendMessageRequest, work_id: str) -> None:
         """A webhook given with the message is registered before the work exists, so its
@@ -353,11 +331,11 @@ class LoomRequestHandler(RequestHandler):
         where.weft.spawn(where.weft.router.route(where.project, item), name=f"route:{item.id}")
         return item
 
-    async def _follow_up(self, where: Served, params: SendMessageRequest) -> WorkItem:
+    async def _follow_up(self, where: Served, params: SendMessageRequest, work_id: str) -> WorkItem:
         """A message on an existing task: the answer to the question its agent is waiting on
         (``input-required``); refused for a task that is not waiting for input. The item as
         the answer left it."""
-        item = await where.project.queue.get(work_id_of(params.message.task_id, "message.taskId"))
+        item = await where.project.queue.get(work_id)
         if params.message.context_id and params.message.context_id != context_id_of(item):
             rule = "must be the context of the task named by message.taskId"
             raise InvalidParamsError(
@@ -440,8 +418,9 @@ class LoomRequestHandler(RequestHandler):
         configs = await self._webhooks(where, work_id)
         # Without a configuration id (0.3's pushNotificationConfigId is optional) the task's
         # own: the one stored under the task's id (a config given without an id), or its first.
-        wanted = params.id or next((c.id for c in configs if c.id == work_id), None)
-        found = next((c for c in configs if c.id == wanted), None) if wanted else next(iter(configs), None)
+        found = next((c for c in configs if c.id == (params.id or work_id)), None)
+        if found is None and not params.id:
+            found = next(iter(configs), None)
         if found is None:
             rule = "no push configuration with this id on this task"
             raise TaskNotFoundError(message=f"id: {rule}", data=field_error("id", rule))
