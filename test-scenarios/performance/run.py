@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import importlib.util
 import json
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,10 @@ from benchlib import (  # noqa: E402
 )
 
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, find_binary  # noqa: E402
+
+QUICK_MODULE_TIMEOUT_S = 240.0
+"""A quick module takes under a minute even on a loaded machine; this bounds a stall well
+inside the perf smoke's limit for its whole group, so the stall is the failure reported."""
 
 
 def parse_duration(text: str) -> float:
@@ -102,7 +108,9 @@ async def run_all(
             started = time.perf_counter()
             print(f"# {module_path.stem} ...", file=sys.stderr, flush=True)
             try:
-                measured = await load(module_path).run(ctx)
+                measured = await run_bounded(
+                    load(module_path).run(ctx), module_path.stem, args.module_timeout
+                )
                 results.extend(measured)
                 rows[module_path.stem] = [r.name for r in measured]
             except Exception:
@@ -112,6 +120,52 @@ async def run_all(
             print(f"# {module_path.stem} done in {timings[module_path.stem]:.1f}s", file=sys.stderr)
     attach_ratios(results)
     return results, failures, timings, rows
+
+
+class ModuleTimeout(Exception):
+    """A module ran past ``--module-timeout``; every task's stack was printed first."""
+
+
+async def run_bounded(
+    measuring: Coroutine[Any, Any, list[BenchResult]], name: str, limit: float | None
+) -> list[BenchResult]:
+    """Run one module; past ``limit`` seconds print where every task waits, then cancel it.
+
+    A stalled module then fails by name with the awaits that held it, while the event loop
+    still runs; a loop blocked by synchronous code is caught by :mod:`faulthandler`'s dump
+    of every thread a little later."""
+    task = asyncio.ensure_future(measuring)
+    if limit is not None:
+        faulthandler.dump_traceback_later(limit + 30, exit=False, file=sys.__stderr__)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=limit)
+        if not done:
+            print(f"# {name} is past {limit:g}s; where each task waits:", file=sys.stderr)
+            for other in asyncio.all_tasks():
+                if other is not asyncio.current_task():
+                    print(f"  {other.get_name()}:", *where_it_waits(other), sep="\n    ", file=sys.stderr)
+            task.cancel()
+            await asyncio.wait({task}, timeout=15)
+            raise ModuleTimeout(f"{name} ran past {limit:g}s")
+        return task.result()
+    finally:
+        if limit is not None:
+            faulthandler.cancel_dump_traceback_later()
+
+
+def where_it_waits(task: asyncio.Task[Any]) -> list[str]:
+    """The chain of awaits a suspended task is in, outermost first (``Task.print_stack``
+    shows only the outermost coroutine's frame)."""
+    lines: list[str] = []
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None:
+            lines.append(f"awaiting {type(awaited).__name__}")
+            break
+        lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return lines
 
 
 def machine() -> dict[str, Any]:
@@ -151,7 +205,15 @@ def main() -> int:
         "--soak", type=parse_duration, default=None, help="soak for this long instead (e.g. 60s, 10m)"
     )
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    parser.add_argument(
+        "--module-timeout",
+        type=float,
+        default=None,
+        help="seconds: fail a module that runs longer, printing where it waits (240 with --quick)",
+    )
     args = parser.parse_args()
+    if args.module_timeout is None and args.quick:
+        args.module_timeout = QUICK_MODULE_TIMEOUT_S
     if args.soak and not args.only:
         args.only = ["soak"]
     host = machine()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,9 @@ PERF = Path(__file__).resolve().parents[2] / "test-scenarios" / "performance"
 sys.path.insert(0, str(PERF))
 
 from benchlib import BenchResult, concurrently, render_curves, scale_curves  # noqa: E402
-from run import parse_duration  # noqa: E402
+from run import ModuleTimeout, parse_duration, run_bounded  # noqa: E402
+
+from testsupport.processes import descendants, kill_tree, pid_alive  # noqa: E402
 
 
 def at(name: str, n: int, p50: float, unit: str = "agents") -> BenchResult:
@@ -31,6 +35,27 @@ def test_durations() -> None:
 def test_bad_durations_name_the_flag(bad: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="--soak"):
         parse_duration(bad)
+
+
+def test_a_stalled_module_fails_by_name_with_where_it_waits(capsys: pytest.CaptureFixture[str]) -> None:
+    async def stalled_wait() -> list[BenchResult]:
+        await asyncio.Event().wait()
+        return []
+
+    async def stalls() -> list[BenchResult]:
+        return await stalled_wait()
+
+    with pytest.raises(ModuleTimeout, match=r"bench_stall ran past 0\.2s"):
+        asyncio.run(run_bounded(stalls(), "bench_stall", 0.2))
+    err = capsys.readouterr().err
+    assert "bench_stall is past 0.2s" in err and "stalled_wait" in err
+
+
+def test_a_module_within_its_time_gives_its_rows() -> None:
+    async def quick() -> list[BenchResult]:
+        return [BenchResult(name="row", p50=1.0)]
+
+    assert [r.name for r in asyncio.run(run_bounded(quick(), "bench_quick", 5.0))] == ["row"]
 
 
 def test_linear_curve_passes_and_reports_per_agent_cost() -> None:
@@ -82,3 +107,30 @@ async def test_concurrently_runs_every_op_once_with_at_most_that_many_at_a_time(
 
     elapsed = await concurrently(50, 4, op)
     assert sorted(seen) == list(range(50)) and most == 4 and elapsed >= 0
+
+
+def test_kill_tree_reaches_a_child_in_a_session_of_its_own() -> None:
+    """The perf smoke's timeout path: the run's nats-server is started with a session of its
+    own, which killing the run's process group does not reach."""
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+            " start_new_session=True)\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    assert descendants(parent.pid) == {child}
+    kill_tree(parent.pid)
+    parent.wait(10)
+    deadline = time.monotonic() + 10
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(child)

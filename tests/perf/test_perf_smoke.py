@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from testsupport.processes import kill_tree
 
 PERF = Path(__file__).resolve().parents[2] / "test-scenarios" / "performance"
 
@@ -58,7 +59,6 @@ def quick_run(tmp_path: Path, modules: tuple[str, ...]) -> tuple[dict[str, Any],
     out = tmp_path / "results.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))}
     command = [sys.executable, str(PERF / "run.py"), "--quick", "--soak", "10s", "--only", *modules]
-    # a session of its own: on a timeout the run's nats-server and agents go with it
     proc = subprocess.Popen(
         [*command, "--out", str(out)],
         stdout=subprocess.PIPE,
@@ -71,7 +71,7 @@ def quick_run(tmp_path: Path, modules: tuple[str, ...]) -> tuple[dict[str, Any],
     try:
         stdout, stderr = proc.communicate(timeout=420)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)  # its nats-server runs in a session of its own
         stdout, stderr = proc.communicate()
         pytest.fail(f"the quick run of {', '.join(modules)} took over 420 s:\n{stderr[-6000:]}")
     failed = f"exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-5000:]}"

@@ -236,15 +236,6 @@ def read_text(path: Path) -> str:
         return ""
 
 
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 @dataclass
 class RunningWeft:
     base_url: str

@@ -16,18 +16,10 @@ from shared.agents.registry import Registry
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
-from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive
+from tests.spinup.conftest import ROOT, demo_agent_command, eventually
+from testsupport.processes import children, pid_alive
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def children(pid: int) -> set[int]:
-    """The processes ``pid`` started (its Warp), from /proc."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
-        found.update(int(child) for child in text)
-    return found
 
 
 async def test_sigterm_while_nats_is_down_stops_the_agent_and_its_warp(tmp_path: Path) -> None:

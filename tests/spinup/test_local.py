@@ -15,7 +15,8 @@ from shared.identity import spun_up_handle
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.trace.tracing import read_timeline, trace_id_of
-from tests.spinup.conftest import eventually, pid_alive, published_events, read_text
+from tests.spinup.conftest import eventually, published_events, read_text
+from testsupport.processes import pid_alive
 from testsupport.work import work_queue
 from weft.spinup.base import SpinupError
 from weft.spinup.managed import ManagedSpinup

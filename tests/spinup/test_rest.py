@@ -17,9 +17,9 @@ from tests.spinup.conftest import (
     demo_agent_command,
     eventually,
     list_operations,
-    pid_alive,
 )
 from tests.spinup.stubs import Seen, StubServer
+from testsupport.processes import pid_alive
 
 
 def local_target(**changes: Any) -> dict[str, Any]:

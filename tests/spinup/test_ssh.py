@@ -13,8 +13,9 @@ from nats.aio.client import Client as NatsClient
 
 from shared.models import SpinupState, Target, WorkStatus, WorkSubmission
 from shared.names import ProjectNames
-from tests.spinup.conftest import ROOT, demo_agent_command, eventually, pid_alive, read_text
+from tests.spinup.conftest import ROOT, demo_agent_command, eventually, read_text
 from tests.spinup.sshd import SshServer, start_sshd
+from testsupport.processes import pid_alive
 from testsupport.work import work_queue
 from weft.spinup.managed import ManagedSpinup
 from weft.spinup.mechanisms import parse_config
