@@ -33,7 +33,7 @@ from shared.work.rules import Claimant
 from testsupport.serving import SERVED_AT_ONCE, serve_in_loop
 from weft.app import create_app
 from weft.settings import WeftSettings
-from weft.spinup import DisabledSpinup
+from weft.spinup import DisabledSpinup, SpinupService
 
 ADMIN_TOKEN = "console-admin-7c1f0e9b2d"
 READ_TOKEN = "console-read-4a8e2b6c1f"
@@ -186,7 +186,10 @@ def claimant(entry: AgentEntry) -> Claimant:
 
 
 @contextlib.asynccontextmanager
-async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[ConsoleWeft]:
+async def serving_weft(
+    nats_url: str, api_tokens: list[str], spinup: SpinupService | None = None
+) -> AsyncIterator[ConsoleWeft]:
+    """A Weft serving the console; it starts no agents unless given a ``spinup`` service."""
     settings = WeftSettings(
         nats=NatsSettings(url=nats_url),
         project_id=f"console-{uuid.uuid4().hex[:8]}",
@@ -196,5 +199,5 @@ async def serving_weft(nats_url: str, api_tokens: list[str]) -> AsyncIterator[Co
         max_projects=SERVED_AT_ONCE,
         loom=LoomSettings(data_dir=Path(tempfile.mkdtemp(prefix="loom-console-data-"))),
     )
-    async with serve_in_loop(create_app(settings, spinup=DisabledSpinup())) as served:
+    async with serve_in_loop(create_app(settings, spinup=spinup or DisabledSpinup())) as served:
         yield ConsoleWeft(served.url, nats_url, settings)
