@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from loom import refs
 from loom.errors import Unreachable, WatchTimedOut
 from loom.events import Deadline, item_changes
 from loom.transport import Connection, WeftClient, seg
@@ -108,7 +109,12 @@ class LoomClient:
         return [WorkItem.model_validate(i) for i in answer["items"]]
 
     def work(self, work_id: str) -> WorkItem:
-        return WorkItem.model_validate(self.api.get(f"/api/work/{seg(work_id)}"))
+        """The item ``work_id`` names: its id, its task id or the start of its id (as every
+        method taking a ``work_id`` reads it; more than one match is refused)."""
+        return WorkItem.model_validate(self.api.get(f"/api/work/{seg(self._work(work_id))}"))
+
+    def _work(self, ref: str) -> str:
+        return refs.work_id(self.api, ref)
 
     def work_list(
         self, *, status: str | None = None, limit: int | None = None, **filters: Any
@@ -117,14 +123,16 @@ class LoomClient:
         return [WorkItem.model_validate(i) for i in items]
 
     def cancel(self, work_id: str, reason: str = "") -> WorkItem:
-        return WorkItem.model_validate(self.api.post(f"/api/work/{seg(work_id)}/cancel", {"reason": reason}))
+        path = f"/api/work/{seg(self._work(work_id))}/cancel"
+        return WorkItem.model_validate(self.api.post(path, {"reason": reason}))
 
     def watch(self, work_id: str, *, timeout: float | None = None) -> Iterator[WorkEvent]:
         """The item's changes as they happen, from a snapshot (``type`` ``snapshot``) until
         it is final; raises :class:`Unreachable` when ``timeout`` seconds pass first."""
+        full_id = self._work(work_id)
         try:
             for kind, item, _ in item_changes(
-                self.api, work_id, final=FINAL_WORK_STATES, recheck_s=WATCH_RECHECK_S, timeout=timeout
+                self.api, full_id, final=FINAL_WORK_STATES, recheck_s=WATCH_RECHECK_S, timeout=timeout
             ):
                 yield WorkEvent(type=kind, item=item)
         except WatchTimedOut as exc:
@@ -157,6 +165,9 @@ class LoomClient:
         )
 
     def leases(self, *, path: Sequence[str] = (), holder: str | None = None) -> list[Lease]:
+        """Live leases, under ``path`` or held by ``holder`` (an agent's id, handle or id prefix)."""
+        if holder is not None:
+            holder = refs.agent_id(self.api, holder, "holder")
         body = self.api.request("GET", "/api/leases", params={"path": list(path) or None, "holder": holder})
         return [Lease.model_validate(lease) for lease in body["items"]]
 
@@ -225,7 +236,11 @@ class AsyncLoomClient:
         return [WorkItem.model_validate(i) for i in answer["items"]]
 
     async def work(self, work_id: str) -> WorkItem:
-        return WorkItem.model_validate(await self.request("GET", f"/api/work/{seg(work_id)}"))
+        path = f"/api/work/{seg(await self._work(work_id))}"
+        return WorkItem.model_validate(await self.request("GET", path))
+
+    async def _work(self, ref: str) -> str:
+        return await refs.resolve_async(self.request, "work", ref, "work_id")
 
     async def work_list(
         self, *, status: str | None = None, limit: int | None = None, **filters: Any
@@ -236,7 +251,8 @@ class AsyncLoomClient:
         ]
 
     async def cancel(self, work_id: str, reason: str = "") -> WorkItem:
-        answer = await self.request("POST", f"/api/work/{seg(work_id)}/cancel", body={"reason": reason})
+        path = f"/api/work/{seg(await self._work(work_id))}/cancel"
+        answer = await self.request("POST", path, body={"reason": reason})
         return WorkItem.model_validate(answer)
 
     async def watch(
@@ -247,6 +263,7 @@ class AsyncLoomClient:
         import asyncio
 
         deadline = Deadline(timeout)
+        work_id = await self._work(work_id)
         item: dict[str, Any] = await self.request("GET", f"/api/work/{seg(work_id)}")
         yield WorkEvent(type="snapshot", item=item)
         while item.get("status") not in FINAL_WORK_STATES:
@@ -281,6 +298,8 @@ class AsyncLoomClient:
         )
 
     async def leases(self, *, path: Sequence[str] = (), holder: str | None = None) -> list[Lease]:
+        if holder is not None:
+            holder = await refs.resolve_async(self.request, "agents", holder, "holder")
         body = await self.request("GET", "/api/leases", params={"path": list(path) or None, "holder": holder})
         return [Lease.model_validate(lease) for lease in body["items"]]
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from loom import refs
 from loom.transport import seg
-from shuttle import refs
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_group, out, state
 from shuttle.batch import report
 from shuttle.listing import fetch, more_hint

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
+from loom import refs
 from loom.transport import seg
 from shared.git.guardhooks import HOOKS, foreign_hooks, guard_command, hooks_dir, install
-from shuttle import refs
 from shuttle.app import JsonOpt, QuietOpt, command_group, out, state
 from shuttle.errors import UsageError
 from shuttle.output import ago, emit_json, escape, say, short, table

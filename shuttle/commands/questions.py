@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from loom import refs
 from loom.transport import seg
-from shuttle import refs
 from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, Out, QuietOpt, command_group, out, state
 from shuttle.errors import UsageError
 from shuttle.listing import fetch, more_hint

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from shuttle import refs
+from loom import refs
 from shuttle.app import QuietOpt, out, state
 from shuttle.follow import follow
 

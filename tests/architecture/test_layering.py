@@ -216,7 +216,7 @@ def test_shuttle_uses_only_pure_shared_modules() -> None:
     used = {
         t
         for m, targets in _graph().items()
-        if m.startswith(("shuttle", "loom.transport", "loom.events", "loom.errors"))
+        if m.startswith(("shuttle", "loom.transport", "loom.events", "loom.errors", "loom.refs"))
         for t in targets
     }
     assert {t for t in used if t.startswith("shared")} <= SHUTTLE_MAY_USE
@@ -226,6 +226,7 @@ def test_shuttle_uses_only_pure_shared_modules() -> None:
         "loom.transport",
         "loom.events",
         "loom.errors",
+        "loom.refs",
     }
 
 

@@ -181,3 +181,52 @@ async def test_the_asyncio_client_does_the_same(weft: Weft, nc: NatsClient, proj
     async with AsyncLoomClient("http://127.0.0.1:9") as nowhere:
         with pytest.raises(Unreachable):
             await nowhere.work_list()
+
+
+async def test_items_and_holders_are_named_as_the_tables_show_them(
+    weft: Weft, nc: NatsClient, project_id: str
+) -> None:
+    """A task id, the start of an id or an agent's handle, resolved by Weft's ``/resolve``
+    routes as Shuttle's are; a reference that names several is refused by the parameter's
+    name with the ids it matched, never the reference."""
+    from shared.agents.registry import Registry
+    from shared.models import AgentEntry
+
+    names = ProjectNames(project_id)
+    await Registry(nc.jetstream(), names).put(
+        AgentEntry(
+            agent_id=AGENT.agent_id,
+            handle="alpha",
+            agent_type="generic",
+            project_id=project_id,
+            user_id="0123456789abcdef",
+            capabilities=["code"],
+        )
+    )
+    book = LeaseBook(nc, names)
+    await book.acquire(AGENT.agent_id, ["src/db/**"], handle="alpha", reason="migrate")
+    await book.stop()
+    with client(weft, project_id) as loom:
+        first = await asyncio.to_thread(loom.submit, "Migrate", capability="code", task_id="migrate-db")
+        assert (await asyncio.to_thread(loom.work, "migrate-db")).id == first.id
+        assert (await asyncio.to_thread(loom.work, first.id[:8])).id == first.id
+        (lease,) = await asyncio.to_thread(loom.leases, holder="alpha")
+        assert lease.holder == AGENT.agent_id
+        second = await asyncio.to_thread(loom.submit, "Again", capability="code", task_id="migrate-db")
+        with pytest.raises(Refused) as twice:
+            await asyncio.to_thread(loom.cancel, "migrate-db")
+        refused = twice.value
+        assert refused.status == 400 and refused.message.startswith("work_id: names 2 work items")
+        assert first.id in refused.message and second.id in refused.message
+        assert "migrate-db" not in refused.message
+        with pytest.raises(Refused) as nobody:
+            await asyncio.to_thread(loom.leases, holder="s3cr3t-nobody")
+        assert nobody.value.status == 404 and nobody.value.details["field"] == "holder"
+        assert "s3cr3t" not in nobody.value.message
+    async with AsyncLoomClient(weft.url, token=weft.token, project=project_id) as aloom:
+        assert (await aloom.work(first.id[:10])).id == first.id
+        assert [lease.holder for lease in await aloom.leases(holder="alpha")] == [AGENT.agent_id]
+        assert (await aloom.cancel(second.id[:8], "duplicate")).status is WorkStatus.CANCELLED
+        with pytest.raises(Refused) as still_two:  # a cancelled item keeps its task id
+            await aloom.work("migrate-db")
+        assert still_two.value.details["field"] == "work_id" and "migrate-db" not in still_two.value.message
