@@ -65,11 +65,12 @@ def states(events: list[StreamResponse]) -> list[str]:
 
 
 async def skills(fabric: Fabric) -> list[str]:
-    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-        card = (
-            await http.get(f"{fabric.weft.url}/a2a/{fabric.project_id}/.well-known/agent-card.json")
-        ).json()
-    return [s["id"] for s in card["skills"]]
+    """The skills of the extended card: what the fleet offers now, for a token holder."""
+    headers = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}
+    async with httpx.AsyncClient(headers=headers) as http:
+        card = (await http.post(f"{fabric.weft.url}/a2a/{fabric.project_id}", json=request)).json()
+    return [s["id"] for s in card["result"]["skills"]]
 
 
 async def test_an_a2a_client_hands_work_to_the_fleet_and_follows_it(
@@ -78,13 +79,15 @@ async def test_an_a2a_client_hands_work_to_the_fleet_and_follows_it(
     with weft_factory(api_tokens=[TOKEN]) as weft:
         fabric = fabric.served_by(weft)
 
-        # No token: the card and the endpoint are closed, as the REST API is.
+        # No token: the public card says how to authenticate and offers nothing live; the
+        # endpoint is closed, as the REST API is.
         async with httpx.AsyncClient(timeout=120) as anonymous:  # a loaded machine answers slowly
             for path in (
-                "/.well-known/agent-card.json",
+                f"/.well-known/agent-card.json?project={fabric.project_id}",
                 f"/a2a/{fabric.project_id}/.well-known/agent-card.json",
             ):
-                assert (await anonymous.get(weft.url + path)).status_code == 401
+                card = (await anonymous.get(weft.url + path)).json()
+                assert "bearer" in card["securitySchemes"] and card["capabilities"]["extendedAgentCard"]
             assert (await anonymous.post(f"{weft.url}/a2a/{fabric.project_id}", json={})).status_code == 401
 
         assert await skills(fabric) == ["work"]  # nothing on offer yet

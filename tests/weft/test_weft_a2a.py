@@ -26,6 +26,7 @@ from a2a.types import (
     AuthenticationInfo,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
@@ -123,7 +124,7 @@ async def weft_auth(weft_factory: Any, project_id: str) -> AsyncIterator[Any]:
 # -- the card -------------------------------------------------------------------------
 
 
-async def test_card_names_the_endpoint_the_bearer_scheme_and_the_offered_capabilities(
+async def test_the_public_card_names_the_endpoint_and_the_scheme_and_the_extended_one_the_offer(
     weft_auth: Any, nc: NatsClient, project_id: str
 ) -> None:
     await register(nc, project_id, capabilities=("code", "review"), agent_type="claude-code")
@@ -140,7 +141,7 @@ async def test_card_names_the_endpoint_the_bearer_scheme_and_the_offered_capabil
             },
         )
         assert created.status_code == 201, created.text
-    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+    async with httpx.AsyncClient() as http:  # no token: discovery is open
         card = await A2ACardResolver(http, f"{weft_auth.base_url}/a2a/{project_id}").get_agent_card()
     endpoint = f"{weft_auth.base_url}/a2a/{project_id}"
     assert [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
@@ -149,14 +150,29 @@ async def test_card_names_the_endpoint_the_bearer_scheme_and_the_offered_capabil
     ]
     assert card.supported_interfaces[0].tenant == project_id
     assert card.capabilities.streaming and card.capabilities.push_notifications
-    assert [s.id for s in card.skills] == ["code", "deploy", "review"]
-    assert "1 agent(s) online (claude-code)" in card.skills[0].description
-    assert "1 target(s)" in card.skills[1].description
+    assert card.capabilities.extended_agent_card
+    assert [s.id for s in card.skills] == ["work"]  # what the fleet offers is not public
     scheme = card.security_schemes["bearer"].http_auth_security_scheme
     assert scheme.scheme.lower() == "bearer"
     assert [dict(r.schemes) for r in card.security_requirements] == [
         {"bearer": card.security_requirements[0].schemes["bearer"]}
     ]
+
+    async with a2a(weft_auth, project_id) as client:
+        extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+    assert [s.id for s in extended.skills] == ["code", "deploy", "review"]
+    assert "1 agent(s) online (claude-code)" in extended.skills[0].description
+    assert "1 target(s)" in extended.skills[1].description
+    assert extended.supported_interfaces[0].url == endpoint and "bearer" in extended.security_schemes
+    async with weft_auth.client(TOKEN) as api:
+        legacy = await api.post(f"/a2a/{project_id}", json=rpc("agent/getAuthenticatedExtendedCard", {}))
+        without = await api.post(
+            f"/a2a/{project_id}",
+            json=rpc("GetExtendedAgentCard", {}),
+            headers={"Authorization": "Bearer wrong", "A2A-Version": "1.0"},
+        )
+    assert [s["id"] for s in legacy.json()["result"]["skills"]] == ["code", "deploy", "review"]
+    assert without.status_code == 401  # the extended card wants a token
 
 
 async def test_well_known_card_at_the_root_serves_the_named_or_default_project(
@@ -184,21 +200,17 @@ async def test_public_url_setting_is_what_the_card_advertises(weft_factory: Any,
 # -- auth and projects ---------------------------------------------------------------------
 
 
-async def test_without_a_valid_token_every_a2a_route_is_401(weft_auth: Any, project_id: str) -> None:
+async def test_without_a_valid_token_the_a2a_endpoint_is_401(weft_auth: Any, project_id: str) -> None:
     async with httpx.AsyncClient(base_url=weft_auth.base_url) as http:
         for headers in ({}, {"Authorization": "Bearer wrong-token"}):
-            for method, path in (
-                ("GET", "/.well-known/agent-card.json"),
-                ("GET", f"/a2a/{project_id}/.well-known/agent-card.json"),
-                ("POST", f"/a2a/{project_id}"),
-            ):
+            for method, path in (("POST", f"/a2a/{project_id}"), ("POST", f"/a2a/{project_id}/")):
                 response = await http.request(method, path, headers=headers, json={"jsonrpc": "2.0", "id": 1})
                 assert response.status_code == 401, (method, path)
                 assert response.headers["www-authenticate"] == "Bearer"
                 assert response.json()["error"] == "unauthorized"
-    with pytest.raises(Exception) as refused:
-        async with a2a(weft_auth, project_id, token="wrong-token"):
-            pass
+    async with a2a(weft_auth, project_id, token="wrong-token") as client:  # the card is open
+        with pytest.raises(Exception) as refused:
+            await client.get_task(GetTaskRequest(id="f" * 32))
     assert "401" in str(refused.value)
 
 
@@ -206,6 +218,12 @@ async def test_invalid_project_in_the_path_is_400_naming_the_field(weft_auth: An
     async with weft_auth.client(TOKEN) as api:
         response = await api.post("/a2a/Not_A_Project", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"})
         mismatch = await api.post("/a2a/proj-a", headers={"X-Loom-Project": "proj-b"}, json={})
+    async with httpx.AsyncClient(base_url=weft_auth.base_url) as anyone:
+        card = await anyone.get("/a2a/Not_A_Project/.well-known/agent-card.json")
+        root = await anyone.get("/.well-known/agent-card.json", params={"project": "Not_A_Project"})
+    for refused in (card, root):
+        assert refused.status_code == 400 and refused.json()["details"]["field"] == "project"
+        assert "Not_A_Project" not in refused.text
     assert response.status_code == 400 and response.json()["details"]["field"] == "project"
     assert "Not_A_Project" not in response.text
     assert mismatch.status_code == 400 and mismatch.json()["error"] == "invalid_project"

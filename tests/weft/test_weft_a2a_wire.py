@@ -231,5 +231,5 @@ async def test_the_card_is_the_1_0_document_for_a_1_0_client_and_revalidates(
     assert legacy.json()["url"] == card["supportedInterfaces"][0]["url"]
     assert {"preferredTransport", "protocolVersion"} <= set(legacy.json())
     assert strict.headers["etag"] != legacy.headers["etag"]
-    assert strict.headers["cache-control"] == "private, max-age=30"  # behind a token here
+    assert strict.headers["cache-control"] == "public, max-age=30"  # the same for every caller
     assert again.status_code == 304 and again.content == b""

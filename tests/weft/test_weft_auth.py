@@ -118,3 +118,31 @@ async def test_websocket_rejects_bad_or_missing_token_and_accepts_good_ones(
 async def test_without_tokens_configured_everything_is_open(api: Any) -> None:
     assert (await api.get("/api/work")).status_code == 200
     assert (await api.get("/api/agents")).status_code == 200
+
+
+OPEN_ROUTES = {
+    ("GET", "/health"),
+    ("GET", "/metrics"),
+    ("GET", "/.well-known/agent-card.json"),  # A2A discovery: the card says how to authenticate
+    ("GET", "/a2a/{project}/.well-known/agent-card.json"),
+    ("POST", "/hooks/github"),  # GitHub's webhook: checked by its own signature instead
+}
+
+
+async def test_behind_tokens_only_the_probes_and_the_agent_cards_are_open(
+    weft_factory: Any, project_id: str
+) -> None:
+    async with weft_factory(project_id=project_id, api_tokens=TOKENS) as weft, weft.client() as anonymous:
+        spec = (await anonymous.get("/openapi.json", headers={"Authorization": "Bearer first-token"})).json()
+        answered = {}
+        for path, methods in spec["paths"].items():
+            concrete = re.sub(
+                r"\{[^}]+\}", "0123456789abcdef0123456789abcdef", path.replace("{project}", project_id)
+            )
+            for method in methods:
+                answered[(method.upper(), path)] = (
+                    await anonymous.request(method, concrete, json={})
+                ).status_code
+        assert {route for route, status in answered.items() if status != 401} == OPEN_ROUTES, answered
+        card = (await anonymous.get(f"/a2a/{project_id}/.well-known/agent-card.json")).json()
+    assert [skill["id"] for skill in card["skills"]] == ["work"] and "bearer" in card["securitySchemes"]

@@ -89,8 +89,30 @@ IDLE_SKILL: Final = AgentSkill(
 """The one skill of a project with nothing on offer (a card must list at least one)."""
 
 
+PUBLIC_SKILL: Final = AgentSkill(
+    id="work",
+    name="work",
+    description=(
+        "A message becomes a work item for an agent with the capability named in "
+        "metadata.capability. The capabilities on offer now are in the extended card "
+        "(GetExtendedAgentCard, with a token)."
+    ),
+    tags=["work"],
+    input_modes=list(INPUT_MODES),
+    output_modes=list(OUTPUT_MODES),
+)
+"""The one skill of the public card: what the fleet offers is for token holders only."""
+
+
+def public_card(project_id: str, *, base_url: str, auth: bool) -> AgentCard:
+    """The card anyone may read: where to call, how to authenticate. Behind tokens it names
+    no live capability (the extended card does) and needs no read of the project."""
+    return _card(project_id, base_url=base_url, auth=auth, skills=[PUBLIC_SKILL])
+
+
 def agent_card(project: ProjectContext, *, base_url: str, auth: bool) -> AgentCard:
-    url = base_url.rstrip("/") + a2a_path(project.project_id)
+    """The card with the skills on offer now: the extended card, and the public one when
+    Weft asks for no token."""
     skills = [
         AgentSkill(
             id=capability,
@@ -102,8 +124,13 @@ def agent_card(project: ProjectContext, *, base_url: str, auth: bool) -> AgentCa
         )
         for capability, offer in sorted(offers(project).items())
     ]
+    return _card(project.project_id, base_url=base_url, auth=auth, skills=skills or [IDLE_SKILL])
+
+
+def _card(project_id: str, *, base_url: str, auth: bool, skills: list[AgentSkill]) -> AgentCard:
+    url = base_url.rstrip("/") + a2a_path(project_id)
     card = AgentCard(
-        name=f"Loom project {project.project_id}",
+        name=f"Loom project {project_id}",
         description=(
             "A Loom fleet of coding agents. A message becomes a work item: routed to an agent "
             "with the capability (metadata.capability), started from a target when none is "
@@ -114,7 +141,7 @@ def agent_card(project: ProjectContext, *, base_url: str, auth: bool) -> AgentCa
                 url=url,
                 protocol_binding=TransportProtocol.JSONRPC.value,
                 protocol_version=PROTOCOL_VERSION_1_0,
-                tenant=project.project_id,
+                tenant=project_id,
             ),
             AgentInterface(
                 url=url,
@@ -124,10 +151,10 @@ def agent_card(project: ProjectContext, *, base_url: str, auth: bool) -> AgentCa
         ],
         provider=AgentProvider(organization="Loom", url=base_url.rstrip("/")),
         version=__version__,
-        capabilities=AgentCapabilities(streaming=True, push_notifications=True, extended_agent_card=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True, extended_agent_card=True),
         default_input_modes=list(INPUT_MODES),
         default_output_modes=list(OUTPUT_MODES),
-        skills=skills or [IDLE_SKILL],
+        skills=skills,
     )
     if auth:
         card.security_schemes[SECURITY_SCHEME].CopyFrom(

@@ -44,7 +44,6 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     A2AError,
-    ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -58,6 +57,7 @@ from shared.models import WorkItem, WorkStatus, new_id
 from shared.names import InvalidNameError, validate_work_id
 from shared.paging import decode_cursor
 from shared.work.rules import WorkNotFound, page_items
+from weft.a2a.card import agent_card
 from weft.a2a.errors import field_error, translate
 from weft.a2a.mapping import (
     A2A_ANSWERED_BY,
@@ -104,6 +104,8 @@ class Served:
     weft: WeftState
     disconnected: Callable[[], Awaitable[bool]]
     granted: frozenset[Access] = field(default_factory=lambda: frozenset(Access))
+    base_url: str = ""
+    """Weft's address as the client reaches it (for the extended card)."""
 
     def allow(self, access: Access) -> None:
         if access not in self.granted:
@@ -473,9 +475,16 @@ class LoomRequestHandler(RequestHandler):
         await check_url(config.url, private_allowed=push.private_allowed, field=url_field)
         return await push.configs.set_info(work_id, config, ServerCallContext())
 
-    # -- what Weft does not offer ----------------------------------------------------------
+    # -- the extended card ------------------------------------------------------------------
 
+    @refusals()
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
-        raise ExtendedAgentCardNotConfiguredError
+        """The card with the capabilities on offer now, for a token holder (the public card
+        names none when Weft asks for tokens)."""
+        where = served(context, params.tenant, Access.READ)
+        project = where.project
+        await project.agents.mirror.sync()
+        await project.targets.mirror.sync()
+        return agent_card(project, base_url=where.base_url, auth=where.weft.settings.auth_enabled)

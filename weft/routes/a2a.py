@@ -7,25 +7,19 @@ the 0.3 ones, server-sent events for streams) and calls :class:`LoomRequestHandl
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import Annotated, Any
 
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, VERSION_HEADER
 from fastapi import APIRouter, Depends, Header, Path, Request
-from fastapi.responses import JSONResponse, Response
-from google.protobuf.json_format import MessageToDict
+from fastapi.responses import Response
 
 from shared.names import PROJECT_ID_RULE
-from weft.a2a.card import agent_card
 from weft.a2a.errors import scrub
 from weft.a2a.handler import SERVED_KEY, LoomRequestHandler, Served, granted_by
-from weft.deps import ProjectDep, ScopeDep, StateDep, choose_project, require_token
+from weft.deps import ScopeDep, StateDep, choose_project, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.project.hub import ProjectContext
 from weft.settings import WeftSettings
@@ -98,32 +92,9 @@ async def _project(state: WeftState, name: str, header: str | None) -> ProjectCo
     return await state.hub.get(choose_project(state, header, name))
 
 
-def _base_url(state: WeftState, request: Request) -> str:
+def base_url(state: WeftState, request: Request) -> str:
+    """Weft's address as clients reach it: the setting, else the request's own."""
     return state.settings.public_url or str(request.base_url).rstrip("/")
-
-
-CARD_MAX_AGE_S = 30
-"""How long a client may use a card without asking again: its skills follow the fleet."""
-
-
-def _card(state: WeftState, project: ProjectContext, request: Request) -> Response:
-    """The card in the version the client speaks: ``A2A-Version: 1.0`` gets the 1.0 document
-    alone (its schema allows no other top-level field); without it, the SDK's document that
-    also carries the 0.3 fields (``url``, ``preferredTransport``, ``protocolVersion``), which
-    0.3 clients read and 1.0 clients ignore. One document cannot be both (docs/a2a.md).
-    An ETag lets a client revalidate (304) instead of fetching it again."""
-    card = agent_card(project, base_url=_base_url(state, request), auth=state.settings.auth_enabled)
-    strict = request.headers.get(VERSION_HEADER, "").strip() == PROTOCOL_VERSION_1_0
-    body = json.dumps(MessageToDict(card) if strict else agent_card_to_dict(card)).encode()
-    shared_by = "private" if state.settings.auth_enabled else "public"  # behind a token: one client's
-    headers = {
-        "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',
-        "Cache-Control": f"{shared_by}, max-age={CARD_MAX_AGE_S}",
-        "Vary": f"{VERSION_HEADER}, Authorization, X-Loom-Project",
-    }
-    if headers["ETag"] in (request.headers.get("If-None-Match") or ""):
-        return Response(status_code=304, headers=headers)
-    return Response(body, media_type="application/json", headers=headers)
 
 
 _RPC_DOC: dict[str, Any] = {
@@ -158,7 +129,11 @@ async def a2a_rpc(
 ) -> Response:
     context = await _project(state, project, x_loom_project)
     request.state.a2a_served = Served(
-        project=context, weft=state, disconnected=request.is_disconnected, granted=granted_by(scope)
+        project=context,
+        weft=state,
+        disconnected=request.is_disconnected,
+        granted=granted_by(scope),
+        base_url=base_url(state, request),
     )
     dispatcher: JsonRpcDispatcher = request.app.state.a2a
     return scrub(await dispatcher.handle_requests(request))
@@ -167,28 +142,3 @@ async def a2a_rpc(
 # The card's URL with a trailing slash is the same endpoint: Starlette would answer it with a
 # 307 redirect, which JSON-RPC clients do not follow (the A2A conformance kit posts there).
 router.post("/a2a/{project}/", include_in_schema=False, response_class=Response)(a2a_rpc)
-
-
-@router.get(
-    "/a2a/{project}" + AGENT_CARD_WELL_KNOWN_PATH,
-    summary="Agent Card of a project",
-    response_class=JSONResponse,
-)
-async def project_card(
-    request: Request, project: ProjectPath, state: StateDep, x_loom_project: ProjectHeader = None
-) -> Response:
-    context = await _project(state, project, x_loom_project)
-    await context.agents.mirror.sync()
-    await context.targets.mirror.sync()
-    return _card(state, context, request)
-
-
-@router.get(
-    AGENT_CARD_WELL_KNOWN_PATH,
-    summary="Agent Card of the project named by X-Loom-Project or ?project= (default: Weft's own)",
-    response_class=JSONResponse,
-)
-async def default_card(request: Request, project: ProjectDep, state: StateDep) -> Response:
-    await project.agents.mirror.sync()
-    await project.targets.mirror.sync()
-    return _card(state, project, request)
