@@ -30,6 +30,7 @@ from weft.notify.dispatch import NOTIFY_EXTENSION, notify_attach
 from weft.project.hub import ProjectHub
 from weft.routes import (
     a2a,
+    a2a_rest,
     agents,
     autonomy,
     cards,
@@ -188,6 +189,7 @@ def create_app(
     errors.install(app)
     app.add_middleware(RequestTimer, metrics=app.state.metrics)
     app.state.a2a = a2a.create_dispatcher(config)
+    app.state.a2a_rest = a2a_rest.create_rest_dispatcher(app.state.a2a.request_handler)
     a2a.quiet_sdk_logs()
     for module in (
         health,
@@ -204,6 +206,7 @@ def create_app(
         contexts,
         ws,
         a2a,
+        a2a_rest,
         cards,
         usage,
         repository,

@@ -2,7 +2,8 @@
 
 * A2A send -> agent claimed: ``SendMessage`` (``return_immediately``, as a polling client
   sends it), then an agent (the shared WorkQueue, as Warp claims) takes it; vs REST submit ->
-  claimed, measured in the same run, same process, same agent (target: p95 within 2x);
+  claimed, measured in the same run, same process, same agent (target: p95 within 2x); the
+  same over the HTTP+JSON binding (target: p95 within 1.2x of JSON-RPC);
 * A2A streamed send -> ``completed`` event: ``SendStreamingMessage`` while an agent claims
   and completes at once, until the stream ends; the events come through the relay Weft
   already runs for the project (one events consumer, not one per stream): measured with no
@@ -50,9 +51,16 @@ def _request(capability: str = CAPABILITY) -> SendMessageRequest:
     return SendMessageRequest(message=message)
 
 
-async def _client(http: httpx.AsyncClient, base: str, project: str, *, streaming: bool) -> Client:
+async def _client(
+    http: httpx.AsyncClient, base: str, project: str, *, streaming: bool, binding: str = "JSONRPC"
+) -> Client:
     # polling=True: SendMessage returns the submitted task at once (return_immediately)
-    config = ClientConfig(httpx_client=http, streaming=streaming, polling=not streaming)
+    config = ClientConfig(
+        httpx_client=http,
+        streaming=streaming,
+        polling=not streaming,
+        supported_protocol_bindings=[binding],
+    )
     return await create_client(f"{base}/a2a/{project}", config)
 
 
@@ -70,12 +78,14 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             timeout=60, limits=httpx.Limits(max_connections=OTHER_STREAMS + 20)
         ) as http:
             polling = await _client(http, base, project, streaming=False)
+            rest_binding = await _client(http, base, project, streaming=False, binding="HTTP+JSON")
             streaming = await _client(http, base, project, streaming=True)
-            results = await _claimed(ctx, http, base, project, polling, queue, agent)
+            results = await _claimed(ctx, http, base, project, polling, rest_binding, queue, agent)
             results += await _streamed(ctx, streaming, queue, agent)
             results += await _reads(ctx, http, base, project, polling, registry)
             results += await _pushed(ctx, polling, queue, agent, nc, names)
             await polling.close()
+            await rest_binding.close()
             await streaming.close()
         return results
     finally:
@@ -109,6 +119,7 @@ async def _claimed(
     base: str,
     project: str,
     client: Client,
+    rest_binding: Client,
     queue: WorkQueue,
     agent: Claimant,
 ) -> list[BenchResult]:
@@ -124,10 +135,10 @@ async def _claimed(
         await _claim(queue, agent, response.json()["id"])
         return (time.perf_counter() - started) * 1000
 
-    async def a2a_once() -> float:
+    async def a2a_once(over: Client = client) -> float:
         started = time.perf_counter()
         task_id = ""
-        async for event in client.send_message(_request()):
+        async for event in over.send_message(_request()):
             task_id = event.task.id
         await _claim(queue, agent, task_id)
         return (time.perf_counter() - started) * 1000
@@ -135,11 +146,14 @@ async def _claimed(
     for _ in range(5):
         await rest_once()
         await a2a_once()
+        await a2a_once(rest_binding)
     rest: list[float] = []
     a2a: list[float] = []
-    for _ in range(ctx.iterations(300)):  # interleaved: both see the same machine load
+    a2a_rest: list[float] = []
+    for _ in range(ctx.iterations(300)):  # interleaved: all see the same machine load
         rest.append(await rest_once())
         a2a.append(await a2a_once())
+        a2a_rest.append(await a2a_once(rest_binding))
     return [
         summarize("a2a: REST submit -> agent claimed (same run)", rest),
         summarize(
@@ -147,6 +161,12 @@ async def _claimed(
             a2a,
             baseline="a2a: REST submit -> agent claimed (same run)",
             target="p95 <= 2x REST submit -> claimed",
+        ),
+        summarize(
+            "a2a: HTTP+JSON SendMessage -> agent claimed",
+            a2a_rest,
+            baseline="a2a: A2A SendMessage -> agent claimed",
+            target="p95 <= 1.2x JSON-RPC SendMessage -> claimed",
         ),
     ]
 

@@ -146,6 +146,7 @@ async def test_the_public_card_names_the_endpoint_and_the_scheme_and_the_extende
     endpoint = f"{weft_auth.base_url}/a2a/{project_id}"
     assert [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
         (endpoint, "JSONRPC", "1.0"),
+        (endpoint, "HTTP+JSON", "1.0"),
         (endpoint, "JSONRPC", "0.3"),
     ]
     assert card.supported_interfaces[0].tenant == project_id

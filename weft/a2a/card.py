@@ -143,6 +143,11 @@ def _card(project_id: str, *, base_url: str, auth: bool, skills: list[AgentSkill
                 protocol_version=PROTOCOL_VERSION_1_0,
                 tenant=project_id,
             ),
+            AgentInterface(  # no tenant: a REST client would put it in the path
+                url=url,
+                protocol_binding=TransportProtocol.HTTP_JSON.value,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            ),
             AgentInterface(
                 url=url,
                 protocol_binding=TransportProtocol.JSONRPC.value,

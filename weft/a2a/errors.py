@@ -16,6 +16,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
+from a2a.utils.constants import A2A_JSON_MEDIA_TYPE
+from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import (
     A2AError,
     ContentTypeNotSupportedError,
@@ -40,6 +42,7 @@ ENVELOPE_MESSAGE: Final = "request: must be one JSON-RPC 2.0 request object (jso
 VERSION_MESSAGE: Final = (
     "A2A-Version: this endpoint speaks A2A 1.0 (send A2A-Version: 1.0) and the 0.3 method names"
 )
+REST_VERSION_MESSAGE: Final = "A2A-Version: the HTTP+JSON binding speaks A2A 1.0 (send A2A-Version: 1.0)"
 
 _INTERNAL_CODE: Final = -32603
 _INVALID_PARAMS_CODE: Final = -32602
@@ -155,3 +158,35 @@ def scrub(response: Response) -> Response:
     if cleaned is error:
         return response
     return JSONResponse({**body, "error": cleaned}, status_code=response.status_code)
+
+
+def rest_refusal(error: A2AError) -> JSONResponse:
+    """``error`` in the HTTP+JSON binding's shape (``{"error": {code, status, message,
+    details}}``, the status the protocol maps it to)."""
+    payload = build_rest_error_payload(error)
+    return JSONResponse(payload, status_code=int(payload["error"]["code"]), media_type=A2A_JSON_MEDIA_TYPE)
+
+
+def scrub_rest(response: Response) -> Response:
+    """An HTTP+JSON answer as it leaves Weft: the SDK's version refusal (which quotes the
+    header) and an unexpected failure's text replaced, as :func:`scrub_error` does for
+    JSON-RPC; everything Weft wrote passes unchanged."""
+    if not isinstance(response, JSONResponse) or response.status_code < 400:
+        return response
+    try:
+        body = json.loads(bytes(response.body))
+    except ValueError:
+        return response
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return response
+    details = error.get("details") or [{}]
+    reason = details[0].get("reason") if isinstance(details[0], Mapping) else None
+    if reason == "VERSION_NOT_SUPPORTED":
+        only_reason = [{**details[0], "metadata": {}}]
+        cleaned = {**error, "message": REST_VERSION_MESSAGE, "details": only_reason}
+    elif error.get("code") == 500 and error.get("message") not in (INTERNAL_MESSAGE, NATS_MESSAGE):
+        cleaned = {"code": 500, "status": "INTERNAL", "message": INTERNAL_MESSAGE}
+    else:
+        return response
+    return JSONResponse({"error": cleaned}, status_code=response.status_code, media_type=A2A_JSON_MEDIA_TYPE)

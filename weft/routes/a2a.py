@@ -21,9 +21,9 @@ from weft.a2a.errors import scrub
 from weft.a2a.handler import SERVED_KEY, LoomRequestHandler, Served, granted_by
 from weft.deps import ScopeDep, StateDep, choose_project, require_token
 from weft.errors import ERROR_RESPONSES
-from weft.project.hub import ProjectContext
 from weft.settings import WeftSettings
 from weft.state import WeftState
+from weft.tokens import ApiScope
 
 router = APIRouter(tags=["a2a"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
 
@@ -53,8 +53,10 @@ def quiet_sdk_logs() -> None:
     their template only (the response says what was wrong, without the value)."""
     for name in (
         "a2a.server.routes.jsonrpc_dispatcher",
+        "a2a.server.routes.rest_dispatcher",
         "a2a.compat.v0_3.jsonrpc_adapter",
         "a2a.utils.version_validator",
+        "a2a.utils.error_handlers",
     ):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _TemplateOnly) for f in logger.filters):
@@ -88,8 +90,19 @@ class _TemplateOnly(logging.Filter):
         return True
 
 
-async def _project(state: WeftState, name: str, header: str | None) -> ProjectContext:
-    return await state.hub.get(choose_project(state, header, name))
+async def serve(
+    request: Request, state: WeftState, scope: ApiScope, project: str, header: str | None
+) -> None:
+    """What the SDK's handler reads from the request (:class:`Served`): the project of the URL
+    (the header, if given, must agree), what the token may do there, Weft's address."""
+    context = await state.hub.get(choose_project(state, header, project))
+    request.state.a2a_served = Served(
+        project=context,
+        weft=state,
+        disconnected=request.is_disconnected,
+        granted=granted_by(scope),
+        base_url=base_url(state, request),
+    )
 
 
 def base_url(state: WeftState, request: Request) -> str:
@@ -127,14 +140,7 @@ async def a2a_rpc(
     scope: ScopeDep,
     x_loom_project: ProjectHeader = None,
 ) -> Response:
-    context = await _project(state, project, x_loom_project)
-    request.state.a2a_served = Served(
-        project=context,
-        weft=state,
-        disconnected=request.is_disconnected,
-        granted=granted_by(scope),
-        base_url=base_url(state, request),
-    )
+    await serve(request, state, scope, project, x_loom_project)
     dispatcher: JsonRpcDispatcher = request.app.state.a2a
     return scrub(await dispatcher.handle_requests(request))
 

@@ -12,23 +12,18 @@ from typing import Annotated
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import AgentCard
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, VERSION_HEADER
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from google.protobuf.json_format import MessageToDict
 
-from shared.names import PROJECT_ID_RULE
 from weft.a2a.card import agent_card, public_card
 from weft.deps import StateDep, choose_project
 from weft.errors import ERROR_RESPONSES
-from weft.routes.a2a import base_url
+from weft.routes.a2a import ProjectHeader, ProjectPath, base_url
 from weft.state import WeftState
 
 router = APIRouter(tags=["a2a"], responses=ERROR_RESPONSES)
 
-ProjectPath = Annotated[str, Path(description=f"Project id ({PROJECT_ID_RULE})", max_length=63)]
-ProjectHeader = Annotated[
-    str | None, Header(alias="X-Loom-Project", description="If given, must match the path")
-]
 ProjectQuery = Annotated[
     str | None, Query(description="Project id; alternative to the X-Loom-Project header")
 ]

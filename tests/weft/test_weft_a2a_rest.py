@@ -1,0 +1,173 @@
+"""A2A 1.0's HTTP+JSON binding (issue 34): the SDK's own REST client, chosen from the card,
+against a real Weft and the real work queue as the agent; and raw requests for what a
+conformance kit checks (status codes, the error shape, no echo of the input, the token and
+the project of the URL)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import Client, ClientConfig, create_client
+from a2a.types import (
+    CancelTaskRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
+from a2a.utils.constants import TransportProtocol
+from nats.aio.client import Client as NatsClient
+from weft_helpers import claimant, eventually, register
+
+from shared.names import ProjectNames
+from testsupport.work import work_queue
+
+pytestmark = pytest.mark.timeout(120)
+
+TOKEN = "a2a-rest-token-1"
+V1 = {"A2A-Version": "1.0"}
+
+
+@pytest.fixture
+async def weft(weft_factory: Any, project_id: str) -> AsyncIterator[Any]:
+    async with weft_factory(project_id=project_id, api_tokens=TOKEN) as running:
+        yield running
+
+
+@asynccontextmanager
+async def rest_client(weft: Any, project: str, *, streaming: bool = True) -> AsyncIterator[Client]:
+    """The SDK's client restricted to the HTTP+JSON binding, built from the public card."""
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
+        config = ClientConfig(
+            httpx_client=http,
+            streaming=streaming,
+            supported_protocol_bindings=[TransportProtocol.HTTP_JSON.value],
+        )
+        client = await create_client(f"{weft.base_url}/a2a/{project}", config)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def message(text: str = "Port the parser", **metadata: Any) -> SendMessageRequest:
+    return SendMessageRequest(
+        message=Message(
+            role=Role.ROLE_USER,
+            message_id=uuid.uuid4().hex,
+            parts=[Part(text=text)],
+            metadata={"capability": "code", **metadata},
+        )
+    )
+
+
+async def test_the_card_lists_the_binding_and_the_sdk_client_speaks_it(
+    weft: Any, nc: NatsClient, project_id: str
+) -> None:
+    card = (
+        await httpx.AsyncClient().get(f"{weft.base_url}/a2a/{project_id}/.well-known/agent-card.json")
+    ).json()
+    bindings = [(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]]
+    assert bindings == [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
+
+    queue = work_queue(nc, ProjectNames(project_id))
+    entry = await register(nc, project_id)
+    async with rest_client(weft, project_id) as client:
+        events: list[StreamResponse] = []
+        request = message()
+
+        async def agent() -> None:
+            async def claim() -> Any:
+                return await queue.claim(claimant(entry))
+
+            item = await eventually(claim, timeout=20, what="the item to claim")
+            await queue.progress(item.id, entry.agent_id, 50, "half way")
+            await queue.complete(item.id, entry.agent_id, "ported: 4f2a")
+
+        working = asyncio.create_task(agent())
+        async for event in client.send_message(request):
+            events.append(event)
+        await working
+        task_id = events[0].task.id
+        final = [e.status_update.status.state for e in events if e.HasField("status_update")][-1]
+        assert final == TaskState.TASK_STATE_COMPLETED
+
+        got = await client.get_task(GetTaskRequest(id=task_id, history_length=0))
+        assert got.id == task_id and got.status.state == TaskState.TASK_STATE_COMPLETED
+        assert "ported: 4f2a" in str(got.artifacts)
+        listed = await client.list_tasks(ListTasksRequest())
+        assert [t.id for t in listed.tasks] == [task_id]
+        extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        assert [s.id for s in extended.skills] == ["code"]
+
+    async with rest_client(weft, project_id, streaming=False) as blocking:
+        waiting = message("Wait for me")
+        waiting.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+        sent = [event async for event in blocking.send_message(waiting)]
+        queued = sent[0].task
+        assert queued.status.state == TaskState.TASK_STATE_SUBMITTED
+        cancelled = await blocking.cancel_task(CancelTaskRequest(id=queued.id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_raw_requests_get_the_binding_s_status_codes_without_an_echo(
+    weft: Any, project_id: str
+) -> None:
+    base = f"/a2a/{project_id}"
+    auth = {"Authorization": f"Bearer {TOKEN}", **V1}
+    async with httpx.AsyncClient(base_url=weft.base_url) as http:
+        anonymous = await http.get(f"{base}/tasks", headers=V1)
+        assert anonymous.status_code == 401 and anonymous.json()["error"] == "unauthorized"
+
+        missing = await http.get(f"{base}/tasks/{'f' * 32}", headers=auth)
+        assert missing.status_code == 404
+        assert missing.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
+        other_shape = await http.get(f"{base}/tasks/tck-nonexistent-s3cr3t", headers=auth)
+        assert other_shape.status_code == 404 and "s3cr3t" not in other_shape.text
+
+        broken = await http.post(
+            f"{base}/message:send", headers=auth, content=b'{"message": {"role": 7, "x":'
+        )
+        assert broken.status_code == 400
+        assert broken.json()["error"]["message"].startswith("body: must be the JSON form of an A2A 1.0")
+        wrong_type = await http.post(
+            f"{base}/message:send", headers=auth, json={"message": {"parts": "s3cr3t-not-a-list"}}
+        )
+        assert wrong_type.status_code == 400 and "s3cr3t" not in wrong_type.text
+
+        old = await http.get(f"{base}/tasks", headers={**auth, "A2A-Version": "0.9-s3cr3t"})
+        assert old.status_code == 400 and "s3cr3t" not in old.text
+        assert old.json()["error"]["message"].startswith("A2A-Version:")
+
+        bad_query = await http.get(f"{base}/tasks", headers=auth, params={"pageSize": "s3cr3t"})
+        assert bad_query.status_code == 422 and "s3cr3t" not in bad_query.text
+        unknown = await http.get(f"{base}/tasks", headers=auth, params={"projectId": "x"})
+        assert unknown.status_code == 422 and unknown.json()["details"]["errors"][0]["field"] == "projectId"
+
+        mismatch = await http.get(f"{base}/tasks", headers={**auth, "X-Loom-Project": f"{project_id}-b"})
+        assert mismatch.status_code == 400 and mismatch.json()["error"] == "invalid_project"
+
+
+async def test_a_task_of_one_project_is_not_found_through_another_s_url(weft: Any, project_id: str) -> None:
+    async with rest_client(weft, project_id, streaming=False) as client:
+        request = message()
+        request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+        (sent,) = [event async for event in client.send_message(request)]
+        task = sent.task
+    async with httpx.AsyncClient(base_url=weft.base_url) as http:
+        auth = {"Authorization": f"Bearer {TOKEN}", **V1}
+        elsewhere = await http.get(f"/a2a/{project_id}-b/tasks/{task.id}", headers=auth)
+        here = await http.get(f"/a2a/{project_id}/tasks/{task.id}", headers=auth)
+    assert elsewhere.status_code == 404 and here.status_code == 200
