@@ -13,15 +13,14 @@ from typing import Any
 from shared.models import (
     MAX_LANDING_ATTEMPTS_KEPT,
     MAX_LANDING_DETAIL,
-    WORK_LIFECYCLE,
     AttemptError,
     Landing,
     LandingAttempt,
     LandingOutcome,
     WorkItem,
-    WorkMove,
     WorkStatus,
 )
+from shared.work.lifecycle import WORK_LIFECYCLE, WorkMove
 from shared.work.moves import (
     Ack,
     Change,

@@ -16,9 +16,10 @@ from pydantic import Field
 
 from shared.base import LoomModel
 from shared.errors import Conflict, Forbidden, LoomError, NotFound
-from shared.models import WORK_LIFECYCLE, WorkItem, WorkMove, WorkStatus, move_allowed
+from shared.models import WorkItem, WorkStatus
 from shared.names import validate_agent_id
 from shared.usage.rules import Hold, stopped_by_budget
+from shared.work.lifecycle import WORK_LIFECYCLE, WorkMove, move_allowed
 
 # -- errors ----------------------------------------------------------------------
 

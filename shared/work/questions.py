@@ -37,7 +37,6 @@ from shared.models import (
     QuestionMode,
     QuestionStatus,
     WorkItem,
-    WorkMove,
     WorkStatus,
     new_id,
     utcnow,
@@ -50,6 +49,7 @@ from shared.work.autonomy import AutonomyStore, decide
 from shared.work.escalation import ASKER as ESCALATION_ASKER
 from shared.work.escalation import CATEGORY as ESCALATION
 from shared.work.escalation import is_escalation, needs_carrying_out, parse_decision, question_text
+from shared.work.lifecycle import WorkMove
 from shared.work.moves import holder_move
 from shared.work.queue import WorkQueue
 

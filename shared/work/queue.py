@@ -45,11 +45,9 @@ from shared.models import (
     Escalation,
     LandingAttempt,
     WorkItem,
-    WorkMove,
     WorkStatus,
     Workstream,
     WorkSubmission,
-    move_allowed,
     new_id,
     utcnow,
 )
@@ -68,6 +66,7 @@ from shared.work.landing import (
     note_pending,
     release_landing,
 )
+from shared.work.lifecycle import WorkMove, move_allowed
 from shared.work.rules import (
     CLAIM_LINGER_S,
     DEPENDENTS_AT_ONCE,

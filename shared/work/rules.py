@@ -14,16 +14,13 @@ from shared.limits import DESCRIPTION_MAX_LENGTH, MAX_FOLLOW_UPS, TASK_ID_MAX_LE
 from shared.models import (
     FINAL_WORK_STATES,
     MAX_CHECKPOINTS_KEPT,
-    WORK_LIFECYCLE,
     AttemptError,
     Progress,
     ReviewRound,
     WorkItem,
-    WorkMove,
     WorkStatus,
     Workstream,
     WorkSubmission,
-    move_allowed,
 )
 from shared.names import validate_work_id
 from shared.paging import Page, encode_cursor
@@ -45,6 +42,7 @@ from shared.work.landing import (
     parked,
     take_landing,
 )
+from shared.work.lifecycle import WORK_LIFECYCLE, WorkMove, move_allowed
 
 # The rules' vocabulary (errors, the stored record, Change) is shared/work/moves.py, re-exported here.
 from shared.work.moves import CLAIM_LAPSED as CLAIM_LAPSED

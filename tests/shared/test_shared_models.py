@@ -11,14 +11,13 @@ from pydantic import ValidationError
 from shared.models import (
     FINAL_WORK_STATES,
     HEARTBEATS_BEFORE_STALE,
-    WORK_TRANSITIONS,
     AgentEntry,
     AgentStatus,
     WorkStatus,
     WorkSubmission,
-    can_transition,
 )
 from shared.names import TOKEN_RULE
+from shared.work.lifecycle import WORK_TRANSITIONS, can_transition
 
 AGENT = "0123456789abcdef0123456789abcdef"
 

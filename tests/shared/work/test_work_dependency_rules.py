@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from shared.errors import INVALID
-from shared.models import WORK_LIFECYCLE, WorkItem, WorkMove, WorkStatus, WorkSubmission
+from shared.models import WorkItem, WorkStatus, WorkSubmission
 from shared.work.graph import (
     DEAD_ENDS,
     DependencyFinished,
@@ -25,6 +25,7 @@ from shared.work.graph import (
     resolve_names,
     work_graph,
 )
+from shared.work.lifecycle import WORK_LIFECYCLE, WorkMove
 from shared.work.rules import (
     Change,
     Then,

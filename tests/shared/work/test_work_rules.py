@@ -12,18 +12,9 @@ from typing import Any
 
 import pytest
 
-from shared.models import (
-    WORK_LIFECYCLE,
-    WORK_TRANSITIONS,
-    AttemptError,
-    Progress,
-    WorkItem,
-    WorkMove,
-    WorkStatus,
-    WorkSubmission,
-    can_transition,
-)
+from shared.models import AttemptError, Progress, WorkItem, WorkStatus, WorkSubmission
 from shared.names import InvalidNameError
+from shared.work.lifecycle import WORK_LIFECYCLE, WORK_TRANSITIONS, WorkMove, can_transition
 from shared.work.rules import (
     CLAIM_LAPSED,
     CLAIMABLE,
