@@ -197,6 +197,9 @@ def validation_problems(
         message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
         if kind == "extra_forbidden":
             message = "unknown field"
+        elif kind == "union_tag_invalid":  # pydantic's message quotes the tag given
+            ctx = err.get("ctx") or {}
+            message = f"{ctx.get('discriminator', 'its tag')} must be one of {ctx.get('expected_tags', '')}"
         message = without_value(message, err.get("input"))
         field = field_path(loc)
         if field and message.startswith(f"{field}:"):

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from shared import names
+from shared.artifacts import Artifacts
 from shared.base import AnyJson, LoomModel
 from shared.limits import (
     DEFAULT_MAX_ATTEMPTS,
@@ -424,6 +425,11 @@ class WorkItem(WorkSubmission):
     claimed_at: datetime | None = None
     finished_at: datetime | None = None
     result: AnyJson = None
+    artifacts: Artifacts = Field(
+        default_factory=list,
+        description="Named outputs its agent handed back with the result: text, data, small files, "
+        "file URLs (docs/warp.md, Artifacts)",
+    )
     error: str | None = None
     errors: list[AttemptError] = Field(default_factory=list)
     progress: Progress | None = None

@@ -41,6 +41,9 @@ USER_ID_PATTERN: Final = r"[0-9a-f]{16}"
 HANDLE_PATTERN: Final = r"[a-z0-9-]{1,64}"
 TOKEN_PATTERN: Final = r"[a-z0-9][a-z0-9_-]{0,63}"
 """One subject token: capability, boundary, channel, agent type, category, target name."""
+MEDIA_TYPE_PATTERN: Final = r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,127}"
+"""A media type without parameters (``type/subtype``, lower case): an artifact file's."""
+MEDIA_TYPE_RULE: Final = "a media type such as text/plain or application/pdf (type/subtype, lower case)"
 
 
 def anchored(pattern: str) -> str:
@@ -54,6 +57,7 @@ _AGENT_ID = re.compile(ID_PATTERN)
 _USER_ID = re.compile(USER_ID_PATTERN)
 _HANDLE = re.compile(HANDLE_PATTERN)
 _TOKEN = re.compile(TOKEN_PATTERN)
+_MEDIA_TYPE = re.compile(MEDIA_TYPE_PATTERN)
 
 SUBJECT_ROOT: Final = "loom"
 ANY_AGENT_TYPE: Final = "_any"
@@ -140,6 +144,10 @@ def validate_handle(value: object, field: str = "handle") -> str:
 def validate_token(value: object, field: str) -> str:
     """A single subject token: capability, boundary, channel name, agent type, category."""
     return _check(_TOKEN, value, field, TOKEN_RULE)
+
+
+def validate_media_type(value: object, field: str = "media_type") -> str:
+    return _check(_MEDIA_TYPE, value, field, MEDIA_TYPE_RULE)
 
 
 def is_token(value: object) -> bool:

@@ -40,6 +40,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from nats.aio.msg import Msg
 from opentelemetry.trace import SpanKind
 
+from shared.artifacts import WorkArtifact, check_size
 from shared.models import (
     ControlRequest,
     Escalation,
@@ -593,13 +594,18 @@ class WorkQueue(WorkDelivery):
         *,
         usage: Usage | None = None,
         target_id: str | None = None,
+        artifacts: Sequence[WorkArtifact] = (),
     ) -> WorkItem:
         """Completed; or, for work that asks for review, handed in (its review task queued);
-        or, when ``usage`` takes it over its budget, stopped (rule ``charge``)."""
+        or, when ``usage`` takes it over its budget, stopped (rule ``charge``). ``artifacts``
+        are kept with the result, within their share of the record (refused by name if not)."""
+        kept = check_size(list(artifacts))
         now = utcnow()
         _, change, revision = await self._mutate_at(
             work_id,
-            lambda r: charge(r, agent_id, usage, target_id, now, lambda x: finish(x, agent_id, result, now)),
+            lambda r: charge(
+                r, agent_id, usage, target_id, now, lambda x: finish(x, agent_id, result, now, kept)
+            ),
         )
         await self._count(usage, target_id, now)
         return await self._carry_out(work_id, change, revision)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from shared.artifacts import WorkArtifact
 from shared.limits import DESCRIPTION_MAX_LENGTH, MAX_FOLLOW_UPS, TASK_ID_MAX_LENGTH
 from shared.models import (
     FINAL_WORK_STATES,
@@ -301,20 +302,24 @@ def report(record: WorkRecord, agent_id: str, percent: int, note: str, now: date
     return Change(new, (event,), ack=Ack.WORKING, ack_subject=_ack_subject(record))
 
 
-def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Change:
+def finish(
+    record: WorkRecord, agent_id: str, result: Any, now: datetime, artifacts: Sequence[WorkArtifact] = ()
+) -> Change:
     """Completion by the holder: the message is acknowledged for good. Work that asks for
-    review is handed in instead (:func:`hand_in`)."""
+    review is handed in instead (:func:`hand_in`). ``artifacts`` are kept with the result."""
     if record.item.review is not None:
-        return hand_in(record, agent_id, result, now)
+        return hand_in(record, agent_id, result, now, artifacts)
     if landable(record.item):
         new, item = _holder_move(record, agent_id, WorkMove.QUEUE_LANDING, "complete", now)
         item.result = result
+        item.artifacts = list(artifacts)
         item.error = None
         if item.progress is not None:
             item.progress = Progress(percent=100, note=item.progress.note, at=now)
         return into_landing(record, new, item, agent_id, now, ())
     new, item = _holder_move(record, agent_id, WorkMove.COMPLETE, "complete", now)
     item.result = result
+    item.artifacts = list(artifacts)
     item.error = None
     item.finished_at = now
     if item.progress is not None:
@@ -324,11 +329,14 @@ def finish(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Cha
     return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record))
 
 
-def hand_in(record: WorkRecord, agent_id: str, result: Any, now: datetime) -> Change:
+def hand_in(
+    record: WorkRecord, agent_id: str, result: Any, now: datetime, artifacts: Sequence[WorkArtifact] = ()
+) -> Change:
     """The worker is done with work that asks for review: a new round with its result, and
     a review task (a message on the reviewers' queue subject, which leaves this agent out)."""
     new, item = _holder_move(record, agent_id, WorkMove.HAND_IN, "complete", now)
     item.result = result
+    item.artifacts = list(artifacts)
     item.error = None
     if item.progress is not None:
         item.progress = Progress(percent=100, note=item.progress.note, at=now)

@@ -338,6 +338,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/warp.md", '→ warp_work_broadcast {"description": "Add tests for the tok'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", "→ warp_work_claim {}"): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_work_progress {"work_id": "a9109b81…", "percent": 50,'): Skip(TOOL_TRANSCRIPT),
+    ("docs/warp.md", '→ warp_work_complete {"work_id": "a9109b81…", "result": "bui'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_work_list {"limit": 2}            (filters: status, c'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", "→ warp_dlq_list {}                        (capability, limit"): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '"channels": {'): run("warp-channels"),

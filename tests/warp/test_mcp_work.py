@@ -198,3 +198,38 @@ async def test_a_review_is_claimed_by_another_agent_and_its_verdict_given_throug
         done = await a.ok("warp_work_review", {"work_id": item["id"], "verdict": "approve"})
         assert done["item"]["status"] == "completed" and done["item"]["assigned_to"] == B_ID
         assert [r["verdict"] for r in done["item"]["reviews"]] == ["reject", "approve"]
+
+
+async def test_an_agent_completes_with_artifacts_and_a_bad_one_is_refused_by_its_field(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient
+) -> None:
+    """Artifacts through a real Warp over MCP: kept on the item as handed back; a part
+    that breaks a rule is a tool error naming its place and rule, not the value, and the
+    item stays the agent's."""
+    async with spawn_warp(env_for(warp_env, A_ID), tmp_path, name="a") as a:
+        item = (await a.ready_ok("warp_work_broadcast", {"description": "build it", "capability": "code"}))[
+            "item"
+        ]
+        assert (await a.ok("warp_work_claim"))["item"]["id"] == item["id"]
+        bad = [{"name": "log", "parts": [{"kind": "url", "url": "javascript:s3cr3t()"}]}]
+        refused = await a.err("warp_work_complete", {"work_id": item["id"], "artifacts": bad})
+        assert "artifacts.0.parts.0" in refused and "http or https" in refused and "s3cr3t" not in refused
+        handed = [
+            {
+                "name": "build",
+                "description": "what CI made",
+                "parts": [
+                    {"kind": "file", "name": "sha256.txt", "media_type": "text/plain", "bytes": "YWJjCg=="},
+                    {"kind": "url", "url": "https://ci.example.org/7/app.tar.gz", "name": "app.tar.gz"},
+                    {"kind": "data", "data": {"size": 1024}},
+                ],
+            }
+        ]
+        done = await a.ok(
+            "warp_work_complete", {"work_id": item["id"], "result": "built", "artifacts": handed}
+        )
+        assert done["item"]["status"] == "completed"
+    stored = await work_queue(nc, ProjectNames(warp_env["LOOM_PROJECT_ID"])).get(item["id"])
+    (artifact,) = stored.artifacts
+    assert artifact.name == "build" and artifact.parts[0].bytes == b"abc\n"  # type: ignore[union-attr]
+    assert [p.kind for p in artifact.parts] == ["file", "url", "data"]

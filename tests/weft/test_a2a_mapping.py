@@ -6,9 +6,10 @@ from datetime import timedelta
 from typing import Any, cast
 
 import pytest
-from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import Message, Part, Role, SendMessageRequest, TaskArtifactUpdateEvent, TaskState
 from google.protobuf import struct_pb2
 
+from shared.artifacts import WorkArtifact
 from shared.models import Progress, WorkItem, WorkStatus, utcnow
 from weft.a2a.mapping import (
     STATE_OF,
@@ -68,6 +69,44 @@ def test_task_of_carries_the_result_the_history_and_the_loom_view() -> None:
     assert dict(task.artifacts[0].parts[0].data.struct_value) == {"commit": "abc"}
     assert task.metadata["loom"]["status"] == "completed"
     assert context_id_of(item()) != "" and context_id_of(done) == "c1"
+
+
+def test_an_agent_s_artifacts_follow_the_result_with_files_and_urls_as_a2a_parts() -> None:
+    handed = [
+        WorkArtifact.model_validate(
+            {
+                "name": "report",
+                "description": "the test run",
+                "parts": [
+                    {"kind": "text", "text": "41 passed"},
+                    {
+                        "kind": "file",
+                        "name": "junit.xml",
+                        "media_type": "application/xml",
+                        "bytes": "PHgvPg==",
+                    },
+                ],
+            }
+        ),
+        WorkArtifact.model_validate(
+            {"name": "build", "parts": [{"kind": "url", "url": "https://ci.example.org/7/app.tar.gz"}]}
+        ),
+    ]
+    done = item(S.COMPLETED, result="fixed", artifacts=handed)
+    result, report, build = task_of(done).artifacts
+    assert (result.name, result.parts[0].text) == ("result", "fixed")
+    assert (report.artifact_id, report.name, report.description) == (f"{done.id}-1", "report", "the test run")
+    assert report.parts[0].text == "41 passed"
+    file = report.parts[1]
+    assert (file.raw, file.filename, file.media_type) == (b"<x/>", "junit.xml", "application/xml")
+    assert build.parts[0].url == "https://ci.example.org/7/app.tar.gz" and build.artifact_id == f"{done.id}-2"
+    assert task_of(item(S.IN_PROGRESS, artifacts=handed)).artifacts == []  # only once it is done
+
+    translator = StreamTranslator()
+    translator.start(item(S.IN_PROGRESS, id=done.id, updated_at=done.updated_at - timedelta(seconds=1)))
+    events = translator.update(done, "completed")
+    sent = [e.artifact.name for e in events if isinstance(e, TaskArtifactUpdateEvent)]
+    assert sent == ["result", "report", "build"] and events[-1].status.state == T.TASK_STATE_COMPLETED
 
 
 def test_the_translator_sends_changes_once_and_skips_states_older_than_the_last() -> None:

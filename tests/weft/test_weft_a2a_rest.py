@@ -31,6 +31,7 @@ from a2a.utils.constants import TransportProtocol
 from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, register
 
+from shared.artifacts import WorkArtifact
 from shared.names import ProjectNames
 from testsupport.work import work_queue
 
@@ -94,7 +95,15 @@ async def test_the_card_lists_the_binding_and_the_sdk_client_speaks_it(
 
             item = await eventually(claim, timeout=20, what="the item to claim")
             await queue.progress(item.id, entry.agent_id, 50, "half way")
-            await queue.complete(item.id, entry.agent_id, "ported: 4f2a")
+            patch = WorkArtifact.model_validate(
+                {
+                    "name": "patch",
+                    "parts": [
+                        {"kind": "file", "name": "fix.diff", "media_type": "text/x-diff", "bytes": "LSsK"}
+                    ],
+                }
+            )
+            await queue.complete(item.id, entry.agent_id, "ported: 4f2a", artifacts=[patch])
 
         working = asyncio.create_task(agent())
         async for event in client.send_message(request):
@@ -106,7 +115,11 @@ async def test_the_card_lists_the_binding_and_the_sdk_client_speaks_it(
 
         got = await client.get_task(GetTaskRequest(id=task_id, history_length=0))
         assert got.id == task_id and got.status.state == TaskState.TASK_STATE_COMPLETED
-        assert "ported: 4f2a" in str(got.artifacts)
+        result, patch = got.artifacts
+        assert result.parts[0].text == "ported: 4f2a"
+        assert (patch.name, patch.parts[0].raw, patch.parts[0].filename) == ("patch", b"-+\n", "fix.diff")
+        streamed = [e.artifact_update.artifact.name for e in events if e.HasField("artifact_update")]
+        assert streamed == ["result", "patch"]
         listed = await client.list_tasks(ListTasksRequest())
         assert [t.id for t in listed.tasks] == [task_id]
         extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
+from shared.artifacts import MAX_ARTIFACTS, MAX_ARTIFACTS_BYTES, MAX_FILE_BYTES, Artifacts
 from shared.limits import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
@@ -587,17 +588,29 @@ async def warp_work_complete(
     work_id: WorkId,
     result: Annotated[Any, Field(description="Any JSON value describing the outcome")] = None,
     usage: Annotated[Usage | None, USAGE_FIELD] = None,
+    artifacts: Annotated[
+        Artifacts | None,
+        Field(
+            description=(
+                "Named outputs besides the result, each with parts: text, data (JSON), file "
+                f"(name, media_type, bytes in base64, at most {MAX_FILE_BYTES} bytes) or url; at most "
+                f"{MAX_ARTIFACTS} artifacts and {MAX_ARTIFACTS_BYTES} bytes in all (larger files as url)"
+            )
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, WorkOut]:
-    """Mark work you claimed as completed, with an optional result. Work that asks for
-    review is handed in instead: it counts once another agent approved it. With usage: what
-    the work used since your last report (over the item's budget, it fails instead)."""
+    """Mark work you claimed as completed, with an optional result and artifacts. Work that
+    asks for review is handed in instead: it counts once another agent approved it. With
+    usage: what the work used since your last report (over the item's budget, it fails instead)."""
     svc = await rt.services()
     handed = await _hand_in(svc, work_id)
     item = await held_operation(
         rt,
         svc,
         work_id,
-        lambda: svc.work.complete(work_id, svc.agent_id, result, usage=usage, target_id=_target_of(svc)),
+        lambda: svc.work.complete(
+            work_id, svc.agent_id, result, usage=usage, target_id=_target_of(svc), artifacts=artifacts or ()
+        ),
     )
     if stopped_by_budget(item):
         return tool_result(WorkOut(item=item), stopped_text(item))

@@ -29,6 +29,7 @@ from a2a.types import (
 from google.protobuf import json_format, struct_pb2
 from pydantic import ValidationError
 
+from shared.artifacts import ArtifactPart, DataPart, FilePart, TextPart
 from shared.errors import Invalid, Problem, describe_problems, shown_name, validation_problems
 from shared.models import WorkItem, WorkStatus, WorkSubmission
 
@@ -162,12 +163,37 @@ def _value(data: Any) -> struct_pb2.Value:
     return json_format.ParseDict(data, struct_pb2.Value())
 
 
-def result_artifact(item: WorkItem) -> Artifact | None:
-    """The result of completed work: text as a text part, anything else as a data part."""
-    if item.status is not WorkStatus.COMPLETED or item.result is None:
-        return None
-    part = Part(text=item.result) if isinstance(item.result, str) else Part(data=_value(item.result))
-    return Artifact(artifact_id=f"{item.id}-{RESULT_ARTIFACT}", name=RESULT_ARTIFACT, parts=[part])
+def artifacts_of(item: WorkItem) -> list[Artifact]:
+    """What completed work hands back: its result (text as a text part, anything else as a
+    data part), then each artifact its agent named, in order (an artifact's id is the
+    item's id and its position, stable across reads)."""
+    if item.status is not WorkStatus.COMPLETED:
+        return []
+    out: list[Artifact] = []
+    if item.result is not None:
+        result = item.result
+        part = Part(text=result) if isinstance(result, str) else Part(data=_value(result))
+        out.append(Artifact(artifact_id=f"{item.id}-{RESULT_ARTIFACT}", name=RESULT_ARTIFACT, parts=[part]))
+    for n, artifact in enumerate(item.artifacts, start=1):
+        out.append(
+            Artifact(
+                artifact_id=f"{item.id}-{n}",
+                name=artifact.name,
+                description=artifact.description or "",
+                parts=[_part(p) for p in artifact.parts],
+            )
+        )
+    return out
+
+
+def _part(part: ArtifactPart) -> Part:
+    if isinstance(part, TextPart):
+        return Part(text=part.text)
+    if isinstance(part, DataPart):
+        return Part(data=_value(part.data))
+    if isinstance(part, FilePart):
+        return Part(raw=part.bytes, filename=part.name, media_type=part.media_type)
+    return Part(url=part.url, filename=part.name or "", media_type=part.media_type or "")
 
 
 def loom_metadata(item: WorkItem) -> dict[str, Any]:
@@ -206,9 +232,7 @@ def task_of(item: WorkItem) -> Task:
     task = Task(
         id=item.id, context_id=context_id_of(item), status=status_of(item), history=[user_message(item)]
     )
-    artifact = result_artifact(item)
-    if artifact is not None:
-        task.artifacts.append(artifact)
+    task.artifacts.extend(artifacts_of(item))
     task.metadata.update({"loom": loom_metadata(item)})
     return task
 
@@ -226,7 +250,7 @@ StreamEvent = Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 @dataclass
 class StreamTranslator:
     """Turns one item's successive states into A2A stream events: a status update when the
-    task's state or its status message changes, the result artifact right before
+    task's state or its status message changes, the artifacts right before
     ``completed``. States older than the last one sent (an event already covered by the
     snapshot a stream started from) are skipped."""
 
@@ -248,14 +272,12 @@ class StreamTranslator:
         if shown == self._sent:
             return []
         self._sent = shown
-        out: list[StreamEvent] = []
-        artifact = result_artifact(item)
-        if artifact is not None:
-            out.append(
-                TaskArtifactUpdateEvent(
-                    task_id=item.id, context_id=context_id_of(item), artifact=artifact, last_chunk=True
-                )
+        out: list[StreamEvent] = [
+            TaskArtifactUpdateEvent(
+                task_id=item.id, context_id=context_id_of(item), artifact=artifact, last_chunk=True
             )
+            for artifact in artifacts_of(item)
+        ]
         update = TaskStatusUpdateEvent(
             task_id=item.id, context_id=context_id_of(item), status=status_of(item)
         )
