@@ -430,6 +430,9 @@ class WorkItem(WorkSubmission):
         description="Named outputs its agent handed back with the result: text, data, small files, "
         "file URLs (docs/warp.md, Artifacts)",
     )
+    direct_reply: bool = Field(
+        default=False, description="Its result is a direct answer to whoever asked (an A2A message, no task)"
+    )
     error: str | None = None
     errors: list[AttemptError] = Field(default_factory=list)
     progress: Progress | None = None

@@ -595,16 +595,23 @@ class WorkQueue(WorkDelivery):
         usage: Usage | None = None,
         target_id: str | None = None,
         artifacts: Sequence[WorkArtifact] = (),
+        reply: bool = False,
     ) -> WorkItem:
         """Completed; or, for work that asks for review, handed in (its review task queued);
         or, when ``usage`` takes it over its budget, stopped (rule ``charge``). ``artifacts``
-        are kept with the result, within their share of the record (refused by name if not)."""
+        are kept with the result, within their share of the record (refused by name if not);
+        ``reply``: the result is a direct answer to whoever asked."""
         kept = check_size(list(artifacts))
         now = utcnow()
         _, change, revision = await self._mutate_at(
             work_id,
             lambda r: charge(
-                r, agent_id, usage, target_id, now, lambda x: finish(x, agent_id, result, now, kept)
+                r,
+                agent_id,
+                usage,
+                target_id,
+                now,
+                lambda x: finish(x, agent_id, result, now, kept, reply=reply),
             ),
         )
         await self._count(usage, target_id, now)

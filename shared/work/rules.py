@@ -303,43 +303,56 @@ def report(record: WorkRecord, agent_id: str, percent: int, note: str, now: date
 
 
 def finish(
-    record: WorkRecord, agent_id: str, result: Any, now: datetime, artifacts: Sequence[WorkArtifact] = ()
+    record: WorkRecord,
+    agent_id: str,
+    result: Any,
+    now: datetime,
+    artifacts: Sequence[WorkArtifact] = (),
+    *,
+    reply: bool = False,
 ) -> Change:
     """Completion by the holder: the message is acknowledged for good. Work that asks for
-    review is handed in instead (:func:`hand_in`). ``artifacts`` are kept with the result."""
+    review is handed in instead (:func:`hand_in`). ``artifacts`` are kept with the result;
+    ``reply``: the result is a direct answer to whoever asked."""
     if record.item.review is not None:
-        return hand_in(record, agent_id, result, now, artifacts)
+        return hand_in(record, agent_id, result, now, artifacts, reply=reply)
     if landable(record.item):
         new, item = _holder_move(record, agent_id, WorkMove.QUEUE_LANDING, "complete", now)
-        item.result = result
-        item.artifacts = list(artifacts)
-        item.error = None
-        if item.progress is not None:
-            item.progress = Progress(percent=100, note=item.progress.note, at=now)
+        _handed_back(item, result, artifacts, reply, now)
         return into_landing(record, new, item, agent_id, now, ())
     new, item = _holder_move(record, agent_id, WorkMove.COMPLETE, "complete", now)
-    item.result = result
-    item.artifacts = list(artifacts)
-    item.error = None
+    _handed_back(item, result, artifacts, reply, now)
     item.finished_at = now
-    if item.progress is not None:
-        item.progress = Progress(percent=100, note=item.progress.note, at=now)
     new.delivery = None
     event = WorkEvent("completed", {"agent_id": agent_id})
     return Change(new, (event,), ack=Ack.DONE, ack_subject=_ack_subject(record))
 
 
+def _handed_back(
+    item: WorkItem, result: Any, artifacts: Sequence[WorkArtifact], reply: bool, now: datetime
+) -> None:
+    """What the worker hands back, on the item whichever way it goes on (done, review, landing)."""
+    item.result = result
+    item.artifacts = list(artifacts)
+    item.direct_reply = reply
+    item.error = None
+    if item.progress is not None:
+        item.progress = Progress(percent=100, note=item.progress.note, at=now)
+
+
 def hand_in(
-    record: WorkRecord, agent_id: str, result: Any, now: datetime, artifacts: Sequence[WorkArtifact] = ()
+    record: WorkRecord,
+    agent_id: str,
+    result: Any,
+    now: datetime,
+    artifacts: Sequence[WorkArtifact] = (),
+    *,
+    reply: bool = False,
 ) -> Change:
     """The worker is done with work that asks for review: a new round with its result, and
     a review task (a message on the reviewers' queue subject, which leaves this agent out)."""
     new, item = _holder_move(record, agent_id, WorkMove.HAND_IN, "complete", now)
-    item.result = result
-    item.artifacts = list(artifacts)
-    item.error = None
-    if item.progress is not None:
-        item.progress = Progress(percent=100, note=item.progress.note, at=now)
+    _handed_back(item, result, artifacts, reply, now)
     item.review_round = record.item.review_round + 1
     item.reviews = [
         *item.reviews,

@@ -16,6 +16,7 @@ from weft.a2a.mapping import (
     A2AInvalid,
     StreamTranslator,
     context_id_of,
+    reply_of,
     state_of,
     submission_of,
     task_of,
@@ -101,6 +102,17 @@ def test_an_agent_s_artifacts_follow_the_result_with_files_and_urls_as_a2a_parts
     assert (file.raw, file.filename, file.media_type) == (b"<x/>", "junit.xml", "application/xml")
     assert build.parts[0].url == "https://ci.example.org/7/app.tar.gz" and build.artifact_id == f"{done.id}-2"
     assert task_of(item(S.IN_PROGRESS, artifacts=handed)).artifacts == []  # only once it is done
+
+    assert reply_of(done) is None  # not a direct reply: the task answers
+    direct = reply_of(done.model_copy(update={"direct_reply": True}))
+    assert direct is not None and direct.role == Role.ROLE_AGENT and not direct.task_id
+    assert [p.text or p.filename or p.url for p in direct.parts] == [
+        "fixed",
+        "41 passed",
+        "junit.xml",
+        "https://ci.example.org/7/app.tar.gz",
+    ]
+    assert reply_of(item(S.IN_PROGRESS, direct_reply=True)) is None
 
     translator = StreamTranslator()
     translator.start(item(S.IN_PROGRESS, id=done.id, updated_at=done.updated_at - timedelta(seconds=1)))

@@ -97,7 +97,7 @@ async def submitted(client: Client, request: SendMessageRequest) -> Task:
 
 
 async def agent_finishes(
-    nc: NatsClient, project: str, *, result: Any = "done: abc123", fail: bool = False
+    nc: NatsClient, project: str, *, result: Any = "done: abc123", fail: bool = False, reply: bool = False
 ) -> str:
     """A registered agent claims the next item, reports progress and completes (or fails) it."""
     entry = await register(nc, project)
@@ -111,7 +111,7 @@ async def agent_finishes(
     if fail:
         await queue.fail(item.id, entry.agent_id, "compiler crashed", retryable=False)
     else:
-        await queue.complete(item.id, entry.agent_id, result)
+        await queue.complete(item.id, entry.agent_id, result, reply=reply)
     return str(item.id)
 
 
@@ -295,6 +295,38 @@ async def test_blocking_send_returns_the_finished_task_with_its_result(
         task = await asyncio.wait_for(sending, 30)
     assert state(task) == "TASK_STATE_COMPLETED"
     assert dict(task.artifacts[0].parts[0].data.struct_value) == {"commit": "abc123", "files": 3.0}
+
+
+async def test_an_agent_s_direct_reply_answers_a_blocking_send_with_a_message(
+    weft_auth: Any, nc: NatsClient, project_id: str
+) -> None:
+    """A2A's answer without a task: the agent completes with ``reply``, and the client that
+    waited on its message gets the agent's message; the record stays, named in its metadata."""
+    async with a2a(weft_auth, project_id, streaming=False) as client:
+
+        async def send() -> Any:
+            async for response in client.send_message(message("What does LOOM_HEARTBEAT_S set?")):
+                return response
+            raise AssertionError("no response")
+
+        sending = asyncio.create_task(send())
+        work_id = await agent_finishes(nc, project_id, result="how often Warp beats, in seconds", reply=True)
+        response = await asyncio.wait_for(sending, 30)
+        assert response.HasField("message") and not response.HasField("task")
+        answer = response.message
+        assert answer.role == Role.ROLE_AGENT and answer.parts[0].text == "how often Warp beats, in seconds"
+        assert (
+            answer.metadata["loom"]["workId"] == work_id and answer.metadata["loom"]["status"] == "completed"
+        )
+
+        async def send_without_reply() -> Any:
+            async for response in client.send_message(message("Fix it")):
+                return response
+            raise AssertionError("no response")
+
+        sending = asyncio.create_task(send_without_reply())
+        await agent_finishes(nc, project_id, result="fixed")
+        assert (await asyncio.wait_for(sending, 30)).HasField("task")  # no reply: the task
 
 
 async def test_failed_work_is_a_failed_task_with_the_agents_error(

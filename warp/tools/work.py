@@ -598,6 +598,15 @@ async def warp_work_complete(
             )
         ),
     ] = None,
+    reply: Annotated[
+        bool,
+        Field(
+            description=(
+                "True: the result is your direct answer to whoever asked (an A2A client that waited "
+                "on its message receives it as a message, not as a task)"
+            )
+        ),
+    ] = False,
 ) -> Annotated[CallToolResult, WorkOut]:
     """Mark work you claimed as completed, with an optional result and artifacts. Work that
     asks for review is handed in instead: it counts once another agent approved it. With
@@ -609,7 +618,13 @@ async def warp_work_complete(
         svc,
         work_id,
         lambda: svc.work.complete(
-            work_id, svc.agent_id, result, usage=usage, target_id=_target_of(svc), artifacts=artifacts or ()
+            work_id,
+            svc.agent_id,
+            result,
+            usage=usage,
+            target_id=_target_of(svc),
+            artifacts=artifacts or (),
+            reply=reply,
         ),
     )
     if stopped_by_budget(item):

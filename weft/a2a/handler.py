@@ -67,6 +67,7 @@ from weft.a2a.mapping import (
     context_id_of,
     is_terminal,
     item_of_event,
+    reply_of,
     state_of,
     submission_of,
     task_of,
@@ -265,6 +266,9 @@ class LoomRequestHandler(RequestHandler):
                 item = await where.project.queue.get(work_id)
             finally:
                 where.project.relay.unlisten(listener)
+            reply = reply_of(item)
+            if reply is not None and not params.message.task_id:  # a new message answered directly
+                return reply
         return apply_history_length(task_of(item), params.configuration)
 
     @validate_request_params

@@ -196,6 +196,23 @@ def _part(part: ArtifactPart) -> Part:
     return Part(url=part.url, filename=part.name or "", media_type=part.media_type or "")
 
 
+def reply_of(item: WorkItem) -> Message | None:
+    """Completed work whose agent answered directly (``direct_reply``): its result and the
+    parts of its artifacts as one agent message, for a client that waited on its message
+    (A2A's answer without a task). None for any other item."""
+    if item.status is not WorkStatus.COMPLETED or not item.direct_reply:
+        return None
+    parts = [part for artifact in artifacts_of(item) for part in artifact.parts]
+    message = Message(
+        message_id=f"{item.id}-reply",
+        context_id=context_id_of(item),
+        role=Role.ROLE_AGENT,
+        parts=parts or [Part(text="done")],
+    )
+    message.metadata.update({"loom": loom_metadata(item)})
+    return message
+
+
 def loom_metadata(item: WorkItem) -> dict[str, Any]:
     """The Loom view of the item, under ``metadata["loom"]`` of tasks and events, its keys
     in camelCase as every A2A field is."""
