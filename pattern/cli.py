@@ -1,4 +1,4 @@
-"""``pattern``: the Pattern memory MCP server on stdio.
+"""``pattern``: the Pattern memory MCP server on stdio (``--http``: Streamable HTTP).
 
 Everything except MCP frames goes to stderr. Configuration comes from the
 environment (identity as for Warp: ``LOOM_PROJECT_ID``, ``LOOM_PROJECT_PATH``,
@@ -43,8 +43,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="pattern", description="Loom Pattern memory MCP server (stdio).")
+    parser = argparse.ArgumentParser(
+        prog="pattern", description="Loom Pattern memory MCP server (stdio, or Streamable HTTP with --http)."
+    )
     parser.add_argument("--version", action="version", version=f"pattern {_version()}")
+    parser.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8766, help="HTTP port (default 8766)")
+    parser.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
     parser.add_argument(
         "--log-level",
         default=None,
@@ -54,11 +60,24 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _serve(runtime: PatternRuntime) -> None:
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError("must be a number between 1 and 65535")
+    return int(text)
+
+
+async def _serve(runtime: PatternRuntime, args: argparse.Namespace) -> None:
     server = build_server(runtime, _version())
     runtime.start()
     try:
-        await server.run_stdio_async()
+        if args.http:
+            from shared.mcp.http import serve_http, streamable_app
+
+            app = streamable_app(server, path=args.path, host=args.host)
+            log.info("pattern: Streamable HTTP on http://%s:%d%s", args.host, args.port, args.path)
+            await serve_http(app, args.host, args.port, stop_on_signals=True)
+        else:
+            await server.run_stdio_async()
     finally:
         await runtime.close()
 
@@ -93,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     runtime = PatternRuntime(identity, config, nats_settings=nats_settings)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(runtime))
+        asyncio.run(_serve(runtime, args))
 
 
 if __name__ == "__main__":

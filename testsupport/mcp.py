@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 
 class ToolCaller(Protocol):
@@ -22,3 +25,80 @@ async def unknown_tool(client: ToolCaller, tool: str, args: dict[str, Any]) -> t
     assert error.code == INVALID_PARAMS and isinstance(error.data, dict), error
     assert set(error.data) == {"error", "message", "details"} and error.data["message"] == error.message
     return str(error.data["error"]), error.message
+
+
+async def sse_events(response: Any) -> AsyncIterator[tuple[str | None, str]]:
+    """The ``(id, data)`` of each server-sent event of an httpx streaming response."""
+    event_id: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if event_id is not None or data:
+                yield event_id, "\n".join(data)
+            event_id, data = None, []
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+
+
+async def assert_resumes(url: str) -> None:
+    """Streamable HTTP resumability against a served MCP endpoint, as the protocol states it:
+    every event of a request's stream has an id, and a GET with ``Last-Event-ID`` (the
+    stream's first id) replays the response the client lost."""
+    import httpx2
+
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "resume-test", "version": "1"},
+        },
+    }
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with http.stream("POST", url, json=init, headers=accept) as opened:
+            assert opened.status_code == 200
+            session = opened.headers["mcp-session-id"]
+            async for _, data in sse_events(opened):
+                if data:
+                    version = json.loads(data)["result"]["protocolVersion"]
+                    break
+        headers = {**accept, "mcp-session-id": session, "mcp-protocol-version": version}
+        done = await http.post(
+            url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+        )
+        assert done.status_code == 202
+        ids: list[str | None] = []
+        answer = None
+        request = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        async with http.stream("POST", url, json=request, headers=headers) as listed:
+            async for event_id, data in sse_events(listed):
+                ids.append(event_id)
+                if data:
+                    answer = json.loads(data)
+                    break
+        assert answer is not None and answer["id"] == 2 and ids[0] and all(ids), ids
+        resume = {**headers, "Accept": "text/event-stream", "Last-Event-ID": ids[0]}
+        async with http.stream("GET", url, headers=resume) as replay:
+            assert replay.status_code == 200
+            async for event_id, data in sse_events(replay):
+                if data:
+                    assert json.loads(data) == answer and event_id == ids[-1]  # the lost response
+                    return
+    raise AssertionError("the response was not replayed")
+
+
+async def http_listening(port: int) -> bool:
+    """Whether a server (``warp --http``, ``pattern --http``) accepts HTTP on ``port`` yet."""
+    import httpx2
+
+    try:
+        async with httpx2.AsyncClient() as http:
+            await http.get(f"http://127.0.0.1:{port}/")
+    except httpx2.TransportError:
+        return False
+    return True

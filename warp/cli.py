@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -234,17 +234,15 @@ def _install_signals(rt: WarpRuntime) -> None:
 async def _serve_http(
     server: MCPServer[WarpRuntime], rt: WarpRuntime, host: str, port: int, path: str
 ) -> None:
-    import uvicorn
+    from shared.mcp.http import serve_http, streamable_app
 
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
-    http = uvicorn.Server(config)
+    def stoppable(http: Any) -> None:
+        def leave() -> None:
+            http.should_exit = True
 
-    def leave() -> None:
-        http.should_exit = True
+        rt.on_exit = leave
 
-    rt.on_exit = leave
-    await http.serve()
+    await serve_http(streamable_app(server, path=path, host=host), host, port, stoppable)
 
 
 if __name__ == "__main__":

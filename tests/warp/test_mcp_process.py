@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import anyio
-import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from nats.aio.client import Client as NatsClient
@@ -18,6 +17,7 @@ from shared.agents.registry import AgentNotFound, Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
 from shared.nats.server import free_port
+from testsupport.mcp import assert_resumes, http_listening
 from warp.tools import specs
 
 A_ID = "a" * 32
@@ -104,15 +104,7 @@ async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: Nat
     try:
         url = f"http://127.0.0.1:{port}/mcp"
 
-        async def listening() -> bool:
-            try:
-                async with httpx2.AsyncClient() as client:
-                    await client.get(f"http://127.0.0.1:{port}/")
-            except httpx2.TransportError:
-                return False
-            return True
-
-        await eventually(listening, timeout=30)
+        await eventually(lambda: http_listening(port), timeout=30)
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
@@ -124,6 +116,7 @@ async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: Nat
             res = await session.call_tool("warp_channels_read", {"channel": "roadmap"})
             assert res.structured_content is not None
             assert [m["body"] for m in res.structured_content["messages"]] == ["over http"]
+        await assert_resumes(url)  # a client that lost a response reconnects and receives it
         proc.send_signal(signal.SIGTERM)
         with anyio.fail_after(20):
             await proc.wait()
