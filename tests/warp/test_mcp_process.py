@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import anyio
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from nats.aio.client import Client as NatsClient
@@ -117,6 +118,17 @@ async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: Nat
             assert res.structured_content is not None
             assert [m["body"] for m in res.structured_content["messages"]] == ["over http"]
         await assert_resumes(url)  # a client that lost a response reconnects and receives it
+        # the stateless revision (2026-07-28: server/discover, per-request envelope), as the
+        # official client negotiates it first
+        async with Client(url, mode="2026-07-28") as modern:
+            assert modern.protocol_version == "2026-07-28"
+            read = await modern.call_tool(
+                "warp_channels_read", {"channel": "roadmap", "from_beginning": True}
+            )
+            assert read.structured_content is not None
+            assert [m["body"] for m in read.structured_content["messages"]] == ["over http"]
+        async with Client(url) as negotiated:  # "auto": the newest both speak
+            assert negotiated.protocol_version == "2026-07-28"
         proc.send_signal(signal.SIGTERM)
         with anyio.fail_after(20):
             await proc.wait()
