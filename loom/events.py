@@ -190,6 +190,13 @@ def _older(candidate: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
     return a is not None and b is not None and a < b
 
 
+def recheck_kind(item: dict[str, Any], final: Collection[str]) -> str:
+    """What a record read again shows: its final status as the event that ended it
+    (``work.completed``: the event itself was skipped or late), else ``recheck``."""
+    status = item.get("status")
+    return f"work.{status}" if status in final else "recheck"
+
+
 def item_changes(
     client: WeftClient,
     work_id: str,
@@ -200,7 +207,8 @@ def item_changes(
 ) -> Iterator[tuple[str, dict[str, Any], dict[str, Any] | None]]:
     """One item's changes until its status is in ``final``: ``("snapshot", item, None)``
     first, then ``(event type, item, event)`` per change, or ``("recheck", item, None)`` when
-    a quiet stream (``recheck_s``) or a lagged one made it read the record again. Subscribed
+    a quiet stream (``recheck_s``) or a lagged one made it read the record again (named
+    ``work.<status>`` when that record is final). Subscribed
     before the item is read, so no change falls between the two. Raises
     :class:`WatchTimedOut` once ``timeout`` seconds pass first (Shuttle's ``watch`` and
     ``submit --wait``, :meth:`loom.client.LoomClient.watch`)."""
@@ -222,7 +230,7 @@ def item_changes(
                 fresh: dict[str, Any] = client.get(path)
                 if fresh.get("updated_at") != item.get("updated_at"):
                     item = fresh
-                    yield "recheck", item, None
+                    yield recheck_kind(item, final), item, None
                 continue
             event = frame.get("event")
             if not isinstance(event, dict) or event.get("subject_id") != work_id:

@@ -36,6 +36,9 @@ from shared.names import kv_stream, kv_subject
 from shared.nats.client import connect
 
 SIZES = (100, 1_000, 10_000)
+QUICK_SIZES = (100, 1_000)
+"""A quick run (the perf smoke in ``make test``) proves the module works; filling and indexing
+10,000 memories there cost a loaded machine minutes and told nothing more."""
 LIMIT = 50
 TARGET = "p95 <= 20 ms at 10,000"
 
@@ -121,7 +124,8 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     results: list[BenchResult] = []
     iterations = ctx.iterations(400, 20)
     try:
-        for n in SIZES:
+        sizes = QUICK_SIZES if ctx.quick else SIZES
+        for n in sizes:
             project = f"bench-mem-{uuid.uuid4().hex[:8]}"
             identity = _identity(project, ctx.scratch)
             config = PatternConfig(export_dir=ctx.scratch / "exports")
@@ -143,7 +147,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
                     f"pattern recall limit={LIMIT} @{n}",
                     samples,
                     baseline=f"raw kv get @{n}",
-                    target=TARGET if n == SIZES[-1] else None,
+                    target=TARGET if n == sizes[-1] else None,
                     extra={"memories": n},
                 )
             )
@@ -154,7 +158,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
             results.append(
                 summarize(f"pattern recall filtered limit={LIMIT} @{n}", samples, baseline=f"raw kv get @{n}")
             )
-            if n == SIZES[-1]:
+            if n == sizes[-1]:
                 for limit in (10, 200):
                     req = RecallInput(limit=limit)
                     samples = await time_async(

@@ -84,9 +84,9 @@ def load(module_path: Path) -> Any:
 
 async def run_all(
     args: argparse.Namespace,
-) -> tuple[list[BenchResult], list[str], dict[str, float], dict[str, list[str]]]:
+) -> tuple[list[BenchResult], dict[str, str], dict[str, float], dict[str, list[str]]]:
     results: list[BenchResult] = []
-    failures: list[str] = []
+    failures: dict[str, str] = {}  # each failed module and its traceback (the end of it)
     timings: dict[str, float] = {}
     rows: dict[str, list[str]] = {}  # each module's row names: which module measured what
     with (
@@ -114,7 +114,7 @@ async def run_all(
                 results.extend(measured)
                 rows[module_path.stem] = [r.name for r in measured]
             except Exception:
-                failures.append(module_path.stem)
+                failures[module_path.stem] = traceback.format_exc()[-4000:]
                 traceback.print_exc()
             timings[module_path.stem] = round(time.perf_counter() - started, 1)
             print(f"# {module_path.stem} done in {timings[module_path.stem]:.1f}s", file=sys.stderr)
@@ -234,7 +234,8 @@ def main() -> int:
         "module_rows": rows,
         "results": [r.to_dict() for r in results],
         "scale_curves": [c.to_dict() for c in curves],
-        "failures": failures,
+        "failures": list(failures),
+        "failure_details": failures,
     }
     args.out.write_text(json.dumps(payload, indent=2, default=str))
     print(f"wrote {args.out}")

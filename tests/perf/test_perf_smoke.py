@@ -77,7 +77,8 @@ def quick_run(tmp_path: Path, modules: tuple[str, ...]) -> tuple[dict[str, Any],
     failed = f"exit {proc.returncode}\n{stdout[-3000:]}\n{stderr[-5000:]}"
     assert out.exists(), failed
     data = json.loads(out.read_text())
-    assert data["failures"] == [] and proc.returncode == 0, failed
+    tracebacks = "\n".join(f"--- {name} ---\n{text}" for name, text in data["failure_details"].items())
+    assert data["failures"] == [] and proc.returncode == 0, f"{tracebacks}\n{failed}"
     return data, stdout, failed
 
 
