@@ -9,6 +9,8 @@ TS_CLIENT := test-scenarios/performance/ts-client
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 HOSTS := tests/plugins/hosts
 HOSTS_STAMP := $(HOSTS)/node_modules/.installed
+CONFORMANCE := test-scenarios/conformance
+CONFORMANCE_STAMP := $(CONFORMANCE)/node_modules/.installed
 PYTEST_ARGS ?=
 # Python writes its bytecode cache here whatever the caller's shell says: with
 # PYTHONDONTWRITEBYTECODE set, every process the suite starts (hundreds: Warps, Wefts,
@@ -66,6 +68,17 @@ $(HOSTS_STAMP): $(HOSTS)/package-lock.json
 		echo "npm ci in $(HOSTS) failed: tests/plugins will report the missing validator"; \
 	fi
 
+# The MCP conformance suite (tests/shared/mcp/test_mcp_conformance.py) and the Node 22 it
+# needs, both pinned npm packages; without npm that test says so and stands down.
+$(CONFORMANCE_STAMP): $(CONFORMANCE)/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: the MCP conformance suite will not run"; \
+	elif npm ci --prefix $(CONFORMANCE) --no-audit --no-fund --loglevel=error; then \
+		touch $@; \
+	else \
+		echo "npm ci in $(CONFORMANCE) failed: the MCP conformance test will report the missing suite"; \
+	fi
+
 # The console's browser tests (tests/console) drive Debian's chromium, never a browser
 # Playwright downloads; installed here when missing (CI runs as root).
 browser:
@@ -73,7 +86,7 @@ browser:
 		if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
 		else echo "chromium not found and not root: install it (apt-get install chromium) or the console's browser tests fail"; fi; }
 
-install: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
+install: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) browser
 
 ifdef NATS_AUTH
 run: export WEFT_NATS_AUTH = $(NATS_AUTH)
@@ -94,12 +107,12 @@ lint-deploy: $(STAMP)
 	$(BIN)/mypy deploy
 	$(BIN)/python -m deploy.checks
 
-pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
+pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) browser
 	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The checks run beside the tests (mypy is one process: alone, it would leave a core idle for
 # most of a minute); make test fails when any of them fails.
-test: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) browser
+test: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) browser
 	@$(MAKE) --no-print-directory -j4 lint typecheck lint-deploy pytest
 
 scenarios: $(STAMP)

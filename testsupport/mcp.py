@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -102,3 +103,14 @@ async def http_listening(port: int) -> bool:
     except httpx2.TransportError:
         return False
     return True
+
+
+async def until_listening(port: int, timeout: float = 30.0) -> None:
+    """Wait until :func:`http_listening` (a started server's port opens once it is ready)."""
+    import anyio
+
+    with anyio.fail_after(timeout):
+        for _ in itertools.count():
+            if await http_listening(port):
+                return
+            await anyio.sleep(0.1)

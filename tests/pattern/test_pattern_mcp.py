@@ -441,7 +441,7 @@ async def test_streamable_http_mode_serves_the_same_tools_and_resumes(
     import anyio
     from mcp.client.streamable_http import streamable_http_client
 
-    from testsupport.mcp import assert_resumes, http_listening
+    from testsupport.mcp import assert_resumes, until_listening
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -455,7 +455,7 @@ async def test_streamable_http_mode_serves_the_same_tools_and_resumes(
             stderr=log,
         )
         try:
-            await eventually(lambda: http_listening(port), timeout=30)
+            await until_listening(port)
             async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
                 await s.initialize()
                 assert sorted(t.name for t in (await s.list_tools()).tools) == sorted(

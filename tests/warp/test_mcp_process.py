@@ -18,7 +18,7 @@ from shared.agents.registry import AgentNotFound, Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
 from shared.nats.server import free_port
-from testsupport.mcp import assert_resumes, http_listening
+from testsupport.mcp import assert_resumes, until_listening
 from warp.tools import specs
 
 A_ID = "a" * 32
@@ -105,7 +105,7 @@ async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: Nat
     try:
         url = f"http://127.0.0.1:{port}/mcp"
 
-        await eventually(lambda: http_listening(port), timeout=30)
+        await until_listening(port)
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
