@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from importlib.resources import files
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -144,16 +145,26 @@ def create_app(
         )
         app.state.weft = state
         sweeper: asyncio.Task[None] | None = None
+        grpc_server: Any = None
         try:
             if authority is not None:
                 await authority.start()
             await service.start(hub)
             await hub.get(config.project_id)
+            if config.a2a_grpc_port is not None:
+                from weft.a2a.grpc import start_grpc  # grpc is imported only when served
+
+                base = config.public_url or f"http://{config.host}:{config.port}"
+                grpc_server, state.a2a_grpc_port = await start_grpc(
+                    state, app.state.a2a.request_handler, config.host, config.a2a_grpc_port, base
+                )
             sweeper = asyncio.create_task(run_sweeper(hub, state.router, config), name="sweeper")
             if config.banner:
                 print_banner(config, info, policy)
             yield
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop(grace=2)
             await stop_task(sweeper)
             await state.drain()
             with contextlib.suppress(Exception):

@@ -108,6 +108,8 @@ class WeftSettings(EnvSettings):
     URL each request came in on."""
     a2a_default_capability: str | None = Field(default=None, validation_alias="WEFT_A2A_DEFAULT_CAPABILITY")
     """Capability of A2A messages whose metadata names none; unset: such messages are refused."""
+    a2a_grpc_port: int | None = Field(default=None, ge=0, le=65535, validation_alias="WEFT_A2A_GRPC_PORT")
+    """Serve A2A's gRPC binding on this port too (on ``host``; 0: a free one); unset: not served."""
     a2a_push_private_urls: bool = Field(default=False, validation_alias="WEFT_A2A_PUSH_PRIVATE_URLS")
     """Let A2A clients register webhooks on loopback, private and link-local addresses (off:
     a client could otherwise make Weft call into its own network)."""

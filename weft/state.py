@@ -40,6 +40,8 @@ class WeftState:
     metrics: Metrics
     nats: NatsInfo
     credentials: CredentialAuthority | None = None
+    a2a_grpc_port: int | None = None
+    """The port of the A2A gRPC binding once it listens (``WEFT_A2A_GRPC_PORT``; None: off)."""
     started_at: datetime = field(default_factory=utcnow)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 

@@ -3,7 +3,7 @@
 * A2A send -> agent claimed: ``SendMessage`` (``return_immediately``, as a polling client
   sends it), then an agent (the shared WorkQueue, as Warp claims) takes it; vs REST submit ->
   claimed, measured in the same run, same process, same agent (target: p95 within 2x); the
-  same over the HTTP+JSON binding (target: p95 within 1.2x of JSON-RPC);
+  same over the HTTP+JSON and gRPC bindings (target: p95 within 1.2x of JSON-RPC);
 * A2A streamed send -> ``completed`` event: ``SendStreamingMessage`` while an agent claims
   and completes at once, until the stream ends; the events come through the relay Weft
   already runs for the project (one events consumer, not one per stream): measured with no
@@ -23,6 +23,7 @@ import time
 import uuid
 from typing import Any
 
+import grpc
 import httpx
 from a2a.client import Client, ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, SubscribeToTaskRequest
@@ -33,6 +34,7 @@ from shared.agents.registry import Registry
 from shared.models import AgentEntry, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.client import connect
+from shared.nats.server import free_port
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
 from testsupport.work import work_queue
@@ -60,6 +62,7 @@ async def _client(
         streaming=streaming,
         polling=not streaming,
         supported_protocol_bindings=[binding],
+        grpc_channel_factory=grpc.aio.insecure_channel,
     )
     return await create_client(f"{base}/a2a/{project}", config)
 
@@ -68,7 +71,10 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     project = f"bench-a2a-{uuid.uuid4().hex[:8]}"
     names = ProjectNames(project)
     nc = await connect(url=ctx.nats_url, name="bench-a2a")
-    proc, base = await start_weft(ctx, project, {"WEFT_A2A_PUSH_PRIVATE_URLS": "true"})
+    grpc_port = free_port()
+    proc, base = await start_weft(
+        ctx, project, {"WEFT_A2A_PUSH_PRIVATE_URLS": "true", "WEFT_A2A_GRPC_PORT": str(grpc_port)}
+    )
     try:
         registry = Registry(nc.jetstream(), names)
         await registry.put(_agent(AGENT, project, [CAPABILITY, "rest-bench", "idle"]))
@@ -79,13 +85,17 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
         ) as http:
             polling = await _client(http, base, project, streaming=False)
             rest_binding = await _client(http, base, project, streaming=False, binding="HTTP+JSON")
+            grpc_binding = await _client(http, base, project, streaming=False, binding="GRPC")
             streaming = await _client(http, base, project, streaming=True)
-            results = await _claimed(ctx, http, base, project, polling, rest_binding, queue, agent)
+            results = await _claimed(
+                ctx, http, base, project, polling, [rest_binding, grpc_binding], queue, agent
+            )
             results += await _streamed(ctx, streaming, queue, agent)
             results += await _reads(ctx, http, base, project, polling, registry)
             results += await _pushed(ctx, polling, queue, agent, nc, names)
             await polling.close()
             await rest_binding.close()
+            await grpc_binding.close()
             await streaming.close()
         return results
     finally:
@@ -119,7 +129,7 @@ async def _claimed(
     base: str,
     project: str,
     client: Client,
-    rest_binding: Client,
+    bindings: list[Client],
     queue: WorkQueue,
     agent: Claimant,
 ) -> list[BenchResult]:
@@ -146,14 +156,16 @@ async def _claimed(
     for _ in range(5):
         await rest_once()
         await a2a_once()
-        await a2a_once(rest_binding)
+        for other in bindings:
+            await a2a_once(other)
     rest: list[float] = []
     a2a: list[float] = []
-    a2a_rest: list[float] = []
+    others: list[list[float]] = [[] for _ in bindings]
     for _ in range(ctx.iterations(300)):  # interleaved: all see the same machine load
         rest.append(await rest_once())
         a2a.append(await a2a_once())
-        a2a_rest.append(await a2a_once(rest_binding))
+        for samples, other in zip(others, bindings, strict=True):
+            samples.append(await a2a_once(other))
     return [
         summarize("a2a: REST submit -> agent claimed (same run)", rest),
         summarize(
@@ -162,11 +174,14 @@ async def _claimed(
             baseline="a2a: REST submit -> agent claimed (same run)",
             target="p95 <= 2x REST submit -> claimed",
         ),
-        summarize(
-            "a2a: HTTP+JSON SendMessage -> agent claimed",
-            a2a_rest,
-            baseline="a2a: A2A SendMessage -> agent claimed",
-            target="p95 <= 1.2x JSON-RPC SendMessage -> claimed",
+        *(
+            summarize(
+                f"a2a: {name} SendMessage -> agent claimed",
+                samples,
+                baseline="a2a: A2A SendMessage -> agent claimed",
+                target="p95 <= 1.2x JSON-RPC SendMessage -> claimed",
+            )
+            for name, samples in zip(("HTTP+JSON", "gRPC"), others, strict=True)
         ),
     ]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Final
+from urllib.parse import urlsplit
 
 from a2a.types import (
     AgentCapabilities,
@@ -104,13 +105,15 @@ PUBLIC_SKILL: Final = AgentSkill(
 """The one skill of the public card: what the fleet offers is for token holders only."""
 
 
-def public_card(project_id: str, *, base_url: str, auth: bool) -> AgentCard:
+def public_card(project_id: str, *, base_url: str, auth: bool, grpc_port: int | None = None) -> AgentCard:
     """The card anyone may read: where to call, how to authenticate. Behind tokens it names
     no live capability (the extended card does) and needs no read of the project."""
-    return _card(project_id, base_url=base_url, auth=auth, skills=[PUBLIC_SKILL])
+    return _card(project_id, base_url=base_url, auth=auth, skills=[PUBLIC_SKILL], grpc_port=grpc_port)
 
 
-def agent_card(project: ProjectContext, *, base_url: str, auth: bool) -> AgentCard:
+def agent_card(
+    project: ProjectContext, *, base_url: str, auth: bool, grpc_port: int | None = None
+) -> AgentCard:
     """The card with the skills on offer now: the extended card, and the public one when
     Weft asks for no token."""
     skills = [
@@ -124,10 +127,13 @@ def agent_card(project: ProjectContext, *, base_url: str, auth: bool) -> AgentCa
         )
         for capability, offer in sorted(offers(project).items())
     ]
-    return _card(project.project_id, base_url=base_url, auth=auth, skills=skills or [IDLE_SKILL])
+    skills = skills or [IDLE_SKILL]
+    return _card(project.project_id, base_url=base_url, auth=auth, skills=skills, grpc_port=grpc_port)
 
 
-def _card(project_id: str, *, base_url: str, auth: bool, skills: list[AgentSkill]) -> AgentCard:
+def _card(
+    project_id: str, *, base_url: str, auth: bool, skills: list[AgentSkill], grpc_port: int | None
+) -> AgentCard:
     url = base_url.rstrip("/") + a2a_path(project_id)
     card = AgentCard(
         name=f"Loom project {project_id}",
@@ -152,6 +158,18 @@ def _card(project_id: str, *, base_url: str, auth: bool, skills: list[AgentSkill
                 url=url,
                 protocol_binding=TransportProtocol.JSONRPC.value,
                 protocol_version=PROTOCOL_VERSION_0_3,
+            ),
+            *(
+                [
+                    AgentInterface(  # no project in a gRPC address: the tenant names it
+                        url=f"{urlsplit(base_url).hostname}:{grpc_port}",
+                        protocol_binding=TransportProtocol.GRPC.value,
+                        protocol_version=PROTOCOL_VERSION_1_0,
+                        tenant=project_id,
+                    )
+                ]
+                if grpc_port is not None
+                else []
             ),
         ],
         provider=AgentProvider(organization="Loom", url=base_url.rstrip("/")),

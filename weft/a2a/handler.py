@@ -54,7 +54,7 @@ from a2a.utils.task import apply_history_length, validate_history_length
 
 from shared.errors import Forbidden
 from shared.models import WorkItem, WorkStatus, new_id
-from shared.names import InvalidNameError, validate_work_id
+from shared.names import InvalidNameError, validate_project_id, validate_work_id
 from shared.paging import decode_cursor
 from shared.work.rules import WorkNotFound, page_items
 from weft.a2a.card import agent_card
@@ -118,10 +118,30 @@ def granted_by(scope: ApiScope) -> frozenset[Access]:
     return frozenset({Access.READ, *([Access.OPERATE] if scope >= ApiScope.OPERATE else [])})
 
 
-def served(context: ServerCallContext, tenant: str, access: Access) -> Served:
+@dataclass
+class ServedByTenant:
+    """A binding without a project in its address (gRPC): the project is the request's
+    ``tenant``, which the card's gRPC interface names; the token was checked already."""
+
+    weft: WeftState
+    disconnected: Callable[[], Awaitable[bool]]
+    granted: frozenset[Access]
+    base_url: str
+
+    async def of(self, tenant: str) -> Served:
+        if not tenant:
+            rule = "required over gRPC: the project, as the card's gRPC interface names it"
+            raise InvalidParamsError(message=f"tenant: {rule}", data=field_error("tenant", rule))
+        project = await self.weft.hub.get(validate_project_id(tenant, "tenant"))
+        return Served(project, self.weft, self.disconnected, self.granted, self.base_url)
+
+
+async def served(context: ServerCallContext, tenant: str, access: Access) -> Served:
     """The request's project, checked for ``access``; a ``tenant`` (A2A 1.0), if the client
     sends one, must name the project of the URL (the card advertises it as the tenant)."""
     found = context.state.get(SERVED_KEY)
+    if isinstance(found, ServedByTenant):
+        found = await found.of(tenant)
     if not isinstance(found, Served):
         raise RuntimeError("A2A request without its project (the route did not set it)")
     found.allow(access)
@@ -197,7 +217,7 @@ class LoomRequestHandler(RequestHandler):
     @validate_request_params
     @refusals()
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        project = served(context, params.tenant, Access.READ).project
+        project = (await served(context, params.tenant, Access.READ)).project
         validate_history_length(params)
         item = await project.queue.get(work_id_of(params.id))
         return apply_history_length(task_of(item), params)
@@ -205,7 +225,7 @@ class LoomRequestHandler(RequestHandler):
     @validate_request_params
     @refusals()
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        project = served(context, params.tenant, Access.READ).project
+        project = (await served(context, params.tenant, Access.READ)).project
         validate_history_length(params)
         size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE
         if not 1 <= size <= MAX_PAGE:
@@ -240,7 +260,7 @@ class LoomRequestHandler(RequestHandler):
     @validate_request_params
     @refusals(conflict=TaskNotCancelableError)
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        project = served(context, params.tenant, Access.OPERATE).project
+        project = (await served(context, params.tenant, Access.OPERATE)).project
         work_id = work_id_of(params.id)
         reason = params.metadata.fields["reason"].string_value if "reason" in params.metadata.fields else ""
         item = await project.queue.cancel(work_id, reason=reason[:2000], by=SUBMITTED_BY)
@@ -251,7 +271,7 @@ class LoomRequestHandler(RequestHandler):
     @validate_request_params
     @refusals()
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        where = served(context, params.tenant, Access.OPERATE)
+        where = await served(context, params.tenant, Access.OPERATE)
         validate_history_length(params.configuration)
         work_id, begin = await self._begin(where, params)
         if params.configuration.return_immediately:
@@ -276,7 +296,7 @@ class LoomRequestHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent, None]:
-        where = served(context, params.tenant, Access.OPERATE)
+        where = await served(context, params.tenant, Access.OPERATE)
         validate_history_length(params.configuration)
         work_id, begin = await self._begin(where, params)
         listener = where.project.relay.listen(_work_events, subject_id=work_id)
@@ -293,7 +313,7 @@ class LoomRequestHandler(RequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent, None]:
-        where = served(context, params.tenant, Access.READ)
+        where = await served(context, params.tenant, Access.READ)
         work_id = work_id_of(params.id)
         listener = where.project.relay.listen(_work_events, subject_id=work_id)
         try:
@@ -406,7 +426,7 @@ class LoomRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        where = served(context, params.tenant, Access.OPERATE)
+        where = await served(context, params.tenant, Access.OPERATE)
         work_id = await self._push_task(where, params.task_id)
         return without_secrets(await self._register_push(where, work_id, params))
 
@@ -419,7 +439,7 @@ class LoomRequestHandler(RequestHandler):
         if context.state.get("method") == GET_PUSH_0_3 and not checked.id:
             checked.id = "-"  # 0.3's pushNotificationConfigId is optional (1.0's id is required)
         validate_proto_required_fields(checked)
-        where = served(context, params.tenant, Access.READ)
+        where = await served(context, params.tenant, Access.READ)
         work_id = await self._push_task(where, params.task_id)
         configs = await self._webhooks(where, work_id)
         # Without a configuration id (0.3's pushNotificationConfigId is optional) the task's
@@ -437,7 +457,7 @@ class LoomRequestHandler(RequestHandler):
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        where = served(context, params.tenant, Access.READ)
+        where = await served(context, params.tenant, Access.READ)
         if params.page_token:  # every configuration of a task fits one page: none is issued
             rule = "not a page token this listing issued"
             raise InvalidParamsError(message=f"pageToken: {rule}", data=field_error("pageToken", rule))
@@ -450,7 +470,7 @@ class LoomRequestHandler(RequestHandler):
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        where = served(context, params.tenant, Access.OPERATE)
+        where = await served(context, params.tenant, Access.OPERATE)
         work_id = await self._push_task(where, params.task_id)
         push = await push_of(where.project).started()
         await push.configs.delete_info(work_id, context, params.id or None)
@@ -487,8 +507,11 @@ class LoomRequestHandler(RequestHandler):
     ) -> AgentCard:
         """The card with the capabilities on offer now, for a token holder (the public card
         names none when Weft asks for tokens)."""
-        where = served(context, params.tenant, Access.READ)
+        where = await served(context, params.tenant, Access.READ)
         project = where.project
         await project.agents.mirror.sync()
         await project.targets.mirror.sync()
-        return agent_card(project, base_url=where.base_url, auth=where.weft.settings.auth_enabled)
+        weft = where.weft
+        return agent_card(
+            project, base_url=where.base_url, auth=weft.settings.auth_enabled, grpc_port=weft.a2a_grpc_port
+        )

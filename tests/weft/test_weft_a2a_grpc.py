@@ -1,0 +1,146 @@
+"""A2A 1.0's gRPC binding (issue 34): a real Weft serving it on a port of its own, the SDK's
+gRPC client chosen from the card, the real work queue as the agent; the token as metadata
+(UNAUTHENTICATED without it), the project as the tenant."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from a2a.client import Client, ClientCallContext, ClientConfig, create_client
+from a2a.types import (
+    GetExtendedAgentCardRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+    a2a_pb2,
+    a2a_pb2_grpc,
+)
+from a2a.utils.constants import TransportProtocol
+from nats.aio.client import Client as NatsClient
+from weft_helpers import claimant, eventually, register
+
+from shared.names import ProjectNames
+from testsupport.work import work_queue
+
+pytestmark = pytest.mark.timeout(120)
+
+TOKEN = "a2a-grpc-token-1"
+AUTH = ClientCallContext(service_parameters={"authorization": f"Bearer {TOKEN}"})
+
+
+@pytest.fixture
+async def weft(weft_factory: Any, project_id: str) -> AsyncIterator[Any]:
+    async with weft_factory(project_id=project_id, api_tokens=TOKEN, a2a_grpc_port=0) as running:
+        yield running
+
+
+@asynccontextmanager
+async def grpc_client(weft: Any, project: str, *, streaming: bool) -> AsyncIterator[Client]:
+    async with httpx.AsyncClient(timeout=30) as http:
+        config = ClientConfig(
+            httpx_client=http,
+            streaming=streaming,
+            supported_protocol_bindings=[TransportProtocol.GRPC.value],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
+        client = await create_client(f"{weft.base_url}/a2a/{project}", config)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def message(text: str = "Port the lexer") -> SendMessageRequest:
+    return SendMessageRequest(
+        message=Message(
+            role=Role.ROLE_USER,
+            message_id=uuid.uuid4().hex,
+            parts=[Part(text=text)],
+            metadata={"capability": "code"},
+        )
+    )
+
+
+async def grpc_address(weft: Any, project_id: str) -> str:
+    async with httpx.AsyncClient(base_url=weft.base_url) as anyone:
+        card = (await anyone.get(f"/a2a/{project_id}/.well-known/agent-card.json")).json()
+    (interface,) = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
+    assert interface["tenant"] == project_id and interface["protocolVersion"] == "1.0"
+    return str(interface["url"])
+
+
+async def test_the_sdk_s_grpc_client_sends_streams_and_reads_a_task(
+    weft: Any, nc: NatsClient, project_id: str
+) -> None:
+    assert (await grpc_address(weft, project_id)).startswith("127.0.0.1:")
+    queue = work_queue(nc, ProjectNames(project_id))
+    entry = await register(nc, project_id)
+
+    async def agent() -> None:
+        async def claim() -> Any:
+            return await queue.claim(claimant(entry))
+
+        item = await eventually(claim, timeout=20, what="the item to claim")
+        await queue.complete(item.id, entry.agent_id, "lexed")
+
+    async with grpc_client(weft, project_id, streaming=True) as client:
+        working = asyncio.create_task(agent())
+        events: list[StreamResponse] = [e async for e in client.send_message(message(), context=AUTH)]
+        await working
+        task_id = events[0].task.id
+        states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+        assert states[-1] == TaskState.TASK_STATE_COMPLETED
+        got = await client.get_task(GetTaskRequest(id=task_id), context=AUTH)
+        assert (
+            got.status.state == TaskState.TASK_STATE_COMPLETED and got.artifacts[0].parts[0].text == "lexed"
+        )
+        extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest(), context=AUTH)
+        assert [s.id for s in extended.skills] == ["code"]
+
+
+async def test_without_a_token_a_call_is_unauthenticated_and_another_tenant_sees_nothing(
+    weft: Any, project_id: str
+) -> None:
+    address = await grpc_address(weft, project_id)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        request = a2a_pb2.GetTaskRequest(id="f" * 32, tenant=project_id)
+        with pytest.raises(grpc.aio.AioRpcError) as anonymous:
+            await stub.GetTask(request)
+        assert anonymous.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "bearer token is required" in (anonymous.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as wrong:
+            await stub.GetTask(request, metadata=[("authorization", "Bearer s3cr3t-wrong")])
+        assert wrong.value.code() == grpc.StatusCode.UNAUTHENTICATED and "s3cr3t" not in (
+            wrong.value.details() or ""
+        )
+
+        auth = [("authorization", f"Bearer {TOKEN}"), ("a2a-version", "1.0")]
+        sent = await stub.SendMessage(
+            a2a_pb2.SendMessageRequest(
+                tenant=project_id,
+                message=message().message,
+                configuration=SendMessageConfiguration(return_immediately=True),
+            ),
+            metadata=auth,
+        )
+        elsewhere = a2a_pb2.GetTaskRequest(id=sent.task.id, tenant=f"{project_id}-b")
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await stub.GetTask(elsewhere, metadata=auth)
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as untenanted:
+            await stub.GetTask(a2a_pb2.GetTaskRequest(id=sent.task.id), metadata=auth)
+        assert untenanted.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "tenant: required over gRPC" in (untenanted.value.details() or "")
