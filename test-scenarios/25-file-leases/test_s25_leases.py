@@ -17,7 +17,9 @@ from scenario_harness import Fabric, agents_in, new_project_id
 from scenario_harness.drills import kill_agent
 
 HEARTBEAT_S = 0.5
-FAST = {"LOOM_WORK_ACK_WAIT_S": "2"}
+FAST = {"LOOM_WORK_ACK_WAIT_S": "5"}
+"""Short, so a killed holder's item is redelivered within the test; not so short that a
+claim lapses while a loaded machine starts the other agents (then two agents held one item)."""
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -97,7 +99,10 @@ async def test_three_agents_one_repository_under_leases(fabric: Fabric) -> None:
             },
         )
         alice, bob, carol = agents["alice"], agents["bob"], agents["carol"]
-        claimed = {agent.handle: await agent.claim() for agent in (alice, bob, carol)}
+        trio = (alice, bob, carol)
+        claimed = dict(
+            zip((a.handle for a in trio), await asyncio.gather(*(a.claim() for a in trio)), strict=True)
+        )
         by_item = {item["id"]: handle for handle, item in claimed.items() if item}
         assert set(by_item) == set(items.values())
         work_of = {handle: item["id"] for handle, item in claimed.items() if item}

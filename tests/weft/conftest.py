@@ -49,7 +49,7 @@ class RunningWeft:
         if project is not None:
             headers["X-Loom-Project"] = project
         return httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=10, verify=client_tls(self.base_url)
+            base_url=self.base_url, headers=headers, timeout=30, verify=client_tls(self.base_url)
         )
 
 

@@ -19,21 +19,30 @@ H11_LIMIT = 16 * 1024
 """h11's default limit on a request's head: uvicorn answers a longer one with a plain 400."""
 
 
-CONTEXTS = "/api/contexts"
-"""The context-tree routes are fuzzed apart from the rest: their bodies (a whole exported tree)
-are the slowest to generate, and two halves run side by side within the per-test timeout."""
+PARTS = {
+    "context-routes": ("/api/contexts",),
+    "a2a-routes": ("/a2a/", "/.well-known/"),
+}
+"""Route groups fuzzed apart from the rest, side by side within the per-test timeout: the
+context-tree routes (their bodies, a whole exported tree, are the slowest to generate) and
+the A2A routes (three bindings' worth of operations)."""
 
 
-def fuzz(spec: dict[str, Any], base_url: str, project: str, contexts: bool) -> tuple[int, list[str]]:
-    """(requests sent, problems found), for the context-tree routes or all the others. Every
-    request is pinned to one project so the run does not create a project per generated header."""
+def part_of(path: str) -> str:
+    return next((name for name, prefixes in PARTS.items() if path.startswith(prefixes)), "routes")
+
+
+def fuzz(spec: dict[str, Any], base_url: str, project: str, part: str) -> tuple[int, list[str]]:
+    """(requests sent, problems found), for one group of routes (:data:`PARTS`, or all the
+    others). Every request is pinned to one project so the run does not create a project per
+    generated header."""
     schema = schemathesis.openapi.from_dict(spec)
     problems: list[str] = []
     sent = 0
     session = requests.Session()
     for result in schema.get_all_operations():
         operation = result.ok()
-        if operation.path.startswith(CONTEXTS) != contexts:
+        if part_of(operation.path) != part:
             continue
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
@@ -61,7 +70,9 @@ def fuzz(spec: dict[str, Any], base_url: str, project: str, contexts: bool) -> t
                     if response.text == UVICORN_REFUSAL and len(response.request.url or "") > H11_LIMIT:
                         return  # refused by the HTTP server before any route: the request line is too long
                     body = response.json()
-                    if not (isinstance(body, dict) and {"error", "message"} <= set(body)):
+                    if not (isinstance(body, dict) and {"error", "message"} <= set(body)) and not a2a_error(
+                        body
+                    ):
                         problems.append(f"{label}: not the error envelope: {response.text[:200]}")
 
             try:
@@ -71,10 +82,17 @@ def fuzz(spec: dict[str, Any], base_url: str, project: str, contexts: bool) -> t
     return sent, problems
 
 
-@pytest.mark.parametrize("contexts", [False, True], ids=["routes", "context-routes"])
-async def test_generated_requests_never_get_a_5xx(weft: Any, project_id: str, contexts: bool) -> None:
+def a2a_error(body: Any) -> bool:
+    """The HTTP+JSON binding's own error shape (``{"error": {code, status, message}}``), which
+    A2A clients read there instead of Weft's envelope."""
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and {"code", "status", "message"} <= set(error)
+
+
+@pytest.mark.parametrize("part", ["routes", *PARTS])
+async def test_generated_requests_never_get_a_5xx(weft: Any, project_id: str, part: str) -> None:
     async with weft.client() as api:
         spec = (await api.get("/openapi.json")).json()
-    sent, problems = await asyncio.to_thread(fuzz, spec, weft.base_url, project_id, contexts)
-    assert sent > (100 if contexts else 200)
+    sent, problems = await asyncio.to_thread(fuzz, spec, weft.base_url, project_id, part)
+    assert sent > {"routes": 200, "context-routes": 100, "a2a-routes": 100}[part]
     assert problems == []
