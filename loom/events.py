@@ -26,6 +26,10 @@ FRAMES_OUT = frozenset({"event", "stats", "lagged"})
 """Frame types handed to the caller; welcome/subscribed/ping/pong are handled here."""
 
 
+HANDSHAKE_ATTEMPTS = 2
+"""Tries of a WebSocket handshake that times out before Weft counts as unreachable."""
+
+
 class EventStream:
     """A live subscription; iterate :meth:`frames` for event, stats and lagged frames."""
 
@@ -50,6 +54,8 @@ class EventStream:
         self.close()
 
     def open(self) -> None:
+        """Connect and wait for Weft's welcome. A handshake that times out is tried once more
+        (a busy Weft answers late) before the server counts as unreachable."""
         from websockets.exceptions import InvalidHandshake, InvalidStatus
         from websockets.sync.client import connect
 
@@ -57,16 +63,22 @@ class EventStream:
         headers = {PROJECT_HEADER: settings.project_id} if settings.project_id else {}
         subprotocols: Any = ["bearer", settings.api_token] if settings.api_token else None
         try:
-            self._ws = connect(
-                self.url,
-                additional_headers=headers,
-                subprotocols=subprotocols,
-                user_agent_header=self.client.user_agent,
-                open_timeout=settings.timeout,
-                proxy=True,  # like httpx: honour HTTP(S)_PROXY / NO_PROXY
-                compression=None,
-                max_size=16 * 2**20,
-            )
+            for attempt in range(1, HANDSHAKE_ATTEMPTS + 1):
+                try:
+                    self._ws = connect(
+                        self.url,
+                        additional_headers=headers,
+                        subprotocols=subprotocols,
+                        user_agent_header=self.client.user_agent,
+                        open_timeout=settings.timeout,
+                        proxy=True,  # like httpx: honour HTTP(S)_PROXY / NO_PROXY
+                        compression=None,
+                        max_size=16 * 2**20,
+                    )
+                    break
+                except TimeoutError:  # Weft took the connection but answered nothing in time
+                    if attempt == HANDSHAKE_ATTEMPTS:
+                        raise
         except InvalidStatus as exc:
             response = exc.response
             try:
