@@ -111,11 +111,14 @@ def public_card(project_id: str, *, base_url: str, auth: bool, grpc_port: int | 
     return _card(project_id, base_url=base_url, auth=auth, skills=[PUBLIC_SKILL], grpc_port=grpc_port)
 
 
-def agent_card(
+async def agent_card(
     project: ProjectContext, *, base_url: str, auth: bool, grpc_port: int | None = None
 ) -> AgentCard:
     """The card with the skills on offer now: the extended card, and the public one when
-    Weft asks for no token."""
+    Weft asks for no token. Read from the project's registry and target copies, brought up
+    to date first (an agent that registered a moment ago is on offer)."""
+    await project.agents.mirror.sync()
+    await project.targets.mirror.sync()
     skills = [
         AgentSkill(
             id=capability,

@@ -508,10 +508,10 @@ class LoomRequestHandler(RequestHandler):
         """The card with the capabilities on offer now, for a token holder (the public card
         names none when Weft asks for tokens)."""
         where = await served(context, params.tenant, Access.READ)
-        project = where.project
-        await project.agents.mirror.sync()
-        await project.targets.mirror.sync()
         weft = where.weft
-        return agent_card(
-            project, base_url=where.base_url, auth=weft.settings.auth_enabled, grpc_port=weft.a2a_grpc_port
+        return await agent_card(
+            where.project,
+            base_url=where.base_url,
+            auth=weft.settings.auth_enabled,
+            grpc_port=weft.a2a_grpc_port,
         )

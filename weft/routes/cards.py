@@ -37,9 +37,7 @@ async def _card_of(state: WeftState, project_id: str, request: Request) -> Agent
     if state.settings.auth_enabled:  # no read of the project for a caller without a token
         return public_card(project_id, base_url=url, auth=True, grpc_port=state.a2a_grpc_port)
     project = await state.hub.get(project_id)
-    await project.agents.mirror.sync()
-    await project.targets.mirror.sync()
-    return agent_card(project, base_url=url, auth=False, grpc_port=state.a2a_grpc_port)
+    return await agent_card(project, base_url=url, auth=False, grpc_port=state.a2a_grpc_port)
 
 
 def card_response(card: AgentCard, request: Request) -> Response:
