@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
@@ -114,3 +116,35 @@ async def until_listening(port: int, timeout: float = 30.0) -> None:
             if await http_listening(port):
                 return
             await anyio.sleep(0.1)
+
+
+@asynccontextmanager
+async def serving_http(
+    command: str, *, env: dict[str, str], log: Path, cwd: Path | None = None
+) -> AsyncIterator[tuple[Any, str]]:
+    """``command --http --port <free port>`` (``warp``, ``pattern``) started and listening:
+    the process and its endpoint URL. Its output goes to ``log``; a process the test did not
+    stop is killed on the way out."""
+    import subprocess
+
+    import anyio
+
+    from shared.nats.server import free_port
+
+    port = free_port()
+    with log.open("wb") as out:
+        proc = await anyio.open_process(
+            [command, "--http", "--port", str(port)],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
+        try:
+            await until_listening(port)
+            yield proc, f"http://127.0.0.1:{port}/mcp"
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()

@@ -441,40 +441,24 @@ async def test_streamable_http_mode_serves_the_same_tools_and_resumes(
     import anyio
     from mcp.client.streamable_http import streamable_http_client
 
-    from testsupport.mcp import assert_resumes, until_listening
+    from testsupport.mcp import assert_resumes, serving_http
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    with (tmp_path / "pattern-http.log").open("wb") as log:
-        proc = await anyio.open_process(
-            [PATTERN, "--http", "--port", str(port)],
-            env=base_env(nats_server.url, project_id, project_path),
-            cwd=project_path,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-        )
-        try:
-            await until_listening(port)
-            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
-                await s.initialize()
-                assert sorted(t.name for t in (await s.list_tools()).tools) == sorted(
-                    spec.name for spec in TOOLS
-                )
+    env = base_env(nats_server.url, project_id, project_path)
+    log = tmp_path / "pattern-http.log"
+    async with serving_http(PATTERN, env=env, log=log, cwd=project_path) as (proc, url):
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            assert sorted(t.name for t in (await s.list_tools()).tools) == sorted(spec.name for spec in TOOLS)
 
-                async def ready() -> bool:
-                    res = await s.call_tool("pattern_health", {})
-                    return bool(res.structured_content and res.structured_content["status"] == "ok")
+            async def ready() -> bool:
+                res = await s.call_tool("pattern_health", {})
+                return bool(res.structured_content and res.structured_content["status"] == "ok")
 
-                await eventually(ready, timeout=20)
-                kept = (await call(s, "pattern_remember", {"content": "over http"}))["memory"]["id"]
-                assert kept in await recall_ids(s)
-            await assert_resumes(url)
-            proc.terminate()
-            with anyio.fail_after(20):
-                assert await proc.wait() == 0  # stopped cleanly
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-    assert b"Streamable HTTP on" in (tmp_path / "pattern-http.log").read_bytes()
+            await eventually(ready, timeout=20)
+            kept = (await call(s, "pattern_remember", {"content": "over http"}))["memory"]["id"]
+            assert kept in await recall_ids(s)
+        await assert_resumes(url)
+        proc.terminate()
+        with anyio.fail_after(20):
+            assert await proc.wait() == 0  # stopped cleanly
+    assert b"Streamable HTTP on" in log.read_bytes()

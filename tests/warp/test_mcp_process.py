@@ -17,8 +17,7 @@ from pattern.tools import TOOL_NAMES as PATTERN_TOOL_NAMES
 from shared.agents.registry import AgentNotFound, Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
-from shared.nats.server import free_port
-from testsupport.mcp import assert_resumes, until_listening
+from testsupport.mcp import assert_resumes, serving_http
 from warp.tools import specs
 
 A_ID = "a" * 32
@@ -98,14 +97,8 @@ async def test_spun_up_agent_registers_by_itself(
 
 
 async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: NatsClient) -> None:
-    port = free_port()
     env = {**warp_env, "LOOM_AGENT_ID": A_ID, "LOOM_AUTO_REGISTER": "1"}
-    log = (tmp_path / "http.log").open("wb")
-    proc = await anyio.open_process([WARP, "--http", "--port", str(port)], env=env, stdout=log, stderr=log)
-    try:
-        url = f"http://127.0.0.1:{port}/mcp"
-
-        await until_listening(port)
+    async with serving_http(WARP, env=env, log=tmp_path / "http.log") as (proc, url):
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
@@ -134,11 +127,6 @@ async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: Nat
             await proc.wait()
         registry = Registry(nc.jetstream(), ProjectNames(warp_env["LOOM_PROJECT_ID"]))
         assert (await registry.get(A_ID)).status is AgentStatus.OFFLINE
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        log.close()
 
 
 async def test_with_memory_serves_pattern_tools_on_the_same_connection(

@@ -11,7 +11,6 @@ import logging
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError, TaskNotFoundError
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, eventually, message_0_3, register, rpc
+from weft_helpers import claimant, eventually, message, message_0_3, register, rpc
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
@@ -72,15 +71,6 @@ async def a2a(
             yield client
         finally:
             await client.close()
-
-
-def message(text: str = "Fix the flaky parser test", **metadata: Any) -> SendMessageRequest:
-    meta = {"capability": "code", **metadata}
-    return SendMessageRequest(
-        message=Message(
-            role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)], metadata=meta
-        )
-    )
 
 
 def state(task: Task) -> str:

@@ -5,7 +5,6 @@ gRPC client chosen from the card, the real work queue as the agent; the token as
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,11 +16,7 @@ from a2a.client import Client, ClientCallContext, ClientConfig, create_client
 from a2a.types import (
     GetExtendedAgentCardRequest,
     GetTaskRequest,
-    Message,
-    Part,
-    Role,
     SendMessageConfiguration,
-    SendMessageRequest,
     StreamResponse,
     TaskState,
     a2a_pb2,
@@ -29,7 +24,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, eventually, register
+from weft_helpers import claimant, eventually, message, register
 
 from shared.names import ProjectNames
 from testsupport.work import work_queue
@@ -60,17 +55,6 @@ async def grpc_client(weft: Any, project: str, *, streaming: bool) -> AsyncItera
             yield client
         finally:
             await client.close()
-
-
-def message(text: str = "Port the lexer") -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(
-            role=Role.ROLE_USER,
-            message_id=uuid.uuid4().hex,
-            parts=[Part(text=text)],
-            metadata={"capability": "code"},
-        )
-    )
 
 
 async def grpc_address(weft: Any, project_id: str) -> str:

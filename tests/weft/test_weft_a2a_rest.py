@@ -6,7 +6,6 @@ the project of the URL)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,17 +18,13 @@ from a2a.types import (
     GetExtendedAgentCardRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
     SendMessageConfiguration,
-    SendMessageRequest,
     StreamResponse,
     TaskState,
 )
 from a2a.utils.constants import TransportProtocol
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, eventually, register
+from weft_helpers import claimant, eventually, message, register
 
 from shared.artifacts import WorkArtifact
 from shared.names import ProjectNames
@@ -61,17 +56,6 @@ async def rest_client(weft: Any, project: str, *, streaming: bool = True) -> Asy
             yield client
         finally:
             await client.close()
-
-
-def message(text: str = "Port the parser", **metadata: Any) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(
-            role=Role.ROLE_USER,
-            message_id=uuid.uuid4().hex,
-            parts=[Part(text=text)],
-            metadata={"capability": "code", **metadata},
-        )
-    )
 
 
 async def test_the_card_lists_the_binding_and_the_sdk_client_speaks_it(

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from a2a.types import Message, Part, Role, SendMessageRequest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from websockets.asyncio.client import ClientConnection, connect
@@ -160,6 +161,19 @@ async def channel(nc: NatsClient, project: str, name: str) -> str:
 def rpc(method: str, params: dict[str, Any], ident: int = 7) -> dict[str, Any]:
     """A JSON-RPC 2.0 request, as A2A clients post it."""
     return {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+
+
+def message(text: str = "Fix the flaky parser test", **metadata: Any) -> SendMessageRequest:
+    """An A2A 1.0 send of ``text`` as the SDK's clients build it, for the ``code`` capability
+    unless ``metadata`` says otherwise."""
+    return SendMessageRequest(
+        message=Message(
+            role=Role.ROLE_USER,
+            message_id=uuid.uuid4().hex,
+            parts=[Part(text=text)],
+            metadata={"capability": "code", **metadata},
+        )
+    )
 
 
 def message_0_3(text: str = "Fix the flaky parser test") -> dict[str, Any]:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
-from shared.nats.server import EmbeddedNatsServer, free_port
-from testsupport.mcp import until_listening
+from shared.nats.server import EmbeddedNatsServer
+from testsupport.mcp import serving_http
 
 ROOT = Path(__file__).resolve().parents[3]
 SUITE = ROOT / "test-scenarios" / "conformance"
@@ -33,8 +32,8 @@ pytestmark = [
 ]
 
 
-def server_command(part: str, port: int) -> list[str]:
-    return [str(Path(sys.executable).parent / part), "--http", "--port", str(port)]
+def server_command(part: str) -> str:
+    return str(Path(sys.executable).parent / part)
 
 
 @pytest.mark.parametrize("part", ["warp", "pattern"])
@@ -42,7 +41,6 @@ async def test_the_conformance_suite_passes_but_for_the_fixture_scenarios(
     part: str, nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path
 ) -> None:
     assert (BIN / "conformance").exists(), "the suite is missing: `make test` installs it (npm ci)"
-    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "PATTERN_", "WEFT_"))},
         "NATS_URL": nats_server.url,
@@ -52,35 +50,18 @@ async def test_the_conformance_suite_passes_but_for_the_fixture_scenarios(
         "LOOM_USER_ID": "0123456789abcdef",
         "PATTERN_EXPORT_DIR": str(tmp_path / "exports"),
     }
-    with (tmp_path / f"{part}.log").open("wb") as log:
-        server = await anyio.open_process(
-            server_command(part, port),
-            env=env,
+    log = tmp_path / f"{part}.log"
+    async with serving_http(server_command(part), env=env, log=log, cwd=tmp_path) as (server, url):
+        suite_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        run = await anyio.run_process(
+            [str(BIN / "conformance"), "server", "--url", url, "--expected-failures", str(EXPECTED)],
+            env=suite_env,
             cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
+            check=False,
         )
-        try:
-            await until_listening(port)
-            suite_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-            run = await anyio.run_process(
-                [
-                    str(BIN / "conformance"),
-                    "server",
-                    "--url",
-                    f"http://127.0.0.1:{port}/mcp",
-                    "--expected-failures",
-                    str(EXPECTED),
-                ],
-                env=suite_env,
-                cwd=tmp_path,
-                check=False,
-            )
-        finally:
-            server.terminate()
-            with anyio.fail_after(20):
-                await server.wait()
+        server.terminate()
+        with anyio.fail_after(20):
+            await server.wait()
     report = (run.stdout + run.stderr).decode(errors="replace")
     assert run.returncode == 0, report[-6000:]
     assert "Baseline check passed" in report
