@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
     from shared.errors import describe_validation
+    from shared.footprint import leave_out_unused_imports
     from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
     from shared.legacy import LegacySettingError, apply_environment, check_warp_files
     from shared.names import InvalidNameError
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         return _fail(redact(describe_validation(exc.errors(include_url=False))))
     configure_logging(settings.log_level)
+    leave_out_unused_imports(nats_settings.url)  # before nats-py and the MCP SDK load
     if notices:
         import logging
 
