@@ -198,16 +198,19 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
     return results
 
 
-class _RawRpc:
+class RawRpc:
     """A bare JSON-RPC client over the process's stdio: what Warp itself costs, without the
-    SDK client's per-call work (it re-validates every structured result with jsonschema)."""
+    SDK client's per-call work (it re-validates every structured result with jsonschema).
+    Several calls may be in flight at once; one reader hands each answer to its caller."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self._id = 0
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def start(cls, env: dict[str, str], errlog: Any) -> _RawRpc:
+    async def start(cls, env: dict[str, str], errlog: Any) -> RawRpc:
         proc = await asyncio.create_subprocess_exec(
             WARP,
             stdin=asyncio.subprocess.PIPE,
@@ -229,6 +232,17 @@ class _RawRpc:
         await rpc._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return rpc
 
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            reply = json.loads(line)
+            waiting = self._waiting.pop(reply.get("id"), None)  # notifications carry no id
+            if waiting is not None and not waiting.done():
+                waiting.set_result(reply)
+        for waiting in self._waiting.values():
+            if not waiting.done():
+                waiting.set_exception(RuntimeError(f"warp exited ({self.proc.returncode})"))
+
     async def _send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
@@ -236,12 +250,13 @@ class _RawRpc:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self._id += 1
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[self._id] = answer
         await self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
-        assert self.proc.stdout is not None
-        while True:
-            reply = json.loads(await self.proc.stdout.readline())
-            if reply.get("id") == self._id:
-                return dict(reply["result"])
+        reply = await answer
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return dict(reply["result"])
 
     async def tool(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         result = await self.request("tools/call", {"name": name, "arguments": args or {}})
@@ -253,13 +268,14 @@ class _RawRpc:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         await self.proc.wait()
+        await self._reader
 
 
 async def _bench_rpc(ctx: BenchContext, project: str, n: int) -> list[BenchResult]:
     errlog = (ctx.scratch / "warp-rpc.stderr").open("w")
-    a = await _RawRpc.start(warp_env(ctx, project, "a3" * 16, "rpc-a"), errlog)
+    a = await RawRpc.start(warp_env(ctx, project, "a3" * 16, "rpc-a"), errlog)
     b_id = "b4" * 16
-    b = await _RawRpc.start(warp_env(ctx, project, b_id, "rpc-b"), errlog)
+    b = await RawRpc.start(warp_env(ctx, project, b_id, "rpc-b"), errlog)
     results: list[BenchResult] = []
     try:
         for rpc in (a, b):

@@ -26,7 +26,7 @@ PERF = Path(__file__).resolve().parents[2] / "test-scenarios" / "performance"
 
 GROUPS = {
     "tracing": ("bench_tracing", "bench_context", "bench_leases", "bench_forge", "bench_core"),
-    "spinup": ("bench_spinup", "bench_a2a", "bench_landing", "bench_notify", "bench_usage"),
+    "spinup": ("bench_spinup", "bench_a2a", "bench_landing", "bench_notify", "bench_usage", "bench_fleet"),
     "agents": (
         "bench_warp",
         "bench_shuttle",
@@ -120,6 +120,10 @@ def _spinup(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed
     assert curves["landing: bisect 1 bad"]["sizes"] == [2, 4, 8]
     for prefix in ("spinup:", "a2a:", "landing:", "notify:"):
         assert any(n.startswith(prefix) for n in results), prefix
+    # The fleet: real Warp processes at two sizes, none of them taken for offline meanwhile.
+    assert curves["fleet: claim, every agent at once"]["sizes"] == [3, 6]
+    assert curves["fleet: cold start, all online in Weft"]["sizes"] == [3, 6]
+    assert [results[f"fleet: false offline detections @ {n} agents"]["value"] for n in (3, 6)] == [0, 0]
 
 
 def _agents(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed: str) -> None:

@@ -1,0 +1,469 @@
+"""A fleet of real agents on one machine: N Warp processes (10, 50, 100, 200) attached to one
+Weft, each registered and heartbeating, driven over MCP stdio from this one process.
+
+Each size gets a fabric of its own (a nats-server and a ``weft serve`` process), so the idle
+figures are that fleet's alone. Per size:
+
+* **cold start**: all N spawned at once -> all N ready (``warp_registry_get_info``) and
+  listed online by Weft (``GET /api/agents?status=online``). On two cores this is mostly N
+  Python processes importing the MCP SDK side by side.
+* **memory**: RSS and PSS (shared pages divided among the processes that map them) of each
+  Warp process, the median and the largest, once the fleet is up and again after the load.
+* **idle CPU**: Weft's, nats-server's and one Warp's (the mean) share of one core over a
+  window in which nothing but heartbeats happens.
+* **claims**: 10·N items submitted through Weft's REST API, then claimed and completed two
+  ways: eight claims at a time spread over all N agents (the latency with N agents live and
+  contending, at the same offered load for every N) and every agent at once in a closed loop
+  (the whole fleet draining the queue: its latency is N / throughput, queueing included).
+  The raw baseline does the same with N nats-py connections and the work queue Warp uses.
+* **messages**: a DM (send -> the recipient's read) and a channel message (send -> visible to
+  another agent) between random pairs, one at a time, with N agents live.
+* **false offline**: ``agent.offline`` events Weft published while every agent was alive;
+  anything but 0 is a bug.
+
+``run.py`` draws the ``... @ N agents`` rows as scale curves (per-agent cost, growth check).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench_warp import RawRpc, warp_env
+from benchlib import BenchContext, BenchResult, summarize
+
+from shared.names import ProjectNames
+from shared.nats.client import connect
+from shared.nats.server import EmbeddedNatsServer, ServerConfig
+from weft.settings import WeftSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "test-scenarios") not in sys.path:
+    sys.path.insert(0, str(ROOT / "test-scenarios"))
+
+from scenario_harness.drills import WeftProcess  # noqa: E402
+
+PROJECT = "fleet"
+WEFT_ENV = {
+    "WEFT_PROJECT_ID": PROJECT,
+    "WEFT_LOG_LEVEL": "WARNING",
+    # Weft's own defaults, not the drills' short intervals: the idle figures are production's.
+    "WEFT_SWEEP_INTERVAL_S": str(WeftSettings.model_fields["sweep_interval_s"].default),
+    "WEFT_STALE_CHECK_INTERVAL_S": str(WeftSettings.model_fields["stale_check_interval_s"].default),
+}
+SIZES = (10, 50, 100, 200)
+QUICK_SIZES = (3, 6)
+PACED_CLAIMERS = 8
+READY_POLLS = 2400  # 0.05 s apart: two minutes for a Warp to connect and register
+CHANNEL = "roadmap"  # one of the channels every project has
+ITEMS_PER_AGENT = 10
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+TARGET_MS = "p99 <= 50 ms"
+TARGET_RSS = "<= 60 MB each"
+TARGET_IDLE = "Weft <= 5% of one core"
+
+
+# -- processes --------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """(RSS, PSS) in MB: PSS shares each page among the processes mapping it."""
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss"):
+            found[key] = int(rest.split()[0]) / 1024
+    return found["Rss"], found["Pss"]
+
+
+# -- the fleet ------------------------------------------------------------------------
+
+
+@dataclass
+class Agent:
+    agent_id: str
+    rpc: RawRpc
+    cursor: str | None = None
+
+    async def call(self, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.rpc.tool(tool, args)
+
+
+@dataclass
+class Fleet:
+    """N Warp processes, each an MCP session over its stdio, all driven from this process by a
+    bare JSON-RPC client (the SDK's client re-validates every result: with N sessions in one
+    process that work, not Warp's, would fill the driver's core)."""
+
+    ctx: BenchContext
+    nats_url: str
+    agents: list[Agent] = field(default_factory=list)
+
+    async def start(self, n: int) -> None:
+        errlog = (self.ctx.scratch / "fleet-warps.stderr").open("a")
+
+        async def one(i: int) -> Agent:
+            agent_id = uuid.uuid4().hex
+            env = warp_env(self.ctx, PROJECT, agent_id, f"fleet-{i}") | {"NATS_URL": self.nats_url}
+            agent = Agent(agent_id, await RawRpc.start(env, errlog))
+            self.agents.append(agent)
+            for _ in range(READY_POLLS):  # registered and connected: its info answers
+                answer = await agent.rpc.request(
+                    "tools/call", {"name": "warp_registry_get_info", "arguments": {}}
+                )
+                if not answer.get("isError"):
+                    return agent
+                await asyncio.sleep(0.05)
+            raise RuntimeError(f"fleet: Warp fleet-{i} did not become ready")
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(a.rpc.close() for a in self.agents), return_exceptions=True)
+
+    @property
+    def pids(self) -> list[int]:
+        return [a.rpc.proc.pid for a in self.agents]
+
+
+async def _online(weft: WeftProcess, n: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    async with weft.running_weft.client(PROJECT) as api:
+        while True:
+            listed = (await api.get("/api/agents", params={"status": "online", "limit": 1000})).json()
+            if len(listed["items"]) >= n:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"fleet: {len(listed['items'])} of {n} agents online after {timeout:g} s")
+            await asyncio.sleep(0.1)
+
+
+async def _submit(weft: WeftProcess, count: int, tag: str) -> None:
+    async with weft.running_weft.client(PROJECT) as api:
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(count):
+            queue.put_nowait(i)
+
+        async def worker() -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                body = {"task_id": f"{tag}-{i}", "description": "fleet bench", "capability": "code"}
+                response = await api.post("/api/work", json=body)
+                assert response.status_code == 201, response.text
+
+        await asyncio.gather(*(worker() for _ in range(16)))
+
+
+Claim = Callable[[int], Awaitable[str | None]]
+Finish = Callable[[int, str], Awaitable[None]]
+
+
+async def _drain(
+    total: int, workers: int, claim: Claim, finish: Finish, *, spread: bool
+) -> tuple[list[float], float]:
+    """``workers`` loops claiming and completing until ``total`` items are done: each through
+    its own agent, or (``spread``) through the next agent in turn. The claim latencies and
+    the wall time."""
+    done = 0
+    samples: list[float] = []
+    turn = 0
+
+    async def loop(worker: int) -> None:
+        nonlocal done, turn
+        empty = 0
+        while done < total:
+            k = turn if spread else worker
+            turn += 1
+            start = time.perf_counter()
+            item = await claim(k)
+            if item is None:  # the queue's no-wait pull can miss an item a moment old
+                empty += 1
+                assert empty < 2000, "fleet: claims keep coming back empty"
+                await asyncio.sleep(0.01)
+                continue
+            samples.append((time.perf_counter() - start) * 1000)
+            await finish(k, item)
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(w) for w in range(workers)))
+    return samples, time.perf_counter() - started
+
+
+async def _claims_mcp(
+    fleet: Fleet, weft: WeftProcess, n: int, tag: str, workers: int
+) -> tuple[list[float], float]:
+    total = ITEMS_PER_AGENT * n
+    await _submit(weft, total, tag)
+    agents = fleet.agents
+
+    async def claim(k: int) -> str | None:
+        got = await agents[k % n].call("warp_work_claim")
+        return str(got["item"]["id"]) if got["claimed"] else None
+
+    async def finish(k: int, item: str) -> None:
+        await agents[k % n].call("warp_work_complete", {"work_id": item})
+
+    return await _drain(total, workers, claim, finish, spread=workers == PACED_CLAIMERS)
+
+
+async def _claims_raw(nats_url: str, n: int, workers: int) -> tuple[list[float], float]:
+    """The same with N nats-py connections and the project's work queue, as Warp uses it."""
+    from shared.models import WorkSubmission
+    from shared.work.rules import Claimant
+    from testsupport.work import work_queue
+
+    names = ProjectNames(f"{PROJECT}-raw-{uuid.uuid4().hex[:6]}")
+    clients = [await connect(url=nats_url, name=f"fleet-raw-{i}") for i in range(n)]
+    try:
+        queues = [work_queue(nc, names) for nc in clients]
+        claimants = [
+            Claimant(agent_id=uuid.uuid4().hex, agent_type="generic", capabilities=("code",)) for _ in clients
+        ]
+        total = ITEMS_PER_AGENT * n
+        for i in range(total):
+            await queues[0].submit(
+                WorkSubmission(task_id=f"raw-{i}", description="fleet bench", capability="code")
+            )
+
+        async def claim(k: int) -> str | None:
+            got = await queues[k % n].claim(claimants[k % n])
+            return None if got is None else got.id
+
+        async def finish(k: int, item: str) -> None:
+            await queues[k % n].complete(item, claimants[k % n].agent_id)
+
+        return await _drain(total, workers, claim, finish, spread=workers == PACED_CLAIMERS)
+    finally:
+        await asyncio.gather(*(nc.close() for nc in clients))
+
+
+async def _catch_up(reader: Agent) -> None:
+    """Move the reader's cursor past every message on the channel."""
+    while True:
+        arguments = (
+            {"channel": CHANNEL} if reader.cursor is None else {"channel": CHANNEL, "cursor": reader.cursor}
+        )
+        page = await reader.call("warp_channels_read", arguments)
+        reader.cursor = page["next_cursor"]
+        if not page["has_more"]:
+            return
+
+
+async def _messages(fleet: Fleet, rounds: int) -> tuple[list[float], list[float]]:
+    agents = fleet.agents
+    rng = random.Random(7)
+    dm: list[float] = []
+    channel: list[float] = []
+    for _ in range(rounds):
+        sender, reader = rng.sample(agents, 2)
+        start = time.perf_counter()
+        await sender.call("warp_messages_send_direct", {"recipient_id": reader.agent_id, "message": "hi"})
+        page = await reader.call("warp_messages_read_direct", {"limit": 10})
+        dm.append((time.perf_counter() - start) * 1000)
+        assert len(page["messages"]) == 1, page
+
+        sender, reader = rng.sample(agents, 2)
+        await _catch_up(reader)  # what others sent since this reader last read: not timed
+        start = time.perf_counter()
+        sent = await sender.call("warp_channels_send", {"channel": CHANNEL, "message": "hi"})
+        page = await reader.call("warp_channels_read", {"channel": CHANNEL, "cursor": reader.cursor})
+        channel.append((time.perf_counter() - start) * 1000)
+        assert [m["seq"] for m in page["messages"]] == [sent["seq"]], page
+        reader.cursor = page["next_cursor"]
+    return dm, channel
+
+
+async def _idle_cpu(pids: dict[str, list[int]], window_s: float) -> dict[str, float]:
+    """Each group's CPU over the window as a percentage of one core (per process for warps)."""
+    before = {name: sum(cpu_seconds(p) for p in group) for name, group in pids.items()}
+    await asyncio.sleep(window_s)
+    after = {name: sum(cpu_seconds(p) for p in group) for name, group in pids.items()}
+    return {name: 100 * (after[name] - before[name]) / window_s / len(pids[name]) for name in pids}
+
+
+def _memory_rows(pids: list[int], n: int, when: str) -> list[BenchResult]:
+    measured = [memory_mb(p) for p in pids]
+    rss = [m[0] for m in measured]
+    pss = [m[1] for m in measured]
+    return [
+        BenchResult(
+            f"fleet: Warp RSS, median ({when}) @ {n} agents",
+            unit="MB",
+            value=statistics.median(rss),
+            target=TARGET_RSS,
+            extra={"max": max(rss), "processes": len(pids)},
+        ),
+        BenchResult(
+            f"fleet: Warp PSS, median ({when}) @ {n} agents",
+            unit="MB",
+            value=statistics.median(pss),
+            extra={"max": max(pss), "why": "RSS with shared pages divided among the processes mapping them"},
+        ),
+    ]
+
+
+FLOOR_SCRIPT = """
+import sys
+from shared.footprint import leave_out_unused_imports
+leave_out_unused_imports(None)
+import mcp.server.mcpserver, nats
+for line in open("/proc/self/status"):
+    if line.startswith("VmRSS:"):
+        print(int(line.split()[1]) / 1024)
+"""
+
+
+async def _floor_rss() -> BenchResult:
+    """What any Python MCP server on NATS holds before its own code: the interpreter, the MCP
+    SDK's server and nats-py, imported as Warp imports them."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", FLOOR_SCRIPT, cwd=ROOT, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0, "fleet: the floor process failed"
+    return BenchResult(
+        "ref: Python with the MCP SDK server and nats-py imported (RSS)",
+        unit="MB",
+        value=float(out.decode().strip()),
+        extra={"why": "below this no Python MCP server on NATS goes; Warp's own share is the rest"},
+    )
+
+
+async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
+    folder = ctx.scratch / f"fleet-{n}"
+    results: list[BenchResult] = []
+    with EmbeddedNatsServer(ServerConfig()) as server:
+        weft = WeftProcess(server.url, folder, env=WEFT_ENV)
+        await weft.start()
+        watcher = await connect(url=server.url, name="fleet-offline-watch")
+        offline: list[str] = []
+
+        async def count_offline(msg: Any) -> None:
+            offline.append(json.loads(msg.data)["subject_id"])
+
+        await watcher.subscribe(ProjectNames(PROJECT).event_subject("agent", "offline"), cb=count_offline)
+        fleet = Fleet(ctx, server.url)
+        try:
+            started = time.perf_counter()
+            await fleet.start(n)
+            ready_ms = (time.perf_counter() - started) * 1000
+            await _online(weft, n, timeout=60 + n)
+            online_ms = (time.perf_counter() - started) * 1000
+            results.append(BenchResult(f"fleet: cold start, all ready @ {n} agents", value=ready_ms))
+            results.append(
+                BenchResult(f"fleet: cold start, all online in Weft @ {n} agents", value=online_ms)
+            )
+
+            phases = {"cold start": len(offline)}
+            pids = fleet.pids
+            results += _memory_rows(pids, n, "started")
+
+            window = 2.0 if ctx.quick else 15.0
+            assert weft.proc is not None and server.pid is not None
+            idle = await _idle_cpu({"weft": [weft.proc.pid], "nats": [server.pid], "warp": pids}, window)
+            results.append(
+                BenchResult(
+                    f"fleet: Weft idle CPU @ {n} agents",
+                    unit="% core",
+                    value=idle["weft"],
+                    target=TARGET_IDLE,
+                )
+            )
+            results.append(
+                BenchResult(f"fleet: nats-server idle CPU @ {n} agents", unit="% core", value=idle["nats"])
+            )
+            results.append(
+                BenchResult(f"fleet: one Warp's idle CPU @ {n} agents", unit="% core", value=idle["warp"])
+            )
+
+            phases["idle"] = len(offline)
+            samples, wall = await _claims_mcp(fleet, weft, n, "paced", PACED_CLAIMERS)
+            results.append(
+                summarize(
+                    f"fleet: claim, {PACED_CLAIMERS} at a time over all agents @ {n} agents",
+                    samples,
+                    baseline=f"raw: claim, {PACED_CLAIMERS} at a time over N connections @ {n} agents",
+                    target=TARGET_MS,
+                    throughput=len(samples) / wall,
+                )
+            )
+            phases["claims, 8 at a time"] = len(offline)
+            samples, wall = await _claims_mcp(fleet, weft, n, "all", n)
+            results.append(
+                summarize(
+                    f"fleet: claim, every agent at once @ {n} agents",
+                    samples,
+                    baseline=f"raw: claim, every connection at once @ {n} agents",
+                    throughput=len(samples) / wall,
+                    extra={"why": "closed loop: latency is N / throughput, queueing included"},
+                )
+            )
+            phases["claims, every agent at once"] = len(offline)
+            dm, channel = await _messages(fleet, ctx.iterations(200, quick=10))
+            results.append(summarize(f"fleet: DM send -> read @ {n} agents", dm, target=TARGET_MS))
+            results.append(
+                summarize(f"fleet: channel send -> visible @ {n} agents", channel, target=TARGET_MS)
+            )
+            phases["messages"] = len(offline)
+            results += _memory_rows(pids, n, "after load")
+            streams = await watcher.jetstream().streams_info()
+            results.append(
+                BenchResult(
+                    f"fleet: JetStream consumers per agent, after load @ {n} agents",
+                    unit="count",
+                    value=sum(info.state.consumer_count for info in streams) / n,
+                    extra={
+                        "streams": len(streams),
+                        "why": "an agent's inbox consumer is made at its first read",
+                    },
+                )
+            )
+
+            for workers, label in (
+                (PACED_CLAIMERS, f"{PACED_CLAIMERS} at a time over N connections"),
+                (n, "every connection at once"),
+            ):
+                samples, wall = await _claims_raw(server.url, n, workers)
+                results.append(
+                    summarize(f"raw: claim, {label} @ {n} agents", samples, throughput=len(samples) / wall)
+                )
+
+            await watcher.flush()
+            results.append(
+                BenchResult(
+                    f"fleet: false offline detections @ {n} agents",
+                    unit="count",
+                    value=len(offline),
+                    target="0",
+                    extra={"after each phase": phases, "agents": len(set(offline))},
+                )
+            )
+        finally:
+            await fleet.stop()
+            await watcher.close()
+            await weft.stop()
+    return results
+
+
+async def run(ctx: BenchContext) -> list[BenchResult]:
+    results = [await _floor_rss()]
+    for n in QUICK_SIZES if ctx.quick else SIZES:
+        results += await _one_size(ctx, n)
+    return results
