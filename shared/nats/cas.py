@@ -62,7 +62,7 @@ class Swap(Generic[T]):
 
 Read = Callable[[], Awaitable[tuple[T, int] | None]]
 """The current value and its revision, or None when the key has none."""
-OnLost = Callable[[], Awaitable[None]]
+OnLost = Callable[[], Awaitable[object]]
 Decision: TypeAlias = "T | Delete | None"
 """The new value, :data:`DELETE`, or None: leave the stored value as it is."""
 

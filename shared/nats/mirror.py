@@ -278,13 +278,14 @@ class BucketMirror(Generic[T]):
         return True
 
     # -- waits ---------------------------------------------------------------------------
-    async def sync(self, timeout: float = SYNC_TIMEOUT_S) -> None:
-        """Wait until every write stored under the pattern when called is in the copy."""
+    async def sync(self, timeout: float = SYNC_TIMEOUT_S) -> bool:
+        """Wait until every write stored under the pattern when called is in the copy; False
+        when it could not catch up in time (it then serves what it has)."""
         if not self.running:
-            return
+            return True
         target = await newest_stored_seq(self._js, self.bucket, self.keys)
         if self._revision >= target and self._current.is_set():
-            return
+            return True
         try:
             async with asyncio.timeout(timeout):
                 await self._current.wait()
@@ -294,6 +295,8 @@ class BucketMirror(Generic[T]):
             log.warning(
                 "mirror %s lags behind (%s < %s); serving what it has", self.bucket, self._revision, target
             )
+            return False
+        return True
 
     async def wait_for(self, revision: int, timeout: float = SYNC_TIMEOUT_S) -> bool:
         """Wait until the copy has seen ``revision`` (read-your-writes after one's own write)."""

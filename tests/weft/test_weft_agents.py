@@ -121,6 +121,65 @@ async def test_agent_events_are_derived_from_registry_changes(
     assert events[2]["data"]["agent"]["capabilities"] == ["code", "docs"]
 
 
+async def test_a_heartbeat_read_late_is_news_of_life_not_an_offline(
+    weft_factory: Any, nc: NatsClient, project_id: str
+) -> None:
+    """A Weft short of CPU reads heartbeats late; each then looks missed by the clock. A
+    registration or a heartbeat is taken as the life it reports; only a change that is no
+    heartbeat, to an entry whose heartbeats stopped, is an offline by itself (missed
+    heartbeats are the periodic check's to tell, here too far off to run)."""
+    registry = Registry(nc.jetstream(), ProjectNames(project_id))
+    async with (
+        weft_factory(project_id=project_id, stale_check_interval_s=600) as weft,
+        ws_connect(f"{weft.ws_url}/api/ws?topics=agents") as conn,
+    ):
+        ws = WsClient(conn)
+        await ws.next_of("welcome")
+        entry = await register(nc, project_id, stale=True)  # registered ten minutes ago, read now
+        aid = entry.agent_id
+        late = utcnow() - timedelta(minutes=5)  # a later heartbeat, read five minutes late
+        await registry.update(aid, lambda e: e.model_copy(update={"last_heartbeat": late}))
+        await registry.update(aid, lambda e: e.model_copy(update={"capabilities": ["docs"]}))
+        await registry.remove(aid)
+        events = await ws.events_until(lambda evs: "agent.deregistered" in actions(evs, aid))
+    assert actions(events, aid) == ["agent.registered", "agent.offline", "agent.deregistered"]
+    assert events[0]["data"]["status"] == "online"
+    assert events[1]["data"]["agent"]["capabilities"] == ["docs"]
+
+
+async def test_while_the_copy_cannot_catch_up_nobody_is_taken_for_offline(
+    nc: NatsClient, project_id: str
+) -> None:
+    """A copy held back longer than a sync waits makes every agent look stale: the check
+    then announces nobody and asks again next time."""
+    directory = AgentDirectory(nc, nc.jetstream(), ProjectNames(project_id))
+    await directory.start(stale_check_interval_s=3600)  # checked by hand below
+    release = asyncio.Event()
+    try:
+        beating = await register(nc, project_id, stale=True)
+        await directory.mirror.sync()
+        held = asyncio.Event()
+        blocker = agent_id()
+
+        async def hold_the_copy(key: str, *_: Any) -> None:
+            if key == blocker:
+                held.set()
+                await release.wait()
+
+        directory.mirror.listen(hold_the_copy)
+        await register(nc, project_id, aid=blocker)
+        await held.wait()
+        await register(nc, project_id, aid=beating.agent_id)  # a fresh heartbeat, in NATS
+        assert await directory.check_staleness() == []  # the sync timed out: not judged
+        assert await directory.still_stale(beating.agent_id) is False
+        release.set()
+        assert await directory.mirror.sync()
+        assert await directory.check_staleness() == []  # caught up: it beats
+    finally:
+        release.set()
+        await directory.stop()
+
+
 async def test_two_replicas_publish_each_agent_event_once(
     weft_factory: Any, nc: NatsClient, project_id: str
 ) -> None:

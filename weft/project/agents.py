@@ -188,13 +188,19 @@ class AgentDirectory:
         if entry is None:
             return
         msg_id = f"{key}.{after.revision}"
-        effective = AgentStatus.OFFLINE if entry.is_stale() else entry.status
         previous = None if before is None else self.mirror.value_of(key, before)
+        # A registration or a heartbeat is news that the agent lived when it was sent, however
+        # late this copy reads it: a Weft short of CPU reads heartbeats late, and judged by the
+        # clock each would look missed (200 agents on two cores: thousands of false offlines).
+        # Missed heartbeats are told by check_staleness, from a copy that has caught up.
+        beat = previous is None or entry.last_heartbeat > previous.last_heartbeat
+        stale = not beat and entry.is_stale()
+        effective = AgentStatus.OFFLINE if stale else entry.status
         if previous is None:
             await self._publish("registered", entry, effective, msg_id=msg_id)
             return
         was_stale = key in self._stale_reported
-        if not entry.is_stale():
+        if not stale:
             self._stale_reported.pop(key, None)
         previous_status = AgentStatus.OFFLINE if was_stale else previous.status
         if effective != previous_status:
@@ -211,8 +217,10 @@ class AgentDirectory:
         The copy is as fresh as this process's loop: on a loaded machine it can hold heartbeats
         that NATS already has, and an agent that beats every second then looks stale. A
         decision taken on staleness (an ``offline`` event, stopping a spun-up agent) asks this
-        first; a copy that cannot catch up in time is taken as it is."""
-        await self.mirror.sync()
+        first; while the copy cannot catch up, nobody is taken for offline (the next check asks
+        again): a late copy makes every agent look stale."""
+        if not await self.mirror.sync():
+            return False
         entry = self.mirror.get(agent_id)
         return entry is None or entry.is_stale(utcnow())
 
