@@ -189,19 +189,16 @@ class AgentDirectory:
             return
         msg_id = f"{key}.{after.revision}"
         previous = None if before is None else self.mirror.value_of(key, before)
-        # A registration or a heartbeat is news that the agent lived when it was sent, however
-        # late this copy reads it: a Weft short of CPU reads heartbeats late, and judged by the
-        # clock each would look missed (200 agents on two cores: thousands of false offlines).
-        # Missed heartbeats are told by check_staleness, from a copy that has caught up.
-        beat = previous is None or entry.last_heartbeat > previous.last_heartbeat
-        stale = not beat and entry.is_stale()
-        effective = AgentStatus.OFFLINE if stale else entry.status
+        # What an entry says is news as of when it was written, however late this copy reads
+        # it: a Weft short of CPU reads the registry late, and judged by the clock each change
+        # (a heartbeat, a claim's busy) would look like heartbeats missed (200 agents on two
+        # cores: hundreds of false offlines). Missed heartbeats are told by check_staleness
+        # alone, from a copy that has caught up.
+        effective = entry.status
         if previous is None:
             await self._publish("registered", entry, effective, msg_id=msg_id)
             return
-        was_stale = key in self._stale_reported
-        if not stale:
-            self._stale_reported.pop(key, None)
+        was_stale = self._stale_reported.pop(key, None) is not None
         previous_status = AgentStatus.OFFLINE if was_stale else previous.status
         if effective != previous_status:
             action = "offline" if effective is AgentStatus.OFFLINE else "status-changed"
