@@ -1,8 +1,8 @@
-"""Child processes of a test's subprocess, read from Linux's /proc.
+"""Processes as Linux's /proc shows them: their children, their memory, their CPU time.
 
 A process started in a session of its own (the embedded nats-server) is not reached by
 killing its parent's process group; a test that must stop everything a run started walks
-the tree first."""
+the tree first. The benches read a process's memory and CPU time from here."""
 
 from __future__ import annotations
 
@@ -48,3 +48,28 @@ def kill_tree(pid: int) -> None:
     for target in (pid, *below):
         with contextlib.suppress(ProcessLookupError):
             os.kill(target, signal.SIGKILL)
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident memory in MB; ``ProcessLookupError`` once it is gone (a zombie
+    has no memory left to show)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise ProcessLookupError(f"process {pid} holds no memory")
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """(RSS, PSS) in MB: PSS shares each page among the processes mapping it."""
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss"):
+            found[key] = int(rest.split()[0]) / 1024
+    return found["Rss"], found["Pss"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

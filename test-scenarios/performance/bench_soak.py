@@ -45,6 +45,7 @@ from shared.nats.client import connect
 from shared.nats.server import free_port
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.processes import rss_mb
 from testsupport.work import work_queue
 
 BIN = Path(sys.executable).parent
@@ -62,13 +63,11 @@ def _text(result: Any) -> str:
 
 
 def _rss_mb(pid: int) -> float | None:
+    """The process's RSS, None once it has gone (the soak keeps sampling)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+        return rss_mb(pid)
     except OSError:
         return None
-    return None
 
 
 def _pid_with_env(marker: str) -> int | None:

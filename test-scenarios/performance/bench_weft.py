@@ -32,6 +32,7 @@ from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import free_port
 from shared.work.rules import Claimant
+from testsupport.processes import rss_mb
 from testsupport.work import work_queue
 
 WEFT = str(Path(sys.executable).parent / "weft")
@@ -78,13 +79,6 @@ def stop_weft(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(20)
     except subprocess.TimeoutExpired:
         proc.kill()
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
@@ -332,7 +326,7 @@ async def _memory(
     return BenchResult(
         name=f"weft: RSS with {agents} agents, {work} work records",
         unit="MB",
-        value=_rss_mb(proc.pid),
+        value=rss_mb(proc.pid),
         target="<= 250 MB",
         extra={"agents": agents, "work_records": work},
     )
