@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import statistics
 import sys
@@ -45,6 +44,7 @@ from benchlib import BenchContext, BenchResult, summarize
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
+from testsupport.processes import cpu_seconds, memory_mb
 from weft.settings import WeftSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,29 +67,9 @@ PACED_CLAIMERS = 8
 READY_POLLS = 2400  # 0.05 s apart: two minutes for a Warp to connect and register
 CHANNEL = "roadmap"  # one of the channels every project has
 ITEMS_PER_AGENT = 10
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 TARGET_MS = "p99 <= 50 ms"
 TARGET_RSS = "<= 60 MB each"
 TARGET_IDLE = "Weft <= 5% of one core"
-
-
-# -- processes --------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time the process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """(RSS, PSS) in MB: PSS shares each page among the processes mapping it."""
-    found: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Rss", "Pss"):
-            found[key] = int(rest.split()[0]) / 1024
-    return found["Rss"], found["Pss"]
 
 
 # -- the fleet ------------------------------------------------------------------------
@@ -114,9 +94,10 @@ class Fleet:
     ctx: BenchContext
     nats_url: str
     agents: list[Agent] = field(default_factory=list)
+    errlog: Any = None
 
     async def start(self, n: int) -> None:
-        errlog = (self.ctx.scratch / "fleet-warps.stderr").open("a")
+        self.errlog = errlog = (self.ctx.scratch / "fleet-warps.stderr").open("a")
 
         async def one(i: int) -> Agent:
             agent_id = uuid.uuid4().hex
@@ -136,6 +117,8 @@ class Fleet:
 
     async def stop(self) -> None:
         await asyncio.gather(*(a.rpc.close() for a in self.agents), return_exceptions=True)
+        if self.errlog is not None:
+            self.errlog.close()
 
     @property
     def pids(self) -> list[int]:
@@ -170,16 +153,47 @@ async def _submit(weft: WeftProcess, count: int, tag: str) -> None:
         await asyncio.gather(*(worker() for _ in range(16)))
 
 
+@dataclass(frozen=True)
+class ClaimMode:
+    """How the claims run: ``PACED_CLAIMERS`` loops, each through the next agent in turn (the
+    same offered load at every N), or one loop per agent, all at once (the fleet draining
+    the queue)."""
+
+    phase: str
+    fleet_row: str
+    raw_row: str
+    paced: bool
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def workers(self, n: int) -> int:
+        return PACED_CLAIMERS if self.paced else n
+
+
+CLAIM_MODES = (
+    ClaimMode(
+        f"claims, {PACED_CLAIMERS} at a time",
+        f"fleet: claim, {PACED_CLAIMERS} at a time over all agents",
+        f"raw: claim, {PACED_CLAIMERS} at a time over N connections",
+        paced=True,
+    ),
+    ClaimMode(
+        "claims, every agent at once",
+        "fleet: claim, every agent at once",
+        "raw: claim, every connection at once",
+        paced=False,
+        extra={"why": "closed loop: latency is N / throughput, queueing included"},
+    ),
+)
+
 Claim = Callable[[int], Awaitable[str | None]]
 Finish = Callable[[int, str], Awaitable[None]]
 
 
 async def _drain(
-    total: int, workers: int, claim: Claim, finish: Finish, *, spread: bool
+    total: int, n: int, mode: ClaimMode, claim: Claim, finish: Finish
 ) -> tuple[list[float], float]:
-    """``workers`` loops claiming and completing until ``total`` items are done: each through
-    its own agent, or (``spread``) through the next agent in turn. The claim latencies and
-    the wall time."""
+    """Claims and completions in ``mode`` until ``total`` items are done; the claim
+    latencies and the wall time."""
     done = 0
     samples: list[float] = []
     turn = 0
@@ -188,7 +202,7 @@ async def _drain(
         nonlocal done, turn
         empty = 0
         while done < total:
-            k = turn if spread else worker
+            k = turn if mode.paced else worker
             turn += 1
             start = time.perf_counter()
             item = await claim(k)
@@ -202,15 +216,13 @@ async def _drain(
             done += 1
 
     started = time.perf_counter()
-    await asyncio.gather(*(loop(w) for w in range(workers)))
+    await asyncio.gather(*(loop(w) for w in range(mode.workers(n))))
     return samples, time.perf_counter() - started
 
 
-async def _claims_mcp(
-    fleet: Fleet, weft: WeftProcess, n: int, tag: str, workers: int
-) -> tuple[list[float], float]:
+async def _claims_mcp(fleet: Fleet, weft: WeftProcess, n: int, mode: ClaimMode) -> tuple[list[float], float]:
     total = ITEMS_PER_AGENT * n
-    await _submit(weft, total, tag)
+    await _submit(weft, total, "paced" if mode.paced else "all")
     agents = fleet.agents
 
     async def claim(k: int) -> str | None:
@@ -220,10 +232,10 @@ async def _claims_mcp(
     async def finish(k: int, item: str) -> None:
         await agents[k % n].call("warp_work_complete", {"work_id": item})
 
-    return await _drain(total, workers, claim, finish, spread=workers == PACED_CLAIMERS)
+    return await _drain(total, n, mode, claim, finish)
 
 
-async def _claims_raw(nats_url: str, n: int, workers: int) -> tuple[list[float], float]:
+async def _claims_raw(nats_url: str, n: int, mode: ClaimMode) -> tuple[list[float], float]:
     """The same with N nats-py connections and the project's work queue, as Warp uses it."""
     from shared.models import WorkSubmission
     from shared.work.rules import Claimant
@@ -249,7 +261,7 @@ async def _claims_raw(nats_url: str, n: int, workers: int) -> tuple[list[float],
         async def finish(k: int, item: str) -> None:
             await queues[k % n].complete(item, claimants[k % n].agent_id)
 
-        return await _drain(total, workers, claim, finish, spread=workers == PACED_CLAIMERS)
+        return await _drain(total, n, mode, claim, finish)
     finally:
         await asyncio.gather(*(nc.close() for nc in clients))
 
@@ -394,28 +406,19 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
             )
 
             phases["idle"] = len(offline)
-            samples, wall = await _claims_mcp(fleet, weft, n, "paced", PACED_CLAIMERS)
-            results.append(
-                summarize(
-                    f"fleet: claim, {PACED_CLAIMERS} at a time over all agents @ {n} agents",
-                    samples,
-                    baseline=f"raw: claim, {PACED_CLAIMERS} at a time over N connections @ {n} agents",
-                    target=TARGET_MS,
-                    throughput=len(samples) / wall,
+            for mode in CLAIM_MODES:
+                samples, wall = await _claims_mcp(fleet, weft, n, mode)
+                results.append(
+                    summarize(
+                        f"{mode.fleet_row} @ {n} agents",
+                        samples,
+                        baseline=f"{mode.raw_row} @ {n} agents",
+                        target=TARGET_MS if mode.paced else None,
+                        throughput=len(samples) / wall,
+                        extra=mode.extra,
+                    )
                 )
-            )
-            phases["claims, 8 at a time"] = len(offline)
-            samples, wall = await _claims_mcp(fleet, weft, n, "all", n)
-            results.append(
-                summarize(
-                    f"fleet: claim, every agent at once @ {n} agents",
-                    samples,
-                    baseline=f"raw: claim, every connection at once @ {n} agents",
-                    throughput=len(samples) / wall,
-                    extra={"why": "closed loop: latency is N / throughput, queueing included"},
-                )
-            )
-            phases["claims, every agent at once"] = len(offline)
+                phases[mode.phase] = len(offline)
             dm, channel = await _messages(fleet, ctx.iterations(200, quick=10))
             results.append(summarize(f"fleet: DM send -> read @ {n} agents", dm, target=TARGET_MS))
             results.append(
@@ -436,13 +439,10 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
                 )
             )
 
-            for workers, label in (
-                (PACED_CLAIMERS, f"{PACED_CLAIMERS} at a time over N connections"),
-                (n, "every connection at once"),
-            ):
-                samples, wall = await _claims_raw(server.url, n, workers)
+            for mode in CLAIM_MODES:  # the baselines, after the fleet's own load
+                samples, wall = await _claims_raw(server.url, n, mode)
                 results.append(
-                    summarize(f"raw: claim, {label} @ {n} agents", samples, throughput=len(samples) / wall)
+                    summarize(f"{mode.raw_row} @ {n} agents", samples, throughput=len(samples) / wall)
                 )
 
             await watcher.flush()
