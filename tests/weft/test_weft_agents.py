@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +13,7 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_connect
 
 from shared.agents.registry import Registry
-from shared.models import AgentStatus, ControlRequest, Scope, utcnow
+from shared.models import AgentEntry, AgentStatus, ControlRequest, Scope, utcnow
 from shared.names import ProjectNames
 from weft.project.agents import AgentDirectory
 
@@ -153,29 +155,14 @@ async def test_while_the_copy_cannot_catch_up_nobody_is_taken_for_offline(
     then announces nobody and asks again next time."""
     directory = AgentDirectory(nc, nc.jetstream(), ProjectNames(project_id))
     await directory.start(stale_check_interval_s=3600)  # checked by hand below
-    release = asyncio.Event()
     try:
-        beating = await register(nc, project_id, stale=True)
-        await directory.mirror.sync()
-        held = asyncio.Event()
-        blocker = agent_id()
-
-        async def hold_the_copy(key: str, *_: Any) -> None:
-            if key == blocker:
-                held.set()
-                await release.wait()
-
-        directory.mirror.listen(hold_the_copy)
-        await register(nc, project_id, aid=blocker)
-        await held.wait()
-        await register(nc, project_id, aid=beating.agent_id)  # a fresh heartbeat, in NATS
-        assert await directory.check_staleness() == []  # the sync timed out: not judged
-        assert await directory.still_stale(beating.agent_id) is False
-        release.set()
-        assert await directory.mirror.sync()
-        assert await directory.check_staleness() == []  # caught up: it beats
+        async with copy_behind_a_heartbeat(directory, nc, project_id) as (beating, release):
+            assert await directory.check_staleness() == []  # the sync timed out: not judged
+            assert await directory.still_stale(beating.agent_id) is False
+            release.set()
+            assert await directory.mirror.sync()
+            assert await directory.check_staleness() == []  # caught up: it beats
     finally:
-        release.set()
         await directory.stop()
 
 
@@ -260,28 +247,15 @@ async def test_a_copy_that_lags_behind_does_not_call_a_beating_agent_offline(
     directory = AgentDirectory(nc, nc.jetstream(), ProjectNames(project_id))
     await directory.start(stale_check_interval_s=3600)  # checked by hand below
     try:
-        beating = await register(nc, project_id, stale=True)
-        await directory.mirror.sync()
-        held, release = asyncio.Event(), asyncio.Event()
-        blocker = agent_id()
+        async with copy_behind_a_heartbeat(directory, nc, project_id) as (beating, release):
+            shown = directory.mirror.get(beating.agent_id)
+            assert shown is not None and shown.is_stale(), "the copy lags behind NATS"
 
-        async def hold_the_copy(key: str, *_: Any) -> None:
-            if key == blocker:  # the copy stops here until released: a loop too busy to follow
-                held.set()
-                await release.wait()
-
-        directory.mirror.listen(hold_the_copy)
-        await register(nc, project_id, aid=blocker)
-        await held.wait()
-        await register(nc, project_id, aid=beating.agent_id)  # a fresh heartbeat, in NATS
-        shown = directory.mirror.get(beating.agent_id)
-        assert shown is not None and shown.is_stale(), "the copy lags behind NATS"
-
-        checking = asyncio.create_task(directory.check_staleness())
-        asking = asyncio.create_task(directory.still_stale(beating.agent_id))
-        await asyncio.sleep(0)
-        release.set()
-        assert await checking == [] and await asking is False
+            checking = asyncio.create_task(directory.check_staleness())
+            asking = asyncio.create_task(directory.still_stale(beating.agent_id))
+            await asyncio.sleep(0)
+            release.set()
+            assert await checking == [] and await asking is False
         # and an agent whose heartbeats really stopped is still announced
         gone = await register(nc, project_id, stale=True)
         await directory.mirror.sync()
@@ -289,3 +263,30 @@ async def test_a_copy_that_lags_behind_does_not_call_a_beating_agent_offline(
         assert await directory.still_stale(gone.agent_id)
     finally:
         await directory.stop()
+
+
+@asynccontextmanager
+async def copy_behind_a_heartbeat(
+    directory: AgentDirectory, nc: NatsClient, project_id: str
+) -> AsyncIterator[tuple[AgentEntry, asyncio.Event]]:
+    """An agent whose copy in ``directory`` is stale while NATS holds its fresh heartbeat: the
+    copy stops at another agent's registration until ``release`` is set (a loop too busy to
+    follow). Yields the agent and ``release``."""
+    beating = await register(nc, project_id, stale=True)
+    await directory.mirror.sync()
+    held, release = asyncio.Event(), asyncio.Event()
+    blocker = agent_id()
+
+    async def hold_the_copy(key: str, *_: Any) -> None:
+        if key == blocker:
+            held.set()
+            await release.wait()
+
+    directory.mirror.listen(hold_the_copy)
+    await register(nc, project_id, aid=blocker)
+    await held.wait()
+    await register(nc, project_id, aid=beating.agent_id)  # a fresh heartbeat, in NATS
+    try:
+        yield beating, release
+    finally:
+        release.set()

@@ -208,6 +208,16 @@ class AgentDirectory:
         elif any(getattr(entry, f) != getattr(previous, f) for f in _PRESENCE_FIELDS):
             await self._publish("updated", entry, effective, msg_id=msg_id)
 
+    def _looks_stale(self, key: str, entry: AgentEntry, moment: datetime) -> bool:
+        """Stale at ``moment`` by this copy and not yet announced at its revision."""
+        revision = self.mirror.revision_of(key)
+        return (
+            revision is not None
+            and entry.status is not AgentStatus.OFFLINE
+            and entry.is_stale(moment)
+            and self._stale_reported.get(key) != revision
+        )
+
     async def still_stale(self, agent_id: str) -> bool:
         """Whether the agent's heartbeats stopped, asked again once the copy has caught up.
 
@@ -222,21 +232,20 @@ class AgentDirectory:
         return entry is None or entry.is_stale(utcnow())
 
     async def check_staleness(self, now: datetime | None = None) -> list[str]:
-        """Announce agents whose heartbeats stopped (once per registry revision)."""
+        """Announce agents whose heartbeats stopped (once per registry revision), judged from a
+        copy brought up to date once per check; while it cannot catch up, nobody is announced
+        (a late copy makes every agent look stale) and the next check asks again."""
         moment = now or utcnow()
+        suspects = [key for key, entry in self.mirror.items() if self._looks_stale(key, entry, moment)]
+        if not suspects or not await self.mirror.sync():
+            return []
         announced: list[str] = []
-        for key, entry in self.mirror.items():
-            revision = self.mirror.revision_of(key)
-            if revision is None or entry.status is AgentStatus.OFFLINE or not entry.is_stale(moment):
-                continue
-            if self._stale_reported.get(key) == revision:
-                continue
-            if not await self.still_stale(key):
-                continue
-            fresh, revision = self.mirror.get(key), self.mirror.revision_of(key)
-            if fresh is None or revision is None:
+        for key in suspects:
+            entry, revision = self.mirror.get(key), self.mirror.revision_of(key)
+            if entry is None or revision is None:
                 continue  # deregistered meanwhile: that event says it
-            entry = fresh
+            if not entry.is_stale(utcnow()):
+                continue  # a heartbeat the copy had not read yet
             self._stale_reported[key] = revision
             await self._publish(
                 "offline",
