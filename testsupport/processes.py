@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -18,7 +20,29 @@ def pid_alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return _state(stat) != "Z"
+
+
+def _state(stat: str) -> str:
+    return stat.rsplit(")", 1)[-1].split()[0]
+
+
+@contextlib.contextmanager
+def frozen(pid: int, timeout: float = 10.0) -> Iterator[None]:
+    """``pid`` stopped (SIGSTOP) for the block: its sockets stay open but nothing answers, a
+    server slow beyond any deadline. Returns once every thread is stopped (the signal is
+    delivered asynchronously); continues it (SIGCONT) however the block ends."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + timeout
+        tasks = Path(f"/proc/{pid}/task")
+        while any(_state((task / "stat").read_text()) not in ("T", "t") for task in tasks.iterdir()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"process {pid} did not stop within {timeout:g}s")
+            time.sleep(0.01)
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def children(pid: int) -> set[int]:

@@ -49,9 +49,15 @@ def mark_provisioned(nc: NatsClient, project_id: str) -> None:
     _provisioned[nc] = project_id
 
 
+def connection_of(js: JetStreamContext) -> NatsClient | None:
+    """The connection a JetStream context speaks over (nats-py keeps it private)."""
+    nc: NatsClient | None = getattr(js, "_nc", None)
+    return nc
+
+
 def provisioned_project(js: JetStreamContext) -> str | None:
     """The project whose Weft creates streams for this connection, or None (it creates its own)."""
-    nc = getattr(js, "_nc", None)
+    nc = connection_of(js)
     return _provisioned.get(nc) if nc is not None else None
 
 

@@ -43,7 +43,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from pydantic import BaseModel
 
-from shared.nats.jetstream import newest_stored_seq
+from shared.nats.jetstream import connection_of, newest_stored_seq
 from shared.nats.watch import KeyChange, KeyWatch
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
@@ -283,11 +283,23 @@ class BucketMirror(Generic[T]):
         when it could not catch up in time (it then serves what it has)."""
         if not self.running:
             return True
-        target = await newest_stored_seq(self._js, self.bucket, self.keys)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            # Asking the server how far the bucket goes is part of catching up, in the same
+            # time: a server slow to answer is a copy that cannot catch up, not a failure.
+            async with asyncio.timeout_at(deadline):
+                target = await newest_stored_seq(self._js, self.bucket, self.keys)
+        except TimeoutError:
+            nc = self._nc or connection_of(self._js)
+            if nc is not None and not nc.is_connected:
+                raise  # NATS is away, not slow: the caller says so (503), it does not guess
+            log.warning("mirror %s: the server did not say how far it goes; serving what it has", self.bucket)
+            return False
         if self._revision >= target and self._current.is_set():
             return True
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 await self._current.wait()
                 async with self._advanced:
                     await self._advanced.wait_for(lambda: self._revision >= target)

@@ -85,15 +85,17 @@ async def test_each_item_goes_to_an_agent_with_its_capability(fabric: Fabric) ->
 
             # Weft's list, filtered by agent and capability, agrees with what the agents did.
             for handle, agent in agents.items():
-                page = (
-                    await api.get("/api/work", params={"assigned_to": agent.agent_id, "limit": 100})
-                ).json()
+                listed = await api.get("/api/work", params={"assigned_to": agent.agent_id, "limit": 100})
+                assert listed.status_code == 200, listed.text
+                page = listed.json()
                 mine = {i for i, h in done.items() if h == handle}
                 assert {w["id"] for w in page["items"]} == mine
                 assert all(
                     w["status"] == "completed" and w["result"] == {"by": handle} for w in page["items"]
                 )
-            docs = (await api.get("/api/work", params={"capability": "docs"})).json()
+            listed = await api.get("/api/work", params={"capability": "docs"})
+            assert listed.status_code == 200, listed.text
+            docs = listed.json()
             assert {w["id"] for w in docs["items"]} == {
                 i for i, w in by_id.items() if w["capability"] == "docs"
             }

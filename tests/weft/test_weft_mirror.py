@@ -8,6 +8,7 @@ import contextlib
 import uuid
 from typing import Any
 
+import nats.errors
 import pytest
 from nats.aio.client import Client as NatsClient
 from weft_helpers import eventually
@@ -15,7 +16,8 @@ from weft_helpers import eventually
 from shared.nats.client import connect
 from shared.nats.jetstream import drop_delete_marker
 from shared.nats.mirror import BucketMirror, Slot
-from shared.nats.server import EmbeddedNatsServer
+from shared.nats.server import EmbeddedNatsServer, ServerConfig
+from testsupport.processes import frozen
 
 
 def text(_key: str, raw: bytes) -> str:
@@ -167,6 +169,44 @@ class CuttableLink:
                 sink.write(data)
                 await sink.drain()
         sink.close()
+
+
+async def test_a_server_slow_to_answer_is_a_copy_that_cannot_catch_up_a_server_gone_is_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A read that syncs first waits at most its timeout, however slow the server is to say how
+    far the bucket goes (a frozen server: the connection still stands), and then serves the copy;
+    with the connection lost, it is an error the caller reports (Weft: 503), not a stale answer."""
+    server = EmbeddedNatsServer(ServerConfig()).start()
+    client = await connect(url=server.url, name="mirror-under-test", mode="service", timeout=10)
+    try:
+        kv, bucket = await _bucket(client)
+        await kv.put("a", b"1")
+        mirror = BucketMirror(client.jetstream(), bucket, text, nc=client)
+        await mirror.start()
+        assert server.pid is not None
+        with frozen(server.pid), caplog.at_level("WARNING", logger="loom.mirror"):
+            assert client.is_connected
+            assert await mirror.sync(timeout=0.5) is False
+            assert "did not say how far it goes" in caplog.text
+            assert mirror.get("a") == "1"  # what it has, served
+        await kv.put("a", b"2")
+        assert await mirror.sync() is True
+        assert mirror.get("a") == "2"
+
+        server.kill()
+
+        async def cut_off() -> bool:
+            return not client.is_connected
+
+        await eventually(cut_off, what="the client to notice the server is gone")
+        with pytest.raises((TimeoutError, nats.errors.Error)):
+            await mirror.sync(timeout=0.5)
+        await mirror.stop()
+    finally:
+        with contextlib.suppress(OSError):  # nats-py's close flushes to a socket that may be gone
+            await client.close()
+        server.stop()
 
 
 async def test_a_watch_reopened_after_an_outage_drops_keys_deleted_and_purged_meanwhile(
