@@ -485,6 +485,23 @@ PROVISION_SUBJECTS: Final = f"{SUBJECT_ROOT}.*.provision"
 EVENT_KINDS: Final = ("work", "agent", "target", "spinup", "question", "lease", "project", "context")
 
 
+AGENT_PROTOCOL_AGENT: Final = "loom"
+"""The ``agent`` token of Synadia's Agent Protocol under which Loom's agents serve it
+(``agents.<verb>.loom.<project>.<agent-id>``; docs/interop.md)."""
+AGENT_PROTOCOL_MESSAGE_TYPE: Final = "prompt"
+"""The message type of a direct message that is a protocol prompt (warp/protocol.py)."""
+AGENT_PROTOCOL_SERVICE: Final = "agents"
+"""The NATS micro service name every agent of the protocol registers."""
+AGENT_PROTOCOL_HEARTBEATS: Final = "agents.hb.>"
+
+
+def agent_protocol_subject(verb: str, project_id: str, agent_id: str) -> str:
+    """``agents.<verb>.loom.<project>.<agent-id>``: both ids are already natural tokens of the
+    protocol (lowercase letters, digits, '-'), so none is escaped."""
+    project, agent = validate_project_id(project_id), validate_agent_id(agent_id)
+    return f"agents.{verb}.{AGENT_PROTOCOL_AGENT}.{project}.{agent}"
+
+
 def agent_inbox_prefix(agent_id: str) -> str:
     """The reply-subject prefix of an agent with scoped credentials: its replies and
     deliveries arrive under it, and no other agent may subscribe there."""
@@ -692,8 +709,17 @@ def agent_access(
         *(f"{js}.CONSUMER.CREATE.{s}" for s in kv_streams),  # watches (ephemeral, ordered)
         *(f"{js}.CONSUMER.INFO.{s}.*" for s in kv_streams),
     ]
+    service = AGENT_PROTOCOL_SERVICE
+    publish.append(agent_protocol_subject("hb", names.project_id, a))  # its protocol heartbeats
     subscribe = [
         f"{agent_inbox_prefix(a)}.>",  # replies to its own requests, its watches' deliveries
         names.control_subject(a),  # shutdown and cancel-work requests for it alone
+        # the agent protocol (docs/interop.md): its own prompt and status endpoints, and the
+        # micro service discovery requests every service answers
+        agent_protocol_subject("prompt", names.project_id, a),
+        agent_protocol_subject("status", names.project_id, a),
+        *(f"$SRV.{verb}" for verb in ("PING", "INFO", "STATS")),
+        *(f"$SRV.{verb}.{service}" for verb in ("PING", "INFO", "STATS")),
+        *(f"$SRV.{verb}.{service}.*" for verb in ("PING", "INFO", "STATS")),
     ]
     return AgentAccess(publish=tuple(publish), subscribe=tuple(subscribe))

@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from pydantic import ValidationError
 
-from shared.models import DirectMessage
+from shared.models import DirectMessage, new_id
 from shared.names import ProjectNames, validate_agent_id
 from shared.nats.jetstream import ensure_stream, provisioned_project
 from shared.nats.jsapi import JetStreamReplyError, ack_all, consumer_next, direct_get_batch
@@ -156,10 +156,13 @@ class InboxService:
         metadata: dict[str, str] | None = None,
         reply_to: str | None = None,
         thread_id: str | None = None,
+        message_id: str | None = None,
     ) -> InboxMessage:
+        """``message_id``: the id to give it (a protocol prompt knows its id before it is sent)."""
         validate_agent_id(recipient_id, "recipient_id")
         await self.ensure_stream()
         message = DirectMessage(
+            id=message_id or new_id(),
             sender_id=sender_id,
             sender_handle=sender_handle,
             recipient_id=recipient_id,

@@ -25,13 +25,15 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shared.agents.local import LocalAgent, remove_note, write_note
 from shared.identity import Identity
 from shared.names import ProjectNames
+from shared.redact import redact
 from warp.config import ConfigLoader
 from warp.errors import Unavailable
+from warp.protocol import ProtocolEndpoint, ProtocolPrompts
 from warp.settings import WarpSettings
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from shared.models import ControlRequest
     from shared.settings import NatsSettings
     from warp.control import CancelledWork, ControlListener
+    from warp.messages import InboxMessage
     from warp.services import Services
 
 log = logging.getLogger("loom.warp")
@@ -88,6 +91,9 @@ class WarpRuntime:
         self._built: Services | None = None
         self._cancelled: CancelledWork | None = None
         self._control: ControlListener | None = None
+        self.protocol_prompts = ProtocolPrompts()
+        """Prompts of the agent protocol this agent holds open (warp/protocol.py)."""
+        self._protocol: ProtocolEndpoint | None = None
         self._ready = asyncio.Event()
         self._serving = asyncio.Event()
         self._serving.set()
@@ -102,6 +108,30 @@ class WarpRuntime:
         self._recovered = False
         self._stop_lock = asyncio.Lock()
         self._nc: NatsClient | None = None
+
+    async def _serve_agent_protocol(self, svc: Services) -> None:
+        """Serve the agent protocol (docs/interop.md); a failure costs that alone, not the agent."""
+        assert self._nc is not None
+        inbox, agent_id = svc.inbox, svc.agent_id
+
+        async def deliver(**message: Any) -> InboxMessage:
+            return await inbox.send(recipient_id=agent_id, **message)
+
+        endpoint = ProtocolEndpoint(
+            self._nc,
+            project_id=self.names.project_id,
+            agent_id=agent_id,
+            handle=self.handle,
+            deliver=deliver,
+            prompts=self.protocol_prompts,
+            wait_s=self.settings.agent_protocol_wait_s,
+        )
+        try:
+            await endpoint.start()
+        except Exception as exc:
+            log.warning("not serving the agent protocol: %s", redact(exc))
+            return
+        self._protocol = endpoint
 
     # -- start -------------------------------------------------------------------
     def start(self, *, register_when_serving: bool = False) -> None:
@@ -196,6 +226,8 @@ class WarpRuntime:
             control = ControlListener(self._nc, self.names, svc.agent_id, self._on_control)
             await control.start()
             self._control = control
+        if self._protocol is None and self.settings.agent_protocol:
+            await self._serve_agent_protocol(svc)
         if self.settings.auto_register and not svc.presence.registered:
             await self._serving.wait()
             await self.recover_held_work(svc)
@@ -480,6 +512,11 @@ class WarpRuntime:
                     await asyncio.wait_for(stop_hook(), _STOP_STEP_S)
                 except Exception as exc:
                     log.warning("while stopping (%s): %s", reason, exc)
+            if self._protocol is not None:
+                try:
+                    await asyncio.wait_for(self._protocol.stop(), _STOP_STEP_S)
+                except Exception as exc:
+                    log.warning("leaving the agent protocol while stopping (%s): %s", reason, exc)
             if self._control is not None:
                 await self._control.stop()
             if self._nc is not None:

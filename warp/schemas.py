@@ -169,6 +169,10 @@ class DirectSendOut(Out):
     sent_at: datetime
     reply_to: str | None = None
     thread_id: str | None = None
+    streamed: bool = Field(
+        default=False,
+        description="An answer to an agent-protocol prompt: streamed to its caller, in no inbox (seq 0)",
+    )
 
 
 class DirectMessageOut(Out):

@@ -81,6 +81,8 @@ class WarpSettings(LoomSettings):
         default=TREES_PER_MINUTE, ge=1, le=100_000, validation_alias="LOOM_CONTEXT_TREES_PER_MINUTE"
     )
     landing_lock_s: float = Field(default=120.0, validation_alias="LOOM_LANDING_LOCK_S")
+    agent_protocol: bool = Field(default=True, validation_alias="LOOM_AGENT_PROTOCOL")
+    agent_protocol_wait_s: float = Field(default=600.0, validation_alias="LOOM_AGENT_PROTOCOL_WAIT_S")
 
     @field_validator("heartbeat_s", mode="before")
     @classmethod
@@ -108,6 +110,12 @@ class WarpSettings(LoomSettings):
     def _landing_lock(cls, value: object) -> float:
         """loom-lander: how long its landing lock outlives the lander's last renewal."""
         return 120.0 if _blank(value) else _seconds(value, "LOOM_LANDING_LOCK_S", 1, 3600)
+
+    @field_validator("agent_protocol_wait_s", mode="before")
+    @classmethod
+    def _protocol_wait(cls, value: object) -> float:
+        """How long a prompt of the agent protocol waits for the agent's answer (docs/interop.md)."""
+        return 600.0 if _blank(value) else _seconds(value, "LOOM_AGENT_PROTOCOL_WAIT_S", 1, 86400)
 
     @field_validator("capabilities", mode="before")
     @classmethod
@@ -139,15 +147,18 @@ class WarpSettings(LoomSettings):
             choices = ", ".join(s.value for s in Scope)
             raise WarpSettingsError(f"must be one of {choices}", field="LOOM_SCOPE") from None
 
-    @field_validator("auto_register", mode="before")
+    @field_validator("auto_register", "agent_protocol", mode="before")
     @classmethod
-    def _flag(cls, value: object) -> bool:
+    def _flag(cls, value: object, info: ValidationInfo) -> bool:
+        default = info.field_name == "agent_protocol"
         if isinstance(value, bool):
             return value
         raw = "" if value is None else str(value).strip().lower()
+        if not raw:
+            return default
         if raw in _FALSE or raw in _TRUE:
             return raw in _TRUE
-        raise WarpSettingsError(FLAG_RULE, field="LOOM_AUTO_REGISTER")
+        raise WarpSettingsError(FLAG_RULE, field=f"LOOM_{(info.field_name or '').upper()}")
 
     @field_validator("target_id", "spinup_id", "work_id", mode="before")
     @classmethod

@@ -126,6 +126,10 @@ def decode_jwt(token: str) -> dict[str, Any]:
     return claims
 
 
+STREAMED_REPLIES_MAX = 10_000
+"""Messages a scoped agent may send to one request's reply subject (docs/interop.md)."""
+
+
 @dataclass(frozen=True)
 class Permissions:
     """A user's subject permissions; empty allow lists deny everything of that kind."""
@@ -148,7 +152,9 @@ class Permissions:
             "sub": {"allow": list(self.subscribe)} if self.subscribe else {"deny": [">"]},
         }
         if self.allow_responses:
-            out["resp"] = {"max": 1, "ttl": 0}  # one reply per request received, server default TTL
+            # replies to the requests received, no deadline; a prompt of the agent protocol is
+            # answered by a stream (ack, keep-alives, chunks, terminator), not by one message
+            out["resp"] = {"max": STREAMED_REPLIES_MAX, "ttl": 0}
         return out
 
 

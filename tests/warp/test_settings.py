@@ -26,6 +26,7 @@ def test_defaults() -> None:
     assert s.scope is Scope.TEAM
     assert s.auto_register is False
     assert s.target_id is None and s.spinup_id is None and s.work_id is None
+    assert s.agent_protocol is True and s.agent_protocol_wait_s == 600  # docs/interop.md
 
 
 def test_values_from_env() -> None:
@@ -41,8 +42,11 @@ def test_values_from_env() -> None:
             "LOOM_SPINUP_ID": "a" * 32,
             "LOOM_WORK_ID": "b" * 32,
             "LOOM_LOG_LEVEL": "debug",
+            "LOOM_AGENT_PROTOCOL": "off",
+            "LOOM_AGENT_PROTOCOL_WAIT_S": "30",
         }
     )
+    assert s.agent_protocol is False and s.agent_protocol_wait_s == 30
     assert s.heartbeat_s == 0.5
     assert s.capabilities == ("code", "review")
     assert s.boundaries == ("corporate", "default")
@@ -64,6 +68,9 @@ def test_values_from_env() -> None:
         ("LOOM_MAX_CONCURRENT_TASKS", "two", "integer from 1 to 1000"),
         ("LOOM_SCOPE", "world", "must be one of"),
         ("LOOM_AUTO_REGISTER", "maybe", "must be a boolean"),
+        ("LOOM_AGENT_PROTOCOL", "perhaps", "must be a boolean"),
+        ("LOOM_AGENT_PROTOCOL_WAIT_S", "0", "between"),
+        ("LOOM_AGENT_PROTOCOL_WAIT_S", "forever", "must be a number"),
         ("LOOM_TARGET_ID", "has space", "must be"),
         ("LOOM_LOG_LEVEL", "loud", "must be one of"),
         ("LOOM_WARP_TIMEOUT_S", "0.1", "between"),

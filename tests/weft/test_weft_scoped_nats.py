@@ -25,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 from pydantic import SecretStr
+from synadia_ai.agents import Agents
 from test_weft_cli import clean_env, run, wait_healthy, weft_process
 
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, agent_access, kv_stream
@@ -33,6 +34,7 @@ from shared.nats.client import NatsConnectError, connect
 from shared.nats.jetstream import ensure_kv, ensure_stream
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
+from testsupport.protocol import answers, next_prompt, protocol_agent
 from testsupport.warp import WARP, Agent
 from warp.messages import InboxService
 from weft.runtime import NatsRuntime, open_nats
@@ -327,6 +329,19 @@ async def test_warp_with_scoped_credentials_does_its_whole_job(
         taken = await agent.call("warp_messages_read_direct", {})
         assert [m["body"] for m in taken["messages"]] == ["note"]
         assert (await agent.call("warp_messages_read_direct", {}))["messages"] == []
+        # the agent protocol: its service, heartbeats and streamed answers are within its rights
+        callers = Agents(nc=scoped.runtime.nc)
+        try:
+            served = await protocol_agent(callers, project_id, minted["agent_id"])
+            asking = asyncio.create_task(answers(served, "scoped?"))
+            prompt = await next_prompt(lambda args: agent.call("warp_messages_read_direct", args))
+            reply = {"recipient_id": prompt["sender_id"], "reply_to": prompt["id"]}
+            more = {"metadata": {"more": "true"}}
+            await agent.call("warp_messages_send_direct", {**reply, "message": "yes", **more})
+            await agent.call("warp_messages_send_direct", {**reply, "message": "and no more"})
+            assert await asyncio.wait_for(asking, 30) == ["yes", "and no more"]
+        finally:
+            await callers.close()
         queued = await agent.call("warp_work_broadcast", {"description": "d", "capability": "code"})
         claim = await agent.call("warp_work_claim")
         assert claim["claimed"] and claim["item"]["id"] == queued["item"]["id"]

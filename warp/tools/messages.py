@@ -73,6 +73,8 @@ async def warp_messages_send_direct(
     import asyncio
 
     svc = await rt.services()
+    if rt.protocol_prompts.answers(reply_to):
+        return _answer_protocol_prompt(rt, recipient_id, message, metadata, reply_to)
     link = None
     if reply_to is not None:
         link = await svc.threads.dm_reply(
@@ -110,6 +112,30 @@ async def warp_messages_send_direct(
         "unregistered": " (no agent with this id is registered in this project; it waits in that inbox)",
     }[status]
     return result(out, f"Delivered to {recipient_id}'s inbox{note}. Message id {sent.message.id}.")
+
+
+def _answer_protocol_prompt(
+    rt: WarpRuntime, recipient_id: str, message: str, metadata: dict[str, str] | None, reply_to: str | None
+) -> CallToolResult:
+    """A reply to a prompt of the agent protocol goes to the prompt's stream (warp/protocol.py)."""
+    from shared.models import new_id, utcnow
+    from warp.protocol import ended_reply_error, goes_on
+
+    assert reply_to is not None
+    if not rt.protocol_prompts.reply(reply_to, message, metadata):
+        raise ended_reply_error()
+    more = goes_on(metadata)
+    out = DirectSendOut(
+        message_id=new_id(),
+        recipient_id=recipient_id,
+        recipient_status="online",
+        seq=0,
+        sent_at=utcnow(),
+        reply_to=reply_to,
+        streamed=True,
+    )
+    then = "the stream goes on" if more else "the stream has ended"
+    return result(out, f"Streamed to the agent-protocol caller of message {reply_to}; {then}.")
 
 
 async def warp_messages_read_direct(

@@ -87,7 +87,12 @@ def test_an_agents_permissions_name_only_its_project_its_own_keys_and_shared_buc
         if s.startswith(("$KV.loom-alpha-agents.", f"$KV.{GLOBAL_REGISTRY_BUCKET}."))
     ]
     assert own == [f"$KV.loom-alpha-agents.{AGENT}", f"$KV.{GLOBAL_REGISTRY_BUCKET}.{AGENT}"]
-    assert access.subscribe == (f"_INBOX.{AGENT}.>", f"loom.alpha.control.{AGENT}")
+    protocol = {f"agents.{verb}.loom.alpha.{AGENT}" for verb in ("prompt", "status")}
+    discovery = {f"$SRV.{v}{t}" for v in ("PING", "INFO", "STATS") for t in ("", ".agents", ".agents.*")}
+    assert access.subscribe[:2] == (f"_INBOX.{AGENT}.>", f"loom.alpha.control.{AGENT}")
+    assert set(access.subscribe[2:]) == protocol | discovery  # its own prompts, and discovery
+    assert f"agents.hb.loom.alpha.{AGENT}" in access.publish  # its own heartbeats, no one else's
+    assert not any(s.startswith("agents.") and AGENT not in s for s in access.publish)
     assert not any("DIRECT.GET.LOOM-alpha-INBOX" in s for s in access.publish)
     assert len(Permissions.of(access).claims()["pub"]["allow"]) == len(access.publish)
 

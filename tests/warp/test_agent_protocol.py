@@ -1,0 +1,99 @@
+"""A Warp agent served as an agent of Synadia's Agent Protocol (warp/protocol.py, docs/interop.md),
+prompted by the protocol's own Python caller package over a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.aio.client import Client as NatsClient
+from synadia_ai.agents import Agents, DiscoverFilter, ProtocolError
+from warp_harness import WarpProc, spawn_warp
+
+from testsupport.protocol import answers, next_prompt, protocol_agent
+
+A_ID = "a" * 32
+MORE = {"more": "true"}
+
+
+def reader(agent: WarpProc) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    async def read(args: dict[str, Any]) -> dict[str, Any]:
+        return await agent.ok("warp_messages_read_direct", args)
+
+    return read
+
+
+async def test_a_prompt_reaches_the_inbox_and_the_answer_streams_back_in_chunks(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient, project_id: str
+) -> None:
+    env = {**warp_env, "LOOM_HANDLE": "alice", "LOOM_AGENT_ID": A_ID, "LOOM_CAPABILITIES": "code"}
+    async with spawn_warp(env, tmp_path, name="a") as alice:
+        await alice.ready_ok("warp_registry_register")
+        agents = Agents(nc=nc)
+        try:
+            agent = await protocol_agent(agents, project_id, A_ID)
+            assert (agent.agent, agent.owner) == ("loom", project_id)
+            assert agent.metadata["loom_agent_id"] == A_ID
+            assert agent.prompt_subject == f"agents.prompt.loom.{project_id}.{A_ID}"
+
+            asking = asyncio.create_task(answers(agent, "What does the parser need?"))
+            prompt = await next_prompt(reader(alice))
+            assert prompt["body"] == "What does the parser need?"
+            assert prompt["sender_handle"] == "agent-protocol"
+            assert prompt["metadata"]["protocol"] == "synadia-agents"
+            reply = {"recipient_id": prompt["sender_id"], "reply_to": prompt["id"]}
+
+            first = await alice.ok(
+                "warp_messages_send_direct", {**reply, "message": "Reading it...", "metadata": MORE}
+            )
+            assert first["streamed"] is True and first["seq"] == 0
+            await alice.ok("warp_messages_send_direct", {**reply, "message": "A tokenizer first."})
+            assert await asyncio.wait_for(asking, 30) == ["Reading it...", "A tokenizer first."]
+
+            # The stream has ended: a late reply is refused, naming the field.
+            late = await alice.err("warp_messages_send_direct", {**reply, "message": "and tests"})
+            assert "reply_to" in late and "has ended" in late
+
+            # An ordinary message is untouched by all this: it goes to an inbox as before.
+            plain = await alice.ok("warp_messages_send_direct", {"recipient_id": A_ID, "message": "note"})
+            assert plain["streamed"] is False and plain["seq"] > 0
+        finally:
+            await agents.close()
+
+
+async def test_a_prompt_the_agent_never_answers_ends_in_a_504_and_a_late_answer_is_refused(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient, project_id: str
+) -> None:
+    env = {**warp_env, "LOOM_AGENT_ID": A_ID, "LOOM_AGENT_PROTOCOL_WAIT_S": "1"}
+    async with spawn_warp(env, tmp_path, name="a") as alice:
+        await alice.ready_ok("warp_registry_register")
+        agents = Agents(nc=nc)
+        try:
+            agent = await protocol_agent(agents, project_id, A_ID)
+            with pytest.raises(ProtocolError, match="service error 504"):
+                await answers(agent, "anyone there?")
+            prompt = await next_prompt(reader(alice))  # it did reach the inbox; the caller stopped waiting
+            late = await alice.err(
+                "warp_messages_send_direct",
+                {"recipient_id": prompt["sender_id"], "reply_to": prompt["id"], "message": "here"},
+            )
+            assert "has ended" in late
+        finally:
+            await agents.close()
+
+
+async def test_an_agent_can_leave_the_protocol_off(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient, project_id: str
+) -> None:
+    env = {**warp_env, "LOOM_AGENT_ID": A_ID, "LOOM_AGENT_PROTOCOL": "off"}
+    async with spawn_warp(env, tmp_path, name="a") as alice:
+        await alice.ready_ok("warp_registry_register")
+        agents = Agents(nc=nc)
+        try:
+            hits = await agents.discover(filter=DiscoverFilter(owner=project_id), timeout=1.0)
+            assert hits == []
+        finally:
+            await agents.close()
