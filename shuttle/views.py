@@ -247,6 +247,35 @@ def agent_table(items: Iterable[dict[str, Any]], title: str | None = "agents") -
     )
 
 
+def protocol_agent_table(
+    items: Iterable[dict[str, Any]], title: str | None = "other agents on NATS"
+) -> RenderableType:
+    """Agents of Synadia's Agent Protocol that are not Loom's (docs/interop.md)."""
+
+    def heard(a: dict[str, Any]) -> str:
+        if a.get("online") is None:
+            return "no heartbeat yet"
+        return ago(a.get("last_heartbeat")) if a.get("online") else "silent"
+
+    return make_table(
+        title,
+        ["session", "kind", "owner", "heard from", "prompt subject", "description"],
+        [
+            (
+                escape(a.get("session_name", "")),
+                escape(a.get("agent", "-")),
+                escape(a.get("owner", "-")),
+                heard(a),
+                escape(a.get("prompt_subject", "-")),
+                escape(a.get("description") or "-"),
+            )
+            for a in items
+        ],
+        empty="no other agent of the protocol answers on this NATS account",
+        drop=(5, 4),
+    )
+
+
 def agent_fields(a: dict[str, Any]) -> None:
     fields(f"agent {a.get('agent_id', '')}", list(a.items()))
 

@@ -25,6 +25,7 @@ from weft import __version__, console, errors
 from weft.a2a.push import PUSH_EXTENSION, push_attach
 from weft.banner import print_banner
 from weft.deps import require_token
+from weft.interop import ProtocolDirectory
 from weft.metrics import Metrics, RequestTimer
 from weft.narrate import NARRATE_EXTENSION, narrate_attach
 from weft.notify.dispatch import NOTIFY_EXTENSION, notify_attach
@@ -142,6 +143,7 @@ def create_app(
             metrics=metrics,
             nats=info,
             credentials=authority,
+            interop=ProtocolDirectory(connection),
         )
         app.state.weft = state
         sweeper: asyncio.Task[None] | None = None
@@ -167,6 +169,8 @@ def create_app(
                 await grpc_server.stop(grace=2)
             await stop_task(sweeper)
             await state.drain()
+            with contextlib.suppress(Exception):
+                await state.interop.close()
             with contextlib.suppress(Exception):
                 await service.stop()
             await hub.close()

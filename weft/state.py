@@ -11,6 +11,7 @@ from typing import Any
 
 from shared.models import utcnow
 from weft.credentials import CredentialAuthority
+from weft.interop import ProtocolDirectory
 from weft.metrics import Metrics
 from weft.project.hub import ProjectHub
 from weft.routing import Router
@@ -39,6 +40,8 @@ class WeftState:
     spinup: SpinupService
     metrics: Metrics
     nats: NatsInfo
+    interop: ProtocolDirectory
+    """The agents of Synadia's Agent Protocol that are not Loom's (docs/interop.md)."""
     credentials: CredentialAuthority | None = None
     a2a_grpc_port: int | None = None
     """The port of the A2A gRPC binding once it listens (``WEFT_A2A_GRPC_PORT``; None: off)."""

@@ -1,5 +1,5 @@
-"""``shuttle agents list|show|shutdown|credentials|revoke``: the agent registry as Weft sees it,
-and NATS credentials for agents attached by hand."""
+"""``shuttle agents list|protocol|show|shutdown|credentials|revoke``: the agent registry as Weft
+sees it, the agent protocol's other agents, and NATS credentials for agents attached by hand."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from shuttle.app import AllOpt, CursorOpt, JsonOpt, LimitOpt, QuietOpt, command_
 from shuttle.batch import report
 from shuttle.listing import fetch, more_hint
 from shuttle.output import console, emit_json, escape, say, styled
-from shuttle.views import agent_fields, agent_table
+from shuttle.views import agent_fields, agent_table, protocol_agent_table
 
 app = command_group(
     help="List, inspect and shut down agents; mint their NATS credentials.", no_args_is_help=True
@@ -67,6 +67,20 @@ def list_cmd(
         hint = more_hint(result)
         if hint:
             say(hint)
+
+
+@app.command("protocol")
+def protocol_cmd(ctx: typer.Context, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
+    """Agents of Synadia's Agent Protocol on Weft's NATS account that are not Loom's."""
+    o = out(ctx, json_out, quiet)
+    found = state(ctx).client().get("/api/agents/protocol")
+    if o.json:
+        emit_json(found)
+    elif o.quiet:
+        for agent in found["items"]:
+            typer.echo(agent.get("prompt_subject", ""))
+    else:
+        console().print(protocol_agent_table(found["items"]))
 
 
 @app.command("show")

@@ -5,12 +5,16 @@ LOOM_CONSOLE_SCREENSHOTS=1 it writes the screenshots in docs/console/."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from console_helpers import ConsoleWeft, Tab, claimant, eventually, register, sign_in, snap, warp_agent
 from nats.aio.client import Client as NatsClient
 from playwright.async_api import expect
+from synadia_ai.agent_service import AgentService, PromptStream
+from synadia_ai.agents import Envelope
 
 from shared.leases.book import LeaseBook
 from shared.models import AgentStatus, Priority, SpinupOperation, SpinupState, Target
@@ -23,8 +27,34 @@ from weft.targets.store import TargetStore
 pytestmark = pytest.mark.timeout(90)
 
 
+@pytest.fixture
+async def foreign_agent(nc: NatsClient, project: str) -> AsyncIterator[AgentService]:
+    """An agent of Synadia's Agent Protocol that is not Loom's (docs/interop.md)."""
+
+    async def echo(envelope: Envelope, stream: PromptStream) -> None:
+        await stream.send(envelope.prompt)
+
+    service = AgentService(
+        agent="claude-code",
+        owner="dana",
+        session_name=f"console-{project}",
+        nc=nc,
+        description="Claude Code in dana's checkout",
+        heartbeat_interval_s=1,
+    )
+    service.on_prompt(echo)
+    await service.start()
+    yield service
+    await service.stop()
+
+
 async def test_every_view_shows_the_project_and_acts_on_it(
-    console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient, warp_home: Path
+    console_weft: ConsoleWeft,
+    tab: Tab,
+    project: str,
+    nc: NatsClient,
+    warp_home: Path,
+    foreign_agent: AgentService,
 ) -> None:
     page = tab.page
     queue = work_queue(nc, ProjectNames(project))
@@ -127,6 +157,15 @@ async def test_every_view_shows_the_project_and_acts_on_it(
         assert sum(stats["queue_depths"].values()) > queued  # the stream still holds claimed items
         queued_card = page.locator("dt", has_text="Queued").locator("xpath=following-sibling::dd")
         await expect(queued_card).to_have_text(str(queued))
+        # the protocol's other agents on the account, below the project's own (Loom's are not there)
+        others = page.locator("#protocol-agents")
+        foreign_row = others.locator(f'tr[data-instance-id="{foreign_agent.instance_id}"]')
+        await expect(foreign_row).to_contain_text(f"console-{project}")
+        await expect(foreign_row).to_contain_text("claude-code")
+        await expect(foreign_row).to_contain_text("Claude Code in dana's checkout")
+        owners = others.locator("tbody tr td:nth-child(3)")  # the Owner column: Loom's own are the project
+        await expect(owners.filter(has_text=re.compile(f"^{project}$"))).to_have_count(0)
+        await expect(owners.filter(has_text=re.compile("^dana$"))).not_to_have_count(0)
         # an agent stopped normally (idle shutdown deregisters it) is quiet, not in alarm red
         stopped_status = agents.locator(f'tr[data-agent-id="{stopped.agent_id}"] td.agent-status .status')
         await expect(stopped_status).to_have_text("offline")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,8 @@ import pytest
 from agent_side import Agent, until
 from nats.aio.client import Client as NatsClient
 from shuttle_helpers import Cli
+from synadia_ai.agent_service import AgentService, PromptStream
+from synadia_ai.agents import Envelope
 
 from shared.models import ControlRequest
 
@@ -38,6 +41,41 @@ def api_get(cli: Cli, path: str, **params: Any) -> Any:
         response = api.get(path, params=params)
         assert response.status_code == 200, response.text
         return response.json()
+
+
+async def test_agents_protocol_lists_the_other_agents_of_the_agent_protocol(cli: Cli, nc: NatsClient) -> None:
+    """``shuttle agents protocol`` (docs/interop.md); the agent answers discovery from this
+    test's loop, so every Shuttle run happens in a thread."""
+
+    async def echo(envelope: Envelope, stream: PromptStream) -> None:
+        await stream.send(envelope.prompt)
+
+    owner = f"erin-{uuid.uuid4().hex[:8]}"
+    service = AgentService(
+        agent="copilot-cli",
+        owner=owner,
+        session_name="triage",
+        nc=nc,
+        description="Copilot CLI triaging issues",
+        heartbeat_interval_s=1,
+    )
+    service.on_prompt(echo)
+    await service.start()
+    try:
+
+        def heard() -> list[dict[str, Any]]:
+            items = cli.json("agents", "protocol")["items"]
+            return [i for i in items if i["owner"] == owner and i["online"]]
+
+        [found] = await until(heard, timeout=30, what="Shuttle to list the protocol's agent, heard from")
+        assert (found["agent"], found["session_name"]) == ("copilot-cli", "triage")
+        shown = await asyncio.to_thread(cli, "agents", "protocol")
+        assert shown.exit_code == 0, shown.stderr
+        assert all(text in shown.stdout for text in ("triage", "copilot-cli", owner)), shown.stdout
+        quiet = await asyncio.to_thread(cli, "agents", "protocol", "-q")
+        assert f"agents.prompt.copilot-cli.{owner}.triage" in quiet.stdout.split()
+    finally:
+        await service.stop()
 
 
 async def test_agents_list_show_and_filters(cli: Cli, nc: NatsClient) -> None:

@@ -23,6 +23,7 @@ from shared.views import AgentView
 from weft.credentials import MAX_TTL_S, CredentialsUnavailable
 from weft.deps import ADMIN, Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES, error_body
+from weft.interop import ProtocolAgentsOut
 from weft.project.agents import AgentQuery, AgentState
 from weft.routes.common import HEX32, TOKEN, AgentId
 from weft.schemas import BatchOut, BatchResult, PageOut, RefQuery, ResolvedOut
@@ -180,6 +181,17 @@ async def shutdown_batch(body: ShutdownBatchRequest, project: ProjectDep) -> Bat
         else:
             results.append(BatchResult(id=agent_id, ok=True, status=state.status.value))
     return BatchOut.of(results)
+
+
+@router.get(
+    "/protocol",
+    response_model=ProtocolAgentsOut,
+    summary="Agents of Synadia's Agent Protocol on this NATS account that are not Loom's",
+)
+async def protocol_agents(state: StateDep) -> ProtocolAgentsOut:
+    """Coding agents of other hosts that serve the protocol (docs/interop.md); Loom's own
+    agents, of any project, are left out: the registry shows them to their project."""
+    return await state.interop.foreign()
 
 
 @router.get("/resolve", response_model=ResolvedOut, summary="The agent an id, a handle or an id prefix names")

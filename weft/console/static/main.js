@@ -158,6 +158,7 @@ function start(api, first, signedIn = false) {
     store.setAgents(agents);
     await new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
     await Promise.all([
+      refreshProtocolAgents(),
       api.get("/api/stats").then(showStats),
       api.all("/api/questions").then((items) => store.setQuestions(items)),
       api.all("/api/work", {}, (page) => store.addWork(page)).then(() => {
@@ -198,6 +199,10 @@ function start(api, first, signedIn = false) {
   let connected = false;
   function refreshAgents() {
     api.all("/api/agents").then((agents) => store.setAgents(agents)).catch(() => {});
+    refreshProtocolAgents().catch(() => {});
+  }
+  function refreshProtocolAgents() {
+    return api.get("/api/agents/protocol").then((found) => store.setProtocolAgents(found.items));
   }
   live.open();
   reload();

@@ -20,6 +20,7 @@ export class Store {
     this.spinups = new Map();
     this.questions = new Map();
     this.leases = new Map();
+    this.protocolAgents = []; // agents of Synadia's Agent Protocol that are not Loom's (docs/interop.md)
     this.stats = null;
     this.depthSamples = []; // [{t, depth}] for the last hour
     this.loaded = { agents: false, work: false, targets: false, questions: false };
@@ -49,6 +50,11 @@ export class Store {
   setAgents(items) {
     this.agents = new Map(items.map((a) => [a.agent_id, a]));
     this.loaded.agents = true;
+    this.changed("agents");
+  }
+
+  setProtocolAgents(items) {
+    this.protocolAgents = items;
     this.changed("agents");
   }
 

@@ -36,9 +36,13 @@ export function fleetView(ctx) {
   pager.onchange = () => update();
   const loading = h("p", { class: "note" }, "Reading the registry…");
 
+  // the protocol's other agents: the account's, not the project's (docs/interop.md)
+  const others = table("Other agents on NATS (Synadia's Agent Protocol)", ["Session", "Kind", "Owner", "Heard from", "Description"]);
+  others.el.id = "protocol-agents";
+
   const el = h("div", null,
     h("div", { class: "grid" }, h("div", null, cards), chart.el),
-    filters, loading, agents.el, pager.el, byType.el);
+    filters, loading, agents.el, pager.el, byType.el, others.el);
 
   function update() {
     const now = Date.now();
@@ -71,6 +75,15 @@ export function fleetView(ctx) {
     keepFocus(agents.tbody, () => replace(agents.tbody, page.length === 0
       ? h("tr", null, h("td", { colspan: 8, class: "note" }, all.length === 0 ? "No agent has registered in this project." : "No agent matches."))
       : page.map((agent) => row(agent, held.get(agent.agent_id) || [], now))));
+    replace(others.tbody, store.protocolAgents.length === 0
+      ? h("tr", null, h("td", { colspan: 5, class: "note" }, "No other agent of the protocol answers on this NATS account."))
+      : store.protocolAgents.map((agent) => h("tr", { dataset: { instanceId: agent.instance_id } },
+        h("th", { scope: "row", title: agent.prompt_subject }, agent.session_name),
+        h("td", null, agent.agent),
+        h("td", null, agent.owner),
+        h("td", null, agent.online === null ? h("span", { class: "note" }, "no heartbeat yet")
+          : agent.online ? time(agent.last_heartbeat, now) : h("span", { class: "status s-offline" }, "silent")),
+        h("td", null, gist(agent.description, 80)))));
     if (!painted && store.loaded.agents) {
       painted = true;
       // the next frame starts once this one is painted (the perf suite reads the mark)
