@@ -34,6 +34,7 @@ GROUPS = {
         "bench_questions",
         "bench_auth",
         "bench_operator",
+        "bench_interop",
     ),
     "fabric": (
         "bench_console",
@@ -127,7 +128,7 @@ def _spinup(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed
 
 
 def _agents(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed: str) -> None:
-    for prefix in ("warp:", "shuttle", "pattern", "questions:", "escalation:", "operator:"):
+    for prefix in ("warp:", "shuttle", "pattern", "questions:", "escalation:", "operator:", "interop:"):
         assert any(n.startswith(prefix) for n in results), prefix
     # With Node and the client's packages (the Makefile installs them), Warp's rows through
     # the TypeScript SDK client are there too.
