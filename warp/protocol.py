@@ -7,6 +7,9 @@ answers it as it answers any message, with ``warp_messages_send_direct`` and ``r
 and the answer streams back to the caller as the protocol's response chunks. A reply with
 ``metadata: {"more": "true"}`` is one chunk of several; the first without it ends the stream.
 
+With ``LOOM_AGENT_PROTOCOL=work`` a prompt is a work item of the project instead, for any
+agent that can do it: the stream tells its states and ends with its result.
+
 The protocol side (service registration, acks and keep-alives, heartbeats, the stream's
 terminator, sender classification) is the protocol's own agent-host package; this module
 maps it onto the inbox.
@@ -16,15 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
 
-from shared.models import new_id
+from shared.limits import DESCRIPTION_MAX_LENGTH
+from shared.models import FINAL_WORK_STATES, WorkStatus, new_id
 from shared.names import AGENT_PROTOCOL_AGENT, AGENT_PROTOCOL_MESSAGE_TYPE
 from warp.errors import WarpError
 
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     from synadia_ai.agent_service import AgentService, PromptStream
     from synadia_ai.agents import Envelope
 
+    from shared.models import WorkItem
     from warp.messages import InboxMessage
 
 log = logging.getLogger("loom.warp.protocol")
@@ -47,6 +54,10 @@ MORE = "more"
 
 Deliver = Callable[..., Awaitable["InboxMessage"]]
 """``InboxService.send`` with this agent's id and handle bound: puts a prompt in the inbox."""
+Submit = Callable[[str, str], Awaitable["WorkItem"]]
+"""Submits a prompt (its text, its caller) as a work item of the project."""
+Follow = Callable[[str], AsyncIterator["WorkItem"]]
+"""The item's states as they change (the current one first)."""
 
 
 @dataclass
@@ -89,10 +100,6 @@ class ProtocolPrompts:
             self.end(reply_to)
         return True
 
-    @property
-    def open_count(self) -> int:
-        return len(self._open)
-
 
 def goes_on(metadata: dict[str, str] | None) -> bool:
     """A reply with ``metadata: {"more": "true"}`` is one chunk of several."""
@@ -121,7 +128,9 @@ class ProtocolEndpoint:
         prompts: ProtocolPrompts,
         wait_s: float,
         description: str = "",
+        as_work: tuple[Submit, Follow] | None = None,
     ) -> None:
+        """``as_work``: prompts become work items (submitted, then followed) instead of messages."""
         self._nc = nc
         self._project_id = project_id
         self._agent_id = agent_id
@@ -130,6 +139,7 @@ class ProtocolEndpoint:
         self.prompts = prompts
         self._wait_s = wait_s
         self._description = description
+        self._as_work = as_work
         self._service: AgentService | None = None
 
     async def start(self) -> None:
@@ -161,14 +171,18 @@ class ProtocolEndpoint:
         from synadia_ai.agents import format_sender
 
         text = envelope.prompt
-        if len(text) > MAX_PROMPT_CHARS:
-            raise RequestRejectedError(413, f"prompt: at most {MAX_PROMPT_CHARS} characters")
+        limit = MAX_PROMPT_CHARS if self._as_work is None else DESCRIPTION_MAX_LENGTH
+        if len(text) > limit:
+            raise RequestRejectedError(413, f"prompt: at most {limit} characters")
         if not text.strip():
             raise RequestRejectedError(400, "prompt: must not be empty")
+        sender = format_sender(stream.sender) if stream.sender is not None else "an unidentified caller"
+        if self._as_work is not None:
+            await self._answer_by_work(text, sender[:200], stream)
+            return
         message_id = new_id()
         queue = self.prompts.open(message_id)
         try:
-            sender = format_sender(stream.sender) if stream.sender is not None else "an unidentified caller"
             await self._deliver(
                 message_id=message_id,
                 sender_id=new_id(),
@@ -196,3 +210,47 @@ class ProtocolEndpoint:
                     return
         finally:
             self.prompts.end(message_id)
+
+    async def _answer_by_work(self, text: str, caller: str, stream: PromptStream) -> None:
+        """The prompt as a work item: each state it reaches is a status chunk, its result the
+        answer; ending otherwise (cancelled, expired, dead-lettered) is an error of the stream."""
+        from synadia_ai.agent_service import RequestRejectedError
+        from synadia_ai.agents import StatusChunk
+
+        assert self._as_work is not None
+        submit, follow = self._as_work
+        item = await submit(text, caller)
+        told: WorkStatus | None = None
+        try:
+            async with asyncio.timeout(self._wait_s):
+                async for now in follow(item.id):
+                    if now.status is not told:
+                        told = now.status
+                        await stream.send(StatusChunk(status=f"{now.status.value} {now.id}"))
+                    if now.status is WorkStatus.COMPLETED:
+                        result = now.result
+                        await stream.send(result if isinstance(result, str) else json.dumps(result))
+                        return
+                    if now.status in FINAL_WORK_STATES:
+                        raise RequestRejectedError(502, f"work item {now.id} ended {now.status.value}")
+        except TimeoutError:
+            raise RequestRejectedError(
+                504,
+                f"work item {item.id} did not complete within {self._wait_s:g}s "
+                "(LOOM_AGENT_PROTOCOL_WAIT_S); it goes on",
+            ) from None
+
+
+async def item_changes(js: JetStreamContext, bucket: str, work_id: str) -> AsyncIterator[WorkItem]:
+    """The work item's states as its record changes, the current one first (one watch of its
+    key in the work records bucket)."""
+    from shared.nats.watch import KeyWatch
+    from shared.work.rules import WorkRecord
+
+    watch = await KeyWatch(js, bucket, work_id).start()
+    try:
+        async for change in watch:
+            if change is not None and not change.removed:
+                yield WorkRecord.model_validate_json(change.value).item
+    finally:
+        await watch.stop()

@@ -23,7 +23,7 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,13 +33,13 @@ from shared.names import ProjectNames
 from shared.redact import redact
 from warp.config import ConfigLoader
 from warp.errors import Unavailable
-from warp.protocol import ProtocolEndpoint, ProtocolPrompts
+from warp.protocol import Follow, ProtocolEndpoint, ProtocolPrompts, Submit, item_changes
 from warp.settings import WarpSettings
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
-    from shared.models import ControlRequest
+    from shared.models import ControlRequest, WorkItem
     from shared.settings import NatsSettings
     from warp.control import CancelledWork, ControlListener
     from warp.messages import InboxMessage
@@ -117,6 +117,23 @@ class WarpRuntime:
         async def deliver(**message: Any) -> InboxMessage:
             return await inbox.send(recipient_id=agent_id, **message)
 
+        as_work: tuple[Submit, Follow] | None = None
+        capability = self.settings.work_capability()
+        if self.settings.agent_protocol == "work" and capability is not None:  # load_warp_settings checks
+            from shared.models import WorkSubmission
+
+            async def submit(text: str, caller: str) -> WorkItem:
+                asked = {"agent_protocol": {"caller": caller, "through": agent_id}}
+                submission = WorkSubmission(
+                    task_id="agent-protocol-prompt", description=text, capability=capability, context=asked
+                )
+                return await svc.work.submit(submission, submitted_by=agent_id)
+
+            def follow(work_id: str) -> AsyncIterator[WorkItem]:
+                return item_changes(svc.js, svc.names.work_records_bucket, work_id)
+
+            as_work = (submit, follow)
+
         endpoint = ProtocolEndpoint(
             self._nc,
             project_id=self.names.project_id,
@@ -125,6 +142,7 @@ class WarpRuntime:
             deliver=deliver,
             prompts=self.protocol_prompts,
             wait_s=self.settings.agent_protocol_wait_s,
+            as_work=as_work,
         )
         try:
             await endpoint.start()
@@ -226,8 +244,13 @@ class WarpRuntime:
             control = ControlListener(self._nc, self.names, svc.agent_id, self._on_control)
             await control.start()
             self._control = control
-        if self._protocol is None and self.settings.agent_protocol:
-            await self._serve_agent_protocol(svc)
+        starting = any(t.get_name() == "warp-agent-protocol" and not t.done() for t in self._tasks)
+        if self.settings.agent_protocol != "off" and self._protocol is None and not starting:
+            # beside registration, not before it: the protocol is an extra way in, not a start-up
+            # step (a start that failed is tried again on the next connection)
+            self._tasks.append(
+                asyncio.create_task(self._serve_agent_protocol(svc), name="warp-agent-protocol")
+            )
         if self.settings.auto_register and not svc.presence.registered:
             await self._serving.wait()
             await self.recover_held_work(svc)

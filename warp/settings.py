@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
@@ -81,7 +81,12 @@ class WarpSettings(LoomSettings):
         default=TREES_PER_MINUTE, ge=1, le=100_000, validation_alias="LOOM_CONTEXT_TREES_PER_MINUTE"
     )
     landing_lock_s: float = Field(default=120.0, validation_alias="LOOM_LANDING_LOCK_S")
-    agent_protocol: bool = Field(default=True, validation_alias="LOOM_AGENT_PROTOCOL")
+    agent_protocol: Literal["message", "work", "off"] = Field(
+        default="message", validation_alias="LOOM_AGENT_PROTOCOL"
+    )
+    agent_protocol_capability: str | None = Field(
+        default=None, validation_alias="LOOM_AGENT_PROTOCOL_CAPABILITY"
+    )
     agent_protocol_wait_s: float = Field(default=600.0, validation_alias="LOOM_AGENT_PROTOCOL_WAIT_S")
 
     @field_validator("heartbeat_s", mode="before")
@@ -147,18 +152,47 @@ class WarpSettings(LoomSettings):
             choices = ", ".join(s.value for s in Scope)
             raise WarpSettingsError(f"must be one of {choices}", field="LOOM_SCOPE") from None
 
-    @field_validator("auto_register", "agent_protocol", mode="before")
+    @field_validator("auto_register", mode="before")
     @classmethod
-    def _flag(cls, value: object, info: ValidationInfo) -> bool:
-        default = info.field_name == "agent_protocol"
+    def _flag(cls, value: object) -> bool:
         if isinstance(value, bool):
             return value
         raw = "" if value is None else str(value).strip().lower()
-        if not raw:
-            return default
         if raw in _FALSE or raw in _TRUE:
             return raw in _TRUE
-        raise WarpSettingsError(FLAG_RULE, field=f"LOOM_{(info.field_name or '').upper()}")
+        raise WarpSettingsError(FLAG_RULE, field="LOOM_AUTO_REGISTER")
+
+    @field_validator("agent_protocol", mode="before")
+    @classmethod
+    def _protocol(cls, value: object) -> str:
+        """How a prompt of the agent protocol reaches the fleet (docs/interop.md): a direct
+        message to this agent (``message``; also on, true), a work item of the project
+        (``work``), or not at all (``off``; also false)."""
+        if isinstance(value, bool):
+            return "message" if value else "off"
+        raw = "" if value is None else str(value).strip().lower()
+        if raw in ("", "message", *_TRUE):  # blank: the default
+            return "message"
+        if raw == "work":
+            return "work"
+        if raw in _FALSE:
+            return "off"
+        raise WarpSettingsError("must be message, work or off", field="LOOM_AGENT_PROTOCOL")
+
+    def work_capability(self) -> str | None:
+        """The capability of a prompt made a work item: the one set, else the agent's first."""
+        return self.agent_protocol_capability or next(iter(self.capabilities), None)
+
+    @field_validator("agent_protocol_capability", mode="before")
+    @classmethod
+    def _protocol_capability(cls, value: object) -> str | None:
+        """The capability of a prompt made a work item (default: the agent's first one)."""
+        if _blank(value):
+            return None
+        try:
+            return validate_token(str(value).strip(), "LOOM_AGENT_PROTOCOL_CAPABILITY")
+        except InvalidNameError:
+            raise WarpSettingsError(f"must be {TOKEN_RULE}", field="LOOM_AGENT_PROTOCOL_CAPABILITY") from None
 
     @field_validator("target_id", "spinup_id", "work_id", mode="before")
     @classmethod
@@ -175,4 +209,11 @@ class WarpSettings(LoomSettings):
 def load_warp_settings(env: Mapping[str, str] | None = None) -> WarpSettings:
     """Warp's settings from the environment, or from ``env`` alone (to check an environment
     before it is handed to Warp); every bad value is one :class:`WarpSettingsError`."""
-    return load(WarpSettings, env, error=WarpSettingsError)
+    settings = load(WarpSettings, env, error=WarpSettingsError)
+    if settings.agent_protocol == "work" and settings.work_capability() is None:
+        raise WarpSettingsError(
+            "is needed when LOOM_AGENT_PROTOCOL is work and LOOM_CAPABILITIES is empty "
+            "(the capability of a prompt made a work item)",
+            field="LOOM_AGENT_PROTOCOL_CAPABILITY",
+        )
+    return settings

@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
-from synadia_ai.agents import Agents, DiscoverFilter, ProtocolError
+from synadia_ai.agents import Agent, Agents, DiscoverFilter, ProtocolError, ResponseChunk, StatusChunk
 from warp_harness import WarpProc, spawn_warp
 
+from shared.names import ProjectNames
 from testsupport.protocol import answers, next_prompt, protocol_agent
+from testsupport.work import work_queue
 
 A_ID = "a" * 32
+B_ID = "b" * 32
 MORE = {"more": "true"}
 
 
@@ -95,5 +98,67 @@ async def test_an_agent_can_leave_the_protocol_off(
         try:
             hits = await agents.discover(filter=DiscoverFilter(owner=project_id), timeout=1.0)
             assert hits == []
+        finally:
+            await agents.close()
+
+
+async def collect(agent: Agent, text: str) -> tuple[list[str], list[str]]:
+    """The statuses and the answer's chunks of one prompt's stream."""
+    statuses: list[str] = []
+    chunks: list[str] = []
+    async for message in agent.prompt(text, timeout=30):
+        if isinstance(message, StatusChunk):
+            statuses.append(message.status)
+        elif isinstance(message, ResponseChunk):
+            chunks.append(message.text)
+    return statuses, chunks
+
+
+async def claimed(bob: WarpProc) -> dict[str, Any]:
+    async with asyncio.timeout(30):
+        while True:
+            got = await bob.ok("warp_work_claim", {"capability": "ask"})
+            if got["claimed"]:
+                return dict(got["item"])
+            await asyncio.sleep(0.05)
+
+
+async def test_in_work_mode_a_prompt_is_a_work_item_for_the_fleet_and_its_result_the_answer(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient, project_id: str
+) -> None:
+    env_a = {
+        **warp_env,
+        "LOOM_AGENT_ID": A_ID,
+        "LOOM_CAPABILITIES": "code",
+        "LOOM_AGENT_PROTOCOL": "work",
+        "LOOM_AGENT_PROTOCOL_CAPABILITY": "ask",
+    }
+    env_b = {**warp_env, "LOOM_AGENT_ID": B_ID, "LOOM_CAPABILITIES": "ask", "LOOM_AGENT_PROTOCOL": "off"}
+    async with spawn_warp(env_a, tmp_path, name="a") as alice, spawn_warp(env_b, tmp_path, name="b") as bob:
+        await alice.ready_ok("warp_registry_register")
+        await bob.ready_ok("warp_registry_register")
+        agents = Agents(nc=nc)
+        try:
+            agent = await protocol_agent(agents, project_id, A_ID)
+            asking = asyncio.create_task(collect(agent, "Summarise the parser"))
+            item = await claimed(bob)  # another agent of the project, with the capability, does it
+            assert item["description"] == "Summarise the parser" and item["submitted_by"] == A_ID
+            assert item["context"]["agent_protocol"]["through"] == A_ID
+            await bob.ok(
+                "warp_work_complete", {"work_id": item["id"], "result": "It tokenizes, then parses."}
+            )
+            statuses, chunks = await asyncio.wait_for(asking, 30)
+            assert chunks == ["It tokenizes, then parses."]
+            assert statuses[0] == "ack" and f"queued {item['id']}" in statuses
+            assert statuses[-1] == f"completed {item['id']}"
+
+            # An item that ends otherwise ends the stream with an error naming it.
+            asking = asyncio.create_task(collect(agent, "Rewrite it in Rust"))
+            doomed = await claimed(bob)
+            await work_queue(nc, ProjectNames(project_id)).cancel(doomed["id"], reason="not now")
+            with pytest.raises(
+                ProtocolError, match=f"service error 502: work item {doomed['id']} ended cancelled"
+            ):
+                await asyncio.wait_for(asking, 30)
         finally:
             await agents.close()

@@ -26,7 +26,7 @@ def test_defaults() -> None:
     assert s.scope is Scope.TEAM
     assert s.auto_register is False
     assert s.target_id is None and s.spinup_id is None and s.work_id is None
-    assert s.agent_protocol is True and s.agent_protocol_wait_s == 600  # docs/interop.md
+    assert s.agent_protocol == "message" and s.agent_protocol_wait_s == 600  # docs/interop.md
 
 
 def test_values_from_env() -> None:
@@ -42,11 +42,11 @@ def test_values_from_env() -> None:
             "LOOM_SPINUP_ID": "a" * 32,
             "LOOM_WORK_ID": "b" * 32,
             "LOOM_LOG_LEVEL": "debug",
-            "LOOM_AGENT_PROTOCOL": "off",
+            "LOOM_AGENT_PROTOCOL": "Work",
             "LOOM_AGENT_PROTOCOL_WAIT_S": "30",
         }
     )
-    assert s.agent_protocol is False and s.agent_protocol_wait_s == 30
+    assert (s.agent_protocol, s.work_capability(), s.agent_protocol_wait_s) == ("work", "code", 30)
     assert s.heartbeat_s == 0.5
     assert s.capabilities == ("code", "review")
     assert s.boundaries == ("corporate", "default")
@@ -68,7 +68,8 @@ def test_values_from_env() -> None:
         ("LOOM_MAX_CONCURRENT_TASKS", "two", "integer from 1 to 1000"),
         ("LOOM_SCOPE", "world", "must be one of"),
         ("LOOM_AUTO_REGISTER", "maybe", "must be a boolean"),
-        ("LOOM_AGENT_PROTOCOL", "perhaps", "must be a boolean"),
+        ("LOOM_AGENT_PROTOCOL", "perhaps", "must be message, work or off"),
+        ("LOOM_AGENT_PROTOCOL_CAPABILITY", "Bad Cap", "must be lowercase letters"),
         ("LOOM_AGENT_PROTOCOL_WAIT_S", "0", "between"),
         ("LOOM_AGENT_PROTOCOL_WAIT_S", "forever", "must be a number"),
         ("LOOM_TARGET_ID", "has space", "must be"),
@@ -85,6 +86,21 @@ def test_bad_values_name_the_variable(name: str, value: str, expected: str) -> N
     assert expected in str(info.value)
     if len(value) > 3:  # the rejected value is not repeated
         assert value not in str(info.value).removeprefix(f"{name}:")
+
+
+@pytest.mark.parametrize(
+    ("given", "mode"), [("on", "message"), ("", "message"), ("false", "off"), ("off", "off")]
+)
+def test_the_agent_protocol_is_served_by_message_unless_turned_off(given: str, mode: str) -> None:
+    assert load_warp_settings({"LOOM_AGENT_PROTOCOL": given}).agent_protocol == mode
+
+
+def test_prompts_as_work_need_a_capability() -> None:
+    with pytest.raises(WarpSettingsError) as info:
+        load_warp_settings({"LOOM_AGENT_PROTOCOL": "work"})
+    assert str(info.value).startswith("LOOM_AGENT_PROTOCOL_CAPABILITY: is needed when")
+    chosen = load_warp_settings({"LOOM_AGENT_PROTOCOL": "work", "LOOM_AGENT_PROTOCOL_CAPABILITY": "ask"})
+    assert chosen.work_capability() == "ask"
 
 
 def test_the_shared_variables_are_the_shared_settings() -> None:
