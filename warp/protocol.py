@@ -18,11 +18,12 @@ maps it onto the inbox.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,7 +57,7 @@ Deliver = Callable[..., Awaitable["InboxMessage"]]
 """``InboxService.send`` with this agent's id and handle bound: puts a prompt in the inbox."""
 Submit = Callable[[str, str], Awaitable["WorkItem"]]
 """Submits a prompt (its text, its caller) as a work item of the project."""
-Follow = Callable[[str], AsyncIterator["WorkItem"]]
+Follow = Callable[[str], AsyncGenerator["WorkItem", None]]
 """The item's states as they change (the current one first)."""
 
 
@@ -222,8 +223,9 @@ class ProtocolEndpoint:
         item = await submit(text, caller)
         told: WorkStatus | None = None
         try:
-            async with asyncio.timeout(self._wait_s):
-                async for now in follow(item.id):
+            # closed as soon as the answer is out: its watch must not outlive the stream
+            async with asyncio.timeout(self._wait_s), contextlib.aclosing(follow(item.id)) as changes:
+                async for now in changes:
                     if now.status is not told:
                         told = now.status
                         await stream.send(StatusChunk(status=f"{now.status.value} {now.id}"))
@@ -241,7 +243,7 @@ class ProtocolEndpoint:
             ) from None
 
 
-async def item_changes(js: JetStreamContext, bucket: str, work_id: str) -> AsyncIterator[WorkItem]:
+async def item_changes(js: JetStreamContext, bucket: str, work_id: str) -> AsyncGenerator[WorkItem, None]:
     """The work item's states as its record changes, the current one first (one watch of its
     key in the work records bucket)."""
     from shared.nats.watch import KeyWatch

@@ -23,7 +23,7 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +129,7 @@ class WarpRuntime:
                 )
                 return await svc.work.submit(submission, submitted_by=agent_id)
 
-            def follow(work_id: str) -> AsyncIterator[WorkItem]:
+            def follow(work_id: str) -> AsyncGenerator[WorkItem, None]:
                 return item_changes(svc.js, svc.names.work_records_bucket, work_id)
 
             as_work = (submit, follow)
