@@ -84,8 +84,34 @@ async def test_a_prompt_the_agent_never_answers_ends_in_a_504_and_a_late_answer_
                 {"recipient_id": prompt["sender_id"], "reply_to": prompt["id"], "message": "here"},
             )
             assert "has ended" in late
+
+            # What a direct message cannot carry is refused before it reaches the inbox.
+            with pytest.raises(ProtocolError, match="service error 413: prompt: at most 64000 characters"):
+                await answers(agent, "x" * 64_001)
+            blank = await raw_prompt_error(nc, agent.prompt_subject, b"   ")
+            assert blank == ("400", "prompt: must not be empty")
+            assert (await alice.ok("warp_messages_read_direct", {"peek": True}))["messages"] == []
         finally:
             await agents.close()
+
+
+async def raw_prompt_error(nc: NatsClient, subject: str, payload: bytes) -> tuple[str, str]:
+    """A prompt sent as plain NATS (the protocol's caller package refuses an empty one before
+    sending it): the error frame's code and description, read up to the terminator."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    try:
+        await nc.publish(subject, payload, reply=inbox)
+        error: tuple[str, str] | None = None
+        async with asyncio.timeout(10):
+            while (msg := await sub.next_msg(timeout=10)).data or msg.headers:
+                headers = msg.headers or {}
+                if "Nats-Service-Error-Code" in headers:
+                    error = (headers["Nats-Service-Error-Code"], headers.get("Nats-Service-Error", ""))
+        assert error is not None, "no error frame before the terminator"
+        return error
+    finally:
+        await sub.unsubscribe()
 
 
 async def test_an_agent_can_leave_the_protocol_off(
