@@ -29,7 +29,10 @@ from scenario_harness.agents import base_env
 
 from testsupport.git import AUTHOR, clone, make_origin, run_git
 
-FAST = {"LOOM_WORK_ACK_WAIT_S": "2", "LOOM_CHECKPOINT_S": "0"}
+FAST = {"LOOM_WORK_ACK_WAIT_S": "5", "LOOM_CHECKPOINT_S": "0"}
+"""5 s, not 2: a worker's claim, its edit and its hand-in (a commit and a push) took over 2 s
+once on a loaded machine, and the claim lapsed to another worker mid-way (a claim lives
+its ack wait unless progress is reported; the workers here report none)."""
 BIN = Path(sys.executable).parent
 EDITS: dict[str, dict[str, str]] = {
     "a": {"a.txt": "a\n"},
