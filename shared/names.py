@@ -492,7 +492,6 @@ AGENT_PROTOCOL_MESSAGE_TYPE: Final = "prompt"
 """The message type of a direct message that is a protocol prompt (warp/protocol.py)."""
 AGENT_PROTOCOL_SERVICE: Final = "agents"
 """The NATS micro service name every agent of the protocol registers."""
-AGENT_PROTOCOL_HEARTBEATS: Final = "agents.hb.>"
 
 
 def agent_protocol_subject(verb: str, project_id: str, agent_id: str) -> str:

@@ -128,7 +128,6 @@ class ProtocolEndpoint:
         deliver: Deliver,
         prompts: ProtocolPrompts,
         wait_s: float,
-        description: str = "",
         as_work: tuple[Submit, Follow] | None = None,
     ) -> None:
         """``as_work``: prompts become work items (submitted, then followed) instead of messages."""
@@ -139,7 +138,6 @@ class ProtocolEndpoint:
         self._deliver = deliver
         self.prompts = prompts
         self._wait_s = wait_s
-        self._description = description
         self._as_work = as_work
         self._service: AgentService | None = None
 
@@ -152,7 +150,7 @@ class ProtocolEndpoint:
             owner=self._project_id,
             session_name=self._agent_id,
             nc=self._nc,
-            description=self._description or f"Loom agent {self._handle}",
+            description=f"Loom agent {self._handle}",
             extra_metadata={"loom_project": self._project_id, "loom_agent_id": self._agent_id},
             max_concurrent_prompts=MAX_CONCURRENT_PROMPTS,
             attachments_ok=False,  # a direct message carries text alone (docs/interop.md)
