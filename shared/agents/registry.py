@@ -13,14 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from shared.errors import CONFLICT, LoomError, NotFound
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, validate_agent_id
 from shared.nats.cas import CAS_RETRIES, cas_update
-from shared.nats.jetstream import delete_unchanged, ensure_kv, snapshot
+from shared.nats.jetstream import delete_unchanged, ensure_kv, get_or_none, snapshot
 
 
 class RegistryError(LoomError):
@@ -130,10 +129,8 @@ class Registry:
     async def remove(self, agent_id: str) -> None:
         validate_agent_id(agent_id)
         kv = await self._bucket()
-        try:
-            await kv.get(agent_id)
-        except KeyNotFoundError:
-            raise AgentNotFound(agent_id) from None
+        if await get_or_none(kv, agent_id) is None:
+            raise AgentNotFound(agent_id)
         await kv.delete(agent_id)
         await self._unmirror(agent_id)
 
@@ -155,21 +152,14 @@ class Registry:
     async def _unmirror(self, agent_id: str) -> None:
         kv = await self._global_bucket()
         key = f"{self.names.project_id}.{agent_id}"
-        try:
-            await kv.get(key)
-        except KeyNotFoundError:
-            return
-        await kv.delete(key)
+        if await get_or_none(kv, key) is not None:
+            await kv.delete(key)
 
     # -- reads ----------------------------------------------------------------
     async def get(self, agent_id: str) -> AgentEntry:
         validate_agent_id(agent_id)
-        kv = await self._bucket()
-        try:
-            entry = await kv.get(agent_id)
-        except KeyNotFoundError:
-            raise AgentNotFound(agent_id) from None
-        if not entry.value:
+        entry = await get_or_none(await self._bucket(), agent_id)
+        if entry is None or not entry.value:
             raise AgentNotFound(agent_id)
         return AgentEntry.model_validate_json(entry.value)
 

@@ -9,6 +9,7 @@ read at start-up and passed to :func:`shared.nats.client.connect`; 3 on a cluste
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import weakref
 from typing import Any
@@ -215,12 +216,38 @@ async def get_or_none(kv: KeyValue, key: str) -> KeyValue.Entry | None:
     """The key's live entry, or None when there is none: never written, deleted or
     purged (nats-py: ``KeyNotFoundError``, also for a delete marker), or a key nats-py
     refuses to look up at all (``InvalidKeyError``: empty, a space, a wildcard, a
-    leading or trailing '.', a character outside ``[-/_=.a-zA-Z0-9]``)."""
+    leading or trailing '.', a character outside ``[-/_=.a-zA-Z0-9]``).
+
+    "None" is asked again of the stream's leader before it is believed: Loom's buckets
+    allow direct gets, which any replica answers, and a replica that is behind answers
+    "no such key" for one just written. Deciding on that answer lost acknowledged work
+    (a claim read a new item's record on a lagging replica and dropped its queue
+    message; scenario 31). A present key is never stale in that way: a stale revision
+    only loses the compare-and-set that follows, which reads again."""
+    entry = await _entry(kv, key)
+    if entry is None and kv is not (leader := through_leader(kv)):
+        entry = await _entry(leader, key)
+    return entry
+
+
+async def _entry(kv: KeyValue, key: str) -> KeyValue.Entry | None:
     try:
         entry = await kv.get(key)
     except (KeyNotFoundError, InvalidKeyError):
         return None
     return entry if entry.value else None
+
+
+def through_leader(kv: KeyValue) -> KeyValue:
+    """``kv`` read through its stream's leader (``STREAM.MSG.GET``) rather than any replica
+    (``DIRECT.GET``); ``kv`` itself when it does not use direct gets. nats-py decides
+    direct or not per bucket handle, with no public switch, so this is a copy of the
+    handle with its flag off (tests/shared/nats/test_kv_helpers.py pins that it reads)."""
+    if not getattr(kv, "_direct", False):
+        return kv
+    view = copy.copy(kv)
+    view._direct = False
+    return view
 
 
 async def create_if_absent(kv: KeyValue, key: str, value: bytes) -> bool:

@@ -4,13 +4,16 @@ nats-server: typed nats-py errors and JetStream error codes, never the text of a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import pytest
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 from nats.js.errors import InvalidKeyError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
 
 from shared.models import WorkSubmission
-from shared.names import ProjectNames, kv_subject
+from shared.names import ProjectNames, kv_stream, kv_subject
 from shared.nats.jetstream import (
     create_if_absent,
     create_new,
@@ -18,6 +21,7 @@ from shared.nats.jetstream import (
     ensure_kv,
     get_or_none,
     publish_unchanged,
+    through_leader,
     update_unchanged,
 )
 from shared.work.rules import WorkNotFound
@@ -55,6 +59,50 @@ async def test_get_or_none(nc: NatsClient, project_id: str) -> None:
     assert await get_or_none(kv, "purged") is None
     for key in MALFORMED_KEYS:
         assert await get_or_none(kv, key) is None, key
+
+
+async def test_an_absent_key_is_asked_again_of_the_leader(nc: NatsClient, project_id: str) -> None:
+    """A direct get may be answered by a replica that is behind: "no such key" is believed
+    only once the stream leader (``STREAM.MSG.GET``) says it too. A key found needs no
+    second read. Counted on the wire: every JetStream API request is a message that a
+    subscriber of its subject receives too; a marker sent after each read closes its count."""
+    bucket = f"kvh-{project_id}-leader"
+    kv = await ensure_kv(nc.jetstream(), bucket)
+    stream = kv_stream(bucket)
+    asked: list[str] = []
+    marker = asyncio.Event()
+
+    async def seen(msg: Msg) -> None:
+        if msg.subject.endswith(f".{stream}.marker"):
+            marker.set()
+        elif msg.subject.startswith(f"$JS.API.DIRECT.GET.{stream}"):
+            asked.append("direct")
+        elif msg.subject == f"$JS.API.STREAM.MSG.GET.{stream}":
+            asked.append("leader")
+
+    async def reads_of(read: Awaitable[object]) -> tuple[object, list[str]]:
+        asked.clear()
+        marker.clear()
+        got = await read
+        await nc.publish(f"$JS.API.TEST.{stream}.marker", b"")
+        await asyncio.wait_for(marker.wait(), 10)
+        return got, list(asked)
+
+    sub = await nc.subscribe("$JS.API.>", cb=seen)
+    try:
+        await kv.put("live", b"value")
+        entry, reads = await reads_of(get_or_none(kv, "live"))
+        assert isinstance(entry, KeyValue.Entry) and entry.value == b"value"
+        assert reads == ["direct"]
+        entry, reads = await reads_of(get_or_none(kv, "never-written"))
+        assert entry is None and reads == ["direct", "leader"]
+        leader = through_leader(kv)
+        entry, reads = await reads_of(leader.get("live"))
+        assert isinstance(entry, KeyValue.Entry) and entry.value == b"value"
+        assert reads == ["leader"]
+        assert through_leader(leader) is leader
+    finally:
+        await sub.unsubscribe()
 
 
 async def test_create_if_absent(nc: NatsClient, project_id: str) -> None:
