@@ -16,9 +16,19 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
-from shared.nats.client import NatsConnectError, build_options, connect, display_url, parse_url, settle
+from shared.nats.client import (
+    MAX_OUTSTANDING_PINGS,
+    PING_INTERVAL_S,
+    NatsConnectError,
+    build_options,
+    connect,
+    display_url,
+    parse_url,
+    settle,
+)
 from shared.nats.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
+from testsupport.processes import frozen
 from testsupport.servers import AuthServer, CredsServer, TlsServer, TokenServer
 
 # The issue's bound for "wrong password / server down -> clear error". Not a timing
@@ -588,3 +598,25 @@ async def test_settle_means_the_server_has_a_subscription_just_made(
         answered += reply.data == b"here"
         await sub.unsubscribe()
     assert answered == 500
+
+
+async def test_a_service_connection_gives_up_a_server_that_stopped_answering(tmp_path: Path) -> None:
+    """A partition leaves the socket open and sends no reset: only unanswered PINGs tell. The
+    connection must give the server up (and go looking for another) in seconds, not the
+    minutes of nats-py's defaults; the bound below is six times what the settings allow."""
+    server = EmbeddedNatsServer(log_file=tmp_path / "nats.log").start()
+    gone = asyncio.Event()
+
+    async def on_state(state: str) -> None:
+        if state == "disconnected":
+            gone.set()
+
+    nc = await connect(url=server.url, name="ping-test", mode="service", timeout=10, on_state=on_state)
+    try:
+        assert nc.is_connected
+        assert server.pid is not None
+        with frozen(server.pid):
+            await asyncio.wait_for(gone.wait(), 6 * (1 + MAX_OUTSTANDING_PINGS) * PING_INTERVAL_S)
+    finally:
+        await nc.close()
+        server.stop()
