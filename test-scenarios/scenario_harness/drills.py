@@ -15,7 +15,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,9 +79,24 @@ class RestartableNats:
 class WeftProcess:
     """``weft serve`` on a fixed port, so Shuttle and clients find it again after a restart."""
 
-    def __init__(self, nats_url: str, folder: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        nats_url: str,
+        folder: Path,
+        *,
+        env: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        launch: Sequence[str] = (),
+        token: str | None = None,
+    ) -> None:
+        """``host``: the address it listens on; ``launch``: a command prefix (e.g. run it on
+        another host of :mod:`scenario_harness.hosts`); ``token``: an ``operate`` API token
+        (needed to listen beyond loopback), which its clients send."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
+        self.host = host
+        self.launch = list(launch)
+        self.token = token
         self.port = free_port()
         self.nats_url = nats_url
         self.extra_env = env or {}
@@ -90,11 +105,11 @@ class WeftProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def running_weft(self) -> RunningWeft:
-        return RunningWeft(url=self.url, ws_url=f"ws://127.0.0.1:{self.port}")
+        return RunningWeft(url=self.url, ws_url=f"ws://{self.host}:{self.port}", token=self.token)
 
     def env(self) -> dict[str, str]:
         home = self.folder / "home"
@@ -103,7 +118,7 @@ class WeftProcess:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(home),
             "NATS_URL": self.nats_url,
-            "WEFT_HOST": "127.0.0.1",
+            "WEFT_HOST": self.host,
             "WEFT_PORT": str(self.port),
             "WEFT_PROJECT_ID": "scenarios-default",
             "WEFT_SWEEP_INTERVAL_S": "0.5",
@@ -111,6 +126,7 @@ class WeftProcess:
             "WEFT_LOG_LEVEL": "INFO",
             "LOOM_DATA_DIR": str(self.folder / "data"),
             "PYTHONUNBUFFERED": "1",
+            **({"WEFT_API_TOKENS": f"operate:{self.token}"} if self.token else {}),
             **self.extra_env,
         }
 
@@ -121,6 +137,7 @@ class WeftProcess:
         log = (self.folder / f"weft-{self.starts}.log").open("wb")
         started = now()
         self.proc = await asyncio.create_subprocess_exec(
+            *self.launch,
             str(BIN / "weft"),
             "serve",
             env=self.env(),
