@@ -212,20 +212,23 @@ WRONG_LAST_SEQUENCE = frozenset({10071, 10164})
 """JetStream error codes of a revision-checked write that lost (wrong last sequence)."""
 
 
-async def get_or_none(kv: KeyValue, key: str) -> KeyValue.Entry | None:
+async def get_or_none(kv: KeyValue, key: str, *, confirm_absent: bool = False) -> KeyValue.Entry | None:
     """The key's live entry, or None when there is none: never written, deleted or
     purged (nats-py: ``KeyNotFoundError``, also for a delete marker), or a key nats-py
     refuses to look up at all (``InvalidKeyError``: empty, a space, a wildcard, a
     leading or trailing '.', a character outside ``[-/_=.a-zA-Z0-9]``).
 
-    "None" is asked again of the stream's leader before it is believed: Loom's buckets
-    allow direct gets, which any replica answers, and a replica that is behind answers
-    "no such key" for one just written. Deciding on that answer lost acknowledged work
-    (a claim read a new item's record on a lagging replica and dropped its queue
-    message; scenario 31). A present key is never stale in that way: a stale revision
-    only loses the compare-and-set that follows, which reads again."""
+    ``confirm_absent``: "None" is asked again of the stream's leader before it is
+    believed. Loom's buckets allow direct gets, which any replica answers, and a replica
+    that is behind answers "no such key" for one just written. A caller that would drop
+    something on "absent" must confirm it: a claim that read a new item's record on a
+    lagging replica dropped its queue message, and acknowledged work was lost
+    (scenario 31). A present key is never stale in that way: a stale revision only loses
+    the compare-and-set that follows, which reads again. Off by default, because the
+    leader's read is a JetStream API request (slower, and served by fewer threads than
+    direct gets) and most absent keys decide nothing (no budget set, no such sink)."""
     entry = await _entry(kv, key)
-    if entry is None and kv is not (leader := through_leader(kv)):
+    if entry is None and confirm_absent and kv is not (leader := through_leader(kv)):
         entry = await _entry(leader, key)
     return entry
 

@@ -27,7 +27,7 @@ class WorkDelivery(WorkRecords):
     """Queue subjects, consumers, publish and pull for one project's work."""
 
     async def _record_or_none(self, work_id: str) -> WorkRecord | None:
-        entry = await get_or_none(await self.records_bucket(), work_id)
+        entry = await get_or_none(await self.records_bucket(), work_id, confirm_absent=True)
         if entry is None or entry.value is None:
             return None
         return WorkRecord.model_validate_json(entry.value)

@@ -142,14 +142,18 @@ class WorkRecords:
 
     # -- records ---------------------------------------------------------------
     async def _load(self, work_id: str) -> tuple[WorkRecord, int]:
-        raw, revision = await self._load_raw(work_id)
-        return WorkRecord.model_validate_json(raw), revision
-
-    async def _load_raw(self, work_id: str) -> tuple[bytes, int]:
-        entry = await get_or_none(await self.records_bucket(), work_id)
-        if entry is None or entry.value is None:
+        found = await self._found(work_id)
+        if found is None:
             raise WorkNotFound(work_id)
-        return entry.value, int(entry.revision or 0)
+        return found
+
+    async def _found(self, work_id: str) -> tuple[WorkRecord, int] | None:
+        """The record and its revision; None only when the stream's leader says there is
+        none (a claim drops the queue message of an item with no record)."""
+        entry = await get_or_none(await self.records_bucket(), work_id, confirm_absent=True)
+        if entry is None or entry.value is None:
+            return None
+        return WorkRecord.model_validate_json(entry.value), int(entry.revision or 0)
 
     async def _mutate(self, work_id: str, rule: Callable[[WorkRecord], Change]) -> tuple[WorkRecord, Change]:
         """Compare-and-set what ``rule`` decides; returns the record it decided on and its
@@ -176,6 +180,7 @@ class WorkRecords:
             await self.records_bucket(),
             work_id,
             decide,
+            read=lambda: self._found(work_id),
             parse=WorkRecord.model_validate_json,
             dump=WorkRecord.to_json_bytes,
             absent=lambda: WorkNotFound(work_id),

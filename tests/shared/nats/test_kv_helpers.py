@@ -62,10 +62,11 @@ async def test_get_or_none(nc: NatsClient, project_id: str) -> None:
 
 
 async def test_an_absent_key_is_asked_again_of_the_leader(nc: NatsClient, project_id: str) -> None:
-    """A direct get may be answered by a replica that is behind: "no such key" is believed
-    only once the stream leader (``STREAM.MSG.GET``) says it too. A key found needs no
-    second read. Counted on the wire: every JetStream API request is a message that a
-    subscriber of its subject receives too; a marker sent after each read closes its count."""
+    """A direct get may be answered by a replica that is behind: with ``confirm_absent``,
+    "no such key" is believed only once the stream leader (``STREAM.MSG.GET``) says it
+    too. A key found needs no second read. Counted on the wire: every JetStream API
+    request is a message that a subscriber of its subject receives too; a marker sent
+    after each read closes its count."""
     bucket = f"kvh-{project_id}-leader"
     kv = await ensure_kv(nc.jetstream(), bucket)
     stream = kv_stream(bucket)
@@ -94,8 +95,12 @@ async def test_an_absent_key_is_asked_again_of_the_leader(nc: NatsClient, projec
         entry, reads = await reads_of(get_or_none(kv, "live"))
         assert isinstance(entry, KeyValue.Entry) and entry.value == b"value"
         assert reads == ["direct"]
-        entry, reads = await reads_of(get_or_none(kv, "never-written"))
+        entry, reads = await reads_of(get_or_none(kv, "never-written", confirm_absent=True))
         assert entry is None and reads == ["direct", "leader"]
+        entry, reads = await reads_of(get_or_none(kv, "live", confirm_absent=True))
+        assert isinstance(entry, KeyValue.Entry) and reads == ["direct"]
+        entry, reads = await reads_of(get_or_none(kv, "never-written"))
+        assert entry is None and reads == ["direct"]  # deciding nothing: one read
         leader = through_leader(kv)
         entry, reads = await reads_of(leader.get("live"))
         assert isinstance(entry, KeyValue.Entry) and entry.value == b"value"
