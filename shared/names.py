@@ -694,6 +694,8 @@ def agent_access(
         *(f"{js}.DIRECT.GET.{s}" for s in (*chan_streams, *kv_streams, names.context_stream)),
         f"{js}.DIRECT.GET.{names.context_stream}.>",  # a tree's nodes, read by its subject
         *(f"{js}.DIRECT.GET.{s}.>" for s in kv_streams),  # key reads name the key's subject
+        # a key a replica called absent, asked again of the leader (jetstream.get_or_none)
+        *(f"{js}.STREAM.MSG.GET.{s}" for s in kv_streams),
         f"{js}.STREAM.MSG.GET.{names.dlq_stream}",  # list dead letters
         f"{js}.STREAM.MSG.DELETE.{names.dlq_stream}",  # retry or discard a dead letter
         f"{js}.CONSUMER.CREATE.{names.work_stream}.*.{names.work_subjects}",  # queue consumers
