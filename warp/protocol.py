@@ -219,7 +219,10 @@ class ProtocolEndpoint:
         assert self._as_work is not None
         submit, follow = self._as_work
         item = await submit(text, caller)
-        told: WorkStatus | None = None
+        # Its first state is told from the submission itself: by the time the watch has
+        # started, the fleet may have claimed it already.
+        told: WorkStatus | None = item.status
+        await stream.send(StatusChunk(status=f"{item.status.value} {item.id}"))
         try:
             # closed as soon as the answer is out: its watch must not outlive the stream
             async with asyncio.timeout(self._wait_s), contextlib.aclosing(follow(item.id)) as changes:
