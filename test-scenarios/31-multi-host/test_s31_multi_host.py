@@ -46,6 +46,7 @@ from nats.js.api import StreamConfig
 from nats.js.errors import NotFoundError
 from scenario_harness import Connection, WarpAgent, new_project_id
 from scenario_harness.agents import warp_agent
+from scenario_harness.cluster import jetstream_at, wait_jetstream
 from scenario_harness.drills import (
     HELD,
     Figures,
@@ -73,7 +74,6 @@ from scenario_harness.hosts import Hosts, inside, unavailable
 from scenario_harness.mcp_process import BIN, text_of
 
 from shared.names import ProjectNames
-from shared.nats.client import connect
 from shared.nats.server import ClusterConfig, ServerConfig
 
 HERE = Path(__file__).parent
@@ -145,26 +145,12 @@ class Drill:
     async def jetstream_ready(self, i: int) -> float:
         """Until JetStream answers through node ``i``; the seconds it took."""
         began = clock()
-        nc = await connect(url=self.nodes[i].url, name="drill-probe", timeout=20)
-        try:
-            js = nc.jetstream(timeout=2)
-
-            async def answers() -> bool:
-                with contextlib.suppress(Exception):
-                    await js.account_info()
-                    return True
-                return False
-
-            await until(answers, timeout=RECOVERY_S, what=f"JetStream through n{i}", interval=0.2)
-        finally:
-            await nc.close()
+        await wait_jetstream(self.nodes[i].url, RECOVERY_S)
         return clock() - began
 
     async def replicated_streams_ready(self) -> None:
         """Until the cluster can create an R3 stream (all three peers known to its meta leader)."""
-        nc = await connect(url=self.nats_url, name="drill-probe", timeout=20)
-        try:
-            js = nc.jetstream(timeout=10)
+        async with jetstream_at(self.nats_url, name="drill-probe", timeout=10) as js:
 
             async def created() -> bool:
                 with contextlib.suppress(Exception):
@@ -176,17 +162,12 @@ class Drill:
                 return False
 
             await until(created, timeout=RECOVERY_S, what="an R3 stream created", interval=0.5)
-        finally:
-            await nc.close()
 
     async def settled(self) -> float:
         """Until every stream has a leader and two current replicas with no lag: the cluster
         has recovered from the last fault (R3 tolerates one at a time); the seconds it took."""
-        began = clock()
-        nc = await connect(url=self.nats_url, name="drill-settle", timeout=20)
         behind: list[str] = []
-        try:
-            js = nc.jetstream(timeout=5)
+        async with jetstream_at(self.nats_url, name="drill-settle") as js:
 
             async def all_current() -> bool:
                 behind.clear()
@@ -200,16 +181,13 @@ class Drill:
                     )
                 return not behind
 
-            await until(
+            return await until(
                 all_current,
                 timeout=RECOVERY_S,
                 what="every stream current on all three nodes",
                 interval=0.5,
                 explain=lambda: "; ".join(behind[:6]),
             )
-        finally:
-            await nc.close()
-        return clock() - began
 
     async def all_online(self) -> float:
         """Until every Weft shows every agent online (nobody left offline by a fault that
@@ -233,9 +211,7 @@ class Drill:
     async def queue_state(self, item_ids: list[str]) -> str:
         """The work queue as NATS holds it, and where the given items' queue messages are."""
         names = ProjectNames(self.project_id)
-        nc = await connect(url=self.nats_url, name="drill-audit", timeout=20)
-        try:
-            js = nc.jetstream(timeout=5)
+        async with jetstream_at(self.nats_url, name="drill-audit") as js:
             state = (await js.stream_info(names.work_stream)).state
             lines = [
                 f"work stream: first {state.first_seq}, last {state.last_seq}, {state.messages} messages"
@@ -262,8 +238,6 @@ class Drill:
                     f"{item_id}: queue_seq {seq}, enqueues {record.get('enqueues')}, in stream: {present}"
                 )
             return "\n".join(lines)
-        finally:
-            await nc.close()
 
     def weft_on(self, i: int) -> WeftProcess:
         settings = {"WEFT_STALE_CHECK_INTERVAL_S": "0.5", "WEFT_SWEEP_INTERVAL_S": "0.5"}
@@ -302,10 +276,7 @@ class Drill:
             for n in itertools.count():
                 if self.stop_submitting.is_set():
                     return
-                if (
-                    len(self.history.acknowledged()) - len({c.item_id for c in self.history.completions})
-                    > BACKLOG
-                ):
+                if self.history.outstanding() > BACKLOG:
                     await asyncio.sleep(0.1)
                     continue
                 first = n % len(clients)
@@ -397,7 +368,7 @@ class Drill:
             "submissions": len(asked),
             "acknowledged": sum(1 for s in asked if s.item_id),
             "completions": sum(1 for c in self.history.completions if began <= c.asked <= ended),
-            "backlog": len(self.history.acknowledged()) - len({c.item_id for c in self.history.completions}),
+            "backlog": self.history.outstanding(),
         }
 
     async def majority_works(self, began: float, when: str) -> float:

@@ -10,16 +10,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+from nats.js import JetStreamContext
 
 from scenario_harness.drills import RestartableNats
 from shared.nats.client import connect
 from shared.nats.server import ClusterConfig, ServerConfig, free_port
 
 CLUSTER_NAME = "loom-drill"
+
+
+@contextlib.asynccontextmanager
+async def jetstream_at(url: str, *, name: str, timeout: float = 5.0) -> AsyncIterator[JetStreamContext]:
+    """A JetStream context on a connection of its own to ``url``, closed after the block."""
+    nc = await connect(url=url, name=name, timeout=20)
+    try:
+        yield nc.jetstream(timeout=timeout)
+    finally:
+        await nc.close()
+
+
+async def wait_jetstream(url: str, timeout: float = 30.0) -> None:
+    """Until JetStream answers through ``url`` (a meta leader has been elected)."""
+    async with jetstream_at(url, name="cluster-probe", timeout=2) as js:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                await js.account_info()
+                return
+            except Exception:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
 
 
 class NatsCluster:
@@ -62,20 +88,7 @@ class NatsCluster:
 
     async def wait_jetstream(self, i: int, timeout: float = 30.0) -> None:
         """Until JetStream answers through node ``i`` (a meta leader has been elected)."""
-        nc = await connect(url=self.node_url(i), name="cluster-probe", timeout=10)
-        try:
-            js = nc.jetstream(timeout=2)
-            deadline = asyncio.get_running_loop().time() + timeout
-            while True:
-                try:
-                    await js.account_info()
-                    return
-                except Exception:
-                    if asyncio.get_running_loop().time() > deadline:
-                        raise
-                    await asyncio.sleep(0.2)
-        finally:
-            await nc.close()
+        await wait_jetstream(self.node_url(i), timeout)
 
     async def stop_node(self, i: int) -> None:
         await asyncio.to_thread(self.nodes[i].stop)

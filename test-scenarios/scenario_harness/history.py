@@ -86,6 +86,11 @@ class History:
     def acknowledged(self) -> set[str]:
         return {s.item_id for s in self.submissions if s.item_id is not None}
 
+    def outstanding(self) -> int:
+        """Acknowledged items not completed yet (negative: completions of items whose
+        submission was not acknowledged, e.g. its answer timed out)."""
+        return len(self.acknowledged()) - len({c.item_id for c in self.completions})
+
     def counts(self) -> dict[str, int]:
         return {
             "submitted": len(self.submissions),
