@@ -425,7 +425,8 @@ class ProjectNames:
     @property
     def notify_marks_bucket(self) -> str:
         """Short-lived marks shared by Weft replicas: a notice already sent to a sink
-        (``sent.<sink>.<hash>``, dedupe) and each sink's sends per minute (``rate.<sink>.<minute>``)."""
+        (``sent.<sink>.<hash>``, dedupe) and each sink's sends of the last minute by second
+        (``rate.<sink>``)."""
         return f"loom-{self._p}-notify-marks"
 
     @property

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from shared.models import Event, Landing, Priority, Question, QuestionMode, WorkItem
 from shared.work.escalation import ASKER as ESCALATION_ASKER
 from shared.work.escalation import CATEGORY as ESCALATION
-from weft.notify.rules import Sink, SinkSettings, notice_of, wants
+from weft.notify.rules import RATE_WINDOW_S, Sink, SinkSettings, admit, notice_of, wants
 from weft.spinup.breaker import recent_failures, tripped_reason, trips
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -182,3 +182,28 @@ def test_a_bottleneck_is_a_p2_notice_naming_what_waits() -> None:
     assert notice is not None and (notice.kind, notice.priority) == ("bottleneck", Priority.P2)
     assert notice.title == "[P2] t1 holds up 4 items" and "4 open items wait on it" in notice.body
     assert notice_of(event("work", "bottleneck", held.id, item=held.model_dump(mode="json")), PUBLIC) is None
+
+
+def test_the_rate_limit_is_a_sliding_minute_not_the_clocks() -> None:
+    turn = int(datetime(2030, 1, 1, 12, 1, tzinfo=UTC).timestamp())  # a minute's turn
+    sends: dict[int, int] = {}
+    taken = 0
+    for now_s in (turn - 1, turn - 1, turn, turn):  # a burst across the turn
+        after = admit(sends, now_s, per_minute=2)
+        if after is not None:
+            sends, taken = after, taken + 1
+    assert taken == 2 and sends == {turn - 1: 2}
+    assert admit(sends, turn - 1 + RATE_WINDOW_S - 1, per_minute=2) is None  # still within the minute
+    later = admit(sends, turn - 1 + RATE_WINDOW_S, per_minute=2)
+    assert later == {turn - 1 + RATE_WINDOW_S: 1}  # the burst left the window and was dropped
+
+
+def test_the_rate_limit_counts_every_second_of_the_window() -> None:
+    start = 1_000_000
+    sends: dict[int, int] = {}
+    for offset in range(0, 60, 20):
+        step = admit(sends, start + offset, per_minute=3)
+        assert step is not None
+        sends = step
+    assert admit(sends, start + 59, per_minute=3) is None
+    assert admit(sends, start + 60, per_minute=3) == {start + 20: 1, start + 40: 1, start + 60: 1}

@@ -7,7 +7,8 @@ dead-letter queue), a landing failure, a disabled target, a bottleneck, a silent
 or reviewer. A sink (an Apprise URL, or Loom's own signed webhook) takes the notices
 at or above its priority floor whose kind it lists. A notice is sent to a sink at most
 once within the dedupe window (its :attr:`Notice.key`) and at most ``rate_per_minute``
-times a minute; what is dropped stays in the record it came from (the question, the item).
+times in any minute (:func:`admit`); what is dropped stays in the record it came from (the
+question, the item).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ MAX_URL: Final = 2000
 MAX_SINKS: Final = 50
 DEDUPE_S: Final = 600.0
 """A notice with the same key reaches a sink once within this window (the marks' TTL)."""
+RATE_WINDOW_S: Final = 60
+"""The rate limit counts the sends of the last this many seconds (one count per second)."""
 TITLE_MAX: Final = 200
 BODY_MAX: Final = 2000
 
@@ -411,3 +414,17 @@ def notice_of(event: dict[str, Any], public_url: str | None) -> Notice | None:
     except (KeyError, TypeError, ValueError):
         return None
     return None
+
+
+def admit(sends: dict[int, int], now_s: int, per_minute: int) -> dict[int, int] | None:
+    """The sink's send counts by whole second after one more send at ``now_s``, or None when
+    it already sent ``per_minute`` in the last :data:`RATE_WINDOW_S` seconds.
+
+    A sliding window, not the clock's minute: a burst across a minute's turn gets no second
+    allowance. Seconds counted whole make the window up to a second longer, never shorter,
+    so the limit holds in every minute; the counts older than the window are dropped."""
+    kept = {second: count for second, count in sends.items() if second > now_s - RATE_WINDOW_S}
+    if sum(kept.values()) >= per_minute:
+        return None
+    kept[now_s] = kept.get(now_s, 0) + 1
+    return kept

@@ -5,8 +5,9 @@ sending (docs/operator.md, Notifications).
   compare-and-set; ``status.<name>`` how its deliveries went.
 * ``loom-P-notify-marks`` (entries live :data:`~weft.notify.rules.DEDUPE_S`):
   ``sent.<sink>.<hash of the notice's key>`` is created once per notice and sink, so a
-  notice two replicas or two events make is sent once; ``rate.<sink>.<minute>`` counts a
-  sink's sends in a minute, compare-and-set, so the limit holds across replicas.
+  notice two replicas or two events make is sent once; ``rate.<sink>`` counts a sink's
+  sends of the last minute by second (:func:`~weft.notify.rules.admit`), compare-and-set,
+  so the limit holds across replicas.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from shared.nats.jetstream import (
     snapshot,
     update_unchanged,
 )
-from weft.notify.rules import DEDUPE_S, MAX_SINKS, Sink, SinkNotFound, SinkSettings, SinkStatus
+from weft.notify.rules import DEDUPE_S, MAX_SINKS, Sink, SinkNotFound, SinkSettings, SinkStatus, admit
 
 SINK = "sink."
 STATUS = "status."
@@ -169,22 +170,28 @@ class SinkStore:
         return await create_new(await self.marks(), f"sent.{sink}.{digest}", b"1") is not None
 
     async def take_rate(self, sink: str, per_minute: int, now: datetime | None = None) -> bool:
-        """One of the sink's sends this minute, if it has one left (shared by replicas)."""
-        moment = now or utcnow()
-        key = f"rate.{sink}.{moment.strftime('%Y%m%d%H%M')}"
+        """One of the sink's sends in the last minute, if it has one left (shared by replicas)."""
+        now_s = int((now or utcnow()).timestamp())
+        key = f"rate.{sink}"
         kv = await self.marks()
         for _ in range(20):
             entry = await get_or_none(kv, key)
-            if entry is None or not entry.value:
-                if await create_new(kv, key, b"1") is not None:
-                    return True
-                continue
-            used = int(entry.value)
-            if used >= per_minute:
+            sends = _counts(entry.value) if entry is not None and entry.value else {}
+            after = admit(sends, now_s, per_minute)
+            if after is None:
                 return False
-            if await update_unchanged(kv, key, str(used + 1).encode(), int(entry.revision or 0)) is not None:
+            value = json.dumps(after).encode()
+            if entry is None or not entry.value:
+                if await create_new(kv, key, value) is not None:
+                    return True
+            elif await update_unchanged(kv, key, value, int(entry.revision or 0)) is not None:
                 return True
         return False  # contended past reason: treat as limited (the record keeps the notice)
+
+
+def _counts(raw: bytes) -> dict[int, int]:
+    """The stored send counts by second (JSON keys are strings)."""
+    return {int(second): int(count) for second, count in json.loads(raw).items()}
 
 
 def _dump(sink: Sink) -> bytes:
