@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import re
 import shutil
 import signal
@@ -27,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Final
 
 from shared.errors import Unavailable
 from shared.settings import SettingsError
@@ -320,8 +322,40 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
+PICK_FROM: Final = 15000
+"""The lowest port :func:`free_port` picks (below the ephemeral range, above most services)."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port free right now (for cluster routes, which need to be known up front)."""
+    """A port free right now, for a process that binds it a moment later (cluster routes,
+    which need to be known up front, and a node restarted on its own port).
+
+    Picked at random below the kernel's ephemeral range where the kernel says what that is:
+    a port from that range can be given to any outgoing connection on the machine between
+    the pick and the bind, and a parallel test run makes thousands of those."""
+    low = _ephemeral_low()
+    if low is not None and low > PICK_FROM + 1000:
+        for _ in range(200):
+            port = random.randrange(PICK_FROM, low)
+            if _bindable(host, port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int | None:
+    """The first port the kernel gives outgoing connections (Linux), if it says."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True

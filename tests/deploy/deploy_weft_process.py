@@ -6,21 +6,16 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import httpx
 
+from shared.nats.server import free_port
+
 WEFT = Path(sys.executable).parent / "weft"
 START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _tail(log: Path) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from shared.nats.client import connect
 from shared.nats.server import (
+    PICK_FROM,
     SYNC_RULE,
     EmbeddedNatsServer,
     NatsServerError,
@@ -99,6 +100,17 @@ def test_fixed_port_is_used() -> None:
     with EmbeddedNatsServer(ServerConfig(port=port)) as server:
         assert server.client_port == port
         assert server.url == f"nats://127.0.0.1:{port}"
+
+
+def test_free_ports_are_outside_the_ephemeral_range() -> None:
+    """An outgoing connection can never be given a picked port before its owner binds it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    picked = {free_port() for _ in range(50)}
+    assert all(PICK_FROM <= port < low for port in picked)
+    assert len(picked) > 40  # random, so parallel pickers rarely meet
+    for port in picked:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
 
 
 def test_port_in_use_is_a_clear_error(busy_port: int) -> None:
