@@ -27,6 +27,7 @@ from shared.identity import Identity
 from shared.nats.client import NatsConnectError, connect, display_url
 from shared.redact import redact
 from shared.settings import NatsSettings
+from shared.tasks import raise_if_cancelling, tick
 
 log = logging.getLogger("loom.pattern.runtime")
 
@@ -91,7 +92,7 @@ class PatternRuntime:
             except NatsConnectError as exc:
                 self.last_error = str(exc)
                 log.warning("%s; retrying in %.1fs", self.last_error, delay)
-                await asyncio.sleep(delay)
+                await tick(delay)
                 delay = min(_RETRY_MAX_S, delay * 2)
         self._nc = nc
         self.last_error = None
@@ -102,12 +103,13 @@ class PatternRuntime:
                 await service.start()
                 break
             except Exception as exc:  # keep retrying whatever went wrong; say what it was
+                raise_if_cancelling()  # a stop that nats-py turned into an error ends the retries
                 await service.close()
                 if not isinstance(exc, PatternError | TimeoutError):
                     log.exception("unexpected error starting the memory service")
                 self.last_error = redact(str(exc) or "timed out loading memories")
                 log.warning("memory service not ready: %s; retrying in %.1fs", self.last_error, delay)
-                await asyncio.sleep(delay)
+                await tick(delay)
                 delay = min(_RETRY_MAX_S, delay * 2)
         self.last_error = None
         self._service = service

@@ -10,7 +10,6 @@ part in the memory's score, so the process that read a memory sees it rise at on
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
@@ -18,6 +17,7 @@ from datetime import datetime
 from pattern.index import Entry, MemoryIndex
 from pattern.models import MemoryRecord
 from shared.redact import redact
+from shared.tasks import tick
 
 log = logging.getLogger("loom.pattern.sweep")
 
@@ -85,7 +85,7 @@ async def sweep_every(
     """``sweep`` every ``interval_s`` while ``due()`` says there is something to write and
     NATS is there (a failed sweep keeps its counts for the next)."""
     while True:
-        await asyncio.sleep(interval_s)
+        await tick(interval_s)
         if not due():
             continue
         try:

@@ -3,8 +3,12 @@
 nats-py turns a cancellation that lands inside some of its calls into an
 ordinary exception (a publish waiting for its flow-control slot raises
 ``TooManyStalledMsgsError``), so a loop that logs and carries on after an
-``Exception`` could never be stopped. Loops call :func:`raise_if_cancelling`
-in their handlers, and :func:`stop_task` never waits forever.
+``Exception`` could never be stopped; and on Python 3.11 ``asyncio.wait_for``,
+which nats-py's requests wait with, drops a cancellation that arrives as the reply
+does, so the call returns as if nothing happened. Loops call
+:func:`raise_if_cancelling` in their handlers and pause between rounds with
+:func:`tick`, which re-raises a cancellation either way lost, and :func:`stop_task`
+never waits forever.
 """
 
 from __future__ import annotations
@@ -22,6 +26,13 @@ def raise_if_cancelling() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError()
+
+
+async def tick(seconds: float) -> None:
+    """The pause between two rounds of a background loop: a cancellation a library lost
+    in the round before ends the loop here, not never."""
+    raise_if_cancelling()
+    await asyncio.sleep(seconds)
 
 
 async def stop_task(task: asyncio.Task[Any] | None, timeout: float = 5.0) -> None:

@@ -32,6 +32,7 @@ from shared.git.landlock import LOCK_TTL_S, LandingLock, LandingLocks, LockLost
 from shared.git.repository import Repository
 from shared.models import MAX_QUESTION, LandingAttempt, WorkItem, WorkStatus
 from shared.names import LAND_CAPABILITY
+from shared.tasks import raise_if_cancelling, stop_task, tick
 from shared.work.landing import needs_approval
 from shared.work.rules import Claimant, WorkError
 from warp.services import Services
@@ -222,9 +223,7 @@ class Lander:
             log.warning("landing stopped: %s", why)
             await self._give_back(batch, f"landing: {why}")
         finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            await stop_task(keeper)
             for work_id in batch.items:
                 self.svc.presence.tasks_changed(released=work_id)
         if batch.repository.delete_landed and batch.landed:
@@ -292,17 +291,20 @@ class Lander:
         """While the batch lands: the lock renewed and the claims kept from lapsing."""
         every = min(self.svc.work.ack_wait_s, self.lock_ttl_s) / 3
         while True:
-            await asyncio.sleep(every)
+            await tick(every)
             try:
                 batch.lock = await self.locks.renew(batch.lock, ttl_s=self.lock_ttl_s)
             except LockLost as exc:
                 batch.lost = exc
                 return
             except Exception as exc:  # NATS away for a moment: the next round tries again
+                raise_if_cancelling()  # nats-py may have turned the landing's end into this
                 log.warning("renewing the landing lock: %s", exc)
             for work_id in batch.open_ids():
-                with contextlib.suppress(Exception):
+                try:
                     await self.svc.work.keep_alive(work_id, self.agent_id)
+                except Exception:  # the next beat tries again
+                    raise_if_cancelling()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Land until ``stop`` is set; a failed round is logged and tried again, after a

@@ -22,6 +22,7 @@ from shared.agents.registry import AgentNotFound, Registry
 from shared.identity import Identity
 from shared.models import AgentEntry, AgentStatus, Scope, utcnow
 from shared.names import ProjectNames
+from shared.tasks import tick
 from warp.errors import WarpError
 from warp.settings import WarpSettings
 
@@ -281,7 +282,7 @@ class Presence:
     async def _heartbeat_loop(self) -> None:
         interval = self.settings.heartbeat_s
         while self.registered:
-            await asyncio.sleep(interval)
+            await tick(interval)
             if not self.registered:
                 return
             try:

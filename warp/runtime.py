@@ -31,6 +31,7 @@ from shared.agents.local import LocalAgent, remove_note, write_note
 from shared.identity import Identity
 from shared.names import ProjectNames
 from shared.redact import redact
+from shared.tasks import raise_if_cancelling, tick
 from warp.config import ConfigLoader
 from warp.errors import Unavailable
 from warp.protocol import Follow, ProtocolEndpoint, ProtocolPrompts, Submit, item_changes
@@ -198,7 +199,7 @@ class WarpRuntime:
             except NatsConnectError as exc:
                 self.last_error = str(exc)
                 log.warning("%s (retrying)", exc)
-                await asyncio.sleep(delay)
+                await tick(delay)
                 delay = min(_BACKOFF_MAX_S, delay * 2)
         delay = 0.25
         while self._svc is None and not self._stopped:
@@ -207,7 +208,7 @@ class WarpRuntime:
             except Exception as exc:  # JetStream not ready yet, a lost connection, ...
                 self.last_error = f"setting up on NATS failed: {exc}"
                 log.warning("%s (retrying)", self.last_error)
-                await asyncio.sleep(delay)
+                await tick(delay)
                 delay = min(_BACKOFF_MAX_S, delay * 2)
 
     async def _setup(self) -> None:
@@ -309,20 +310,21 @@ class WarpRuntime:
         while not self._stopped:
             svc = self._svc
             every = max(0.2, (svc.work.ack_wait_s if svc is not None else 60.0) / 3)
-            await asyncio.sleep(every)
+            await tick(every)
             if svc is None or not svc.nc.is_connected:
                 continue
             for work_id in list(svc.presence.held):
                 try:
                     await svc.work.keep_alive(work_id, svc.agent_id)
                 except Exception as exc:
+                    raise_if_cancelling()
                     log.warning("keeping the claim of %s alive failed: %s", work_id, exc)
 
     async def _checkpoints(self) -> None:
         """Every ``LOOM_CHECKPOINT_S``, a checkpoint of each worktree that changed: edits the
         agent never reports are still captured (docs/workstreams.md)."""
         while not self._stopped:
-            await asyncio.sleep(self.settings.checkpoint_s)
+            await tick(self.settings.checkpoint_s)
             svc = self._svc
             if svc is None or not svc.nc.is_connected:
                 continue
@@ -337,12 +339,13 @@ class WarpRuntime:
                 try:
                     await svc.workstreams.sweep(svc.work)
                 except Exception as exc:
+                    raise_if_cancelling()
                     log.warning("workstream sweep not done now: %s", exc)
-            await asyncio.sleep(WORKSTREAM_SWEEP_S)
+            await tick(WORKSTREAM_SWEEP_S)
 
     async def _refresh_lock(self, every: float) -> None:
         while not self._stopped:
-            await asyncio.sleep(every)
+            await tick(every)
             svc = self._built
             if svc is None or not svc.nc.is_connected:
                 continue

@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 from shared.models import QuestionStatus, utcnow
-from shared.tasks import raise_if_cancelling
+from shared.tasks import raise_if_cancelling, tick
 from weft.a2a.push import PUSH_EXTENSION, ProjectPush
 from weft.notify.dispatch import NOTIFY_EXTENSION, ProjectNotify
 from weft.project.escalation import sweep_escalations
@@ -79,7 +79,7 @@ async def sweep_project(context: ProjectContext, router: Router, settings: WeftS
 
 async def run_sweeper(hub: ProjectHub, router: Router, settings: WeftSettings) -> None:
     while True:
-        await asyncio.sleep(settings.sweep_interval_s)
+        await tick(settings.sweep_interval_s)
         for context in hub.served():
             try:
                 await sweep_project(context, router, settings)

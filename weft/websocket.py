@@ -31,7 +31,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from shared.errors import Invalid, shown_name
 from shared.redact import redact
-from shared.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task, tick
 from weft.project.hub import ProjectContext
 from weft.project.relay import Listener, RelayedEvent
 from weft.state import WeftState
@@ -343,7 +343,7 @@ class Session:
 
     async def _ping(self) -> None:
         while True:
-            await asyncio.sleep(self.state.settings.ws_ping_interval_s)
+            await tick(self.state.settings.ws_ping_interval_s)
             await self.send({"type": "ping"})
 
     async def _stats(self, sub: Subscription) -> None:
@@ -358,4 +358,4 @@ class Session:
             except Exception as exc:
                 raise_if_cancelling()
                 log.info("stats for a WebSocket client failed: %s", exc)
-            await asyncio.sleep(sub.interval_s)
+            await tick(sub.interval_s)

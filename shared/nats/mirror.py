@@ -46,7 +46,7 @@ from pydantic import BaseModel
 from shared.nats.jetstream import connection_of, newest_stored_seq
 from shared.nats.watch import KeyChange, KeyWatch
 from shared.redact import redact
-from shared.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task, tick
 
 log = logging.getLogger("loom.mirror")
 
@@ -162,7 +162,7 @@ class BucketMirror(Generic[T]):
             self._current.clear()
             first = False
             self.restarts += 1
-            await asyncio.sleep(RESTART_DELAY_S)
+            await tick(RESTART_DELAY_S)
 
     async def _follow(self, *, rebuild: bool) -> None:
         """One watch, until it fails or the connection was lost and re-established."""
@@ -196,8 +196,8 @@ class BucketMirror(Generic[T]):
         reconnects = self._nc.stats["reconnects"]
         # nats-py announces reconnects only to the callbacks given at connect time, so the
         # mirror looks at its public reconnect counter instead (once a second, no I/O).
-        while self._nc.stats["reconnects"] == reconnects:  # noqa: ASYNC110
-            await asyncio.sleep(CONNECTION_CHECK_S)
+        while self._nc.stats["reconnects"] == reconnects:
+            await tick(CONNECTION_CHECK_S)
         log.info("mirror %s: connection re-established; rebuilding the copy", self.bucket)
         await watcher.stop()
 

@@ -1,4 +1,5 @@
-"""shared.tasks.stop_task: stopping a background task is bounded and says which one would not stop."""
+"""shared.tasks: stopping a background task is bounded and says which one would not stop,
+and a loop ends on cancel whatever a library did with the cancellation."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 
 import pytest
 
-from shared.tasks import stop_task
+from shared.tasks import stop_task, tick
 
 
 async def test_a_task_that_ends_on_cancel_is_stopped() -> None:
@@ -60,3 +61,30 @@ async def test_a_loop_that_logs_errors_still_ends_when_a_library_turns_cancel_in
     await asyncio.sleep(0)
     await stop_task(task, timeout=2.0)
     assert task.cancelled() and rounds == 0
+
+
+async def test_a_loop_ends_when_a_cancellation_was_lost_as_the_reply_came() -> None:
+    """Python 3.11's ``asyncio.wait_for`` (nats-py's requests wait with it) returns the reply
+    when the cancel and the reply arrive together, and the caller goes on as if not
+    cancelled; :func:`tick` between rounds ends the loop anyway."""
+    loop = asyncio.get_running_loop()
+    replies: list[asyncio.Future[int]] = []
+    rounds = 0
+
+    async def ticker() -> None:
+        nonlocal rounds
+        while True:
+            reply: asyncio.Future[int] = loop.create_future()
+            replies.append(reply)
+            await asyncio.wait_for(reply, 3600)
+            rounds += 1
+            await tick(3600)
+
+    task = asyncio.create_task(ticker(), name="renewer")
+    await asyncio.sleep(0)  # it waits for its first reply
+    assert len(replies) == 1
+    replies[0].set_result(1)  # the reply arrives ...
+    task.cancel()  # ... as the owner stops the loop
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5.0)
+    assert task.cancelled()

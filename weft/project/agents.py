@@ -26,7 +26,7 @@ from shared.nats.client import settle
 from shared.nats.jetstream import ensure_kv
 from shared.nats.mirror import BucketMirror, Slot, model_parser
 from shared.paging import CursorError, Page, decode_cursor, encode_cursor
-from shared.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task, tick
 
 log = logging.getLogger("loom.weft.agents")
 
@@ -259,7 +259,7 @@ class AgentDirectory:
 
     async def _watch_staleness(self, interval: float) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await tick(interval)
             try:
                 await self.check_staleness()
             except asyncio.CancelledError:

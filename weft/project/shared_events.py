@@ -21,7 +21,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from shared.names import ProjectNames
 from shared.redact import redact
-from shared.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task, tick
 
 log = logging.getLogger("loom.weft.events")
 
@@ -99,7 +99,7 @@ class SharedEventConsumer:
             except Exception as exc:
                 raise_if_cancelling()
                 log.warning("%s: cannot read the events (%s); trying again", self.what, redact(exc))
-                await asyncio.sleep(1)
+                await tick(1)
                 continue
             for message in messages:
                 try:

@@ -27,7 +27,7 @@ from shared.names import ProjectNames, project_of_spinups_stream
 from shared.nats.jsapi import stream_names
 from shared.nats.mirror import Slot
 from shared.redact import redact
-from shared.tasks import raise_if_cancelling, stop_task
+from shared.tasks import raise_if_cancelling, stop_task, tick
 from weft.spinup.base import TargetTestResult, check_target
 from weft.spinup.health import HealthMonitor, HealthReport
 from weft.spinup.idle import IdleMonitor
@@ -235,7 +235,7 @@ class ManagedSpinup:
             if self._discover and due:
                 self._last_discovery = loop.time()
                 await self.discover_projects()
-            await asyncio.sleep(self.settings.tick_s)
+            await tick(self.settings.tick_s)
             for part in list(self._projects.values()):
                 try:
                     await part.tick(health=self.settings.health_checks)
