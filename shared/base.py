@@ -8,11 +8,16 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
-JSON_TYPES = ["object", "array", "string", "number", "boolean", "null"]
+JSON_TYPES = ("object", "array", "string", "number", "boolean", "null")
 
-AnyJson = Annotated[Any, WithJsonSchema({"type": JSON_TYPES, "description": "Any JSON value"})]
+AnyJson = Annotated[
+    Any,
+    WithJsonSchema({"anyOf": [{"type": kind} for kind in JSON_TYPES], "description": "Any JSON value"}),
+]
 """A field that holds whatever JSON its writer gave (a work result, resolved content), with a
-schema that says so: an untyped ``{}`` is what strict MCP clients warn about."""
+schema that says so: an untyped ``{}`` is what strict MCP clients warn about, and a ``type``
+list is what they warn about next (clients that map schemas onto one ``type`` per schema, as
+for Gemini's function declarations, cannot take it), so each type is a branch of its own."""
 
 
 class LoomModel(BaseModel):

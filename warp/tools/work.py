@@ -17,6 +17,7 @@ from mcp_types import CallToolResult
 from pydantic import AwareDatetime, Field
 
 from shared.artifacts import MAX_ARTIFACTS, MAX_ARTIFACTS_BYTES, MAX_FILE_BYTES, Artifacts
+from shared.base import AnyJson
 from shared.limits import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
@@ -586,7 +587,7 @@ async def _checkpoint_text(svc: Services, work_id: str, item: WorkItem | None = 
 async def warp_work_complete(
     rt: WarpRuntime,
     work_id: WorkId,
-    result: Annotated[Any, Field(description="Any JSON value describing the outcome")] = None,
+    result: Annotated[AnyJson, Field(description="Any JSON value describing the outcome")] = None,
     usage: Annotated[Usage | None, USAGE_FIELD] = None,
     artifacts: Annotated[
         Artifacts | None,

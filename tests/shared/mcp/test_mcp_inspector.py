@@ -1,0 +1,62 @@
+"""The MCP Inspector's CLI (``@modelcontextprotocol/inspector``, pinned with the Node it
+needs in test-scenarios/conformance) lists Warp's and Pattern's tools over stdio with
+``--strict``: every tool schema portable, not one finding, error or warning (an untyped
+``{}``, a ``type`` list). Each server is a real process on a real nats-server, started by
+the Inspector as an MCP host starts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from shared.nats.server import EmbeddedNatsServer
+
+ROOT = Path(__file__).resolve().parents[3]
+BIN = ROOT / "test-scenarios" / "conformance" / "node_modules" / ".bin"
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(
+        shutil.which("npm") is None, reason="npm is not installed: the Makefile could not install it"
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("part", "some_tool"), [("warp", "warp_work_complete"), ("pattern", "pattern_remember")]
+)
+async def test_inspector_strict_finds_nothing_in_the_tool_schemas(
+    part: str, some_tool: str, nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path
+) -> None:
+    assert (BIN / "inspector").exists(), "the Inspector is missing: `make test` installs it"
+    server_env = {
+        "NATS_URL": nats_server.url,
+        "LOOM_PROJECT_ID": project_id,
+        "LOOM_PROJECT_PATH": str(tmp_path),
+        "LOOM_AGENT_ID": ("a" if part == "warp" else "b") * 32,
+        "LOOM_USER_ID": "0123456789abcdef",
+        "PATTERN_EXPORT_DIR": str(tmp_path / "exports"),
+    }
+    command = [str(BIN / "inspector"), "--cli", "--method", "tools/list", "--strict", "--format", "json"]
+    for key, value in server_env.items():
+        command += ["-e", f"{key}={value}"]
+    command += ["--", str(Path(sys.executable).parent / part)]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "PATTERN_", "WEFT_"))},
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    with anyio.fail_after(150):
+        run = await anyio.run_process(command, env=env, cwd=tmp_path, check=False)
+    said = run.stderr.decode(errors="replace")
+    assert run.returncode == 0, said[-4000:]
+    envelope = json.loads(run.stdout.decode().strip().splitlines()[-1])
+    names = [tool["name"] for tool in envelope["result"]["tools"]]
+    assert some_tool in names and len(names) == len(set(names))
+    assert "schemaFindings" not in envelope, json.dumps(envelope["schemaFindings"])[:4000]
+    assert "portability" not in said, said[-4000:]
