@@ -118,6 +118,22 @@ async def until_listening(port: int, timeout: float = 30.0) -> None:
             await anyio.sleep(0.1)
 
 
+def server_env(part: str, nats_url: str, project_id: str, folder: Path) -> dict[str, str]:
+    """What ``warp`` or ``pattern`` (``part``) needs to start as an MCP host would start it:
+    this process's environment without any Loom or NATS setting, and the test's own."""
+    import os
+
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "PATTERN_", "WEFT_"))},
+        "NATS_URL": nats_url,
+        "LOOM_PROJECT_ID": project_id,
+        "LOOM_PROJECT_PATH": str(folder),
+        "LOOM_AGENT_ID": ("a" if part == "warp" else "b") * 32,
+        "LOOM_USER_ID": "0123456789abcdef",
+        "PATTERN_EXPORT_DIR": str(folder / "exports"),
+    }
+
+
 @asynccontextmanager
 async def serving_http(
     command: str, *, env: dict[str, str], log: Path, cwd: Path | None = None

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from shared.nats.server import EmbeddedNatsServer
-from testsupport.mcp import serving_http
+from testsupport.mcp import server_env, serving_http
 
 ROOT = Path(__file__).resolve().parents[3]
 SUITE = ROOT / "test-scenarios" / "conformance"
@@ -41,15 +41,7 @@ async def test_the_conformance_suite_passes_but_for_the_fixture_scenarios(
     part: str, nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path
 ) -> None:
     assert (BIN / "conformance").exists(), "the suite is missing: `make test` installs it (npm ci)"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "PATTERN_", "WEFT_"))},
-        "NATS_URL": nats_server.url,
-        "LOOM_PROJECT_ID": project_id,
-        "LOOM_PROJECT_PATH": str(tmp_path),
-        "LOOM_AGENT_ID": ("a" if part == "warp" else "b") * 32,
-        "LOOM_USER_ID": "0123456789abcdef",
-        "PATTERN_EXPORT_DIR": str(tmp_path / "exports"),
-    }
+    env = server_env(part, nats_server.url, project_id, tmp_path)
     log = tmp_path / f"{part}.log"
     async with serving_http(server_command(part), env=env, log=log, cwd=tmp_path) as (server, url):
         suite_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.mcp import server_env
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / "test-scenarios" / "conformance" / "node_modules" / ".bin"
@@ -35,22 +36,13 @@ async def test_inspector_strict_finds_nothing_in_the_tool_schemas(
     part: str, some_tool: str, nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path
 ) -> None:
     assert (BIN / "inspector").exists(), "the Inspector is missing: `make test` installs it"
-    server_env = {
-        "NATS_URL": nats_server.url,
-        "LOOM_PROJECT_ID": project_id,
-        "LOOM_PROJECT_PATH": str(tmp_path),
-        "LOOM_AGENT_ID": ("a" if part == "warp" else "b") * 32,
-        "LOOM_USER_ID": "0123456789abcdef",
-        "PATTERN_EXPORT_DIR": str(tmp_path / "exports"),
-    }
+    wanted = server_env(part, nats_server.url, project_id, tmp_path)
+    loom = {k: v for k, v in wanted.items() if k.startswith(("NATS_", "LOOM_", "PATTERN_"))}
     command = [str(BIN / "inspector"), "--cli", "--method", "tools/list", "--strict", "--format", "json"]
-    for key, value in server_env.items():
+    for key, value in loom.items():
         command += ["-e", f"{key}={value}"]
     command += ["--", str(Path(sys.executable).parent / part)]
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "PATTERN_", "WEFT_"))},
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    env = {**wanted, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     with anyio.fail_after(150):
         run = await anyio.run_process(command, env=env, cwd=tmp_path, check=False)
     said = run.stderr.decode(errors="replace")
