@@ -110,8 +110,9 @@ lint-deploy: $(STAMP)
 	$(BIN)/mypy deploy
 	$(BIN)/python -m deploy.checks
 
+# --durations: every run says which tests take the time (the suite is over its budget).
 pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) browser
-	$(BIN)/pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_XDIST) --durations=30 --durations-min=20 $(PYTEST_ARGS)
 
 # The checks run beside the tests (mypy is one process: alone, it would leave a core idle for
 # most of a minute); make test fails when any of them fails.
