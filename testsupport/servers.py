@@ -191,7 +191,8 @@ async def nc(nats_server: EmbeddedNatsServer) -> AsyncIterator[NatsClient]:
 
 def resolve_schema(root: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     """Follow ``$ref`` (a JSON pointer into ``root``: OpenAPI's components or an MCP
-    tool's ``$defs``) and take the non-null branch of ``anyOf``."""
+    tool's ``$defs``) and take the one non-null branch of an ``anyOf`` (an optional value);
+    an ``anyOf`` of several types (any JSON) is returned as it is."""
     while True:
         if "$ref" in schema:
             node: Any = root
@@ -199,7 +200,10 @@ def resolve_schema(root: dict[str, Any], schema: dict[str, Any]) -> dict[str, An
                 node = node[part]
             schema = node
         elif "anyOf" in schema:
-            schema = next(s for s in schema["anyOf"] if s.get("type") != "null")
+            branches = [s for s in schema["anyOf"] if s.get("type") != "null"]
+            if len(branches) != 1:
+                return schema
+            schema = branches[0]
         else:
             return schema
 
@@ -208,6 +212,8 @@ def takes_any_text(root: dict[str, Any], schema: dict[str, Any]) -> bool:
     """Whether any string is a valid value (free text: no pattern, enum or format;
     or a list of such, or no type at all)."""
     resolved = resolve_schema(root, schema)
+    if "anyOf" in resolved:
+        return any(takes_any_text(root, branch) for branch in resolved["anyOf"])
     kind = resolved.get("type")
     if kind == "array":
         return takes_any_text(root, resolved.get("items", {}))
