@@ -17,8 +17,9 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from loom import AsyncLoomClient, LoomClient, Refused, Unreachable
+from shared.agents.registry import Registry
 from shared.leases.book import LeaseBook
-from shared.models import WorkStatus
+from shared.models import AgentEntry, AgentStatus, WorkStatus, utcnow
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
 from shared.work.rules import Claimant
@@ -120,6 +121,21 @@ async def test_questions_answers_fleet_leases_and_usage(weft: Weft, nc: NatsClie
     asked = await QuestionBook(nc, names, work_queue(nc, names)).ask(
         AGENT.agent_id, "Drop the old API?", choices=["yes", "no"]
     )
+    # The holder is a registered agent, online: Weft ends the leases of holders it does not
+    # see online (its lease sweep), so an unregistered holder's lease may be gone by the listing.
+    await Registry(nc.jetstream(), names).put(
+        AgentEntry(
+            agent_id=AGENT.agent_id,
+            handle="alpha",
+            agent_type=AGENT.agent_type,
+            project_id=project_id,
+            user_id="0123456789abcdef",
+            hostname="host-1",
+            capabilities=list(AGENT.capabilities),
+            status=AgentStatus.ONLINE,
+            last_heartbeat=utcnow(),
+        )
+    )
     book = LeaseBook(nc, names)
     await book.acquire(AGENT.agent_id, ["src/api/**"], handle="alpha", reason="split")
     await book.stop()
@@ -132,7 +148,8 @@ async def test_questions_answers_fleet_leases_and_usage(weft: Weft, nc: NatsClie
         (lease,) = await listed_once_seen(lambda: loom.leases(path=["src/api/users.py"]))
         assert lease.holder == AGENT.agent_id and lease.patterns == ["src/api/**"]
         fleet = await asyncio.to_thread(loom.fleet)
-        assert fleet.targets == [] and fleet.agents == [] and fleet.stats.project_id == project_id
+        assert fleet.targets == [] and fleet.stats.project_id == project_id
+        assert [agent.agent_id for agent in fleet.agents] == [AGENT.agent_id]
         assert fleet.stats.work.total == 0
         usage = await asyncio.to_thread(loom.usage, by="agent")
         assert (usage.project_id, usage.by, usage.rows) == (project_id, "agent", [])
