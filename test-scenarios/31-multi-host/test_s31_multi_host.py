@@ -286,6 +286,11 @@ class Drill:
                         "task_id": f"drill-{n}",
                         "description": f"drill item {n}",
                         "capability": CAPABILITY,
+                        # Each fault can take an item's claim away (its holder cut off or
+                        # its node killed); the drill checks that none is lost, not how
+                        # many retries an item needs: three faults on one item would
+                        # otherwise dead-letter it (seen once in CI).
+                        "max_attempts": 20,
                     }
                     item_id: str | None = None
                     with contextlib.suppress(httpx.HTTPError):
