@@ -24,6 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -334,14 +335,29 @@ def free_port(host: str = "127.0.0.1") -> int:
     a port from that range can be given to any outgoing connection on the machine between
     the pick and the bind, and a parallel test run makes thousands of those."""
     low = _ephemeral_low()
-    if low is not None and low > PICK_FROM + 1000:
-        for _ in range(200):
-            port = random.randrange(PICK_FROM, low)
-            if _bindable(host, port):
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    with _ISSUED_LOCK:
+        if low is not None and low > PICK_FROM + 1000:
+            for _ in range(200):
+                port = random.randrange(PICK_FROM, low)
+                if port not in _ISSUED and _bindable(host, port):
+                    return _issue(port)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            return _issue(int(sock.getsockname()[1]))
+
+
+_ISSUED: Final[dict[int, None]] = {}
+"""Ports this process handed out lately, oldest first: a port is free until its owner binds
+it, so without this two picks in a row (a cluster's client and route ports) could meet."""
+_ISSUED_KEPT: Final = 2000
+_ISSUED_LOCK: Final = threading.Lock()
+
+
+def _issue(port: int) -> int:
+    _ISSUED[port] = None
+    while len(_ISSUED) > _ISSUED_KEPT:
+        del _ISSUED[next(iter(_ISSUED))]
+    return port
 
 
 def _ephemeral_low() -> int | None:

@@ -107,10 +107,16 @@ def test_free_ports_are_outside_the_ephemeral_range() -> None:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     picked = {free_port() for _ in range(50)}
     assert all(PICK_FROM <= port < low for port in picked)
-    assert len(picked) > 40  # random, so parallel pickers rarely meet
     for port in picked:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_a_process_never_gets_the_same_free_port_twice_in_a_row() -> None:
+    """A cluster picks nine ports before any node binds one: they must all differ (random
+    picks from the range met about once in 500 clusters and a node could not start)."""
+    picked = [free_port() for _ in range(1500)]
+    assert len(set(picked)) == len(picked)
 
 
 def test_port_in_use_is_a_clear_error(busy_port: int) -> None:
