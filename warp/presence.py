@@ -60,6 +60,8 @@ class Presence:
         self.settings = settings
         self._handle = handle
         self.entry: AgentEntry | None = None
+        self._revision = 0
+        """The registry revision of ``entry`` as this process wrote it (0: none yet)."""
         self.registered = False
         self.held: set[str] = set()
         self.held_traces: dict[str, str] = {}
@@ -129,7 +131,7 @@ class Presence:
             )
             self._manual_status = None
             entry.status = self._status()
-            await self.registry.put(entry)
+            self._revision = await self.registry.put(entry)
             self.entry = entry
             self.registered = True
         self.start_heartbeat()
@@ -149,13 +151,14 @@ class Presence:
             change(entry)
             return entry
 
+        known = (self.entry, self._revision) if self.entry is not None and self._revision else None
         try:
-            entry = await self.registry.update(self.agent_id, mutate)
+            entry, self._revision = await self.registry.update_known(self.agent_id, mutate, known)
         except AgentNotFound:
             assert self.entry is not None
             entry = self.entry.model_copy(deep=True)
             change(entry)
-            await self.registry.put(entry)
+            self._revision = await self.registry.put(entry)
         self.entry = entry
         return entry
 

@@ -41,11 +41,15 @@ class Workstreams:
         self.repositories = RepositoryStore(js, names)
         self.identity = identity
         self._held: dict[str, Held] = {}
+        self._plain: set[str] = set()
+        """Items this process claimed without a worktree: nothing to hand in, no read."""
 
     def _host(self, repository: Repository) -> HostWorkstreams:
         return host_workstreams(self.identity, repository)
 
-    async def _repository(self, item: WorkItem) -> Repository | None:
+    async def repository_for(self, item: WorkItem) -> Repository | None:
+        """The repository ``item`` works in (None: none, or the item is not isolated); read
+        by the claim beside the item's context, then given to :meth:`open`."""
         if not item.isolated:
             return None
         repository = await self.repositories.get()
@@ -58,15 +62,21 @@ class Workstreams:
     def held_ids(self) -> list[str]:
         return list(self._held)
 
+    def plain(self, work_id: str) -> bool:
+        """Whether this process claimed ``work_id`` without a worktree (its record then has
+        no workstream either: only :meth:`open` gives it one)."""
+        return work_id in self._plain
+
     # -- the claim ------------------------------------------------------------------
-    async def open(self, item: WorkItem, work: WorkQueue) -> Place | None:
-        """The worktree the agent works in for ``item`` (None: workstreams are off for the
-        project or the item). A worker's is made fail-closed: :class:`WorkstreamError` and
-        the caller gives the claim back. A reviewer's is its own detached worktree of the
-        handed-in SHA."""
-        repository = await self._repository(item)
+    async def open(self, item: WorkItem, work: WorkQueue, repository: Repository | None) -> Place | None:
+        """The worktree the agent works in for ``item`` in ``repository`` (its
+        :meth:`repository_for`; None: workstreams are off for the project or the item). A
+        worker's is made fail-closed: :class:`WorkstreamError` and the caller gives the
+        claim back. A reviewer's is its own detached worktree of the handed-in SHA."""
         if repository is None:
+            self._plain.add(item.id)
             return None
+        self._plain.discard(item.id)
         host = self._host(repository)
         if item.status is WorkStatus.REVIEWING:
             if item.workstream is None:
@@ -98,7 +108,7 @@ class Workstreams:
             return None
         if item.assigned_to != self.identity.agent_id:
             return None
-        repository = await self._repository(item)
+        repository = await self.repository_for(item)
         if repository is None:
             return None
         host = self._host(repository)
@@ -210,6 +220,7 @@ class Workstreams:
     async def release(self, work_id: str) -> None:
         """The item left this agent (completed, handed in, failed, cancelled, lapsed): its
         worktree here goes; what was pushed stays on the repository."""
+        self._plain.discard(work_id)
         held = self._held.pop(work_id, None)
         if held is None:
             return

@@ -78,15 +78,18 @@ async def cas_update(
     conflict: Callable[[], Exception],
     read: Read[T] | None = None,
     on_lost: OnLost | None = None,
+    known: tuple[T, int] | None = None,
 ) -> Swap[T]:
     """Change ``key``, which must hold a value (else ``absent()`` is raised), compare-and-set.
 
     ``read`` replaces the read from ``kv`` (for a caller that keeps a caught-up copy of
     the bucket, or reads through a method of its own); ``on_lost`` runs after each lost
     race, before the back-off (to catch such a copy up, or to undo what ``decide`` did
-    outside the key).
+    outside the key). ``known``: the value and revision the caller wrote last (the key's
+    only writer, most of the time), decided on without a read; if the key moved since,
+    that first write loses and the loop reads as usual, at once.
     """
-    swap = await _swap(kv, key, decide, parse, dump, absent, conflict, read, on_lost)
+    swap = await _swap(kv, key, decide, parse, dump, absent, conflict, read, on_lost, known)
     return cast(Swap[T], swap)
 
 
@@ -104,7 +107,7 @@ async def cas_upsert(
     """Change ``key`` compare-and-set, creating it when it has no value (``decide`` then
     sees None); a create that another writer beat is a lost race like any other.
     ``read`` and ``on_lost`` as in :func:`cas_update`."""
-    swap = await _swap(kv, key, decide, parse, dump, None, conflict, read, on_lost)
+    swap = await _swap(kv, key, decide, parse, dump, None, conflict, read, on_lost, None)
     return cast(Swap[T | None], swap)
 
 
@@ -118,9 +121,11 @@ async def _swap(
     conflict: Callable[[], Exception],
     read: Read[Any] | None,
     on_lost: OnLost | None,
+    known: tuple[Any, int] | None,
 ) -> Swap[Any]:
     for attempt in range(CAS_RETRIES):
-        found = await (read() if read is not None else _read(kv, key, parse))
+        guessed = attempt == 0 and known is not None
+        found = known if guessed else await (read() if read is not None else _read(kv, key, parse))
         if found is None and absent is not None:
             raise absent()
         current, revision = found if found is not None else (None, 0)
@@ -141,7 +146,8 @@ async def _swap(
                 return Swap(current, verdict, written, changed=True)
         if on_lost is not None:
             await on_lost()
-        await cas_backoff(attempt)
+        if not guessed:  # a stale guess lost to no one racing now: read again at once
+            await cas_backoff(attempt)
     raise conflict()
 
 

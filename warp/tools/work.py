@@ -7,6 +7,7 @@ follows what it holds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -54,6 +55,7 @@ log = logging.getLogger("loom.warp.work")
 
 if TYPE_CHECKING:
     from shared.context.store import ContextStore
+    from shared.git.repository import Repository
     from shared.work.context import WorkHandOff
     from warp.services import Services
 
@@ -362,8 +364,12 @@ async def warp_work_claim(
         out = ClaimOut(claimed=False, reason="no eligible work is queued")
         return tool_result(out, f"No eligible work queued for {', '.join(caps)}.")
     presence.tasks_changed(claimed=item.id, traceparent=item.traceparent)
-    context = await _claimed_context(svc.contexts, item)  # the tree as the claim found it
-    place, place_text = await _claimed_place(svc, item)
+    context, repository = await asyncio.gather(  # the tree as the claim found it; the repository
+        _claimed_context(svc.contexts, item), svc.workstreams.repository_for(item), return_exceptions=True
+    )
+    if isinstance(context, BaseException):
+        raise context
+    place, place_text = await _claimed_place(svc, item, repository)
     context_text = hand_off_text(context) if context is not None else CONTEXT_LATER
     texts = [item_text(item), *([place_text] if place_text else []), context_text]
     if item.status is WorkStatus.REVIEWING:
@@ -378,17 +384,21 @@ async def warp_work_claim(
     return tool_result(out, "\n".join(["Claimed.", *texts]))
 
 
-async def _claimed_place(svc: Services, item: WorkItem) -> tuple[WorkPlaceOut | None, str]:
-    """The item's worktree on this host, made now (docs/workstreams.md), and what to tell
-    the agent about it. A worker's is made fail-closed: if it cannot be made, the claim is
-    given back (the item is queued again for another attempt) and the tool says why;
-    nothing runs in the main checkout instead. A reviewer without one is told so and
-    reviews the handed-in branch as it can."""
+async def _claimed_place(
+    svc: Services, item: WorkItem, repository: Repository | BaseException | None
+) -> tuple[WorkPlaceOut | None, str]:
+    """The item's worktree on this host in ``repository`` (or the error reading it), made
+    now (docs/workstreams.md), and what to tell the agent about it. A worker's is made
+    fail-closed: if it cannot be made, the claim is given back (the item is queued again
+    for another attempt) and the tool says why; nothing runs in the main checkout instead.
+    A reviewer without one is told so and reviews the handed-in branch as it can."""
     from shared.git.workstream import WorkstreamError
     from shared.nats.failures import nats_failure
 
     try:
-        place = await svc.workstreams.open(item, svc.work)
+        if isinstance(repository, BaseException):
+            raise repository
+        place = await svc.workstreams.open(item, svc.work, repository)
     except WorkstreamError as exc:
         if item.status is WorkStatus.REVIEWING:
             return None, f"No worktree for the review ({exc.message}); the branch is {_branch_of(item)}."
@@ -655,6 +665,8 @@ async def _hand_in(svc: Services, work_id: str) -> Workstream | None:
     from where the item's record says it is."""
     from shared.git.workstream import WorkstreamError
 
+    if svc.workstreams.plain(work_id):
+        return None  # claimed here without a worktree
     item = await svc.work.get(work_id)
     if item.assigned_to != svc.agent_id:
         return None  # the completion below is refused with the reason

@@ -294,6 +294,64 @@ async def test_a_callers_read_and_on_lost_are_used(nc: NatsClient, project_id: s
     assert (swap.before, swap.after) == (2, 20)
 
 
+async def test_a_known_value_is_decided_on_without_a_read_and_a_stale_one_loses_once(
+    nc: NatsClient, project_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key's usual writer passes what it wrote last: current, it costs no read; stale
+    (another writer got in), that write loses and the loop reads and decides again, without
+    backing off (nobody may be racing any more)."""
+    kv = await _bucket(nc, project_id, "known")
+    revision = await kv.put("k", _dump(1))
+    reads = 0
+
+    async def read() -> tuple[int, int] | None:
+        nonlocal reads
+        reads += 1
+        return await _stored(kv, "k")
+
+    seen: list[int] = []
+
+    def double(n: int) -> int:
+        seen.append(n)
+        return n * 2
+
+    swap = await cas_update(
+        kv,
+        "k",
+        double,
+        read=read,
+        parse=_parse,
+        dump=_dump,
+        absent=_gone,
+        conflict=_busy,
+        known=(1, revision),
+    )
+    assert (reads, seen, swap.after) == (0, [1], 2)
+
+    await kv.put("k", _dump(7))  # another writer: the guess below is stale
+    backoffs: list[int] = []
+
+    async def no_sleep(attempt: int) -> None:
+        backoffs.append(attempt)
+
+    monkeypatch.setattr(cas, "cas_backoff", no_sleep)
+    seen.clear()
+    swap = await cas_update(
+        kv,
+        "k",
+        double,
+        read=read,
+        parse=_parse,
+        dump=_dump,
+        absent=_gone,
+        conflict=_busy,
+        known=(2, swap.revision),
+    )
+    assert (reads, seen, backoffs) == (1, [2, 7], [])
+    assert (swap.before, swap.after) == (7, 14)
+    assert await _stored(kv, "k") == (14, swap.revision)
+
+
 async def test_a_lost_create_counts_as_a_round(
     nc: NatsClient, project_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
