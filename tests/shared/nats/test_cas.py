@@ -315,17 +315,12 @@ async def test_a_known_value_is_decided_on_without_a_read_and_a_stale_one_loses_
         seen.append(n)
         return n * 2
 
-    swap = await cas_update(
-        kv,
-        "k",
-        double,
-        read=read,
-        parse=_parse,
-        dump=_dump,
-        absent=_gone,
-        conflict=_busy,
-        known=(1, revision),
-    )
+    async def update(known: tuple[int, int]) -> Swap[int]:
+        return await cas_update(
+            kv, "k", double, read=read, parse=_parse, dump=_dump, absent=_gone, conflict=_busy, known=known
+        )
+
+    swap = await update((1, revision))
     assert (reads, seen, swap.after) == (0, [1], 2)
 
     await kv.put("k", _dump(7))  # another writer: the guess below is stale
@@ -336,17 +331,7 @@ async def test_a_known_value_is_decided_on_without_a_read_and_a_stale_one_loses_
 
     monkeypatch.setattr(cas, "cas_backoff", no_sleep)
     seen.clear()
-    swap = await cas_update(
-        kv,
-        "k",
-        double,
-        read=read,
-        parse=_parse,
-        dump=_dump,
-        absent=_gone,
-        conflict=_busy,
-        known=(2, swap.revision),
-    )
+    swap = await update((2, swap.revision))
     assert (reads, seen, backoffs) == (1, [2, 7], [])
     assert (swap.before, swap.after) == (7, 14)
     assert await _stored(kv, "k") == (14, swap.revision)
