@@ -23,6 +23,7 @@ from a2a.types import (
     a2a_pb2_grpc,
 )
 from a2a.utils.constants import TransportProtocol
+from google.rpc import error_details_pb2, status_pb2
 from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, message, register
 
@@ -128,3 +129,50 @@ async def test_without_a_token_a_call_is_unauthenticated_and_another_tenant_sees
             await stub.GetTask(a2a_pb2.GetTaskRequest(id=sent.task.id), metadata=auth)
         assert untenanted.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "tenant: required over gRPC" in (untenanted.value.details() or "")
+
+
+def _reason(error: grpc.aio.AioRpcError) -> str:
+    """The A2A reason in the call's rich status (``grpc-status-details-bin``)."""
+    raw = dict(error.trailing_metadata() or ())["grpc-status-details-bin"]
+    status = status_pb2.Status.FromString(raw)
+    assert status.code == error.code().value[0]  # the rich status agrees with the call's
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    return str(info.reason)
+
+
+async def test_a_version_other_than_1_x_and_an_unsupported_operation_end_unimplemented(
+    weft: Any, project_id: str
+) -> None:
+    """A2A 1.0 §3.6.2 and §5.4: no ``a2a-version`` means 0.3, which this binding does not
+    serve; a version it does not serve, and an operation it does not support, end
+    ``UNIMPLEMENTED`` (the SDK would answer ``FAILED_PRECONDITION``)."""
+    address = await grpc_address(weft, project_id)
+    token = ("authorization", f"Bearer {TOKEN}")
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        request = a2a_pb2.GetTaskRequest(id="f" * 32, tenant=project_id)
+        for version in ([], [("a2a-version", "0.3")], [("a2a-version", "99.0-s3cr3t")]):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetTask(request, metadata=[token, *version])
+            assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED, version
+            assert (refused.value.details() or "").startswith("a2a-version: the gRPC binding speaks A2A 1.0")
+            assert "s3cr3t" not in str(refused.value.trailing_metadata())
+            assert _reason(refused.value) == "VERSION_NOT_SUPPORTED"
+        with pytest.raises(grpc.aio.AioRpcError) as served:  # a later 1.x is served as 1.0
+            await stub.GetTask(request, metadata=[token, ("a2a-version", "1.1")])
+        assert served.value.code() == grpc.StatusCode.NOT_FOUND
+
+        auth = [token, ("a2a-version", "1.0")]
+        queued = message()
+        queued.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+        queued.tenant = project_id
+        sent = await stub.SendMessage(queued, metadata=auth)
+        follow_up = message("Not waiting for this")
+        follow_up.tenant = project_id
+        follow_up.message.task_id = sent.task.id
+        with pytest.raises(grpc.aio.AioRpcError) as unsupported:
+            await stub.SendMessage(follow_up, metadata=auth)
+        assert unsupported.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert _reason(unsupported.value) == "UNSUPPORTED_OPERATION"
+        assert "not waiting for input" in (unsupported.value.details() or "")

@@ -24,7 +24,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, eventually, message, register
+from weft_helpers import claimant, eventually, message, message_json, register
 
 from shared.artifacts import WorkArtifact
 from shared.names import ProjectNames
@@ -168,3 +168,38 @@ async def test_a_task_of_one_project_is_not_found_through_another_s_url(weft: An
         elsewhere = await http.get(f"/a2a/{project_id}-b/tasks/{task.id}", headers=auth)
         here = await http.get(f"/a2a/{project_id}/tasks/{task.id}", headers=auth)
     assert elsewhere.status_code == 404 and here.status_code == 200
+
+
+async def test_errors_carry_the_http_status_the_specification_maps_them_to(
+    weft: Any, project_id: str
+) -> None:
+    """A2A 1.0 §5.4: a task that cannot be cancelled is 409, a media type Loom's work does not
+    carry 415 (the SDK answers both 400); a ListTasks ``status`` that names no state is 400
+    INVALID_PARAMS, naming the field without the value."""
+    base = f"/a2a/{project_id}"
+    auth = {"Authorization": f"Bearer {TOKEN}", **V1}
+    async with httpx.AsyncClient(base_url=weft.base_url) as http:
+        body = {"message": message_json()}
+        sent = await http.post(
+            f"{base}/message:send", headers=auth, json={**body, "configuration": {"returnImmediately": True}}
+        )
+        task_id = sent.json()["task"]["id"]
+        assert (await http.post(f"{base}/tasks/{task_id}:cancel", headers=auth)).status_code == 200
+        again = await http.post(f"{base}/tasks/{task_id}:cancel", headers=auth)
+        assert again.status_code == 409 and again.json()["error"]["code"] == 409
+        assert again.json()["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
+
+        secret_kind = {"raw": "aGVsbG8=", "filename": "n.bin", "mediaType": "application/x-s3cr3t-kind"}
+        file_body = {"message": message_json(secret_kind)}
+        media = await http.post(f"{base}/message:send", headers=auth, json=file_body)
+        assert media.status_code == 415 and media.json()["error"]["code"] == 415
+        assert media.json()["error"]["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+        assert "s3cr3t" not in media.text
+
+        bogus = await http.get(f"{base}/tasks", headers=auth, params={"status": "TASK_STATE_S3CR3T"})
+        assert bogus.status_code == 400 and "S3CR3T" not in bogus.text.upper()
+        error = bogus.json()["error"]
+        assert error["message"].startswith("status: must be one of the A2A task states")
+        assert error["details"][0]["reason"] == "INVALID_PARAMS"
+        fine = await http.get(f"{base}/tasks", headers=auth, params={"status": "TASK_STATE_CANCELED"})
+        assert [t["id"] for t in fine.json()["tasks"]] == [task_id]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ import pytest
 from a2a.types import AgentCard
 from google.protobuf import json_format
 from nats.aio.client import Client as NatsClient
-from weft_helpers import claimant, eventually, message_0_3, register, rpc
+from weft_helpers import claimant, eventually, message_0_3, message_json, register, rpc
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
@@ -33,13 +32,9 @@ INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 
 
-def message_1_0(*parts: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "ROLE_USER",
-        "messageId": uuid.uuid4().hex,
-        "parts": list(parts) or [{"text": "Fix the flaky parser test"}],
-        "metadata": {"capability": "code"},
-    }
+def queued_send() -> dict[str, Any]:
+    """SendMessage params that answer with the task as queued."""
+    return {"message": message_json(), "configuration": {"returnImmediately": True}}
 
 
 @pytest.fixture
@@ -55,7 +50,7 @@ async def test_the_cards_url_with_a_trailing_slash_is_the_endpoint_not_a_redirec
         sent = await api.post(
             f"/a2a/{project_id}/",
             headers=V1,
-            json=rpc("SendMessage", {"message": message_1_0(), "configuration": {"returnImmediately": True}}),
+            json=rpc("SendMessage", queued_send()),
         )
         assert sent.status_code == 200, sent.text  # not 307: JSON-RPC clients do not follow one
         task = sent.json()["result"]["task"]
@@ -82,7 +77,7 @@ async def test_error_codes_follow_the_a2a_table(weft: Any, project_id: str) -> N
 
         # a file part (a media type Loom's work does not carry): content type not supported
         file_part = {"raw": "aGVsbG8=", "filename": "notes.bin", "mediaType": "application/x-secret-kind"}
-        sent = await api.post(url, headers=V1, json=rpc("SendMessage", {"message": message_1_0(file_part)}))
+        sent = await api.post(url, headers=V1, json=rpc("SendMessage", {"message": message_json(file_part)}))
         error = sent.json()["error"]
         assert error["code"] == CONTENT_TYPE_NOT_SUPPORTED, error
         assert "message.parts.0" in error["message"] and "x-secret-kind" not in sent.text
@@ -173,7 +168,7 @@ async def test_input_required_keeps_a_subscription_open_and_a_blocking_answer_wa
         sent = await api.post(
             url,
             headers=V1,
-            json=rpc("SendMessage", {"message": message_1_0(), "configuration": {"returnImmediately": True}}),
+            json=rpc("SendMessage", queued_send()),
         )
         task_id = sent.json()["result"]["task"]["id"]
         entry = await register(nc, project_id)
@@ -190,7 +185,7 @@ async def test_input_required_keeps_a_subscription_open_and_a_blocking_answer_wa
         subscription = asyncio.create_task(
             streamed_states(listener, url, rpc("SubscribeToTask", {"id": task_id}))
         )
-        answer = message_1_0({"text": "sqlite"}) | {"taskId": task_id}
+        answer = message_json({"text": "sqlite"}) | {"taskId": task_id}
         blocking = asyncio.create_task(
             api.post(
                 url,
@@ -233,3 +228,31 @@ async def test_the_card_is_the_1_0_document_for_a_1_0_client_and_revalidates(
     assert strict.headers["etag"] != legacy.headers["etag"]
     assert strict.headers["cache-control"] == "public, max-age=30"  # the same for every caller
     assert again.status_code == 304 and again.content == b""
+
+
+async def test_list_tasks_refuses_a_status_naming_no_state_and_keeps_an_equal_timestamp(
+    weft: Any, project_id: str
+) -> None:
+    """A ``status`` filter that names no task state is -32602 (the SDK's parser would drop
+    the name and list every task); ``statusTimestampAfter`` is "at or after" (A2A 1.0's
+    ListTasksRequest): a task updated at exactly that instant is listed."""
+    url = f"/a2a/{project_id}"
+    async with weft.client(TOKEN) as api:
+        sent = await api.post(
+            url,
+            headers=V1,
+            json=rpc("SendMessage", queued_send()),
+        )
+        task = sent.json()["result"]["task"]
+        for status in ("TASK_STATE_S3CR3T", 42, True, {"name": "s3cr3t"}):
+            answer = await api.post(url, headers=V1, json=rpc("ListTasks", {"status": status}, ident=11))
+            body = answer.json()
+            assert body["id"] == 11 and body["error"]["code"] == INVALID_PARAMS, body
+            assert body["error"]["message"].startswith("status: must be one of the A2A task states")
+            assert "S3CR3T" not in answer.text.upper() and "42" not in body["error"]["message"]
+
+        listed = await api.post(url, headers=V1, json=rpc("ListTasks", {"status": "TASK_STATE_SUBMITTED"}))
+        assert [t["id"] for t in listed.json()["result"]["tasks"]] == [task["id"]]
+        stamp = task["status"]["timestamp"]
+        at = await api.post(url, headers=V1, json=rpc("ListTasks", {"statusTimestampAfter": stamp}))
+        assert [t["id"] for t in at.json()["result"]["tasks"]] == [task["id"]]

@@ -176,6 +176,16 @@ def message(text: str = "Fix the flaky parser test", **metadata: Any) -> SendMes
     )
 
 
+def message_json(*parts: dict[str, Any]) -> dict[str, Any]:
+    """An A2A 1.0 message in its JSON form (raw requests), for the ``code`` capability."""
+    return {
+        "role": "ROLE_USER",
+        "messageId": uuid.uuid4().hex,
+        "parts": list(parts) or [{"text": "Fix the flaky parser test"}],
+        "metadata": {"capability": "code"},
+    }
+
+
 def message_0_3(text: str = "Fix the flaky parser test") -> dict[str, Any]:
     """A message in the A2A 0.3 wire format (``kind`` on parts, lower-case roles)."""
     return {

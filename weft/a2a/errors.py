@@ -43,6 +43,7 @@ VERSION_MESSAGE: Final = (
     "A2A-Version: this endpoint speaks A2A 1.0 (send A2A-Version: 1.0) and the 0.3 method names"
 )
 REST_VERSION_MESSAGE: Final = "A2A-Version: the HTTP+JSON binding speaks A2A 1.0 (send A2A-Version: 1.0)"
+GRPC_VERSION_MESSAGE: Final = "a2a-version: the gRPC binding speaks A2A 1.0 (send a2a-version: 1.0)"
 
 _INTERNAL_CODE: Final = -32603
 _INVALID_PARAMS_CODE: Final = -32602
@@ -160,11 +161,33 @@ def scrub(response: Response) -> Response:
     return JSONResponse({**body, "error": cleaned}, status_code=response.status_code)
 
 
+SPEC_HTTP_STATUS: Final = {
+    "TASK_NOT_CANCELABLE": 409,
+    "CONTENT_TYPE_NOT_SUPPORTED": 415,
+    "INVALID_AGENT_RESPONSE": 502,
+}
+"""The HTTP status A2A 1.0 maps these errors to (its §5.4) where the SDK answers 400, 400
+and 500; by ``details[0].reason``."""
+
+
+def _reason(error: Mapping[str, Any]) -> str | None:
+    details = error.get("details") or [{}]
+    reason = details[0].get("reason") if isinstance(details[0], Mapping) else None
+    return reason if isinstance(reason, str) else None
+
+
+def _rest_answer(error: dict[str, Any]) -> JSONResponse:
+    """The binding's error response for ``error`` (its ``code`` is the HTTP status), with
+    the specification's status where the SDK's differs."""
+    status = SPEC_HTTP_STATUS.get(_reason(error) or "", int(error["code"]))
+    body = {"error": {**error, "code": status}}
+    return JSONResponse(body, status_code=status, media_type=A2A_JSON_MEDIA_TYPE)
+
+
 def rest_refusal(error: A2AError) -> JSONResponse:
     """``error`` in the HTTP+JSON binding's shape (``{"error": {code, status, message,
     details}}``, the status the protocol maps it to)."""
-    payload = build_rest_error_payload(error)
-    return JSONResponse(payload, status_code=int(payload["error"]["code"]), media_type=A2A_JSON_MEDIA_TYPE)
+    return _rest_answer(build_rest_error_payload(error)["error"])
 
 
 def scrub_rest(response: Response) -> Response:
@@ -178,15 +201,14 @@ def scrub_rest(response: Response) -> Response:
     except ValueError:
         return response
     error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
         return response
-    details = error.get("details") or [{}]
-    reason = details[0].get("reason") if isinstance(details[0], Mapping) else None
+    reason = _reason(error)
     if reason == "VERSION_NOT_SUPPORTED":
-        only_reason = [{**details[0], "metadata": {}}]
-        cleaned = {**error, "message": REST_VERSION_MESSAGE, "details": only_reason}
-    elif error.get("code") == 500 and error.get("message") not in (INTERNAL_MESSAGE, NATS_MESSAGE):
-        cleaned = {"code": 500, "status": "INTERNAL", "message": INTERNAL_MESSAGE}
-    else:
-        return response
-    return JSONResponse({"error": cleaned}, status_code=response.status_code, media_type=A2A_JSON_MEDIA_TYPE)
+        only_reason = [{**error["details"][0], "metadata": {}}]
+        return _rest_answer({**error, "message": REST_VERSION_MESSAGE, "details": only_reason})
+    if error["code"] == 500 and error.get("message") not in (INTERNAL_MESSAGE, NATS_MESSAGE):
+        return _rest_answer({"code": 500, "status": "INTERNAL", "message": INTERNAL_MESSAGE})
+    if reason in SPEC_HTTP_STATUS:
+        return _rest_answer(error)
+    return response

@@ -64,6 +64,7 @@ from weft.a2a.mapping import (
     SUBMITTED_BY,
     StreamEvent,
     StreamTranslator,
+    check_state_filter,
     context_id_of,
     is_terminal,
     item_of_event,
@@ -231,6 +232,7 @@ class LoomRequestHandler(RequestHandler):
         if not 1 <= size <= MAX_PAGE:
             rule = f"must be between 1 and {MAX_PAGE}"
             raise InvalidParamsError(message=f"pageSize: {rule}", data=field_error("pageSize", rule))
+        check_state_filter(params.status)  # a number the enum does not know (proto3 keeps it)
         after = decode_cursor(params.page_token, "pageToken")
         since = (
             params.status_timestamp_after.ToDatetime(tzinfo=UTC)
@@ -242,7 +244,7 @@ class LoomRequestHandler(RequestHandler):
             return (
                 (not params.context_id or context_id_of(item) == params.context_id)
                 and (not params.status or state_of(item) == params.status)
-                and (since is None or item.updated_at > since)
+                and (since is None or item.updated_at >= since)
             )
 
         await project.work.mirror.sync()

@@ -88,6 +88,17 @@ def _problem(field_name: str, rule: str, kind: type[A2AInvalid] = A2AInvalid) ->
     return kind([Problem(field=field_name, message=rule, type="value_error")])
 
 
+STATE_FILTER_RULE: Final = "must be one of the A2A task states (TASK_STATE_WORKING, ...)"
+_STATES: Final = frozenset([*TaskState.keys(), *TaskState.values()])
+
+
+def check_state_filter(value: object, field_name: str = "status") -> None:
+    """A ListTasks ``status`` filter names a task state (its enum name, or its number where
+    the binding sends numbers); anything else is refused, never read as "no filter"."""
+    if isinstance(value, bool) or not isinstance(value, str | int) or value not in _STATES:
+        raise _problem(field_name, STATE_FILTER_RULE)
+
+
 # -- work item -> task ---------------------------------------------------------------------
 
 

@@ -11,14 +11,16 @@ import logging
 from typing import Annotated, Any
 
 from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from fastapi import APIRouter, Depends, Header, Path, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from shared.names import PROJECT_ID_RULE
-from weft.a2a.errors import scrub
+from weft.a2a.errors import scrub, translate
 from weft.a2a.handler import SERVED_KEY, LoomRequestHandler, Served, granted_by
+from weft.a2a.mapping import A2AInvalid, check_state_filter
 from weft.deps import ScopeDep, StateDep, choose_project, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.settings import WeftSettings
@@ -141,8 +143,30 @@ async def a2a_rpc(
     x_loom_project: ProjectHeader = None,
 ) -> Response:
     await serve(request, state, scope, project, x_loom_project)
+    refused = await _unknown_state_filter(request)
+    if refused is not None:
+        return refused
     dispatcher: JsonRpcDispatcher = request.app.state.a2a
     return scrub(await dispatcher.handle_requests(request))
+
+
+async def _unknown_state_filter(request: Request) -> Response | None:
+    """A ``ListTasks`` whose ``status`` names no task state, refused (-32602): the SDK's
+    parser drops an enum name it does not know, which would list every task instead."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return None  # the dispatcher answers it
+    params = body.get("params") if isinstance(body, dict) and body.get("method") == "ListTasks" else None
+    if not isinstance(params, dict) or params.get("status") is None:
+        return None
+    try:
+        check_state_filter(params["status"])
+    except A2AInvalid as exc:
+        request_id = body.get("id")
+        known_id = request_id if isinstance(request_id, str | int) else None
+        return JSONResponse(build_error_response(known_id, translate(exc)))
+    return None
 
 
 # The card's URL with a trailing slash is the same endpoint: Starlette would answer it with a

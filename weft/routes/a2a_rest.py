@@ -22,7 +22,8 @@ from fastapi.responses import Response
 from google.protobuf.json_format import Parse, ParseError
 from google.protobuf.message import Message as ProtoMessage
 
-from weft.a2a.errors import field_error, rest_refusal, scrub_rest
+from weft.a2a.errors import field_error, rest_refusal, scrub_rest, translate
+from weft.a2a.mapping import A2AInvalid, check_state_filter
 from weft.deps import ScopeDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.a2a import LoomContextBuilder, ProjectHeader, ProjectPath, serve
@@ -166,6 +167,11 @@ async def list_tasks(
     status_timestamp_after: Annotated[str | None, Query(alias="statusTimestampAfter", max_length=64)] = None,
     include_artifacts: Annotated[bool | None, Query(alias="includeArtifacts")] = None,
 ) -> Response:
+    if status is not None:
+        try:
+            check_state_filter(status)
+        except A2AInvalid as exc:
+            return rest_refusal(translate(exc))
     return scrub_rest(await _rest(request).list_tasks(request))
 
 
