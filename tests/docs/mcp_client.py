@@ -13,6 +13,8 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from shared.tasks import tick
+
 
 @asynccontextmanager
 async def mcp_session(
@@ -33,12 +35,17 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 async def call(session: ClientSession, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A tool call that must succeed; retried while the server is still reaching NATS."""
+    """A tool call that must succeed; retried while the server is still reaching NATS.
+
+    ``asyncio.timeout`` and ``tick``, not ``wait_for`` and ``sleep``: Python 3.11's
+    ``wait_for`` drops a cancellation that arrives with the answer, and this loop would then
+    go on retrying long after its example was cancelled (shared/tasks.py)."""
     for _ in range(150):
-        result = await asyncio.wait_for(session.call_tool(tool, arguments or {}), 60)
+        async with asyncio.timeout(60):
+            result = await session.call_tool(tool, arguments or {})
         if not result.is_error:
             return dict(result.structured_content or {})
         text = text_of(result)
         assert "NATS" in text or "try again shortly" in text, f"{tool} failed: {text}"
-        await asyncio.sleep(0.2)
+        await tick(0.2)
     raise AssertionError(f"{tool}: never reached NATS")

@@ -68,6 +68,7 @@ from shared.models import AgentEntry, WorkItem
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import free_port
+from shared.tasks import tick
 from shared.tls import client_tls
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
@@ -520,7 +521,7 @@ async def claim_soon(queue: WorkQueue, claimant: Claimant) -> WorkItem | None:
         item = await queue.claim(claimant)
         if item:
             return item
-        await asyncio.sleep(0.05)
+        await tick(0.05)
     return None
 
 
@@ -798,7 +799,7 @@ async def run_pattern_unreachable_block(example: Example) -> None:
             said = " ".join(text_of(result).split())
             if "(still connecting)" not in said:
                 break
-            await asyncio.sleep(0.1)
+            await tick(0.1)
     assert said == shown
 
 
@@ -877,7 +878,7 @@ async def _replay_pattern(fabric: Fabric, folder: Path) -> Outcome:
             health = await call(pattern, "pattern_health")
             if health.get("index_ready"):
                 break
-            await asyncio.sleep(0.1)
+            await tick(0.1)
         user = health["identity"]["user_id"]
 
         def substitute(text: str) -> str:
