@@ -25,7 +25,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -33,6 +33,7 @@ from nats.js import JetStreamContext
 from shared.limits import DESCRIPTION_MAX_LENGTH
 from shared.models import FINAL_WORK_STATES, WorkStatus, new_id
 from shared.names import AGENT_PROTOCOL_AGENT, AGENT_PROTOCOL_MESSAGE_TYPE
+from shared.redact import redact
 from warp.errors import WarpError
 
 if TYPE_CHECKING:
@@ -129,8 +130,11 @@ class ProtocolEndpoint:
         prompts: ProtocolPrompts,
         wait_s: float,
         as_work: tuple[Submit, Follow] | None = None,
+        signing_creds: str | None = None,
     ) -> None:
-        """``as_work``: prompts become work items (submitted, then followed) instead of messages."""
+        """``as_work``: prompts become work items (submitted, then followed) instead of
+        messages; ``signing_creds``: the connection's creds, whose user NKEY signs the
+        service's registration and heartbeats (the protocol's sender-identity extension)."""
         self._nc = nc
         self._project_id = project_id
         self._agent_id = agent_id
@@ -139,13 +143,32 @@ class ProtocolEndpoint:
         self.prompts = prompts
         self._wait_s = wait_s
         self._as_work = as_work
+        self._signing_creds = signing_creds
         self._service: AgentService | None = None
 
     async def start(self) -> None:
         # The protocol's package loads only when an agent serves it (it adds ed25519 and nkeys),
         # in a thread: its 0.2 s of imports must not hold up the tool calls answered meanwhile.
         module = await asyncio.to_thread(importlib.import_module, "synadia_ai.agent_service")
+        signer = None
+        if self._signing_creds is not None:
+            identities = importlib.import_module("synadia_ai.agents.identity")
+            signer = identities.signer_from_creds(self._signing_creds)
+        try:
+            service = await self._serve(module, signer)
+        except importlib.import_module("synadia_ai.agents").IdentityError as exc:
+            # The binding asks the server who this connection is (``$SYS.REQ.USER.INFO``,
+            # answered on ``_INBOX.agents.>``): creds that may not do both serve unsigned.
+            log.warning("agent protocol: serving unsigned (%s)", redact(exc))
+            service = await self._serve(module, None)
+        self._service = service
+        log.info("serving the agent protocol on %s%s", service.subject.prompt, " (signed)" if signer else "")
+
+    async def _serve(self, module: Any, signer: object | None) -> AgentService:
+        """The protocol's service of this agent, started; its registration and heartbeats
+        signed by ``signer`` (the sender-identity extension) when there is one."""
         service: AgentService = module.AgentService(
+            identity=module.ServiceIdentity(signer=signer) if signer is not None else None,
             agent=AGENT_PROTOCOL_AGENT,
             owner=self._project_id,
             session_name=self._agent_id,
@@ -157,8 +180,7 @@ class ProtocolEndpoint:
         )
         service.on_prompt(self._on_prompt)
         await service.start()
-        self._service = service
-        log.info("serving the agent protocol on %s", service.subject.prompt)
+        return service
 
     async def stop(self) -> None:
         service, self._service = self._service, None

@@ -110,6 +110,19 @@ class WarpRuntime:
         self._stop_lock = asyncio.Lock()
         self._nc: NatsClient | None = None
 
+    def _signing_creds(self) -> str | None:
+        """The creds this Warp's connection authenticated with, when their user NKEY may sign
+        its registration and heartbeats in the agent protocol (None: unsigned). Not an agent's
+        scoped creds: the protocol's package binds a signer to the connection by reading the
+        server's answer on its own inbox (``_INBOX.agents.>``), where every caller of the
+        protocol on the account gets its replies; a scoped agent may not read there."""
+        from shared.nats.auth import credential_of, creds_in_use
+
+        found = creds_in_use(self.nats_settings) if self.nats_settings is not None else None
+        if found is None or credential_of(*found) is not None:
+            return None
+        return found[0]
+
     async def _serve_agent_protocol(self, svc: Services) -> None:
         """Serve the agent protocol (docs/interop.md); a failure costs that alone, not the agent."""
         assert self._nc is not None
@@ -144,6 +157,7 @@ class WarpRuntime:
             prompts=self.protocol_prompts,
             wait_s=self.settings.agent_protocol_wait_s,
             as_work=as_work,
+            signing_creds=self._signing_creds(),
         )
         try:
             await endpoint.start()

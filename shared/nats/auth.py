@@ -308,14 +308,20 @@ def credential_of(text: str, variable: str = CREDS_FILE) -> AgentCredential | No
         raise CredentialsError(exc.message.removeprefix(f"{exc.field}: "), field=variable) from None
 
 
-def agent_credential(settings: NatsSettings) -> AgentCredential | None:
-    """The Loom agent this process's NATS credentials are for, if they are an agent's
-    (credentials in the URL, a user or a token win over a creds file, as in ``connect``)."""
+def creds_in_use(settings: NatsSettings) -> tuple[str, str] | None:
+    """The creds text ``connect`` authenticates with, and its variable (None: it uses none;
+    credentials in the URL, a user or a token win over a creds file)."""
     if not (settings.creds or settings.creds_content) or settings.user or settings.token:
         return None
     if settings.url and "@" in settings.url:
         return None
-    return credential_of(*creds_source(settings))
+    return creds_source(settings)
+
+
+def agent_credential(settings: NatsSettings) -> AgentCredential | None:
+    """The Loom agent this process's NATS credentials are for, if they are an agent's."""
+    found = creds_in_use(settings)
+    return None if found is None else credential_of(*found)
 
 
 # -- the server side -------------------------------------------------------------------

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -281,7 +282,7 @@ async def test_minting_needs_admin_and_scoped_mode(
 
 @asynccontextmanager
 async def warp_with(
-    creds_file: Path, url: str, tmp_path: Path, *args: str
+    creds_file: Path, url: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[Agent, Path]]:
     params = StdioServerParameters(
         command=WARP,
@@ -293,6 +294,7 @@ async def warp_with(
             "LOOM_CAPABILITIES": "code",
             "LOOM_HOME": str(tmp_path),
             "HOME": str(tmp_path),
+            **(env or {}),
         },
         cwd=str(tmp_path),
     )
@@ -333,6 +335,8 @@ async def test_warp_with_scoped_credentials_does_its_whole_job(
         callers = Agents(nc=scoped.runtime.nc)
         try:
             served = await protocol_agent(callers, project_id, minted["agent_id"])
+            # unsigned: scoped creds may not read the protocol package's inbox (docs/interop.md)
+            assert not served.info.id_sig_verified
             asking = asyncio.create_task(answers(served, "scoped?"))
             prompt = await next_prompt(lambda args: agent.call("warp_messages_read_direct", args))
             reply = {"recipient_id": prompt["sender_id"], "reply_to": prompt["id"]}
@@ -474,3 +478,44 @@ def test_nats_auth_init_makes_an_issuer_and_a_server_config_and_keeps_accounts_o
     extra = (tmp_path / "two" / "auth.conf").read_text().replace("/data/jwt", str(tmp_path / "jwt"))
     with EmbeddedNatsServer(ServerConfig(extra=extra, store_dir=tmp_path / "js")):
         pass
+
+
+async def test_an_operators_own_creds_sign_the_agent_protocol_registration_or_serve_unsigned(
+    scoped: Scoped, project_id: str, tmp_path: Path
+) -> None:
+    """Creds that are not an agent's scoped ones (an operator's own account user) sign the
+    agent's protocol registration with their user NKEY (the sender-identity extension);
+    creds that may not ask the server who they are still serve it, unsigned."""
+    assert scoped.runtime.authority is not None
+    issuer = scoped.runtime.authority.issuer
+    may_not_ask = Permissions(
+        publish=("loom.>", "$JS.>", "$KV.>", "$SRV.>", "agents.>", "_INBOX.>"), subscribe=(">",)
+    )
+    callers = Agents(nc=scoped.runtime.nc)
+    try:
+        for name, permissions, signed in (
+            ("full", Permissions.everything(), True),
+            ("narrow", may_not_ask, False),
+        ):
+            text, user = issuer.user_creds(f"operator-{name}", permissions)
+            creds = tmp_path / f"{name}.creds"
+            creds.write_text(text)
+            creds.chmod(0o600)
+            agent_id = uuid.uuid4().hex
+            env = {"LOOM_PROJECT_ID": project_id, "LOOM_AGENT_ID": agent_id}
+            (home := tmp_path / name).mkdir()
+            async with warp_with(creds, scoped.url, home, env=env) as (agent, stderr):
+                await agent.call("warp_registry_register", {"capabilities": ["code"]})
+                served = await protocol_agent(callers, project_id, agent_id)
+                assert served.info.id_sig_verified is signed, name
+                if signed:
+                    assert served.info.identity is not None and served.info.identity.user == user
+                    asking = asyncio.create_task(answers(served, "signed?"))
+                    prompt = await next_prompt(lambda args: agent.call("warp_messages_read_direct", args))
+                    reply = {"recipient_id": prompt["sender_id"], "reply_to": prompt["id"], "message": "yes"}
+                    await agent.call("warp_messages_send_direct", reply)
+                    assert await asyncio.wait_for(asking, 30) == ["yes"]
+                else:
+                    assert "agent protocol: serving unsigned" in stderr.read_text()
+    finally:
+        await callers.close()
