@@ -25,6 +25,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nats.aio.client import Client as NatsClient
@@ -49,6 +50,11 @@ MAX_PROMPT_CHARS = 64_000
 """A direct message's body limit (shared.models.DirectMessage): a longer prompt is refused."""
 MAX_CONCURRENT_PROMPTS = 16
 """Prompts one agent holds open at once; the next waits for a free one (in NATS)."""
+ATTACHMENTS_DIR = Path(".loom") / "attachments"
+"""Where a prompt's attachments are saved, in the agent's project folder, one folder per
+prompt (its message id): the agent reads them there, on its own host."""
+MAX_ATTACHMENT_BYTES = 8 * 1024 * 1024
+"""Decoded bytes one prompt's attachments may write (more than a NATS message can carry)."""
 REMEMBERED = 1_000
 """Ended prompts remembered, so a late reply is told the caller has gone, not misdelivered."""
 MORE = "more"
@@ -131,10 +137,13 @@ class ProtocolEndpoint:
         wait_s: float,
         as_work: tuple[Submit, Follow] | None = None,
         signing_creds: str | None = None,
+        project_path: Path | None = None,
     ) -> None:
         """``as_work``: prompts become work items (submitted, then followed) instead of
         messages; ``signing_creds``: the connection's creds, whose user NKEY signs the
-        service's registration and heartbeats (the protocol's sender-identity extension)."""
+        service's registration and heartbeats (the protocol's sender-identity extension);
+        ``project_path``: the agent's folder, where a prompt's attachments are saved (None,
+        and in work mode: prompts with attachments are refused before they are sent)."""
         self._nc = nc
         self._project_id = project_id
         self._agent_id = agent_id
@@ -144,6 +153,7 @@ class ProtocolEndpoint:
         self._wait_s = wait_s
         self._as_work = as_work
         self._signing_creds = signing_creds
+        self._attachments = project_path / ATTACHMENTS_DIR if project_path and as_work is None else None
         self._service: AgentService | None = None
 
     async def start(self) -> None:
@@ -176,7 +186,7 @@ class ProtocolEndpoint:
             description=f"Loom agent {self._handle}",
             extra_metadata={"loom_project": self._project_id, "loom_agent_id": self._agent_id},
             max_concurrent_prompts=MAX_CONCURRENT_PROMPTS,
-            attachments_ok=False,  # a direct message carries text alone (docs/interop.md)
+            attachments_ok=self._attachments is not None,  # saved to files (docs/interop.md)
         )
         service.on_prompt(self._on_prompt)
         await service.start()
@@ -202,6 +212,12 @@ class ProtocolEndpoint:
             await self._answer_by_work(text, sender[:200], stream)
             return
         message_id = new_id()
+        metadata = {
+            "protocol": "synadia-agents",
+            "caller": sender[:200],
+            "answer": "warp_messages_send_direct with reply_to set to this message's id",
+            **(await self._saved(envelope, message_id)),
+        }
         queue = self.prompts.open(message_id)
         try:
             await self._deliver(
@@ -210,11 +226,7 @@ class ProtocolEndpoint:
                 sender_handle="agent-protocol",
                 body=text,
                 message_type=AGENT_PROTOCOL_MESSAGE_TYPE,
-                metadata={
-                    "protocol": "synadia-agents",
-                    "caller": sender[:200],
-                    "answer": "warp_messages_send_direct with reply_to set to this message's id",
-                },
+                metadata=metadata,
             )
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self._wait_s
@@ -231,6 +243,29 @@ class ProtocolEndpoint:
                     return
         finally:
             self.prompts.end(message_id)
+
+    async def _saved(self, envelope: Envelope, message_id: str) -> dict[str, str]:
+        """The prompt's attachments, written to files with the protocol package's own
+        ``save_attachments`` (names made safe, nothing overwritten or reached through a link,
+        private modes), as the message's metadata: ``attachments`` a JSON list of their paths,
+        ``attachments_skipped`` what was not written and why."""
+        from synadia_ai.agent_service import RequestRejectedError
+        from synadia_ai.agents import save_attachments
+
+        if not envelope.attachments:
+            return {}
+        if self._attachments is None:  # work mode advertises none; a caller that sent some anyway
+            raise RequestRejectedError(400, "attachments: this agent takes prompts as text alone")
+        folder = self._attachments / message_id
+        saved = await asyncio.to_thread(
+            save_attachments, envelope.attachments, folder, max_total_bytes=MAX_ATTACHMENT_BYTES
+        )
+        paths = [str(a.path) for a in saved if a.path is not None]
+        skipped = [f"#{i + 1} {a.skipped}" for i, a in enumerate(saved) if a.path is None]
+        out = {"attachments": json.dumps(paths)}
+        if skipped:
+            out["attachments_skipped"] = ", ".join(skipped)
+        return out
 
     async def _answer_by_work(self, text: str, caller: str, stream: PromptStream) -> None:
         """The prompt as a work item: each state it reaches is a status chunk, its result the

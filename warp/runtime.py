@@ -158,6 +158,7 @@ class WarpRuntime:
             wait_s=self.settings.agent_protocol_wait_s,
             as_work=as_work,
             signing_creds=self._signing_creds(),
+            project_path=Path(svc.identity.project_path),
         )
         try:
             await endpoint.start()

@@ -4,13 +4,22 @@ prompted by the protocol's own Python caller package over a real nats-server."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
-from synadia_ai.agents import Agent, Agents, DiscoverFilter, ProtocolError, ResponseChunk, StatusChunk
+from synadia_ai.agents import (
+    Agent,
+    Agents,
+    Attachment,
+    DiscoverFilter,
+    ProtocolError,
+    ResponseChunk,
+    StatusChunk,
+)
 from warp_harness import WarpProc, spawn_warp
 
 from shared.names import ProjectNames
@@ -166,6 +175,7 @@ async def test_in_work_mode_a_prompt_is_a_work_item_for_the_fleet_and_its_result
         agents = Agents(nc=nc)
         try:
             agent = await protocol_agent(agents, project_id, A_ID)
+            assert agent.prompt_endpoint.attachments_ok is False  # an item carries text alone
             asking = asyncio.create_task(collect(agent, "Summarise the parser"))
             item = await claimed(bob)  # another agent of the project, with the capability, does it
             assert item["description"] == "Summarise the parser" and item["submitted_by"] == A_ID
@@ -186,5 +196,44 @@ async def test_in_work_mode_a_prompt_is_a_work_item_for_the_fleet_and_its_result
                 ProtocolError, match=f"service error 502: work item {doomed['id']} ended cancelled"
             ):
                 await asyncio.wait_for(asking, 30)
+        finally:
+            await agents.close()
+
+
+async def test_a_prompts_attachments_are_saved_in_the_project_folder_and_named_in_the_message(
+    warp_env: dict[str, str], tmp_path: Path, nc: NatsClient, project_id: str
+) -> None:
+    """Attachments (base64 files, §5.2) are written with the protocol package's own
+    ``save_attachments`` under ``.loom/attachments/<message id>/`` of the agent's folder: a
+    name from another agent cannot climb out of it, and content that is not base64 is
+    skipped and said so, not written."""
+    env = {**warp_env, "LOOM_AGENT_ID": A_ID, "LOOM_CAPABILITIES": "code"}
+    async with spawn_warp(env, tmp_path, name="a") as alice:
+        await alice.ready_ok("warp_registry_register")
+        agents = Agents(nc=nc)
+        try:
+            agent = await protocol_agent(agents, project_id, A_ID)
+            assert agent.prompt_endpoint.attachments_ok is True
+            files = [
+                Attachment.from_bytes("../../escape.txt", b"stay in the folder"),
+                Attachment(filename="broken.bin", content="not base64 at all!"),
+                Attachment.from_bytes("trace.log", b"\x00\x01 binary \xff"),
+            ]
+
+            async def ask() -> list[str]:
+                got = agent.prompt("Why does this fail?", attachments=files, timeout=30)
+                return [m.text async for m in got if isinstance(m, ResponseChunk)]
+
+            asking = asyncio.create_task(ask())
+            prompt = await next_prompt(reader(alice))
+            folder = Path(warp_env["LOOM_PROJECT_PATH"]) / ".loom" / "attachments" / prompt["id"]
+            paths = [Path(p) for p in json.loads(prompt["metadata"]["attachments"])]
+            assert [p.parent for p in paths] == [folder, folder]
+            assert [p.name for p in paths] == ["escape.txt", "trace.log"]
+            assert [p.read_bytes() for p in paths] == [b"stay in the folder", b"\x00\x01 binary \xff"]
+            assert prompt["metadata"]["attachments_skipped"] == "#2 invalid_content"
+            reply = {"recipient_id": prompt["sender_id"], "reply_to": prompt["id"], "message": "Read them."}
+            await alice.ok("warp_messages_send_direct", reply)
+            assert await asyncio.wait_for(asking, 30) == ["Read them."]
         finally:
             await agents.close()
