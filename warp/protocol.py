@@ -132,18 +132,18 @@ class ProtocolEndpoint:
         project_id: str,
         agent_id: str,
         handle: str,
+        project_path: Path,
         deliver: Deliver,
         prompts: ProtocolPrompts,
         wait_s: float,
         as_work: tuple[Submit, Follow] | None = None,
         signing_creds: str | None = None,
-        project_path: Path | None = None,
     ) -> None:
         """``as_work``: prompts become work items (submitted, then followed) instead of
         messages; ``signing_creds``: the connection's creds, whose user NKEY signs the
         service's registration and heartbeats (the protocol's sender-identity extension);
-        ``project_path``: the agent's folder, where a prompt's attachments are saved (None,
-        and in work mode: prompts with attachments are refused before they are sent)."""
+        ``project_path``: the agent's folder, where a prompt's attachments are saved (in work
+        mode the endpoint takes none, and the protocol's package refuses them)."""
         self._nc = nc
         self._project_id = project_id
         self._agent_id = agent_id
@@ -153,7 +153,7 @@ class ProtocolEndpoint:
         self._wait_s = wait_s
         self._as_work = as_work
         self._signing_creds = signing_creds
-        self._attachments = project_path / ATTACHMENTS_DIR if project_path and as_work is None else None
+        self._attachments = project_path / ATTACHMENTS_DIR
         self._service: AgentService | None = None
 
     async def start(self) -> None:
@@ -186,7 +186,7 @@ class ProtocolEndpoint:
             description=f"Loom agent {self._handle}",
             extra_metadata={"loom_project": self._project_id, "loom_agent_id": self._agent_id},
             max_concurrent_prompts=MAX_CONCURRENT_PROMPTS,
-            attachments_ok=self._attachments is not None,  # saved to files (docs/interop.md)
+            attachments_ok=self._as_work is None,  # saved to files (docs/interop.md)
         )
         service.on_prompt(self._on_prompt)
         await service.start()
@@ -249,13 +249,10 @@ class ProtocolEndpoint:
         ``save_attachments`` (names made safe, nothing overwritten or reached through a link,
         private modes), as the message's metadata: ``attachments`` a JSON list of their paths,
         ``attachments_skipped`` what was not written and why."""
-        from synadia_ai.agent_service import RequestRejectedError
         from synadia_ai.agents import save_attachments
 
         if not envelope.attachments:
             return {}
-        if self._attachments is None:  # work mode advertises none; a caller that sent some anyway
-            raise RequestRejectedError(400, "attachments: this agent takes prompts as text alone")
         folder = self._attachments / message_id
         saved = await asyncio.to_thread(
             save_attachments, envelope.attachments, folder, max_total_bytes=MAX_ATTACHMENT_BYTES

@@ -153,12 +153,12 @@ class WarpRuntime:
             project_id=self.names.project_id,
             agent_id=agent_id,
             handle=self.handle,
+            project_path=Path(svc.identity.project_path),
             deliver=deliver,
             prompts=self.protocol_prompts,
             wait_s=self.settings.agent_protocol_wait_s,
             as_work=as_work,
             signing_creds=self._signing_creds(),
-            project_path=Path(svc.identity.project_path),
         )
         try:
             await endpoint.start()
