@@ -160,19 +160,20 @@ class ProtocolEndpoint:
         # The protocol's package loads only when an agent serves it (it adds ed25519 and nkeys),
         # in a thread: its 0.2 s of imports must not hold up the tool calls answered meanwhile.
         module = await asyncio.to_thread(importlib.import_module, "synadia_ai.agent_service")
-        signer = None
-        if self._signing_creds is not None:
-            identities = importlib.import_module("synadia_ai.agents.identity")
-            signer = identities.signer_from_creds(self._signing_creds)
+        identities = importlib.import_module("synadia_ai.agents.identity")
+        identity_error: type[Exception] = importlib.import_module("synadia_ai.agents").IdentityError
+        signed = self._signing_creds is not None
         try:
+            signer = identities.signer_from_creds(self._signing_creds) if signed else None
             service = await self._serve(module, signer)
-        except importlib.import_module("synadia_ai.agents").IdentityError as exc:
+        except identity_error as exc:
             # The binding asks the server who this connection is (``$SYS.REQ.USER.INFO``,
             # answered on ``_INBOX.agents.>``): creds that may not do both serve unsigned.
             log.warning("agent protocol: serving unsigned (%s)", redact(exc))
+            signed = False
             service = await self._serve(module, None)
         self._service = service
-        log.info("serving the agent protocol on %s%s", service.subject.prompt, " (signed)" if signer else "")
+        log.info("serving the agent protocol on %s%s", service.subject.prompt, " (signed)" if signed else "")
 
     async def _serve(self, module: Any, signer: object | None) -> AgentService:
         """The protocol's service of this agent, started; its registration and heartbeats
