@@ -179,7 +179,15 @@ def test_shown_output_is_compared_except_what_the_docs_elide() -> None:
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
     home = tmp_path_factory.mktemp("docs-home")
-    env = {"WEFT_PROJECT_ID": PROJECT, "WEFT_SPINUP_HEALTH_CHECKS": "false", "WEFT_SWEEP_INTERVAL_S": "1"}
+    env = {
+        "WEFT_PROJECT_ID": PROJECT,
+        "WEFT_SPINUP_HEALTH_CHECKS": "false",
+        "WEFT_SWEEP_INTERVAL_S": "1",
+        # nats-server's own sync interval, not an fsync per write (Weft's default): the
+        # examples' many writes share a disk the whole suite loads, where one fsync once
+        # stalled past a client's 5 s request timeout (a KV update of watch-output, 4 CI runs)
+        "LOOM_NATS_SYNC": "2m",
+    }
     with running_weft(home, env=env, token=TOKEN) as running:
         running.env = {
             **base_environment(home),
