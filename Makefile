@@ -20,7 +20,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # NATS, processes and sockets, so three keep two cores busy. Serial: make test PYTEST_XDIST=
 PYTEST_XDIST ?= -n 3 --dist loadgroup
 
-.PHONY: help install browser run demo test lint typecheck lint-deploy pytest scenarios bench clean
+.PHONY: help install system-tools run demo test lint typecheck lint-deploy pytest scenarios bench clean
 
 help:
 	@echo "make run        start embedded NATS (JetStream) + Weft in the foreground"
@@ -82,14 +82,19 @@ $(CONFORMANCE_STAMP): $(CONFORMANCE)/package-lock.json
 		echo "npm install in $(CONFORMANCE) failed: the MCP conformance and Inspector tests will report it"; \
 	fi
 
-# The console's browser tests (tests/console) drive Debian's chromium, never a browser
-# Playwright downloads; installed here when missing (CI runs as root).
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; \
-		else echo "chromium not found and not root: install it (apt-get install chromium) or the console's browser tests fail"; fi; }
+# Debian packages some tests drive, installed when missing (CI runs as root): chromium for
+# the console's browser tests (tests/console; never a browser Playwright downloads) and
+# nftables for the multi-host drill's packet loss (scenario 31), on a kernel without netem.
+# Each entry is command:package.
+DEBIAN_TOOLS := chromium:chromium nft:nftables
+system-tools:
+	@missing=""; for pair in $(DEBIAN_TOOLS); do \
+		command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y $$missing; \
+		else echo "not root, so not installed:$$missing (apt-get install$$missing): the console's browser tests fail without chromium; the drill injects no loss without nftables"; fi; fi
 
-install: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) browser
+install: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) system-tools
 
 ifdef NATS_AUTH
 run: export WEFT_NATS_AUTH = $(NATS_AUTH)
@@ -111,12 +116,12 @@ lint-deploy: $(STAMP)
 	$(BIN)/python -m deploy.checks
 
 # --durations: every run says which tests take the time (the suite is over its budget).
-pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) browser
+pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) system-tools
 	$(BIN)/pytest $(PYTEST_XDIST) --durations=30 --durations-min=20 $(PYTEST_ARGS)
 
 # The checks run beside the tests (mypy is one process: alone, it would leave a core idle for
 # most of a minute); make test fails when any of them fails.
-test: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) browser
+test: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) system-tools
 	@$(MAKE) --no-print-directory -j4 lint typecheck lint-deploy pytest
 
 scenarios: $(STAMP)

@@ -11,7 +11,8 @@ Six fault cycles, load never stopping:
 1. host 2 partitioned (its link down), healed;
 2. node n1 SIGKILLed, restarted;
 3. host 1 partitioned (a Weft replica with it), healed;
-4. host 0's link slowed (netem delay and loss; a rate limit where the kernel has no netem);
+4. host 0's link slowed and lossy (netem delay and loss; where the kernel has no netem, a
+   rate limit and the switch dropping 2% of the host's frames at random);
 5. node n0 SIGKILLed, restarted;
 6. host 2 partitioned again, healed.
 
@@ -467,14 +468,19 @@ class Drill:
         try:
             await asyncio.sleep(HOLD_S)
             while_slow = sum(1 for c in self.history.completions if c.asked > began)
+            dropped = self.hosts.dropped(i)
         finally:
             self.hosts.unslow(i)
         assert while_slow, f"no work completed while host {i}'s link was slow"
+        if link.kind == "tbf+nft":
+            assert dropped, f"the switch dropped none of host {i}'s frames while its link was lossy"
         self.history.faults.append(Fault(f"slow h{i}", began, clock()))
         return {
             "link": link.kind,
             "detail": link.detail,
             "netem": link.netem_refused or "yes",
+            "loss": link.loss_refused or "yes",
+            "frames_dropped": dropped,
             "completed": while_slow,
         }
 

@@ -10,15 +10,19 @@ Faults are what a network does to a host:
 
 * ``cut(i)``: its switch port goes down; packets to and from it are dropped, with no
   reset (a real partition: peers learn only from timeouts). ``heal(i)`` brings it back.
-* ``slow(i)``: ``tc netem`` delay and loss where the kernel has netem; where it has not,
-  a token bucket (``tbf``) that limits the link's rate, and the reason is kept.
+* ``slow(i)``: ``tc netem`` delay and loss where the kernel has netem. Where it has not, a
+  token bucket (``tbf``) limits the link's rate, and the switch drops the loss share of the
+  host's frames at random (an nftables ``numgen`` rule in the switch's bridge, so the
+  loss is the network's: no sender sees an error); the reasons are kept.
 
 Processes go into a host in two ways: ``launch(i)`` is a command prefix
 (``ip netns exec``), and :func:`inside` runs a function in a thread that has entered the
 namespace (a ``subprocess.Popen`` there starts its child inside it; sockets it opens stay
 in it).
 
-Needs root and the ``ip`` tool (iproute2); :func:`unavailable` says why when not.
+Needs root and the ``ip`` tool (iproute2); :func:`unavailable` says why when not. Loss
+without netem needs ``nft`` (nftables), which ``make`` installs; without it the link is
+only slowed, and :class:`SlowLink` says so.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -42,6 +47,7 @@ SUBNET = "10.77.0"
 OPS_OCTET = 100
 NAMESPACES = "/var/run/netns"
 _PREFIX = "loomdrill-"
+_LOSS_TABLE = "loss_h"
 
 
 def unavailable() -> str | None:
@@ -53,8 +59,8 @@ def unavailable() -> str | None:
     return None
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=30, check=False)
+def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), input=stdin, capture_output=True, text=True, timeout=30, check=False)
 
 
 def _must(*args: str) -> None:
@@ -122,11 +128,13 @@ def sweep_leftovers() -> list[str]:
 
 @dataclass
 class SlowLink:
-    """How ``slow`` degraded a link: ``netem`` (delay and loss) or ``tbf`` (rate only)."""
+    """How ``slow`` degraded a link: ``netem`` (delay and loss), else ``tbf`` (rate) with
+    the switch's random drop where ``nft`` is there (``loss_refused`` says why not)."""
 
     kind: str
     detail: str
     netem_refused: str = ""
+    loss_refused: str = ""
 
 
 class Hosts:
@@ -196,7 +204,8 @@ class Hosts:
         _must("ip", "-n", self.switch, "link", "set", f"p{i}", "up")
 
     def slow(self, i: int, *, delay_ms: int = 40, loss_pct: float = 2.0, rate: str = "2mbit") -> SlowLink:
-        """Degrade host ``i``'s link both ways: netem where the kernel has it, else tbf."""
+        """Degrade host ``i``'s link both ways: netem where the kernel has it, else tbf and
+        the switch's random drop."""
         ends = ((self.switch, f"p{i}"), (self.names[i], "eth0"))
         netem = ("netem", "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%")
         tried = _run(
@@ -208,8 +217,38 @@ class Hosts:
         tbf = ("tbf", "rate", rate, "burst", "32kbit", "latency", "400ms")
         for namespace, device in ends:
             _must("ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root", *tbf)
-        return SlowLink("tbf", f"rate {rate} each way", netem_refused=tried.stderr.strip()[:200])
+        refused = tried.stderr.strip()[:200]
+        lost = self._drop(i, loss_pct)
+        if lost:
+            return SlowLink("tbf", f"rate {rate} each way", netem_refused=refused, loss_refused=lost)
+        return SlowLink("tbf+nft", f"rate {rate}, loss {loss_pct:g}% each way", netem_refused=refused)
+
+    def _drop(self, i: int, loss_pct: float) -> str:
+        """Make the switch drop ``loss_pct`` % of host ``i``'s frames each way at random;
+        why it could not ("" when it does)."""
+        if shutil.which("nft") is None:
+            return "nft (nftables) is not installed"
+        share = round(loss_pct * 100)  # of 10,000
+        rules = "\n".join(
+            f'{match} "p{i}" numgen random mod 10000 < {share} counter drop'
+            for match in ("iifname", "oifname")
+        )
+        script = (
+            f"table bridge {_LOSS_TABLE}{i} {{\n chain forward {{\n"
+            f"  type filter hook forward priority 0; policy accept;\n{rules}\n }}\n}}\n"
+        )
+        done = _run("ip", "netns", "exec", self.switch, "nft", "-f", "-", stdin=script)
+        return "" if done.returncode == 0 else f"nft refused the rule: {done.stderr.strip()[:200]}"
+
+    def dropped(self, i: int) -> int:
+        """Frames to and from host ``i`` the switch has dropped at random (0: none or no rule)."""
+        listed = _run(
+            "ip", "netns", "exec", self.switch, "nft", "list", "table", "bridge", f"{_LOSS_TABLE}{i}"
+        )
+        return sum(int(n) for n in re.findall(r"counter packets (\d+)", listed.stdout))
 
     def unslow(self, i: int) -> None:
         for namespace, device in ((self.switch, f"p{i}"), (self.names[i], "eth0")):
             _must("ip", "netns", "exec", namespace, "tc", "qdisc", "del", "dev", device, "root")
+        if shutil.which("nft") is not None:
+            _run("ip", "netns", "exec", self.switch, "nft", "delete", "table", "bridge", f"{_LOSS_TABLE}{i}")
