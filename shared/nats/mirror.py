@@ -21,6 +21,12 @@ What makes the copy trustworthy:
   were purged meanwhile, so no watch could ever report the delete) are
   dropped and reported as deletes. nats-py's ordered consumer alone would
   resume after the last sequence it saw and keep such keys forever.
+* **Re-opened when stalled.** A watch can fall silent without failing: its
+  consumer lived on a server that a partition cut off, or that lost it, and
+  nats-py's ordered consumer does not notice heartbeats that stop coming. When
+  reads find the copy behind the bucket at the same revision for
+  ``stall_s``, the watch is re-opened and the copy rebuilt, as after an outage.
+  Only reads look, so an idle copy costs the server nothing.
 * **Read-your-writes.** :meth:`sync` waits until the copy holds every write
   stored under its pattern when called (one round trip);
   :meth:`wait_for` waits for a revision the caller wrote itself (none).
@@ -58,6 +64,8 @@ START_TIMEOUT_S = 10.0
 RESTART_DELAY_S = 0.5
 CONNECTION_CHECK_S = 1.0
 """How often a quiet watch checks whether its connection was re-established meanwhile."""
+STALL_S = 5.0
+"""How long reads must find the copy behind at one revision before its watch is re-opened."""
 
 Parse = Callable[[str, bytes], T]
 """(key, raw value) -> value; raises ``ValueError`` for a record it cannot read."""
@@ -104,6 +112,7 @@ class BucketMirror(Generic[T]):
         keys: str = ">",
         on_change: ChangeCallback[T] | None = None,
         nc: NatsClient | None = None,
+        stall_s: float = STALL_S,
     ) -> None:
         self._js = js
         self.bucket = bucket
@@ -121,6 +130,10 @@ class BucketMirror(Generic[T]):
         """Set while the copy follows a watch whose snapshot is in (cleared during a rebuild)."""
         self.restarts = 0
         """How many times the watch was re-opened (each one rebuilt the copy)."""
+        self._stall_s = stall_s
+        self._behind_since: tuple[int, float] | None = None
+        """(revision, when) a read first found the copy behind at that revision."""
+        self._watcher: KeyWatch | None = None
 
     def listen(self, callback: ChangeCallback[T]) -> None:
         """Also call ``callback`` for every change (after those given earlier)."""
@@ -166,7 +179,8 @@ class BucketMirror(Generic[T]):
 
     async def _follow(self, *, rebuild: bool) -> None:
         """One watch, until it fails or the connection was lost and re-established."""
-        watcher = await KeyWatch(self._js, self.bucket, self.keys).start()
+        watcher = self._watcher = await KeyWatch(self._js, self.bucket, self.keys).start()
+        self._behind_since = None
         seen: set[str] = set()
         generation = _Generation()
         settle: asyncio.Task[None] | None = None
@@ -297,6 +311,7 @@ class BucketMirror(Generic[T]):
             log.warning("mirror %s: the server did not say how far it goes; serving what it has", self.bucket)
             return False
         if self._revision >= target and self._current.is_set():
+            self._behind_since = None
             return True
         try:
             async with asyncio.timeout_at(deadline):
@@ -307,8 +322,34 @@ class BucketMirror(Generic[T]):
             log.warning(
                 "mirror %s lags behind (%s < %s); serving what it has", self.bucket, self._revision, target
             )
+            await self._reopen_if_stalled(target, began=deadline - timeout, now=loop.time())
             return False
+        self._behind_since = None
         return True
+
+    async def _reopen_if_stalled(self, target: int, *, began: float, now: float) -> None:
+        """Re-open the watch when reads have found the copy behind at one revision for
+        ``stall_s`` (its consumer is gone: see the module's notes); ``began``: when the
+        read that found it behind started waiting."""
+        if not self._current.is_set():
+            return  # a rebuild is under way
+        since = self._behind_since
+        if since is None or since[0] != self._revision:
+            self._behind_since = (self._revision, began)
+            return
+        if now - since[1] < self._stall_s:
+            return
+        log.warning(
+            "mirror %s: its watch delivered nothing for %.0fs while the bucket holds revision %s "
+            "(the copy is at %s); re-opening it",
+            self.bucket,
+            now - since[1],
+            target,
+            self._revision,
+        )
+        self._behind_since = None
+        if self._watcher is not None:
+            await self._watcher.stop()
 
     async def wait_for(self, revision: int, timeout: float = SYNC_TIMEOUT_S) -> bool:
         """Wait until the copy has seen ``revision`` (read-your-writes after one's own write)."""

@@ -13,6 +13,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from weft_helpers import eventually
 
+from shared.names import kv_stream
 from shared.nats.client import connect
 from shared.nats.jetstream import drop_delete_marker
 from shared.nats.mirror import BucketMirror, Slot
@@ -259,3 +260,35 @@ async def test_a_watch_reopened_after_an_outage_drops_keys_deleted_and_purged_me
         await mirror.stop()
         await client.close()
         await link.cut()
+
+
+async def test_a_watch_whose_consumer_is_gone_is_reopened_once_reads_find_it_stalled(
+    nc: NatsClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A partition can leave a watch's consumer on a server cut off from the client, or a
+    server can lose it: no error, no reconnect, the watch just falls silent and nats-py's
+    ordered consumer never notices. Reads that keep finding the copy behind at one revision
+    must re-open the watch; before, the copy served the old value for good."""
+    js = nc.jetstream()
+    kv, bucket = await _bucket(nc)
+    await kv.put("a", b"1")
+    mirror = BucketMirror(js, bucket, text, nc=nc, stall_s=1.0)
+    await mirror.start()
+    try:
+        for consumer in await js.consumers_info(kv_stream(bucket)):
+            await js.delete_consumer(kv_stream(bucket), consumer.name)
+        await kv.put("a", b"2")
+        assert not await mirror.sync(timeout=0.3)  # behind: the watch delivers nothing
+
+        async def caught_up() -> bool:
+            return await mirror.sync(timeout=0.3) and mirror.get("a") == "2"
+
+        with caplog.at_level("WARNING", logger="loom.mirror"):
+            await eventually(caught_up, timeout=30, what="the stalled copy re-opened and caught up")
+        assert mirror.restarts == 1
+        assert "re-opening it" in caplog.text
+        await kv.put("a", b"3")
+        assert await mirror.sync()
+        assert mirror.get("a") == "3"  # and it follows the bucket again
+    finally:
+        await mirror.stop()
