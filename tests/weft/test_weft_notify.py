@@ -26,6 +26,7 @@ from shared.work.rules import Claimant
 from testsupport.events import work_actions
 from testsupport.receivers import Receiver, black_hole, http_receiver, slack_to, smtp_server
 from testsupport.work import bottleneck_plan, work_queue
+from weft.notify.store import SinkStore
 
 A = "a" * 32
 HOOK_SECRET = "hook-secret-0123456789"
@@ -323,3 +324,18 @@ async def test_a_boosted_bottleneck_is_raised_to_the_top_and_claimed_first(
     assert first is not None and first.id == schema  # ahead of the priority-9 item
     assert "prioritized" in await work_actions(nc, ProjectNames(project_id), schema)
     assert (await api.get(f"/api/work/{busy.json()['id']}")).json()["status"] == "queued"
+
+
+async def test_the_rate_limit_holds_for_sends_raced_from_two_replicas(
+    nc: NatsClient, project_id: str
+) -> None:
+    """Each replica has its own store over the same bucket: of 24 sends raced at once, as
+    many are admitted as the sink's limit allows, and not one more."""
+    names = ProjectNames(project_id)
+    replicas = [SinkStore(nc.jetstream(), names), SinkStore(nc.jetstream(), names)]
+    now = utcnow()
+    taken = await asyncio.gather(*(replicas[n % 2].take_rate("ops", 5, now) for n in range(24)))
+    assert sum(taken) == 5
+    # a minute later the window has moved on and the sink may send again
+    assert await replicas[0].take_rate("ops", 5, now + timedelta(seconds=61))
+    assert not await replicas[1].take_rate("ops", 0, now + timedelta(seconds=61))

@@ -31,7 +31,6 @@ from shared.nats.jetstream import (
     ensure_kv,
     get_or_none,
     snapshot,
-    update_unchanged,
 )
 from weft.notify.rules import DEDUPE_S, MAX_SINKS, Sink, SinkNotFound, SinkSettings, SinkStatus, admit
 
@@ -172,21 +171,22 @@ class SinkStore:
     async def take_rate(self, sink: str, per_minute: int, now: datetime | None = None) -> bool:
         """One of the sink's sends in the last minute, if it has one left (shared by replicas)."""
         now_s = int((now or utcnow()).timestamp())
-        key = f"rate.{sink}"
-        kv = await self.marks()
-        for _ in range(20):
-            entry = await get_or_none(kv, key)
-            sends = _counts(entry.value) if entry is not None and entry.value else {}
-            after = admit(sends, now_s, per_minute)
-            if after is None:
-                return False
-            value = json.dumps(after).encode()
-            if entry is None or not entry.value:
-                if await create_new(kv, key, value) is not None:
-                    return True
-            elif await update_unchanged(kv, key, value, int(entry.revision or 0)) is not None:
-                return True
-        return False  # contended past reason: treat as limited (the record keeps the notice)
+        try:
+            swap = await cas_upsert(
+                await self.marks(),
+                f"rate.{sink}",
+                lambda sends: admit(sends or {}, now_s, per_minute),
+                parse=_counts,
+                dump=lambda sends: json.dumps(sends).encode(),
+                conflict=_RateContended,
+            )
+        except _RateContended:
+            return False  # contended past reason: treat as limited (the record keeps the notice)
+        return swap.changed
+
+
+class _RateContended(Exception):
+    """A sink's send count lost every compare-and-set it tried."""
 
 
 def _counts(raw: bytes) -> dict[int, int]:
