@@ -97,7 +97,11 @@ def nats_failure(
         found = f"{server} is unreachable{during} ({type(exc).__name__})"
     elif isinstance(exc, JETSTREAM_DOWN):
         jetstream = "JetStream" if nats_url is None else f"JetStream at {display_url(nats_url)}"
-        said = getattr(exc, "description", None) or f"{type(exc).__name__}: is JetStream enabled?"
+        said = getattr(exc, "description", None) or (
+            "no stream answered: JetStream is not enabled, or the stream has no leader yet"
+            if isinstance(exc, nats.js.errors.NoStreamResponseError)
+            else f"{type(exc).__name__}: is JetStream enabled?"
+        )
         found = f"{jetstream} is unavailable{during} ({said})"
     elif isinstance(exc, REFUSALS):
         said = redact(getattr(exc, "description", None) or type(exc).__name__)

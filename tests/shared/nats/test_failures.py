@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 import nats.errors
+import nats.js.errors
 import pytest
 
 from shared.errors import LoomError, Unavailable
@@ -67,6 +68,12 @@ def test_the_wording_of_each_kind() -> None:
     )
     down = f.nats_failure(FAILURES["jetstream-503"][0]())
     assert down is not None and down.message == "JetStream is unavailable (JetStream not enabled)"
+    # no stream answered: in a cluster, most often a stream between leaders, not JetStream off
+    leaderless = f.nats_failure(nats.js.errors.NoStreamResponseError())
+    assert leaderless is not None and leaderless.message == (
+        "JetStream is unavailable (no stream answered: "
+        "JetStream is not enabled, or the stream has no leader yet)"
+    )
     refused = f.nats_failure(FAILURES["jetstream-not-found"][0]())
     assert isinstance(refused, f.JetStreamRefused)
     assert refused.message == "NATS refused the operation: stream not found"
