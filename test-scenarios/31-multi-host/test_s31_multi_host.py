@@ -55,6 +55,7 @@ from scenario_harness.drills import (
     WeftProcess,
     WorkerLog,
     call_retrying,
+    nats_trouble,
     until,
     work_records,
 )
@@ -118,6 +119,8 @@ class Drill:
     stop_working: asyncio.Event = field(default_factory=asyncio.Event)
     cut_off: set[int] = field(default_factory=set)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
+    last_said: dict[str, str] = field(default_factory=dict)
+    """Each worker's latest call and what its agent answered (a failure says where each was)."""
 
     @property
     def nats_url(self) -> str:
@@ -206,7 +209,9 @@ class Drill:
             timeout=RECOVERY_S,
             what="every agent online in every Weft",
             interval=0.3,
-            explain=lambda: str({k: v for k, v in shown.items() if v != "online"}),
+            explain=lambda: (
+                str({k: v for k, v in shown.items() if v != "online"}) + f"\nworkers: {self.last_said}"
+            ),
         )
 
     async def queue_state(self, item_ids: list[str]) -> str:
@@ -257,16 +262,25 @@ class Drill:
         return [weft for i, weft in self.wefts.items() if i not in self.cut_off]
 
     async def agent_status(self, weft: WeftProcess, agent: WarpAgent) -> str:
-        async with weft.running_weft.client(self.project_id) as api:
-            api.timeout = httpx.Timeout(3.0)
-            response = await api.get(f"/api/agents/{agent.agent_id}")
-            return str(response.json()["status"]) if response.status_code == 200 else "unknown"
+        """The agent's status as ``weft`` shows it, or what kept it from saying."""
+        try:
+            async with weft.running_weft.client(self.project_id) as api:
+                api.timeout = httpx.Timeout(3.0)
+                response = await api.get(f"/api/agents/{agent.agent_id}")
+        except (httpx.HTTPError, OSError) as exc:
+            return f"no answer ({type(exc).__name__})"
+        if response.status_code != 200:
+            return f"HTTP {response.status_code} {response.text[:120]}"
+        return str(response.json()["status"])
 
     async def start_agent(self, agent: WarpAgent) -> None:
         """Handshake and register; the first registrations create the project's R3 buckets,
         which a young cluster may take longer for than one tool call waits."""
         await agent.start(register=False)
-        await call_retrying(agent, "warp_registry_register", WorkerLog(agent.handle), give_up=RECOVERY_S)
+        out = await call_retrying(
+            agent, "warp_registry_register", WorkerLog(agent.handle), give_up=RECOVERY_S
+        )
+        assert isinstance(out, dict), f"{agent.handle} could not register: {out}"
 
     # -- load ------------------------------------------------------------------------------------
     async def submitter(self) -> None:
@@ -309,8 +323,10 @@ class Drill:
     async def worker(self, handle: str, agent: WarpAgent) -> None:
         """Claim and complete until told to stop; every accepted completion goes in the history."""
         while not self.stop_working.is_set():
+            self.last_said[handle] = "claiming"
             result = await agent.raw("warp_work_claim")
             text = text_of(result)
+            self.last_said[handle] = f"claim: {text[:160]}"
             held = HELD.search(text) if result.is_error else None
             if held is not None:
                 item_id = held.group(1)  # a claim that stood while its answer was lost
@@ -323,12 +339,14 @@ class Drill:
             deadline = clock() + 30
             while clock() < deadline:
                 asked = clock()
+                self.last_said[handle] = f"completing {item_id}"
                 done = await agent.raw("warp_work_complete", work_id=item_id, result={"by": handle})
+                self.last_said[handle] = f"complete {item_id}: {text_of(done)[:160]}"
                 step = Completion(item_id, handle, asked, clock())
                 if not done.is_error:
                     self.history.completions.append(step)
                     break
-                if "NATS" not in text_of(done):  # a definite refusal: the claim lapsed meanwhile
+                if not nats_trouble(done):  # a definite refusal: the claim lapsed meanwhile
                     self.history.refused_completions.append(step)
                     break
                 await asyncio.sleep(0.2)
@@ -360,7 +378,7 @@ class Drill:
                 asked = clock()
                 released = await agent.raw("warp_lease_release", lease_id=lease["id"])
                 ok = not released.is_error
-                if ok or "NATS" not in text_of(released) or clock() > deadline:
+                if ok or not nats_trouble(released) or clock() > deadline:
                     self.history.releases.append(Release(lease["id"], asked, clock(), ok))
                     break
                 await asyncio.sleep(0.2)
@@ -576,7 +594,9 @@ async def exercise(drill: Drill, began: float) -> None:
                 explain=unfinished,
             )
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{await drill.queue_state(list(missing))}") from None
+            raise AssertionError(
+                f"{exc}\n{await drill.queue_state(list(missing))}\nworkers: {drill.last_said}"
+            ) from None
     finally:
         drill.stop_submitting.set()
         drill.stop_working.set()
