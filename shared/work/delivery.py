@@ -13,6 +13,7 @@ import json
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import NotFoundError
 
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.names import LAND_CAPABILITY
@@ -31,6 +32,15 @@ class WorkDelivery(WorkRecords):
         if entry is None or entry.value is None:
             return None
         return WorkRecord.model_validate_json(entry.value)
+
+    async def _queued_message_held(self, record: WorkRecord) -> bool:
+        """Whether the stream still holds the record's queue message (asked of its leader)."""
+        assert record.queue_seq is not None
+        try:
+            await self._js.get_msg(self.names.work_stream, record.queue_seq)
+        except NotFoundError:
+            return False
+        return True
 
     async def _enqueue(self, work_id: str) -> int:
         """Publish the queue message for the record's current state; store its seq."""

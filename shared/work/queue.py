@@ -97,6 +97,7 @@ from shared.work.rules import (
     judge,
     keep_alive_subject,
     link,
+    message_must_be_held,
     needs_message,
     note_waiting,
     note_workstream,
@@ -475,10 +476,18 @@ class WorkQueue(WorkDelivery):
 
     async def ensure_enqueued(self, work_id: str) -> bool:
         """A sweep's repair: publish the queue message of an item queued without one
-        (see :func:`needs_message`). True when it did."""
+        (see :func:`needs_message`), or whose message the stream no longer holds though
+        no claim took the item (lost: nothing else would ever deliver it). True when it did.
+
+        Replicas repairing at once publish the same enqueue number, which JetStream's
+        duplicate window stores once."""
         record = await self._record_or_none(work_id)
-        if record is None or not needs_message(record):
+        if record is None:
             return False
+        if not needs_message(record):
+            if not message_must_be_held(record) or await self._queued_message_held(record):
+                return False
+            log.warning("work %s: queued, but its queue message is gone; queueing it again", work_id)
         await self._enqueue(work_id)
         return True
 

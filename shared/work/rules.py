@@ -898,6 +898,15 @@ def needs_message(record: WorkRecord) -> bool:
     return record.item.status in waiting and record.queue_seq is None and not parked(record.item)
 
 
+def message_must_be_held(record: WorkRecord) -> bool:
+    """Queued for a worker or a reviewer with its queue message stored: the stream holds
+    that message until a claim takes the item (the record then changes), so a sweep that
+    finds it gone knows it lost and publishes another. (A lander's item may be waiting on
+    the operator's "land this?" with its message settled: not judged this way.)"""
+    waiting = (WorkStatus.QUEUED, WorkStatus.IN_REVIEW)
+    return record.item.status in waiting and record.queue_seq is not None and not parked(record.item)
+
+
 def page_items(items: Iterable[WorkItem], *, limit: int, after: dict[str, Any] | None) -> Page[WorkItem]:
     """Newest first; the cursor remembers the last (created_at, id) returned."""
     ordered = sorted(items, key=lambda i: (i.created_at, i.id), reverse=True)

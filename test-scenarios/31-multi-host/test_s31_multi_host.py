@@ -617,6 +617,10 @@ async def exercise(drill: Drill, began: float) -> None:
         "token_disorder": len(token_disorder(history)),
         "drained_s": round(drained, 1),
         "total_s": round(clock() - began, 1),
+        "requeued_lost_messages": sum(
+            log.read_text(errors="replace").count("its queue message is gone")
+            for log in drill.folder.glob("weft*/*.log")
+        ),
     }
     FIGURES.record("multi_host", figures)
     assert len(history.faults) == len(CYCLES) >= 5

@@ -3,6 +3,7 @@ route, the sweeper's repair of a stopped process's half-done steps, and project 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -157,3 +158,28 @@ async def test_the_sweeper_repairs_a_dependent_nobody_told(
 
     await eventually(queued, timeout=10)
     assert await complete_next(queue) == "child"
+
+
+async def test_the_sweeper_queues_again_an_item_whose_message_was_lost_after_it_checked_it(
+    api: httpx.AsyncClient, nc: NatsClient, project_id: str, monkeypatch: Any
+) -> None:
+    """A queued item is checked once it is quiet, and again while it stays unchanged: a
+    message lost after the first check is found by a later one."""
+    import weft.project.repair
+
+    monkeypatch.setattr(weft.project.repair, "GRACE", weft.project.repair.timedelta(0))
+    names = ProjectNames(project_id)
+    item = (await api.post("/api/work", json=entry("lost-later"))).json()
+    queue = work_queue(nc, names)
+    first = await queue.get_record(item["id"])
+    assert first.queue_seq is not None
+    await asyncio.sleep(1.0)  # sweeps find it queued with its message, and leave it
+    assert (await queue.get_record(item["id"])).queue_seq == first.queue_seq
+    await nc.jetstream().delete_msg(names.work_stream, first.queue_seq)
+
+    async def queued_again() -> bool:
+        seq = (await queue.get_record(item["id"])).queue_seq
+        return seq is not None and seq != first.queue_seq
+
+    await eventually(queued_again, timeout=10)
+    assert await complete_next(queue) == "lost-later"

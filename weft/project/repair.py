@@ -9,11 +9,14 @@ idempotent, compare-and-set rules, so replicas repairing at once change an item 
   it is settled;
 * an item that failed because of a dependency that has since been retried is revived;
 * a queued item (or one handed in for review) whose queue message was never stored
-  gets one;
+  gets one, and so does one whose message the stream no longer holds though no claim
+  took it (lost, as a cluster's faults can: nothing else would deliver it again);
 * an item still waiting on the operator about a question that was answered or expired
   goes back in progress (a lander's "land this?": its landing is decided; a question
   that was never stored puts it back in the landers' queue). The copy does not show
-  queue messages, so each queued item is read once after it has been quiet for a while.
+  queue messages, so each queued item is read after it has been quiet for a while, and
+  again while it stays unchanged, at intervals doubling up to :data:`RECHECK_MAX`; a
+  read that failed is tried again at the next sweep.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ log = logging.getLogger("loom.weft.repair")
 GRACE = timedelta(seconds=5)
 """Changes younger than this are left to the process still making them."""
 REMEMBERED = 50_000
+RECHECK_MAX = timedelta(minutes=10)
+"""The longest an unchanged queued item goes before its queue message is checked again."""
 ON_A_QUESTION = frozenset({WorkStatus.WAITING_ON_OPERATOR, WorkStatus.LANDING})
 """An agent's question (waiting-on-operator) or a lander's "land this?" (landing)."""
 NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING})
@@ -45,7 +50,8 @@ class WorkRepair:
         self.queue = queue
         self.work = work
         self.questions = questions
-        self._checked: OrderedDict[tuple[str, datetime], None] = OrderedDict()
+        self._checked: OrderedDict[tuple[str, datetime], tuple[datetime, timedelta]] = OrderedDict()
+        """(item, version) -> when to check its queue message again, and the interval used."""
 
     async def sweep(self, now: datetime | None = None) -> dict[str, int]:
         moment = now or utcnow()
@@ -74,20 +80,26 @@ class WorkRepair:
             if item.status not in NEEDS_A_MESSAGE or item.updated_at > quiet:
                 continue
             key = (item.id, item.updated_at)
-            if key in self._checked:
+            due = self._checked.get(key)
+            if due is not None and due[0] > moment:
                 continue
-            if await self._try(self.queue.ensure_enqueued(item.id), item.id):
-                done["enqueued"] += 1
-            self._checked[key] = None
+            enqueued = await self._try(self.queue.ensure_enqueued(item.id), item.id)
+            if enqueued is None:
+                continue  # not checked: the next sweep tries again
+            done["enqueued"] += bool(enqueued)
+            interval = GRACE if due is None else min(due[1] * 2, RECHECK_MAX)
+            self._checked[key] = (moment + interval, interval)
+            self._checked.move_to_end(key)
             while len(self._checked) > REMEMBERED:
                 self._checked.popitem(last=False)
         return done
 
     @staticmethod
-    async def _try(step: Awaitable[object], work_id: str) -> bool:
+    async def _try(step: Awaitable[object], work_id: str) -> bool | None:
+        """Whether the step repaired something; None when it failed (logged)."""
         try:
             return bool(await step)
         except Exception as exc:
             raise_if_cancelling()
             log.warning("repairing work %s failed: %s", work_id, exc)
-            return False
+            return None

@@ -288,3 +288,28 @@ async def test_a_crash_between_steps_is_repaired_by_settling_and_enqueueing(
     assert await q.ensure_enqueued(child.id) is True
     got = await run_one(q)
     assert got is not None and got.id == child.id
+
+
+async def test_a_queued_item_whose_message_was_lost_is_queued_again_once(
+    nc: NatsClient, project_id: str
+) -> None:
+    """The stream holds a queued item's message until a claim takes the item; a cluster's
+    faults have been seen to lose one anyway (scenario 31). The repair finds it gone and
+    publishes another, once however many replicas repair; a claimed item's is left alone."""
+    names = ProjectNames(project_id)
+    q = work_queue(nc, names)
+    item = await q.submit(sub("lost"))
+    assert await q.ensure_enqueued(item.id) is False  # its message is there
+    record = await q.get_record(item.id)
+    assert record.queue_seq is not None
+    await nc.jetstream().delete_msg(names.work_stream, record.queue_seq)
+    repaired = await asyncio.gather(*(work_queue(nc, names).ensure_enqueued(item.id) for _ in range(3)))
+    assert any(repaired)
+    again = await q.get_record(item.id)
+    assert again.queue_seq not in (None, record.queue_seq) and again.enqueues == record.enqueues + 1
+    assert await q.queue_depths() == {"code": 1}  # one message, whoever repaired
+    claimed = await q.claim(coder())
+    assert claimed is not None and claimed.id == item.id
+    assert await q.ensure_enqueued(item.id) is False  # claimed: nothing to repair
+    done = await q.complete(item.id, A, {"by": A})
+    assert done.status is S.COMPLETED
