@@ -178,15 +178,11 @@ class SinkStore:
                 lambda sends: admit(sends or {}, now_s, per_minute),
                 parse=_counts,
                 dump=lambda sends: json.dumps(sends).encode(),
-                conflict=_RateContended,
+                conflict=lambda: Conflict("the sink's send count is busy", field="name"),
             )
-        except _RateContended:
+        except Conflict:
             return False  # contended past reason: treat as limited (the record keeps the notice)
         return swap.changed
-
-
-class _RateContended(Exception):
-    """A sink's send count lost every compare-and-set it tried."""
 
 
 def _counts(raw: bytes) -> dict[int, int]:
