@@ -218,9 +218,9 @@ class Hosts:
         for namespace, device in ends:
             _must("ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root", *tbf)
         refused = tried.stderr.strip()[:200]
-        lost = self._drop(i, loss_pct)
-        if lost:
-            return SlowLink("tbf", f"rate {rate} each way", netem_refused=refused, loss_refused=lost)
+        loss_refused = self._drop(i, loss_pct)
+        if loss_refused:
+            return SlowLink("tbf", f"rate {rate} each way", netem_refused=refused, loss_refused=loss_refused)
         return SlowLink("tbf+nft", f"rate {rate}, loss {loss_pct:g}% each way", netem_refused=refused)
 
     def _drop(self, i: int, loss_pct: float) -> str:
