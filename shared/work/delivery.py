@@ -42,13 +42,18 @@ class WorkDelivery(WorkRecords):
             return False
         return True
 
-    async def _enqueue(self, work_id: str) -> int:
-        """Publish the queue message for the record's current state; store its seq."""
+    async def _enqueue(self, work_id: str, after: WorkRecord | None = None) -> int:
+        """Publish the queue message for the record's current state; store its seq.
+
+        ``after``: the record a repair judged to lack its message. The message then takes
+        the enqueue number after that record's, so repairers racing on one judgement publish
+        one message id (JetStream's duplicate window stores it once), even when another's
+        repair is stored before this one reads the record again."""
         record, _ = await self._load(work_id)
         item = record.item
         subject = self._subject_of(item)
         await self._ensure_consumer(subject)
-        epoch = record.enqueues + 1
+        epoch = (after if after is not None else record).enqueues + 1
         ack = await self._js.publish(
             subject,
             json.dumps({"work_id": item.id, "epoch": epoch}).encode(),

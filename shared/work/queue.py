@@ -479,8 +479,8 @@ class WorkQueue(WorkDelivery):
         (see :func:`needs_message`), or whose message the stream no longer holds though
         no claim took the item (lost: nothing else would ever deliver it). True when it did.
 
-        Replicas repairing at once publish the same enqueue number, which JetStream's
-        duplicate window stores once."""
+        Replicas repairing at once publish the enqueue number after the one they judged,
+        which JetStream's duplicate window stores once."""
         record = await self._record_or_none(work_id)
         if record is None:
             return False
@@ -488,7 +488,7 @@ class WorkQueue(WorkDelivery):
             if not message_must_be_held(record) or await self._queued_message_held(record):
                 return False
             log.warning("work %s: queued, but its queue message is gone; queueing it again", work_id)
-        await self._enqueue(work_id)
+        await self._enqueue(work_id, after=record)
         return True
 
     # -- claim -----------------------------------------------------------------

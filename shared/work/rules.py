@@ -137,7 +137,10 @@ def admit(
 
 
 def store_seq(record: WorkRecord, seq: int, epoch: int, now: datetime) -> Change:
-    """Remember the queue message of enqueue number ``epoch`` (whatever the status by now)."""
+    """Remember the queue message of enqueue number ``epoch`` (whatever the status by now),
+    unless a later enqueue's is already stored: that one is the message a claim must match."""
+    if epoch < record.enqueues:
+        return Change()
     new, _ = _fork(record, now)
     new.queue_seq = seq
     new.enqueues = max(record.enqueues, epoch)

@@ -308,6 +308,11 @@ async def test_a_queued_item_whose_message_was_lost_is_queued_again_once(
     again = await q.get_record(item.id)
     assert again.queue_seq not in (None, record.queue_seq) and again.enqueues == record.enqueues + 1
     assert await q.queue_depths() == {"code": 1}  # one message, whoever repaired
+    # A repairer that judged the message gone before the first repair was stored, and
+    # publishes only now, publishes the same message again, not one more.
+    await q._enqueue(item.id, after=record)
+    assert (await q.get_record(item.id)).queue_seq == again.queue_seq
+    assert await q.queue_depths() == {"code": 1}
     claimed = await q.claim(coder())
     assert claimed is not None and claimed.id == item.id
     assert await q.ensure_enqueued(item.id) is False  # claimed: nothing to repair

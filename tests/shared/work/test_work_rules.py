@@ -221,15 +221,20 @@ def test_admit_refuses_a_deadline_that_is_not_in_the_future(deadline: datetime) 
     assert (info.value.field, info.value.message) == ("deadline", "deadline: must be in the future")
 
 
-@pytest.mark.parametrize(("enqueues", "epoch", "expected"), [(0, 1, 1), (1, 2, 2), (3, 2, 3)])
-def test_store_seq_keeps_the_newest_epoch_whatever_the_status(
-    enqueues: int, epoch: int, expected: int
-) -> None:
+@pytest.mark.parametrize(("enqueues", "epoch"), [(0, 1), (1, 2), (2, 2)])
+def test_store_seq_keeps_the_newest_epoch_whatever_the_status(enqueues: int, epoch: int) -> None:
     given = record(S.CLAIMED, queue_seq=4, enqueues=enqueues)
     change = run(store_seq, given, 9, epoch, NOW)
     new = stored(change)
-    assert (new.queue_seq, new.enqueues, new.item.status) == (9, expected, S.CLAIMED)
+    assert (new.queue_seq, new.enqueues, new.item.status) == (9, epoch, S.CLAIMED)
     assert (change.events, change.ack, change.then) == ((), None, None)
+
+
+def test_store_seq_leaves_a_later_enqueues_message_in_place() -> None:
+    """A publish stored late (its enqueue number already passed) must not point the record
+    back at a superseded message."""
+    given = record(S.QUEUED, queue_seq=4, enqueues=3)
+    assert run(store_seq, given, 9, 2, NOW) == Change()
 
 
 # -- take ----------------------------------------------------------------------------
