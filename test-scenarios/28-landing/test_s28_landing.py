@@ -24,7 +24,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from scenario_harness import Fabric, ToolCallError, WarpAgent, eventually, new_agent_id
+from scenario_harness import Fabric, ToolCallError, WarpAgent, agents_in, eventually, new_agent_id
 from scenario_harness.agents import base_env
 
 from testsupport.git import AUTHOR, clone, make_origin, run_git
@@ -161,17 +161,18 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
     hosts = {name: clone(origin, git_dir / f"host-{name}") for name in ("ana", "ben", "cy", "rev")}
 
     async with AsyncExitStack() as stack:
-        agents = {
-            name: await stack.enter_async_context(
-                fabric.agent(
-                    name,
-                    capabilities=["review"] if name == "rev" else ["code"],
-                    project_path=hosts[name],
-                    extra_env=FAST,
-                )
-            )
-            for name in hosts
-        }
+        agents = await agents_in(  # at once: one by one took a minute on a loaded machine
+            stack,
+            fabric,
+            {
+                name: {
+                    "capabilities": ["review"] if name == "rev" else ["code"],
+                    "project_path": path,
+                    "extra_env": FAST,
+                }
+                for name, path in hosts.items()
+            },
+        )
         stop = asyncio.Event()
         loops = [asyncio.create_task(worker(a, origin, tasks, stop)) for a in agents.values()]
         try:

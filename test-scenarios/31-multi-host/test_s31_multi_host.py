@@ -275,12 +275,25 @@ class Drill:
 
     async def start_agent(self, agent: WarpAgent) -> None:
         """Handshake and register; the first registrations create the project's R3 buckets,
-        which a young cluster may take longer for than one tool call waits."""
-        await agent.start(register=False)
-        out = await call_retrying(
-            agent, "warp_registry_register", WorkerLog(agent.handle), give_up=RECOVERY_S
-        )
+        which a young cluster may take longer for than one tool call waits. A step that
+        does not answer in time is named, with how long the start had taken and what the
+        agent said (a bare timeout from a loaded CI run told nothing)."""
+        began, step = clock(), "the MCP handshake"
+        try:
+            await agent.initialize()
+            step = "waiting for Warp to reach NATS"
+            await agent.wait_ready()
+            step = "registering"
+            log = WorkerLog(agent.handle)
+            out = await call_retrying(agent, "warp_registry_register", log, give_up=RECOVERY_S)
+        except TimeoutError:
+            raise AssertionError(
+                f"{agent.handle}: no answer in time while {step}, {clock() - began:.1f}s into its "
+                f"start\n--- its stderr (tail) ---\n{agent.stderr()[-1500:]}"
+            ) from None
         assert isinstance(out, dict), f"{agent.handle} could not register: {out}"
+        took = f"{clock() - began:.1f}s" + (f", {log.errors} refused registration(s)" if log.errors else "")
+        self.figures.setdefault("agent_start", {})[agent.handle] = took
 
     # -- load ------------------------------------------------------------------------------------
     async def submitter(self) -> None:
@@ -548,6 +561,7 @@ async def run(hosts: Hosts, folder: Path) -> None:
             await exercise(drill, began)
         except Exception as exc:
             failure = exc
+            failure.add_note(f"the drill failed {clock() - began:.1f}s in; figures so far: {drill.figures}")
     if failure is not None:
         raise failure
 
@@ -605,8 +619,9 @@ async def exercise(drill: Drill, began: float) -> None:
             if task not in finished:
                 task.cancel()
     for task in finished:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+        if not task.cancelled() and (error := task.exception()) is not None:
+            error.add_note(f"raised by the drill's {task.get_name()} (workers: {drill.last_said})")
+            raise error
     history = drill.history
     records = await work_records(drill.nats_url, drill.project_id)
     figures = drill.figures | history.counts()
