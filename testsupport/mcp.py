@@ -7,12 +7,28 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, CallToolResult
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+from shared.errors import UNAVAILABLE
+from shared.mcp.toolerrors import META_KEY
+from shared.nats.failures import JETSTREAM_ERROR, NATS_UNAVAILABLE
+
+RIDE_OUT: Final = frozenset({UNAVAILABLE, NATS_UNAVAILABLE, JETSTREAM_ERROR})
+"""The error codes of a tool refusal that says "not now": NATS or JetStream away, or the
+server not (or no longer) connected to them."""
+
+
+def is_outage(result: CallToolResult) -> bool:
+    """Whether a tool's error is an outage to ride out rather than a refusal of the call
+    itself, judged by its code (``_meta["loom/error"].error``), never by its text: "JetStream
+    is unavailable" names no NATS, and "Warp keeps reconnecting" is code ``unavailable``."""
+    document = (result.meta or {}).get(META_KEY) or {}
+    return bool(result.is_error) and document.get("error") in RIDE_OUT
 
 
 class ToolCaller(Protocol):

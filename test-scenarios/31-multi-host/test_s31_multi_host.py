@@ -55,7 +55,6 @@ from scenario_harness.drills import (
     WeftProcess,
     WorkerLog,
     call_retrying,
-    nats_trouble,
     until,
     work_records,
 )
@@ -77,6 +76,7 @@ from scenario_harness.mcp_process import BIN, text_of
 
 from shared.names import ProjectNames
 from shared.nats.server import ClusterConfig, ServerConfig
+from testsupport.mcp import is_outage
 
 HERE = Path(__file__).parent
 FIGURES = Figures(HERE / "tmp" / "figures.json")
@@ -359,7 +359,7 @@ class Drill:
                 if not done.is_error:
                     self.history.completions.append(step)
                     break
-                if not nats_trouble(done):  # a definite refusal: the claim lapsed meanwhile
+                if not is_outage(done):  # a definite refusal: the claim lapsed meanwhile
                     self.history.refused_completions.append(step)
                     break
                 await asyncio.sleep(0.2)
@@ -391,7 +391,7 @@ class Drill:
                 asked = clock()
                 released = await agent.raw("warp_lease_release", lease_id=lease["id"])
                 ok = not released.is_error
-                if ok or not nats_trouble(released) or clock() > deadline:
+                if ok or not is_outage(released) or clock() > deadline:
                     self.history.releases.append(Release(lease["id"], asked, clock(), ok))
                     break
                 await asyncio.sleep(0.2)

@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from mcp.types import CallToolResult
 
 from scenario_harness.agents import WarpAgent
 from scenario_harness.fabric import Fabric, new_project_id
 from scenario_harness.mcp_process import BIN, ToolCallError
 from scenario_harness.weft_server import RunningWeft
-from shared.mcp.toolerrors import META_KEY
-from shared.nats.failures import JETSTREAM_ERROR, NATS_UNAVAILABLE
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
+from testsupport.mcp import is_outage
 
 WEFT_START_TIMEOUT_S = 30.0
 
@@ -287,18 +285,6 @@ class WorkerLog:
         return said + (f"\n--- {self.handle} stderr (tail) ---\n{stderr[-1500:]}" if stderr else "")
 
 
-NOT_HOLDER_HINTS = ("not the claimant", "not held by", "is not claimed by", "claimed by another", "status is")
-
-
-def nats_trouble(result: CallToolResult) -> bool:
-    """Whether a tool's error says NATS or JetStream was away or would not do it now (an
-    outage to ride out), by its code, not a refusal of the call itself. "JetStream is
-    unavailable" names no NATS in its text, and a drill that took it for a refusal left an
-    agent unregistered after a young cluster's first election."""
-    document = (result.meta or {}).get(META_KEY) or {}
-    return document.get("error") in (NATS_UNAVAILABLE, JETSTREAM_ERROR)
-
-
 async def call_retrying(
     agent: WarpAgent, tool: str, log: WorkerLog, *, give_up: float = 60.0, **arguments: Any
 ) -> dict[str, Any] | str:
@@ -315,7 +301,7 @@ async def call_retrying(
             return dict(result.structured_content or {})
         text = " ".join(getattr(c, "text", "") for c in result.content)
         log.last_error = text
-        if not nats_trouble(result):
+        if not is_outage(result):
             return text  # a real refusal (e.g. no longer the holder), not an outage
         log.errors += 1
         if now() > deadline:

@@ -18,9 +18,13 @@ import httpx
 
 from shared.settings import NatsSettings
 from shared.tls import client_tls
-from testsupport.serving import serve_in_thread
+from testsupport.serving import SERVED_AT_ONCE, serve_in_thread
 
 START_TIMEOUT_S = 30.0
+API_TIMEOUT_S = 45.0
+"""How long a scenario's client (httpx, Shuttle) waits for Weft's answer. The scenarios test
+what Weft answers, not how fast: the first request for a project opens it (a dozen streams
+and buckets), and a fresh-clone run on two loaded cores once took Weft over 10 s for that."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,9 @@ class RunningWeft:
             headers["Authorization"] = f"Bearer {self.token}"
         if project:
             headers["X-Loom-Project"] = project
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=15, verify=client_tls(self.url))
+        return httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=API_TIMEOUT_S, verify=client_tls(self.url)
+        )
 
 
 @contextlib.contextmanager
@@ -57,6 +63,7 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
         "ws_ping_interval_s": 1.0,
         "api_tokens": [],
         "policy_file": None,
+        "max_projects": SERVED_AT_ONCE,  # the worker's Weft outlives every scenario's project
     }
     if "loom" not in settings:  # its local state (repository copies, ...) in a folder of its own
         from shared.settings import LoomSettings

@@ -26,6 +26,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
 
 from shared.identity import Identity
+from testsupport.mcp import is_outage
 
 WARP = str(Path(sys.executable).parent / "warp")
 
@@ -52,36 +53,38 @@ class WarpProc:
 
     async def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         res = await self.call(name, arguments)
-        text = " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
-        assert not res.is_error, f"{name} failed: {text}\n--- stderr ---\n{self.stderr()[-3000:]}"
+        said = text(res)
+        assert not res.is_error, f"{name} failed: {said}\n--- stderr ---\n{self.stderr()[-3000:]}"
         assert res.structured_content is not None, f"{name}: no structured content"
         return dict(res.structured_content)
 
     async def err(self, name: str, arguments: dict[str, Any] | None = None) -> str:
         res = await self.call(name, arguments)
-        text = " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
-        assert res.is_error, f"{name} unexpectedly succeeded: {text}"
-        return text
+        said = text(res)
+        assert res.is_error, f"{name} unexpectedly succeeded: {said}"
+        return said
 
     async def ready_ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Like :meth:`ok`, retrying while the server says NATS (or the service on it) is not ready."""
+        """Like :meth:`ok`, retrying while the server says NATS (or Warp's hold of it) is not
+        there yet (:func:`testsupport.mcp.is_outage`)."""
         with anyio.fail_after(30):
             while True:
                 res = await self.call(name, arguments)
                 if not res.is_error:
                     assert res.structured_content is not None
                     return dict(res.structured_content)
-                text = " ".join(c.text for c in res.content if isinstance(c, types.TextContent))
-                assert "NATS" in text or "try again shortly" in text, text
+                assert is_outage(res), text(res)
                 await anyio.sleep(0.2)
 
     async def ready_err(self, name: str, arguments: dict[str, Any] | None = None) -> str:
-        """Like :meth:`err`, retrying while the server says NATS (or the service on it) is not ready."""
+        """Like :meth:`err`, retrying while the server says NATS (or Warp's hold of it) is not
+        there yet: the refusal the test expects, once it is one."""
         with anyio.fail_after(30):
             while True:
-                text = await self.err(name, arguments)
-                if "NATS" not in text and "try again shortly" not in text:
-                    return text
+                res = await self.call(name, arguments)
+                assert res.is_error, f"{name} unexpectedly succeeded: {text(res)}"
+                if not is_outage(res):
+                    return text(res)
                 await anyio.sleep(0.2)
 
     def kill9(self) -> None:
