@@ -21,7 +21,6 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.errors import (
     APIError,
-    BadRequestError,
     BucketNotFoundError,
     InvalidKeyError,
     KeyNotFoundError,
@@ -122,11 +121,17 @@ async def ensure_kv(
 ) -> KeyValue:
     """Bind to ``bucket``, creating it on first use (file storage; ``marker_ttl``: how long
     the server keeps the marker of an expired or purged key, for watchers to see it). An
-    existing bucket is bound as it is, whatever it was created with."""
-    try:
-        return await js.key_value(bucket)
-    except (BucketNotFoundError, NotFoundError):
-        pass
+    existing bucket is bound as it is, whatever it was created with.
+
+    A connection that may create buckets asks for the create first, as
+    :func:`ensure_stream` does and for the same reason (a bucket just created has no
+    leader for a moment); one that may not binds first and asks Weft only for what is
+    missing."""
+    if provisioned_project(js) is not None:
+        try:
+            return await js.key_value(bucket)
+        except (BucketNotFoundError, NotFoundError):
+            pass
     config = KeyValueConfig(
         bucket=bucket,
         history=history,
@@ -143,16 +148,18 @@ async def ensure_kv(
 
 async def create_kv(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
     """Create a bucket (through Weft when this connection may not) and bind to it; a bucket
-    another process created meanwhile is bound as it is."""
+    that exists with another configuration is bound as it is."""
     project = provisioned_project(js)
     if project is not None:
         await _ask_weft(js, project, "kv", kv_request(config))
         return await js.key_value(config.bucket)
     try:
         return await js.create_key_value(config)
-    except BadRequestError:
-        # Another process created it between our lookup and create.
-        return await js.key_value(config.bucket)
+    except APIError as refused:  # it exists, created otherwise: bound as it is...
+        try:
+            return await js.key_value(config.bucket)
+        except (BucketNotFoundError, NotFoundError):
+            raise refused from None  # ... or it cannot be made as asked
 
 
 def kv_request(config: KeyValueConfig) -> dict[str, Any]:
@@ -177,11 +184,18 @@ def kv_config(request: dict[str, Any], *, replicas: int) -> KeyValueConfig:
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
-    """Create the stream, or update it when it exists (limits may have changed).
+    """Create the stream, or update it when it exists with other limits.
 
     A new stream gets ``config.num_replicas`` or the connection's (:func:`replicas_of`). An
     existing one keeps its replica count unless the caller set one explicitly,
     so a process started without the cluster's setting cannot shrink it.
+
+    The create is asked first: the server answers it for a stream that exists as asked,
+    at once. Asking for the stream's info first stalled a fleet's first start on a
+    cluster: a stream another process has just created has no leader for a moment, and
+    info requests then go unanswered until they time out (six agents starting together
+    on three nodes waited out two of Warp's timeouts each). An update is sent only when
+    the limits differ: each one is a change the whole cluster agrees on.
     """
     if not config.name:
         raise ValueError("stream config: name is required")
@@ -190,17 +204,25 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         await _ask_weft(js, project, "stream", _stream_request(config))
         return
     explicit_replicas = config.num_replicas
+    config.num_replicas = explicit_replicas or replicas_of(js)
     try:
-        current = await js.stream_info(config.name)
-    except NotFoundError:
-        config.num_replicas = explicit_replicas or replicas_of(js)
+        await js.add_stream(config)
+        return
+    except APIError as refused:  # it exists, created otherwise (other limits or replicas)...
         try:
-            await js.add_stream(config)
-            return
-        except BadRequestError:  # created by another process since we looked
             current = await js.stream_info(config.name)
+        except NotFoundError:
+            raise refused from None  # ... or it cannot be made as asked
     config.num_replicas = explicit_replicas or current.config.num_replicas
-    await js.update_stream(config)
+    if differs(current.config, config):
+        await js.update_stream(config)
+
+
+def differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    """Whether ``wanted`` asks for anything ``current`` does not have (fields it leaves
+    unset are the server's to choose, and are not compared)."""
+    have = current.as_dict()
+    return any(have.get(key) != value for key, value in wanted.as_dict().items() if value is not None)
 
 
 SNAPSHOT_TIMEOUT_S = 10.0

@@ -1,14 +1,19 @@
-"""shared.nats.jetstream.ensure_stream: create or update without shrinking replicas."""
+"""shared.nats.jetstream.ensure_stream and ensure_kv: create or update without shrinking
+replicas, and without a request the cluster need not answer."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 
 from shared.nats.client import connect
-from shared.nats.jetstream import ensure_stream, replicas_of
-from shared.nats.server import EmbeddedNatsServer
+from shared.nats.jetstream import ensure_kv, ensure_stream, replicas_of
+from shared.nats.server import ClusterConfig, EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import load_loom_settings
 
 
@@ -40,3 +45,99 @@ async def test_bad_replica_setting_is_named(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("LOOM_JS_REPLICAS", "many")
     with pytest.raises(ValueError, match="LOOM_JS_REPLICAS"):
         load_loom_settings()
+
+
+async def test_a_stream_that_is_as_asked_is_neither_read_nor_updated(
+    nc: NatsClient, nats_server: EmbeddedNatsServer, project_id: str
+) -> None:
+    """Every process ensures the streams it uses when it starts; a stream already as asked
+    costs one create, answered at once, and no update (on a cluster, a change all its nodes
+    agree on)."""
+    name = f"S-{project_id}"
+    watcher = await connect(url=nats_server.url)
+    try:
+        requests = await watcher.subscribe(f"$JS.API.STREAM.*.{name}")
+        await watcher.flush()
+        config = {"name": name, "subjects": [f"{project_id}.a"], "max_msgs": 10, "max_age": 60.0}
+        for _ in range(3):
+            await ensure_stream(nc.jetstream(), StreamConfig(**config))  # type: ignore[arg-type]
+        await ensure_stream(nc.jetstream(), StreamConfig(**config | {"max_msgs": 20}))  # type: ignore[arg-type]
+        await watcher.flush()  # every request the server passed on is queued here by now
+        seen = [(await requests.next_msg()).subject.split(".")[3] for _ in range(requests.pending_msgs)]
+        assert seen == ["CREATE", "CREATE", "CREATE", "CREATE", "INFO", "UPDATE"]
+        assert (await nc.jetstream().stream_info(name)).config.max_msgs == 20
+    finally:
+        await watcher.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """Three nats-servers on loopback in one JetStream cluster; their client URLs."""
+    folder: Path = tmp_path_factory.mktemp("cluster")
+    routes = [free_port() for _ in range(3)]
+    servers = [
+        EmbeddedNatsServer(
+            ServerConfig(
+                port=free_port(),
+                server_name=f"n{i}",
+                store_dir=folder / f"n{i}",
+                cluster=ClusterConfig(
+                    name="loom-test",
+                    port=routes[i],
+                    routes=[f"nats-route://127.0.0.1:{port}" for j, port in enumerate(routes) if j != i],
+                ),
+            ),
+            log_file=folder / f"n{i}.log",
+        )
+        for i in range(3)
+    ]
+    try:
+        for server in servers:
+            server.start(20)
+        yield [server.url for server in servers]
+    finally:
+        for server in servers:
+            server.kill()
+
+
+async def clients_of(cluster: list[str]) -> list[NatsClient]:
+    """Six connections, two per node, once the cluster can make a replicated stream."""
+    clients = [await connect(url=cluster[k % 3], replicas=3) for k in range(6)]
+    first = clients[0].jetstream(timeout=2)
+    while True:  # until the cluster has a meta leader and all three peers
+        try:
+            await first.add_stream(StreamConfig(name="WARM", subjects=["warm"], num_replicas=3))
+            return clients
+        except Exception:
+            await asyncio.sleep(0.2)
+
+
+async def test_processes_starting_together_on_a_cluster_wait_for_no_timeout(cluster: list[str]) -> None:
+    """Six processes, two per node, start at once and ensure the same new replicated streams
+    and buckets in turn. One creates each; the others must not ask for its info while it has
+    no leader yet (such a request goes unanswered until it times out: on a fleet's first
+    start, each process waited out one or two of its timeouts)."""
+    clients = await clients_of(cluster)
+    first = clients[0].jetstream(timeout=2)
+    try:
+        for round_ in range(2):
+
+            async def start(client: NatsClient, round_: int = round_) -> None:
+                """What a process does as it starts: its project's streams and buckets, in turn."""
+                js = client.jetstream(timeout=2)
+                for k in range(4):
+                    name = f"R{round_}S{k}"
+                    await ensure_stream(
+                        js, StreamConfig(name=name, subjects=[f"r{round_}.s{k}"], max_msgs=100)
+                    )
+                    await ensure_kv(js, f"r{round_}-b{k}", history=2)
+
+            results = await asyncio.gather(*(start(c) for c in clients), return_exceptions=True)
+            assert [r for r in results if r is not None] == [], results
+            stream = await first.stream_info(f"R{round_}S3")
+            assert stream.config.num_replicas == 3 and stream.config.max_msgs == 100
+            bucket = await first.stream_info(f"KV_r{round_}-b3")
+            assert bucket.config.num_replicas == 3 and bucket.config.max_msgs_per_subject == 2
+    finally:
+        for client in clients:
+            await client.close()
