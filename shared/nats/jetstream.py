@@ -193,8 +193,8 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     The create is asked first: the server answers it for a stream that exists as asked,
     at once. Asking for the stream's info first stalled a fleet's first start on a
     cluster: a stream another process has just created has no leader for a moment, and
-    info requests then go unanswered until they time out (six agents starting together
-    on three nodes waited out two of Warp's timeouts each). An update is sent only when
+    info requests then go unanswered until they time out (of six processes starting
+    together on three nodes, five waited out one or two timeouts). An update is sent only when
     the limits differ: each one is a change the whole cluster agrees on.
     """
     if not config.name:
