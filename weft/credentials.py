@@ -61,6 +61,7 @@ from shared.nats.cas import cas_upsert
 from shared.nats.client import settle
 from shared.nats.jetstream import (
     create_kv,
+    differs,
     ensure_kv,
     get_or_none,
     kv_config,
@@ -287,11 +288,11 @@ class CredentialAuthority:
         if kind == "stream":
             stream = agent_stream(names, config, replicas=replicas_of(self.js))
             try:
-                await self.js.stream_info(str(stream.name))
+                current = await self.js.stream_info(str(stream.name))
             except NotFoundError:
                 await self.js.add_stream(stream)
                 return
-            if str(stream.name).startswith(names.channel_stream_prefix):
+            if str(stream.name).startswith(names.channel_stream_prefix) and differs(current.config, stream):
                 await self.js.update_stream(stream)  # a channel's limits are its config's
         elif kind == "kv":
             bucket = agent_bucket(names, config, replicas=replicas_of(self.js))

@@ -222,7 +222,7 @@ def differs(current: StreamConfig, wanted: StreamConfig) -> bool:
     """Whether ``wanted`` asks for anything ``current`` does not have (fields it leaves
     unset are the server's to choose, and are not compared)."""
     have = current.as_dict()
-    return any(have.get(key) != value for key, value in wanted.as_dict().items() if value is not None)
+    return any(have.get(key) != value for key, value in _stream_request(wanted).items())
 
 
 SNAPSHOT_TIMEOUT_S = 10.0
