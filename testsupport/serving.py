@@ -33,6 +33,12 @@ for stale agents several times a second (measured: 60 idle projects at a 0.2 s s
 of a core in Weft alone). The least recently used beyond this many stop being served; a test's
 next request serves its project again."""
 
+CLIENT_TIMEOUT_S = 45.0
+"""How long a test's HTTP client (httpx, Shuttle) waits for a served Weft's answer. Tests check
+what Weft answers, not how fast (the performance suite does): the first request for a project
+opens it (a dozen streams and buckets), which on two loaded cores took Weft over 10 s in a
+fresh-clone run, and twice past httpx's default of 5 s in CI."""
+
 
 @dataclass(frozen=True)
 class Served:

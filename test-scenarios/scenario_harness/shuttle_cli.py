@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scenario_harness.mcp_process import BIN
-from scenario_harness.weft_server import API_TIMEOUT_S
+from testsupport.serving import CLIENT_TIMEOUT_S
 
 SHUTTLE_TIMEOUT_S = 60.0
 
@@ -72,7 +72,7 @@ async def run_shuttle(
         "LOOM_PROJECT_ID": project_id,
         "NO_COLOR": "1",
         "COLUMNS": "200",
-        "LOOM_API_TIMEOUT": f"{API_TIMEOUT_S:g}",
+        "LOOM_API_TIMEOUT": f"{CLIENT_TIMEOUT_S:g}",
     }
     if token:
         env["LOOM_API_TOKEN"] = token

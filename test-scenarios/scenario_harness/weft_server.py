@@ -18,13 +18,9 @@ import httpx
 
 from shared.settings import NatsSettings
 from shared.tls import client_tls
-from testsupport.serving import SERVED_AT_ONCE, serve_in_thread
+from testsupport.serving import CLIENT_TIMEOUT_S, SERVED_AT_ONCE, serve_in_thread
 
 START_TIMEOUT_S = 30.0
-API_TIMEOUT_S = 45.0
-"""How long a scenario's client (httpx, Shuttle) waits for Weft's answer. The scenarios test
-what Weft answers, not how fast: the first request for a project opens it (a dozen streams
-and buckets), and a fresh-clone run on two loaded cores once took Weft over 10 s for that."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +37,7 @@ class RunningWeft:
         if project:
             headers["X-Loom-Project"] = project
         return httpx.AsyncClient(
-            base_url=self.url, headers=headers, timeout=API_TIMEOUT_S, verify=client_tls(self.url)
+            base_url=self.url, headers=headers, timeout=CLIENT_TIMEOUT_S, verify=client_tls(self.url)
         )
 
 

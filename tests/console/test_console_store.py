@@ -1,6 +1,7 @@
 """The page's store, imported into the browser as the page imports it: events applied in
-any order leave the newest copy, agents' effective status follows their events, and the
-hour's throughput is counted per minute. No server data needed beyond the page itself."""
+any order leave the newest copy, agents' effective status follows their events, a whole
+read answered after events heard on its way keeps what they said, and the hour's
+throughput is counted per minute. No server data needed beyond the page itself."""
 
 from __future__ import annotations
 
@@ -34,6 +35,35 @@ CHECKS = """async () => {
   out.agent = [store.agents.get(agent.agent_id).status, store.agents.get(agent.agent_id).stale];
   store.apply({ kind: 'agent', action: 'deregistered', subject_id: agent.agent_id, data: {} });
   out.gone = store.agents.has(agent.agent_id);
+
+  // whole reads answered after events heard on the way: the events are applied over them
+  const fleet = new Store();
+  const cee = { agent_id: 'c'.repeat(32), handle: 'cee', status: 'online', capabilities: [],
+    last_heartbeat: '2026-01-01T00:00:05Z' };
+  const dee = { ...cee, agent_id: 'd'.repeat(32), handle: 'dee' };
+  const heard = (action, agent) => fleet.apply({ kind: 'agent', subject_id: agent.agent_id, action,
+    data: action === 'deregistered' ? {} : { agent, status: agent.status } });
+  const first = fleet.beginRead('agents');
+  heard('registered', cee);
+  const second = fleet.beginRead('agents');
+  heard('registered', dee);
+  fleet.setAgents([], first);  // read before either registered
+  out.first = [...fleet.agents.keys()].map((id) => id[0]).sort().join('');
+  fleet.setAgents([cee], second);  // read between the two
+  out.second = [...fleet.agents.keys()].map((id) => id[0]).sort().join('');
+  out.keptAfter = fleet.heard.agents.events.length;
+  const third = fleet.beginRead('agents');
+  heard('deregistered', cee);
+  heard('busy', { ...dee, status: 'busy', last_heartbeat: '2026-01-01T00:00:01Z' });
+  fleet.setAgents([cee, { ...dee, last_heartbeat: '2026-01-01T00:00:09Z' }], third);
+  const d = fleet.agents.get(dee.agent_id);
+  out.third = [fleet.agents.has(cee.agent_id), d.status, d.last_heartbeat];
+  const failed = fleet.beginRead('agents');
+  fleet.endRead(failed);
+  heard('registered', cee);
+  out.keptIdle = fleet.heard.agents.events.length;
+  fleet.setAgents([]);  // a read that began before the feed opened: nothing to apply over it
+  out.plain = fleet.agents.size;
 
   const now = Date.parse('2026-01-01T12:00:00Z');
   const done = (n, minutesAgo) => ({ id: String(n).padStart(32, '0'), status: 'completed',
@@ -72,6 +102,9 @@ async def test_the_store_keeps_the_newest_copy_and_counts_the_hour(
     assert out["after"] == "cancelled" and out["heldAfter"] == 0
     assert out["agent"] == ["offline", True]
     assert out["gone"] is False
+    assert out["first"] == "cd" and out["second"] == "cd" and out["keptAfter"] == 0
+    assert out["third"] == [False, "busy", "2026-01-01T00:00:09Z"]
+    assert out["keptIdle"] == 0 and out["plain"] == 0
     assert out["bars"] == [60, 2, 1, 3]
     assert out["order"] == ["ba", "cba", "cbax", "cbax", "claimed"]
     assert out["ago"] == ["30 s ago", "1 h ago", "just now", "in 5 min", "in 2 h", "-"]

@@ -27,6 +27,7 @@ from shared.nats.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from shared.tls import client_tls
 from tests.spinup.stubs import Seen, StubServer
+from testsupport.serving import CLIENT_TIMEOUT_S
 from weft.app import create_app
 from weft.metrics import Metrics
 from weft.project.hub import ProjectHub
@@ -245,7 +246,7 @@ class RunningWeft:
         return httpx.AsyncClient(
             base_url=self.base_url,
             headers={"X-Loom-Project": project},
-            timeout=15,
+            timeout=CLIENT_TIMEOUT_S,
             verify=client_tls(self.base_url),
         )
 

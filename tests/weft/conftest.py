@@ -17,7 +17,7 @@ from nats.aio.client import Client as NatsClient
 from shared.nats.server import EmbeddedNatsServer
 from shared.settings import NatsSettings
 from shared.tls import client_tls
-from testsupport.serving import serve_in_loop
+from testsupport.serving import CLIENT_TIMEOUT_S, serve_in_loop
 from weft.app import create_app
 from weft.runtime import NatsRuntime
 from weft.settings import WeftSettings
@@ -49,7 +49,10 @@ class RunningWeft:
         if project is not None:
             headers["X-Loom-Project"] = project
         return httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=30, verify=client_tls(self.base_url)
+            base_url=self.base_url,
+            headers=headers,
+            timeout=CLIENT_TIMEOUT_S,
+            verify=client_tls(self.base_url),
         )
 
 

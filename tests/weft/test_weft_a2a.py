@@ -47,6 +47,7 @@ from weft_helpers import claimant, eventually, message, message_0_3, register, r
 
 from shared.names import ProjectNames
 from shared.work.questions import QuestionBook
+from testsupport.serving import CLIENT_TIMEOUT_S
 from testsupport.work import work_queue
 from weft.a2a.push import push_of
 
@@ -131,7 +132,7 @@ async def test_the_public_card_names_the_endpoint_and_the_scheme_and_the_extende
             },
         )
         assert created.status_code == 201, created.text
-    async with httpx.AsyncClient() as http:  # no token: discovery is open
+    async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as http:  # no token: discovery is open
         card = await A2ACardResolver(http, f"{weft_auth.base_url}/a2a/{project_id}").get_agent_card()
     endpoint = f"{weft_auth.base_url}/a2a/{project_id}"
     assert [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
@@ -192,7 +193,7 @@ async def test_public_url_setting_is_what_the_card_advertises(weft_factory: Any,
 
 
 async def test_without_a_valid_token_the_a2a_endpoint_is_401(weft_auth: Any, project_id: str) -> None:
-    async with httpx.AsyncClient(base_url=weft_auth.base_url) as http:
+    async with httpx.AsyncClient(base_url=weft_auth.base_url, timeout=CLIENT_TIMEOUT_S) as http:
         for headers in ({}, {"Authorization": "Bearer wrong-token"}):
             for method, path in (("POST", f"/a2a/{project_id}"), ("POST", f"/a2a/{project_id}/")):
                 response = await http.request(method, path, headers=headers, json={"jsonrpc": "2.0", "id": 1})
@@ -209,7 +210,7 @@ async def test_invalid_project_in_the_path_is_400_naming_the_field(weft_auth: An
     async with weft_auth.client(TOKEN) as api:
         response = await api.post("/a2a/Not_A_Project", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"})
         mismatch = await api.post("/a2a/proj-a", headers={"X-Loom-Project": "proj-b"}, json={})
-    async with httpx.AsyncClient(base_url=weft_auth.base_url) as anyone:
+    async with httpx.AsyncClient(base_url=weft_auth.base_url, timeout=CLIENT_TIMEOUT_S) as anyone:
         card = await anyone.get("/a2a/Not_A_Project/.well-known/agent-card.json")
         root = await anyone.get("/.well-known/agent-card.json", params={"project": "Not_A_Project"})
     for refused in (card, root):
@@ -632,7 +633,9 @@ async def test_streams_and_waiting_sends_let_go_of_their_relay_listener(
     await eventually(
         lambda: asyncio.sleep(0, result=project.relay.listening == 0), what="the stream's listener to go"
     )
-    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}) as http:
+    async with httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}, timeout=CLIENT_TIMEOUT_S
+    ) as http:
         body = {
             "jsonrpc": "2.0",
             "id": 1,
@@ -734,7 +737,9 @@ async def test_push_notifications_reach_the_clients_webhook_until_the_task_compl
         webhook() as hook,
         a2a(weft, project_id) as client,
     ):
-        card = await A2ACardResolver(httpx.AsyncClient(), weft.base_url).get_agent_card(
+        card = await A2ACardResolver(
+            httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S), weft.base_url
+        ).get_agent_card(
             relative_card_path=f"/a2a/{project_id}/.well-known/agent-card.json",
             http_kwargs={"headers": {"Authorization": f"Bearer {TOKEN}"}},
         )

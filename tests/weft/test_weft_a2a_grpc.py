@@ -28,6 +28,7 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, message, register
 
 from shared.names import ProjectNames
+from testsupport.serving import CLIENT_TIMEOUT_S
 from testsupport.work import work_queue
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,7 +45,7 @@ async def weft(weft_factory: Any, project_id: str) -> AsyncIterator[Any]:
 
 @asynccontextmanager
 async def grpc_client(weft: Any, project: str, *, streaming: bool) -> AsyncIterator[Client]:
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as http:
         config = ClientConfig(
             httpx_client=http,
             streaming=streaming,
@@ -59,7 +60,7 @@ async def grpc_client(weft: Any, project: str, *, streaming: bool) -> AsyncItera
 
 
 async def grpc_address(weft: Any, project_id: str) -> str:
-    async with httpx.AsyncClient(base_url=weft.base_url) as anyone:
+    async with httpx.AsyncClient(base_url=weft.base_url, timeout=CLIENT_TIMEOUT_S) as anyone:
         card = (await anyone.get(f"/a2a/{project_id}/.well-known/agent-card.json")).json()
     (interface,) = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
     assert interface["tenant"] == project_id and interface["protocolVersion"] == "1.0"

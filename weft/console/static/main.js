@@ -152,15 +152,22 @@ function start(api, first, signedIn = false) {
   const loadAll = async () => {
     // agents and targets first: the fleet view needs them; then the counts and the (larger)
     // work records, once the fleet has been drawn (they must not hold up the first paint)
-    const [agents, targets] = opened || (await Promise.all([api.all("/api/agents"), api.all("/api/targets")]));
-    opened = null;
-    store.setTargets(targets);
-    store.setAgents(agents);
+    if (opened) {
+      const [agents, targets] = opened;
+      opened = null;
+      store.setTargets(targets);
+      store.setAgents(agents);
+    } else {
+      await Promise.all([
+        readWhole("agents", "/api/agents", (items, read) => store.setAgents(items, read)),
+        readWhole("targets", "/api/targets", (items, read) => store.setTargets(items, read)),
+      ]);
+    }
     await new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
     await Promise.all([
       refreshProtocolAgents(),
       api.get("/api/stats").then(showStats),
-      api.all("/api/questions").then((items) => store.setQuestions(items)),
+      readWhole("questions", "/api/questions", (items, read) => store.setQuestions(items, read)),
       api.all("/api/work", {}, (page) => store.addWork(page)).then(() => {
         if (!store.loaded.work) performance.mark("loom:work-loaded"); // the perf suite reads it
         store.loaded.work = true;
@@ -186,7 +193,7 @@ function start(api, first, signedIn = false) {
       if (connected) reload();
       else {
         refreshAgents();
-        api.all("/api/targets").then((targets) => store.setTargets(targets)).catch(() => {});
+        readWhole("targets", "/api/targets", (items, read) => store.setTargets(items, read)).catch(() => {});
       }
       connected = true;
     },
@@ -197,8 +204,19 @@ function start(api, first, signedIn = false) {
     onRefused: () => announce("Live updates were refused; the console shows what it last read."),
   });
   let connected = false;
+  /** Read a whole collection; what events said meanwhile is applied over the answer. */
+  function readWhole(collection, path, set) {
+    const read = store.beginRead(collection);
+    return api.all(path).then(
+      (items) => set(items, read),
+      (error) => {
+        store.endRead(read);
+        throw error;
+      },
+    );
+  }
   function refreshAgents() {
-    api.all("/api/agents").then((agents) => store.setAgents(agents)).catch(() => {});
+    readWhole("agents", "/api/agents", (items, read) => store.setAgents(items, read)).catch(() => {});
     refreshProtocolAgents().catch(() => {});
   }
   function refreshProtocolAgents() {

@@ -11,6 +11,9 @@ function stamp(iso) {
   return Number.isNaN(value) ? 0 : value;
 }
 
+// The collection an event changes that is also read whole over HTTP (see beginRead).
+const READ_WHOLE = { agent: "agents", target: "targets", question: "questions", lease: "leases" };
+
 export class Store {
   constructor() {
     this.agents = new Map();
@@ -28,6 +31,7 @@ export class Store {
     this.listeners = new Set();
     this.scheduled = false;
     this.lastEventAt = null;
+    this.heard = {}; // collection -> { readers, events } while a whole read of it is on its way
   }
 
   subscribe(listener) {
@@ -47,8 +51,35 @@ export class Store {
 
   // -- snapshots ------------------------------------------------------------------------
 
-  setAgents(items) {
+  // A whole read answers with the collection as it was when Weft read it, which may be older
+  // than events heard while the answer was on its way (an agent registered in between would
+  // vanish). So the events heard from a read's start are kept and applied again over it.
+
+  /** A whole read of ``collection`` (agents, targets, questions, leases) starts. */
+  beginRead(collection) {
+    const log = (this.heard[collection] ||= { readers: 0, events: [] });
+    log.readers += 1;
+    return { collection, from: log.events.length, open: true };
+  }
+
+  /** The read ended (answered or failed): stop keeping events for it. */
+  endRead(read) {
+    if (!read || !read.open) return [];
+    read.open = false;
+    const log = this.heard[read.collection];
+    const since = log.events.slice(read.from);
+    log.readers -= 1;
+    if (log.readers === 0) log.events = [];
+    return since;
+  }
+
+  replaySince(read) {
+    for (const event of this.endRead(read)) this.apply(event, false);
+  }
+
+  setAgents(items, read = null) {
     this.agents = new Map(items.map((a) => [a.agent_id, a]));
+    this.replaySince(read);
     this.loaded.agents = true;
     this.changed("agents");
   }
@@ -63,20 +94,23 @@ export class Store {
     this.changed("work");
   }
 
-  setTargets(items) {
+  setTargets(items, read = null) {
     this.targets = new Map(items.map((t) => [t.id, t]));
+    this.replaySince(read);
     this.loaded.targets = true;
     this.changed("targets");
   }
 
-  setQuestions(items) {
+  setQuestions(items, read = null) {
     this.questions = new Map(items.map((q) => [q.id, q]));
+    this.replaySince(read);
     this.loaded.questions = true;
     this.changed("questions");
   }
 
-  setLeases(items) {
+  setLeases(items, read = null) {
     this.leases = new Map(items.map((l) => [l.id, l]));
+    this.replaySince(read);
     this.changed("leases");
   }
 
@@ -109,9 +143,13 @@ export class Store {
     if (notify) this.changed("work");
   }
 
-  apply(event) {
-    this.lastEventAt = event.at;
+  apply(event, fresh = true) {
     const data = event.data || {};
+    if (fresh) {
+      this.lastEventAt = event.at;
+      const log = this.heard[READ_WHOLE[event.kind]];
+      if (log && log.readers > 0) log.events.push(event);
+    }
     switch (event.kind) {
       case "work":
         if (data.item) this.upsertWork(data.item);
@@ -120,7 +158,10 @@ export class Store {
         if (event.action === "deregistered") this.agents.delete(event.subject_id);
         else if (data.agent) {
           const status = data.status || data.agent.status;
-          const view = { ...this.agents.get(event.subject_id), ...data.agent, status };
+          const known = this.agents.get(event.subject_id);
+          const view = { ...known, ...data.agent, status };
+          // an event applied again over a newer read must not move the heartbeat back
+          if (known && stamp(known.last_heartbeat) > stamp(view.last_heartbeat)) view.last_heartbeat = known.last_heartbeat;
           view.reported_status = data.agent.status;
           view.stale = status === "offline" && data.agent.status !== "offline";
           this.agents.set(data.agent.agent_id, view);

@@ -13,11 +13,13 @@ export function leasesView(ctx) {
   let problem = "";
 
   async function load() {
+    const read = store.beginRead("leases");
     try {
       const page = await api.get("/api/leases");
-      store.setLeases(page.items || []);
+      store.setLeases(page.items || [], read);
       state = "available";
     } catch (error) {
+      store.endRead(read);
       state = error.status === 404 ? "unavailable" : "failed";
       problem = error.message;
     }
