@@ -25,6 +25,7 @@ from deploy.runner.credentials import NATS_KEYS
 from shared.nats.auth import Issuer
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from shared.settings import IdentitySettings, LoomSettings, NatsSettings
+from testsupport.serving import CLIENT_TIMEOUT_S
 from warp.settings import WarpSettings
 from weft.app import create_app
 from weft.settings import WeftSettings
@@ -241,7 +242,10 @@ async def test_the_deployment_environment_starts_weft_and_its_probes_answer_with
 
 
 async def _serve_and_probe(env: dict[str, str], tmp_path: Path, admin: str) -> None:
-    async with running_weft(env, tmp_path / "weft.log") as base, httpx.AsyncClient(base_url=base) as client:
+    async with (
+        running_weft(env, tmp_path / "weft.log") as base,
+        httpx.AsyncClient(base_url=base, timeout=CLIENT_TIMEOUT_S) as client,
+    ):
         health = await client.get("/health")
         assert health.status_code == 200 and health.json()["nats"] == "connected"
         assert health.json()["project_id"] == "loom-dev"
