@@ -43,6 +43,8 @@ from scenario_harness.drills import (
     workers,
 )
 
+from shared.work.moves import CLAIM_LAPSED
+
 HERE = Path(__file__).parent
 FIGURES = Figures(HERE / "tmp" / "figures.json")
 ACK_WAIT_S = 2.0
@@ -157,8 +159,13 @@ async def test_agent_killed_mid_work_is_redelivered(drill: Drill) -> None:
 
     records = await work_records(drill.nats.url, fabric.project_id)
     item = records[held["id"]]
-    assert item["attempts"] == 2 and item["assigned_to"] != victim.agent_id, item
-    assert "claim expired" in item["errors"][0]["error"], item["errors"]
+    # The victim's claim lapsed and a steady agent finished the item. On two loaded cores a
+    # steady agent's claim can outlast the 2 s deadline too (a CI run saw three attempts):
+    # then it lapses as well, which is the same rule, not a lost or doubled item.
+    lapses = item["errors"]
+    assert lapses and lapses[0]["agent_id"] == victim.agent_id, lapses
+    assert all(e["error"] == CLAIM_LAPSED for e in lapses), lapses
+    assert item["attempts"] == len(lapses) + 1 and item["assigned_to"] != victim.agent_id, item
     figures = work_figures(ids, records)
     assert figures["lost"] == 0 and figures["dead_lettered"] == 0, figures
     assert figures["completed"] == len(ids)
@@ -169,6 +176,7 @@ async def test_agent_killed_mid_work_is_redelivered(drill: Drill) -> None:
             "work": figures,
             "ack_wait_s": ACK_WAIT_S,
             "heartbeat_s": HEARTBEAT_S,
+            "attempts_of_the_victims_item": item["attempts"],
             "seconds_to_show_offline": round(offline_s, 2),
             "seconds_from_kill_to_redelivered_item_completed": round(redelivery_s, 2),
         },
