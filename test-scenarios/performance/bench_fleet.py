@@ -16,6 +16,10 @@ figures are that fleet's alone. Per size:
   contending, at the same offered load for every N) and every agent at once in a closed loop
   (the whole fleet draining the queue: its latency is N / throughput, queueing included).
   The raw baseline does the same with N nats-py connections and the work queue Warp uses.
+* **floor**: the same eight-at-a-time pattern with a no-op tool call (no NATS) in place of
+  the claim and the completion: what MCP stdio costs with N agents live. The claim's own
+  cost is its p50 less the floor's, as a multiple of the raw claim's p50 (the project's
+  measure of Warp's cost, as in ``bench_warp``).
 * **messages**: a DM (send -> the recipient's read) and a channel message (send -> visible to
   another agent) between random pairs, one at a time, with N agents live.
 * **false offline**: ``agent.offline`` events Weft published while every agent was alive;
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_warp import RawRpc, warp_env
+from bench_warp import TARGET_OWN, RawRpc, warp_env
 from benchlib import BenchContext, BenchResult, summarize
 
 from shared.names import ProjectNames
@@ -70,6 +74,7 @@ ITEMS_PER_AGENT = 10
 TARGET_MS = "p99 <= 50 ms"
 TARGET_RSS = "<= 60 MB each"
 TARGET_IDLE = "Weft <= 5% of one core"
+FLOOR_ROW = f"fleet: floor, a no-op call {PACED_CLAIMERS} at a time over all agents"
 
 
 # -- the fleet ------------------------------------------------------------------------
@@ -233,6 +238,43 @@ async def _claims_mcp(fleet: Fleet, weft: WeftProcess, n: int, mode: ClaimMode) 
         await agents[k % n].call("warp_work_complete", {"work_id": item})
 
     return await _drain(total, n, mode, claim, finish)
+
+
+async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
+    """The MCP stdio floor in the paced claims' pattern: the same workers and agents, each
+    turn a no-op call (``warp_handle_get``: no NATS; timed) then another for the completion."""
+    agents = fleet.agents
+    paced = CLAIM_MODES[0]
+
+    async def noop(k: int) -> str:
+        await agents[k % n].call("warp_handle_get")
+        return "-"
+
+    async def again(k: int, _: str) -> None:
+        await agents[k % n].call("warp_handle_get")
+
+    return await _drain(ITEMS_PER_AGENT * n, n, paced, noop, again)
+
+
+def own_claim_cost(results: list[BenchResult], n: int) -> BenchResult | None:
+    """The paced claim's own cost above the floor as a multiple of the raw claim's p50:
+    the project's measure of Warp's cost (bench_warp's ``own_costs``), here with N agents
+    live and eight claims contending."""
+    by_name = {r.name: r for r in results}
+    paced = CLAIM_MODES[0]
+    claim = by_name.get(f"{paced.fleet_row} @ {n} agents")
+    floor = by_name.get(f"{FLOOR_ROW} @ {n} agents")
+    raw = by_name.get(f"{paced.raw_row} @ {n} agents")
+    if claim is None or floor is None or raw is None or not raw.p50:
+        return None
+    assert claim.p50 is not None and floor.p50 is not None
+    return BenchResult(
+        f"fleet: claim's own cost above the floor, {PACED_CLAIMERS} at a time @ {n} agents",
+        unit="x raw",
+        value=(claim.p50 - floor.p50) / raw.p50,
+        target=TARGET_OWN,
+        extra={"claim_p50": claim.p50, "floor_p50": floor.p50, "raw_p50": raw.p50},
+    )
 
 
 async def _claims_raw(nats_url: str, n: int, mode: ClaimMode) -> tuple[list[float], float]:
@@ -406,6 +448,8 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
             )
 
             phases["idle"] = len(offline)
+            samples, wall = await _floor_mcp(fleet, n)
+            results.append(summarize(f"{FLOOR_ROW} @ {n} agents", samples, throughput=len(samples) / wall))
             for mode in CLAIM_MODES:
                 samples, wall = await _claims_mcp(fleet, weft, n, mode)
                 results.append(
@@ -444,6 +488,9 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
                 results.append(
                     summarize(f"{mode.raw_row} @ {n} agents", samples, throughput=len(samples) / wall)
                 )
+            own = own_claim_cost(results, n)
+            if own is not None:
+                results.append(own)
 
             await watcher.flush()
             results.append(
