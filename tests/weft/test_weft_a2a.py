@@ -132,7 +132,7 @@ async def test_the_public_card_names_the_endpoint_and_the_scheme_and_the_extende
             },
         )
         assert created.status_code == 201, created.text
-    async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as http:  # no token: discovery is open
+    async with weft_auth.client() as http:  # no token: discovery is open
         card = await A2ACardResolver(http, f"{weft_auth.base_url}/a2a/{project_id}").get_agent_card()
     endpoint = f"{weft_auth.base_url}/a2a/{project_id}"
     assert [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
@@ -193,7 +193,7 @@ async def test_public_url_setting_is_what_the_card_advertises(weft_factory: Any,
 
 
 async def test_without_a_valid_token_the_a2a_endpoint_is_401(weft_auth: Any, project_id: str) -> None:
-    async with httpx.AsyncClient(base_url=weft_auth.base_url, timeout=CLIENT_TIMEOUT_S) as http:
+    async with weft_auth.client() as http:
         for headers in ({}, {"Authorization": "Bearer wrong-token"}):
             for method, path in (("POST", f"/a2a/{project_id}"), ("POST", f"/a2a/{project_id}/")):
                 response = await http.request(method, path, headers=headers, json={"jsonrpc": "2.0", "id": 1})
@@ -210,7 +210,7 @@ async def test_invalid_project_in_the_path_is_400_naming_the_field(weft_auth: An
     async with weft_auth.client(TOKEN) as api:
         response = await api.post("/a2a/Not_A_Project", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"})
         mismatch = await api.post("/a2a/proj-a", headers={"X-Loom-Project": "proj-b"}, json={})
-    async with httpx.AsyncClient(base_url=weft_auth.base_url, timeout=CLIENT_TIMEOUT_S) as anyone:
+    async with weft_auth.client() as anyone:
         card = await anyone.get("/a2a/Not_A_Project/.well-known/agent-card.json")
         root = await anyone.get("/.well-known/agent-card.json", params={"project": "Not_A_Project"})
     for refused in (card, root):
@@ -737,9 +737,7 @@ async def test_push_notifications_reach_the_clients_webhook_until_the_task_compl
         webhook() as hook,
         a2a(weft, project_id) as client,
     ):
-        card = await A2ACardResolver(
-            httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S), weft.base_url
-        ).get_agent_card(
+        card = await A2ACardResolver(weft.client(), weft.base_url).get_agent_card(
             relative_card_path=f"/a2a/{project_id}/.well-known/agent-card.json",
             http_kwargs={"headers": {"Authorization": f"Bearer {TOKEN}"}},
         )

@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
-import httpx
 import pytest
 from a2a.client import Client, ClientCallContext, ClientConfig, create_client
 from a2a.types import (
@@ -28,7 +27,6 @@ from nats.aio.client import Client as NatsClient
 from weft_helpers import claimant, eventually, message, register
 
 from shared.names import ProjectNames
-from testsupport.serving import CLIENT_TIMEOUT_S
 from testsupport.work import work_queue
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,7 +43,7 @@ async def weft(weft_factory: Any, project_id: str) -> AsyncIterator[Any]:
 
 @asynccontextmanager
 async def grpc_client(weft: Any, project: str, *, streaming: bool) -> AsyncIterator[Client]:
-    async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S) as http:
+    async with weft.client() as http:
         config = ClientConfig(
             httpx_client=http,
             streaming=streaming,
@@ -60,7 +58,7 @@ async def grpc_client(weft: Any, project: str, *, streaming: bool) -> AsyncItera
 
 
 async def grpc_address(weft: Any, project_id: str) -> str:
-    async with httpx.AsyncClient(base_url=weft.base_url, timeout=CLIENT_TIMEOUT_S) as anyone:
+    async with weft.client() as anyone:
         card = (await anyone.get(f"/a2a/{project_id}/.well-known/agent-card.json")).json()
     (interface,) = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
     assert interface["tenant"] == project_id and interface["protocolVersion"] == "1.0"

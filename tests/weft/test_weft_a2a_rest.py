@@ -28,7 +28,6 @@ from weft_helpers import claimant, eventually, message, message_json, register
 
 from shared.artifacts import WorkArtifact
 from shared.names import ProjectNames
-from testsupport.serving import CLIENT_TIMEOUT_S
 from testsupport.work import work_queue
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,11 +61,8 @@ async def rest_client(weft: Any, project: str, *, streaming: bool = True) -> Asy
 async def test_the_card_lists_the_binding_and_the_sdk_client_speaks_it(
     weft: Any, nc: NatsClient, project_id: str
 ) -> None:
-    card = (
-        await httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S).get(
-            f"{weft.base_url}/a2a/{project_id}/.well-known/agent-card.json"
-        )
-    ).json()
+    async with weft.client() as anyone:
+        card = (await anyone.get(f"/a2a/{project_id}/.well-known/agent-card.json")).json()
     bindings = [(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]]
     assert bindings == [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
 
@@ -127,7 +123,7 @@ async def test_raw_requests_get_the_binding_s_status_codes_without_an_echo(
 ) -> None:
     base = f"/a2a/{project_id}"
     auth = {"Authorization": f"Bearer {TOKEN}", **V1}
-    async with httpx.AsyncClient(base_url=weft.base_url, timeout=CLIENT_TIMEOUT_S) as http:
+    async with weft.client() as http:
         anonymous = await http.get(f"{base}/tasks", headers=V1)
         assert anonymous.status_code == 401 and anonymous.json()["error"] == "unauthorized"
 
@@ -166,7 +162,7 @@ async def test_a_task_of_one_project_is_not_found_through_another_s_url(weft: An
         request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
         (sent,) = [event async for event in client.send_message(request)]
         task = sent.task
-    async with httpx.AsyncClient(base_url=weft.base_url, timeout=CLIENT_TIMEOUT_S) as http:
+    async with weft.client() as http:
         auth = {"Authorization": f"Bearer {TOKEN}", **V1}
         elsewhere = await http.get(f"/a2a/{project_id}-b/tasks/{task.id}", headers=auth)
         here = await http.get(f"/a2a/{project_id}/tasks/{task.id}", headers=auth)
@@ -181,7 +177,7 @@ async def test_errors_carry_the_http_status_the_specification_maps_them_to(
     INVALID_PARAMS, naming the field without the value."""
     base = f"/a2a/{project_id}"
     auth = {"Authorization": f"Bearer {TOKEN}", **V1}
-    async with httpx.AsyncClient(base_url=weft.base_url, timeout=CLIENT_TIMEOUT_S) as http:
+    async with weft.client() as http:
         body = {"message": message_json()}
         sent = await http.post(
             f"{base}/message:send", headers=auth, json={**body, "configuration": {"returnImmediately": True}}
