@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_warp import TARGET_OWN, RawRpc, warp_env
+from bench_warp import RawRpc, own_cost, warp_env
 from benchlib import BenchContext, BenchResult, summarize
 
 from shared.names import ProjectNames
@@ -251,29 +251,21 @@ async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
         return "-"
 
     async def again(k: int, _: str) -> None:
-        await agents[k % n].call("warp_handle_get")
+        await noop(k)
 
     return await _drain(ITEMS_PER_AGENT * n, n, paced, noop, again)
 
 
 def own_claim_cost(results: list[BenchResult], n: int) -> BenchResult | None:
-    """The paced claim's own cost above the floor as a multiple of the raw claim's p50:
-    the project's measure of Warp's cost (bench_warp's ``own_costs``), here with N agents
-    live and eight claims contending."""
+    """The paced claim's own cost above the floor (``bench_warp.own_cost``), here with N
+    agents live and eight claims contending."""
     by_name = {r.name: r for r in results}
     paced = CLAIM_MODES[0]
-    claim = by_name.get(f"{paced.fleet_row} @ {n} agents")
-    floor = by_name.get(f"{FLOOR_ROW} @ {n} agents")
-    raw = by_name.get(f"{paced.raw_row} @ {n} agents")
-    if claim is None or floor is None or raw is None or not raw.p50:
-        return None
-    assert claim.p50 is not None and floor.p50 is not None
-    return BenchResult(
+    return own_cost(
         f"fleet: claim's own cost above the floor, {PACED_CLAIMERS} at a time @ {n} agents",
-        unit="x raw",
-        value=(claim.p50 - floor.p50) / raw.p50,
-        target=TARGET_OWN,
-        extra={"claim_p50": claim.p50, "floor_p50": floor.p50, "raw_p50": raw.p50},
+        by_name.get(f"{paced.fleet_row} @ {n} agents"),
+        by_name.get(f"{FLOOR_ROW} @ {n} agents"),
+        by_name.get(f"{paced.raw_row} @ {n} agents"),
     )
 
 

@@ -586,19 +586,30 @@ def own_costs(results: list[BenchResult]) -> list[BenchResult]:
     by_name = {r.name: r for r in results}
     suffix = "(MCP, TS SDK client)"
     floor = by_name.get(f"warp: floor, no-op call on A then B {suffix}")
-    derived: list[BenchResult] = []
-    for path, raw_name in OWN_COST_PATHS:
-        measured, raw = by_name.get(f"warp: {path} {suffix}"), by_name.get(raw_name)
-        if floor is None or measured is None or raw is None or not raw.p50:
-            continue
-        assert floor.p50 is not None and measured.p50 is not None
-        derived.append(
-            BenchResult(
-                name=f"warp: own cost above the floor, {path} {suffix}",
-                unit="x raw",
-                value=(measured.p50 - floor.p50) / raw.p50,
-                target=TARGET_OWN,
-                extra={"path_p50": measured.p50, "floor_p50": floor.p50, "raw_p50": raw.p50},
-            )
+    derived = (
+        own_cost(
+            f"warp: own cost above the floor, {path} {suffix}",
+            by_name.get(f"warp: {path} {suffix}"),
+            floor,
+            by_name.get(raw_name),
         )
-    return derived
+        for path, raw_name in OWN_COST_PATHS
+    )
+    return [row for row in derived if row is not None]
+
+
+def own_cost(
+    name: str, measured: BenchResult | None, floor: BenchResult | None, raw: BenchResult | None
+) -> BenchResult | None:
+    """``measured``'s p50 less ``floor``'s, as a multiple of ``raw``'s: Warp's own cost, the
+    measure the project holds it to (None when a row is missing)."""
+    if floor is None or measured is None or raw is None or not raw.p50:
+        return None
+    assert floor.p50 is not None and measured.p50 is not None
+    return BenchResult(
+        name=name,
+        unit="x raw",
+        value=(measured.p50 - floor.p50) / raw.p50,
+        target=TARGET_OWN,
+        extra={"path_p50": measured.p50, "floor_p50": floor.p50, "raw_p50": raw.p50},
+    )
