@@ -16,7 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Coroutine
 from typing import Any
+
+from shared.redact import redact
 
 log = logging.getLogger("loom.tasks")
 
@@ -43,3 +47,45 @@ async def stop_task(task: asyncio.Task[Any] | None, timeout: float = 5.0) -> Non
         await asyncio.wait_for(asyncio.shield(task), timeout)
     if not task.done():
         log.warning("background task %s did not stop within %gs", task.get_name(), timeout)
+
+
+class Background:
+    """Tasks started to run on their own. asyncio holds them only weakly, so each is kept
+    here until it ends; and a failure is logged under the task's name (redacted) instead of
+    surfacing at garbage collection as "Task exception was never retrieved", or never."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._log = logger or log
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            reason = redact(f"{type(exc).__name__}: {exc}")
+            self._log.warning("background task %s failed: %s", task.get_name(), reason)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Wait (up to ``timeout``, or until done) for the tasks running now and any they start."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._tasks:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            await asyncio.wait(set(self._tasks), timeout=left)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Cancel every task and wait (each at most ``timeout``) for it to end."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            await stop_task(task, timeout)

@@ -39,9 +39,11 @@ class AuthServer:
 
 
 @pytest.fixture(scope="session")
-def nats_server() -> Iterator[EmbeddedNatsServer]:
-    """Plain nats-server with JetStream and a (non-TLS) WebSocket listener."""
-    with EmbeddedNatsServer(ServerConfig(websocket_port=-1)) as server:
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNatsServer]:
+    """Plain nats-server with JetStream and a (non-TLS) WebSocket listener. Its log is kept
+    in the worker's temporary folder, beside the tests' own, for reading after a failure."""
+    log_file = tmp_path_factory.getbasetemp() / "nats-session.log"
+    with EmbeddedNatsServer(ServerConfig(websocket_port=-1), log_file=log_file) as server:
         yield server
 
 

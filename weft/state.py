@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.models import utcnow
+from shared.tasks import Background
 from weft.credentials import CredentialAuthority
 from weft.interop import ProtocolDirectory
 from weft.metrics import Metrics
@@ -46,21 +46,12 @@ class WeftState:
     a2a_grpc_port: int | None = None
     """The port of the A2A gRPC binding once it listens (``WEFT_A2A_GRPC_PORT``; None: off)."""
     started_at: datetime = field(default_factory=utcnow)
-    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _tasks: Background = field(default_factory=lambda: Background(log))
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         """Run ``coro`` in the background, keeping a reference and logging a failure."""
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("background task %s failed: %s", task.get_name(), task.exception())
+        self._tasks.spawn(coro, name)
 
     async def drain(self, timeout: float = 5.0) -> None:
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
-        for task in list(self._tasks):
-            task.cancel()
+        await self._tasks.wait(timeout)
+        await self._tasks.close()

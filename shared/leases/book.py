@@ -46,7 +46,7 @@ from shared.names import ProjectNames, kv_subject, validate_agent_id, validate_i
 from shared.nats.cas import DELETE, Delete, cas_backoff, cas_update
 from shared.nats.jetstream import delete_unchanged, ensure_kv, publish_unchanged
 from shared.nats.mirror import BucketMirror, Slot, model_parser
-from shared.tasks import raise_if_cancelling
+from shared.tasks import Background, raise_if_cancelling
 
 log = logging.getLogger("loom.leases")
 
@@ -275,7 +275,7 @@ class LeaseBook:
         self._changes = 0
         """How many changes the copy has applied (waiters wait for it to move)."""
         self._changed = asyncio.Condition()
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = Background(log)
         self._granting = asyncio.Lock()
 
     # -- the copy ------------------------------------------------------------------------------
@@ -300,8 +300,7 @@ class LeaseBook:
         return self._mirror
 
     async def stop(self) -> None:
-        for task in list(self._background):
-            task.cancel()
+        await self._background.close()
         if self._mirror is not None:
             await self._mirror.stop()
             self._mirror = None
@@ -607,9 +606,7 @@ class LeaseBook:
     def _announce_soon(self, action: str, lease: Lease, **extra: Any) -> None:
         """Events tell what the bucket already says; they go out in the background so an
         acquire costs one round trip (a lost event is logged only)."""
-        task = asyncio.create_task(self._announce(action, lease, **extra), name=f"lease-event:{lease.id}")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(self._announce(action, lease, **extra), name=f"lease-event:{lease.id}")
 
     async def _announce(self, action: str, lease: Lease, **extra: Any) -> None:
         try:
@@ -628,8 +625,7 @@ class LeaseBook:
 
     async def settle(self) -> None:
         """Wait for events still being published (tests, shutdown)."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self._background.wait()
 
 
 def _contended() -> LeaseError:

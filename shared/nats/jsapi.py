@@ -38,6 +38,7 @@ from nats.js.errors import APIError
 from shared.names import JS_API
 from shared.nats.failures import JetStreamRefused
 from shared.redact import redact
+from shared.tasks import Background
 
 
 class JetStreamReplyError(JetStreamRefused, RuntimeError):
@@ -162,7 +163,7 @@ LATE_GRACE_S = 10.0
 answer: a message the server delivered meanwhile is handed back at once rather than
 left pending until the consumer's ack wait (a minute for work) passes."""
 
-_late_pulls: set[asyncio.Task[None]] = set()
+_late_pulls = Background()
 
 
 async def consumer_next(
@@ -217,11 +218,10 @@ async def consumer_next(
         if answered:
             await sub.unsubscribe()
         else:  # what it delivered so far never reaches the caller either
-            late = asyncio.create_task(
-                _hand_back_late(nc, sub, arrived, out, batch - len(out), (expires_s or 0) + LATE_GRACE_S)
+            _late_pulls.spawn(
+                _hand_back_late(nc, sub, arrived, out, batch - len(out), (expires_s or 0) + LATE_GRACE_S),
+                name="late-pull",
             )
-            _late_pulls.add(late)
-            late.add_done_callback(_late_pulls.discard)
     return out
 
 

@@ -27,6 +27,7 @@ from shared.nats.cas import cas_update
 from shared.nats.jetstream import delete_unchanged, ensure_kv, ensure_stream, get_or_none, snapshot
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.settings import DEFAULT_ACK_WAIT_S
+from shared.tasks import Background
 from shared.trace.tracing import TraceLog, ensure_traces_stream
 from shared.usage.ledger import UsageLedger
 from shared.work.context import work_nodes
@@ -84,7 +85,7 @@ class WorkRecords:
         self._policy: BoundaryPolicy | None = None
         self._policy_read_at = 0.0
         self._ensure_lock = asyncio.Lock()
-        self._events_in_flight: set[asyncio.Task[None]] = set()
+        self._events_in_flight = Background(log)
 
     # -- set-up --------------------------------------------------------------
     async def ensure(self) -> None:
@@ -291,9 +292,7 @@ class WorkRecords:
         Events leave in order: publishes go out in the order their tasks start, and
         :meth:`_event` waits for these first.
         """
-        task = asyncio.create_task(self._publish_event(action, item, **extra), name=f"work-event-{action}")
-        self._events_in_flight.add(task)
-        task.add_done_callback(self._events_in_flight.discard)
+        self._events_in_flight.spawn(self._publish_event(action, item, **extra), name=f"work-event-{action}")
 
     async def _announce(self, events: Iterable[WorkEvent], item: WorkItem) -> None:
         """Publish a rule's events, in order, for the item as it now stands."""
@@ -302,8 +301,7 @@ class WorkRecords:
 
     async def settle(self) -> None:
         """Wait until every event published in the background is acknowledged (or logged)."""
-        while self._events_in_flight:
-            await asyncio.wait(list(self._events_in_flight))
+        await self._events_in_flight.wait()
 
     async def _publish_event(self, action: str, item: WorkItem, **extra: Any) -> None:
         """The record is the truth and has changed by now, so an event that cannot be

@@ -66,13 +66,22 @@ class WarpAgent(McpProcess):
 
     async def wait_ready(self) -> None:
         """Until Warp has reached NATS (its agent id is final from then on)."""
-        with anyio.fail_after(READY_TIMEOUT_S):
-            while True:
-                info = await self.call("warp_handle_get")
-                if info["connected"]:
-                    self.agent_id = str(info["agent_id"])
-                    return
-                await anyio.sleep(0.05)
+        answers, last = 0, None
+        try:
+            with anyio.fail_after(READY_TIMEOUT_S):
+                while True:
+                    info = await self.call("warp_handle_get")
+                    answers, last = answers + 1, info
+                    if info["connected"]:
+                        self.agent_id = str(info["agent_id"])
+                        return
+                    await anyio.sleep(0.05)
+        except TimeoutError:
+            # say whether Warp answered at all (not connected) or stopped answering (a stall)
+            raise AssertionError(
+                f"{self.name}: not connected within {READY_TIMEOUT_S:g}s; {answers} warp_handle_get "
+                f"answers, the last {last}\n--- {self.name} stderr (tail) ---\n{self.stderr()[-2000:]}"
+            ) from None
 
     async def register(self, **arguments: Any) -> dict[str, Any]:
         """``warp_registry_register``; without arguments it uses the LOOM_* settings it started with."""

@@ -88,3 +88,48 @@ async def test_a_loop_ends_when_a_cancellation_was_lost_as_the_reply_came() -> N
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5.0)
     assert task.cancelled()
+
+
+async def test_background_logs_a_failure_by_name_without_the_secret(caplog: pytest.LogCaptureFixture) -> None:
+    from shared.redact import register_secret
+    from shared.tasks import Background
+
+    secret = "bg-secret-password-4711"
+    register_secret(secret)
+
+    async def fails() -> None:
+        raise TimeoutError(f"nats://loom:{secret}@127.0.0.1 timed out")
+
+    background = Background()
+    with caplog.at_level("WARNING", logger="loom.tasks"):
+        background.spawn(fails(), name="spinup-link-a1")
+        await background.wait(5.0)
+    assert len(background) == 0
+    assert "background task spinup-link-a1 failed: TimeoutError" in caplog.text
+    assert secret not in caplog.text
+
+
+async def test_background_waits_for_what_its_tasks_start_and_closes_what_is_left() -> None:
+    from shared.tasks import Background
+
+    background = Background()
+    finished: list[str] = []
+
+    async def second() -> None:
+        await asyncio.sleep(0.01)
+        finished.append("second")
+
+    async def first() -> None:
+        await asyncio.sleep(0.01)
+        background.spawn(second(), name="second")
+        finished.append("first")
+
+    background.spawn(first(), name="first")
+    await background.wait()
+    assert finished == ["first", "second"]
+
+    sleeper = background.spawn(asyncio.sleep(3600), name="sleeper")
+    await background.wait(0.05)  # gives up at its timeout, the task still runs
+    assert not sleeper.done() and len(background) == 1
+    await background.close()
+    assert sleeper.cancelled() and len(background) == 0

@@ -27,7 +27,7 @@ from shared.names import ProjectNames, project_of_spinups_stream
 from shared.nats.jsapi import stream_names
 from shared.nats.mirror import Slot
 from shared.redact import redact
-from shared.tasks import raise_if_cancelling, stop_task, tick
+from shared.tasks import Background, raise_if_cancelling, stop_task, tick
 from weft.spinup.base import TargetTestResult, check_target
 from weft.spinup.health import HealthMonitor, HealthReport
 from weft.spinup.idle import IdleMonitor
@@ -93,7 +93,7 @@ class ProjectSpinup:
         self.health = HealthMonitor(self.manager)
         self.idle = IdleMonitor(self.manager)
         self._health_task: asyncio.Task[Any] | None = None
-        self._linking: set[asyncio.Task[Any]] = set()
+        self._linking = Background(log)
 
     @property
     def project_id(self) -> str:
@@ -109,9 +109,8 @@ class ProjectSpinup:
         """A started agent registered: link it to its operation now, not at the next tick."""
         entry = None if after is None else self.context.agents.mirror.value_of(key, after)
         if entry is not None and entry.spinup_id:
-            task = asyncio.create_task(self.manager.link(entry), name=f"spinup-link-{entry.agent_id}")
-            self._linking.add(task)
-            task.add_done_callback(self._linking.discard)
+            # a failure is logged; the next tick links the operation all the same
+            self._linking.spawn(self.manager.link(entry), name=f"spinup-link-{entry.agent_id}")
 
     def busy(self) -> bool:
         """Agents started here still run (or are starting): keep the project served."""
@@ -133,8 +132,7 @@ class ProjectSpinup:
 
     async def stop(self) -> None:
         await stop_task(self._health_task)
-        for task in list(self._linking):
-            await stop_task(task)
+        await self._linking.close()
         await self.manager.close()
         await self.store.stop()
         self.owner.detach(self)

@@ -34,7 +34,7 @@ from shared.models import (
     utcnow,
 )
 from shared.redact import redact
-from shared.tasks import stop_task
+from shared.tasks import Background
 from weft.eligibility import Need, matching_targets
 from weft.spinup.base import SpinupError
 from weft.spinup.breaker import FAILED_STATES, recent_failures, tripped_reason, trips
@@ -93,27 +93,19 @@ class SpinupManager:
         self.settings = settings or SpinupSettings()
         self.agent_nats_url = agent_nats_url
         self.host = socket.gethostname()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Background(log)
         self._stopping: set[str] = set()
         self._alive_checked: dict[str, float] = {}
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coro, name)
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for background starts and stops (tests, orderly shutdown)."""
-        deadline = time.monotonic() + timeout
-        while self._tasks and time.monotonic() < deadline:
-            await asyncio.wait(set(self._tasks), timeout=max(0.0, deadline - time.monotonic()))
+        await self._tasks.wait(timeout)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            await stop_task(task)
+        await self._tasks.close()
 
     async def _event(self, action: str, record: SpinupRecord, **extra: Any) -> None:
         data: dict[str, Any] = {"operation": record.op.model_dump(mode="json")}
