@@ -245,8 +245,9 @@ async def get_or_none(kv: KeyValue, key: str, *, confirm_absent: bool = False) -
     that is behind answers "no such key" for one just written. A caller that would drop
     something on "absent" must confirm it: a claim that read a new item's record on a
     lagging replica dropped its queue message, and acknowledged work was lost
-    (scenario 31). A present key is never stale in that way: a stale revision only loses
-    the compare-and-set that follows, which reads again. Off by default, because the
+    (scenario 31). A present key read stale is harmless to a caller that writes: its
+    compare-and-set loses and it reads again; a caller that acts without writing must read
+    it through :func:`through_leader` (``WorkRecords``' claims do). Off by default, because the
     leader's read is a JetStream API request (slower, and served by fewer threads than
     direct gets) and most absent keys decide nothing (no budget set, no such sink)."""
     entry = await _entry(kv, key)

@@ -172,6 +172,16 @@ class Change:
     drop_dlq_seq: int | None = None  # a dead letter to remove
 
 
+def disposes_unconfirmed(change: Change) -> bool:
+    """Whether ``change`` removes a queue message for good (``+ACK``, ``+TERM``) on the
+    strength of a record it did not write. A write is a compare-and-set, so a decision
+    that writes was taken on the current record; one that writes nothing may have been
+    taken on a copy behind it (a direct get any replica answers), and a message removed
+    then is work lost: a claim reading the record of an item just queued again, before
+    that replica had its new queue sequence, removed the new message as superseded."""
+    return change.record is None and change.ack in (Ack.DONE, Ack.STOP)
+
+
 def check_error(error: str) -> None:
     if not error.strip():
         raise WorkError("error: must describe what went wrong", field="error")

@@ -7,6 +7,7 @@ operation on it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -24,13 +25,21 @@ from shared.events import ensure_events_stream, publish_event
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.names import ProjectNames, validate_capability
 from shared.nats.cas import cas_update
-from shared.nats.jetstream import delete_unchanged, ensure_kv, ensure_stream, get_or_none, snapshot
+from shared.nats.jetstream import (
+    delete_unchanged,
+    ensure_kv,
+    ensure_stream,
+    get_or_none,
+    snapshot,
+    through_leader,
+)
 from shared.paging import Page, decode_cursor, encode_cursor
 from shared.settings import DEFAULT_ACK_WAIT_S
 from shared.tasks import Background
 from shared.trace.tracing import TraceLog, ensure_traces_stream
 from shared.usage.ledger import UsageLedger
 from shared.work.context import work_nodes
+from shared.work.moves import disposes_unconfirmed
 from shared.work.policy import BoundaryPolicy, config_bucket, read_policy
 from shared.work.rules import (
     DLQ_MAX_AGE_S,
@@ -148,10 +157,14 @@ class WorkRecords:
             raise WorkNotFound(work_id)
         return found
 
-    async def _found(self, work_id: str) -> tuple[WorkRecord, int] | None:
+    async def _found(self, work_id: str, *, leader: bool = False) -> tuple[WorkRecord, int] | None:
         """The record and its revision; None only when the stream's leader says there is
-        none (a claim drops the queue message of an item with no record)."""
-        entry = await get_or_none(await self.records_bucket(), work_id, confirm_absent=True)
+        none (a claim drops the queue message of an item with no record). ``leader``: read
+        the leader's copy, never a replica's that may be behind."""
+        bucket = await self.records_bucket()
+        if leader:
+            bucket = through_leader(bucket)
+        entry = await get_or_none(bucket, work_id, confirm_absent=True)
         if entry is None or entry.value is None:
             return None
         return WorkRecord.model_validate_json(entry.value), int(entry.revision or 0)
@@ -177,18 +190,21 @@ class WorkRecords:
             decided[:] = [rule(record)]
             return decided[0].record
 
-        swap = await cas_update(
-            await self.records_bucket(),
-            work_id,
-            decide,
-            read=lambda: self._found(work_id),
-            parse=WorkRecord.model_validate_json,
-            dump=WorkRecord.to_json_bytes,
-            absent=lambda: WorkNotFound(work_id),
-            conflict=lambda: WorkConflict(
-                f"work_id: {work_id} is being changed concurrently; try again", field="work_id"
-            ),
-        )
+        for leader in (False, True):  # the second time on the leader's copy of the record
+            swap = await cas_update(
+                await self.records_bucket(),
+                work_id,
+                decide,
+                read=functools.partial(self._found, work_id, leader=leader),
+                parse=WorkRecord.model_validate_json,
+                dump=WorkRecord.to_json_bytes,
+                absent=lambda: WorkNotFound(work_id),
+                conflict=lambda: WorkConflict(
+                    f"work_id: {work_id} is being changed concurrently; try again", field="work_id"
+                ),
+            )
+            if not disposes_unconfirmed(decided[0]):
+                break
         return swap.before, decided[0], swap.revision
 
     async def get(self, work_id: str) -> WorkItem:

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from nats.aio.client import Client as NatsClient
-from nats.js.errors import NoStreamResponseError
+from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from shared.models import WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
@@ -278,3 +278,43 @@ async def test_claim_event_sent_in_background_keeps_order(nc: NatsClient, projec
     await q.complete(item.id, A)  # waits for any earlier event, so the order holds
     seen = [f"{e['kind']}.{e['action']}" for e in await events(nc, names)]
     assert seen == ["work.submitted", "work.queued", "work.claimed", "work.completed"]
+
+
+async def test_a_message_is_removed_as_superseded_only_on_the_leaders_copy_of_the_record(
+    nc: NatsClient, project_id: str
+) -> None:
+    """Records are read by direct get, which any replica answers, possibly one behind. A
+    claim that would remove a message without writing the record (here a stray second
+    message for an item already claimed) reads the record again from the stream's leader
+    first; the claim that writes decides on its compare-and-set and needs no such read."""
+    from shared.work.moves import Ack, Change, disposes_unconfirmed
+
+    names = ProjectNames(project_id)
+    q = work_queue(nc, names)
+    item = await q.submit(sub())
+    leader_reads: list[str] = []
+
+    async def seen(msg: object) -> None:
+        leader_reads.append(getattr(msg, "subject", ""))
+
+    watch = await nc.subscribe(f"$JS.API.STREAM.MSG.GET.KV_{names.work_records_bucket}", cb=seen)
+    stray = await nc.jetstream().publish(
+        names.work_subject("code", "default", None, item.priority),
+        json.dumps({"work_id": item.id, "epoch": 1}).encode(),
+    )
+    claimed = await q.claim(coder(A))
+    assert claimed is not None and claimed.assigned_to == A
+    await nc.flush()
+    assert leader_reads == []  # the claim wrote: its compare-and-set was its confirmation
+
+    assert await q.claim(coder(B)) is None  # meets the stray message, which is superseded
+    await nc.flush()
+    assert len(leader_reads) == 1
+    info = await nc.jetstream().stream_info(names.work_stream)
+    assert info.state.messages == 1  # the stray one is gone, the claimed one stays with A
+    with pytest.raises(NotFoundError):
+        await nc.jetstream().get_msg(names.work_stream, stray.seq)
+    await watch.unsubscribe()
+
+    assert disposes_unconfirmed(Change(ack=Ack.STOP)) and disposes_unconfirmed(Change(ack=Ack.DONE))
+    assert not disposes_unconfirmed(Change(ack=Ack.AGAIN)) and not disposes_unconfirmed(Change())
