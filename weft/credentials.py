@@ -28,7 +28,6 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
 from pydantic import SecretStr
 
 from shared.errors import Conflict, Invalid, LoomError, Unavailable
@@ -61,6 +60,7 @@ from shared.nats.cas import cas_upsert
 from shared.nats.client import settle
 from shared.nats.jetstream import (
     create_kv,
+    create_or_keep_stream,
     differs,
     ensure_kv,
     get_or_none,
@@ -285,21 +285,20 @@ class CredentialAuthority:
 
     async def provision(self, names: ProjectNames, kind: str, config: dict[str, Any]) -> None:
         """Create what an agent of ``names``' project asked for, if it may exist at all."""
+        # create first, as ensure_stream does: agents starting together on a cluster ask at
+        # once, and a stream's info goes unanswered while the stream just made has no leader
         if kind == "stream":
             stream = agent_stream(names, config, replicas=replicas_of(self.js))
-            try:
-                current = await self.js.stream_info(str(stream.name))
-            except NotFoundError:
-                await self.js.add_stream(stream)
-                return
-            if str(stream.name).startswith(names.channel_stream_prefix) and differs(current.config, stream):
+            current = await create_or_keep_stream(self.js, stream)
+            if (
+                current is not None
+                and str(stream.name).startswith(names.channel_stream_prefix)
+                and differs(current.config, stream)
+            ):
                 await self.js.update_stream(stream)  # a channel's limits are its config's
         elif kind == "kv":
-            bucket = agent_bucket(names, config, replicas=replicas_of(self.js))
-            try:
-                await self.js.key_value(str(bucket.bucket))
-            except NotFoundError:
-                await create_kv(self.js, bucket)  # another agent's request may create it meanwhile
+            # made as asked, or bound as it is when another agent's request made it otherwise
+            await create_kv(self.js, agent_bucket(names, config, replicas=replicas_of(self.js)))
         else:
             raise ProvisionRefused("must be stream or kv", field="kind")
 

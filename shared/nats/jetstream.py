@@ -18,7 +18,7 @@ from nats.aio.client import Client as NatsClient
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.api import KeyValueConfig, StorageType, StreamConfig, StreamInfo
 from nats.js.errors import (
     APIError,
     BucketNotFoundError,
@@ -205,17 +205,26 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         return
     explicit_replicas = config.num_replicas
     config.num_replicas = explicit_replicas or replicas_of(js)
-    try:
-        await js.add_stream(config)
+    current = await create_or_keep_stream(js, config)
+    if current is None:
         return
-    except APIError as refused:  # it exists, created otherwise (other limits or replicas)...
-        try:
-            current = await js.stream_info(config.name)
-        except NotFoundError:
-            raise refused from None  # ... or it cannot be made as asked
     config.num_replicas = explicit_replicas or current.config.num_replicas
     if differs(current.config, config):
         await js.update_stream(config)
+
+
+async def create_or_keep_stream(js: JetStreamContext, config: StreamConfig) -> StreamInfo | None:
+    """Create the stream as ``config`` asks, create first (see :func:`ensure_stream`); None
+    when it is so now, else the info of the stream that exists with another configuration,
+    left as it is."""
+    try:
+        await js.add_stream(config)
+        return None
+    except APIError as refused:  # it exists, created otherwise (other limits or replicas)...
+        try:
+            return await js.stream_info(str(config.name))
+        except NotFoundError:
+            raise refused from None  # ... or it cannot be made as asked
 
 
 def differs(current: StreamConfig, wanted: StreamConfig) -> bool:

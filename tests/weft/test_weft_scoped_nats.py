@@ -219,6 +219,43 @@ async def test_provisioning_refuses_what_is_not_the_projects(scoped: Scoped, pro
         await nc.flush()
 
 
+async def test_provisioning_makes_what_is_asked_keeps_what_exists_and_follows_a_channels_limits(
+    scoped: Scoped, project_id: str
+) -> None:
+    """Weft creates first (a stream just made elsewhere has no leader for a moment, and its
+    info would go unanswered): asked again, the same answer; a stream of the project made
+    with other limits keeps them, a channel takes the limits it is asked for, and a bucket
+    made otherwise is left as it is."""
+    a = await scoped.mint(project_id)
+    names = ProjectNames(project_id)
+    weft_js = scoped.runtime.nc.jetstream()
+
+    async def ask(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+        body = json.dumps({"kind": kind, "config": config}).encode()
+        reply = await nc.request(names.provision_subject, body)
+        return dict(json.loads(reply.data))
+
+    channel = names.channel_stream("roadmap")
+    async with as_agent(scoped.url, a["creds"]) as (nc, _):
+        events = {"name": names.events_stream, "subjects": [names.events_subjects], "max_msgs": 500}
+        assert await ask("stream", events) == {"ok": True}
+        made = (await weft_js.stream_info(names.events_stream)).config.max_msgs
+        assert await ask("stream", events) == {"ok": True}  # the same answer again
+        assert await ask("stream", {**events, "max_msgs": 900}) == {"ok": True}
+        assert (await weft_js.stream_info(names.events_stream)).config.max_msgs == made  # kept
+
+        roadmap = {"name": channel, "subjects": [names.channel_subject("roadmap")], "max_msgs": 100}
+        assert await ask("stream", roadmap) == {"ok": True}
+        assert await ask("stream", {**roadmap, "max_msgs": 300}) == {"ok": True}
+        assert (await weft_js.stream_info(channel)).config.max_msgs == 300  # a channel's own limits
+
+        bucket = {"bucket": names.registry_bucket, "history": 3}
+        assert await ask("kv", bucket) == {"ok": True}
+        made = (await (await weft_js.key_value(names.registry_bucket)).status()).history
+        assert await ask("kv", {**bucket, "history": made + 4}) == {"ok": True}
+        assert (await (await weft_js.key_value(names.registry_bucket)).status()).history == made
+
+
 async def test_expired_and_revoked_credentials_are_refused(scoped: Scoped, project_id: str) -> None:
     authority = scoped.runtime.authority
     assert authority is not None
