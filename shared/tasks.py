@@ -83,9 +83,12 @@ class Background:
             await asyncio.wait(set(self._tasks), timeout=left)
 
     async def close(self, timeout: float = 5.0) -> None:
-        """Cancel every task and wait (each at most ``timeout``) for it to end."""
+        """Cancel every task and wait, at most ``timeout`` for all together, for them to end."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
         for task in tasks:
-            await stop_task(task, timeout)
+            if not task.done():
+                self._log.warning("background task %s did not stop within %gs", task.get_name(), timeout)
