@@ -74,6 +74,7 @@ from scenario_harness.history import (
 from scenario_harness.hosts import Hosts, inside, unavailable
 from scenario_harness.mcp_process import BIN, text_of
 
+from shared.models import AgentStatus
 from shared.names import ProjectNames
 from shared.nats.server import ClusterConfig, ServerConfig
 from testsupport.mcp import is_outage
@@ -84,6 +85,9 @@ HOSTS = 3
 WEFT_HOSTS = (0, 1)
 CLIENT_PORT, ROUTE_PORT, WEFT_PORT = 4222, 6222, 8080
 HEARTBEAT_S = 1.0
+LIVE = frozenset({AgentStatus.ONLINE.value, AgentStatus.BUSY.value})
+"""An agent that beats: ``busy`` is as live as ``online`` (under the drill's load a worker is
+busy most of the time, and one that wins every new item may never show ``online`` at a probe)."""
 ENV = {"LOOM_JS_REPLICAS": "3", "LOOM_WORK_ACK_WAIT_S": "4", "LOOM_WARP_TIMEOUT_S": "3"}
 CAPABILITY = "drill"
 LEASED = ["drill/shared.txt"]
@@ -202,7 +206,7 @@ class Drill:
             for w, weft in self.wefts.items():
                 for handle, (_, agent) in self.agents.items():
                     shown[f"{handle}@weft{w}"] = await self.agent_status(weft, agent)
-            return all(status == "online" for status in shown.values())
+            return all(status in LIVE for status in shown.values())
 
         return await until(
             online,
@@ -210,7 +214,7 @@ class Drill:
             what="every agent online in every Weft",
             interval=0.3,
             explain=lambda: (
-                str({k: v for k, v in shown.items() if v != "online"}) + f"\nworkers: {self.last_said}"
+                str({k: v for k, v in shown.items() if v not in LIVE}) + f"\nworkers: {self.last_said}"
             ),
         )
 
@@ -454,7 +458,7 @@ class Drill:
         async def back() -> bool:
             for weft in self.wefts.values():
                 for _, agent in victims:
-                    if await self.agent_status(weft, agent) != "online":
+                    if await self.agent_status(weft, agent) not in LIVE:
                         return False
             return all(self.completed_since(handle, healed) for handle, _ in victims)
 
