@@ -17,7 +17,6 @@ from nats.js.errors import NotFoundError
 
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.names import LAND_CAPABILITY
-from shared.nats.jetstream import get_or_none
 from shared.nats.jsapi import JetStreamReplyError, consumer_next
 from shared.trace.tracing import with_trace_headers
 from shared.work.records import WorkRecords
@@ -28,10 +27,8 @@ class WorkDelivery(WorkRecords):
     """Queue subjects, consumers, publish and pull for one project's work."""
 
     async def _record_or_none(self, work_id: str) -> WorkRecord | None:
-        entry = await get_or_none(await self.records_bucket(), work_id, confirm_absent=True)
-        if entry is None or entry.value is None:
-            return None
-        return WorkRecord.model_validate_json(entry.value)
+        found = await self._found(work_id)
+        return None if found is None else found[0]
 
     async def _queued_message_held(self, record: WorkRecord) -> bool:
         """Whether the stream still holds the record's queue message (asked of its leader)."""

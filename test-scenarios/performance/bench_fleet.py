@@ -192,6 +192,9 @@ CLAIM_MODES = (
     ),
 )
 
+PACED = CLAIM_MODES[0]
+"""The paced mode, whose pattern the floor, the raw run before the claims and the own cost follow."""
+
 Claim = Callable[[int], Awaitable[str | None]]
 Finish = Callable[[int, str], Awaitable[None]]
 
@@ -246,7 +249,6 @@ async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
     """The MCP stdio floor in the paced claims' pattern: the same workers and agents, each
     turn a no-op call (``warp_handle_get``: no NATS; timed) then another for the completion."""
     agents = fleet.agents
-    paced = CLAIM_MODES[0]
 
     async def noop(k: int) -> str:
         await agents[k % n].call("warp_handle_get")
@@ -255,7 +257,7 @@ async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
     async def again(k: int, _: str) -> None:
         await noop(k)
 
-    return await _drain(ITEMS_PER_AGENT * n, n, paced, noop, again)
+    return await _drain(ITEMS_PER_AGENT * n, n, PACED, noop, again)
 
 
 RAW_BEFORE = ", before the fleet's claims"
@@ -268,13 +270,12 @@ def own_claim_costs(results: list[BenchResult], n: int) -> list[BenchResult]:
     agents live and eight claims contending, against the raw baseline after the fleet's
     load and against the one before its claims."""
     by_name = {r.name: r for r in results}
-    paced = CLAIM_MODES[0]
     rows = (
         own_cost(
             f"fleet: claim's own cost above the floor{against}, {PACED_CLAIMERS} at a time @ {n} agents",
-            by_name.get(f"{paced.fleet_row} @ {n} agents"),
+            by_name.get(f"{PACED.fleet_row} @ {n} agents"),
             by_name.get(f"{FLOOR_ROW} @ {n} agents"),
-            by_name.get(f"{paced.raw_row}{before} @ {n} agents"),
+            by_name.get(f"{PACED.raw_row}{before} @ {n} agents"),
         )
         for against, before in (("", ""), (", against raw before the claims", RAW_BEFORE))
     )
@@ -452,9 +453,8 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
             )
 
             phases["idle"] = len(offline)
-            paced = CLAIM_MODES[0]
-            samples, wall = await _claims_raw(server.url, n, paced)
-            before = f"{paced.raw_row}{RAW_BEFORE} @ {n} agents"
+            samples, wall = await _claims_raw(server.url, n, PACED)
+            before = f"{PACED.raw_row}{RAW_BEFORE} @ {n} agents"
             results.append(summarize(before, samples, throughput=len(samples) / wall))
             samples, wall = await _floor_mcp(fleet, n)
             results.append(summarize(f"{FLOOR_ROW} @ {n} agents", samples, throughput=len(samples) / wall))

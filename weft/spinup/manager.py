@@ -16,7 +16,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -96,9 +96,6 @@ class SpinupManager:
         self._tasks = Background(log)
         self._stopping: set[str] = set()
         self._alive_checked: dict[str, float] = {}
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        return self._tasks.spawn(coro, name)
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait for background starts and stops (tests, orderly shutdown)."""
@@ -226,7 +223,7 @@ class SpinupManager:
         if refusal is not None:
             return refusal
         # the decision ends here: announcing it and starting happen in the background
-        self._spawn(self._start(target, record), f"spinup-start-{op.id}")
+        self._tasks.spawn(self._start(target, record), f"spinup-start-{op.id}")
         return record
 
     # -- starting ------------------------------------------------------------------------
@@ -464,7 +461,7 @@ class SpinupManager:
             reason=after.shutdown_reason,
             retry=before.stop_started_at is not None,
         )
-        self._spawn(self._run_stop(after), f"spinup-stop-{spinup_id}")
+        self._tasks.spawn(self._run_stop(after), f"spinup-stop-{spinup_id}")
 
     async def _run_stop(self, record: SpinupRecord) -> None:
         op = record.op
