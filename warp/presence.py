@@ -10,6 +10,7 @@ last tool call, written with the next heartbeat rather than on every call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -25,6 +26,10 @@ from shared.names import ProjectNames
 from shared.tasks import tick
 from warp.errors import WarpError
 from warp.settings import WarpSettings
+
+COUNT_SETTLE_S = 0.25
+"""How long a task-count change waits before it is written: an item claimed and finished
+within it (or any run of changes that ends where it began) costs no registry write."""
 
 log = logging.getLogger("loom.warp.presence")
 
@@ -72,6 +77,8 @@ class Presence:
         self._lock = asyncio.Lock()
         self._counts_dirty = False
         self._count_writer: asyncio.Task[None] | None = None
+        self._count_due = asyncio.Event()
+        """Set by :meth:`flush`: the pending task-count write goes now, not after its settle."""
 
     @property
     def agent_id(self) -> str:
@@ -199,6 +206,7 @@ class Presence:
         if not self.registered:
             return None
         self.registered = False
+        self._count_due.set()  # a pending task-count write ends now, unwritten
 
         def change(entry: AgentEntry) -> None:
             entry.status = AgentStatus.OFFLINE
@@ -247,8 +255,13 @@ class Presence:
             entry.status = self._status()
             entry.last_activity = utcnow()
 
+        with contextlib.suppress(TimeoutError):  # a claim and its completion in one write, or none
+            await asyncio.wait_for(self._count_due.wait(), COUNT_SETTLE_S)
+        self._count_due.clear()
         while self._counts_dirty and self.registered:
             self._counts_dirty = False
+            if self._count_written():
+                break
             try:
                 async with self._lock:
                     await self._write(change)
@@ -256,10 +269,16 @@ class Presence:
                 log.warning("task count not written (the next heartbeat will): %s", exc)
                 return
 
+    def _count_written(self) -> bool:
+        """The registry already says what a count write would (the count came back)."""
+        entry = self.entry
+        return entry is not None and entry.current_tasks == len(self.held) and entry.status is self._status()
+
     async def flush(self) -> None:
         """Wait until the latest task count is in the registry (or its write failed)."""
         writer = self._count_writer
         if writer is not None and not writer.done():
+            self._count_due.set()
             await asyncio.wait([writer])
 
     # -- heartbeat ------------------------------------------------------------------

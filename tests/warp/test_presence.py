@@ -72,6 +72,27 @@ async def test_quick_task_changes_cost_one_registry_write(
         await p.deregister()
 
 
+async def test_an_item_claimed_and_released_at_once_costs_no_registry_write(
+    nc: NatsClient, project_id: str, tmp_path: Path
+) -> None:
+    p = presence(nc, project_id, tmp_path, heartbeat_s=60.0)
+    await p.register(p.defaults())
+    kv = await nc.jetstream().key_value(ProjectNames(project_id).registry_bucket)
+    try:
+        before = int((await kv.get(A)).revision or 0)
+        p.tasks_changed(claimed="w1")  # busy (one task at most) and straight back to online
+        p.tasks_changed(released="w1")
+        await p.flush()
+        assert int((await kv.get(A)).revision or 0) == before  # the count came back: nothing to write
+        p.tasks_changed(claimed="w2")
+        await p.flush()  # the settle is cut short: the count is there now
+        stored = await p.registry.get(A)
+        assert (stored.current_tasks, stored.status) == (1, AgentStatus.BUSY)
+        assert int((await kv.get(A)).revision or 0) == before + 1
+    finally:
+        await p.deregister()
+
+
 async def test_task_count_and_busy_follow_claims(nc: NatsClient, project_id: str, tmp_path: Path) -> None:
     p = presence(nc, project_id, tmp_path, max_concurrent_tasks=2)
     await p.register(p.defaults())
