@@ -11,9 +11,10 @@ figures are that fleet's alone. Per size:
   Warp process, the median and the largest, once the fleet is up and again after the load.
 * **idle CPU**: Weft's, nats-server's and one Warp's (the mean) share of one core over a
   window in which nothing but heartbeats happens.
-* **claims**: 10·N items submitted through Weft's REST API, then claimed and completed two
-  ways: eight claims at a time spread over all N agents (the latency with N agents live and
-  contending, at the same offered load for every N) and every agent at once in a closed loop
+* **claims**: 10·N items (at least 500 for the paced runs of the full sizes) submitted
+  through Weft's REST API, then claimed and completed two ways: eight claims at a time
+  spread over all N agents (the latency with N agents live and contending, at the same
+  offered load for every N) and every agent at once in a closed loop
   (the whole fleet draining the queue: its latency is N / throughput, queueing included).
   The raw baseline does the same with N nats-py connections and the work queue Warp uses;
   its paced run goes twice, before the Warps' claims and after all their load, because its
@@ -73,6 +74,9 @@ PACED_CLAIMERS = 8
 READY_POLLS = 2400  # 0.05 s apart: two minutes for a Warp to connect and register
 CHANNEL = "roadmap"  # one of the channels every project has
 ITEMS_PER_AGENT = 10
+PACED_MIN_ITEMS = 500
+"""The paced runs of the full sizes do at least this many claims: with 10·N (100 at ten
+agents) their p50 moved by a fifth from run to run of the same code."""
 TARGET_MS = "p99 <= 50 ms"
 TARGET_RSS = "<= 60 MB each"
 TARGET_IDLE = "Weft <= 5% of one core"
@@ -175,6 +179,11 @@ class ClaimMode:
     def workers(self, n: int) -> int:
         return PACED_CLAIMERS if self.paced else n
 
+    def items(self, n: int) -> int:
+        """10·N items, and for a paced run of a full size at least ``PACED_MIN_ITEMS``."""
+        least = PACED_MIN_ITEMS if self.paced and n >= min(SIZES) else 0
+        return max(ITEMS_PER_AGENT * n, least)
+
 
 CLAIM_MODES = (
     ClaimMode(
@@ -231,7 +240,7 @@ async def _drain(
 
 
 async def _claims_mcp(fleet: Fleet, weft: WeftProcess, n: int, mode: ClaimMode) -> tuple[list[float], float]:
-    total = ITEMS_PER_AGENT * n
+    total = mode.items(n)
     await _submit(weft, total, "paced" if mode.paced else "all")
     agents = fleet.agents
 
@@ -257,7 +266,7 @@ async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
     async def again(k: int, _: str) -> None:
         await noop(k)
 
-    return await _drain(ITEMS_PER_AGENT * n, n, PACED, noop, again)
+    return await _drain(PACED.items(n), n, PACED, noop, again)
 
 
 RAW_BEFORE = ", before the fleet's claims"
@@ -295,7 +304,7 @@ async def _claims_raw(nats_url: str, n: int, mode: ClaimMode) -> tuple[list[floa
         claimants = [
             Claimant(agent_id=uuid.uuid4().hex, agent_type="generic", capabilities=("code",)) for _ in clients
         ]
-        total = ITEMS_PER_AGENT * n
+        total = mode.items(n)
         for i in range(total):
             await queues[0].submit(
                 WorkSubmission(task_id=f"raw-{i}", description="fleet bench", capability="code")
