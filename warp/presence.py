@@ -3,7 +3,8 @@
 Registration writes the entry and starts a heartbeat every
 ``LOOM_HEARTBEAT_S``; the entry records that interval, so anyone reading it
 shows the agent offline after three missed beats even if the process crashed.
-``current_tasks`` follows the work this agent holds; ``last_activity`` is the
+``current_tasks`` follows the work this agent holds once it settles
+(``COUNT_SETTLE_S``: a short item costs no write); ``last_activity`` is the
 last tool call, written with the next heartbeat rather than on every call.
 """
 
