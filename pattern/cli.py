@@ -10,7 +10,6 @@ variables are read with their old meaning or refused (:mod:`shared.legacy`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import sys
@@ -23,6 +22,7 @@ from pattern.runtime import PatternRuntime
 from pattern.server import build_server
 from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
 from shared.legacy import LegacySettingError, apply_environment
+from shared.loop import run_main
 from shared.names import InvalidNameError
 from shared.nats.auth import CredentialsError, agent_credential
 from shared.redact import configure_logging, redact
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     runtime = PatternRuntime(identity, config, nats_settings=nats_settings)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(runtime, args))
+        run_main(_serve(runtime, args))
 
 
 if __name__ == "__main__":

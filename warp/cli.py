@@ -108,11 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         attach()
         import anyio
 
-        anyio.run(_serve_http, server, rt, args.host, args.port, args.path)
-        return 0
-    import asyncio
+        from shared.loop import anyio_options
 
-    return asyncio.run(_run_stdio(rt, settings, args.with_memory))
+        anyio.run(_serve_http, server, rt, args.host, args.port, args.path, backend_options=anyio_options())
+        return 0
+    from shared.loop import run_main
+
+    return run_main(_run_stdio(rt, settings, args.with_memory))
 
 
 Attach = Callable[[], None]

@@ -59,6 +59,17 @@ async def test_stdout_carries_only_mcp_frames(warp_env: dict[str, str], tmp_path
     assert "DEBUG" in w.stderr()  # the logging went to stderr
 
 
+def on_uvloop(pid: int) -> bool:
+    """Whether the process has uvloop's event loop loaded (shared/loop.py), seen from outside."""
+    return "uvloop/loop." in Path(f"/proc/{pid}/maps").read_text()
+
+
+async def test_warp_runs_its_event_loop_on_uvloop(warp_env: dict[str, str], tmp_path: Path) -> None:
+    async with spawn_warp({**warp_env, "LOOM_AGENT_ID": A_ID}, tmp_path) as w:
+        await w.ready_ok("warp_handle_get")
+        assert on_uvloop(w.pid)
+
+
 async def test_spun_up_agent_registers_by_itself(
     warp_env: dict[str, str], tmp_path: Path, nc: NatsClient
 ) -> None:
@@ -99,6 +110,7 @@ async def test_spun_up_agent_registers_by_itself(
 async def test_streamable_http(warp_env: dict[str, str], tmp_path: Path, nc: NatsClient) -> None:
     env = {**warp_env, "LOOM_AGENT_ID": A_ID, "LOOM_AUTO_REGISTER": "1"}
     async with serving_http(WARP, env=env, log=tmp_path / "http.log") as (proc, url):
+        assert on_uvloop(proc.pid)
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
