@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_warp import RawRpc, own_cost, warp_env
-from benchlib import BenchContext, BenchResult, summarize
+from bench_warp import TARGET_OWN, RawRpc, own_cost, warp_env
+from benchlib import BenchContext, BenchResult, percentile, summarize
 
 from shared.names import ProjectNames
 from shared.nats.client import connect
@@ -291,35 +291,122 @@ def own_claim_costs(results: list[BenchResult], n: int) -> list[BenchResult]:
     return [row for row in rows if row is not None]
 
 
-async def _claims_raw(nats_url: str, n: int, mode: ClaimMode) -> tuple[list[float], float]:
-    """The same with N nats-py connections and the project's work queue, as Warp uses it."""
-    from shared.models import WorkSubmission
-    from shared.work.rules import Claimant
-    from testsupport.work import work_queue
+class RawQueues:
+    """N nats-py connections and the project's work queue, as Warp uses it: the raw baseline."""
 
-    names = ProjectNames(f"{PROJECT}-raw-{uuid.uuid4().hex[:6]}")
-    clients = [await connect(url=nats_url, name=f"fleet-raw-{i}") for i in range(n)]
-    try:
-        queues = [work_queue(nc, names) for nc in clients]
-        claimants = [
-            Claimant(agent_id=uuid.uuid4().hex, agent_type="generic", capabilities=("code",)) for _ in clients
+    def __init__(self, nats_url: str, n: int) -> None:
+        self.nats_url, self.n = nats_url, n
+        self.names = ProjectNames(f"{PROJECT}-raw-{uuid.uuid4().hex[:6]}")
+        self.clients: list[Any] = []
+        self.queues: list[Any] = []
+        self.claimants: list[Any] = []
+        self.submitted = 0
+
+    async def __aenter__(self) -> RawQueues:
+        from shared.work.rules import Claimant
+        from testsupport.work import work_queue
+
+        self.clients = [await connect(url=self.nats_url, name=f"fleet-raw-{i}") for i in range(self.n)]
+        self.queues = [work_queue(nc, self.names) for nc in self.clients]
+        self.claimants = [
+            Claimant(agent_id=uuid.uuid4().hex, agent_type="generic", capabilities=("code",))
+            for _ in self.clients
         ]
-        total = mode.items(n)
-        for i in range(total):
-            await queues[0].submit(
-                WorkSubmission(task_id=f"raw-{i}", description="fleet bench", capability="code")
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await asyncio.gather(*(nc.close() for nc in self.clients))
+
+    async def submit(self, count: int) -> None:
+        from shared.models import WorkSubmission
+
+        for _ in range(count):
+            self.submitted += 1
+            await self.queues[0].submit(
+                WorkSubmission(task_id=f"raw-{self.submitted}", description="fleet bench", capability="code")
             )
 
-        async def claim(k: int) -> str | None:
-            got = await queues[k % n].claim(claimants[k % n])
-            return None if got is None else got.id
+    async def claim(self, k: int) -> str | None:
+        got = await self.queues[k % self.n].claim(self.claimants[k % self.n])
+        return None if got is None else got.id
 
-        async def finish(k: int, item: str) -> None:
-            await queues[k % n].complete(item, claimants[k % n].agent_id)
+    async def finish(self, k: int, item: str) -> None:
+        await self.queues[k % self.n].complete(item, self.claimants[k % self.n].agent_id)
 
-        return await _drain(total, n, mode, claim, finish)
-    finally:
-        await asyncio.gather(*(nc.close() for nc in clients))
+    async def drain(self, total: int, mode: ClaimMode) -> tuple[list[float], float]:
+        return await _drain(total, self.n, mode, self.claim, self.finish)
+
+
+async def _claims_raw(nats_url: str, n: int, mode: ClaimMode) -> tuple[list[float], float]:
+    """The same with N nats-py connections and the project's work queue, as Warp uses it."""
+    async with RawQueues(nats_url, n) as raw:
+        total = mode.items(n)
+        await raw.submit(total)
+        return await raw.drain(total, mode)
+
+
+ALTERNATING_ROW = f"fleet: claim's own cost above the floor, alternating with raw, {PACED_CLAIMERS} at a time"
+ALTERNATING_ROUNDS = 7
+ALTERNATING_BLOCK = 100
+"""Claims per block of the alternating rounds (and no-op pairs for the floor's block)."""
+SETTLE_S = 0.5
+"""Before each block: what the previous one left behind (a task count settling, spans
+waiting to be published, Weft reading the last changes) is done by then."""
+
+
+async def _alternating(fleet: Fleet, weft: WeftProcess, nats_url: str, n: int, quick: bool) -> BenchResult:
+    """The paced claim's own cost, its three parts measured side by side: rounds of a raw
+    block, a floor block and a Warp block (the order reversed every other round), each
+    round's own cost from its own three p50s, and the median over the rounds. The raw p50
+    moves by half from minute to minute on this machine; within a round all three meet the
+    same machine."""
+    rounds, block = (2, 3 * PACED_CLAIMERS) if quick else (ALTERNATING_ROUNDS, ALTERNATING_BLOCK)
+    agents = fleet.agents
+
+    async def claim(k: int) -> str | None:
+        got = await agents[k % n].call("warp_work_claim")
+        return str(got["item"]["id"]) if got["claimed"] else None
+
+    async def finish(k: int, item: str) -> None:
+        await agents[k % n].call("warp_work_complete", {"work_id": item})
+
+    async def noop(k: int) -> str:
+        await agents[k % n].call("warp_handle_get")
+        return "-"
+
+    async def again(k: int, _: str) -> None:
+        await noop(k)
+
+    p50s: dict[str, list[float]] = {"raw": [], "floor": [], "claim": []}
+    async with RawQueues(nats_url, n) as raw:
+        # Each block's items are queued just before it (a block's last claims may overrun it
+        # by a few), so neither queue holds the other's backlog while it is measured.
+        blocks: dict[str, Callable[[], Awaitable[tuple[list[float], float]]]] = {
+            "raw": lambda: raw.drain(block, PACED),
+            "floor": lambda: _drain(block, n, PACED, noop, again),
+            "claim": lambda: _drain(block, n, PACED, claim, finish),
+        }
+        for r in range(rounds):
+            for part in ("raw", "floor", "claim") if r % 2 == 0 else ("claim", "floor", "raw"):
+                if part == "raw":
+                    await raw.submit(block + PACED_CLAIMERS)
+                elif part == "claim":
+                    await _submit(weft, block + PACED_CLAIMERS, f"alternating-{r}")
+                await asyncio.sleep(SETTLE_S)
+                samples, _ = await blocks[part]()
+                p50s[part].append(percentile(samples, 50))
+    ratios = [(c - f) / w for c, f, w in zip(p50s["claim"], p50s["floor"], p50s["raw"], strict=True)]
+    return BenchResult(
+        f"{ALTERNATING_ROW} @ {n} agents",
+        unit="x raw",
+        value=statistics.median(ratios),
+        target=TARGET_OWN,
+        extra={
+            "why": f"median over {rounds} rounds of {block} claims each: raw, floor and Warp side by side",
+            "per round": [round(x, 2) for x in ratios],
+            **{f"{part} p50 per round": [round(x, 1) for x in values] for part, values in p50s.items()},
+        },
+    )
 
 
 async def _catch_up(reader: Agent) -> None:
@@ -506,6 +593,7 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
                     summarize(f"{mode.raw_row} @ {n} agents", samples, throughput=len(samples) / wall)
                 )
             results += own_claim_costs(results, n)
+            results.append(await _alternating(fleet, weft, server.url, n, ctx.quick))
 
             await watcher.flush()
             results.append(

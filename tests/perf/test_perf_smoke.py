@@ -131,6 +131,11 @@ def _spinup(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed
         for against in ("", ", against raw before the claims"):
             own = results[f"fleet: claim's own cost above the floor{against}, 8 at a time @ {n} agents"]
             assert own["unit"] == "x raw" and own["value"] > 0, own
+        # ...and measured side by side in alternating rounds (raw, floor, Warp)
+        alternating = results[
+            f"fleet: claim's own cost above the floor, alternating with raw, 8 at a time @ {n} agents"
+        ]
+        assert alternating["value"] > 0 and len(alternating["extra"]["per round"]) == 2, alternating
 
 
 def _agents(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed: str) -> None:
