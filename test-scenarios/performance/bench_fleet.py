@@ -22,7 +22,10 @@ figures are that fleet's alone. Per size:
 * **floor**: the same eight-at-a-time pattern with a no-op tool call (no NATS) in place of
   the claim and the completion: what MCP stdio costs with N agents live. The claim's own
   cost is its p50 less the floor's, as a multiple of the raw claim's p50 (the project's
-  measure of Warp's cost, as in ``bench_warp``), against each of the two raw runs.
+  measure of Warp's cost, as in ``bench_warp``), against each of the two raw runs, and
+  again side by side: rounds of a raw block, a floor block and a Warp block, the median of
+  each round's own cost (the raw p50 moves between minutes; within a round all three meet
+  the same machine).
 * **messages**: a DM (send -> the recipient's read) and a channel message (send -> visible to
   another agent) between random pairs, one at a time, with N agents live.
 * **false offline**: ``agent.offline`` events Weft published while every agent was alive;
