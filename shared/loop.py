@@ -3,7 +3,7 @@
 uvloop where it is installed (it comes with ``uvicorn[standard]``, so Weft's server already
 runs on it), else asyncio's own loop. An agent's process spends a third of its CPU in the
 event loop itself: every MCP call and every NATS round trip is a few turns of it. On uvloop
-a Warp claim and completion costs about 8% less of the Warp's CPU (docs/performance.md,
+a Warp claim and its completion cost 5 to 8% less of the Warp's CPU (docs/performance.md,
 "the agent's event loop"). Nothing in Loom depends on which loop runs: both implement
 asyncio's loop interface, pipes and signal handlers included."""
 
