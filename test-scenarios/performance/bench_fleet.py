@@ -242,9 +242,8 @@ async def _drain(
     return samples, time.perf_counter() - started
 
 
-async def _claims_mcp(fleet: Fleet, weft: WeftProcess, n: int, mode: ClaimMode) -> tuple[list[float], float]:
-    total = mode.items(n)
-    await _submit(weft, total, "paced" if mode.paced else "all")
+def _warp_claims(fleet: Fleet, n: int) -> tuple[Claim, Finish]:
+    """A claim through the k-th agent (its item's id, None when it got none) and its completion."""
     agents = fleet.agents
 
     async def claim(k: int) -> str | None:
@@ -254,12 +253,12 @@ async def _claims_mcp(fleet: Fleet, weft: WeftProcess, n: int, mode: ClaimMode) 
     async def finish(k: int, item: str) -> None:
         await agents[k % n].call("warp_work_complete", {"work_id": item})
 
-    return await _drain(total, n, mode, claim, finish)
+    return claim, finish
 
 
-async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
-    """The MCP stdio floor in the paced claims' pattern: the same workers and agents, each
-    turn a no-op call (``warp_handle_get``: no NATS; timed) then another for the completion."""
+def _warp_noops(fleet: Fleet, n: int) -> tuple[Claim, Finish]:
+    """The floor's pair in place of the claim's: a no-op call (``warp_handle_get``: no NATS;
+    timed) through the k-th agent, then another for the completion."""
     agents = fleet.agents
 
     async def noop(k: int) -> str:
@@ -269,7 +268,18 @@ async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
     async def again(k: int, _: str) -> None:
         await noop(k)
 
-    return await _drain(PACED.items(n), n, PACED, noop, again)
+    return noop, again
+
+
+async def _claims_mcp(fleet: Fleet, weft: WeftProcess, n: int, mode: ClaimMode) -> tuple[list[float], float]:
+    total = mode.items(n)
+    await _submit(weft, total, "paced" if mode.paced else "all")
+    return await _drain(total, n, mode, *_warp_claims(fleet, n))
+
+
+async def _floor_mcp(fleet: Fleet, n: int) -> tuple[list[float], float]:
+    """The MCP stdio floor in the paced claims' pattern: the same workers and agents."""
+    return await _drain(PACED.items(n), n, PACED, *_warp_noops(fleet, n))
 
 
 RAW_BEFORE = ", before the fleet's claims"
@@ -364,30 +374,15 @@ async def _alternating(fleet: Fleet, weft: WeftProcess, nats_url: str, n: int, q
     moves by half from minute to minute on this machine; within a round all three meet the
     same machine."""
     rounds, block = (2, 3 * PACED_CLAIMERS) if quick else (ALTERNATING_ROUNDS, ALTERNATING_BLOCK)
-    agents = fleet.agents
-
-    async def claim(k: int) -> str | None:
-        got = await agents[k % n].call("warp_work_claim")
-        return str(got["item"]["id"]) if got["claimed"] else None
-
-    async def finish(k: int, item: str) -> None:
-        await agents[k % n].call("warp_work_complete", {"work_id": item})
-
-    async def noop(k: int) -> str:
-        await agents[k % n].call("warp_handle_get")
-        return "-"
-
-    async def again(k: int, _: str) -> None:
-        await noop(k)
-
+    claims, noops = _warp_claims(fleet, n), _warp_noops(fleet, n)
     p50s: dict[str, list[float]] = {"raw": [], "floor": [], "claim": []}
     async with RawQueues(nats_url, n) as raw:
         # Each block's items are queued just before it (a block's last claims may overrun it
         # by a few), so neither queue holds the other's backlog while it is measured.
         blocks: dict[str, Callable[[], Awaitable[tuple[list[float], float]]]] = {
             "raw": lambda: raw.drain(block, PACED),
-            "floor": lambda: _drain(block, n, PACED, noop, again),
-            "claim": lambda: _drain(block, n, PACED, claim, finish),
+            "floor": lambda: _drain(block, n, PACED, *noops),
+            "claim": lambda: _drain(block, n, PACED, *claims),
         }
         # Not counted: the raw project's first claims (its consumer made, its connections'
         # first requests) were slower by three in the first round.
