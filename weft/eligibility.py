@@ -9,7 +9,7 @@ broadcast by agents obeys it too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -93,6 +93,43 @@ def stale_but_eligible(
     moment = now or utcnow()
     need = Need.of(item)
     return any(a.is_stale(moment) and agent_can_take(a, need, policy, a.last_heartbeat) for a in agents)
+
+
+class Eligibility:
+    """:func:`eligible_agents` for many items at once, worked out once per need: a sweep
+    routes up to hundreds of waiting items over every agent of the project, and the items
+    that need the same (capability, boundary, agent types, author) get the same answer as
+    long as the registry copy and the policy it was worked out from are unchanged."""
+
+    def __init__(self) -> None:
+        self.synced = False
+        """Whether the registry copy was made to catch up already (once per sweep is enough)."""
+        self._agents: Sequence[AgentEntry] = ()
+        self._policy: BoundaryPolicy = BoundaryPolicy()
+        self._version: tuple[int, int] | None = None
+        self._now = utcnow()
+        self._found: dict[Need, list[AgentEntry]] = {}
+
+    def see(
+        self, agents: Callable[[], Sequence[AgentEntry]], version: tuple[int, int], policy: BoundaryPolicy
+    ) -> None:
+        """The registry copy as it is now (read through ``agents`` only when its ``version``,
+        e.g. its revision and size, moved) and the policy: answers worked out from another
+        copy or policy are dropped."""
+        if version != self._version or policy is not self._policy:
+            self._agents, self._version, self._policy, self._now = agents(), version, policy, utcnow()
+            self._found.clear()
+
+    def agents_for(self, item: WorkItem) -> list[AgentEntry]:
+        need = Need.of(item)
+        found = self._found.get(need)
+        if found is None:
+            found = self._found[need] = eligible_agents(item, self._agents, self._policy, self._now)
+        return found
+
+    def may_hide(self, item: WorkItem) -> bool:
+        """:func:`stale_but_eligible`, until the copy was made to catch up."""
+        return not self.synced and stale_but_eligible(item, self._agents, self._policy, self._now)
 
 
 # -- targets ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from shared.models import AgentStatus, Target, WorkItem
 from shared.tasks import raise_if_cancelling
 from shared.work.landing import parked
 from shared.work.rules import WAITING
-from weft.eligibility import Need, eligible_agents, matching_targets, stale_but_eligible
+from weft.eligibility import Eligibility, Need, matching_targets
 from weft.spinup.base import SpinupRequester
 
 if TYPE_CHECKING:
@@ -55,7 +55,10 @@ class Router:
                 span.set_attribute("loom.routing.target", decision.target.name)
             return decision
 
-    async def _decide(self, project: ProjectContext, item: WorkItem) -> RoutingDecision:
+    async def _decide(
+        self, project: ProjectContext, item: WorkItem, known: Eligibility | None = None
+    ) -> RoutingDecision:
+        """``known``: a sweep's answers so far, for the items after this one."""
         if item.status not in WAITING or parked(item):  # parked: on its pull request or the operator
             return RoutingDecision("not-waiting")
         if item.reserved_for is not None:  # sent back to its author by a landing
@@ -66,11 +69,16 @@ class Router:
             if item.reserved_for is not None or item.status not in WAITING:
                 return RoutingDecision("not-waiting")
         policy = await project.queue.policy()
-        agents = eligible_agents(item, project.agents.mirror.values(), policy)
-        if not agents and stale_but_eligible(item, project.agents.mirror.values(), policy):
+        mirror = project.agents.mirror
+        known = known or Eligibility()
+        known.see(mirror.values, (mirror.revision, len(mirror)), policy)
+        agents = known.agents_for(item)
+        if not agents and known.may_hide(item):
             # a spin-up is a new process: first make sure the copy holds every heartbeat NATS has
-            await project.agents.mirror.sync()
-            agents = eligible_agents(item, project.agents.mirror.values(), policy)
+            await mirror.sync()
+            known.synced = True
+            known.see(mirror.values, (mirror.revision, len(mirror)), policy)
+            agents = known.agents_for(item)
         if agents:
             if item.waiting_reason is not None:
                 await project.queue.set_waiting_reason(item.id, None)
@@ -85,9 +93,10 @@ class Router:
     async def route_waiting(self, project: ProjectContext, limit: int = 500) -> dict[str, int]:
         """Re-route items still in the queue, highest priority first."""
         outcomes: dict[str, int] = {}
+        known = Eligibility()  # one answer per need, not one per item (hundreds x every agent)
         for item in project.work.waiting()[:limit]:
             try:
-                decision = await self._decide(project, item)  # a sweep: not a span per item
+                decision = await self._decide(project, item, known)  # a sweep: not a span per item
             except Exception as exc:
                 raise_if_cancelling()
                 log.warning("routing %s in %s failed: %s", item.id, project.names.project_id, exc)

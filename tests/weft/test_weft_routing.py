@@ -10,7 +10,7 @@ from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_c
 
 from shared.models import AgentEntry, AgentStatus, Target, TargetHealth, WorkItem, WorkStatus, utcnow
 from shared.work.policy import BoundaryPolicy, BoundaryRule
-from weft.eligibility import Need, eligible_agents, matching_targets, stale_but_eligible
+from weft.eligibility import Eligibility, Need, eligible_agents, matching_targets, stale_but_eligible
 from weft.routing import NO_AGENT_NO_TARGET
 from weft.spinup import WAITING_FOR_AGENT
 
@@ -95,6 +95,59 @@ def test_stale_but_eligible_names_agents_a_lagging_copy_may_hide() -> None:
     left = agent(last_heartbeat=quiet, status=AgentStatus.OFFLINE)  # said goodbye: no heartbeat to wait for
     full = agent(last_heartbeat=quiet, status=AgentStatus.BUSY, current_tasks=1, max_concurrent_tasks=1)
     assert not stale_but_eligible(item(), [left, full], policy, now)
+
+
+def test_a_sweeps_eligibility_answers_each_need_as_eligible_agents_does() -> None:
+    """A sweep works an answer out once per need; each item still gets exactly the agents
+    eligible_agents gives it, and a changed registry copy or policy is answered afresh."""
+    from shared.models import ReviewRound, ReviewSpec
+
+    author = agent(capabilities=["code", "review"], handle="author")
+    pool = [
+        author,
+        agent(capabilities=["review"], handle="reviewer"),
+        agent(agent_type="copilot", handle="co"),
+        agent(boundaries=["corporate"], handle="corp"),
+        agent(capabilities=["docs"], handle="docs"),
+    ]
+    items = [
+        item(),
+        item(),
+        item(required_agent_type="copilot"),
+        item(preferred_agent_type="copilot"),
+        item(boundary="corporate"),
+        item(capability="docs"),
+        item(capability="rare"),
+        item(
+            status=WorkStatus.IN_REVIEW,
+            review=ReviewSpec(capability="review"),
+            reviews=[ReviewRound(round=1, author=author.agent_id)],
+        ),
+    ]
+    policy = BoundaryPolicy()
+    known = Eligibility()
+    known.see(lambda: pool, (1, len(pool)), policy)
+    for one in items:
+        assert [a.agent_id for a in known.agents_for(one)] == [
+            a.agent_id for a in eligible_agents(one, pool, policy)
+        ], one
+    assert known.agents_for(item(capability="rare")) == []
+
+    newcomer = agent(capabilities=["rare"])
+    grown = [*pool, newcomer]
+    known.see(lambda: grown, (1, len(grown)), policy)  # a new agent: the size moved
+    assert [a.agent_id for a in known.agents_for(item(capability="rare"))] == [newcomer.agent_id]
+    denied = BoundaryPolicy(boundaries={"default": BoundaryRule(denied_agent_types=["claude-code"])})
+    known.see(lambda: grown, (1, len(grown)), denied)  # another policy: answered again
+    assert known.agents_for(item(capability="rare")) == []
+    assert [a.agent_id for a in known.agents_for(item())] == [pool[2].agent_id]
+
+    quiet = [agent(last_heartbeat=utcnow() - timedelta(minutes=5))]
+    stale = Eligibility()
+    stale.see(lambda: quiet, (2, 1), policy)
+    assert stale.agents_for(item()) == [] and stale.may_hide(item())
+    stale.synced = True  # the copy caught up once in this sweep: no second wait for it
+    assert not stale.may_hide(item())
 
 
 def test_a_review_task_needs_a_reviewer_other_than_its_author() -> None:
