@@ -289,12 +289,7 @@ class TraceLog:
         (exported when exporting, not kept). ``carry_work_id``: messages published inside
         the block also carry the item's id (W3C baggage), so their receivers can record
         their side in its timeline."""
-        parent = context_of(traceparent)
-        current = trace.get_current_span().get_span_context()
-        links = [Link(current)] if parent is not None and current.is_valid else None
-        attrs: dict[str, Any] = {PROJECT_ID: self.names.project_id, **(attributes or {})}
-        if work_id is not None:
-            attrs[WORK_ID] = work_id
+        parent, links, attrs = self._placed(work_id, traceparent, attributes)
         token = None
         if carry_work_id and work_id is not None:
             token = otel_context.attach(baggage.set_baggage(WORK_ID, work_id, context=parent))
@@ -305,6 +300,48 @@ class TraceLog:
         finally:
             if token is not None:
                 otel_context.detach(token)
+
+    def _placed(
+        self, work_id: str | None, traceparent: str | None, attributes: Mapping[str, Any] | None
+    ) -> tuple[otel_context.Context | None, list[Link] | None, dict[str, Any]]:
+        """A span's parent (the item's stored trace), its link to what is current, its attributes."""
+        parent = context_of(traceparent)
+        current = trace.get_current_span().get_span_context()
+        links = [Link(current)] if parent is not None and current.is_valid else None
+        attrs: dict[str, Any] = {PROJECT_ID: self.names.project_id, **(attributes or {})}
+        if work_id is not None:
+            attrs[WORK_ID] = work_id
+        return parent, links, attrs
+
+    def record(
+        self,
+        name: str,
+        *,
+        work_id: str,
+        traceparent: str | None,
+        kind: SpanKind,
+        attributes: Mapping[str, Any],
+        start_ns: int,
+        failure: BaseException | None,
+    ) -> None:
+        """The span of an operation that already ran, from ``start_ns`` to now, placed as
+        :meth:`span` places it: made and ended at once, never current (nothing runs inside
+        it), so none of a current span's context switching is paid on every work operation."""
+        parent, links, attrs = self._placed(work_id, traceparent, attributes)
+        span = tracer().start_span(
+            name,
+            context=parent,
+            kind=kind,
+            attributes=attrs,
+            links=links,
+            start_time=start_ns,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        if failure is not None:
+            mark_failed(span, failure)
+        span.end()
+        self.keep(span)
 
     @contextlib.contextmanager
     def _started(
@@ -461,14 +498,12 @@ def _timed(
         raise
     finally:
         if not isinstance(failure, asyncio.CancelledError | GeneratorExit):
-            merged = {**attributes, **(outcome.attributes or {})}
-            with log_.span(
+            log_.record(
                 name,
                 work_id=work_id,
                 traceparent=outcome.traceparent,
                 kind=kind,
-                attributes=merged,
+                attributes={**attributes, **(outcome.attributes or {})},
                 start_ns=start,
-            ) as span:
-                if failure is not None:
-                    mark_failed(span, failure)
+                failure=failure,
+            )

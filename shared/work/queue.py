@@ -558,11 +558,15 @@ class WorkQueue(WorkDelivery):
     def _trace_wait(self, queued: WorkItem, claimed: WorkItem) -> None:
         """The time the item waited in its queue, as a span of its trace (from its last
         change before the claim: its queueing)."""
-        since = int(queued.updated_at.timestamp() * 1e9)
-        with self.traces.span(
-            "work.queued", work_id=claimed.id, traceparent=claimed.traceparent, start_ns=since
-        ) as span:
-            span.set_attribute("loom.work.subject", self._subject_of(queued))
+        self.traces.record(
+            "work.queued",
+            work_id=claimed.id,
+            traceparent=claimed.traceparent,
+            kind=SpanKind.INTERNAL,
+            attributes={"loom.work.subject": self._subject_of(queued)},
+            start_ns=int(queued.updated_at.timestamp() * 1e9),
+            failure=None,
+        )
 
     # -- holder operations ------------------------------------------------------
     @_traced("work.progress")
