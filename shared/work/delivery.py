@@ -18,6 +18,7 @@ from nats.js.errors import NotFoundError
 from shared.models import WorkItem, WorkStatus, utcnow
 from shared.names import LAND_CAPABILITY
 from shared.nats.jsapi import JetStreamReplyError, consumer_next
+from shared.tasks import together
 from shared.trace.tracing import with_trace_headers
 from shared.work.records import WorkRecords
 from shared.work.rules import REVIEWABLE, Ack, Claimant, WorkRecord, store_seq
@@ -100,8 +101,10 @@ class WorkDelivery(WorkRecords):
     async def eligible_subjects(self, claimant: Claimant) -> list[str]:
         """Queue subjects holding messages this claimant may take, highest priority first."""
         await self.ensure()
-        policy = await self.policy()
-        info = await self._js.stream_info(self.names.work_stream, subjects_filter=self.names.work_subjects)
+        policy, info = await together(
+            self.policy(),
+            self._js.stream_info(self.names.work_stream, subjects_filter=self.names.work_subjects),
+        )
         subjects = info.state.subjects or {}
         eligible: list[tuple[int, str]] = []
         for subject, count in subjects.items():

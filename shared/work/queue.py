@@ -53,6 +53,7 @@ from shared.models import (
     utcnow,
 )
 from shared.nats.jetstream import delete_unchanged, get_or_none, update_unchanged
+from shared.tasks import together
 from shared.trace.tracing import timed, traceparent_of, with_trace_headers
 from shared.usage.rules import Budget, Usage
 from shared.work.delivery import WorkDelivery
@@ -497,10 +498,12 @@ class WorkQueue(WorkDelivery):
 
         Refused (:class:`BudgetReached`) while the project's daily budget, or that of the
         claimant's target, is reached: the one place claims are admitted."""
-        hold = await self.ledger.hold(utcnow(), target_id=claimant.target_id)
+        hold, subjects = await together(  # the hold decides; the subjects come with it
+            self.ledger.hold(utcnow(), target_id=claimant.target_id), self.eligible_subjects(claimant)
+        )
         if hold is not None:
             raise BudgetReached(hold)
-        for subject in await self.eligible_subjects(claimant):
+        for subject in subjects:
             lingered = False
             while True:
                 msg = await self._next(subject)

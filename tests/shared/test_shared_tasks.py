@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from shared.tasks import stop_task, tick
+from shared.tasks import stop_task, tick, together
 
 
 async def test_a_task_that_ends_on_cancel_is_stopped() -> None:
@@ -133,3 +133,46 @@ async def test_background_waits_for_what_its_tasks_start_and_closes_what_is_left
     assert not sleeper.done() and len(background) == 1
     await background.close()
     assert sleeper.cancelled() and len(background) == 0
+
+
+async def test_together_runs_both_at_once_and_returns_both() -> None:
+    """The second starts before the first ends: the first waits for what the second sets."""
+    started = asyncio.Event()
+
+    async def first() -> str:
+        await started.wait()
+        return "first"
+
+    async def second() -> int:
+        started.set()
+        return 2
+
+    assert await asyncio.wait_for(together(first(), second()), 30) == ("first", 2)
+
+
+async def test_together_lets_both_end_then_raises_the_first_failure_in_order() -> None:
+    ended: list[str] = []
+
+    async def fails(name: str, wait: asyncio.Event | None = None, then: asyncio.Event | None = None) -> str:
+        if wait is not None:
+            await wait.wait()
+        ended.append(name)
+        if then is not None:
+            then.set()
+        raise ValueError(name)
+
+    async def ok_later(wait: asyncio.Event) -> str:
+        await wait.wait()
+        ended.append("ok")
+        return "ok"
+
+    gate = asyncio.Event()
+    with pytest.raises(ValueError, match=r"^early$"):
+        await asyncio.wait_for(together(fails("early", then=gate), ok_later(gate)), 30)
+    assert ended == ["early", "ok"]  # the other half ran to its end, not left running
+
+    ended.clear()
+    gate = asyncio.Event()
+    with pytest.raises(ValueError, match=r"^one$"):  # both failed: the first argument's, failed last
+        await asyncio.wait_for(together(fails("one", wait=gate), fails("two", then=gate)), 30)
+    assert ended == ["two", "one"]
