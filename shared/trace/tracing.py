@@ -260,6 +260,26 @@ def record_of(span: ReadableSpan) -> SpanRecord | None:
     )
 
 
+def _start(
+    name: str,
+    parent: otel_context.Context | None,
+    kind: SpanKind,
+    attrs: dict[str, Any],
+    links: list[Link] | None,
+    start_ns: int | None,
+) -> trace.Span:
+    return tracer().start_span(
+        name,
+        context=parent,
+        kind=kind,
+        attributes=attrs,
+        links=links,
+        start_time=start_ns,
+        record_exception=False,  # an exception's text and stack are not for a collector
+        set_status_on_exception=False,
+    )
+
+
 class TraceLog:
     """A project's work spans, recorded by the process that made them and published to the
     traces stream a few at a time (a plain publish: telemetry never holds up the work, and
@@ -328,16 +348,7 @@ class TraceLog:
         :meth:`span` places it: made and ended at once, never current (nothing runs inside
         it), so none of a current span's context switching is paid on every work operation."""
         parent, links, attrs = self._placed(work_id, traceparent, attributes)
-        span = tracer().start_span(
-            name,
-            context=parent,
-            kind=kind,
-            attributes=attrs,
-            links=links,
-            start_time=start_ns,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
+        span = _start(name, parent, kind, attrs, links, start_ns)
         if failure is not None:
             mark_failed(span, failure)
         span.end()
@@ -353,17 +364,8 @@ class TraceLog:
         links: list[Link] | None,
         start_ns: int | None,
     ) -> Iterator[trace.Span]:
-        with tracer().start_as_current_span(
-            name,
-            context=parent,
-            kind=kind,
-            attributes=attrs,
-            links=links,
-            start_time=start_ns,
-            record_exception=False,  # an exception's text and stack are not for a collector
-            set_status_on_exception=False,
-            end_on_exit=False,
-        ) as span:
+        span = _start(name, parent, kind, attrs, links, start_ns)
+        with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
             try:
                 yield span
             except BaseException as exc:
