@@ -43,9 +43,14 @@ class _Policy:
 @dataclass
 class _Mirror:
     entries: list[AgentEntry]
+    revision: int = 1
+    """The registry copy's revision: these entries never change."""
 
     def values(self) -> list[AgentEntry]:
         return self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
 
 
 @dataclass
