@@ -315,7 +315,7 @@ class TraceLog:
             token = otel_context.attach(baggage.set_baggage(WORK_ID, work_id, context=parent))
             parent = None  # the attached context is the parent now
         try:
-            with self._started(name, parent, kind, attrs, links, start_ns) as span:
+            with self._current(_start(name, parent, kind, attrs, links, start_ns)) as span:
                 yield span
         finally:
             if token is not None:
@@ -355,16 +355,8 @@ class TraceLog:
         self.keep(span)
 
     @contextlib.contextmanager
-    def _started(
-        self,
-        name: str,
-        parent: otel_context.Context | None,
-        kind: SpanKind,
-        attrs: dict[str, Any],
-        links: list[Link] | None,
-        start_ns: int | None,
-    ) -> Iterator[trace.Span]:
-        span = _start(name, parent, kind, attrs, links, start_ns)
+    def _current(self, span: trace.Span) -> Iterator[trace.Span]:
+        """``span`` current inside the block; a failure marked on it; ended and kept after."""
         with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
             try:
                 yield span
