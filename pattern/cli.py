@@ -22,7 +22,7 @@ from pattern.runtime import PatternRuntime
 from pattern.server import build_server
 from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
 from shared.legacy import LegacySettingError, apply_environment
-from shared.loop import run_main
+from shared.loop import keep_startup_heap, run_main
 from shared.names import InvalidNameError
 from shared.nats.auth import CredentialsError, agent_credential
 from shared.redact import configure_logging, redact
@@ -69,6 +69,7 @@ def _port(text: str) -> int:
 async def _serve(runtime: PatternRuntime, args: argparse.Namespace) -> None:
     server = build_server(runtime, _version())
     runtime.start()
+    keep_startup_heap()  # the SDK and the tools: built for the process's life
     try:
         if args.http:
             from shared.mcp.http import serve_http, streamable_app

@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         attach()
         import anyio
 
-        from shared.loop import anyio_options
+        from shared.loop import anyio_options, keep_startup_heap
+
+        keep_startup_heap()
 
         anyio.run(_serve_http, server, rt, args.host, args.port, args.path, backend_options=anyio_options())
         return 0
@@ -153,6 +155,7 @@ async def _run_stdio(rt: WarpRuntime, settings: WarpSettings, with_memory: bool)
     import contextlib
     import logging
 
+    from shared.loop import keep_startup_heap
     from warp.stdio import Early, answer_initialize, open_pipes, serve_stdio
 
     try:
@@ -173,6 +176,7 @@ async def _run_stdio(rt: WarpRuntime, settings: WarpSettings, with_memory: bool)
     server, attach = built
     attach()
     rt.serving()
+    keep_startup_heap()  # the SDK, the tools and the connection: built for the process's life
     early = Early()
     if first is not None:
         if not first.done():  # no message yet: the SDK reads the first one itself

@@ -30,7 +30,7 @@ from shared.git.forge import ForgeError, GitHub
 from shared.git.landing import Candidate, DiffSummary, HostLanding, LandingError, Settled
 from shared.git.landlock import LOCK_TTL_S, LandingLock, LandingLocks, LockLost
 from shared.git.repository import Repository
-from shared.loop import run_main
+from shared.loop import keep_startup_heap, run_main
 from shared.models import MAX_QUESTION, LandingAttempt, WorkItem, WorkStatus
 from shared.names import LAND_CAPABILITY
 from shared.tasks import raise_if_cancelling, stop_task, tick
@@ -446,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     github_token = os.environ.get("LOOM_GITHUB_TOKEN") or None
     register_secret(github_token)
+    keep_startup_heap()
     return run_main(_run(rt, identity.project_path, args.poll, settings.landing_lock_s, github_token))
 
 

@@ -141,6 +141,7 @@ async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
     """Open NATS first (so a start-up failure is one clear line), then serve until signalled."""
     import uvicorn
 
+    from shared.loop import keep_startup_heap
     from shared.nats.client import NatsConnectError
     from shared.nats.server import NatsServerError
     from weft.app import create_app
@@ -156,6 +157,7 @@ async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
         await runtime.close()
         _fail(str(exc))
     server = uvicorn.Server(config)
+    keep_startup_heap()  # the app, its routes and models: built for the process's life
     # uvicorn stops cleanly on Ctrl-C, then raises SIGINT again for the previous handler:
     # Python's default would turn a person's normal stop into KeyboardInterrupt and exit 130
     # (and `make run` into "Error 130"). Ctrl-C is how one stops Weft: it ends with status 0.
