@@ -185,11 +185,13 @@ class AsyncLoomClient:
         from loom.transport import import_httpx
 
         httpx = import_httpx()
+        from loom.retry import async_retrying
+
         self.connection = Connection(url.rstrip("/"), token, project, timeout)
         self._headers = WeftClient(self.connection, user_agent=USER_AGENT).headers()
         self._http = httpx.AsyncClient(
             base_url=self.connection.api_url,
-            verify=client_tls(self.connection.api_url),
+            transport=async_retrying(client_tls(self.connection.api_url)),
             headers=self._headers,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             follow_redirects=False,

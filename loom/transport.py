@@ -118,10 +118,11 @@ class WeftClient:
     def http(self) -> httpx.Client:
         if self._http is None:
             httpx = import_httpx()
+            from loom.retry import retrying
 
             self._http = httpx.Client(
                 base_url=self.base_url,
-                verify=client_tls(self.base_url),
+                transport=retrying(client_tls(self.base_url)),
                 headers=self.headers(),
                 timeout=httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 5.0)),
                 follow_redirects=False,

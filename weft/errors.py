@@ -68,6 +68,9 @@ _CODE_FOR_STATUS = {
 
 NATS_RETRY = "Try again shortly."
 """Weft's advice on a NATS failure that may pass (it reconnects by itself)."""
+NATS_RETRY_AFTER_S = "1"
+"""``Retry-After`` on a ``nats_unavailable`` answer: a time-out under load or a reconnect
+usually clears within a second."""
 
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
 
@@ -191,11 +194,13 @@ def install(app: FastAPI) -> None:
         found = nats_failure(exc, retry=NATS_RETRY)
         if found is None:  # a NATS error no part anticipates: a bug, answered by ``unexpected``
             raise exc
+        response = render(found)
         if isinstance(found, NatsUnavailable):
             log.warning("NATS unavailable while serving a request: %s", redact(type(exc).__name__))
+            response.headers["Retry-After"] = NATS_RETRY_AFTER_S  # loom.retry asks reads again
         else:
             log.error("JetStream refused an operation: %s", redact(exc))
-        return render(found)
+        return response
 
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error: %s", redact(exc))

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from loom.retry import async_retrying
 from shared.settings import NatsSettings
 from shared.tls import client_tls
 from testsupport.serving import CLIENT_TIMEOUT_S, SERVED_AT_ONCE, serve_in_thread
@@ -30,14 +31,21 @@ class RunningWeft:
     token: str | None = None
 
     def client(self, project: str | None = None) -> httpx.AsyncClient:
-        """An HTTP client for Weft's REST API, naming ``project`` with ``X-Loom-Project``."""
+        """An HTTP client for Weft's REST API, naming ``project`` with ``X-Loom-Project``.
+
+        Like Loom's own clients it asks a read again when Weft answers "NATS unavailable, try
+        again shortly" (:mod:`loom.retry`): a scenario's probes poll reads, and on a loaded
+        machine a NATS call Weft makes for one can time out."""
         headers: dict[str, str] = {}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         if project:
             headers["X-Loom-Project"] = project
         return httpx.AsyncClient(
-            base_url=self.url, headers=headers, timeout=CLIENT_TIMEOUT_S, verify=client_tls(self.url)
+            base_url=self.url,
+            headers=headers,
+            timeout=CLIENT_TIMEOUT_S,
+            transport=async_retrying(client_tls(self.url)),
         )
 
 

@@ -72,6 +72,8 @@ async def test_nats_failures_are_503_with_the_code_every_part_gives(
         response = await api.get(f"/api/work/{'0' * 32}")
         assert response.status_code == 503, (name, response.text)
         assert SECRET not in response.text
+        retry_after = "1" if response.json()["error"] == "nats_unavailable" else None
+        assert response.headers.get("Retry-After") == retry_after, name
         answered[name] = response.json()
     assert answered["stale-connection"] == {
         "error": "nats_unavailable",
