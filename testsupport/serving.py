@@ -34,10 +34,20 @@ of a core in Weft alone). The least recently used beyond this many stop being se
 next request serves its project again."""
 
 CLIENT_TIMEOUT_S = 45.0
-"""How long a test's HTTP client (httpx, Shuttle) waits for a served Weft's answer. Tests check
+"""How long a test's HTTP client (httpx, Shuttle) waits for a served Weft's answer, and a
+WebSocket client for its opening handshake (:func:`ws_connect`). Tests check
 what Weft answers, not how fast (the performance suite does): the first request for a project
 opens it (a dozen streams and buckets), which on two loaded cores took Weft over 10 s in a
 fresh-clone run, and twice past httpx's default of 5 s in CI."""
+
+
+def ws_connect(url: str, **kwargs: Any) -> Any:
+    """A test's WebSocket connection to a served Weft (``async with``): the handshake waits as
+    long as an HTTP answer, since a socket's first touch of a project opens it too (websockets'
+    own 10 s ran out in a fresh-clone run)."""
+    from websockets.asyncio.client import connect
+
+    return connect(url, open_timeout=CLIENT_TIMEOUT_S, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 import websockets
 
 from scenario_harness.fabric import Fabric
+from testsupport.serving import ws_connect
 
 CONNECT_TIMEOUT_S = 15.0
 
@@ -53,7 +54,7 @@ async def event_stream(fabric: Fabric, *topics: str) -> AsyncIterator[EventStrea
     url = f"{fabric.weft.ws_url}/api/ws?project={fabric.project_id}"
     headers = {"Authorization": f"Bearer {fabric.weft.token}"} if fabric.weft.token else None
     stream = EventStream()
-    async with websockets.connect(url, additional_headers=headers, open_timeout=CONNECT_TIMEOUT_S) as ws:
+    async with ws_connect(url, additional_headers=headers) as ws:
         welcome = json.loads(await asyncio.wait_for(ws.recv(), CONNECT_TIMEOUT_S))
         assert welcome["type"] == "welcome", welcome
         for topic in topics:

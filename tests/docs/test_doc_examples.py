@@ -55,7 +55,6 @@ from typing import Any
 import httpx
 import pytest
 import warp_transcript
-import websockets
 import yaml
 from doc_examples import TOOL_TRANSCRIPT, Block, Run, Skip, all_blocks, classify, entry_for, run
 from fabric import BIN, REPO, Fabric, base_environment, running_weft
@@ -72,6 +71,7 @@ from shared.tasks import tick
 from shared.tls import client_tls
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.serving import ws_connect
 from testsupport.work import work_queue
 from weft.demo import end_processes, processes_with
 
@@ -826,7 +826,7 @@ async def run_websocket_block(example: Example) -> None:
     received = [
         shown_json(re.sub(r"(?<=\})\s+\(.*$", "", line.split("← ", 1)[1])) for line in lines if "← " in line
     ]
-    async with websockets.connect(url, subprotocols=["bearer", TOKEN]) as ws:  # type: ignore[list-item]
+    async with ws_connect(url, subprotocols=["bearer", TOKEN]) as ws:
 
         async def frame(kind: str) -> dict[str, Any]:
             while True:

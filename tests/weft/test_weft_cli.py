@@ -17,6 +17,7 @@ import pytest
 import websockets
 
 from shared.nats.server import EmbeddedNatsServer, free_port
+from testsupport.serving import ws_connect
 
 WEFT = str(Path(sys.executable).parent / "weft")
 
@@ -126,10 +127,10 @@ async def test_serve_with_nats_url_and_tokens(tmp_path: Path, nats_server: Embed
             assert (await client.get("/api/work", headers={"Authorization": "Bearer t2"})).status_code == 200
         ws_url = f"ws://127.0.0.1:{port}/api/ws"
         with pytest.raises(websockets.InvalidStatus) as refused:  # a refused token is no server error
-            async with websockets.connect(ws_url):
+            async with ws_connect(ws_url):
                 pass
         assert refused.value.response.status_code == 401
-        async with websockets.connect(ws_url, additional_headers={"Authorization": "Bearer t1"}) as ws:
+        async with ws_connect(ws_url, additional_headers={"Authorization": "Bearer t1"}) as ws:
             assert json.loads(await ws.recv())["type"] == "welcome"
             await ws.send(json.dumps({"type": "ping"}))
             assert json.loads(await ws.recv())["type"] == "pong"

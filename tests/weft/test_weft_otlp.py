@@ -12,12 +12,12 @@ from asyncio.subprocess import PIPE
 from pathlib import Path
 
 import httpx
-import websockets
 from test_weft_cli import clean_env, wait_healthy, weft_process
 from weft_helpers import eventually
 
 from shared.nats.server import EmbeddedNatsServer, free_port
 from testsupport.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
+from testsupport.serving import ws_connect
 from testsupport.warp import warp_agent
 
 SHUTTLE = str(Path(sys.executable).parent / "shuttle")
@@ -89,7 +89,7 @@ async def test_one_submission_is_one_connected_trace_across_shuttle_weft_and_war
                 assert claimed["claimed"] and claimed["item"]["id"] == work_id
                 await agent.call("warp_work_complete", {"work_id": work_id, "result": "built"})
                 # the token in a WebSocket's query and a refused one in a header: never exported
-                async with websockets.connect(f"ws://127.0.0.1:{port}/api/ws?token={SECRET}") as ws:
+                async with ws_connect(f"ws://127.0.0.1:{port}/api/ws?token={SECRET}") as ws:
                     assert json.loads(await ws.recv())["type"] == "welcome"
                 async with httpx.AsyncClient(base_url=base) as client:
                     bad = await client.get("/api/work", headers={"Authorization": f"Bearer {SECRET}x"})

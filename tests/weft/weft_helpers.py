@@ -12,13 +12,14 @@ from typing import Any, TypeVar
 from a2a.types import Message, Part, Role, SendMessageRequest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 
 from shared.agents.registry import Registry
 from shared.models import AgentEntry, AgentStatus, utcnow
 from shared.names import ProjectNames
 from shared.nats.jetstream import ensure_stream
 from shared.work.rules import Claimant
+from testsupport.serving import ws_connect as ws_connect  # the tests import it from here
 
 T = TypeVar("T")
 
@@ -130,10 +131,6 @@ class WsClient:
             message["id"] = sub_id
         await self.send(message)
         await self.next_of("subscribed")
-
-
-def ws_connect(url: str, **kwargs: Any) -> Any:
-    return connect(url, open_timeout=10, **kwargs)
 
 
 def actions(events: list[dict[str, Any]], subject_id: str | None = None) -> list[str]:
