@@ -16,6 +16,10 @@ class AgentView(AgentEntry):
 
     reported_status: AgentStatus = Field(description="The status the agent last wrote itself")
     stale: bool = Field(description="No heartbeat for 3 intervals: shown offline whatever it reported")
+    revision: int = Field(
+        default=0,
+        description="The registry revision of this entry (agent events carry it too): the higher is newer",
+    )
 
 
 class AgentCounts(LoomModel):

@@ -1,7 +1,8 @@
 """The page's store, imported into the browser as the page imports it: events applied in
 any order leave the newest copy, agents' effective status follows their events, a whole
 read answered after events heard on its way keeps what they said, and the hour's
-throughput is counted per minute. No server data needed beyond the page itself."""
+throughput is counted per minute; an agent event older (by registry revision) than the
+copy held changes nothing. No server data needed beyond the page itself."""
 
 from __future__ import annotations
 
@@ -65,6 +66,27 @@ CHECKS = """async () => {
   fleet.setAgents([]);  // a read that began before the feed opened: nothing to apply over it
   out.plain = fleet.agents.size;
 
+  // each agent event says the registry revision of its entry: an older one changes nothing
+  const byRevision = new Store();
+  const eff = { ...cee, agent_id: 'e'.repeat(32), handle: 'eff' };
+  const told = (action, agent, status, revision) => byRevision.apply({ kind: 'agent',
+    subject_id: eff.agent_id, action,
+    data: action === 'deregistered' ? { revision } : { agent, status, revision } });
+  const stopped = { ...eff, status: 'offline' };
+  told('registered', eff, 'online', 3);
+  told('offline', stopped, 'offline', 5);  // it left; then the request for it, told late
+  told('shutdown-requested', eff, 'online', 3);
+  const e = () => byRevision.agents.get(eff.agent_id);
+  out.revisions = [[e().status, e().reported_status, e().revision]];
+  const reread = byRevision.beginRead('agents');
+  told('registered', eff, 'online', 7);  // heard on the read's way; the read is newer
+  byRevision.setAgents([{ ...stopped, status: 'offline', reported_status: 'offline', revision: 8 }], reread);
+  out.revisions.push([e().status, e().revision]);
+  told('deregistered', null, null, 6);  // an older copy's removal
+  out.revisions.push(byRevision.agents.has(eff.agent_id));
+  told('deregistered', null, null, 8);
+  out.revisions.push(byRevision.agents.has(eff.agent_id));
+
   const now = Date.parse('2026-01-01T12:00:00Z');
   const done = (n, minutesAgo) => ({ id: String(n).padStart(32, '0'), status: 'completed',
     updated_at: '2026-01-01T12:00:00Z', created_at: '2026-01-01T11:00:00Z',
@@ -105,6 +127,7 @@ async def test_the_store_keeps_the_newest_copy_and_counts_the_hour(
     assert out["first"] == "cd" and out["second"] == "cd" and out["keptAfter"] == 0
     assert out["third"] == [False, "busy", "2026-01-01T00:00:09Z"]
     assert out["keptIdle"] == 0 and out["plain"] == 0
+    assert out["revisions"] == [["offline", "offline", 5], ["offline", 8], True, False]
     assert out["bars"] == [60, 2, 1, 3]
     assert out["order"] == ["ba", "cba", "cbax", "cbax", "claimed"]
     assert out["ago"] == ["30 s ago", "1 h ago", "just now", "in 5 min", "in 2 h", "-"]

@@ -9,12 +9,17 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 from weft_helpers import WsClient, actions, agent_id, eventually, register, ws_connect
 
 from shared.agents.registry import Registry
+from shared.events import ensure_events_stream
 from shared.models import AgentEntry, AgentStatus, ControlRequest, Scope, utcnow
 from shared.names import ProjectNames
+from shared.nats.client import settle
+from weft.project import agents as agents_module
 from weft.project.agents import AgentDirectory
 
 
@@ -50,6 +55,7 @@ async def test_listing_shows_every_field_and_stale_agents_offline(
     assert shown["reported_status"] == "busy" and shown["stale"] is False
     assert body["items"][1]["status"] == "offline" and body["items"][1]["reported_status"] == "online"
     assert body["items"][1]["stale"] is True
+    assert 0 < shown["revision"] < body["items"][1]["revision"]  # the registry's: written later
 
     one = (await api.get(f"/api/agents/{stale.agent_id}")).json()
     assert one["agent_id"] == stale.agent_id and one["status"] == "offline"
@@ -290,3 +296,51 @@ async def copy_behind_a_heartbeat(
         yield beating, release
     finally:
         release.set()
+
+
+async def test_a_shutdown_request_is_told_before_the_offline_it_causes(
+    nc: NatsClient, project_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle Warp leaves within milliseconds of the request; a Weft short of CPU can relay
+    its offline before its own ``shutdown-requested``, which carries the entry as read before
+    asking (online): told last, it put a stopped agent back online in the console. The
+    request's event comes first, and each event says the registry revision of its entry."""
+    names = ProjectNames(project_id)
+    js = nc.jetstream()
+    await ensure_events_stream(js, names)
+    registry = Registry(js, names)
+    directory = AgentDirectory(nc, js, names)
+    await directory.start(stale_check_interval_s=3600)
+    entry = await register(nc, project_id)
+    await directory.mirror.sync()
+    registered = directory.mirror.revision_of(entry.agent_id)
+    left: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def warp(_msg: Msg) -> None:  # drained at once: marks itself offline
+        leaving = {"status": AgentStatus.OFFLINE}
+        _, revision = await registry.update_known(entry.agent_id, lambda e: e.model_copy(update=leaving))
+        left.set_result(revision)
+
+    async def late_settle(conn: NatsClient, timeout: int = 10) -> None:
+        """Weft goes on only once the agent's offline is relayed (a loop short of CPU)."""
+        await settle(conn, timeout)
+        assert await directory.mirror.wait_for(await asyncio.wait_for(left, 10))
+
+    inbox = await nc.subscribe(names.control_subject(entry.agent_id), cb=warp)
+    monkeypatch.setattr(agents_module, "settle", late_settle)
+    try:
+        await directory.request_shutdown(entry.agent_id, reason="test")
+        offline = await left
+    finally:
+        await inbox.unsubscribe()
+        await directory.stop()
+    last = (await js.stream_info(names.events_stream)).state.last_seq
+    events = [
+        json.loads((await js.get_msg(names.events_stream, seq)).data or b"{}") for seq in range(1, last + 1)
+    ]
+    told = [(e["action"], e["data"]["status"], e["data"]["revision"]) for e in events]
+    assert told == [
+        ("registered", "online", registered),
+        ("shutdown-requested", "online", registered),
+        ("offline", "offline", offline),
+    ]

@@ -4,7 +4,9 @@ Warp does not publish ``agent.*`` events; Weft derives them from registry
 changes (registered, status changes, offline when heartbeats stop,
 deregistered). Each derived event carries a message id made of the agent id
 and the registry revision, so two Weft replicas that both see a change
-publish it once (the events stream drops the duplicate).
+publish it once (the events stream drops the duplicate), and the revision of
+the entry it carries (``data.revision``), so a reader can tell an older copy of
+an agent from a newer one whatever order events reach it in.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class AgentState:
     status: AgentStatus
     """Effective status: offline when heartbeats stopped, whatever the entry says."""
     stale: bool
+    revision: int
+    """The registry revision of ``entry``: of two copies of one agent, the higher is newer."""
 
 
 class AgentDirectory:
@@ -108,9 +112,10 @@ class AgentDirectory:
     def states(self, now: datetime | None = None) -> list[AgentState]:
         moment = now or utcnow()
         out: list[AgentState] = []
-        for _, entry in self.mirror.items():
+        for key, entry in self.mirror.items():
             stale = entry.is_stale(moment)
-            out.append(AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale))
+            revision = self.mirror.revision_of(key) or 0
+            out.append(AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale, revision))
         return out
 
     async def get(self, agent_id: str) -> AgentState:
@@ -120,7 +125,8 @@ class AgentDirectory:
         if entry is None:
             raise AgentNotFound(agent_id)
         stale = entry.is_stale()
-        return AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale)
+        revision = self.mirror.revision_of(agent_id) or 0
+        return AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale, revision)
 
     async def list_page(
         self, query: AgentQuery, *, limit: int = 50, cursor: str | None = None
@@ -150,17 +156,23 @@ class AgentDirectory:
     async def request_shutdown(
         self, agent_id: str, *, reason: str = "", grace_s: float = 30, by: str = "weft"
     ) -> AgentState:
-        """Ask the agent's Warp to drain, deregister and exit (it listens on its control subject)."""
+        """Ask the agent's Warp to drain, deregister and exit (it listens on its control subject).
+
+        The event is stored before the request is sent: it carries the entry as read before
+        asking (online), and told after the agent's own ``offline`` (an idle agent leaves
+        within milliseconds; a loaded Weft can relay that first) it put a stopped agent back
+        online for every reader that takes the last event as news (the console did)."""
         state = await self.get(agent_id)
         request = ControlRequest(action="shutdown", reason=reason, requested_by=by, grace_s=grace_s)
-        await self._nc.publish(self.names.control_subject(agent_id), request.to_json_bytes())
-        await settle(self._nc)
         await self._publish(
             "shutdown-requested",
             state.entry,
             state.status,
+            state.revision,
             extra={"reason": reason, "grace_s": grace_s, "requested_by": by},
         )
+        await self._nc.publish(self.names.control_subject(agent_id), request.to_json_bytes())
+        await settle(self._nc)
         return state
 
     # -- derived events ------------------------------------------------------------
@@ -181,7 +193,11 @@ class AgentDirectory:
             if before is not None and gone is not None:
                 self._stale_reported.pop(key, None)
                 await self._publish(
-                    "deregistered", gone, AgentStatus.OFFLINE, msg_id=f"{key}.{before.revision}.deleted"
+                    "deregistered",
+                    gone,
+                    AgentStatus.OFFLINE,
+                    before.revision,
+                    msg_id=f"{key}.{before.revision}.deleted",
                 )
             return
         entry = self.mirror.value_of(key, after)
@@ -196,17 +212,22 @@ class AgentDirectory:
         # alone, from a copy that has caught up.
         effective = entry.status
         if previous is None:
-            await self._publish("registered", entry, effective, msg_id=msg_id)
+            await self._publish("registered", entry, effective, after.revision, msg_id=msg_id)
             return
         was_stale = self._stale_reported.pop(key, None) is not None
         previous_status = AgentStatus.OFFLINE if was_stale else previous.status
         if effective != previous_status:
             action = "offline" if effective is AgentStatus.OFFLINE else "status-changed"
             await self._publish(
-                action, entry, effective, msg_id=msg_id, extra={"previous_status": previous_status}
+                action,
+                entry,
+                effective,
+                after.revision,
+                msg_id=msg_id,
+                extra={"previous_status": previous_status},
             )
         elif any(getattr(entry, f) != getattr(previous, f) for f in _PRESENCE_FIELDS):
-            await self._publish("updated", entry, effective, msg_id=msg_id)
+            await self._publish("updated", entry, effective, after.revision, msg_id=msg_id)
 
     def _looks_stale(self, key: str, entry: AgentEntry, moment: datetime) -> bool:
         """Stale at ``moment`` by this copy and not yet announced at its revision."""
@@ -251,6 +272,7 @@ class AgentDirectory:
                 "offline",
                 entry,
                 AgentStatus.OFFLINE,
+                revision,
                 msg_id=f"{key}.{revision}.stale",
                 extra={"previous_status": entry.status, "reason": "heartbeats stopped"},
             )
@@ -273,11 +295,18 @@ class AgentDirectory:
         action: str,
         entry: AgentEntry,
         status: AgentStatus,
+        revision: int,
         *,
         msg_id: str | None = None,
         extra: dict[str, Any] | None = None,
     ) -> None:
-        data: dict[str, Any] = {"agent": entry.model_dump(mode="json"), "status": status.value}
+        """``revision``: the registry revision of ``entry`` (events of one agent can reach a
+        reader out of revision order: two replicas relay changes; a whole read can be newer)."""
+        data: dict[str, Any] = {
+            "agent": entry.model_dump(mode="json"),
+            "status": status.value,
+            "revision": revision,
+        }
         if extra:
             data.update({k: (v.value if isinstance(v, AgentStatus) else v) for k, v in extra.items()})
         try:

@@ -37,7 +37,9 @@ def view(state: AgentState) -> AgentView:
     """The entry was validated when read from the registry; constructing (not re-validating)
     keeps a 1,000-agent page cheap."""
     data = dict(state.entry.__dict__)
-    data.update(status=state.status, reported_status=state.entry.status, stale=state.stale)
+    data.update(
+        status=state.status, reported_status=state.entry.status, stale=state.stale, revision=state.revision
+    )
     return AgentView.model_construct(**data)
 
 

@@ -155,6 +155,7 @@ export class Store {
         if (data.item) this.upsertWork(data.item);
         break;
       case "agent":
+        if (this.olderAgent(event)) break;
         if (event.action === "deregistered") this.agents.delete(event.subject_id);
         else if (data.agent) {
           const status = data.status || data.agent.status;
@@ -164,6 +165,7 @@ export class Store {
           if (known && stamp(known.last_heartbeat) > stamp(view.last_heartbeat)) view.last_heartbeat = known.last_heartbeat;
           view.reported_status = data.agent.status;
           view.stale = status === "offline" && data.agent.status !== "offline";
+          if (data.revision != null) view.revision = data.revision;
           this.agents.set(data.agent.agent_id, view);
         }
         this.changed("agents");
@@ -190,6 +192,16 @@ export class Store {
       default:
         break;
     }
+  }
+
+  /** An agent event tells of one registry revision of the agent (``data.revision``); one older
+   * than the copy held changes nothing: events of one agent can arrive out of revision order
+   * (two Weft replicas relay changes; a whole read can be newer than the events replayed over
+   * it), and an older copy applied last put a stopped agent back online. */
+  olderAgent(event) {
+    const known = this.agents.get(event.subject_id);
+    const revision = (event.data || {}).revision;
+    return Boolean(known) && revision != null && known.revision != null && revision < known.revision;
   }
 
   // -- derived --------------------------------------------------------------------------
