@@ -26,12 +26,20 @@ import uvicorn
 from weft.cli import KEEP_ALIVE_S
 
 HOST = "127.0.0.1"
-SERVED_AT_ONCE = 8
+SERVED_AT_ONCE = 4
 """``WeftSettings.max_projects`` for a Weft that outlives many tests (a session's, a module's):
-each test works in a project of its own, and every project Weft serves is swept and checked
-for stale agents several times a second (measured: 60 idle projects at a 0.2 s sweep cost 17%
-of a core in Weft alone). The least recently used beyond this many stop being served; a test's
-next request serves its project again."""
+each test works in a project of its own (a few at most at once), and every project Weft
+serves costs CPU while it is served, idle or not. Measured on the two-core machine, one
+``weft serve`` with its nats-server: 2.3% of a core serving only its default project at a
+0.2 s sweep, 8.8% serving 8 more, 5.3% serving 4 more (docs/performance.md, "The test
+suite"). The least recently used beyond this many stop being served; a test's next request
+serves its project again."""
+
+OUTLIVING_SWEEP_S = 0.5
+"""The sweep and stale-check interval of a Weft that outlives many tests. Tests of timing
+edges run Wefts of their own at 0.2 s; for the rest, a sweep every half second costs a few
+tenths of a second where a test waits for one, and serving 8 idle projects at 0.5 s costs
+5.3% of a core against 8.8% at 0.2 s (the same measurement)."""
 
 CLIENT_TIMEOUT_S = 45.0
 """How long a test's HTTP client (httpx, Shuttle) waits for a served Weft's answer, and a

@@ -19,7 +19,7 @@ import httpx
 from loom.retry import async_retrying
 from shared.settings import NatsSettings
 from shared.tls import client_tls
-from testsupport.serving import CLIENT_TIMEOUT_S, SERVED_AT_ONCE, serve_in_thread
+from testsupport.serving import CLIENT_TIMEOUT_S, OUTLIVING_SWEEP_S, SERVED_AT_ONCE, serve_in_thread
 
 START_TIMEOUT_S = 30.0
 
@@ -62,8 +62,8 @@ def run_weft(nats: NatsSettings, *, spinup: Any = None, **settings: Any) -> Iter
 
     values: dict[str, Any] = {
         "project_id": "scenarios-default",
-        "sweep_interval_s": 0.2,
-        "stale_check_interval_s": 0.2,
+        "sweep_interval_s": OUTLIVING_SWEEP_S,
+        "stale_check_interval_s": OUTLIVING_SWEEP_S,
         "ws_ping_interval_s": 1.0,
         "api_tokens": [],
         "policy_file": None,

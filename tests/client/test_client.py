@@ -23,7 +23,7 @@ from shared.models import AgentEntry, AgentStatus, WorkStatus, utcnow
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
 from shared.work.rules import Claimant
-from testsupport.serving import SERVED_AT_ONCE, serve_in_thread
+from testsupport.serving import OUTLIVING_SWEEP_S, SERVED_AT_ONCE, serve_in_thread
 from testsupport.work import work_queue
 
 TOKEN = "client-test-token"
@@ -36,7 +36,7 @@ class Weft:
     token: str
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # only this file's: it stops when the file is done
 def weft(nats_server: EmbeddedNatsServer) -> Iterator[Weft]:
     from shared.settings import NatsSettings
     from weft.app import create_app
@@ -48,8 +48,8 @@ def weft(nats_server: EmbeddedNatsServer) -> Iterator[Weft]:
         nats=NatsSettings(url=nats_server.url),
         project_id="client-default",
         api_tokens=[TOKEN],
-        sweep_interval_s=0.2,
-        stale_check_interval_s=0.2,
+        sweep_interval_s=OUTLIVING_SWEEP_S,
+        stale_check_interval_s=OUTLIVING_SWEEP_S,
         max_projects=SERVED_AT_ONCE,
     )
     app = create_app(settings, spinup=ManagedSpinup(SpinupSettings(health_checks=False)))

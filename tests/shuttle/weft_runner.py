@@ -15,7 +15,7 @@ import uvicorn
 
 from shared.nats.server import free_port
 from shared.tls import client_tls
-from testsupport.serving import SERVED_AT_ONCE
+from testsupport.serving import OUTLIVING_SWEEP_S, SERVED_AT_ONCE
 
 TOKEN = "shuttle-test-token"
 READ_TOKEN = "shuttle-read-token"
@@ -61,8 +61,8 @@ def running_weft(nats_url: str) -> Iterator[WeftServer]:
         nats=NatsSettings(url=nats_url),
         project_id="shuttle-default",
         api_tokens=[TOKEN, f"read:{READ_TOKEN}"],
-        sweep_interval_s=0.2,
-        stale_check_interval_s=0.2,
+        sweep_interval_s=OUTLIVING_SWEEP_S,
+        stale_check_interval_s=OUTLIVING_SWEEP_S,
         ws_ping_interval_s=1.0,
         max_projects=SERVED_AT_ONCE,
     )
