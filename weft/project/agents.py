@@ -111,12 +111,7 @@ class AgentDirectory:
     # -- reads -----------------------------------------------------------------
     def states(self, now: datetime | None = None) -> list[AgentState]:
         moment = now or utcnow()
-        out: list[AgentState] = []
-        for key, entry in self.mirror.items():
-            stale = entry.is_stale(moment)
-            revision = self.mirror.revision_of(key) or 0
-            out.append(AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale, revision))
-        return out
+        return [self._state(key, entry, moment) for key, entry in self.mirror.items()]
 
     async def get(self, agent_id: str) -> AgentState:
         validate_agent_id(agent_id)
@@ -124,8 +119,12 @@ class AgentDirectory:
         entry = self.mirror.get(agent_id)
         if entry is None:
             raise AgentNotFound(agent_id)
-        stale = entry.is_stale()
-        revision = self.mirror.revision_of(agent_id) or 0
+        return self._state(agent_id, entry, utcnow())
+
+    def _state(self, key: str, entry: AgentEntry, moment: datetime) -> AgentState:
+        """The copy's entry with its effective status at ``moment`` and its revision."""
+        stale = entry.is_stale(moment)
+        revision = self.mirror.revision_of(key) or 0
         return AgentState(entry, AgentStatus.OFFLINE if stale else entry.status, stale, revision)
 
     async def list_page(
