@@ -118,6 +118,9 @@ class Soak:
         self.windows: list[Window] = []
         self.stop = asyncio.Event()
         self.drained = asyncio.Event()
+        self.submitting = True
+        """Until the submitter has returned: an item whose POST is still in flight when the run
+        stops is not in ``submitted`` yet, so nothing may be called drained before then."""
         self.joins = 0
         self.leaves = 0
         self.weft: subprocess.Popen[bytes] | None = None
@@ -175,16 +178,21 @@ class Soak:
         interval = 1 / RATE_PER_S
         due = self.now()
         n = 0
-        while not self.stop.is_set():
-            started = self.now()
-            response = await http.post(
-                "/api/work", json={"task_id": f"soak-{n}", "description": "soak", "capability": CAPABILITY}
-            )
-            response.raise_for_status()
-            self.submitted[response.json()["id"]] = started
-            n += 1
-            due += interval
-            await asyncio.sleep(max(0.0, due - self.now()))
+        try:
+            while not self.stop.is_set():
+                started = self.now()
+                response = await http.post(
+                    "/api/work",
+                    json={"task_id": f"soak-{n}", "description": "soak", "capability": CAPABILITY},
+                )
+                response.raise_for_status()
+                self.submitted[response.json()["id"]] = started
+                n += 1
+                due += interval
+                await asyncio.sleep(max(0.0, due - self.now()))
+        finally:
+            self.submitting = False
+            self.check_drained()
 
     async def lister(self, http: httpx.AsyncClient) -> None:
         while not self.stop.is_set():
@@ -259,7 +267,7 @@ class Soak:
         await finish()
 
     def check_drained(self) -> None:
-        if self.stop.is_set() and set(self.submitted) <= set(self.completed):
+        if self.stop.is_set() and not self.submitting and set(self.submitted) <= set(self.completed):
             self.drained.set()
 
     async def warp_agent(self) -> None:
