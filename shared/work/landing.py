@@ -35,6 +35,7 @@ from shared.work.moves import (
     check_error,
     fork,
     holder_move,
+    lapse,
     move,
 )
 
@@ -77,21 +78,26 @@ def into_landing(
     return Change(new, (*events, queued), ack=Ack.DONE, ack_subject=ack_subject_of(record), then=Then.ENQUEUE)
 
 
+def lapse_landing(record: WorkRecord, now: datetime) -> tuple[WorkRecord, WorkEvent] | None:
+    """A lander gone silent: its claim lapses, back to ``landing`` (whatever it pushed is
+    found again through ``pending_sha``). None when no lander holds it."""
+    lapsed = lapse(record, WorkMove.LANDING_LAPSE, now)
+    if lapsed is None:
+        return None
+    return lapsed[0], WorkEvent("redelivered", {"previous_agent": record.item.assigned_to, "landing": True})
+
+
 def take_landing(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
     """A landing task's message meets the record: a lander's claim. A redelivery while a
     lander holds it means that lander went silent: its claim lapses (back to ``landing``;
     whatever it pushed is found again through ``pending_sha``) and the new claimant gets it."""
     events: tuple[WorkEvent, ...] = ()
-    lapsed = move(record, WorkMove.LANDING_LAPSE, now)
+    lapsed = lapse_landing(record, now)
     if lapsed is not None:
         if record.delivery is None or delivery.delivered <= record.delivery.delivered:
             return Change()  # the lander's own delivery
-        new, item = lapsed
-        previous = record.item.assigned_to
-        item.assigned_to = None
-        new.delivery = None
-        events = (WorkEvent("redelivered", {"previous_agent": previous, "landing": True}),)
-        record = new
+        record, redelivered = lapsed
+        events = (redelivered,)
     moved = move(record, WorkMove.CLAIM_LANDING, now)
     if moved is None:
         return Change(ack=Ack.STOP, ack_subject=delivery.ack_subject)  # cancelled meanwhile

@@ -206,6 +206,19 @@ def move(record: WorkRecord, step: WorkMove, now: datetime) -> tuple[WorkRecord,
     return new, item
 
 
+def lapse(record: WorkRecord, step: WorkMove, now: datetime) -> tuple[WorkRecord, WorkItem] | None:
+    """A holder's claim lapses by ``step`` (a worker's, a reviewer's or a lander's): copies
+    with nobody holding the item and no delivery on record; None when ``step`` does not
+    apply (nobody holds it that way)."""
+    moved = move(record, step, now)
+    if moved is None:
+        return None
+    new, item = moved
+    item.assigned_to = None
+    new.delivery = None
+    return new, item
+
+
 def holder_move(
     record: WorkRecord, agent_id: str, move_: WorkMove, operation: str, now: datetime
 ) -> tuple[WorkRecord, WorkItem]:

@@ -89,6 +89,7 @@ from shared.work.rules import (
     check_percent,
     check_verdict,
     choose_checkpoint,
+    claim_holds_message,
     discard,
     expire,
     finish,
@@ -97,6 +98,7 @@ from shared.work.rules import (
     is_due,
     judge,
     keep_alive_subject,
+    lapse_lost,
     link,
     message_must_be_held,
     needs_message,
@@ -478,19 +480,30 @@ class WorkQueue(WorkDelivery):
     async def ensure_enqueued(self, work_id: str) -> bool:
         """A sweep's repair: publish the queue message of an item queued without one
         (see :func:`needs_message`), or whose message the stream no longer holds though
-        no claim took the item (lost: nothing else would ever deliver it). True when it did.
+        no claim took the item (lost: nothing else would ever deliver it); and lapse the
+        claim on a held item whose message is gone (:func:`lapse_lost`: nothing could keep
+        that claim alive or deliver the item again). True when it did.
 
         Replicas repairing at once publish the enqueue number after the one they judged,
-        which JetStream's duplicate window stores once."""
+        which JetStream's duplicate window stores once; a lapse is a compare-and-set."""
         record = await self._record_or_none(work_id)
         if record is None:
             return False
-        if not needs_message(record):
-            if not message_must_be_held(record) or await self._queued_message_held(record):
+        if needs_message(record):
+            await self._enqueue(work_id, after=record)
+            return True
+        if message_must_be_held(record):
+            if await self._queued_message_held(record):
                 return False
             log.warning("work %s: queued, but its queue message is gone; queueing it again", work_id)
-        await self._enqueue(work_id, after=record)
-        return True
+            await self._enqueue(work_id, after=record)
+            return True
+        if not claim_holds_message(record) or await self._queued_message_held(record):
+            return False
+        seq = record.queue_seq
+        assert seq is not None  # a claim holds its stored message
+        log.warning("work %s: held, but its queue message is gone; the claim lapses, queued again", work_id)
+        return await self._apply(work_id, lambda r: lapse_lost(r, seq, utcnow())) is not None
 
     # -- claim -----------------------------------------------------------------
     async def claim(self, claimant: Claimant) -> WorkItem | None:

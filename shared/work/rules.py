@@ -40,6 +40,7 @@ from shared.work.landing import (
     decide,
     into_landing,
     landable,
+    lapse_landing,
     parked,
     take_landing,
 )
@@ -66,6 +67,7 @@ from shared.work.moves import ack_subject_of as _ack_subject
 from shared.work.moves import check_error as check_error
 from shared.work.moves import fork as _fork
 from shared.work.moves import holder_move as _holder_move
+from shared.work.moves import lapse as _lapse
 from shared.work.moves import move as _move
 
 POLICY_CACHE_S = 2.0
@@ -162,25 +164,13 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     if record.item.status is WorkStatus.WAITING_ON_OPERATOR:
         return _keep_waiting(record, delivery)
     events: tuple[WorkEvent, ...] = ()
-    lapsed = _move(record, WorkMove.LAPSE, now)
+    lapsed = _lapse_claim(record, now)
     if lapsed is not None:
         if record.delivery is None or delivery.delivered <= record.delivery.delivered:
             return Change()  # the holder's own delivery: the message stays with the claim
-        new, item = lapsed
-        previous = record.item
-        item.errors = [
-            *previous.errors,
-            AttemptError(
-                attempt=previous.attempts, agent_id=previous.assigned_to, error=CLAIM_LAPSED, at=now
-            ),
-        ]
-        item.error = CLAIM_LAPSED
-        item.assigned_to = None
-        new.delivery = None
-        events = (
-            WorkEvent("redelivered", {"previous_agent": previous.assigned_to, "attempt": previous.attempts}),
-        )
-        if item.attempts >= item.max_attempts:
+        new, redelivered, spent = lapsed
+        events = (redelivered,)
+        if spent:
             return Change(new, events, ack=Ack.STOP, ack_subject=delivery.ack_subject, then=Then.DEAD_LETTER)
         record = new
     if is_due(record.item, now):
@@ -206,22 +196,73 @@ def take(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -
     return Change(new, (*events, WorkEvent("claimed", {"agent_id": agent_id})))
 
 
+def _lapse_claim(record: WorkRecord, now: datetime) -> tuple[WorkRecord, WorkEvent, bool] | None:
+    """A worker's claim gone silent lapses: a failed attempt, the item free for the next
+    claim; also whether that spent its last attempt (it is dead-lettered then). None when
+    no worker holds it."""
+    lapsed = _lapse(record, WorkMove.LAPSE, now)
+    if lapsed is None:
+        return None
+    new, item = lapsed
+    previous = record.item
+    item.errors = [
+        *previous.errors,
+        AttemptError(attempt=previous.attempts, agent_id=previous.assigned_to, error=CLAIM_LAPSED, at=now),
+    ]
+    item.error = CLAIM_LAPSED
+    told = {"previous_agent": previous.assigned_to, "attempt": previous.attempts}
+    return new, WorkEvent("redelivered", told), item.attempts >= item.max_attempts
+
+
+def _lapse_review(record: WorkRecord, now: datetime) -> tuple[WorkRecord, WorkEvent] | None:
+    """A reviewer gone silent: the review goes back to ``in-review``, nothing else lost.
+    None when no reviewer holds it."""
+    lapsed = _lapse(record, WorkMove.REVIEW_LAPSE, now)
+    if lapsed is None:
+        return None
+    new, item = lapsed
+    told = {"previous_agent": record.item.assigned_to, "review_round": item.review_round}
+    return new, WorkEvent("redelivered", told)
+
+
+def lapse_lost(record: WorkRecord, lost_seq: int, now: datetime) -> Change:
+    """A held item (claimed, reviewed or merged) whose queue message ``lost_seq`` the stream
+    no longer holds: a cluster's fault lost it, and a claim that was never acknowledged to
+    its agent may be all that is left. Nothing can keep that claim alive or deliver the
+    item again, so its claim lapses as a redelivery's would and the item is queued again
+    (or dead-lettered when that was its last attempt). No change when the record moved on
+    since ``lost_seq`` was judged lost (finished, lapsed or queued again by another)."""
+    if record.queue_seq != lost_seq or record.delivery is None:
+        return Change()
+    claim = _lapse_claim(record, now)
+    if claim is not None:
+        new, redelivered, spent = claim
+        if spent:
+            return Change(new, (redelivered,), then=Then.DEAD_LETTER)
+        requeued = _move(new, WorkMove.REQUEUE, now)
+        assert requeued is not None  # a lapse leaves it failed
+        new = requeued[0]
+    else:
+        other = _lapse_review(record, now) or lapse_landing(record, now)
+        if other is None:
+            return Change()
+        new, redelivered = other
+    new.queue_seq = None  # until its new message is stored: a sweep's needs_message then sees it
+    return Change(new, (redelivered,), then=Then.ENQUEUE)
+
+
 def _take_review(record: WorkRecord, agent_id: str, delivery: Delivery, now: datetime) -> Change:
     """A review task's message meets the record: a reviewer's claim. A redelivery while a
     reviewer holds it means that reviewer went silent: the review lapses (back to
     ``in-review``, nothing else lost) and the new claimant gets it. The agent that did the
     work never does: its claim gives the message back for someone else."""
     events: tuple[WorkEvent, ...] = ()
-    lapsed = _move(record, WorkMove.REVIEW_LAPSE, now)
+    lapsed = _lapse_review(record, now)
     if lapsed is not None:
         if record.delivery is None or delivery.delivered <= record.delivery.delivered:
             return Change()  # the reviewer's own delivery
-        new, item = lapsed
-        previous = record.item.assigned_to
-        item.assigned_to = None
-        new.delivery = None
-        events = (WorkEvent("redelivered", {"previous_agent": previous, "review_round": item.review_round}),)
-        record = new
+        record, redelivered = lapsed
+        events = (redelivered,)
     if agent_id == record.item.author:
         return Change(record if events else None, events, ack=Ack.AGAIN, ack_subject=delivery.ack_subject)
     moved = _move(record, WorkMove.CLAIM_REVIEW, now)
@@ -908,6 +949,21 @@ def message_must_be_held(record: WorkRecord) -> bool:
     the operator's "land this?" with its message settled: not judged this way.)"""
     waiting = (WorkStatus.QUEUED, WorkStatus.IN_REVIEW)
     return record.item.status in waiting and record.queue_seq is not None and not parked(record.item)
+
+
+CLAIM_HOLDS_MESSAGE = (
+    HELD | WORK_LIFECYCLE[WorkMove.REVIEW_LAPSE].sources | WORK_LIFECYCLE[WorkMove.LANDING_LAPSE].sources
+)
+"""Held by an agent whose claim holds the item's queue message unacknowledged until the
+claim ends (a worker's, a reviewer's or a lander's; not one waiting on the operator, whose
+keep-alive a redelivery does not lapse): see :func:`lapse_lost`."""
+
+
+def claim_holds_message(record: WorkRecord) -> bool:
+    """Claimed through its stored queue message, which the stream holds until the record
+    changes: a sweep that finds it gone lapses the claim (:func:`lapse_lost`)."""
+    held = record.item.status in CLAIM_HOLDS_MESSAGE
+    return held and record.queue_seq is not None and record.delivery is not None
 
 
 def page_items(items: Iterable[WorkItem], *, limit: int, after: dict[str, Any] | None) -> Page[WorkItem]:

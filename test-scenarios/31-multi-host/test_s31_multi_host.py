@@ -636,11 +636,16 @@ async def exercise(drill: Drill, began: float) -> None:
         "token_disorder": len(token_disorder(history)),
         "drained_s": round(drained, 1),
         "total_s": round(clock() - began, 1),
-        "requeued_lost_messages": sum(
-            log.read_text(errors="replace").count("its queue message is gone")
-            for log in drill.folder.glob("weft*/*.log")
-        ),
     }
+    weft_logs = [log.read_text(errors="replace") for log in drill.folder.glob("weft*/*.log")]
+    # Weft's repairs (weft/project/repair.py): a queued item's message gone, queued again;
+    # a held item's message gone, its claim lapsed and the item queued again.
+    figures["requeued_lost_messages"] = sum(
+        text.count("queued, but its queue message is gone") for text in weft_logs
+    )
+    figures["lapsed_lost_claims"] = sum(
+        text.count("held, but its queue message is gone") for text in weft_logs
+    )
     FIGURES.record("multi_host", figures)
     assert len(history.faults) == len(CYCLES) >= 5
     assert len(acknowledged) >= 50, figures

@@ -183,3 +183,33 @@ async def test_the_sweeper_queues_again_an_item_whose_message_was_lost_after_it_
 
     await eventually(queued_again, timeout=10)
     assert await complete_next(queue) == "lost-later"
+
+
+async def test_the_sweeper_lapses_a_claim_whose_message_was_lost_and_queues_the_item_again(
+    api: httpx.AsyncClient, nc: NatsClient, project_id: str, monkeypatch: Any
+) -> None:
+    """A claimed item's message stays in the stream while the claim holds it; one gone
+    leaves a claim nothing can keep alive or redeliver. The sweep lapses it and queues the
+    item again, and the work is done by the next claim."""
+    import weft.project.repair
+
+    monkeypatch.setattr(weft.project.repair, "GRACE", weft.project.repair.timedelta(0))
+    names = ProjectNames(project_id)
+    item = (await api.post("/api/work", json=entry("held-lost"))).json()
+    queue = work_queue(nc, names)
+    holder = Claimant(agent_id="b" * 32, agent_type="generic", capabilities=("code",))
+    claimed = await queue.claim(holder)
+    assert claimed is not None and claimed.id == item["id"]
+    first = await queue.get_record(item["id"])
+    assert first.queue_seq is not None
+    await asyncio.sleep(1.0)  # sweeps find it claimed with its message, and leave it
+    assert (await queue.get_record(item["id"])).item.status is WorkStatus.CLAIMED
+    await nc.jetstream().delete_msg(names.work_stream, first.queue_seq)
+
+    async def queued_again() -> bool:
+        record = await queue.get_record(item["id"])
+        return record.item.status is WorkStatus.QUEUED and record.queue_seq not in (None, first.queue_seq)
+
+    await eventually(queued_again, timeout=10)
+    assert (await api.get(f"/api/work/{item['id']}")).json()["errors"][0]["agent_id"] == "b" * 32
+    assert await complete_next(queue) == "held-lost"

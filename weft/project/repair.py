@@ -11,12 +11,16 @@ idempotent, compare-and-set rules, so replicas repairing at once change an item 
 * a queued item (or one handed in for review) whose queue message was never stored
   gets one, and so does one whose message the stream no longer holds though no claim
   took it (lost, as a cluster's faults can: nothing else would deliver it again);
+* a held item (claimed, under review or being merged) whose queue message the stream no
+  longer holds has its claim lapsed and is queued again, as a redelivery would have done
+  (a claim holds its message unacknowledged, so one gone means nothing can keep that claim
+  alive or deliver the item again: a claim stored after its agent gave up on it, say);
 * an item still waiting on the operator about a question that was answered or expired
   goes back in progress (a lander's "land this?": its landing is decided; a question
   that was never stored puts it back in the landers' queue). The copy does not show
-  queue messages, so each queued item is read after it has been quiet for a while, and
-  again while it stays unchanged, at intervals doubling up to :data:`RECHECK_MAX`; a
-  read that failed is tried again at the next sweep.
+  queue messages, so each queued or held item is read after it has been quiet for a
+  while, and again while it stays unchanged, at intervals doubling up to
+  :data:`RECHECK_MAX`; a read that failed is tried again at the next sweep.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from shared.tasks import raise_if_cancelling
 from shared.work.graph import repairs
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
+from shared.work.rules import CLAIM_HOLDS_MESSAGE
 from weft.project.work import WorkIndex
 
 log = logging.getLogger("loom.weft.repair")
@@ -42,7 +47,10 @@ RECHECK_MAX = timedelta(minutes=10)
 """The longest an unchanged queued item goes before its queue message is checked again."""
 ON_A_QUESTION = frozenset({WorkStatus.WAITING_ON_OPERATOR, WorkStatus.LANDING})
 """An agent's question (waiting-on-operator) or a lander's "land this?" (landing)."""
-NEEDS_A_MESSAGE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING})
+MESSAGE_CHECKED = (
+    frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING}) | CLAIM_HOLDS_MESSAGE
+)
+"""Waiting in a queue, or held through a queue message: whose message a sweep checks."""
 
 
 class WorkRepair:
@@ -77,7 +85,7 @@ class WorkRepair:
                 raise_if_cancelling()
                 log.warning("resuming work whose question was settled failed: %s", exc)
         for item in items.values():
-            if item.status not in NEEDS_A_MESSAGE or item.updated_at > quiet:
+            if item.status not in MESSAGE_CHECKED or item.updated_at > quiet:
                 continue
             key = (item.id, item.updated_at)
             due = self._checked.get(key)

@@ -35,6 +35,7 @@ from shared.work.rules import (
     WorkRecord,
     finish,
     judge,
+    lapse_lost,
     needs_message,
     resume,
     stop,
@@ -135,6 +136,16 @@ def test_a_lander_claims_it_and_a_silent_landers_claim_lapses_to_the_next() -> N
     again = take(claimed.record, OTHER, DELIVERY.model_copy(update={"delivered": 2}), NOW)
     assert again.record is not None and again.record.item.assigned_to == OTHER
     assert [e.action for e in again.events] == ["redelivered", "landing-claimed"]
+
+
+def test_a_landing_whose_message_was_lost_goes_back_to_the_landers_queue() -> None:
+    change = lapse_lost(merging(pending_sha="9" * 40), 7, NOW)
+    assert change.record is not None and change.then is Then.ENQUEUE
+    item = change.record.item
+    assert (item.status, item.assigned_to, change.record.queue_seq) == (S.LANDING, None, None)
+    assert item.landing is not None and item.landing.pending_sha == "9" * 40  # found again by the next
+    assert needs_message(change.record)  # a sweep publishes it should the queueing stop half-way
+    assert [e.action for e in change.events] == ["redelivered"]
 
 
 def test_landing_completes_it_for_its_author_and_records_the_commit() -> None:

@@ -14,7 +14,7 @@ from shared.models import WorkItem, WorkStatus, WorkSubmission, utcnow
 from shared.names import ProjectNames
 from shared.work.graph import DependencyFinished, DependencyRefused, PlanError, PlanStep
 from shared.work.queue import WorkQueue
-from shared.work.rules import Claimant, WorkRecord
+from shared.work.rules import Claimant, WorkConflict, WorkRecord
 from testsupport.events import work_actions
 from testsupport.work import work_queue
 
@@ -318,3 +318,47 @@ async def test_a_queued_item_whose_message_was_lost_is_queued_again_once(
     assert await q.ensure_enqueued(item.id) is False  # claimed: nothing to repair
     done = await q.complete(item.id, A, {"by": A})
     assert done.status is S.COMPLETED
+
+
+async def test_a_claimed_item_whose_message_was_lost_lapses_once_and_is_claimed_again(
+    nc: NatsClient, project_id: str
+) -> None:
+    """A claim holds its message unacknowledged; with the message gone (a claim stored
+    after its agent gave up on it, scenario 31) nothing could redeliver the item. The
+    repair lapses the claim, once however many replicas repair, and queues the item
+    again; the former holder is refused, as after any redelivery."""
+    names = ProjectNames(project_id)
+    q = work_queue(nc, names)
+    item = await q.submit(sub("held"))
+    claimed = await q.claim(coder(A))
+    assert claimed is not None and claimed.id == item.id
+    assert await q.ensure_enqueued(item.id) is False  # its claim holds its message
+    record = await q.get_record(item.id)
+    assert record.queue_seq is not None
+    await nc.jetstream().delete_msg(names.work_stream, record.queue_seq)
+    repaired = await asyncio.gather(*(work_queue(nc, names).ensure_enqueued(item.id) for _ in range(3)))
+    assert repaired.count(True) == 1
+    again = await q.get_record(item.id)
+    assert (again.item.status, again.item.assigned_to, again.delivery) == (S.QUEUED, None, None)
+    assert again.queue_seq not in (None, record.queue_seq) and again.enqueues == record.enqueues + 1
+    assert [e.agent_id for e in again.item.errors] == [A]
+    assert await q.queue_depths() == {"code": 1}
+    with pytest.raises(WorkConflict, match="it is queued, not claimed"):
+        await q.complete(item.id, A, {"by": A})
+    retaken = await q.claim(coder(B))
+    assert retaken is not None and (retaken.id, retaken.attempts) == (item.id, 2)
+    done = await q.complete(item.id, B, {"by": B})
+    assert done.status is S.COMPLETED and await q.queue_depths() == {}
+
+
+async def test_a_lost_claim_on_its_last_attempt_is_dead_lettered(nc: NatsClient, project_id: str) -> None:
+    names = ProjectNames(project_id)
+    q = work_queue(nc, names)
+    item = await q.submit(sub("once", max_attempts=1))
+    assert await q.claim(coder(A)) is not None
+    record = await q.get_record(item.id)
+    assert record.queue_seq is not None
+    await nc.jetstream().delete_msg(names.work_stream, record.queue_seq)
+    assert await q.ensure_enqueued(item.id) is True
+    assert (await q.get(item.id)).status is S.DEAD_LETTERED
+    assert [d.item.id for d in (await q.dlq_list()).items] == [item.id]

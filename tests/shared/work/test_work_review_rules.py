@@ -27,6 +27,7 @@ from shared.work.rules import (
     finish,
     hand_in,
     judge,
+    lapse_lost,
     report,
     reset,
     stop,
@@ -194,6 +195,19 @@ def test_a_silent_reviewer_lapses_and_the_next_one_takes_over() -> None:
     assert [e.action for e in change.events] == ["redelivered", "review-claimed"]
     assert change.events[0].data == {"previous_agent": REVIEWER, "review_round": 1}
     assert new.item.errors == []  # nothing counted against the work
+
+
+def test_a_review_whose_message_was_lost_goes_back_in_review_for_a_new_message() -> None:
+    change = run(lapse_lost, record(S.REVIEWING), 7, NOW)
+    new = stored(change)
+    assert (new.item.status, new.item.assigned_to, new.delivery, new.queue_seq) == (
+        S.IN_REVIEW,
+        None,
+        None,
+        None,
+    )
+    assert new.item.review_round == 1 and new.item.result == {"try": 1}  # nothing else lost
+    assert [e.action for e in change.events] == ["redelivered"] and change.then is Then.ENQUEUE
 
 
 def test_a_lapsed_review_redelivered_to_the_author_goes_back_in_review() -> None:

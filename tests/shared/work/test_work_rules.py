@@ -36,6 +36,7 @@ from shared.work.rules import (
     expire,
     finish,
     hand_back,
+    lapse_lost,
     note_waiting,
     prioritize,
     record_failure,
@@ -304,6 +305,50 @@ def test_take_a_lapsed_claim_with_no_attempts_left_goes_to_the_dlq() -> None:
     assert new.item.errors == [earlier, AttemptError(attempt=2, agent_id=A, error=CLAIM_LAPSED, at=NOW)]
     assert change.events == (WorkEvent("redelivered", {"previous_agent": A, "attempt": 2}),)
     assert (change.ack, change.ack_subject, change.then) == (Ack.STOP, NEW_ACK, Then.DEAD_LETTER)
+
+
+@pytest.mark.parametrize("status", sorted(HELD))
+def test_a_held_claim_whose_message_was_lost_lapses_and_is_queued_again(status: WorkStatus) -> None:
+    """As a redelivery would lapse it (a failed attempt), then queued for a new message:
+    none until it is stored, so a sweep sees an item queued without one."""
+    change = run(lapse_lost, record(status, attempts=1, max_attempts=3), 7, NOW)
+    new = stored(change)
+    assert (new.item.status, new.item.attempts, new.item.assigned_to, new.item.error) == (
+        S.QUEUED,
+        1,
+        None,
+        CLAIM_LAPSED,
+    )
+    assert new.item.errors == [AttemptError(attempt=1, agent_id=A, error=CLAIM_LAPSED, at=NOW)]
+    assert (new.delivery, new.queue_seq, new.enqueues) == (None, None, 1)
+    assert change.events == (WorkEvent("redelivered", {"previous_agent": A, "attempt": 1}),)
+    assert (change.ack, change.ack_subject, change.then) == (None, None, Then.ENQUEUE)
+
+
+def test_a_lost_claim_on_its_last_attempt_goes_to_the_dlq() -> None:
+    change = run(lapse_lost, record(S.CLAIMED, attempts=2, max_attempts=2), 7, NOW)
+    new = stored(change)
+    assert (new.item.status, new.item.assigned_to, new.delivery) == (S.FAILED, None, None)
+    assert (change.ack, change.then) == (None, Then.DEAD_LETTER)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        record(S.CLAIMED, queue_seq=8),  # queued again since (a later message)
+        record(S.CLAIMED, delivery=None),  # not claimed through a message
+        record(S.QUEUED),  # lapsed by another repairer
+        record(
+            S.WAITING_ON_OPERATOR,
+            assigned_to=A,
+            delivery=Delivery(ack_subject=OLD_ACK, stream_seq=7, delivered=1),
+        ),
+        record(S.COMPLETED),
+    ],
+    ids=["later-message", "no-delivery", "queued", "waiting-on-operator", "completed"],
+)
+def test_a_lost_message_changes_nothing_once_the_record_moved_on(given: WorkRecord) -> None:
+    assert run(lapse_lost, given, 7, NOW) == Change()
 
 
 def test_take_a_lapsed_claim_past_its_deadline_expires() -> None:
