@@ -242,6 +242,31 @@ async def _drain(
     return samples, time.perf_counter() - started
 
 
+async def _warm(n: int, claim: Claim, finish: Finish) -> None:
+    """Untimed, each of the N agents (or connections) claims and completes one of N items
+    queued for it: their first claim and completion (Warp's first use of those tools, a
+    connection's first requests, the subject's consumer made) are a start-up cost, not what
+    a claim costs in a running fleet."""
+
+    async def one(k: int) -> None:
+        for _ in range(2000):
+            item = await claim(k)
+            if item is not None:
+                await finish(k, item)
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"fleet: agent {k} found nothing to claim while warming up")
+
+    await asyncio.gather(*(one(k) for k in range(n)))
+
+
+async def _warm_fleet(fleet: Fleet, weft: WeftProcess, n: int) -> None:
+    """:func:`_warm` through every Warp, and each one's no-op call (the floor's) once."""
+    await _submit(weft, n, "warm")
+    await _warm(n, *_warp_claims(fleet, n))
+    await asyncio.gather(*(agent.call("warp_handle_get") for agent in fleet.agents))
+
+
 def _warp_claims(fleet: Fleet, n: int) -> tuple[Claim, Finish]:
     """A claim through the k-th agent (its item's id, None when it got none) and its completion."""
     agents = fleet.agents
@@ -353,6 +378,8 @@ class RawQueues:
 async def _claims_raw(nats_url: str, n: int, mode: ClaimMode) -> tuple[list[float], float]:
     """The same with N nats-py connections and the project's work queue, as Warp uses it."""
     async with RawQueues(nats_url, n) as raw:
+        await raw.submit(n)
+        await _warm(n, raw.claim, raw.finish)
         total = mode.items(n)
         await raw.submit(total)
         return await raw.drain(total, mode)
@@ -551,6 +578,7 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
             )
 
             phases["idle"] = len(offline)
+            await _warm_fleet(fleet, weft, n)
             samples, wall = await _claims_raw(server.url, n, PACED)
             before = f"{PACED.raw_row}{RAW_BEFORE} @ {n} agents"
             results.append(summarize(before, samples, throughput=len(samples) / wall))
