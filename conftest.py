@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["testsupport.servers"]
+pytest_plugins = ["testsupport.servers", "testsupport.zygote"]
 
 FIRST = (
     "tests/perf/test_perf_smoke.py",  # four groups, one run each

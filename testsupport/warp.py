@@ -15,6 +15,8 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from testsupport.zygote import zygote_env
+
 WARP = str(Path(sys.executable).parent / "warp")
 
 
@@ -48,6 +50,7 @@ async def warp_agent(nats_url: str, project: str, tmp_path: Path, **env: str) ->
             "LOOM_PROJECT_PATH": str(tmp_path),
             "LOOM_CAPABILITIES": "code",
             "LOOM_AUTO_REGISTER": "1",
+            **zygote_env(),
             **env,
         },
         cwd=str(tmp_path),

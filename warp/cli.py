@@ -41,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
     p.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
     p.add_argument("--with-memory", action="store_true", help="also serve Pattern's memory tools")
+    p.add_argument(
+        "--zygote",
+        metavar="SOCKET",
+        help="import once and fork every warp started with LOOM_WARP_ZYGOTE=SOCKET (docs/warp.md)",
+    )
     p.add_argument("--version", action="version", version=f"warp {__version__}")
     return p
 
@@ -56,6 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not 1 <= args.port <= 65535:
         return _fail("--port: must be between 1 and 65535")
+    from warp import zygote
+
+    if args.zygote is not None:
+        return zygote.serve(args.zygote)
+    if socket_path := os.environ.get(zygote.ZYGOTE_ENV):
+        code = zygote.hand_off(socket_path, [sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+        if code is not None:
+            return code
+        print("warp: no zygote answers at LOOM_WARP_ZYGOTE; starting on its own", file=sys.stderr)
 
     from pydantic import ValidationError
 

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from scenario_harness.mcp_process import BIN, McpProcess, spawn_mcp
+from testsupport.zygote import zygote_env
 
 READY_TIMEOUT_S = 30.0
 
@@ -129,6 +130,8 @@ async def warp_agent(
     path.mkdir(parents=True, exist_ok=True)
     ident = agent_id or new_agent_id()
     env = base_env(home) | conn.env()
+    if launch is None:  # forked from this process's zygote; a launcher's place may differ
+        env |= zygote_env()
     env |= {
         "LOOM_PROJECT_ID": project_id,
         "LOOM_PROJECT_PATH": str(path),

@@ -31,6 +31,7 @@ from shared.names import ProjectNames
 from shared.settings import LoomSettings, NatsSettings
 from shared.work.rules import Claimant
 from testsupport.serving import SERVED_AT_ONCE, serve_in_loop
+from testsupport.zygote import zygote_env
 from weft.app import create_app
 from weft.settings import WeftSettings
 from weft.spinup import DisabledSpinup, SpinupService
@@ -115,6 +116,7 @@ async def warp_agent(
         "LOOM_AUTO_REGISTER": "1",
         "LOOM_HEARTBEAT_S": "0.5",
         "LOOM_HANDLE": f"warp-{agent_id[:6]}",
+        **zygote_env(),
     }
     with (home / "warp.stderr").open("w") as errlog:
         proc = await asyncio.create_subprocess_exec(

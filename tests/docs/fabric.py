@@ -17,6 +17,7 @@ import httpx
 
 from shared.nats.server import free_port
 from shared.tls import client_tls
+from testsupport.zygote import zygote_env
 from weft.demo import serve_in_background, stop_process, wait_healthy
 
 BIN = Path(sys.executable).parent
@@ -38,7 +39,7 @@ def base_environment(home: Path) -> dict[str, str]:
     }
     env["HOME"] = str(home)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', os.defpath)}"
-    return env
+    return env | zygote_env()  # a Warp started from it is forked (testsupport/zygote.py)
 
 
 @dataclass

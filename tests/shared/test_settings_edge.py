@@ -50,6 +50,7 @@ ALLOWED: dict[str, str] = {
     "shared/git/landing.py::HostLanding.gate": "the gate runs with the lander's environment, "
     "credentials removed (gate_env)",
     "warp/cli.py::_memory_tools": "warp --with-memory: Pattern's PATTERN_* variables, at Warp's start-up",
+    "warp/zygote.py": "warp --zygote: a started warp hands its environment to the child forked to run as it",
     "pattern/cli.py::main": CLI,
     "weft/cli.py::_settings": CLI + " (weft serve)",
     "weft/app.py::create_app": "the app factory, given no settings",

@@ -39,6 +39,9 @@ async def test_inspector_strict_finds_nothing_in_the_tool_schemas(
     wanted = server_env(part, nats_server.url, project_id, tmp_path)
     loom = {k: v for k, v in wanted.items() if k.startswith(("NATS_", "LOOM_", "PATTERN_"))}
     command = [str(BIN / "inspector"), "--cli", "--method", "tools/list", "--strict", "--format", "json"]
+    # Not a figure under test: the Inspector's 15 s for a server to answer was once too short
+    # for a Pattern starting beside a loaded suite (CI, 2026-12-01); the test's own bound holds.
+    command += ["--connect-timeout", "120000"]
     for key, value in loom.items():
         command += ["-e", f"{key}={value}"]
     command += ["--", str(Path(sys.executable).parent / part)]

@@ -1,0 +1,216 @@
+"""``warp --zygote``: Warps forked from one pre-imported parent, each as the ``warp`` that
+was started (its settings, its stdio, its exit status, its death), and the refusals that
+make a started ``warp`` run on its own instead."""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client as NatsClient
+from warp_harness import WARP, eventually, spawn_warp, stdout_frames_only
+
+from shared.agents.registry import Registry
+from shared.models import AgentStatus
+from shared.names import ProjectNames
+from testsupport.processes import children, pid_alive
+from warp.zygote import HEADER, ZYGOTE_ENV, namespaces
+
+
+class Zygote:
+    def __init__(self, proc: subprocess.Popen[bytes], path: str, log: Path) -> None:
+        self.proc, self.path, self.log = proc, path, log
+
+    @property
+    def children(self) -> set[int]:
+        return children(self.proc.pid)
+
+
+@pytest.fixture
+def zygote(tmp_path: Path) -> Iterator[Zygote]:
+    """A zygote of this test's own (the suite's, if any, is left out of these tests)."""
+    folder = tempfile.mkdtemp(prefix="zy-")  # a socket's path is at most 107 bytes
+    path = os.path.join(folder, "warp.sock")
+    log = tmp_path / "zygote.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [WARP, "--zygote", path], env=env, stdout=out, stderr=out, start_new_session=True
+        )
+    try:
+        for _ in range(3000):
+            if os.path.exists(path) or proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        assert os.path.exists(path), log.read_text()
+        yield Zygote(proc, path, log)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def forked(warp_env: dict[str, str], zygote: Zygote, **extra: str) -> dict[str, str]:
+    agent = {"LOOM_AGENT_ID": uuid.uuid4().hex, "LOOM_AUTO_REGISTER": "1"}
+    return {**warp_env, ZYGOTE_ENV: zygote.path, **agent, **extra}
+
+
+def gone(pid: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return not pid_alive(pid)
+
+    return check
+
+
+def no_children(zygote: Zygote) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return not zygote.children
+
+    return check
+
+
+async def test_two_warps_forked_from_one_zygote_each_serve_their_own_agent(
+    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path
+) -> None:
+    one, two = forked(warp_env, zygote), forked(warp_env, zygote, LOOM_HANDLE="second")
+    async with spawn_warp(one, tmp_path) as first, spawn_warp(two, tmp_path) as second:
+        a = await first.ready_ok("warp_registry_get_info")
+        b = await second.ready_ok("warp_registry_get_info")
+        assert (a["agent_id"], b["agent_id"]) == (
+            one["LOOM_AGENT_ID"],
+            two["LOOM_AGENT_ID"],
+        )
+        assert b["handle"] == "second"
+        # Each Warp runs in a child of the zygote; the started processes only stand in.
+        assert len(zygote.children) == 2
+        assert not children(first.pid) and not children(second.pid)
+    stdout_frames_only(first.stdout_lines)
+    stdout_frames_only(second.stdout_lines)
+    assert first.proc.returncode == 0 and second.proc.returncode == 0
+    await eventually(no_children(zygote), what="the children ended with their sessions")
+
+
+async def test_a_signal_to_the_started_warp_reaches_its_child(
+    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path, nc: NatsClient
+) -> None:
+    env = forked(warp_env, zygote)
+    async with spawn_warp(env, tmp_path) as w:
+        await w.ready_ok("warp_registry_get_info")
+        (child,) = zygote.children
+        w.signal(signal.SIGTERM)  # Warp's own handling: offline, then exit
+        code = await w.wait_exit()
+    registry = Registry(nc.jetstream(), ProjectNames(env["LOOM_PROJECT_ID"]))
+    assert (await registry.get(env["LOOM_AGENT_ID"])).status is AgentStatus.OFFLINE
+    assert code == 0 and not pid_alive(child)
+
+
+async def test_killing_the_started_warp_kills_its_child(
+    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path
+) -> None:
+    async with spawn_warp(forked(warp_env, zygote), tmp_path) as w:
+        await w.ready_ok("warp_registry_get_info")
+        (child,) = zygote.children
+        w.kill9()
+        assert await w.wait_exit() == -signal.SIGKILL
+        await eventually(gone(child), what="the child ended with its stand-in")
+
+
+async def test_a_child_killed_is_a_started_warp_killed(
+    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path
+) -> None:
+    """Whoever kills the Warp itself (the registry's host and pid, a person with ``kill``)
+    sees its starter learn of it as of any Warp's death."""
+    async with spawn_warp(forked(warp_env, zygote), tmp_path) as w:
+        await w.ready_ok("warp_registry_get_info")
+        (child,) = zygote.children
+        os.kill(child, signal.SIGKILL)
+        assert await w.wait_exit() == -signal.SIGKILL
+
+
+def test_a_start_up_error_is_the_same_line_and_exit_code(warp_env: dict[str, str], zygote: Zygote) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
+    env |= {**warp_env, "LOOM_PROJECT_ID": "Not A Valid Id!"}
+    direct = subprocess.run(
+        [WARP], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    through = subprocess.run(
+        [WARP],
+        env={**env, ZYGOTE_ENV: zygote.path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert direct.returncode == through.returncode == 2
+    assert through.stderr == direct.stderr and through.stderr.startswith("warp: ")
+    assert through.stdout == direct.stdout == ""
+
+
+async def test_without_a_zygote_at_the_path_warp_runs_on_its_own(
+    warp_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**warp_env, ZYGOTE_ENV: str(tmp_path / "nobody.sock"), "LOOM_AGENT_ID": uuid.uuid4().hex}
+    env["LOOM_AUTO_REGISTER"] = "1"
+    async with spawn_warp(env, tmp_path) as w:
+        info = await w.ready_ok("warp_registry_get_info")
+        assert info["agent_id"] == env["LOOM_AGENT_ID"]
+        assert "no zygote answers at LOOM_WARP_ZYGOTE; starting on its own" in w.stderr()
+
+
+def _request(zygote: Zygote, body: bytes, fds: list[int] | None) -> bytes:
+    """Send a raw request; what the zygote answers before it closes the connection."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(zygote.path)
+        ancillary = [] if fds is None else [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        conn.sendmsg([HEADER.pack(len(body)), body], ancillary)
+        conn.settimeout(30)
+        answer = b""
+        try:
+            while chunk := conn.recv(4096):
+                answer += chunk
+        except ConnectionResetError:
+            pass  # closed with the rest of the request unread
+        return answer
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("other namespaces", "started in other namespaces than the zygote's"),
+        ("no descriptors", "a request carries a length and the three standard descriptors"),
+        ("not a request", "a request names argv, env, cwd and namespaces"),
+        ("not json", "JSONDecodeError"),
+    ],
+)
+def test_a_request_it_cannot_act_on_is_refused_and_nothing_is_started(
+    zygote: Zygote, tmp_path: Path, case: str, said: str
+) -> None:
+    """The started ``warp`` sees the connection close without a child: it runs on its own
+    (a ``warp`` launched in a network namespace or container of its own, say)."""
+    place = {"argv": ["warp"], "env": {}, "cwd": str(tmp_path), "namespaces": namespaces()}
+    if case == "other namespaces":
+        place["namespaces"] = {**namespaces(), "net": "net:[1]"}
+    body = {"not a request": b'["warp"]', "not json": b"{"}.get(case, json.dumps(place).encode())
+    with open(os.devnull, "rb") as null:
+        fds = None if case == "no descriptors" else [null.fileno()] * 3
+        assert _request(zygote, body, fds) == b""
+    assert not zygote.children
+    assert said in zygote.log.read_text()
+
+
+def test_the_zygote_stops_on_sigterm_and_removes_its_socket(zygote: Zygote) -> None:
+    zygote.proc.send_signal(signal.SIGTERM)
+    assert zygote.proc.wait(30) == 0
+    assert not os.path.exists(zygote.path)
