@@ -30,6 +30,10 @@ figures are that fleet's alone. Per size:
   another agent) between random pairs, one at a time, with N agents live.
 * **false offline**: ``agent.offline`` events Weft published while every agent was alive;
   anything but 0 is a bug.
+* **the same fleet forked from a zygote** (``warp --zygote``, docs/warp.md): once the fleet
+  above has stopped, N Warps started through one pre-imported parent: cold start, memory
+  (each Warp's RSS and PSS: the parent's imports are shared pages) and the CPU the N
+  Warps used to start, against the same N started on their own.
 
 ``run.py`` draws the ``... @ N agents`` rows as scale curves (per-agent cost, growth check).
 """
@@ -37,10 +41,15 @@ figures are that fleet's alone. Per size:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
 import random
+import shutil
+import signal
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -48,13 +57,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 from bench_warp import TARGET_OWN, RawRpc, own_cost, warp_env
 from benchlib import BenchContext, BenchResult, percentile, summarize
 
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
-from testsupport.processes import cpu_seconds, memory_mb
+from testsupport.processes import children, cpu_seconds, memory_mb
+from warp.zygote import ZYGOTE_ENV
 from weft.settings import WeftSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,6 +120,7 @@ class Fleet:
     nats_url: str
     agents: list[Agent] = field(default_factory=list)
     errlog: Any = None
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     async def start(self, n: int) -> None:
         self.errlog = errlog = (self.ctx.scratch / "fleet-warps.stderr").open("a")
@@ -116,6 +128,7 @@ class Fleet:
         async def one(i: int) -> Agent:
             agent_id = uuid.uuid4().hex
             env = warp_env(self.ctx, PROJECT, agent_id, f"fleet-{i}") | {"NATS_URL": self.nats_url}
+            env |= self.extra_env
             agent = Agent(agent_id, await RawRpc.start(env, errlog))
             self.agents.append(agent)
             for _ in range(READY_POLLS):  # registered and connected: its info answers
@@ -530,6 +543,56 @@ async def _floor_rss() -> BenchResult:
     )
 
 
+async def _zygote_fleet(ctx: BenchContext, weft: WeftProcess, nats_url: str, n: int) -> list[BenchResult]:
+    """N Warps forked from one ``warp --zygote``: cold start, memory and start-up CPU."""
+    folder = tempfile.mkdtemp(prefix="fleet-zygote-")  # a socket's path is at most 107 bytes
+    path = os.path.join(folder, "warp.sock")
+    with (ctx.scratch / "fleet-zygote.log").open("ab") as log:
+        zygote = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "warp"), "--zygote", path, stdout=log, stderr=log
+        )
+    fleet = Fleet(ctx, nats_url, extra_env={ZYGOTE_ENV: path})
+    try:
+        for _ in range(3000):
+            if await anyio.Path(path).exists():
+                break
+            await asyncio.sleep(0.02)
+        started = time.perf_counter()
+        await fleet.start(n)
+        ready_ms = (time.perf_counter() - started) * 1000
+        await _online(weft, n, timeout=60 + n)
+        online_ms = (time.perf_counter() - started) * 1000
+        warps = sorted(children(zygote.pid))
+        assert len(warps) == n, f"fleet: {len(warps)} of {n} Warps are the zygote's children"
+        start_cpu = sum(cpu_seconds(pid) for pid in [*warps, *fleet.pids])
+        forked = "fleet, forked from a zygote:"
+        rows = [
+            BenchResult(f"{forked} cold start, all ready @ {n} agents", value=ready_ms),
+            BenchResult(f"{forked} cold start, all online in Weft @ {n} agents", value=online_ms),
+            BenchResult(
+                f"{forked} CPU to start, per Warp @ {n} agents",
+                unit="s",
+                value=start_cpu / n,
+                extra={"why": "each Warp and its stand-in, from spawn to registered and answering"},
+            ),
+        ]
+        rows[-1].extra["zygote's own CPU, once"] = cpu_seconds(zygote.pid)
+        rows += [
+            dataclasses.replace(row, name=row.name.replace("fleet:", forked))
+            for row in _memory_rows(warps, n, "started")
+        ]
+        return rows
+    finally:
+        await fleet.stop()
+        zygote.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(zygote.wait(), 30)
+        except TimeoutError:
+            zygote.kill()
+            await zygote.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
     folder = ctx.scratch / f"fleet-{n}"
     results: list[BenchResult] = []
@@ -557,6 +620,15 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
 
             phases = {"cold start": len(offline)}
             pids = fleet.pids
+            start_cpu = sum(cpu_seconds(pid) for pid in pids)
+            results.append(
+                BenchResult(
+                    f"fleet: CPU to start, per Warp @ {n} agents",
+                    unit="s",
+                    value=start_cpu / n,
+                    extra={"why": "from spawn to registered and answering"},
+                )
+            )
             results += _memory_rows(pids, n, "started")
 
             window = 2.0 if ctx.quick else 15.0
@@ -638,12 +710,15 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
         finally:
             await fleet.stop()
             await watcher.close()
+        try:
+            results += await _zygote_fleet(ctx, weft, server.url, n)
+        finally:
             await weft.stop()
     return results
 
 
 async def run(ctx: BenchContext) -> list[BenchResult]:
     results = [await _floor_rss()]
-    for n in QUICK_SIZES if ctx.quick else SIZES:
+    for n in ctx.sizes_of(SIZES, QUICK_SIZES):
         results += await _one_size(ctx, n)
     return results

@@ -29,6 +29,11 @@ class BenchContext:
     quick: bool = False
     """Fewer iterations (used by the smoke test in ``make test``)."""
     soak_s: float = 0.0
+    sizes: tuple[int, ...] = ()
+    """Only these sizes, where a module measures several (``--sizes``; all when empty)."""
+
+    def sizes_of(self, full: tuple[int, ...], quick: tuple[int, ...]) -> tuple[int, ...]:
+        return self.sizes or (quick if self.quick else full)
 
     def iterations(self, full: int, quick: int = 20) -> int:
         return quick if self.quick else full

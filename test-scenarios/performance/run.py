@@ -99,6 +99,7 @@ async def run_all(
             scratch=Path(scratch),
             quick=args.quick,
             soak_s=args.soak or 0.0,
+            sizes=tuple(args.sizes),
         )
         for module_path in discover(args.only):
             # What earlier modules left on the heap is frozen out of the collector, so its
@@ -205,6 +206,9 @@ def main() -> int:
         "--soak", type=parse_duration, default=None, help="soak for this long instead (e.g. 60s, 10m)"
     )
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    parser.add_argument(
+        "--sizes", nargs="*", type=int, default=[], help="only these sizes (e.g. agents in bench_fleet)"
+    )
     parser.add_argument(
         "--module-timeout",
         type=float,
