@@ -1,13 +1,12 @@
 """Pytest plugin: one Warp zygote per test process (``warp --zygote``, docs/warp.md).
 
 A test run starts about three hundred Warps; each spends about a second of CPU importing
-before it does anything a test looks at. Every process that runs tests starts a zygote
-and puts ``LOOM_WARP_ZYGOTE`` in its environment, so a Warp started with :func:`zygote_env`
-in its environment (or inheriting this process's) is forked from it: the same ``warp``
-code, each with its own settings, connection and stdio, and the same handle for whoever
-started it (signals, exit status, SIGKILL). Warps started without it (tests of Warp's own
-process: its start-up errors, handshake and stdout) run on their own, as agents' hosts
-start them.
+before it does anything a test looks at. Every process that runs tests starts a zygote, and
+a Warp started with :func:`zygote_env` in its environment is forked from it: the same
+``warp`` code, each with its own settings, connection and stdio, and the same handle for
+whoever started it (signals, exit status, SIGKILL). Warps started without it (tests of
+Warp's own process: its start-up errors, handshake and stdout; agents Weft spins up, whose
+environment the tests clear of ``LOOM_*``) run on their own, as agents' hosts start them.
 
 ``LOOM_TEST_ZYGOTE=0`` turns it off for a run.
 """
@@ -35,6 +34,7 @@ STOP_S = 10.0
 class _Running:
     proc: subprocess.Popen[bytes] | None = None
     folder: str | None = None
+    path: str | None = None
 
 
 _running = _Running()
@@ -43,8 +43,7 @@ _running = _Running()
 def zygote_env() -> dict[str, str]:
     """What a Warp's environment needs to be forked from this process's zygote (nothing
     when it has none)."""
-    path = os.environ.get(ZYGOTE_ENV)
-    return {ZYGOTE_ENV: path} if path else {}
+    return {ZYGOTE_ENV: _running.path} if _running.path else {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,15 +71,14 @@ def pytest_configure(config: pytest.Config) -> None:
             shutil.rmtree(folder, ignore_errors=True)
             return  # Warps start on their own: slower, not wrong
         time.sleep(0.02)
-    _running.proc, _running.folder = proc, folder
-    os.environ[ZYGOTE_ENV] = path
+    _running.proc, _running.folder, _running.path = proc, folder, path
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     proc, folder = _running.proc, _running.folder
     if proc is None or folder is None:
         return
-    os.environ.pop(ZYGOTE_ENV, None)
+    _running.path = None
     proc.send_signal(signal.SIGTERM)  # stops listening; waits for the Warps still running
     try:
         proc.wait(STOP_S)

@@ -229,6 +229,7 @@ class Zygote:
         for fd in fds:
             os.close(fd)
         self.children[pid] = conn
+        print(f"warp zygote: child {pid} started", file=sys.stderr, flush=True)
         with contextlib.suppress(OSError):  # its stand-in is gone: the child sees that and ends
             conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
 
@@ -243,8 +244,10 @@ class Zygote:
             conn = self.children.pop(pid, None)
             if conn is None:
                 continue
+            code = os.waitstatus_to_exitcode(status)
+            print(f"warp zygote: child {pid} ended ({code})", file=sys.stderr, flush=True)
             with contextlib.suppress(OSError):  # its stand-in died first (so the child was told to end)
-                conn.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+                conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
             conn.close()
 
     def _become_warp(self, conn: socket.socket, fds: list[int], request: dict[str, Any]) -> int:
