@@ -5,8 +5,10 @@ before it does anything a test looks at. Every process that runs tests starts a 
 a Warp started with :func:`zygote_env` in its environment is forked from it: the same
 ``warp`` code, each with its own settings, connection and stdio, and the same handle for
 whoever started it (signals, exit status, SIGKILL). Warps started without it (tests of
-Warp's own process: its start-up errors, handshake and stdout; agents Weft spins up, whose
-environment the tests clear of ``LOOM_*``) run on their own, as agents' hosts start them.
+Warp's own process: its start-up errors, handshake and stdout) run on their own, as agents'
+hosts start them. While a test runs, ``LOOM_WARP_ZYGOTE`` is in this process's environment
+too (the test directories' fixtures clear ``LOOM_*`` before it), so the Warps of agents
+that Weft spins up for it, which inherit that environment, are forked as well.
 
 ``LOOM_TEST_ZYGOTE=0`` turns it off for a run.
 """
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,18 @@ def zygote_env() -> dict[str, str]:
     """What a Warp's environment needs to be forked from this process's zygote (nothing
     when it has none)."""
     return {ZYGOTE_ENV: _running.path} if _running.path else {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """The test itself runs with ``LOOM_WARP_ZYGOTE`` set (see the module's docstring)."""
+    if _running.path is None or ZYGOTE_ENV in os.environ:
+        return (yield)
+    os.environ[ZYGOTE_ENV] = _running.path
+    try:
+        return (yield)
+    finally:
+        os.environ.pop(ZYGOTE_ENV, None)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from warp import zygote
 
     if args.zygote is not None:
-        return zygote.serve(args.zygote)
+        return zygote.serve(args.zygote, main)
     if socket_path := os.environ.get(zygote.ZYGOTE_ENV):
         code = zygote.hand_off(socket_path, [sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
         if code is not None:

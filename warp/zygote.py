@@ -29,6 +29,7 @@ import socket
 import struct
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 ZYGOTE_ENV = "LOOM_WARP_ZYGOTE"
@@ -42,10 +43,6 @@ REQUEST_TIMEOUT_S = 10.0
 """How long the zygote waits for a connected stand-in's request before dropping it."""
 BACKLOG = 128
 NAMESPACES = ("net", "mnt", "user", "pid")
-
-
-class ZygoteError(Exception):
-    """A request the zygote cannot act on (malformed, or too large)."""
 
 
 # -- the started process's side --------------------------------------------------------
@@ -114,9 +111,10 @@ def _let_go_of_stdio() -> None:
 # -- the zygote ----------------------------------------------------------------------
 
 
-def serve(path: str) -> int:
+def serve(path: str, run: Callable[[list[str]], int]) -> int:
     """Import what a Warp imports, then fork one child per request on ``path`` until
-    SIGTERM or SIGINT; then stop listening and wait for the children still running."""
+    SIGTERM or SIGINT; then stop listening and wait for the children still running. A child
+    calls ``run`` with its arguments (``warp.cli.main``, which hands it here)."""
     os.environ.pop(ZYGOTE_ENV, None)
     _preload()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -128,7 +126,7 @@ def serve(path: str) -> int:
     finally:
         os.umask(old_umask)
     listener.listen(BACKLOG)
-    zygote = Zygote(listener)
+    zygote = Zygote(listener, run)
     try:
         zygote.run()
     finally:
@@ -169,8 +167,9 @@ class Zygote:
     """The parent's loop: accept a request, fork its child, report each child's exit to
     its stand-in. Single-threaded, so forking is safe."""
 
-    def __init__(self, listener: socket.socket) -> None:
+    def __init__(self, listener: socket.socket, run: Callable[[list[str]], int]) -> None:
         self.listener = listener
+        self.run_warp = run
         self.children: dict[int, socket.socket] = {}
         self.stopping = False
         self.selector = selectors.DefaultSelector()
@@ -211,7 +210,7 @@ class Zygote:
         conn, _ = self.listener.accept()
         try:
             request, fds = _read_request(conn)
-        except (OSError, ZygoteError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             print(f"warp zygote: request refused: {type(exc).__name__}: {exc}", file=sys.stderr)
             conn.close()
             return
@@ -275,10 +274,8 @@ class Zygote:
         argv = [str(a) for a in request["argv"]]
         sys.argv = argv
         threading.Thread(target=_lifeline, args=(conn,), name="zygote-lifeline", daemon=True).start()
-        from warp.cli import main
-
         try:
-            code = main(argv[1:])
+            code = self.run_warp(argv[1:])
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         import logging
@@ -301,21 +298,21 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     received = list(fds)
     try:
         if len(header) != HEADER.size or len(received) != len(STDIO):
-            raise ZygoteError("a request carries a length and the three standard descriptors")
+            raise ValueError("a request carries a length and the three standard descriptors")
         (size,) = HEADER.unpack(header)
         if size > MAX_REQUEST:
-            raise ZygoteError(f"a request is at most {MAX_REQUEST} bytes")
+            raise ValueError(f"a request is at most {MAX_REQUEST} bytes")
         body = b""
         while len(body) < size:
             chunk = conn.recv(size - len(body))
             if not chunk:
-                raise ZygoteError("the request ended early")
+                raise ValueError("the request ended early")
             body += chunk
         request = json.loads(body)
         if not isinstance(request, dict) or not {"argv", "env", "cwd", "namespaces"} <= set(request):
-            raise ZygoteError("a request names argv, env, cwd and namespaces")
+            raise ValueError("a request names argv, env, cwd and namespaces")
         if request["namespaces"] != namespaces():
-            raise ZygoteError("started in other namespaces than the zygote's: it runs on its own")
+            raise ValueError("started in other namespaces than the zygote's: it runs on its own")
     except BaseException:
         for fd in received:
             os.close(fd)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.zygote import zygote_env
 
 _ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_")
 _ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
@@ -33,7 +34,8 @@ def project_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def warp_env(nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path) -> dict[str, str]:
-    """Environment for a spawned Warp in this test's project (HOME is a scratch dir)."""
+    """Environment for a spawned Warp in this test's project (HOME is a scratch dir), forked
+    from the suite's zygote (testsupport/zygote.py) where there is one."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     project = tmp_path / "project"
@@ -44,4 +46,5 @@ def warp_env(nats_server: EmbeddedNatsServer, project_id: str, tmp_path: Path) -
         "LOOM_PROJECT_PATH": str(project),
         "HOME": str(home),
         "LOOM_LOG_LEVEL": "INFO",
+        **zygote_env(),  # forked from the suite's zygote; test_mcp_process.py starts its own
     }

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -19,8 +20,16 @@ from shared.models import AgentStatus
 from shared.names import ProjectNames
 from testsupport.mcp import assert_resumes, serving_http
 from warp.tools import specs
+from warp.zygote import ZYGOTE_ENV
 
 A_ID = "a" * 32
+
+
+@pytest.fixture
+def warp_env(warp_env: dict[str, str]) -> dict[str, str]:
+    """The ``warp`` process itself, here: started as an agent's host starts it, not forked
+    from the suite's zygote (testsupport/zygote.py)."""
+    return {k: v for k, v in warp_env.items() if k != ZYGOTE_ENV}
 
 
 def run_warp(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -142,6 +142,7 @@ async def test_a_child_killed_is_a_started_warp_killed(
 def test_a_start_up_error_is_the_same_line_and_exit_code(warp_env: dict[str, str], zygote: Zygote) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
     env |= {**warp_env, "LOOM_PROJECT_ID": "Not A Valid Id!"}
+    env.pop(ZYGOTE_ENV, None)  # on its own: not the suite's zygote either
     direct = subprocess.run(
         [WARP], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
