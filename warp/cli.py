@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         code = zygote.hand_off(socket_path, [sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
         if code is not None:
             return code
-        print("warp: no zygote answers at LOOM_WARP_ZYGOTE; starting on its own", file=sys.stderr)
+        said = "no zygote at LOOM_WARP_ZYGOTE took it (its log says why); starting on its own"
+        print(f"warp: {said}", file=sys.stderr)
 
     from pydantic import ValidationError
 

@@ -32,6 +32,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from shared.footprint import WEBSOCKET_SCHEMES  # standard library only, as this module
+
 ZYGOTE_ENV = "LOOM_WARP_ZYGOTE"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """What the stand-in passes on to its child (SIGKILL cannot be caught: the child sees the
@@ -142,7 +144,7 @@ def _preload() -> None:
     os.environ.setdefault("PYDANTIC_ERRORS_INCLUDE_URL", "0")  # as warp.cli.main sets it
     from shared.footprint import leave_out_unused_imports
 
-    leave_out_unused_imports("ws://")  # nats-py's WebSocket transport stays: a child may need it
+    leave_out_unused_imports(None)  # aiohttp too: a child whose NATS is ws:// runs on its own
     import mcp.server.mcpserver  # noqa: F401
     import uvloop  # noqa: F401
 
@@ -313,6 +315,10 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
             raise ValueError("a request names argv, env, cwd and namespaces")
         if request["namespaces"] != namespaces():
             raise ValueError("started in other namespaces than the zygote's: it runs on its own")
+        # nats-py's WebSocket transport (aiohttp, 16 MB in every child) is left out
+        values = [str(value).lower() for value in dict(request["env"]).values()]
+        if any(scheme in value for value in values for scheme in WEBSOCKET_SCHEMES):
+            raise ValueError("a WebSocket NATS URL needs the transport the zygote left out: on its own")
     except BaseException:
         for fd in received:
             os.close(fd)

@@ -167,7 +167,7 @@ async def test_without_a_zygote_at_the_path_warp_runs_on_its_own(
     async with spawn_warp(env, tmp_path) as w:
         info = await w.ready_ok("warp_registry_get_info")
         assert info["agent_id"] == env["LOOM_AGENT_ID"]
-        assert "no zygote answers at LOOM_WARP_ZYGOTE; starting on its own" in w.stderr()
+        assert "no zygote at LOOM_WARP_ZYGOTE took it (its log says why); starting on its own" in w.stderr()
 
 
 def _request(zygote: Zygote, body: bytes, fds: list[int] | None) -> bytes:
@@ -190,6 +190,7 @@ def _request(zygote: Zygote, body: bytes, fds: list[int] | None) -> bytes:
     ("case", "said"),
     [
         ("other namespaces", "started in other namespaces than the zygote's"),
+        ("websocket", "a WebSocket NATS URL needs the transport the zygote left out"),
         ("no descriptors", "a request carries a length and the three standard descriptors"),
         ("not a request", "a request names argv, env, cwd and namespaces"),
         ("not json", "JSONDecodeError"),
@@ -203,6 +204,8 @@ def test_a_request_it_cannot_act_on_is_refused_and_nothing_is_started(
     place = {"argv": ["warp"], "env": {}, "cwd": str(tmp_path), "namespaces": namespaces()}
     if case == "other namespaces":
         place["namespaces"] = {**namespaces(), "net": "net:[1]"}
+    if case == "websocket":
+        place["env"] = {"NATS_URL": "wss://nats.example:443"}
     body = {"not a request": b'["warp"]', "not json": b"{"}.get(case, json.dumps(place).encode())
     with open(os.devnull, "rb") as null:
         fds = None if case == "no descriptors" else [null.fileno()] * 3
