@@ -27,16 +27,69 @@ from pathlib import Path
 
 import pytest
 
+from testsupport.processes import children
 from warp.zygote import ZYGOTE_ENV
 
 WARP = str(Path(sys.executable).parent / "warp")
+SOCKET = "warp.sock"
 READY_S = 60.0
 STOP_S = 10.0
 
 
+class ZygoteProcess:
+    """A running ``warp --zygote``: its process, its socket's path, its log."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], folder: str, log: Path) -> None:
+        self.proc, self.folder, self.log = proc, folder, log
+        self.path = os.path.join(folder, SOCKET)
+
+    @property
+    def children(self) -> set[int]:
+        """The Warps it forked that still run."""
+        return children(self.proc.pid)
+
+    def stop(self) -> None:
+        """SIGTERM (it stops listening and waits for its Warps), then SIGKILL after
+        :data:`STOP_S`; its socket's folder removed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_zygote(log: Path | None = None) -> ZygoteProcess | None:
+    """A ``warp --zygote`` of its own, listening once this returns (None when it did not
+    start within :data:`READY_S`; Warps then start on their own: slower, not wrong). Its
+    socket sits in a short temporary folder (a socket's path is at most 107 bytes); its
+    log is ``log``, or beside the socket."""
+    folder = tempfile.mkdtemp(prefix="loom-zygote-")
+    log = log or Path(folder) / "zygote.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))}
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [WARP, "--zygote", os.path.join(folder, SOCKET)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+    zygote = ZygoteProcess(proc, folder, log)
+    deadline = time.monotonic() + READY_S
+    while not os.path.exists(zygote.path):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            zygote.stop()
+            return None
+        time.sleep(0.02)
+    return zygote
+
+
 class _Running:
-    proc: subprocess.Popen[bytes] | None = None
-    folder: str | None = None
+    zygote: ZygoteProcess | None = None
     path: str | None = None
 
 
@@ -66,39 +119,13 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return  # pytest-xdist's controller runs no tests: its workers start their own
-    folder = tempfile.mkdtemp(prefix="loom-zygote-")  # short: a socket path has 107 bytes
-    path = os.path.join(folder, "warp.sock")
-    log = open(os.path.join(folder, "zygote.log"), "wb")  # noqa: SIM115 - the zygote's for its life
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))}
-    proc = subprocess.Popen(
-        [WARP, "--zygote", path],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
-    log.close()
-    deadline = time.monotonic() + READY_S
-    while not os.path.exists(path):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            shutil.rmtree(folder, ignore_errors=True)
-            return  # Warps start on their own: slower, not wrong
-        time.sleep(0.02)
-    _running.proc, _running.folder, _running.path = proc, folder, path
+    zygote = start_zygote()
+    if zygote is not None:
+        _running.zygote, _running.path = zygote, zygote.path
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    proc, folder = _running.proc, _running.folder
-    if proc is None or folder is None:
-        return
-    _running.path = None
-    proc.send_signal(signal.SIGTERM)  # stops listening; waits for the Warps still running
-    try:
-        proc.wait(STOP_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    shutil.rmtree(folder, ignore_errors=True)
-    _running.proc = _running.folder = None
+    zygote = _running.zygote
+    _running.zygote = _running.path = None
+    if zygote is not None:
+        zygote.stop()

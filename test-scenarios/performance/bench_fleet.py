@@ -43,13 +43,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import random
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -57,14 +53,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 from bench_warp import TARGET_OWN, RawRpc, own_cost, warp_env
 from benchlib import BenchContext, BenchResult, percentile, summarize
 
 from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
-from testsupport.processes import children, cpu_seconds, memory_mb
+from testsupport.processes import cpu_seconds, memory_mb
+from testsupport.zygote import start_zygote
 from warp.zygote import ZYGOTE_ENV
 from weft.settings import WeftSettings
 
@@ -543,26 +539,23 @@ async def _floor_rss() -> BenchResult:
     )
 
 
+async def _cold_start(fleet: Fleet, weft: WeftProcess, n: int) -> tuple[float, float]:
+    """Start the fleet's N Warps at once: ms until all are ready, and until Weft lists all online."""
+    started = time.perf_counter()
+    await fleet.start(n)
+    ready_ms = (time.perf_counter() - started) * 1000
+    await _online(weft, n, timeout=60 + n)
+    return ready_ms, (time.perf_counter() - started) * 1000
+
+
 async def _zygote_fleet(ctx: BenchContext, weft: WeftProcess, nats_url: str, n: int) -> list[BenchResult]:
     """N Warps forked from one ``warp --zygote``: cold start, memory and start-up CPU."""
-    folder = tempfile.mkdtemp(prefix="fleet-zygote-")  # a socket's path is at most 107 bytes
-    path = os.path.join(folder, "warp.sock")
-    with (ctx.scratch / "fleet-zygote.log").open("ab") as log:
-        zygote = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).parent / "warp"), "--zygote", path, stdout=log, stderr=log
-        )
-    fleet = Fleet(ctx, nats_url, extra_env={ZYGOTE_ENV: path})
+    zygote = await asyncio.to_thread(start_zygote, ctx.scratch / "fleet-zygote.log")
+    assert zygote is not None, f"fleet: the zygote did not start; see {ctx.scratch / 'fleet-zygote.log'}"
+    fleet = Fleet(ctx, nats_url, extra_env={ZYGOTE_ENV: zygote.path})
     try:
-        for _ in range(3000):
-            if await anyio.Path(path).exists():
-                break
-            await asyncio.sleep(0.02)
-        started = time.perf_counter()
-        await fleet.start(n)
-        ready_ms = (time.perf_counter() - started) * 1000
-        await _online(weft, n, timeout=60 + n)
-        online_ms = (time.perf_counter() - started) * 1000
-        warps = sorted(children(zygote.pid))
+        ready_ms, online_ms = await _cold_start(fleet, weft, n)
+        warps = sorted(zygote.children)
         assert len(warps) == n, f"fleet: {len(warps)} of {n} Warps are the zygote's children"
         start_cpu = sum(cpu_seconds(pid) for pid in [*warps, *fleet.pids])
         forked = "fleet, forked from a zygote:"
@@ -573,10 +566,12 @@ async def _zygote_fleet(ctx: BenchContext, weft: WeftProcess, nats_url: str, n: 
                 f"{forked} CPU to start, per Warp @ {n} agents",
                 unit="s",
                 value=start_cpu / n,
-                extra={"why": "each Warp and its stand-in, from spawn to registered and answering"},
+                extra={
+                    "why": "each Warp and its stand-in, from spawn to registered and answering",
+                    "zygote's own CPU, once": cpu_seconds(zygote.proc.pid),
+                },
             ),
         ]
-        rows[-1].extra["zygote's own CPU, once"] = cpu_seconds(zygote.pid)
         rows += [
             dataclasses.replace(row, name=row.name.replace("fleet:", forked))
             for row in _memory_rows(warps, n, "started")
@@ -584,13 +579,7 @@ async def _zygote_fleet(ctx: BenchContext, weft: WeftProcess, nats_url: str, n: 
         return rows
     finally:
         await fleet.stop()
-        zygote.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(zygote.wait(), 30)
-        except TimeoutError:
-            zygote.kill()
-            await zygote.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+        await asyncio.to_thread(zygote.stop)
 
 
 async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
@@ -608,11 +597,7 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
         await watcher.subscribe(ProjectNames(PROJECT).event_subject("agent", "offline"), cb=count_offline)
         fleet = Fleet(ctx, server.url)
         try:
-            started = time.perf_counter()
-            await fleet.start(n)
-            ready_ms = (time.perf_counter() - started) * 1000
-            await _online(weft, n, timeout=60 + n)
-            online_ms = (time.perf_counter() - started) * 1000
+            ready_ms, online_ms = await _cold_start(fleet, weft, n)
             results.append(BenchResult(f"fleet: cold start, all ready @ {n} agents", value=ready_ms))
             results.append(
                 BenchResult(f"fleet: cold start, all online in Weft @ {n} agents", value=online_ms)

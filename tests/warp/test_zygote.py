@@ -7,12 +7,9 @@ from __future__ import annotations
 import array
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -25,44 +22,23 @@ from shared.agents.registry import Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
 from testsupport.processes import children, pid_alive
+from testsupport.zygote import ZygoteProcess, start_zygote
 from warp.zygote import HEADER, ZYGOTE_ENV, namespaces
 
 
-class Zygote:
-    def __init__(self, proc: subprocess.Popen[bytes], path: str, log: Path) -> None:
-        self.proc, self.path, self.log = proc, path, log
-
-    @property
-    def children(self) -> set[int]:
-        return children(self.proc.pid)
-
-
 @pytest.fixture
-def zygote(tmp_path: Path) -> Iterator[Zygote]:
+def zygote(tmp_path: Path) -> Iterator[ZygoteProcess]:
     """A zygote of this test's own (the suite's, if any, is left out of these tests)."""
-    folder = tempfile.mkdtemp(prefix="zy-")  # a socket's path is at most 107 bytes
-    path = os.path.join(folder, "warp.sock")
     log = tmp_path / "zygote.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [WARP, "--zygote", path], env=env, stdout=out, stderr=out, start_new_session=True
-        )
+    started = start_zygote(log)
+    assert started is not None, log.read_text()
     try:
-        for _ in range(3000):
-            if os.path.exists(path) or proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        assert os.path.exists(path), log.read_text()
-        yield Zygote(proc, path, log)
+        yield started
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+        started.stop()
 
 
-def forked(warp_env: dict[str, str], zygote: Zygote, **extra: str) -> dict[str, str]:
+def forked(warp_env: dict[str, str], zygote: ZygoteProcess, **extra: str) -> dict[str, str]:
     agent = {"LOOM_AGENT_ID": uuid.uuid4().hex, "LOOM_AUTO_REGISTER": "1"}
     return {**warp_env, ZYGOTE_ENV: zygote.path, **agent, **extra}
 
@@ -74,7 +50,7 @@ def gone(pid: int) -> Callable[[], Awaitable[bool]]:
     return check
 
 
-def no_children(zygote: Zygote) -> Callable[[], Awaitable[bool]]:
+def no_children(zygote: ZygoteProcess) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return not zygote.children
 
@@ -82,7 +58,7 @@ def no_children(zygote: Zygote) -> Callable[[], Awaitable[bool]]:
 
 
 async def test_two_warps_forked_from_one_zygote_each_serve_their_own_agent(
-    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path
+    warp_env: dict[str, str], zygote: ZygoteProcess, tmp_path: Path
 ) -> None:
     one, two = forked(warp_env, zygote), forked(warp_env, zygote, LOOM_HANDLE="second")
     async with spawn_warp(one, tmp_path) as first, spawn_warp(two, tmp_path) as second:
@@ -103,7 +79,7 @@ async def test_two_warps_forked_from_one_zygote_each_serve_their_own_agent(
 
 
 async def test_a_signal_to_the_started_warp_reaches_its_child(
-    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path, nc: NatsClient
+    warp_env: dict[str, str], zygote: ZygoteProcess, tmp_path: Path, nc: NatsClient
 ) -> None:
     env = forked(warp_env, zygote)
     async with spawn_warp(env, tmp_path) as w:
@@ -117,7 +93,7 @@ async def test_a_signal_to_the_started_warp_reaches_its_child(
 
 
 async def test_killing_the_started_warp_kills_its_child(
-    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path
+    warp_env: dict[str, str], zygote: ZygoteProcess, tmp_path: Path
 ) -> None:
     async with spawn_warp(forked(warp_env, zygote), tmp_path) as w:
         await w.ready_ok("warp_registry_get_info")
@@ -128,7 +104,7 @@ async def test_killing_the_started_warp_kills_its_child(
 
 
 async def test_a_child_killed_is_a_started_warp_killed(
-    warp_env: dict[str, str], zygote: Zygote, tmp_path: Path
+    warp_env: dict[str, str], zygote: ZygoteProcess, tmp_path: Path
 ) -> None:
     """Whoever kills the Warp itself (the registry's host and pid, a person with ``kill``)
     sees its starter learn of it as of any Warp's death."""
@@ -139,7 +115,9 @@ async def test_a_child_killed_is_a_started_warp_killed(
         assert await w.wait_exit() == -signal.SIGKILL
 
 
-def test_a_start_up_error_is_the_same_line_and_exit_code(warp_env: dict[str, str], zygote: Zygote) -> None:
+def test_a_start_up_error_is_the_same_line_and_exit_code(
+    warp_env: dict[str, str], zygote: ZygoteProcess
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
     env |= {**warp_env, "LOOM_PROJECT_ID": "Not A Valid Id!"}
     env.pop(ZYGOTE_ENV, None)  # on its own: not the suite's zygote either
@@ -170,7 +148,7 @@ async def test_without_a_zygote_at_the_path_warp_runs_on_its_own(
         assert "no zygote at LOOM_WARP_ZYGOTE took it (its log says why); starting on its own" in w.stderr()
 
 
-def _request(zygote: Zygote, body: bytes, fds: list[int] | None) -> bytes:
+def _request(zygote: ZygoteProcess, body: bytes, fds: list[int] | None) -> bytes:
     """Send a raw request; what the zygote answers before it closes the connection."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(zygote.path)
@@ -197,7 +175,7 @@ def _request(zygote: Zygote, body: bytes, fds: list[int] | None) -> bytes:
     ],
 )
 def test_a_request_it_cannot_act_on_is_refused_and_nothing_is_started(
-    zygote: Zygote, tmp_path: Path, case: str, said: str
+    zygote: ZygoteProcess, tmp_path: Path, case: str, said: str
 ) -> None:
     """The started ``warp`` sees the connection close without a child: it runs on its own
     (a ``warp`` launched in a network namespace or container of its own, say)."""
@@ -214,7 +192,7 @@ def test_a_request_it_cannot_act_on_is_refused_and_nothing_is_started(
     assert said in zygote.log.read_text()
 
 
-def test_the_zygote_stops_on_sigterm_and_removes_its_socket(zygote: Zygote) -> None:
+def test_the_zygote_stops_on_sigterm_and_removes_its_socket(zygote: ZygoteProcess) -> None:
     zygote.proc.send_signal(signal.SIGTERM)
     assert zygote.proc.wait(30) == 0
     assert not os.path.exists(zygote.path)
