@@ -492,14 +492,13 @@ class WorkQueue(WorkDelivery):
         if needs_message(record):
             await self._enqueue(work_id, after=record)
             return True
-        if message_must_be_held(record):
-            if await self._queued_message_held(record):
-                return False
+        held = claim_holds_message(record)
+        if not (held or message_must_be_held(record)) or await self._queued_message_held(record):
+            return False
+        if not held:
             log.warning("work %s: queued, but its queue message is gone; queueing it again", work_id)
             await self._enqueue(work_id, after=record)
             return True
-        if not claim_holds_message(record) or await self._queued_message_held(record):
-            return False
         seq = record.queue_seq
         assert seq is not None  # a claim holds its stored message
         log.warning("work %s: held, but its queue message is gone; the claim lapses, queued again", work_id)
