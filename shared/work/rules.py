@@ -934,12 +934,14 @@ def revive(record: WorkRecord, dependency_id: str, now: datetime) -> Change:
     return Change(new, events, drop_dlq_seq=record.dlq_seq)
 
 
+WAITING_IN_A_QUEUE = frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING})
+"""Waiting for a worker, a reviewer or a lander: each has a queue message to be claimed by."""
+
+
 def needs_message(record: WorkRecord) -> bool:
-    """Waiting in a queue (for a worker, a reviewer or a lander), but its queue message was
-    never stored (the process that queued it stopped between the two steps): a sweep
-    publishes it."""
-    waiting = (WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING)
-    return record.item.status in waiting and record.queue_seq is None and not parked(record.item)
+    """Waiting in a queue, but its queue message was never stored (the process that queued
+    it stopped between the two steps): a sweep publishes it."""
+    return record.item.status in WAITING_IN_A_QUEUE and record.queue_seq is None and not parked(record.item)
 
 
 def message_must_be_held(record: WorkRecord) -> bool:

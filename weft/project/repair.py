@@ -35,7 +35,7 @@ from shared.tasks import raise_if_cancelling
 from shared.work.graph import repairs
 from shared.work.questions import QuestionBook
 from shared.work.queue import WorkQueue
-from shared.work.rules import CLAIM_HOLDS_MESSAGE
+from shared.work.rules import CLAIM_HOLDS_MESSAGE, WAITING_IN_A_QUEUE
 from weft.project.work import WorkIndex
 
 log = logging.getLogger("loom.weft.repair")
@@ -47,9 +47,7 @@ RECHECK_MAX = timedelta(minutes=10)
 """The longest an unchanged queued item goes before its queue message is checked again."""
 ON_A_QUESTION = frozenset({WorkStatus.WAITING_ON_OPERATOR, WorkStatus.LANDING})
 """An agent's question (waiting-on-operator) or a lander's "land this?" (landing)."""
-MESSAGE_CHECKED = (
-    frozenset({WorkStatus.QUEUED, WorkStatus.IN_REVIEW, WorkStatus.LANDING}) | CLAIM_HOLDS_MESSAGE
-)
+MESSAGE_CHECKED = WAITING_IN_A_QUEUE | CLAIM_HOLDS_MESSAGE
 """Waiting in a queue, or held through a queue message: whose message a sweep checks."""
 
 
