@@ -11,7 +11,6 @@ leaves them out).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -26,9 +25,9 @@ from scenario_harness import Connection, Fabric, RunningWeft, new_project_id, ru
 
 from shared.nats.server import EmbeddedNatsServer
 from shared.settings import NatsSettings
+from testsupport.env import strip_fabric
 
 HERE = Path(__file__).parent
-_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_", "PATTERN_")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,9 +43,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The developer's own NATS_URL, LOOM_* or WEFT_* must not reach in-process Weft settings."""
-    for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES):
-            monkeypatch.delenv(name)
+    strip_fabric(monkeypatch)
 
 
 @pytest.fixture(scope="session")

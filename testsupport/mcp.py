@@ -17,6 +17,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from shared.errors import UNAVAILABLE
 from shared.mcp.toolerrors import META_KEY
 from shared.nats.failures import JETSTREAM_ERROR, NATS_UNAVAILABLE
+from testsupport.env import without_fabric
 
 RIDE_OUT: Final = frozenset({UNAVAILABLE, NATS_UNAVAILABLE, JETSTREAM_ERROR})
 """The error codes of a tool refusal that says "not now": NATS or JetStream away, or the
@@ -137,10 +138,9 @@ async def until_listening(port: int, timeout: float = 30.0) -> None:
 def server_env(part: str, nats_url: str, project_id: str, folder: Path) -> dict[str, str]:
     """What ``warp`` or ``pattern`` (``part``) needs to start as an MCP host would start it:
     this process's environment without any Loom or NATS setting, and the test's own."""
-    import os
 
     return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "PATTERN_", "WEFT_"))},
+        **without_fabric(),
         "NATS_URL": nats_url,
         "LOOM_PROJECT_ID": project_id,
         "LOOM_PROJECT_PATH": str(folder),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from testsupport.env import without_fabric
 from testsupport.processes import children
 from warp.zygote import ZYGOTE_ENV
 
@@ -68,7 +69,7 @@ def start_zygote(log: Path | None = None) -> ZygoteProcess | None:
     log is ``log``, or beside the socket."""
     folder = tempfile.mkdtemp(prefix="loom-zygote-")
     log = log or Path(folder) / "zygote.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))}
+    env = without_fabric()
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [WARP, "--zygote", os.path.join(folder, SOCKET)],

@@ -6,7 +6,6 @@ window, and its work's redelivery lets another agent take them."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import time
 from contextlib import AsyncExitStack
@@ -16,6 +15,8 @@ from typing import Any
 from scenario_harness import Fabric, agents_in, new_project_id
 from scenario_harness.drills import kill_agent
 
+from testsupport.env import without_fabric
+
 HEARTBEAT_S = 0.5
 FAST = {"LOOM_WORK_ACK_WAIT_S": "5"}
 """Short, so a killed holder's item is redelivered within the test; not so short that a
@@ -23,7 +24,7 @@ claim lapses while a loaded machine starts the other agents (then two agents hel
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "GIT_"))}
+    full = without_fabric(also=("GIT_",))
     full.update(env or {})
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=full, check=False)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 import uuid
@@ -26,6 +25,7 @@ from benchlib import BenchContext, BenchResult, summarize
 from shared.leases.book import LeaseBook
 from shared.names import ProjectNames
 from shared.nats.client import connect
+from testsupport.env import without_fabric
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "plugins" / "loom" / "bin" / "loom-launch"
@@ -68,7 +68,7 @@ async def run(ctx: BenchContext) -> list[BenchResult]:
     names = ProjectNames(project)
     session = ctx.scratch / "hosts-session"
     (session / "src").mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
+    env = without_fabric()
     env.update(NATS_URL=ctx.nats_url, LOOM_PROJECT_ID=project, LOOM_BIN=str(BIN), HOME=str(ctx.scratch))
     nc = await connect(url=ctx.nats_url)
     book = LeaseBook(nc, names)

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from shared.leases.book import LeaseBook, LeaseConflict
 from shared.models import LeaseMode, utcnow
 from shared.names import ProjectNames
 from shared.nats.client import connect
+from testsupport.env import without_fabric
 
 RAW = "raw nats-py: kv create"
 HOLDER = "a" * 32
@@ -130,7 +130,7 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> None:
 
 def _hook_rows(ctx: BenchContext, n: int) -> list[BenchResult]:
     project = f"bench-guard-{uuid.uuid4().hex[:6]}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "GIT_"))}
+    env = without_fabric(also=("GIT_",))
     repos = {}
     for name in ("plain", "guarded"):
         repo = ctx.scratch / f"repo-{name}-{project}"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from benchlib import BenchContext, BenchResult, summarize
+
+from testsupport.env import without_fabric
 
 TARGET = "<= 400 ms"
 HELP_TARGET = "p50 <= 100 ms"  # issue 38: help is the first thing a user runs
@@ -71,7 +72,7 @@ def weft_running(nats_url: str) -> Iterator[str]:
 
 
 def _env(url: str, project: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))}
+    env = without_fabric()
     env.update(LOOM_API_URL=url, LOOM_API_TOKEN=TOKEN, LOOM_PROJECT_ID=project, NO_COLOR="1")
     return env
 

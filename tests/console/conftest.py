@@ -3,7 +3,6 @@ and one Weft per module, a tab and a project per test."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,17 +13,13 @@ from playwright.async_api import Browser, async_playwright
 
 from shared.nats.server import EmbeddedNatsServer
 from testsupport.browser import CHROMIUM_ARGS, chromium_path
+from testsupport.env import strip_fabric
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's own NATS_URL, LOOM_* or WEFT_* must not leak into Weft, Warp or Shuttle."""
-    for name in list(os.environ):
-        if name.startswith(("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")) and name not in (
-            "LOOM_CHROMIUM",
-            "LOOM_CONSOLE_SCREENSHOTS",
-        ):
-            monkeypatch.delenv(name)
+    strip_fabric(monkeypatch)
 
 
 @pytest.fixture(scope="module")

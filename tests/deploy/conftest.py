@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -10,16 +9,13 @@ from pathlib import Path
 import pytest
 
 from deploy.checks.common import DEPLOY, REPO
-
-_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "AGENT_", "WEFT_")
+from testsupport.env import strip_fabric
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's own NATS_URL, LOOM_* or AGENT_* must not leak into the runner under test."""
-    for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES) or name == "MCP_PROJECT_PATH":
-            monkeypatch.delenv(name)
+    strip_fabric(monkeypatch, also=("AGENT_",))
 
 
 @pytest.fixture

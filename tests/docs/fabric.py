@@ -17,6 +17,7 @@ import httpx
 
 from shared.nats.server import free_port
 from shared.tls import client_tls
+from testsupport.env import without_fabric
 from testsupport.zygote import zygote_env
 from weft.demo import serve_in_background, stop_process, wait_healthy
 
@@ -31,12 +32,7 @@ def base_environment(home: Path) -> dict[str, str]:
     """The caller's environment without Loom's, NATS's and Weft's settings, with its own HOME
     (so ``~/.loom`` and ``~/.local/share/loom`` are fresh) and this Python's scripts first on
     PATH."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("NATS_", "LOOM_", "LOOMINAL_", "WEFT_", "PATTERN_"))
-        and k not in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "NO_COLOR", "COLUMNS")
-    }
+    env = {k: v for k, v in without_fabric().items() if k not in ("XDG_CONFIG_HOME", "NO_COLOR", "COLUMNS")}
     env["HOME"] = str(home)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', os.defpath)}"
     return env | zygote_env()  # a Warp started from it is forked (testsupport/zygote.py)

@@ -11,7 +11,6 @@ process's id, and the hooks it runs find that agent the way a session's hooks fi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -28,6 +27,7 @@ from shared.leases.book import LeaseBook
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer, free_port
+from testsupport.env import without_fabric
 from testsupport.git import clone, make_origin
 from testsupport.work import work_queue
 from warp.messages import InboxService
@@ -45,7 +45,7 @@ def expand(value: str, variable: str = "CLAUDE_PLUGIN_ROOT") -> str:
 def host_env(nats_url: str, project_id: str, home: Path, **extra: str) -> dict[str, str]:
     """What the host's processes get: its own environment (here: the test's, without any
     Loom or NATS setting of the machine's) plus the session's settings and the plugin root."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_", "CLAUDE_"))}
+    env = without_fabric(also=("CLAUDE_",))
     env.update(
         NATS_URL=nats_url,
         LOOM_PROJECT_ID=project_id,

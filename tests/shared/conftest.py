@@ -7,22 +7,18 @@ conftest); what is here is only needed by these tests.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_")
-_ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
+from testsupport.env import strip_fabric
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Settings read the environment; a developer's own NATS_URL or LOOM_* must not leak in."""
-    for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
-            monkeypatch.delenv(name)
+    strip_fabric(monkeypatch)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,15 +12,16 @@ from shuttle_helpers import Cli
 from weft_runner import WeftServer, running_weft
 
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.env import strip_fabric
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     """No LOOM_* (or the TypeScript Shuttle's PROJECT_ID) from the developer's shell, and a
     throw-away HOME for ~/.loom."""
-    for name in list(os.environ):
-        if name.startswith(("LOOM_", "LOOMINAL_")) or name in ("NO_COLOR", "PROJECT_ID"):
-            monkeypatch.delenv(name, raising=False)
+    strip_fabric(monkeypatch)
+    for name in ("NO_COLOR", "PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

@@ -4,7 +4,6 @@ real console script."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from shuttle.cli import app
+from testsupport.env import without_fabric
 
 
 @dataclass
@@ -34,7 +34,7 @@ def run_process(
     *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
 ) -> Result:
     """Run the real ``shuttle`` console script as a subprocess."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))}
+    full_env = without_fabric()
     full_env.update(env or {})
     exe = Path(sys.executable).with_name("shuttle")
     proc = subprocess.run(
@@ -64,7 +64,7 @@ class Cli:
         return json.loads(result.stdout)
 
     def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "LOOMINAL_"))}
+        full_env = without_fabric()
         full_env.update(self.env)
         full_env.update(env or {})
         return subprocess.Popen(

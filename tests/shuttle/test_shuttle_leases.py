@@ -5,7 +5,6 @@ refused naming the holder, the holder's own pass, an override passes and is logg
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -19,13 +18,14 @@ from shuttle_helpers import Cli
 from shared.errors import Unavailable
 from shared.leases.book import LeaseBook
 from shuttle.guard import EXIT_USAGE, GitError, staged_paths
+from testsupport.env import without_fabric
 
 ALICE = "a1" * 16
 BOB = "b2" * 16
 
 
 def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "GIT_"))}
+    full = without_fabric(also=("GIT_",))
     full.update(env or {})
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=full, check=False)
 
@@ -187,7 +187,7 @@ def test_a_git_failure_is_not_weft_being_away(tmp_path: Path, dead_url: str) -> 
     repo = make_repo(tmp_path)
     guard = str(Path(sys.executable).with_name("loom-guard"))
     update = f"refs/heads/main {'1' * 40} refs/heads/main {'2' * 40}\n"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "GIT_"))}
+    env = without_fabric(also=("GIT_",))
     env.update(LOOM_API_URL=dead_url, LOOM_AGENT_ID=BOB)
     for strict in ("0", "1"):
         done = subprocess.run(

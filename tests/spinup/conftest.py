@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from shared.nats.server import EmbeddedNatsServer, free_port
 from shared.settings import NatsSettings
 from shared.tls import client_tls
 from tests.spinup.stubs import Seen, StubServer
+from testsupport.env import strip_fabric
 from testsupport.serving import CLIENT_TIMEOUT_S
 from weft.app import create_app
 from weft.metrics import Metrics
@@ -42,15 +42,11 @@ from weft.targets.store import TargetStore
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
-_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")
-
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's own NATS_URL, LOOM_* or WEFT_* must not leak into the tests (or the agents)."""
-    for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES):
-            monkeypatch.delenv(name)
+    strip_fabric(monkeypatch)
 
 
 def demo_agent_command() -> list[str]:

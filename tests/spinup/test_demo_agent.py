@@ -5,7 +5,6 @@ stayed alive over 50 s, retrying claims that NATS could not answer)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import uuid
 from pathlib import Path
@@ -17,6 +16,7 @@ from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from tests.spinup.conftest import ROOT, demo_agent_command, eventually
+from testsupport.env import without_fabric
 from testsupport.processes import children, pid_alive
 
 pytestmark = pytest.mark.timeout(120)
@@ -27,7 +27,7 @@ async def test_sigterm_while_nats_is_down_stops_the_agent_and_its_warp(tmp_path:
     agent_id = uuid.uuid4().hex
     with EmbeddedNatsServer(ServerConfig(store_dir=tmp_path / "nats")) as server:
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))},
+            **without_fabric(),
             "NATS_URL": server.url,
             "LOOM_PROJECT_ID": project,
             "LOOM_AGENT_ID": agent_id,

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.env import strip_fabric
 from testsupport.zygote import zygote_env
-
-_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_")
-_ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Warp reads the environment; a developer's NATS_URL, LOOM_* or ~/.loom must not leak in."""
-    for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
-            monkeypatch.delenv(name)
+    strip_fabric(monkeypatch)
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

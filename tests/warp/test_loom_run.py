@@ -6,7 +6,6 @@ claim. Real NATS, real git, real processes: ``loom-run`` execs a scripted agent 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from shared.git.repository import RepositorySettings, RepositoryStore
 from shared.models import WorkStatus, WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.env import without_fabric
 from testsupport.git import clone, make_origin, remote_sha, run_git, tree_state
 from testsupport.work import work_queue
 
@@ -27,7 +27,7 @@ A = "a" * 32
 
 
 def run(env: dict[str, str], cwd: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
+    full = without_fabric()
     full.update(env)
     return subprocess.run(
         [LOOM_RUN, *command], env=full, cwd=cwd, capture_output=True, text=True, timeout=120,

@@ -21,6 +21,7 @@ from warp_harness import WARP, eventually, spawn_warp, stdout_frames_only
 from shared.agents.registry import Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
+from testsupport.env import without_fabric
 from testsupport.processes import children, pid_alive
 from testsupport.zygote import ZygoteProcess, start_zygote
 from warp.zygote import HEADER, ZYGOTE_ENV, namespaces
@@ -118,7 +119,7 @@ async def test_a_child_killed_is_a_started_warp_killed(
 def test_a_start_up_error_is_the_same_line_and_exit_code(
     warp_env: dict[str, str], zygote: ZygoteProcess
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_"))}
+    env = without_fabric()
     env |= {**warp_env, "LOOM_PROJECT_ID": "Not A Valid Id!"}
     env.pop(ZYGOTE_ENV, None)  # on its own: not the suite's zygote either
     direct = subprocess.run(

@@ -26,6 +26,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
 
 from shared.identity import Identity
+from testsupport.env import without_fabric
 from testsupport.mcp import is_outage
 
 WARP = str(Path(sys.executable).parent / "warp")
@@ -111,7 +112,7 @@ def _stderr_file(tmp: Path, name: str) -> tuple[Path, BinaryIO]:
 async def spawn_warp(
     env: dict[str, str], tmp: Path, *, args: tuple[str, ...] = (), name: str = "warp"
 ) -> AsyncIterator[WarpProc]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_", "LOOMINAL_"))}
+    full_env = without_fabric()
     full_env.update(env)
     stderr_path, stderr_file = _stderr_file(tmp, name)
     proc = await anyio.open_process(

@@ -3,7 +3,6 @@ nats-server from ``testsupport.servers``, and HTTP/WebSocket clients for it."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -17,22 +16,18 @@ from nats.aio.client import Client as NatsClient
 from shared.nats.server import EmbeddedNatsServer
 from shared.settings import NatsSettings
 from shared.tls import client_tls
+from testsupport.env import strip_fabric
 from testsupport.serving import CLIENT_TIMEOUT_S, serve_in_loop
 from weft.app import create_app
 from weft.runtime import NatsRuntime
 from weft.settings import WeftSettings
 from weft.spinup import DisabledSpinup, SpinupService
 
-_ENV_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")
-_ENV_NAMES = ("MCP_PROJECT_PATH", "XDG_DATA_HOME")
-
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's own NATS_URL, LOOM_* or WEFT_* must not leak into the settings under test."""
-    for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
-            monkeypatch.delenv(name)
+    strip_fabric(monkeypatch)
 
 
 @dataclass

@@ -17,17 +17,14 @@ import pytest
 import websockets
 
 from shared.nats.server import EmbeddedNatsServer, free_port
+from testsupport.env import without_fabric
 from testsupport.serving import ws_connect
 
 WEFT = str(Path(sys.executable).parent / "weft")
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("NATS_", "LOOM_", "LOOMINAL_", "WEFT_")) and k != "XDG_DATA_HOME"
-    }
+    env = without_fabric()
     env.update(LOOM_DATA_DIR=str(tmp_path / "data"), WEFT_NATS_PORT="-1", WEFT_NATS_WS_PORT="-1", **extra)
     return env
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from asyncio.subprocess import PIPE
 from pathlib import Path
@@ -16,6 +15,7 @@ from test_weft_cli import clean_env, wait_healthy, weft_process
 from weft_helpers import eventually
 
 from shared.nats.server import EmbeddedNatsServer, free_port
+from testsupport.env import without_fabric
 from testsupport.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
 from testsupport.serving import ws_connect
 from testsupport.warp import warp_agent
@@ -65,7 +65,7 @@ async def test_one_submission_is_one_connected_trace_across_shuttle_weft_and_war
             async with warp_agent(nats_server.url, project_id, tmp_path, **otel) as agent:
                 await agent.call("warp_work_queue_status")
                 shuttle_env = {
-                    **{k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "OTEL_"))},
+                    **without_fabric(also=("OTEL_",)),
                     "LOOM_API_URL": base,
                     "LOOM_PROJECT_ID": project_id,
                     "LOOM_API_TOKEN": SECRET,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import sys
 import time
@@ -35,6 +34,7 @@ from shared.nats.client import NatsConnectError, connect
 from shared.nats.jetstream import ensure_kv, ensure_stream
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
+from testsupport.env import without_fabric
 from testsupport.protocol import answers, next_prompt, protocol_agent
 from testsupport.warp import WARP, Agent
 from warp.messages import InboxService
@@ -423,7 +423,7 @@ def _tool_text(result: types.CallToolResult) -> str:
 
 
 async def _shuttle(weft: Any, *args: str, token: str = ADMIN) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "NATS_", "WEFT_"))}
+    env = without_fabric()
     env.update(LOOM_API_URL=weft.base_url, LOOM_API_TOKEN=token, HOME=env.get("HOME", "/tmp"))
     proc = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("shuttle")),

@@ -1,0 +1,42 @@
+"""The developer's own fabric settings kept out of the parts under test.
+
+A developer who runs the suite may have ``NATS_URL``, ``LOOM_PROJECT_ID`` or ``WEFT_PORT``
+in their shell, or an ``XDG_DATA_HOME`` that moves Loom's data. Each part reads those, so a
+test that builds settings in-process or starts a part as a process starts from an
+environment without them, then adds its own. The variables that steer the tests themselves
+(which Chromium, where screenshots go) are kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import pytest
+
+FABRIC_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_", "PATTERN_")
+"""What Loom's parts read (and the first wave's ``LOOMINAL_`` names, still refused loudly)."""
+FABRIC_NAMES = frozenset({"MCP_PROJECT_PATH", "XDG_DATA_HOME"})
+"""Unprefixed names a part reads: where the project is, where data goes."""
+TEST_SETTINGS = frozenset({"LOOM_CHROMIUM", "LOOM_CONSOLE_SCREENSHOTS", "LOOM_TEST_ZYGOTE"})
+"""Read by the tests, not by any part (docs/testing.md): kept."""
+
+
+def is_fabric(name: str, also: tuple[str, ...] = ()) -> bool:
+    """Whether ``name`` configures a part (or starts with one of the caller's ``also``)."""
+    if name in TEST_SETTINGS:
+        return False
+    return name.startswith(FABRIC_PREFIXES + also) or name in FABRIC_NAMES
+
+
+def without_fabric(env: Mapping[str, str] | None = None, *, also: tuple[str, ...] = ()) -> dict[str, str]:
+    """A copy of ``env`` (this process's environment by default) for a part's process."""
+    source = os.environ if env is None else env
+    return {k: v for k, v in source.items() if not is_fabric(k, also)}
+
+
+def strip_fabric(monkeypatch: pytest.MonkeyPatch, *, also: tuple[str, ...] = ()) -> None:
+    """Remove the fabric's variables from this process for the test (restored after)."""
+    for name in list(os.environ):
+        if is_fabric(name, also):
+            monkeypatch.delenv(name)
