@@ -79,7 +79,7 @@ WEFT_ENV = {
     "WEFT_STALE_CHECK_INTERVAL_S": str(WeftSettings.model_fields["stale_check_interval_s"].default),
 }
 SIZES = (10, 50, 100, 200)
-QUICK_SIZES = (3, 6)
+QUICK_SIZES = (2, 4)
 PACED_CLAIMERS = 8
 READY_POLLS = 2400  # 0.05 s apart: two minutes for a Warp to connect and register
 CHANNEL = "roadmap"  # one of the channels every project has

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -82,12 +83,27 @@ def load(module_path: Path) -> Any:
     return module
 
 
+def cpu_seconds(nats_pid: int | None) -> float:
+    """CPU used so far by this process, the children it has reaped (a module's Warps,
+    Wefts, clients) and the shared nats-server, which runs until the end: what a module
+    costs the machine is the difference across it."""
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + reaped.ru_utime + reaped.ru_stime
+    if nats_pid is not None:
+        try:
+            fields = Path(f"/proc/{nats_pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):  # not Linux: the server's share is left out
+            pass
+    return total
+
+
 async def run_all(
     args: argparse.Namespace,
-) -> tuple[list[BenchResult], dict[str, str], dict[str, float], dict[str, list[str]]]:
+) -> tuple[list[BenchResult], dict[str, str], dict[str, tuple[float, float]], dict[str, list[str]]]:
     results: list[BenchResult] = []
     failures: dict[str, str] = {}  # each failed module and its traceback (the end of it)
-    timings: dict[str, float] = {}
+    timings: dict[str, tuple[float, float]] = {}  # each module's wall and CPU seconds
     rows: dict[str, list[str]] = {}  # each module's row names: which module measured what
     with (
         EmbeddedNatsServer(ServerConfig(websocket_port=-1)) as server,
@@ -106,7 +122,7 @@ async def run_all(
             # garbage-collection passes do not tax this module's client-side timings.
             gc.collect()
             gc.freeze()
-            started = time.perf_counter()
+            started, cpu_before = time.perf_counter(), cpu_seconds(server.pid)
             print(f"# {module_path.stem} ...", file=sys.stderr, flush=True)
             try:
                 measured = await run_bounded(
@@ -117,8 +133,9 @@ async def run_all(
             except Exception:
                 failures[module_path.stem] = traceback.format_exc()[-4000:]
                 traceback.print_exc()
-            timings[module_path.stem] = round(time.perf_counter() - started, 1)
-            print(f"# {module_path.stem} done in {timings[module_path.stem]:.1f}s", file=sys.stderr)
+            wall, cpu = time.perf_counter() - started, cpu_seconds(server.pid) - cpu_before
+            timings[module_path.stem] = (round(wall, 1), round(cpu, 1))
+            print(f"# {module_path.stem} done in {wall:.1f}s, {cpu:.1f}s of CPU", file=sys.stderr)
     attach_ratios(results)
     return results, failures, timings, rows
 
@@ -234,7 +251,8 @@ def main() -> int:
         "wall_s": round(time.time() - started, 1),
         "quick": args.quick,
         "soak_s": args.soak,
-        "module_seconds": timings,
+        "module_seconds": {name: wall for name, (wall, _) in timings.items()},
+        "module_cpu_seconds": {name: cpu for name, (_, cpu) in timings.items()},
         "module_rows": rows,
         "results": [r.to_dict() for r in results],
         "scale_curves": [c.to_dict() for c in curves],

@@ -11,7 +11,6 @@ docs/performance.md.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from testsupport.env import without_fabric
 from testsupport.processes import kill_tree
 
 PERF = Path(__file__).resolve().parents[2] / "test-scenarios" / "performance"
@@ -58,7 +58,7 @@ def test_every_module_is_in_exactly_one_group() -> None:
 
 def quick_run(tmp_path: Path, modules: tuple[str, ...]) -> tuple[dict[str, Any], str, str]:
     out = tmp_path / "results.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "LOOM_", "WEFT_"))}
+    env = without_fabric()
     command = [sys.executable, str(PERF / "run.py"), "--quick", "--soak", "10s", "--only", *modules]
     proc = subprocess.Popen(
         [*command, "--out", str(out)],
@@ -92,7 +92,8 @@ def quick_run(tmp_path: Path, modules: tuple[str, ...]) -> tuple[dict[str, Any],
 def test_quick_run(tmp_path: Path, group: str) -> None:
     modules = GROUPS[group]
     data, stdout, failed = quick_run(tmp_path, modules)
-    assert set(data["module_seconds"]) == set(modules), failed
+    assert set(data["module_seconds"]) == set(modules) == set(data["module_cpu_seconds"]), failed
+    assert min(data["module_cpu_seconds"].values()) >= 0 < sum(data["module_cpu_seconds"].values())
     assert data["quick"] is True and data["soak_s"] == 10
     assert data["machine"]["cpus"] and data["machine"]["nats_server"].startswith("nats-server")
 
@@ -122,12 +123,12 @@ def _spinup(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed
     for prefix in ("spinup:", "a2a:", "landing:", "notify:"):
         assert any(n.startswith(prefix) for n in results), prefix
     # The fleet: real Warp processes at two sizes, none of them taken for offline meanwhile.
-    assert curves["fleet: claim, every agent at once"]["sizes"] == [3, 6]
-    assert curves["fleet: cold start, all online in Weft"]["sizes"] == [3, 6]
-    assert [results[f"fleet: false offline detections @ {n} agents"]["value"] for n in (3, 6)] == [0, 0]
+    assert curves["fleet: claim, every agent at once"]["sizes"] == [2, 4]
+    assert curves["fleet: cold start, all online in Weft"]["sizes"] == [2, 4]
+    assert [results[f"fleet: false offline detections @ {n} agents"]["value"] for n in (2, 4)] == [0, 0]
     # the MCP floor under the same load, and the claim's own cost above it against raw
-    assert curves["fleet: floor, a no-op call 8 at a time over all agents"]["sizes"] == [3, 6]
-    for n in (3, 6):
+    assert curves["fleet: floor, a no-op call 8 at a time over all agents"]["sizes"] == [2, 4]
+    for n in (2, 4):
         for against in ("", ", against raw before the claims"):
             own = results[f"fleet: claim's own cost above the floor{against}, 8 at a time @ {n} agents"]
             assert own["unit"] == "x raw" and own["value"] > 0, own
