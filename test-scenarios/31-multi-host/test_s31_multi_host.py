@@ -94,6 +94,12 @@ LEASED = ["drill/shared.txt"]
 LEASE_TTL_S = 5.0
 BACKLOG = 30
 """Submissions pause while this many acknowledged items are not yet completed."""
+SUBMIT_EVERY_S = 0.25
+"""The operator's pace: about four items a second, a dozen or more in every fault's window.
+The invariants are judged per operation, not by throughput, and a drill that saturates two
+cores (every agent claiming as fast as it can) costs the rest of the suite as much again."""
+IDLE_CLAIM_S = 0.3
+"""How long a worker whose claim found nothing waits before it claims again."""
 CYCLES: tuple[tuple[str, int], ...] = (
     ("cut", 2),
     ("kill", 1),
@@ -332,7 +338,7 @@ class Drill:
                     self.history.submissions.append(Submission(asked, clock(), item_id, via=f"weft{k}"))
                     if item_id is not None:
                         break
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(SUBMIT_EVERY_S)
         finally:
             for client in clients:
                 await client.aclose()
@@ -348,7 +354,7 @@ class Drill:
             if held is not None:
                 item_id = held.group(1)  # a claim that stood while its answer was lost
             elif result.is_error or not (result.structured_content or {}).get("claimed"):
-                await asyncio.sleep(0.2 if result.is_error else 0.1)
+                await asyncio.sleep(0.2 if result.is_error else IDLE_CLAIM_S)
                 continue
             else:
                 item_id = str((result.structured_content or {})["item"]["id"])
