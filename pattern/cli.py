@@ -14,12 +14,11 @@ import contextlib
 import logging
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from pattern.config import PatternConfig
-from pattern.runtime import PatternRuntime
-from pattern.server import build_server
+from shared.footprint import leave_out_unused_imports
 from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
 from shared.legacy import LegacySettingError, apply_environment
 from shared.loop import keep_startup_heap, run_main
@@ -27,7 +26,9 @@ from shared.names import InvalidNameError
 from shared.nats.auth import CredentialsError, agent_credential
 from shared.redact import configure_logging, redact
 from shared.settings import NatsSettings, SettingsError, load_loom_settings
-from shared.trace import tracing
+
+if TYPE_CHECKING:
+    from pattern.runtime import PatternRuntime
 
 log = logging.getLogger("loom.pattern")
 
@@ -67,6 +68,8 @@ def _port(text: str) -> int:
 
 
 async def _serve(runtime: PatternRuntime, args: argparse.Namespace) -> None:
+    from pattern.server import build_server
+
     server = build_server(runtime, _version())
     runtime.start()
     keep_startup_heap()  # the SDK and the tools: built for the process's life
@@ -90,10 +93,16 @@ def main(argv: list[str] | None = None) -> None:
         # Every setting is read here, once, and passed down; nothing below reads the environment.
         shared = load_loom_settings()
         configure_logging(args.log_level or shared.log_level)
-        tracing.configure("loom-pattern")  # the MCP SDK's spans of each tool call (docs/operations.md)
         for notice in notices:
             log.warning("%s", notice)
         nats_settings = NatsSettings()
+        # An agent's own process, as Warp's: what it would import and never use is paid once
+        # per agent (shared/footprint.py). Before anything below loads nats-py or the MCP SDK.
+        leave_out_unused_imports(nats_settings.url)
+        from pattern.config import PatternConfig
+        from shared.trace import tracing
+
+        tracing.configure("loom-pattern")  # the MCP SDK's spans of each tool call (docs/operations.md)
         # scoped NATS credentials are one agent's: take that agent's identity (docs/security.md)
         identity = resolve_identity(bound_to_credential(load_settings(), agent_credential(nats_settings)))
         config = PatternConfig.from_env(shared)
@@ -111,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         identity.project_id,
         f", sub-agent of {identity.parent_id}" if identity.parent_id else "",
     )
+    from pattern.runtime import PatternRuntime
+
     runtime = PatternRuntime(identity, config, nats_settings=nats_settings)
     with contextlib.suppress(KeyboardInterrupt):
         run_main(_serve(runtime, args))
