@@ -97,3 +97,9 @@ def cpu_seconds(pid: int) -> float:
     """User and system CPU time the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def maps_package(pid: int, package: str) -> bool:
+    """Whether process ``pid`` has ``package``'s compiled modules in its memory map: seen from
+    outside, that it imported the package (for one that ships extension modules)."""
+    return f"/{package}/" in Path(f"/proc/{pid}/maps").read_text()

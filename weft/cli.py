@@ -21,8 +21,6 @@ from shared.legacy import LegacySettingError, apply_environment
 from shared.names import InvalidNameError, validate_project_id
 from shared.nats.auth import CredentialsError, Issuer, server_auth_config
 from shared.redact import configure_logging, redact
-from shared.work.autonomy import AutonomyError, load_autonomy_file
-from shared.work.policy import PolicyError, load_policy_file
 from weft import __version__
 from weft.serverlog import quiet_server_noise
 from weft.settings import WeftSettings
@@ -33,7 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("loom.weft")
 
 # The server's modules (FastAPI, uvicorn, NATS) are imported by the commands that serve, so
-# `weft check-policy`, `weft version` and `weft demo` start at once.
+# `weft check-policy`, `weft version` and `weft demo` start at once, and `weft serve` can
+# leave out what it never uses before nats-py loads (:func:`_leave_out_unused`).
 
 GRACEFUL_SHUTDOWN_S = 10
 """Seconds a stopping ``weft serve`` gives open requests before it cancels them."""
@@ -54,6 +53,20 @@ app = typer.Typer(
 def _fail(message: str, code: int = 2) -> NoReturn:
     print(f"weft: {redact(message)}", file=sys.stderr)
     raise typer.Exit(code)
+
+
+def _leave_out_unused() -> None:
+    """nats-py's WebSocket transport (aiohttp, 0.3 s of CPU to import and 20 MB) unless
+    Weft reaches NATS over ``ws://`` (shared/footprint.py). A NATS setting that is refused
+    is reported, naming its field, by the settings read after this."""
+    from shared.footprint import leave_out_unused_imports
+    from shared.settings import NatsSettings
+
+    try:
+        url = NatsSettings().url
+    except ValidationError:
+        return
+    leave_out_unused_imports(url, mcp_server=False)
 
 
 def _adopt() -> list[str]:
@@ -89,6 +102,9 @@ def serve(
 ) -> None:
     """Serve the REST API and WebSocket (starts a bundled nats-server when NATS_URL is unset)."""
     notices = _adopt()
+    _leave_out_unused()
+    from shared.work.policy import PolicyError, load_policy_file
+
     if project is not None:
         try:
             validate_project_id(project, "--project")
@@ -144,6 +160,7 @@ async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
     from shared.loop import keep_startup_heap
     from shared.nats.client import NatsConnectError
     from shared.nats.server import NatsServerError
+    from shared.work.policy import PolicyError
     from weft.app import create_app
     from weft.runtime import open_nats
 
@@ -171,6 +188,9 @@ async def _serve(settings: WeftSettings, config: uvicorn.Config) -> bool:
 
 def _print_checked(load: Callable[[Path], BaseModel], path: Path) -> None:
     """A policy file as Weft reads it, printed as JSON; one clear line when it is refused."""
+    from shared.work.autonomy import AutonomyError
+    from shared.work.policy import PolicyError
+
     try:
         policy = load(path)
     except (PolicyError, AutonomyError) as exc:
@@ -181,12 +201,16 @@ def _print_checked(load: Callable[[Path], BaseModel], path: Path) -> None:
 @app.command("check-policy")
 def check_policy(path: Annotated[Path, typer.Argument(help="Policy file (YAML or JSON)")]) -> None:
     """Validate a boundary policy file and print it as JSON."""
+    from shared.work.policy import load_policy_file
+
     _print_checked(load_policy_file, path)
 
 
 @app.command("check-autonomy")
 def check_autonomy(path: Annotated[Path, typer.Argument(help="Autonomy policy file (YAML or JSON)")]) -> None:
     """Validate an autonomy policy file (WEFT_AUTONOMY_FILE) and print it as JSON."""
+    from shared.work.autonomy import load_autonomy_file
+
     _print_checked(load_autonomy_file, path)
 
 

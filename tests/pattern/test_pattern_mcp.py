@@ -22,7 +22,7 @@ from pattern_helpers import eventually, new_agent_id, new_user_id
 from pattern.tools import TOOLS
 from shared.identity import subagent_id
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
-from testsupport.processes import children
+from testsupport.processes import children, maps_package
 
 PATTERN = str(Path(sys.executable).parent / "pattern")
 
@@ -360,12 +360,6 @@ async def test_handshake_does_not_wait_for_nats(project_id: str, project_path: P
     assert handshake_s < 5
 
 
-def _maps_aiohttp(pid: int) -> bool:
-    """Whether the process has aiohttp's compiled parts mapped: nats-py's WebSocket transport
-    imports aiohttp, and with it those, whenever aiohttp is importable."""
-    return "/aiohttp/" in Path(f"/proc/{pid}/maps").read_text()
-
-
 @pytest.mark.parametrize("websocket", [False, True], ids=["nats", "websocket"])
 async def test_pattern_loads_the_websocket_transport_only_for_a_websocket_server(
     websocket: bool, project_id: str, project_path: Path
@@ -379,7 +373,7 @@ async def test_pattern_loads_the_websocket_transport_only_for_a_websocket_server
         async with pattern_session(base_env(url, project_id, project_path)) as s:
             await call(s, "pattern_remember", {"content": "kept over either transport"})
             (pid,) = children(os.getpid()) - before
-            assert _maps_aiohttp(pid) is websocket
+            assert maps_package(pid, "aiohttp") is websocket
 
 
 def test_stdout_carries_only_mcp_frames(

@@ -16,8 +16,9 @@ import httpx
 import pytest
 import websockets
 
-from shared.nats.server import EmbeddedNatsServer, free_port
+from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from testsupport.env import without_fabric
+from testsupport.processes import maps_package
 from testsupport.serving import ws_connect
 
 WEFT = str(Path(sys.executable).parent / "weft")
@@ -145,6 +146,22 @@ async def test_serve_with_nats_url_and_tokens(tmp_path: Path, nats_server: Embed
         and "embedded" not in banner.split("NATS")[1].split("\n")[0]
     )
     assert "1 boundary rules" in banner
+
+
+@pytest.mark.parametrize("websocket", [False, True], ids=["nats", "websocket"])
+async def test_serve_loads_the_websocket_transport_only_for_a_websocket_server(
+    websocket: bool, tmp_path: Path
+) -> None:
+    """``weft serve`` leaves out nats-py's WebSocket transport (aiohttp) unless its NATS is
+    ``ws://`` (shared/footprint.py); either way it serves."""
+    with EmbeddedNatsServer(ServerConfig(websocket_port=-1)) as server:
+        url = server.websocket_url if websocket else server.url
+        assert url is not None
+        port = free_port()
+        with weft_process(["serve", "--port", str(port)], clean_env(tmp_path, NATS_URL=url)) as proc:
+            health = await wait_healthy(f"http://127.0.0.1:{port}", proc)
+            assert health["nats"] == "connected"
+            assert maps_package(proc.pid, "aiohttp") is websocket
 
 
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -12,13 +12,14 @@ may name hosts, tokens in paths, ...) is read for an HTTP status only and never 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 from datetime import datetime
+from types import ModuleType
 from typing import Final
 
-import apprise
 import httpx
 
 from shared.signing import signature_of
@@ -27,16 +28,23 @@ from weft.notify.rules import Notice, Sink
 SIGNATURE_HEADER: Final = "X-Loom-Signature-256"
 SEND_TIMEOUT_S: Final = 10.0
 _STATUS = re.compile(r"error=(\d{3})\b")
-_TYPES: Final = {"P0": apprise.NotifyType.FAILURE, "P1": apprise.NotifyType.WARNING}
 
-# Apprise logs each send, naming hosts and, for some services, tokens in their paths: its
-# records stay out of Weft's log (a send's outcome is recorded by the dispatcher instead).
-logging.getLogger(apprise.LOGGER_NAME).propagate = False
+
+@functools.cache
+def _library() -> ModuleType:
+    """Apprise, imported at its first use (its plugins take a twentieth of Weft's start,
+    and most Wefts notify nobody)."""
+    import apprise
+
+    # Apprise logs each send, naming hosts and, for some services, tokens in their paths: its
+    # records stay out of Weft's log (a send's outcome is recorded by the dispatcher instead).
+    logging.getLogger(apprise.LOGGER_NAME).propagate = False
+    return apprise
 
 
 def understood(url: str) -> bool:
     """Whether Apprise knows how to send to ``url`` (its scheme and shape)."""
-    return apprise.Apprise().add(url)
+    return bool(_library().Apprise().add(url))
 
 
 async def deliver(sink: Sink, notice: Notice, http: httpx.AsyncClient, at: datetime) -> str | None:
@@ -66,6 +74,7 @@ async def _webhook(sink: Sink, notice: Notice, http: httpx.AsyncClient, at: date
 
 
 async def _apprise(sink: Sink, notice: Notice) -> str | None:
+    apprise = _library()
     sender = apprise.Apprise()
     if not sender.add(sink.url.get_secret_value()):
         return "Apprise does not understand this sink's URL"
@@ -74,7 +83,9 @@ async def _apprise(sink: Sink, notice: Notice) -> str | None:
         result = await sender.async_notify(
             title=notice.title,
             body=body,
-            notify_type=_TYPES.get(notice.priority.value, apprise.NotifyType.INFO),
+            notify_type={"P0": apprise.NotifyType.FAILURE, "P1": apprise.NotifyType.WARNING}.get(
+                notice.priority.value, apprise.NotifyType.INFO
+            ),
             timeout=SEND_TIMEOUT_S,
             log_level=logging.WARNING,
         )

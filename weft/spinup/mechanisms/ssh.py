@@ -17,9 +17,8 @@ import re
 import shlex
 import socket
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import asyncssh
 from pydantic import Field, field_validator, model_validator
 
 from weft.spinup.config import (
@@ -36,6 +35,9 @@ from weft.spinup.mechanisms.base import (
     Stopwatch,
     secret_from_env,
 )
+
+if TYPE_CHECKING:
+    import asyncssh  # imported where a target is used: 0.14 s of every Weft's start otherwise
 
 
 class SshConfig(MechanismConfig):
@@ -130,6 +132,8 @@ def _known_hosts_pattern(host: str, port: int) -> str:
 
 def _trusted_keys_in(path: str, host: str, port: int) -> list[Any]:
     """Host keys ``known_hosts`` trusts for this host (empty: the host is unknown there)."""
+    import asyncssh
+
     if not os.path.exists(path):
         return []
     try:
@@ -219,6 +223,8 @@ class SshMechanism(Mechanism):
     config_model = SshConfig
 
     async def _connect(self, config: SshConfig, timeout: float | None = None) -> asyncssh.SSHClientConnection:
+        import asyncssh
+
         passphrase = (
             secret_from_env(config.key_passphrase_env, "key_passphrase_env")
             if config.key_passphrase_env
@@ -277,6 +283,8 @@ class SshMechanism(Mechanism):
 
     async def _record_new_host(self, config: SshConfig, timeout: float | None) -> None:
         """accept-new: a host seen for the first time is trusted and recorded (never a changed key)."""
+        import asyncssh
+
         assert config.known_hosts is not None
         try:
             key = await asyncio.wait_for(
@@ -294,6 +302,8 @@ class SshMechanism(Mechanism):
     async def _run(
         self, conn: asyncssh.SSHClientConnection, script: str, timeout: float
     ) -> asyncssh.SSHCompletedProcess:
+        import asyncssh
+
         try:
             return await asyncio.wait_for(conn.run("sh -s", input=script, check=False), timeout)
         except TimeoutError:
