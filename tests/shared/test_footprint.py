@@ -29,6 +29,12 @@ def test_the_websocket_transport_is_kept_only_for_websocket_servers(
     assert unused_optionals(url) == left_out
 
 
+def test_a_process_that_is_no_mcp_server_keeps_rich() -> None:
+    """Weft is no MCP server, and Typer prints its errors with rich."""
+    assert unused_optionals("nats://127.0.0.1:4222", mcp_server=False) == ["aiohttp"]
+    assert unused_optionals("ws://127.0.0.1:8080", mcp_server=False) == []
+
+
 PROBE = """
 import json, sys
 from shared.footprint import leave_out_unused_imports
