@@ -53,6 +53,7 @@ ALLOWED: dict[str, str] = {
     "warp/zygote.py": "warp --zygote: a started warp hands its environment to the child forked to run as it",
     "pattern/cli.py::main": CLI,
     "weft/cli.py::_settings": CLI + " (weft serve)",
+    "weft/cli.py::_leave_out_unused": CLI + " (weft serve: which NATS, before nats-py loads)",
     "weft/app.py::create_app": "the app factory, given no settings",
     "weft/spinup/__init__.py::default_service": "the spin-up service the app factory builds",
     "weft/demo/__init__.py::clean_environment": "weft demo: its Weft gets none of the caller's settings",
