@@ -14,6 +14,7 @@ Figures go to ``tmp/figures.json`` next to this file (as in scenario 15).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -127,14 +128,14 @@ class Streams:
 
 
 async def submit(fabric: Fabric, name: str, count: int) -> set[str]:
-    """Operator submits ``count`` items with Shuttle, one command per item."""
-    ids: set[str] = set()
-    for n in range(count):
-        out = await fabric.shuttle_json(
-            "submit", "--capability", "build", "--task-id", f"{name}-{n}", f"{name} {n}"
-        )
-        ids.add(out["id"])
-    return ids
+    """Operator submits ``count`` items with one Shuttle command: a batch on stdin, which
+    Shuttle sends item by item (docs/shuttle.md, ``submit --file``)."""
+    batch = [
+        {"task_id": f"{name}-{n}", "description": f"{name} {n}", "capability": "build"} for n in range(count)
+    ]
+    items = (await fabric.shuttle("--json", "submit", "--file", "-", stdin=json.dumps(batch))).json()["items"]
+    assert [item["task_id"] for item in items] == [entry["task_id"] for entry in batch]
+    return {item["id"] for item in items}
 
 
 async def read_channel(agent: WarpAgent) -> list[str]:
