@@ -45,6 +45,7 @@ from shared.nats.client import connect
 from shared.nats.server import free_port
 from shared.work.queue import WorkQueue
 from shared.work.rules import Claimant
+from testsupport.env import without_fabric
 from testsupport.processes import rss_mb
 from testsupport.work import work_queue
 
@@ -133,7 +134,7 @@ class Soak:
     # -- parts ------------------------------------------------------------------------
     async def start_weft(self) -> None:
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "LOOM_", "NATS_"))}
+        env = without_fabric()
         env.update(
             NATS_URL=self.ctx.nats_url,
             WEFT_PROJECT_ID=self.project,

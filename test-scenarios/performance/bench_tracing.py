@@ -127,7 +127,9 @@ async def _child(nats_url: str, n: int, scratch: Path) -> dict[str, list[float]]
 
 # -- in the suite's process --------------------------------------------------------------
 def _mode_env(mode: str, receiver_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOM_", "NATS_", "WEFT_"))}
+    from testsupport.env import without_fabric  # not at the top: a child has no repository path yet
+
+    env = without_fabric(also=("OTEL_",))
     if mode == "off":
         env["OTEL_SDK_DISABLED"] = "true"
     elif mode == "otlp":

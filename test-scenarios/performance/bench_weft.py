@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from shared.names import ProjectNames
 from shared.nats.client import connect
 from shared.nats.server import free_port
 from shared.work.rules import Claimant
+from testsupport.env import without_fabric
 from testsupport.processes import rss_mb
 from testsupport.work import work_queue
 
@@ -44,7 +44,7 @@ async def start_weft(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """A ``weft serve`` process over the suite's nats-server, healthy; (process, base URL)."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "LOOM_", "NATS_"))}
+    env = without_fabric()
     env.update(
         NATS_URL=ctx.nats_url,
         WEFT_PROJECT_ID=project,
