@@ -138,7 +138,6 @@ async def until_listening(port: int, timeout: float = 30.0) -> None:
 def server_env(part: str, nats_url: str, project_id: str, folder: Path) -> dict[str, str]:
     """What ``warp`` or ``pattern`` (``part``) needs to start as an MCP host would start it:
     this process's environment without any Loom or NATS setting, and the test's own."""
-
     return {
         **without_fabric(),
         "NATS_URL": nats_url,
