@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import faulthandler
 import gc
 import importlib.util
@@ -45,6 +46,7 @@ from benchlib import (  # noqa: E402
 )
 
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, find_binary  # noqa: E402
+from testsupport.processes import cpu_seconds  # noqa: E402
 
 QUICK_MODULE_TIMEOUT_S = 240.0
 """A quick module takes under a minute even on a loaded machine; this bounds a stall well
@@ -83,18 +85,15 @@ def load(module_path: Path) -> Any:
     return module
 
 
-def cpu_seconds(nats_pid: int | None) -> float:
+def module_cpu_seconds(nats_pid: int | None) -> float:
     """CPU used so far by this process, the children it has reaped (a module's Warps,
     Wefts, clients) and the shared nats-server, which runs until the end: what a module
     costs the machine is the difference across it."""
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = time.process_time() + reaped.ru_utime + reaped.ru_stime
     if nats_pid is not None:
-        try:
-            fields = Path(f"/proc/{nats_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):  # not Linux: the server's share is left out
-            pass
+        with contextlib.suppress(OSError, ValueError, IndexError):  # not Linux: left out
+            total += cpu_seconds(nats_pid)
     return total
 
 
@@ -122,7 +121,7 @@ async def run_all(
             # garbage-collection passes do not tax this module's client-side timings.
             gc.collect()
             gc.freeze()
-            started, cpu_before = time.perf_counter(), cpu_seconds(server.pid)
+            started, cpu_before = time.perf_counter(), module_cpu_seconds(server.pid)
             print(f"# {module_path.stem} ...", file=sys.stderr, flush=True)
             try:
                 measured = await run_bounded(
@@ -133,7 +132,7 @@ async def run_all(
             except Exception:
                 failures[module_path.stem] = traceback.format_exc()[-4000:]
                 traceback.print_exc()
-            wall, cpu = time.perf_counter() - started, cpu_seconds(server.pid) - cpu_before
+            wall, cpu = time.perf_counter() - started, module_cpu_seconds(server.pid) - cpu_before
             timings[module_path.stem] = (round(wall, 1), round(cpu, 1))
             print(f"# {module_path.stem} done in {wall:.1f}s, {cpu:.1f}s of CPU", file=sys.stderr)
     attach_ratios(results)
