@@ -164,6 +164,15 @@ async def test_serve_loads_the_websocket_transport_only_for_a_websocket_server(
             assert maps_package(proc.pid, "aiohttp") is websocket
 
 
+def test_a_refused_nats_url_is_one_clear_line_from_the_console_script(tmp_path: Path) -> None:
+    """``weft serve`` reads which NATS before nats-py loads, to leave out what it will not
+    use; a URL refused there is still the settings' one line, naming the field, not echoing."""
+    result = run(["serve", "--port", str(free_port())], clean_env(tmp_path, NATS_URL="ftp://ghp_Zq9TOKEN"))
+    assert result.returncode == 2, result.stderr
+    schemes = "nats://, tls://, ws://, wss://"
+    assert result.stderr == f"weft: invalid settings: NATS_URL: must use one of the schemes {schemes}\n"
+
+
 def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([WEFT, *args], env=env, capture_output=True, text=True, timeout=60)
 
