@@ -118,6 +118,7 @@ def serve(path: str, run: Callable[[list[str]], int]) -> int:
     SIGTERM or SIGINT; then stop listening and wait for the children still running. A child
     calls ``run`` with its arguments (``warp.cli.main``, which hands it here)."""
     os.environ.pop(ZYGOTE_ENV, None)
+    zygote = Zygote(run)  # its signal handlers first: a SIGTERM from here on is a clean stop
     _preload()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError):  # a socket left by a zygote that was killed
@@ -128,9 +129,8 @@ def serve(path: str, run: Callable[[list[str]], int]) -> int:
     finally:
         os.umask(old_umask)
     listener.listen(BACKLOG)
-    zygote = Zygote(listener, run)
     try:
-        zygote.run()
+        zygote.run(listener)
     finally:
         listener.close()
         with contextlib.suppress(FileNotFoundError):
@@ -169,8 +169,11 @@ class Zygote:
     """The parent's loop: accept a request, fork its child, report each child's exit to
     its stand-in. Single-threaded, so forking is safe."""
 
-    def __init__(self, listener: socket.socket, run: Callable[[list[str]], int]) -> None:
-        self.listener = listener
+    listener: socket.socket  # bound once Warp's modules are imported: given to ``run``
+
+    def __init__(self, run: Callable[[list[str]], int]) -> None:
+        """Catch SIGTERM, SIGINT and SIGCHLD at once, before the socket is bound: a signal
+        sent as soon as the socket appears must find the handlers in place."""
         self.run_warp = run
         self.children: dict[int, socket.socket] = {}
         self.stopping = False
@@ -178,11 +181,12 @@ class Zygote:
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
-
-    def run(self) -> None:
         signal.set_wakeup_fd(self.wake_w)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._note)
+
+    def run(self, listener: socket.socket) -> None:
+        self.listener = listener
         with self.selector as selector:
             selector.register(self.listener, selectors.EVENT_READ, "accept")
             selector.register(self.wake_r, selectors.EVENT_READ, "signal")

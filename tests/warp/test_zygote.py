@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -197,3 +198,28 @@ def test_the_zygote_stops_on_sigterm_and_removes_its_socket(zygote: ZygoteProces
     zygote.proc.send_signal(signal.SIGTERM)
     assert zygote.proc.wait(30) == 0
     assert not os.path.exists(zygote.path)
+
+
+# A SIGTERM sent the moment the socket is bound: before the fix, the handlers were installed
+# after binding, and a signal in that window killed the zygote (exit -15, socket left).
+_SIGTERM_AT_BIND = """
+import os, signal, sys
+def hook(event, args):
+    if event == "socket.bind":
+        os.kill(os.getpid(), signal.SIGTERM)
+sys.addaudithook(hook)
+from warp.cli import main
+sys.exit(main(["--zygote", sys.argv[1]]))
+"""
+
+
+def test_a_sigterm_as_the_socket_is_bound_is_a_clean_stop(tmp_path: Path) -> None:
+    path = str(tmp_path / "z.sock")
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_AT_BIND, path],
+        env=without_fabric(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert not os.path.exists(path)
