@@ -38,7 +38,16 @@ LOCK_TTL_S = 30.0
 REFRESH_S = LOCK_TTL_S / 3
 MAX_INSTANCES = 64
 PROCESS_NONCE = uuid.uuid4().hex
-"""Identifies this process's locks, so a retried start-up finds its own lock again."""
+"""Identifies this process's locks, so a retried start-up finds its own lock again. A child
+forked from this process (a Warp zygote's) draws its own: two Warps never share it."""
+
+
+def _renew_nonce() -> None:
+    global PROCESS_NONCE
+    PROCESS_NONCE = uuid.uuid4().hex
+
+
+os.register_at_fork(after_in_child=_renew_nonce)
 
 
 class InstanceError(Conflict):

@@ -139,8 +139,12 @@ def serve(path: str, run: Callable[[list[str]], int]) -> int:
 
 
 def _preload() -> None:
-    """Everything a stdio Warp imports before it answers (``warp.cli.main``'s lazy imports),
-    so that each child starts with it in place."""
+    """Everything a stdio Warp imports before it answers (``warp.cli.main``'s lazy imports)
+    and once connected, and its tools' schemas, so that each child starts with them in place.
+
+    Only modules that hold no per-process state, or renew it in each child
+    (``warp.instances.PROCESS_NONCE``). Not the agent protocol's package (``synadia_ai``):
+    its module-level NUIDs would give every child the same inbox names."""
     os.environ.setdefault("PYDANTIC_ERRORS_INCLUDE_URL", "0")  # as warp.cli.main sets it
     from shared.footprint import leave_out_unused_imports
 
@@ -156,12 +160,18 @@ def _preload() -> None:
     import shared.redact
     import shared.settings
     import shared.trace.tracing  # noqa: F401
+    import warp.control
+    import warp.instances
     import warp.runtime
     import warp.server
+    import warp.services  # the runtime's once connected: loaded late by a Warp of its own
     import warp.settings
     import warp.stdio  # noqa: F401
     from shared.loop import keep_startup_heap
+    from shared.mcp.tools import prepare
+    from warp.tools import specs
 
+    prepare(specs())  # every tool's schema and validator, built once for all the children
     keep_startup_heap()  # frozen before forking: no child's collector touches (and copies) it
 
 

@@ -34,6 +34,7 @@ code calls the tool's own function instead.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -53,9 +54,10 @@ PROBLEMS_SHOWN = 10
 """Problems named in one refusal; the rest are counted."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ToolSpec:
-    """One tool as its part declares it.
+    """One tool as its part declares it (each spec is equal only to itself: its schema and
+    validator are built once per process, :func:`prepare`).
 
     ``fn`` is called as ``fn(bound, **arguments)``, or ``fn(bound, request)`` when
     ``model`` is given (``request`` is the arguments validated as that model, so rules
@@ -190,25 +192,37 @@ def build_tools(specs: Iterable[ToolSpec], bound: object, host: ToolHost) -> lis
     return [_build(spec, bound, host) for spec in specs]
 
 
-def _build(spec: ToolSpec, bound: object, host: ToolHost) -> Tool:
+def prepare(specs: Iterable[ToolSpec]) -> None:
+    """Build what ``specs``' tools share whoever they are bound to (their schemas and
+    validators: most of a tool's cost to build) now, e.g. in a zygote before it forks."""
+    for spec in specs:
+        _template(spec)
+
+
+@dataclass(frozen=True)
+class _Template:
+    """What every build of one spec shares: its argument check and the SDK's tool, whose
+    function is replaced by each build's (a shallow copy: the rest is read-only)."""
+
+    arguments: _Arguments
+    tool: Tool
+
+
+@functools.cache
+def _template(spec: ToolSpec) -> _Template:
     signature = spec.signature or _arguments_of(spec.fn)
-    arguments = _Arguments(spec.name, signature, spec.model)
-
-    async def call(ctx: Context) -> CallToolResult:
-        params = ctx.request_context.params or {}
-        checked = arguments.check(params.get("arguments") or {})
-        if isinstance(checked, str):
-            host.log.info("%s refused its arguments", spec.name)
-            return error_result(LoomError(checked, code=host.validation_code))
-        return await _run(spec, bound, host, checked)
-
     returns = signature.return_annotation
+
+    async def call(ctx: Context) -> CallToolResult:  # the signature the SDK reads; each build's replaces it
+        raise NotImplementedError(spec.name)
+
     call.__name__ = spec.name
     call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)],
         return_annotation=returns,
     )
     call.__annotations__ = {"ctx": Context, "return": returns}
+    arguments = _Arguments(spec.name, signature, spec.model)
     built = Tool.from_function(
         call,
         name=spec.name,
@@ -223,7 +237,22 @@ def _build(spec: ToolSpec, bound: object, host: ToolHost) -> Tool:
         ),
     )
     built.parameters = arguments.schema
-    return built
+    return _Template(arguments, built)
+
+
+def _build(spec: ToolSpec, bound: object, host: ToolHost) -> Tool:
+    arguments = _template(spec).arguments
+
+    async def call(ctx: Context) -> CallToolResult:
+        params = ctx.request_context.params or {}
+        checked = arguments.check(params.get("arguments") or {})
+        if isinstance(checked, str):
+            host.log.info("%s refused its arguments", spec.name)
+            return error_result(LoomError(checked, code=host.validation_code))
+        return await _run(spec, bound, host, checked)
+
+    call.__name__ = spec.name
+    return _template(spec).tool.model_copy(update={"fn": call})
 
 
 async def _run(

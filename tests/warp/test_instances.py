@@ -232,3 +232,26 @@ async def test_first_answer_after_start_waits_for_the_instance_lock(
         for key, w in (("a", a), ("b", b)):
             assert (await w.ok("warp_registry_get_info"))["agent_id"] == first[key]["agent_id"]
             assert (await w.ok("warp_handle_get"))["agent_id"] == first[key]["agent_id"]
+
+
+_NONCES = """
+import os, sys
+from warp import instances
+parent = instances.PROCESS_NONCE
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write, instances.PROCESS_NONCE.encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(parent, os.read(read, 64).decode(), instances.PROCESS_NONCE)
+"""
+
+
+def test_a_forked_process_draws_its_own_nonce() -> None:
+    """A Warp zygote imports warp.instances once and forks every Warp from it: two of them
+    sharing the nonce would take one instance id in one folder."""
+    done = subprocess.run([sys.executable, "-c", _NONCES], capture_output=True, text=True, timeout=60)
+    parent, child, parent_after = done.stdout.split()
+    assert child != parent == parent_after
+    assert len(child) == 32
