@@ -7,10 +7,11 @@ an exit code (0 ok, 1 Weft refused, 2 usage, 3 Weft unreachable).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -20,10 +21,18 @@ from shuttle.app import State, command_group, state
 from shuttle.errors import EXIT_REFUSED, EXIT_USAGE, ClientError, ShuttleError, exit_code_of
 from shuttle.output import error_line, set_no_color
 
+if TYPE_CHECKING:
+    from typer import _click as click
+
 
 class ShuttleGroup(TyperGroup):
     """Root group whose ``main`` maps failures onto one line and an exit code,
-    both for the console script and for ``CliRunner``."""
+    both for the console script and for ``CliRunner``; its commands are loaded as they
+    are looked up (:class:`LazyCommands`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = LazyCommands(self.commands)
 
     def main(
         self,
@@ -127,55 +136,82 @@ def root(
 fastparams.install()
 
 
-def _register() -> None:
-    from shuttle.commands import (
-        agents,
-        autonomy,
-        config_cmd,
-        context,
-        dlq,
-        fleet,
-        landing,
-        leases,
-        notify,
-        project,
-        projects,
-        questions,
-        repo,
-        spinup,
-        stats,
-        submit,
-        targets,
-        usage,
-        version,
-        watch,
-        work,
-    )
-
-    submit.register(app)
-    watch.register(app)
-    fleet.register(app)
-    app.add_typer(agents.app, name="agents")
-    app.add_typer(work.app, name="work")
-    app.add_typer(targets.app, name="targets")
-    spinup.register(app)
-    app.add_typer(dlq.app, name="dlq")
-    questions.register(app)
-    app.add_typer(leases.app, name="leases")
-    app.add_typer(context.app, name="context")
-    app.add_typer(repo.app, name="repo")
-    app.add_typer(autonomy.app, name="autonomy")
-    app.add_typer(notify.app, name="notify")
-    app.add_typer(project.app, name="project")
-    landing.register(app)
-    stats.register(app)
-    usage.register(app)
-    projects.register(app)
-    app.add_typer(config_cmd.app, name="config")
-    version.register(app)
+COMMANDS: dict[str, str] = {
+    "submit": "submit",
+    "watch": "watch",
+    "fleet": "fleet",
+    "spin-up": "spinup",
+    "answer": "questions",
+    "defer": "questions",
+    "landing": "landing",
+    "stats": "stats",
+    "usage": "usage",
+    "projects": "projects",
+    "version": "version",
+    "agents": "agents",
+    "work": "work",
+    "targets": "targets",
+    "dlq": "dlq",
+    "questions": "questions",
+    "leases": "leases",
+    "context": "context",
+    "repo": "repo",
+    "autonomy": "autonomy",
+    "notify": "notify",
+    "project": "project",
+    "budget": "usage",
+    "config": "config_cmd",
+}
+"""Each top-level command and the module of :mod:`shuttle.commands` that defines it, in the
+order ``shuttle --help`` lists them. A run imports and builds only the module of the
+command it runs (the others cost about 60 ms on every start); help and lookups by name load
+what they need (:class:`LazyCommands`)."""
 
 
-_register()
+@functools.cache
+def _module_commands(module_name: str) -> dict[str, click.Command]:
+    """The click commands ``shuttle.commands.<module_name>`` defines: its ``app`` as the
+    group of that name, or what its ``register(app)`` adds."""
+    import importlib
+
+    from typer.main import get_group
+
+    module = importlib.import_module(f"shuttle.commands.{module_name}")
+    holder = command_group()
+    if hasattr(module, "register"):
+        module.register(holder)
+    else:
+        (name,) = (n for n, m in COMMANDS.items() if m == module_name)
+        holder.add_typer(module.app, name=name)
+    return dict(get_group(holder).commands)
+
+
+class LazyCommands(MutableMapping[str, "click.Command"]):
+    """The root group's commands: every name in :data:`COMMANDS` is listed, and its module
+    is loaded when the command is first looked up."""
+
+    def __init__(self, added: Mapping[str, click.Command]) -> None:
+        self._added = dict(added)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name in self._added:
+            return self._added[name]
+        if name in COMMANDS:
+            return _module_commands(COMMANDS[name])[name]
+        raise KeyError(name)
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._added[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._added[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (name for name in self._added if name not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(set(COMMANDS) | set(self._added))
 
 
 def main() -> None:

@@ -247,17 +247,22 @@ def test_a_server_that_is_not_weft_is_exit_1_with_a_hint(not_weft: str) -> None:
     assert f"not found at {not_weft} (is this Weft?)" in r.stderr
 
 
-def _imported(*args: str) -> set[str]:
-    """Top-level packages a shuttle process imported (from ``python -X importtime``)."""
+def _modules(*args: str) -> set[str]:
+    """The modules a shuttle process imported (from ``python -X importtime``)."""
     exe = str(Path(sys.executable).with_name("shuttle"))
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", exe, *args], capture_output=True, text=True, timeout=60
     )
-    names = set()
-    for line in proc.stderr.splitlines():
-        if line.startswith("import time:") and "|" in line:
-            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
-    return names
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def _imported(*args: str) -> set[str]:
+    """Top-level packages a shuttle process imported."""
+    return {name.split(".")[0] for name in _modules(*args)}
 
 
 def test_heavy_imports_stay_lazy(dead_url: str) -> None:
@@ -265,6 +270,45 @@ def test_heavy_imports_stay_lazy(dead_url: str) -> None:
     assert not heavy & _imported("config", "path")
     assert heavy & _imported("--api-url", dead_url, "work", "list", "--json") == {"httpx"}
     assert "websockets" not in _imported("--api-url", dead_url, "stats")
+
+
+_LOADED = """
+import json, sys
+out, sys.argv = sys.argv[1], ["shuttle", *sys.argv[2:]]
+from shuttle.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+with open(out, "w") as f:
+    json.dump(sorted(m for m in sys.modules if m.startswith("shuttle.commands.")), f)
+"""
+
+
+def test_a_command_loads_only_its_own_module_and_help_loads_them_all(dead_url: str, tmp_path: Path) -> None:
+    from shuttle.cli import COMMANDS
+
+    def commands_loaded(*args: str) -> set[str]:
+        out = tmp_path / "loaded.json"
+        subprocess.run(
+            [sys.executable, "-c", _LOADED, str(out), *args], capture_output=True, timeout=60, check=False
+        )
+        return set(json.loads(out.read_text()))
+
+    assert commands_loaded("--api-url", dead_url, "work", "list", "--json") == {"shuttle.commands.work"}
+    assert commands_loaded("answer", "--help") == {"shuttle.commands.questions"}
+    every = {f"shuttle.commands.{module}" for module in COMMANDS.values()}
+    assert commands_loaded("--help") == every
+
+
+def test_every_command_module_defines_exactly_the_commands_listed_for_it() -> None:
+    """A command a module adds but ``COMMANDS`` does not name would never be found."""
+    from shuttle.cli import COMMANDS, _module_commands
+
+    modules = {p.stem for p in (Path(__file__).parents[2] / "shuttle" / "commands").glob("*.py")}
+    assert modules - {"__init__"} == set(COMMANDS.values())
+    for module in modules - {"__init__"}:
+        assert set(_module_commands(module)) == {n for n, m in COMMANDS.items() if m == module}, module
 
 
 def test_fast_parameter_coercion_matches_typer_rules() -> None:
