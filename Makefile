@@ -16,9 +16,9 @@ PYTEST_ARGS ?=
 # PYTHONDONTWRITEBYTECODE set, every process the suite starts (hundreds: Warps, Wefts,
 # CLIs) would compile Loom's modules again, about 0.3 s of CPU each.
 unexport PYTHONDONTWRITEBYTECODE
-# pytest-xdist: three workers, each test file on one of them (conftest.py); most tests wait on
-# NATS, processes and sockets, so three keep two cores busy. Serial: make test PYTEST_XDIST=
-PYTEST_XDIST ?= -n 3 --dist loadgroup
+# pytest-xdist: four workers, each test file on one of them (conftest.py); most tests wait on
+# NATS, processes and sockets, so four keep two cores busy (docs/testing.md). Serial: make test PYTEST_XDIST=
+PYTEST_XDIST ?= -n 4 --dist loadgroup
 
 .PHONY: help install system-tools run demo test lint typecheck lint-deploy pytest scenarios bench clean
 

@@ -3,7 +3,7 @@
 Being at the repository root, this file puts the root on ``sys.path``, so the test-only
 ``testsupport`` package (not installed with the project) is importable from every tree.
 
-Under pytest-xdist (``make test`` runs ``-n 3 --dist loadgroup``) each test file is one
+Under pytest-xdist (``make test`` runs ``-n 4 --dist loadgroup``) each test file is one
 group, run by one worker in file order, so module fixtures (a chromium, a Weft) start once
 and a file's tests never race each other; a file that sets its own ``xdist_group`` joins
 that group instead.

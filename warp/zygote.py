@@ -290,6 +290,9 @@ class Zygote:
         argv = [str(a) for a in request["argv"]]
         sys.argv = argv
         threading.Thread(target=_lifeline, args=(conn,), name="zygote-lifeline", daemon=True).start()
+        from warp import stdio
+
+        stdio.END_OF_INPUT.append(lambda: die_if_stand_in_gone(conn))
         try:
             code = self.run_warp(argv[1:])
         except SystemExit as exc:
@@ -339,6 +342,22 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
         raise
     conn.settimeout(None)
     return request, received
+
+
+def die_if_stand_in_gone(conn: socket.socket) -> None:
+    """In the child, when its input ends: a host that killed the stand-in closes the pipes
+    it gave it only after reaping it, so the stand-in's end of ``conn`` has closed by then
+    (the kernel closes it as the stand-in dies). The lifeline thread may not have run yet
+    (it needs the interpreter, which a busy machine can keep from it): the child dies here
+    as killed, instead of stopping as a Warp whose session ended (and deregistering)."""
+    try:
+        waiting = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return  # the stand-in is alive: the session ended as sessions do
+    except OSError:
+        waiting = b""
+    if not waiting:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _lifeline(conn: socket.socket) -> None:

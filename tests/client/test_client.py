@@ -200,9 +200,12 @@ async def test_the_asyncio_client_does_the_same(weft: Weft, nc: NatsClient, proj
             await queue.complete(item.id, AGENT.agent_id, {"errors": 3})
 
         seen = []
-        worker = asyncio.create_task(agent())
+        worker: asyncio.Task[None] | None = None
         async for event in loom.watch(item.id, poll_s=0.05, timeout=30):
             seen.append(event.item.status)
+            if worker is None:  # the agent works once the watch has shown the item queued
+                worker = asyncio.create_task(agent())
+        assert worker is not None
         await worker
         assert seen[0] is WorkStatus.QUEUED and seen[-1] is WorkStatus.COMPLETED
         assert (await loom.wait(item.id)).result == {"errors": 3}

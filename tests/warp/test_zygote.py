@@ -223,3 +223,61 @@ def test_a_sigterm_as_the_socket_is_bound_is_a_clean_stop(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert not os.path.exists(path)
+
+
+async def test_a_killed_stand_in_whose_host_then_closes_stdin_still_kills_its_child(
+    warp_env: dict[str, str], zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """A host that kills its Warp closes the Warp's stdin once it has reaped it. The child
+    sees both ends: the stand-in's connection first (the kernel closes it as the stand-in
+    dies), then its input. However they reach it (here both wait while the child is
+    stopped), it dies as killed: it must not deregister as a Warp whose session ended."""
+    async with spawn_warp(forked(warp_env, zygote), tmp_path) as w:
+        await w.ready_ok("warp_registry_register")
+        (child,) = zygote.children
+        os.kill(child, signal.SIGSTOP)
+        try:
+            w.kill9()
+            assert await w.wait_exit() == -signal.SIGKILL
+            assert w.proc.stdin is not None
+            await w.proc.stdin.aclose()
+        finally:
+            os.kill(child, signal.SIGCONT)
+        await eventually(reaped(zygote, child), what="the zygote reaped the child")
+    assert f"child {child} ended (-9)" in zygote.log.read_text()
+
+
+def reaped(zygote: ZygoteProcess, child: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return f"child {child} ended (" in zygote.log.read_text()
+
+    return check
+
+
+_ORPHANED = """
+import os, socket, sys
+from warp import stdio, zygote
+child_end, stand_in_end = socket.socketpair()
+stdio.END_OF_INPUT.append(lambda: zygote.die_if_stand_in_gone(child_end))
+if sys.argv[1] == "dead":
+    stand_in_end.close()
+import asyncio
+async def main():
+    reader = asyncio.StreamReader()
+    reader.feed_eof()
+    async for _ in stdio._Lines(reader):
+        pass
+asyncio.run(main())
+print("ended as sessions end")
+"""
+
+
+@pytest.mark.parametrize(("stand_in", "code"), [("alive", 0), ("dead", -signal.SIGKILL)])
+def test_at_the_end_of_its_input_a_child_whose_stand_in_is_gone_dies_killed(stand_in: str, code: int) -> None:
+    """The end of input, seen before the lifeline thread ran: the stand-in's closed end
+    decides (deterministic, unlike the race above)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ORPHANED, stand_in], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == code, done.stderr[-2000:]
+    assert ("ended as sessions end" in done.stdout) is (stand_in == "alive")
