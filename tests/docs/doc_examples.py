@@ -301,7 +301,7 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/testing.md", "make test                                    # everything, p"): Skip(
         "the suite's own commands: `make test` is the run this test is part of"
     ),
-    ("docs/testing.md", ".venv/bin/pytest -n 3 --dist loadgroup --durations=25 -q   #"): Skip(
+    ("docs/testing.md", ".venv/bin/pytest -n 4 --dist loadgroup --durations=25 -q   #"): Skip(
         "the suite's own commands: `make test` is the run this test is part of"
     ),
     # docs/shuttle.md
