@@ -6,12 +6,17 @@ silently widen the answer to everything. Every HTTP route gets this dependency:
 a parameter the route (or one of its dependencies) does not declare is a 422
 ``validation_error`` naming it, with the name to use instead when it is one of
 the original's (:mod:`shared.legacy`). WebSocket routes read their own query.
+
+Each resource module's router lists :data:`STRICT_QUERY` first among its dependencies:
+Weft adds those routers' routes to its app as they are (``weft.app``), so nothing
+app-wide reaches them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from fastapi import Depends
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
@@ -56,3 +61,7 @@ def _problem(name: str, known: frozenset[str]) -> FieldProblem:
     takes = ", ".join(sorted(known)) or "none"
     message = f"unknown query parameter (this route takes: {takes})"
     return FieldProblem(field=shown_name(name), location="query", message=message, type="extra_forbidden")
+
+
+STRICT_QUERY = Depends(no_unknown_query)
+"""The dependency every resource router lists first, ahead of its token check."""

@@ -3,16 +3,27 @@ naming ours (docs/migrating.md). Unknown query parameters are refused, never ign
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from fastapi import APIRouter
+from fastapi.routing import APIRoute, APIWebSocketRoute
 from test_weft_cli import WEFT, wait_healthy, weft_process
 from test_weft_cli import clean_env as process_env
 
 from shared.nats.server import EmbeddedNatsServer, free_port
+from testsupport.env import strip_fabric
+from weft import routes
+from weft.app import create_app
+from weft.settings import WeftSettings
+from weft.spinup import DisabledSpinup
+from weft.strictquery import no_unknown_query
 
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
 
@@ -50,6 +61,32 @@ async def test_the_originals_body_fields_name_ours(api: httpx.AsyncClient) -> No
     assert "grace_s" in found["graceful"]
     found = problems(await api.post("/api/agents/shutdown-batch", json={"agentGuids": ["x"], SECRET: 1}))
     assert found["agentGuids"].endswith("use agent_ids") and "*" in found
+
+
+def test_every_route_checks_its_query_first_and_apps_share_the_routes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Weft's app holds its routers' own routes (``weft.app``): nothing app-wide reaches them,
+    so each lists the query check itself, ahead of its token check; and a second app is
+    made of the same route objects, built once per process instead of once per app."""
+    strip_fabric(monkeypatch)
+    first, second = (create_app(WeftSettings(project_id="p1"), spinup=DisabledSpinup()) for _ in range(2))
+    checked = [r for r in first.routes if isinstance(r, APIRoute | APIWebSocketRoute)]
+    assert len(checked) > 80
+    for route in checked:
+        assert route.dependencies and route.dependencies[0].dependency is no_unknown_query, route.path
+    routers = [
+        module.router
+        for info in pkgutil.iter_modules(routes.__path__)
+        if isinstance(
+            getattr(module := importlib.import_module(f"weft.routes.{info.name}"), "router", None), APIRouter
+        )
+    ]
+    assert len(routers) >= 20
+    in_first, in_second = ({id(route) for route in app.routes} for app in (first, second))
+    for router in routers:
+        for route in router.routes:
+            assert id(route) in in_first and id(route) in in_second, route.path
 
 
 async def test_serve_reads_the_originals_api_settings(

@@ -25,9 +25,12 @@ from weft.deps import ScopeDep, StateDep, choose_project, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.settings import WeftSettings
 from weft.state import WeftState
+from weft.strictquery import STRICT_QUERY
 from weft.tokens import ApiScope
 
-router = APIRouter(tags=["a2a"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+router = APIRouter(
+    tags=["a2a"], dependencies=[STRICT_QUERY, Depends(require_token)], responses=ERROR_RESPONSES
+)
 
 ProjectPath = Annotated[str, Path(description=f"Project id ({PROJECT_ID_RULE})", max_length=63)]
 ProjectHeader = Annotated[

@@ -27,8 +27,11 @@ from weft.a2a.mapping import A2AInvalid, check_state_filter
 from weft.deps import ScopeDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.a2a import LoomContextBuilder, ProjectHeader, ProjectPath, serve
+from weft.strictquery import STRICT_QUERY
 
-router = APIRouter(tags=["a2a"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+router = APIRouter(
+    tags=["a2a"], dependencies=[STRICT_QUERY, Depends(require_token)], responses=ERROR_RESPONSES
+)
 
 BINDING: Final = "HTTP+JSON"
 PREFIX: Final = "/a2a/{project}"

@@ -27,9 +27,13 @@ from weft.interop import ProtocolAgentsOut
 from weft.project.agents import AgentQuery, AgentState
 from weft.routes.common import HEX32, TOKEN, AgentId
 from weft.schemas import BatchOut, BatchResult, PageOut, RefQuery, ResolvedOut
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
-    prefix="/api/agents", tags=["agents"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/api/agents",
+    tags=["agents"],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
+    responses=ERROR_RESPONSES,
 )
 
 

@@ -12,11 +12,12 @@ from pydantic import BaseModel, Field
 from shared.work.autonomy import AutonomyNotSet, AutonomyPolicy, AutonomySettings
 from weft.deps import ADMIN, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
     prefix="/api/autonomy",
     tags=["autonomy"],
-    dependencies=[Depends(require_token)],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
 

@@ -21,8 +21,9 @@ from weft.deps import StateDep, choose_project
 from weft.errors import ERROR_RESPONSES
 from weft.routes.a2a import ProjectHeader, ProjectPath, base_url
 from weft.state import WeftState
+from weft.strictquery import STRICT_QUERY
 
-router = APIRouter(tags=["a2a"], responses=ERROR_RESPONSES)
+router = APIRouter(tags=["a2a"], responses=ERROR_RESPONSES, dependencies=[STRICT_QUERY])
 
 ProjectQuery = Annotated[
     str | None, Query(description="Project id; alternative to the X-Loom-Project header")

@@ -14,11 +14,12 @@ from weft.channels import list_channels, read_messages
 from weft.deps import Cursor, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import ChannelName
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
     prefix="/api/channels",
     tags=["channels"],
-    dependencies=[Depends(require_token)],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
 

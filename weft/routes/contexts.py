@@ -46,11 +46,12 @@ from weft.errors import ERROR_RESPONSES
 from weft.project.hub import ProjectContext
 from weft.routes.common import HEX32, TOKEN
 from weft.schemas import PageOut
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
     prefix="/api/contexts",
     tags=["contexts"],
-    dependencies=[Depends(require_token)],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
 

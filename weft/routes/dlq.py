@@ -13,9 +13,13 @@ from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_toke
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import WorkId
 from weft.schemas import PageOut
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
-    prefix="/api/dlq", tags=["dead letters"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/api/dlq",
+    tags=["dead letters"],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
+    responses=ERROR_RESPONSES,
 )
 
 

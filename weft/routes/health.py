@@ -17,8 +17,9 @@ from weft import __version__
 from weft.deps import StateDep
 from weft.metrics import CONTENT_TYPE, Metrics
 from weft.project.hub import ProjectContext
+from weft.strictquery import STRICT_QUERY
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], dependencies=[STRICT_QUERY])
 USAGE_SCRAPE_S = 2.0
 """How long a scrape waits for a project's usage counters and budgets."""
 

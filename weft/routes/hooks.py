@@ -20,8 +20,9 @@ from shared.signing import signed
 from weft.deps import StateDep, choose_project
 from weft.errors import ERROR_RESPONSES, ApiError
 from weft.project.forge import hear
+from weft.strictquery import STRICT_QUERY
 
-router = APIRouter(tags=["forge"], responses=ERROR_RESPONSES)
+router = APIRouter(tags=["forge"], responses=ERROR_RESPONSES, dependencies=[STRICT_QUERY])
 
 
 class HookOut(BaseModel):

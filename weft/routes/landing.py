@@ -13,8 +13,11 @@ from shared.git.repository import RepositoryNotSet
 from shared.models import LandingAttempt, WorkItem, WorkStatus, utcnow
 from weft.deps import ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
+from weft.strictquery import STRICT_QUERY
 
-router = APIRouter(tags=["landing"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+router = APIRouter(
+    tags=["landing"], dependencies=[STRICT_QUERY, Depends(require_token)], responses=ERROR_RESPONSES
+)
 
 
 class LandingEntry(BaseModel):

@@ -15,11 +15,12 @@ from shared.names import validate_agent_id, validate_work_id
 from weft.deps import OPERATE, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import HEX32
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
     prefix="/api/leases",
     tags=["leases"],
-    dependencies=[Depends(require_token)],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
 

@@ -10,11 +10,12 @@ from pydantic import BaseModel
 from weft.deps import require_token
 from weft.errors import ERROR_RESPONSES
 from weft.spinup.mechanisms import MECHANISM_TYPES
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
     prefix="/api/mechanisms",
     tags=["targets"],
-    dependencies=[Depends(require_token)],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
 

@@ -16,11 +16,12 @@ from weft.errors import ERROR_RESPONSES
 from weft.notify.dispatch import notify_of
 from weft.notify.rules import Notice, SinkError, SinkOut, SinkSettings, shown
 from weft.notify.send import deliver, understood
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
     prefix="/api/notify/sinks",
     tags=["notifications"],
-    dependencies=[Depends(require_token)],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
 

@@ -16,9 +16,13 @@ from shared.names import HANDLE_PATTERN, anchored
 from shared.usage.rules import MAX_PAUSE_REASON, Pause, paused, resumed
 from weft.deps import OPERATE, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
-    prefix="/api/pause", tags=["pause"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/api/pause",
+    tags=["pause"],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
+    responses=ERROR_RESPONSES,
 )
 
 

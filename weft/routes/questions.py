@@ -16,11 +16,12 @@ from weft.deps import OPERATE, Cursor, Limit, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import HEX32
 from weft.schemas import PageOut
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
     prefix="/api/questions",
     tags=["questions"],
-    dependencies=[Depends(require_token)],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
     responses=ERROR_RESPONSES,
 )
 

@@ -16,8 +16,11 @@ from shared.models import Checkpoint, WorkItem, Workstream
 from weft.deps import ADMIN, OPERATE, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import WorkId
+from weft.strictquery import STRICT_QUERY
 
-router = APIRouter(tags=["workstreams"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+router = APIRouter(
+    tags=["workstreams"], dependencies=[STRICT_QUERY, Depends(require_token)], responses=ERROR_RESPONSES
+)
 
 Revision = Annotated[
     int | None,

@@ -15,9 +15,13 @@ from weft.deps import Cursor, Limit, ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.routes.common import HEX32
 from weft.schemas import PageOut
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
-    prefix="/api/spinups", tags=["targets"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/api/spinups",
+    tags=["targets"],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
+    responses=ERROR_RESPONSES,
 )
 
 

@@ -9,9 +9,13 @@ from shared.views import Stats
 from weft.deps import ProjectDep, StateDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.stats import ProjectSummary, known_projects, project_stats
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
-    prefix="/api/stats", tags=["stats"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/api/stats",
+    tags=["stats"],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
+    responses=ERROR_RESPONSES,
 )
 
 

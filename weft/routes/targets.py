@@ -18,10 +18,14 @@ from weft.routes.common import HEX32, TargetRef
 from weft.schemas import PageOut
 from weft.spinup.base import TargetTestResult
 from weft.spinup.mechanisms import MechanismName
+from weft.strictquery import STRICT_QUERY
 from weft.targets.store import public_view
 
 router = APIRouter(
-    prefix="/api/targets", tags=["targets"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/api/targets",
+    tags=["targets"],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
+    responses=ERROR_RESPONSES,
 )
 
 

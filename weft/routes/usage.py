@@ -28,8 +28,11 @@ from weft.deps import ADMIN, OPERATE, ProjectDep, require_token
 from weft.errors import ERROR_RESPONSES
 from weft.project.hub import ProjectContext
 from weft.routes.common import WorkId
+from weft.strictquery import STRICT_QUERY
 
-router = APIRouter(tags=["usage"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+router = APIRouter(
+    tags=["usage"], dependencies=[STRICT_QUERY, Depends(require_token)], responses=ERROR_RESPONSES
+)
 
 
 class BudgetsOut(BaseModel):

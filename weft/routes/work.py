@@ -18,9 +18,13 @@ from weft.deps import OPERATE, Cursor, Limit, ProjectDep, StateDep, require_toke
 from weft.errors import ERROR_RESPONSES, error_body
 from weft.routes.common import HEX32, WorkId
 from weft.schemas import BatchOut, BatchResult, PageOut, RefQuery, ResolvedOut
+from weft.strictquery import STRICT_QUERY
 
 router = APIRouter(
-    prefix="/api/work", tags=["work"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/api/work",
+    tags=["work"],
+    dependencies=[STRICT_QUERY, Depends(require_token)],
+    responses=ERROR_RESPONSES,
 )
 
 SUBMITTED_BY = "weft-api"

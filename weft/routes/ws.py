@@ -8,9 +8,10 @@ from fastapi.responses import JSONResponse
 from shared.errors import LoomError
 from weft.deps import choose_project, get_state, token_scope, unauthorized_message
 from weft.errors import error_body, http_status
+from weft.strictquery import STRICT_QUERY
 from weft.websocket import Session, subscriptions_from_query
 
-router = APIRouter()
+router = APIRouter(dependencies=[STRICT_QUERY])
 
 BEARER_PROTOCOL = "bearer"
 
