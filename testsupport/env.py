@@ -14,19 +14,28 @@ from collections.abc import Mapping
 
 import pytest
 
+from warp.zygote import ZYGOTE_ENV
+
 FABRIC_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_", "PATTERN_")
 """What Loom's parts read (and the first wave's ``LOOMINAL_`` names, still refused loudly)."""
 FABRIC_NAMES = frozenset({"MCP_PROJECT_PATH", "XDG_DATA_HOME"})
 """Unprefixed names a part reads: where the project is, where data goes."""
 TEST_SETTINGS = frozenset({"LOOM_CHROMIUM", "LOOM_CONSOLE_SCREENSHOTS", "LOOM_TEST_ZYGOTE"})
 """Read by the tests, not by any part (docs/testing.md): kept."""
+PROCESS_START = frozenset({ZYGOTE_ENV})
+"""How a Warp's process starts, not what it does: forked from the test process's zygote
+(``testsupport/zygote.py`` sets it for the whole run). Kept, so that whatever a test starts
+(Weft, a host's launcher, Node's MCP tools) starts its Warps that way too; a test of
+Warp's own process removes it (``also``)."""
 
 
 def is_fabric(name: str, also: tuple[str, ...] = ()) -> bool:
     """Whether ``name`` configures a part (or starts with one of the caller's ``also``)."""
-    if name in TEST_SETTINGS:
+    if also and name.startswith(also):
+        return True
+    if name in TEST_SETTINGS or name in PROCESS_START:
         return False
-    return name.startswith(FABRIC_PREFIXES + also) or name in FABRIC_NAMES
+    return name.startswith(FABRIC_PREFIXES) or name in FABRIC_NAMES
 
 
 def without_fabric(env: Mapping[str, str] | None = None, *, also: tuple[str, ...] = ()) -> dict[str, str]:

@@ -6,11 +6,14 @@ a Warp started with :func:`zygote_env` in its environment is forked from it: the
 ``warp`` code, each with its own settings, connection and stdio, and the same handle for
 whoever started it (signals, exit status, SIGKILL). Warps started without it (tests of
 Warp's own process: its start-up errors, handshake and stdout) run on their own, as agents'
-hosts start them. While a test runs, ``LOOM_WARP_ZYGOTE`` is in this process's environment
-too (the test directories' fixtures clear ``LOOM_*`` before it), so the Warps of agents
-that Weft spins up for it, which inherit that environment, are forked as well.
+hosts start them. ``LOOM_WARP_ZYGOTE`` is in this process's environment for the whole run,
+and ``testsupport.env`` keeps it in the environments it makes for parts (it says how a Warp
+starts, not what it does): whatever a test or a fixture starts (Weft spinning up agents, a
+host's launcher, Node's MCP tools) starts its Warps forked as well. A Warp started in
+namespaces of its own (``ip netns exec``) is refused by the zygote and runs on its own.
 
-``LOOM_TEST_ZYGOTE=0`` turns it off for a run.
+``LOOM_TEST_ZYGOTE=0`` turns it off for a run (and drops a ``LOOM_WARP_ZYGOTE`` of the
+developer's own: that zygote is not the tests').
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,19 +105,8 @@ def zygote_env() -> dict[str, str]:
     return {ZYGOTE_ENV: _running.path} if _running.path else {}
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """The test itself runs with ``LOOM_WARP_ZYGOTE`` set (see the module's docstring)."""
-    if _running.path is None or ZYGOTE_ENV in os.environ:
-        return (yield)
-    os.environ[ZYGOTE_ENV] = _running.path
-    try:
-        return (yield)
-    finally:
-        os.environ.pop(ZYGOTE_ENV, None)
-
-
 def pytest_configure(config: pytest.Config) -> None:
+    os.environ.pop(ZYGOTE_ENV, None)  # a developer's own zygote is not the tests'
     if os.environ.get("LOOM_TEST_ZYGOTE", "1") == "0":
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
@@ -123,10 +114,12 @@ def pytest_configure(config: pytest.Config) -> None:
     zygote = start_zygote()
     if zygote is not None:
         _running.zygote, _running.path = zygote, zygote.path
+        os.environ[ZYGOTE_ENV] = zygote.path
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     zygote = _running.zygote
     _running.zygote = _running.path = None
+    os.environ.pop(ZYGOTE_ENV, None)
     if zygote is not None:
         zygote.stop()

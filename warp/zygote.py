@@ -57,7 +57,13 @@ def hand_off(path: str, argv: list[str]) -> int | None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path)
-        place = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "namespaces": namespaces()}
+        place = {
+            "argv": argv,
+            "env": dict(os.environ),
+            "cwd": os.getcwd(),
+            "namespaces": namespaces(),
+            "host": os.getppid(),  # who started this ``warp``: the child's agent host
+        }
         request = json.dumps(place).encode()
         fds = array.array("i", STDIO)
         conn.sendmsg([HEADER.pack(len(request)), request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
@@ -289,6 +295,9 @@ class Zygote:
         os.chdir(str(request["cwd"]))
         argv = [str(a) for a in request["argv"]]
         sys.argv = argv
+        from shared.agents.local import forked_for
+
+        forked_for(int(request["host"]))  # its hooks look for it under their host's pid
         threading.Thread(target=_lifeline, args=(conn,), name="zygote-lifeline", daemon=True).start()
         from warp import stdio
 
@@ -328,8 +337,10 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
                 raise ValueError("the request ended early")
             body += chunk
         request = json.loads(body)
-        if not isinstance(request, dict) or not {"argv", "env", "cwd", "namespaces"} <= set(request):
-            raise ValueError("a request names argv, env, cwd and namespaces")
+        if not isinstance(request, dict) or not {"argv", "env", "cwd", "namespaces", "host"} <= set(request):
+            raise ValueError("a request names argv, env, cwd, namespaces and host")
+        if not isinstance(request["host"], int) or isinstance(request["host"], bool):
+            raise ValueError("a request's host is a process id")
         if request["namespaces"] != namespaces():
             raise ValueError("started in other namespaces than the zygote's: it runs on its own")
         # nats-py's WebSocket transport (aiohttp, 16 MB in every child) is left out

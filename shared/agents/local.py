@@ -43,6 +43,22 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+_host: list[int] = []
+"""The host a Warp forked for it runs for (warp/zygote.py), when this process is one."""
+
+
+def forked_for(host: int) -> None:
+    """This process was forked by Warp's zygote for a ``warp`` that ``host`` started: its
+    agent host is that process, not the zygote that is its parent."""
+    _host[:] = [host]
+
+
+def agent_host() -> int:
+    """The process that started this Warp: its parent, or the one a forked Warp was started
+    for (:func:`forked_for`)."""
+    return _host[0] if _host else os.getppid()
+
+
 def note_path(project_path: Path, host_pid: int) -> Path:
     return project_path / NOTES_DIR / f"{host_pid}.json"
 
@@ -50,7 +66,7 @@ def note_path(project_path: Path, host_pid: int) -> Path:
 def write_note(project_path: Path, agent: LocalAgent, *, host_pid: int | None = None) -> Path | None:
     """Warp: note which agent it is for the hooks its host runs (None when the project
     folder cannot be written: the hooks then fall back to ``LOOM_AGENT_ID``)."""
-    path = note_path(project_path, os.getppid() if host_pid is None else host_pid)
+    path = note_path(project_path, agent_host() if host_pid is None else host_pid)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         ignore = path.parent / ".gitignore"

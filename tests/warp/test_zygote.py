@@ -14,11 +14,13 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
 from warp_harness import WARP, eventually, spawn_warp, stdout_frames_only
 
+from shared.agents.local import NOTES_DIR, read_note
 from shared.agents.registry import Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
@@ -166,13 +168,29 @@ def _request(zygote: ZygoteProcess, body: bytes, fds: list[int] | None) -> bytes
         return answer
 
 
+async def test_a_forked_warp_notes_itself_under_the_process_that_started_it(
+    warp_env: dict[str, str], zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """The hooks of an agent host find their Warp by the host's process id (docs/hosts.md):
+    a forked Warp's parent is the zygote, so it takes its stand-in's parent as its host."""
+    env = forked(warp_env, zygote)
+    async with spawn_warp(env, tmp_path) as w:
+        await w.ready_ok("warp_registry_get_info")
+        (child,) = zygote.children
+        notes = Path(env["LOOM_PROJECT_PATH"]) / NOTES_DIR
+        found = read_note(notes / f"{os.getpid()}.json")  # this process started the ``warp``
+        assert found is not None and (found.agent_id, found.pid) == (env["LOOM_AGENT_ID"], child)
+        assert not (notes / f"{zygote.proc.pid}.json").exists()
+
+
 @pytest.mark.parametrize(
     ("case", "said"),
     [
         ("other namespaces", "started in other namespaces than the zygote's"),
         ("websocket", "a WebSocket NATS URL needs the transport the zygote left out"),
         ("no descriptors", "a request carries a length and the three standard descriptors"),
-        ("not a request", "a request names argv, env, cwd and namespaces"),
+        ("not a request", "a request names argv, env, cwd, namespaces and host"),
+        ("host not a pid", "a request's host is a process id"),
         ("not json", "JSONDecodeError"),
     ],
 )
@@ -181,7 +199,15 @@ def test_a_request_it_cannot_act_on_is_refused_and_nothing_is_started(
 ) -> None:
     """The started ``warp`` sees the connection close without a child: it runs on its own
     (a ``warp`` launched in a network namespace or container of its own, say)."""
-    place = {"argv": ["warp"], "env": {}, "cwd": str(tmp_path), "namespaces": namespaces()}
+    place: dict[str, Any] = {
+        "argv": ["warp"],
+        "env": {},
+        "cwd": str(tmp_path),
+        "namespaces": namespaces(),
+        "host": os.getpid(),
+    }
+    if case == "host not a pid":
+        place["host"] = "1"
     if case == "other namespaces":
         place["namespaces"] = {**namespaces(), "net": "net:[1]"}
     if case == "websocket":

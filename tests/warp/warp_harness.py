@@ -28,6 +28,7 @@ from mcp.shared.message import SessionMessage
 from shared.identity import Identity
 from testsupport.env import without_fabric
 from testsupport.mcp import is_outage
+from warp.zygote import ZYGOTE_ENV
 
 WARP = str(Path(sys.executable).parent / "warp")
 
@@ -112,7 +113,7 @@ def _stderr_file(tmp: Path, name: str) -> tuple[Path, BinaryIO]:
 async def spawn_warp(
     env: dict[str, str], tmp: Path, *, args: tuple[str, ...] = (), name: str = "warp"
 ) -> AsyncIterator[WarpProc]:
-    full_env = without_fabric()
+    full_env = without_fabric(also=(ZYGOTE_ENV,))  # forked only when ``env`` says so
     full_env.update(env)
     stderr_path, stderr_file = _stderr_file(tmp, name)
     proc = await anyio.open_process(

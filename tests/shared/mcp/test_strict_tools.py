@@ -24,6 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp_types import CallToolResult, TextContent
 
 from shared.nats.server import EmbeddedNatsServer
+from testsupport.zygote import zygote_env
 
 BIN = Path(sys.executable).parent
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
@@ -110,6 +111,7 @@ async def serve(name: str, nats_url: str, project_id: str, tmp_path: Path) -> As
         "LOOM_USER_ID": "1" * 16,
         "HOME": str(home),
         "PATTERN_EXPORT_DIR": str(project / "exports"),
+        **zygote_env(),  # a Warp forked from the suite's zygote (testsupport/zygote.py)
     }
     params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=project)
     with (tmp_path / "stderr.log").open("w") as errlog:

@@ -21,6 +21,8 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from testsupport.zygote import zygote_env
+
 BIN = Path(sys.executable).parent
 PIN = Path(__file__).with_name("tool_contract.json")
 SERVERS = {
@@ -62,6 +64,7 @@ async def tools_of(command: list[str], home: Path) -> list[dict[str, Any]]:
         "LOOM_PROJECT_PATH": str(home),
         "LOOM_USER_ID": "1" * 16,
         "HOME": str(home),
+        **zygote_env(),  # a Warp forked from the suite's zygote (testsupport/zygote.py)
     }
     params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=home)
     with (home / "stderr.log").open("a") as errlog:
