@@ -47,6 +47,7 @@ from benchlib import (  # noqa: E402
 
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, find_binary  # noqa: E402
 from testsupport.processes import cpu_seconds  # noqa: E402
+from warp.zygote import ZYGOTE_ENV  # noqa: E402
 
 QUICK_MODULE_TIMEOUT_S = 240.0
 """A quick module takes under a minute even on a loaded machine; this bounds a stall well
@@ -232,6 +233,9 @@ def main() -> int:
         help="seconds: fail a module that runs longer, printing where it waits (240 with --quick)",
     )
     args = parser.parse_args()
+    # Each row's Warps start as the row says: on their own as hosts start them, or forked from
+    # bench_fleet's own zygote. Not from one this shell (or the test suite) points at.
+    os.environ.pop(ZYGOTE_ENV, None)
     if args.module_timeout is None and args.quick:
         args.module_timeout = QUICK_MODULE_TIMEOUT_S
     if args.soak and not args.only:

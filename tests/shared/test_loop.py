@@ -16,6 +16,7 @@ from shared.loop import anyio_options, run_main
 from shared.nats.server import EmbeddedNatsServer, free_port
 from testsupport.env import without_fabric
 from testsupport.processes import kill_tree
+from warp.zygote import ZYGOTE_ENV
 
 
 async def _loop_kind() -> str:
@@ -77,9 +78,9 @@ def test_a_serving_process_leaves_its_start_up_heap_out_of_later_collections(
 ) -> None:
     """Each full collection would otherwise walk every module, model schema and tool the
     process built at start-up (a pause of 85 to 170 ms on two cores)."""
-    # Without the suite's zygote too, which the test's call has (testsupport/zygote.py): this
+    # Without the suite's zygote too, which the test process has (testsupport/zygote.py): this
     # is the process itself, as its host starts it.
-    env = without_fabric()
+    env = without_fabric(also=(ZYGOTE_ENV,))
     env |= {"NATS_URL": nats_server.url, "LOOM_PROJECT_ID": project_id, "HOME": str(tmp_path)}
     if part == "warp":
         env |= {"LOOM_PROJECT_PATH": str(tmp_path), "LOOM_AGENT_ID": "a" * 32}
