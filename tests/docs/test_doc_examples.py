@@ -75,7 +75,7 @@ from shared.work.rules import Claimant
 from shuttle.cli import app as shuttle_app
 from testsupport.serving import ws_connect
 from testsupport.work import work_queue
-from weft.demo import end_processes, processes_with
+from weft.demo import end_processes_with, processes_with
 
 TOKEN = "tok"
 PROJECT = "demo"
@@ -203,7 +203,7 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
             yield running
         finally:
             _shut_agents_down(running)
-    end_processes(processes_with("HOME", str(home)))  # an agent a target started and nobody stopped
+    end_processes_with("HOME", str(home))  # an agent a target started and nobody stopped
     assert not processes_with("HOME", str(home))
 
 

@@ -16,7 +16,7 @@ import httpx
 import yaml
 
 from weft.banner import DEFAULT_API_URL, demo_commands
-from weft.demo import WORK_FILE, processes_with
+from weft.demo import WORK_FILE, end_processes_with, processes_with
 
 WEFT = str(Path(sys.executable).parent / "weft")
 
@@ -166,3 +166,27 @@ def test_the_banner_names_the_demo_commands_for_this_installation() -> None:
     assert all(
         shlex.split(c.replace("\\\n", " "))[1:3] == ["--api-url", "http://127.0.0.1:9000"] for c in elsewhere
     )
+
+
+RESPAWNS = """
+import os, signal, subprocess, sys, time
+def stop(signum, frame):  # told to stop, it starts one more first (as an agent starting its Warp)
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_ending_marked_processes_also_ends_one_started_while_they_were_ended(tmp_path: Path) -> None:
+    marker = str(tmp_path)
+    env = {**os.environ, "LOOM_DEMO_TEST_MARK": marker}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RESPAWNS], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    assert processes_with("LOOM_DEMO_TEST_MARK", marker) == [proc.pid]
+    end_processes_with("LOOM_DEMO_TEST_MARK", marker)
+    proc.wait(10)
+    assert processes_with("LOOM_DEMO_TEST_MARK", marker) == []

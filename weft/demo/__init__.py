@@ -108,6 +108,17 @@ def end_processes(pids: Sequence[int], grace_s: float = 5) -> None:
             time.sleep(0.1)
 
 
+def end_processes_with(name: str, value: str, rounds: int = 3) -> None:
+    """End every process whose environment sets ``name`` to ``value`` (:func:`processes_with`);
+    one started meanwhile by a process being ended (an agent starting its Warp as it was
+    stopped) is ended in the next round."""
+    for _ in range(rounds):
+        pids = processes_with(name, value)
+        if not pids:
+            return
+        end_processes(pids)
+
+
 def serve_in_background(
     args: Sequence[str], env: dict[str, str], cwd: Path, log: Path
 ) -> subprocess.Popen[bytes]:
@@ -189,7 +200,7 @@ class Demo:
                 self._shut_agents_down()
         if self.weft is not None:
             stop_process(self.weft)
-        end_processes(processes_with("LOOM_DATA_DIR", str(self.data_dir)))
+        end_processes_with("LOOM_DATA_DIR", str(self.data_dir))
         shutil.rmtree(self.data_dir, ignore_errors=True)
         self.http.close()
 
