@@ -1,5 +1,7 @@
 """``python -m pattern``: same as the ``pattern`` console script."""
 
+import sys
+
 from pattern.cli import main
 
-main()
+sys.exit(main())

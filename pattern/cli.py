@@ -13,19 +13,7 @@ import argparse
 import contextlib
 import logging
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
-
-from pydantic import ValidationError
-
-from shared.footprint import leave_out_unused_imports
-from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
-from shared.legacy import LegacySettingError, apply_environment
-from shared.loop import keep_startup_heap, run_main
-from shared.names import InvalidNameError
-from shared.nats.auth import CredentialsError, agent_credential
-from shared.redact import configure_logging, redact
-from shared.settings import NatsSettings, SettingsError, load_loom_settings
 
 if TYPE_CHECKING:
     from pattern.runtime import PatternRuntime
@@ -34,6 +22,8 @@ log = logging.getLogger("loom.pattern")
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("loom-fabric")
     except PackageNotFoundError:
@@ -53,6 +43,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=_port, default=8766, help="HTTP port (default 8766)")
     parser.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
     parser.add_argument(
+        "--zygote",
+        metavar="SOCKET",
+        help="import once and fork every pattern started with LOOM_PATTERN_ZYGOTE=SOCKET (docs/pattern.md)",
+    )
+    parser.add_argument(
         "--log-level",
         default=None,
         choices=LOG_LEVELS,
@@ -69,6 +64,7 @@ def _port(text: str) -> int:
 
 async def _serve(runtime: PatternRuntime, args: argparse.Namespace) -> None:
     from pattern.server import build_server
+    from shared.loop import keep_startup_heap
 
     server = build_server(runtime, _version())
     runtime.start()
@@ -86,8 +82,28 @@ async def _serve(runtime: PatternRuntime, args: argparse.Namespace) -> None:
         await runtime.close()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    # Only the standard library so far: a ``pattern`` forked from a zygote stands in for
+    # its child without importing what the child runs.
+    from pattern.zygote import PROGRAM
+    from shared.zygote import start
+
+    forked = start(PROGRAM, args.zygote, argv, main)
+    if forked is not None:
+        return forked
+
+    from pydantic import ValidationError
+
+    from shared.footprint import leave_out_unused_imports
+    from shared.identity import IdentityError, bound_to_credential, load_settings, resolve_identity
+    from shared.legacy import LegacySettingError, apply_environment
+    from shared.loop import run_main
+    from shared.names import InvalidNameError
+    from shared.nats.auth import CredentialsError, agent_credential
+    from shared.redact import configure_logging, redact
+    from shared.settings import NatsSettings, SettingsError, load_loom_settings
+
     try:
         notices = apply_environment(["pattern"])
         # Every setting is read here, once, and passed down; nothing below reads the environment.
@@ -125,7 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     runtime = PatternRuntime(identity, config, nats_settings=nats_settings)
     with contextlib.suppress(KeyboardInterrupt):
         run_main(_serve(runtime, args))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from pattern.zygote import ZYGOTE_ENV as PATTERN_ZYGOTE_ENV
 from warp.zygote import ZYGOTE_ENV
 
 FABRIC_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_", "PATTERN_")
@@ -22,11 +23,11 @@ FABRIC_NAMES = frozenset({"MCP_PROJECT_PATH", "XDG_DATA_HOME"})
 """Unprefixed names a part reads: where the project is, where data goes."""
 TEST_SETTINGS = frozenset({"LOOM_CHROMIUM", "LOOM_CONSOLE_SCREENSHOTS", "LOOM_TEST_ZYGOTE"})
 """Read by the tests, not by any part (docs/testing.md): kept."""
-PROCESS_START = frozenset({ZYGOTE_ENV})
-"""How a Warp's process starts, not what it does: forked from the test process's zygote
-(``testsupport/zygote.py`` sets it for the whole run). Kept, so that whatever a test starts
-(Weft, a host's launcher, Node's MCP tools) starts its Warps that way too; a test of
-Warp's own process removes it (``also``)."""
+PROCESS_START = frozenset({ZYGOTE_ENV, PATTERN_ZYGOTE_ENV})
+"""How a Warp's or a Pattern's process starts, not what it does: forked from the test
+process's zygotes (``testsupport/zygote.py`` sets them for the whole run). Kept, so that
+whatever a test starts (Weft, a host's launcher, Node's MCP tools) starts its Warps and
+Patterns that way too; a test of their own processes removes them (``also``)."""
 
 
 def is_fabric(name: str, also: tuple[str, ...] = ()) -> bool:

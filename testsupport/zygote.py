@@ -1,19 +1,22 @@
-"""Pytest plugin: one Warp zygote per test process (``warp --zygote``, docs/warp.md).
+"""Pytest plugin: one Warp zygote and one Pattern zygote per test process (``warp --zygote``,
+``pattern --zygote``: docs/warp.md, docs/pattern.md).
 
-A test run starts about three hundred Warps; each spends about a second of CPU importing
-before it does anything a test looks at. Every process that runs tests starts a zygote, and
-a Warp started with :func:`zygote_env` in its environment is forked from it: the same
-``warp`` code, each with its own settings, connection and stdio, and the same handle for
-whoever started it (signals, exit status, SIGKILL). Warps started without it (tests of
-Warp's own process: its start-up errors, handshake and stdout) run on their own, as agents'
-hosts start them. ``LOOM_WARP_ZYGOTE`` is in this process's environment for the whole run,
-and ``testsupport.env`` keeps it in the environments it makes for parts (it says how a Warp
-starts, not what it does): whatever a test or a fixture starts (Weft spinning up agents, a
-host's launcher, Node's MCP tools) starts its Warps forked as well. A Warp started in
-namespaces of its own (``ip netns exec``) is refused by the zygote and runs on its own.
+A test run starts about three hundred Warps and sixty Patterns; each spends a second or more
+of CPU importing before it does anything a test looks at. Every process that runs tests
+starts a zygote of each, and a Warp or a Pattern started with :func:`zygote_env` in its
+environment is forked from it: the same code, each with its own settings, connection and
+stdio, and the same handle for whoever started it (signals, exit status, SIGKILL). Those
+started without it (tests of their own processes: start-up errors, handshake, stdout, what
+they import) run on their own, as agents' hosts start them. ``LOOM_WARP_ZYGOTE`` and
+``LOOM_PATTERN_ZYGOTE`` are in this process's environment for the whole run, and
+``testsupport.env`` keeps them in the environments it makes for parts (they say how a
+process starts, not what it does): whatever a test or a fixture starts (Weft spinning up
+agents, a host's launcher, Node's MCP tools) starts its Warps and Patterns forked as well. A
+process started in namespaces of its own (``ip netns exec``) is refused by the zygote and
+runs on its own.
 
-``LOOM_TEST_ZYGOTE=0`` turns it off for a run (and drops a ``LOOM_WARP_ZYGOTE`` of the
-developer's own: that zygote is not the tests').
+``LOOM_TEST_ZYGOTE=0`` turns both off for a run (and drops the developer's own variables:
+those zygotes are not the tests').
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from pathlib import Path
 
 import pytest
 
+from pattern.zygote import ZYGOTE_ENV as PATTERN_ZYGOTE_ENV
 from testsupport.env import without_fabric
 from testsupport.processes import children
 from warp.zygote import ZYGOTE_ENV
 
-WARP = str(Path(sys.executable).parent / "warp")
-SOCKET = "warp.sock"
+BIN = Path(sys.executable).parent
+PROGRAMS = {"warp": ZYGOTE_ENV, "pattern": PATTERN_ZYGOTE_ENV}
+"""Each program with a zygote, and the variable that points its processes at one."""
+SOCKET = "zygote.sock"
 READY_S = 60.0
 STOP_S = 10.0
 
@@ -64,62 +70,68 @@ class ZygoteProcess:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_zygote(log: Path | None = None) -> ZygoteProcess | None:
-    """A ``warp --zygote`` of its own, listening once this returns (None when it did not
-    start within :data:`READY_S`; Warps then start on their own: slower, not wrong). Its
-    socket sits in a short temporary folder (a socket's path is at most 107 bytes); its
-    log is ``log``, or beside the socket."""
-    folder = tempfile.mkdtemp(prefix="loom-zygote-")
+def start_zygote(log: Path | None = None, program: str = "warp") -> ZygoteProcess | None:
+    """A ``warp --zygote`` (or ``pattern --zygote``) of its own, listening once this returns
+    (None when it did not start within :data:`READY_S`; the processes then start on their
+    own: slower, not wrong). Its socket sits in a short temporary folder (a socket's path is
+    at most 107 bytes); its log is ``log``, or beside the socket."""
+    return _listening(_launch(log, program))
+
+
+def _launch(log: Path | None, program: str) -> ZygoteProcess:
+    folder = tempfile.mkdtemp(prefix=f"loom-{program}-zygote-")
     log = log or Path(folder) / "zygote.log"
     env = without_fabric()
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [WARP, "--zygote", os.path.join(folder, SOCKET)],
+            [str(BIN / program), "--zygote", os.path.join(folder, SOCKET)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
             start_new_session=True,
         )
-    zygote = ZygoteProcess(proc, folder, log)
+    return ZygoteProcess(proc, folder, log)
+
+
+def _listening(zygote: ZygoteProcess) -> ZygoteProcess | None:
     deadline = time.monotonic() + READY_S
     while not os.path.exists(zygote.path):
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if zygote.proc.poll() is not None or time.monotonic() > deadline:
             zygote.stop()
             return None
         time.sleep(0.02)
     return zygote
 
 
-class _Running:
-    zygote: ZygoteProcess | None = None
-    path: str | None = None
-
-
-_running = _Running()
+_running: dict[str, ZygoteProcess] = {}
+"""This test process's zygotes, by the variable that points at each."""
 
 
 def zygote_env() -> dict[str, str]:
-    """What a Warp's environment needs to be forked from this process's zygote (nothing
-    when it has none)."""
-    return {ZYGOTE_ENV: _running.path} if _running.path else {}
+    """What a Warp's or a Pattern's environment needs to be forked from this process's
+    zygotes (nothing when it has none)."""
+    return {name: zygote.path for name, zygote in _running.items()}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    os.environ.pop(ZYGOTE_ENV, None)  # a developer's own zygote is not the tests'
+    for name in PROGRAMS.values():
+        os.environ.pop(name, None)  # a developer's own zygote is not the tests'
     if os.environ.get("LOOM_TEST_ZYGOTE", "1") == "0":
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return  # pytest-xdist's controller runs no tests: its workers start their own
-    zygote = start_zygote()
-    if zygote is not None:
-        _running.zygote, _running.path = zygote, zygote.path
-        os.environ[ZYGOTE_ENV] = zygote.path
+    launched = {name: _launch(None, program) for program, name in PROGRAMS.items()}  # side by side
+    for name, started in launched.items():
+        zygote = _listening(started)
+        if zygote is not None:
+            _running[name] = zygote
+            os.environ[name] = zygote.path
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    zygote = _running.zygote
-    _running.zygote = _running.path = None
-    os.environ.pop(ZYGOTE_ENV, None)
-    if zygote is not None:
+    running = dict(_running)
+    _running.clear()
+    for name, zygote in running.items():
+        os.environ.pop(name, None)
         zygote.stop()

@@ -61,16 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not 1 <= args.port <= 65535:
         return _fail("--port: must be between 1 and 65535")
-    from warp import zygote
+    from shared.zygote import start
+    from warp.zygote import PROGRAM
 
-    if args.zygote is not None:
-        return zygote.serve(args.zygote, main)
-    if socket_path := os.environ.get(zygote.ZYGOTE_ENV):
-        code = zygote.hand_off(socket_path, [sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
-        if code is not None:
-            return code
-        said = "no zygote at LOOM_WARP_ZYGOTE took it (its log says why); starting on its own"
-        print(f"warp: {said}", file=sys.stderr)
+    forked = start(PROGRAM, args.zygote, argv, main)  # serve as the zygote, or stand in for a child
+    if forked is not None:
+        return forked
 
     from pydantic import ValidationError
 

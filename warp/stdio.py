@@ -41,7 +41,7 @@ _LINE_LIMIT = 64 * 1024 * 1024
 
 END_OF_INPUT: list[Callable[[], None]] = []
 """Called when stdin ends, before the session closes (a Warp forked by the zygote ends here
-as killed when its stand-in was: :func:`warp.zygote.die_if_stand_in_gone`)."""
+as killed when its stand-in was: :func:`shared.zygote.die_if_stand_in_gone`)."""
 
 
 class _Lines:

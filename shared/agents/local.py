@@ -44,7 +44,7 @@ def pid_alive(pid: int) -> bool:
 
 
 _host: list[int] = []
-"""The host a Warp forked for it runs for (warp/zygote.py), when this process is one."""
+"""The host a Warp forked for it runs for (shared/zygote.py), when this process is one."""
 
 
 def forked_for(host: int) -> None:

@@ -196,7 +196,7 @@ async def pattern_session(
     home.mkdir(parents=True, exist_ok=True)
     path = project_path or workdir / "projects" / project_id
     path.mkdir(parents=True, exist_ok=True)
-    env = base_env(home) | conn.env()
+    env = base_env(home) | conn.env() | zygote_env()  # forked from this process's zygote
     env |= {
         "LOOM_PROJECT_ID": project_id,
         "LOOM_PROJECT_PATH": str(path),

@@ -328,6 +328,9 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/warp.md", "warp --zygote /run/user/$UID/loom-warp.sock &     # imports "): Skip(
         "starts a long-lived zygote and an agent; tests/warp/test_zygote.py runs the same commands"
     ),
+    ("docs/pattern.md", "pattern --zygote /run/user/$UID/loom-pattern.sock &     # im"): Skip(
+        "starts a long-lived zygote and a Pattern; tests/pattern/test_pattern_zygote.py runs the same"
+    ),
     ("docs/warp.md", '→ warp_registry_register {"capabilities": ["code", "review"]'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_registry_discover {"capability": "code", "status": "o'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_registry_get_info {"agent_id": "7b1e0c9d8a6f4e2d9c3b5'): Skip(TOOL_TRANSCRIPT),

@@ -20,9 +20,12 @@ from mcp_types import CallToolResult
 from pattern_helpers import eventually, new_agent_id, new_user_id
 
 from pattern.tools import TOOLS
+from pattern.zygote import ZYGOTE_ENV as PATTERN_ZYGOTE_ENV
 from shared.identity import subagent_id
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
+from testsupport.env import without_fabric
 from testsupport.processes import children, maps_package
+from testsupport.zygote import zygote_env
 
 PATTERN = str(Path(sys.executable).parent / "pattern")
 
@@ -41,7 +44,12 @@ def base_env(nats_url: str, project_id: str, project_path: Path, **extra: str) -
 
 
 @asynccontextmanager
-async def pattern_session(env: dict[str, str], *, wait_ready: bool = True) -> AsyncIterator[ClientSession]:
+async def pattern_session(
+    env: dict[str, str], *, wait_ready: bool = True, forked: bool = True
+) -> AsyncIterator[ClientSession]:
+    """A session with a ``pattern`` started with ``env``: forked from the suite's zygote
+    (testsupport/zygote.py) unless ``forked`` is False (a test of Pattern's own process)."""
+    env = {**zygote_env(), **env} if forked else env
     params = StdioServerParameters(command=PATTERN, env=env, cwd=env.get("LOOM_PROJECT_PATH"))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -370,7 +378,7 @@ async def test_pattern_loads_the_websocket_transport_only_for_a_websocket_server
         url = server.websocket_url if websocket else server.url
         assert url is not None
         before = children(os.getpid())
-        async with pattern_session(base_env(url, project_id, project_path)) as s:
+        async with pattern_session(base_env(url, project_id, project_path), forked=False) as s:
             await call(s, "pattern_remember", {"content": "kept over either transport"})
             (pid,) = children(os.getpid()) - before
             assert maps_package(pid, "aiohttp") is websocket
@@ -379,7 +387,7 @@ async def test_pattern_loads_the_websocket_transport_only_for_a_websocket_server
 def test_stdout_carries_only_mcp_frames(
     nats_server: EmbeddedNatsServer, project_id: str, project_path: Path
 ) -> None:
-    env = dict(os.environ)
+    env = without_fabric(also=(PATTERN_ZYGOTE_ENV,))  # Pattern's own process (a forked one's: test_zygote)
     env.update(base_env(nats_server.url, project_id, project_path))
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": _init_params()},

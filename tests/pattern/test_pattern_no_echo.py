@@ -16,6 +16,7 @@ from pattern_helpers import eventually, new_agent_id, new_user_id
 
 from shared.nats.server import EmbeddedNatsServer
 from testsupport.servers import secret_inputs
+from testsupport.zygote import zygote_env
 
 PATTERN = str(Path(__import__("sys").executable).parent / "pattern")
 SECRET = "ghp_Zq9TOKEN+sEcReT/42xYwVb="
@@ -36,6 +37,7 @@ async def test_no_tool_repeats_a_rejected_argument(
         "LOOM_AGENT_ID": new_agent_id(),
         "LOOM_USER_ID": new_user_id(),
         "PATTERN_EXPORT_DIR": str(project_path / "exports"),
+        **zygote_env(),  # forked from the suite's zygote (testsupport/zygote.py)
     }
     log_path = project_path / "stderr.log"
     params = StdioServerParameters(command=PATTERN, args=["--log-level", "DEBUG"], env=env, cwd=project_path)

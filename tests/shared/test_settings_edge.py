@@ -50,7 +50,8 @@ ALLOWED: dict[str, str] = {
     "shared/git/landing.py::HostLanding.gate": "the gate runs with the lander's environment, "
     "credentials removed (gate_env)",
     "warp/cli.py::_memory_tools": "warp --with-memory: Pattern's PATTERN_* variables, at Warp's start-up",
-    "warp/zygote.py": "warp --zygote: a started warp hands its environment to the child forked to run as it",
+    "shared/zygote.py": "a started warp or pattern hands its environment to the child forked to run as it",
+    "warp/zygote.py::_preload": "warp --zygote: PYDANTIC_ERRORS_INCLUDE_URL, as warp.cli.main sets it",
     "pattern/cli.py::main": CLI,
     "weft/cli.py::_settings": CLI + " (weft serve)",
     "weft/cli.py::_leave_out_unused": CLI + " (weft serve: which NATS, before nats-py loads)",

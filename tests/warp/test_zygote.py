@@ -24,10 +24,11 @@ from shared.agents.local import NOTES_DIR, read_note
 from shared.agents.registry import Registry
 from shared.models import AgentStatus
 from shared.names import ProjectNames
+from shared.zygote import HEADER, namespaces
 from testsupport.env import without_fabric
 from testsupport.processes import children, pid_alive
 from testsupport.zygote import ZygoteProcess, start_zygote
-from warp.zygote import HEADER, ZYGOTE_ENV, namespaces
+from warp.zygote import ZYGOTE_ENV
 
 
 @pytest.fixture
@@ -282,7 +283,8 @@ def reaped(zygote: ZygoteProcess, child: int) -> Callable[[], Awaitable[bool]]:
 
 _ORPHANED = """
 import os, socket, sys
-from warp import stdio, zygote
+from shared import zygote
+from warp import stdio
 child_end, stand_in_end = socket.socketpair()
 stdio.END_OF_INPUT.append(lambda: zygote.die_if_stand_in_gone(child_end))
 if sys.argv[1] == "dead":
