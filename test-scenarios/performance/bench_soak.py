@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from benchlib import BenchContext, BenchResult, percentile, summarize
+from benchlib import BenchContext, BenchResult, launch_env, percentile, summarize
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -287,6 +287,7 @@ class Soak:
             "LOOM_AUTO_REGISTER": "1",
             "LOOM_HEARTBEAT_S": str(HEARTBEAT_S),
             "LOOM_LOG_LEVEL": "WARNING",
+            **launch_env(),
         }
         params = StdioServerParameters(command=str(BIN / "warp"), env=env, cwd=str(home))
         with (self.ctx.scratch / "soak-warp.stderr").open("a") as errlog:

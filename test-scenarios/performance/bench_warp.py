@@ -40,7 +40,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from benchlib import BenchContext, BenchResult, summarize, time_async
+from benchlib import BenchContext, BenchResult, launch_env, summarize, time_async
 
 WARP = str(Path(sys.executable).parent / "warp")
 A_ID = "a1" * 16
@@ -78,6 +78,7 @@ def warp_env(ctx: BenchContext, project: str, agent_id: str, handle: str) -> dic
         "LOOM_AUTO_REGISTER": "1",
         "LOOM_MAX_CONCURRENT_TASKS": "1000",
         "LOOM_LOG_LEVEL": "WARNING",
+        **launch_env(),
     }
 
 
