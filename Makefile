@@ -120,7 +120,7 @@ pytest: $(STAMP) $(TS_STAMP) $(HOSTS_STAMP) $(CONFORMANCE_STAMP) system-tools
 	$(BIN)/pytest $(PYTEST_XDIST) --durations=30 --durations-min=20 $(PYTEST_ARGS)
 
 # The installs run side by side (pip and each npm keep about one core busy: on a fresh clone,
-# one after another they took 82 s, together about 50), then the checks beside the tests
+# one after another they took 82 s, together 59 s), then the checks beside the tests
 # (mypy is one process: alone, it would leave a core idle for most of a minute); make test
 # fails when any of them fails.
 test:

@@ -387,7 +387,7 @@ async def test_pattern_loads_the_websocket_transport_only_for_a_websocket_server
 def test_stdout_carries_only_mcp_frames(
     nats_server: EmbeddedNatsServer, project_id: str, project_path: Path
 ) -> None:
-    env = without_fabric(also=(PATTERN_ZYGOTE_ENV,))  # Pattern's own process (a forked one's: test_zygote)
+    env = without_fabric(also=(PATTERN_ZYGOTE_ENV,))  # its own process; forked: test_pattern_zygote
     env.update(base_env(nats_server.url, project_id, project_path))
     requests = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": _init_params()},
