@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["testsupport.servers", "testsupport.zygote"]
+pytest_plugins = ["testsupport.sweep", "testsupport.servers", "testsupport.zygote"]
 
 FIRST = (
     "test-scenarios/31-multi-host/test_s31_multi_host.py",  # one test of about 100 s

@@ -20,6 +20,7 @@ from nats.aio.client import Client as NatsClient
 from shared.nats.auth import Issuer, Permissions, parse_creds, server_auth_config
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, TlsFiles
+from testsupport.sweep import SWEEPER
 
 
 @dataclass
@@ -41,9 +42,11 @@ class AuthServer:
 @pytest.fixture(scope="session")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNatsServer]:
     """Plain nats-server with JetStream and a (non-TLS) WebSocket listener. Its log is kept
-    in the worker's temporary folder, beside the tests' own, for reading after a failure."""
+    in the worker's temporary folder, beside the tests' own, for reading after a failure.
+    What each test file makes on it is deleted when the file ends (``testsupport.sweep``)."""
     log_file = tmp_path_factory.getbasetemp() / "nats-session.log"
-    with EmbeddedNatsServer(ServerConfig(websocket_port=-1), log_file=log_file) as server:
+    server = EmbeddedNatsServer(ServerConfig(websocket_port=-1), log_file=log_file)
+    with server, SWEEPER.watching(server):
         yield server
 
 
