@@ -2,7 +2,8 @@
 
 ``pattern --zygote SOCKET`` imports what a Pattern imports once and forks a child for every
 ``pattern`` started with ``LOOM_PATTERN_ZYGOTE=SOCKET``; the mechanism (the hand-off, the
-stand-in, the lifeline) is :mod:`shared.zygote`, the same as Warp's.
+stand-in, the lifeline) and what every agent's server imports are :mod:`shared.zygote`, the
+same as Warp's.
 
 Only the standard library is imported here at module level: ``pattern.cli`` imports this
 module in every started ``pattern``, the stand-ins included.
@@ -10,37 +11,26 @@ module in every started ``pattern``, the stand-ins included.
 
 from __future__ import annotations
 
-from shared.zygote import Program
+from typing import TYPE_CHECKING
+
+from shared.zygote import Program, agent_server_preload
+
+if TYPE_CHECKING:
+    from shared.mcp.tools import ToolSpec
 
 ZYGOTE_ENV = "LOOM_PATTERN_ZYGOTE"
 
 
-def _preload() -> None:
-    """What a stdio Pattern imports before it answers and once connected, and its tools'
-    schemas, so that each child starts with them in place. Only modules that hold no
+def _preload() -> tuple[ToolSpec, ...]:
+    """Pattern's own modules, imported before it answers and once connected, and its tools
+    (the rest: :func:`shared.zygote.agent_server_preload`). Only modules that hold no
     per-process state."""
-    from shared.footprint import leave_out_unused_imports
-
-    leave_out_unused_imports(None)  # aiohttp too: a child whose NATS is ws:// runs on its own
-    import mcp.server.mcpserver  # noqa: F401
-    import uvloop  # noqa: F401
-
     import pattern.config
     import pattern.runtime
     import pattern.server  # noqa: F401
-    import shared.identity
-    import shared.legacy
-    import shared.loop
-    import shared.nats.auth
-    import shared.redact
-    import shared.settings
-    import shared.trace.tracing  # noqa: F401
     from pattern.tools import TOOLS
-    from shared.loop import keep_startup_heap
-    from shared.mcp.tools import prepare
 
-    prepare(TOOLS)  # every tool's schema and validator, built once for all the children
-    keep_startup_heap()  # frozen before forking: no child's collector touches (and copies) it
+    return TOOLS
 
 
-PROGRAM = Program("pattern", ZYGOTE_ENV, _preload)
+PROGRAM = Program("pattern", ZYGOTE_ENV, agent_server_preload(_preload))

@@ -43,9 +43,9 @@ def keep_startup_heap() -> None:
     machine, a pause in whatever the process was answering (a claim, a heartbeat). Frozen
     (``gc.freeze``), they are skipped by every later collection and still freed by
     reference counting; only a reference cycle among them would stay. Called once, by a
-    process's own entry point when its start-up is done (Warp, Weft, Pattern, the lander),
-    never in a process that runs other code, such as a test run (docs/performance.md, "the
-    collector's pauses")."""
+    process's own entry point when its start-up is done (Warp, Weft, Pattern, the lander,
+    Shuttle's zygote), never in a process that runs other code, such as a test run
+    (docs/performance.md, "the collector's pauses")."""
     gc.freeze()
 
 

@@ -15,9 +15,10 @@ it expects: SIGTERM, SIGINT and SIGHUP are passed on, its exit status is the chi
 (a signal's death included), and when it dies, even by SIGKILL, the child kills itself.
 No zygote answering: the program runs in its own process as always.
 
-This module is the mechanism; ``warp.zygote`` and ``pattern.zygote`` say what each program
-imports beforehand and sets up in each child. Only the standard library is imported here:
-the started process's side must stay as cheap as the start-up it saves.
+This module is the mechanism, and what every such server imports beforehand; ``warp.zygote``
+and ``pattern.zygote`` say what else each program imports and sets up in each child. Only
+the standard library is imported at module level: the started process's side must stay as
+cheap as the start-up it saves.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ import socket
 import struct
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared.footprint import WEBSOCKET_SCHEMES  # standard library only, as this module
+
+if TYPE_CHECKING:
+    from shared.mcp.tools import ToolSpec
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """What the stand-in passes on to its child (SIGKILL cannot be caught: the child sees the
@@ -51,8 +55,9 @@ NAMESPACES = ("net", "mnt", "user", "pid")
 
 class Program(NamedTuple):
     """What a zygote forks: the program's name (its log lines say it), the variable that
-    points its started processes at a zygote, what to import before forking, and what each
-    child sets up before it runs (given the connection to its stand-in and the request).
+    points its started processes at a zygote, what to import before forking (an agent's MCP
+    server: :func:`agent_server_preload`), and what each child sets up before it runs (given
+    the connection to its stand-in and the request).
     (A named tuple, not a dataclass: ``dataclasses`` would cost every stand-in 5 ms.)"""
 
     name: str
@@ -96,6 +101,7 @@ def hand_off(path: str, argv: list[str]) -> int | None:
             "cwd": os.getcwd(),
             "namespaces": namespaces(),
             "host": os.getppid(),  # who started this process: the child's agent host
+            "ignored": [int(sig) for sig in FORWARDED if signal.getsignal(sig) is signal.SIG_IGN],
         }
         request = json.dumps(place).encode()
         fds = array.array("i", STDIO)
@@ -115,7 +121,8 @@ def hand_off(path: str, argv: list[str]) -> int | None:
             conn.sendall(f"{signum}\n".encode())
 
     for sig in FORWARDED:
-        signal.signal(sig, pass_on)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # its starter's choice stands (nohup)
+            signal.signal(sig, pass_on)
     try:
         ended = replies.readline()
     finally:
@@ -175,6 +182,37 @@ def serve(path: str, program: Program, run: Callable[[list[str]], int]) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     return 0
+
+
+def agent_server_preload(own: Callable[[], Iterable[ToolSpec]]) -> Callable[[], None]:
+    """The preload of an agent's stdio MCP server (Warp, Pattern): the optional libraries
+    left out first, then ``own`` (the program's own modules; it returns the program's tools),
+    what every such server imports before it answers and once connected (its CLI's lazy
+    imports), and the tools' schemas built, so that each child starts with all of it in
+    place. Only modules that hold no per-process state, or renew it in each child."""
+
+    def preload() -> None:
+        from shared.footprint import leave_out_unused_imports
+
+        leave_out_unused_imports(None)  # aiohttp too: a child whose NATS is ws:// runs on its own
+        tools = own()
+        import mcp.server.mcpserver  # noqa: F401
+        import uvloop  # noqa: F401
+
+        import shared.errors
+        import shared.identity
+        import shared.legacy
+        import shared.nats.auth
+        import shared.redact
+        import shared.settings
+        import shared.trace.tracing  # noqa: F401
+        from shared.loop import keep_startup_heap
+        from shared.mcp.tools import prepare
+
+        prepare(tools)  # every tool's schema and validator, built once for all the children
+        keep_startup_heap()  # frozen before forking: no child's collector touches (and copies) it
+
+    return preload
 
 
 class Zygote:
@@ -275,8 +313,7 @@ class Zygote:
         """In the forked child: take the stand-in's stdio, environment and place, drop the
         parent's, and run the program with its arguments."""
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
+        _as_started(request.get("ignored", []))
         self.listener.close()
         self.selector.close()
         os.close(self.wake_r)
@@ -310,6 +347,20 @@ class Zygote:
         return code
 
 
+def _as_started(ignored: list[int]) -> None:
+    """The signal handling of a process of its own, as Python sets it up at start: SIGINT
+    raises KeyboardInterrupt (a command exits 130, a server stops as it does on Ctrl-C), the
+    others take their default, and what the stand-in's starter ignored stays ignored."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for sig in FORWARDED:
+        if int(sig) in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+        elif sig == signal.SIGINT:
+            signal.signal(sig, signal.default_int_handler)
+        else:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     """The stand-in's request and the three descriptors sent with it."""
     conn.settimeout(REQUEST_TIMEOUT_S)
@@ -336,6 +387,9 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
             raise ValueError("a request names argv, env, cwd, namespaces and host")
         if not isinstance(request["host"], int) or isinstance(request["host"], bool):
             raise ValueError("a request's host is a process id")
+        ignored = request.get("ignored", [])
+        if not isinstance(ignored, list) or not all(type(sig) is int for sig in ignored):
+            raise ValueError("a request's ignored signals are a list of signal numbers")
         if request["namespaces"] != namespaces():
             raise ValueError("started in other namespaces than the zygote's: it runs on its own")
         # nats-py's WebSocket transport (aiohttp, 16 MB in every child) is left out

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import pytest
 
 from pattern.zygote import ZYGOTE_ENV as PATTERN_ZYGOTE_ENV
+from shuttle.zygote import ZYGOTE_ENV as SHUTTLE_ZYGOTE_ENV
 from warp.zygote import ZYGOTE_ENV
 
 FABRIC_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_", "PATTERN_")
@@ -23,11 +24,14 @@ FABRIC_NAMES = frozenset({"MCP_PROJECT_PATH", "XDG_DATA_HOME"})
 """Unprefixed names a part reads: where the project is, where data goes."""
 TEST_SETTINGS = frozenset({"LOOM_CHROMIUM", "LOOM_CONSOLE_SCREENSHOTS", "LOOM_TEST_ZYGOTE"})
 """Read by the tests, not by any part (docs/testing.md): kept."""
-PROCESS_START = frozenset({ZYGOTE_ENV, PATTERN_ZYGOTE_ENV})
-"""How a Warp's or a Pattern's process starts, not what it does: forked from the test
-process's zygotes (``testsupport/zygote.py`` sets them for the whole run). Kept, so that
-whatever a test starts (Weft, a host's launcher, Node's MCP tools) starts its Warps and
-Patterns that way too; a test of their own processes removes them (``also``)."""
+ZYGOTES = {"warp": ZYGOTE_ENV, "pattern": PATTERN_ZYGOTE_ENV, "shuttle": SHUTTLE_ZYGOTE_ENV}
+"""Each program with a zygote, and the variable that points its processes at one (the one
+list: ``testsupport/zygote.py`` starts them, the bench's ``--forked`` keeps them)."""
+PROCESS_START = frozenset(ZYGOTES.values())
+"""How a Warp's, a Pattern's or a Shuttle's process starts, not what it does: forked from
+the test process's zygotes (``testsupport/zygote.py`` sets them for the whole run). Kept,
+so that whatever a test starts (Weft, a host's launcher, Node's MCP tools) starts its
+processes that way too; a test of their own processes removes them (``also``)."""
 
 
 def is_fabric(name: str, also: tuple[str, ...] = ()) -> bool:

@@ -11,8 +11,8 @@ since the previous file ended are deleted, after the file's own fixtures have st
 Two kinds are kept:
 
 * what a session-scoped fixture built on the session server made as it started (Shuttle's
-  and the scenarios' Weft, with its default project): it outlives the file. The projects
-  of a finished file go from under it as from under any Weft whose tenants are gone;
+  and the scenarios' Weft, with its default project): it outlives the file. A finished
+  file's projects go from under that Weft as a finished tenant's would;
 * the buckets not tied to one project (``loom-_global-agents``, ``loom-_auth``, ...), which
   a live Weft may make on first use and keep using.
 """

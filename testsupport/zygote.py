@@ -1,21 +1,22 @@
-"""Pytest plugin: one Warp zygote and one Pattern zygote per test process (``warp --zygote``,
-``pattern --zygote``: docs/warp.md, docs/pattern.md).
+"""Pytest plugin: a Warp, a Pattern and a Shuttle zygote per test process (``warp --zygote``,
+``pattern --zygote``, ``shuttle --zygote``: docs/warp.md, docs/pattern.md, docs/shuttle.md).
 
-A test run starts about three hundred Warps and sixty Patterns; each spends a second or more
-of CPU importing before it does anything a test looks at. Every process that runs tests
-starts a zygote of each, and a Warp or a Pattern started with :func:`zygote_env` in its
+A test run starts about three hundred Warps, sixty Patterns and four hundred Shuttle
+commands; a Warp or a Pattern spends a second or more of CPU importing before it does
+anything a test looks at, a Shuttle command a third of a second. Every process that runs
+tests starts a zygote of each, and a process started with :func:`zygote_env` in its
 environment is forked from it: the same code, each with its own settings, connection and
 stdio, and the same handle for whoever started it (signals, exit status, SIGKILL). Those
 started without it (tests of their own processes: start-up errors, handshake, stdout, what
-they import) run on their own, as agents' hosts start them. ``LOOM_WARP_ZYGOTE`` and
-``LOOM_PATTERN_ZYGOTE`` are in this process's environment for the whole run, and
+they import) run on their own, as agents' hosts and operators start them. The variables
+(``testsupport.env.ZYGOTES``) are in this process's environment for the whole run, and
 ``testsupport.env`` keeps them in the environments it makes for parts (they say how a
 process starts, not what it does): whatever a test or a fixture starts (Weft spinning up
-agents, a host's launcher, Node's MCP tools) starts its Warps and Patterns forked as well. A
-process started in namespaces of its own (``ip netns exec``) is refused by the zygote and
+agents, a host's launcher, Node's MCP tools, the scenarios' Shuttle) starts forked as well.
+A process started in namespaces of its own (``ip netns exec``) is refused by the zygote and
 runs on its own.
 
-``LOOM_TEST_ZYGOTE=0`` turns both off for a run (and drops the developer's own variables:
+``LOOM_TEST_ZYGOTE=0`` turns them off for a run (and drops the developer's own variables:
 those zygotes are not the tests').
 """
 
@@ -28,25 +29,24 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from pattern.zygote import ZYGOTE_ENV as PATTERN_ZYGOTE_ENV
-from testsupport.env import without_fabric
+from testsupport.env import ZYGOTES, without_fabric
 from testsupport.processes import children
-from warp.zygote import ZYGOTE_ENV
 
 BIN = Path(sys.executable).parent
-PROGRAMS = {"warp": ZYGOTE_ENV, "pattern": PATTERN_ZYGOTE_ENV}
-"""Each program with a zygote, and the variable that points its processes at one."""
 SOCKET = "zygote.sock"
 READY_S = 60.0
 STOP_S = 10.0
 
 
 class ZygoteProcess:
-    """A running ``warp --zygote``: its process, its socket's path, its log."""
+    """A running ``warp --zygote`` (or Pattern's, or Shuttle's): its process, its socket's
+    path, its log."""
 
     def __init__(self, proc: subprocess.Popen[bytes], folder: str, log: Path) -> None:
         self.proc, self.folder, self.log = proc, folder, log
@@ -71,11 +71,24 @@ class ZygoteProcess:
 
 
 def start_zygote(log: Path | None = None, program: str = "warp") -> ZygoteProcess | None:
-    """A ``warp --zygote`` (or ``pattern --zygote``) of its own, listening once this returns
+    """A ``warp --zygote`` (or ``pattern``'s, ``shuttle``'s) of its own, listening once this returns
     (None when it did not start within :data:`READY_S`; the processes then start on their
     own: slower, not wrong). Its socket sits in a short temporary folder (a socket's path is
     at most 107 bytes); its log is ``log``, or beside the socket."""
     return _listening(_launch(log, program))
+
+
+@contextmanager
+def own_zygote(folder: Path, program: str) -> Iterator[ZygoteProcess]:
+    """A zygote of a test's own, its log in ``folder``, stopped on exit: the tests of the
+    zygotes themselves leave the suite's out."""
+    log = folder / "zygote.log"
+    started = start_zygote(log, program=program)
+    assert started is not None, log.read_text()
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 def _launch(log: Path | None, program: str) -> ZygoteProcess:
@@ -109,19 +122,19 @@ _running: dict[str, ZygoteProcess] = {}
 
 
 def zygote_env() -> dict[str, str]:
-    """What a Warp's or a Pattern's environment needs to be forked from this process's
-    zygotes (nothing when it has none)."""
+    """What a Warp's, a Pattern's or a Shuttle's environment needs to be forked from this
+    process's zygotes (nothing when it has none)."""
     return {name: zygote.path for name, zygote in _running.items()}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name in PROGRAMS.values():
+    for name in ZYGOTES.values():
         os.environ.pop(name, None)  # a developer's own zygote is not the tests'
     if os.environ.get("LOOM_TEST_ZYGOTE", "1") == "0":
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return  # pytest-xdist's controller runs no tests: its workers start their own
-    launched = {name: _launch(None, program) for program, name in PROGRAMS.items()}  # side by side
+    launched = {name: _launch(None, program) for program, name in ZYGOTES.items()}  # side by side
     for name, started in launched.items():
         zygote = _listening(started)
         if zygote is not None:

@@ -21,18 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pattern.zygote import ZYGOTE_ENV as PATTERN_ZYGOTE_ENV
-from warp.zygote import ZYGOTE_ENV as WARP_ZYGOTE_ENV
-
-ZYGOTES = (WARP_ZYGOTE_ENV, PATTERN_ZYGOTE_ENV)
-"""The variables that fork a Warp or a Pattern from a zygote: run.py keeps them only with
-``--forked`` (the suite's smoke run)."""
+from testsupport.env import ZYGOTES
 
 
 def launch_env() -> dict[str, str]:
     """What a Warp's or a Pattern's environment carries for it to start as this run says:
     forked from the caller's zygotes (``--forked``), else nothing (each on its own)."""
-    return {name: os.environ[name] for name in ZYGOTES if name in os.environ}
+    return {name: os.environ[name] for name in ZYGOTES.values() if name in os.environ}
 
 
 @dataclass

@@ -37,7 +37,6 @@ for path in (str(HERE), str(ROOT)):
         sys.path.insert(0, path)
 
 from benchlib import (  # noqa: E402
-    ZYGOTES,
     BenchContext,
     BenchResult,
     attach_ratios,
@@ -47,6 +46,7 @@ from benchlib import (  # noqa: E402
 )
 
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, find_binary  # noqa: E402
+from testsupport.env import ZYGOTES  # noqa: E402
 from testsupport.processes import cpu_seconds  # noqa: E402
 
 QUICK_MODULE_TIMEOUT_S = 240.0
@@ -235,16 +235,17 @@ def main() -> int:
     parser.add_argument(
         "--forked",
         action="store_true",
-        help="keep LOOM_WARP_ZYGOTE and LOOM_PATTERN_ZYGOTE: every Warp and Pattern forks from "
-        "those zygotes (a smoke run: start-up and memory rows lose their meaning)",
+        help="keep LOOM_WARP_ZYGOTE, LOOM_PATTERN_ZYGOTE and LOOM_SHUTTLE_ZYGOTE: every Warp, Pattern "
+        "and Shuttle command forks from those zygotes (a smoke run: start-up and memory rows lose "
+        "their meaning)",
     )
     args = parser.parse_args()
-    # Each row's Warps start as the row says: on their own as hosts start them, or forked from
+    # Each row's processes start as the row says: on their own as hosts start them, or forked from
     # bench_fleet's own zygote. Not from one this shell (or the test suite) points at, unless
     # asked: the suite's smoke run judges no figure, and forking its Warps saves CPU it needs.
-    forked = args.forked and any(name in os.environ for name in ZYGOTES)
+    forked = args.forked and any(name in os.environ for name in ZYGOTES.values())
     if not forked:
-        for name in ZYGOTES:
+        for name in ZYGOTES.values():
             os.environ.pop(name, None)
     if args.module_timeout is None and args.quick:
         args.module_timeout = QUICK_MODULE_TIMEOUT_S
@@ -256,7 +257,10 @@ def main() -> int:
     curves = scale_curves(results)
     print(render_table(results))
     if forked:
-        print("Warps and Patterns forked from the caller's zygotes: start-up and memory rows are not theirs")
+        print(
+            "Warps, Patterns and Shuttle commands forked from the caller's zygotes: "
+            "start-up and memory rows are not theirs"
+        )
     text = render_curves(curves)
     if text:
         print(text)

@@ -12,6 +12,7 @@ from typing import Any
 
 from scenario_harness.mcp_process import BIN
 from testsupport.serving import CLIENT_TIMEOUT_S
+from testsupport.zygote import zygote_env
 
 SHUTTLE_TIMEOUT_S = 60.0
 
@@ -76,5 +77,6 @@ async def run_shuttle(
     }
     if token:
         env["LOOM_API_TOKEN"] = token
+    env |= zygote_env()  # forked from this process's zygote: the same command, without the imports
     result = await run_command("shuttle", *args, env=env, stdin=stdin)
     return ProcessResult(("shuttle", *args), result.exit_code, result.stdout, result.stderr)

@@ -46,6 +46,8 @@ SHUTTLE_MAY_USE = {
     "shared.trace.timeline",
     "shared.trace.env",
     "shared.trace.tracing",  # only when OTEL_* ask Shuttle to export (shared.trace.env decides)
+    "shared.zygote",  # the console script's hand-off to a zygote (standard library at module level)
+    "shared.loop",  # keep_startup_heap, in that zygote only (gc.freeze)
 }
 """Shuttle speaks HTTP to Weft; from shared/ it takes pure modules only (no NATS)."""
 

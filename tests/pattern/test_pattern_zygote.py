@@ -21,19 +21,14 @@ from pattern.zygote import ZYGOTE_ENV
 from shared.nats.server import EmbeddedNatsServer
 from testsupport.env import without_fabric
 from testsupport.processes import children, pid_alive
-from testsupport.zygote import ZygoteProcess, start_zygote
+from testsupport.zygote import ZygoteProcess, own_zygote
 
 
 @pytest.fixture
 def zygote(tmp_path: Path) -> Iterator[ZygoteProcess]:
     """A Pattern zygote of this test's own (the suite's, if any, is left out of these tests)."""
-    log = tmp_path / "zygote.log"
-    started = start_zygote(log, program="pattern")
-    assert started is not None, log.read_text()
-    try:
+    with own_zygote(tmp_path, "pattern") as started:
         yield started
-    finally:
-        started.stop()
 
 
 def forked(env: dict[str, str], zygote: ZygoteProcess) -> dict[str, str]:

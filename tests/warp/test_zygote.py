@@ -27,20 +27,15 @@ from shared.names import ProjectNames
 from shared.zygote import HEADER, namespaces
 from testsupport.env import without_fabric
 from testsupport.processes import children, pid_alive
-from testsupport.zygote import ZygoteProcess, start_zygote
+from testsupport.zygote import ZygoteProcess, own_zygote
 from warp.zygote import ZYGOTE_ENV
 
 
 @pytest.fixture
 def zygote(tmp_path: Path) -> Iterator[ZygoteProcess]:
     """A zygote of this test's own (the suite's, if any, is left out of these tests)."""
-    log = tmp_path / "zygote.log"
-    started = start_zygote(log)
-    assert started is not None, log.read_text()
-    try:
+    with own_zygote(tmp_path, "warp") as started:
         yield started
-    finally:
-        started.stop()
 
 
 def forked(warp_env: dict[str, str], zygote: ZygoteProcess, **extra: str) -> dict[str, str]:
@@ -192,6 +187,7 @@ async def test_a_forked_warp_notes_itself_under_the_process_that_started_it(
         ("no descriptors", "a request carries a length and the three standard descriptors"),
         ("not a request", "a request names argv, env, cwd, namespaces and host"),
         ("host not a pid", "a request's host is a process id"),
+        ("ignored not signals", "a request's ignored signals are a list of signal numbers"),
         ("not json", "JSONDecodeError"),
     ],
 )
@@ -209,6 +205,8 @@ def test_a_request_it_cannot_act_on_is_refused_and_nothing_is_started(
     }
     if case == "host not a pid":
         place["host"] = "1"
+    if case == "ignored not signals":
+        place["ignored"] = ["SIGINT"]
     if case == "other namespaces":
         place["namespaces"] = {**namespaces(), "net": "net:[1]"}
     if case == "websocket":
