@@ -166,15 +166,7 @@ def serve(path: str, program: Program, run: Callable[[list[str]], int]) -> int:
     os.environ.pop(program.env, None)
     zygote = Zygote(program, run)  # its signal handlers first: a SIGTERM from here on is a clean stop
     program.preload()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with contextlib.suppress(FileNotFoundError):  # a socket left by a zygote that was killed
-        os.unlink(path)
-    old_umask = os.umask(0o177)  # the socket is its owner's alone: it starts agents' servers
-    try:
-        listener.bind(path)
-    finally:
-        os.umask(old_umask)
-    listener.listen(BACKLOG)
+    listener = _listening_at(path)
     try:
         zygote.run(listener)
     finally:
@@ -213,6 +205,25 @@ def agent_server_preload(own: Callable[[], Iterable[ToolSpec]]) -> Callable[[], 
         keep_startup_heap()  # frozen before forking: no child's collector touches (and copies) it
 
     return preload
+
+
+def _listening_at(path: str) -> socket.socket:
+    """A socket listening at ``path``, which appears only once it listens: bound under a
+    name beside it and renamed (a connection to a socket bound but not yet listening is
+    refused, and a starter that saw the path would run on its own)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    staging = f"{path}~"
+    for stale in (staging, path):  # left by a zygote that was killed
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+    old_umask = os.umask(0o177)  # the socket is its owner's alone: it starts agents' servers
+    try:
+        listener.bind(staging)
+    finally:
+        os.umask(old_umask)
+    listener.listen(BACKLOG)
+    os.rename(staging, path)
+    return listener
 
 
 class Zygote:

@@ -21,12 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testsupport.env import ZYGOTES
-
 
 def launch_env() -> dict[str, str]:
     """What a Warp's or a Pattern's environment carries for it to start as this run says:
     forked from the caller's zygotes (``--forked``), else nothing (each on its own)."""
+    # Imported here: a bench's own subprocess (bench_tracing's) loads this module without the
+    # repository's root on its path, and never starts an agent.
+    from testsupport.env import ZYGOTES
+
     return {name: os.environ[name] for name in ZYGOTES.values() if name in os.environ}
 
 

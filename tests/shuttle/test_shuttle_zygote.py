@@ -122,6 +122,8 @@ def test_ctrl_c_ends_a_forked_command_as_it_ends_one_of_its_own(cli: Cli, zygote
     proc = _watch(cli, {**_own_env(cli, cli.project), ZYGOTE_ENV: zygote.path})
     try:
         _next_screen(proc)
+        cli.json("submit", "seen live", "--capability", "zygote-test")
+        _next_screen(proc)  # following Weft's events, as test_shuttle_fleet.py's Ctrl-C test does
     finally:
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
