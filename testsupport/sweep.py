@@ -8,11 +8,14 @@ cost it 3.9% of a core, where the same stored state in a server started afresh c
 0.8% (docs/performance.md). So when a test file ends, the streams made on the session server
 since the previous file ended are deleted, after the file's own fixtures have stopped.
 
-Two kinds are kept:
+Kept are:
 
-* what a session-scoped fixture built on the session server made as it started (Shuttle's
-  and the scenarios' Weft, with its default project): it outlives the file. A finished
-  file's projects go from under that Weft as a finished tenant's would;
+* what a session-scoped fixture built on the session server (Shuttle's and the scenarios'
+  Weft) made as it started, and everything made during a file whose tests use one: that
+  Weft outlives the file and keeps serving the projects it has seen (sweeps, watches, its
+  default project's streams made on first use). Deleted from under it, they turned into
+  warnings at each of its sweeps and reads, and twice in CI (before this rule, never alone)
+  a ``shuttle fleet --watch`` against it, stopped with Ctrl-C, did not end within 30 s;
 * the buckets not tied to one project (``loom-_global-agents``, ``loom-_auth``, ...), which
   a live Weft may make on first use and keep using.
 """
@@ -23,6 +26,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Generator, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +47,8 @@ class _Sweeper:
     def __init__(self) -> None:
         self.server: EmbeddedNatsServer | None = None
         self.kept: set[str] = set()
+        self.keeping: Path | None = None
+        """A file whose tests use a session Weft: what is made during it is kept."""
 
     @contextmanager
     def watching(self, server: EmbeddedNatsServer) -> Iterator[None]:
@@ -57,9 +63,10 @@ class _Sweeper:
         if self.server is not None:
             self.kept = _in_thread(_sweep(self.server.url, self.kept, keep=True))
 
-    def file_ended(self) -> None:
+    def file_ended(self, path: Path) -> None:
         if self.server is not None:
-            self.kept = _in_thread(_sweep(self.server.url, self.kept, keep=False))
+            keep = self.keeping == path
+            self.kept = _in_thread(_sweep(self.server.url, self.kept, keep=keep))
 
 
 async def _sweep(url: str, kept: set[str], keep: bool) -> set[str]:
@@ -112,13 +119,27 @@ def pytest_fixture_setup(
     """A session fixture built on the session server (Shuttle's and the scenarios' Weft)
     serves every file's projects, its default project among them: what it made is kept."""
     value = yield
-    if fixturedef.scope == "session" and "nats_server" in fixturedef.argnames:
+    if _built_on_the_session_server(fixturedef):
         SWEEPER.keep_all()
     return value
+
+
+def _built_on_the_session_server(definition: pytest.FixtureDef[Any]) -> bool:
+    return definition.scope == "session" and "nats_server" in definition.argnames
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Note a file whose tests use a session Weft (by the fixture's definition: tests/weft has
+    a ``weft`` fixture of its own, one per test)."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    if any(_built_on_the_session_server(chain[-1]) for chain in definitions if chain):
+        SWEEPER.keeping = item.path
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     yield  # the file's own fixtures stop first (when the next test is in another file)
     if nextitem is not None and nextitem.path != item.path:
-        SWEEPER.file_ended()
+        SWEEPER.file_ended(item.path)
