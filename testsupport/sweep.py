@@ -14,8 +14,7 @@ Kept are:
   Weft) made as it started, and everything made during a file whose tests use one: that
   Weft outlives the file and keeps serving the projects it has seen (sweeps, watches, its
   default project's streams made on first use). Deleted from under it, they turned into
-  warnings at each of its sweeps and reads, and twice in CI (before this rule, never alone)
-  a ``shuttle fleet --watch`` against it, stopped with Ctrl-C, did not end within 30 s;
+  warnings at each of its sweeps and reads, the whole run long;
 * the buckets not tied to one project (``loom-_global-agents``, ``loom-_auth``, ...), which
   a live Weft may make on first use and keep using.
 """

@@ -93,10 +93,12 @@ def test_with_no_zygote_at_the_path_the_command_runs_on_its_own_and_says_so(cli:
 
 
 def _watch(cli: Cli, env: dict[str, str], *, ignore_sigint: bool = False) -> subprocess.Popen[str]:
-    """``shuttle fleet --watch``, piped: one screen per change, until a signal ends it."""
+    """``shuttle fleet --watch``, piped: one screen per change, until a signal ends it. Its
+    SIGINT is set either way: a test run started in the background by a shell without job
+    control (as CI may be) has it ignored, and so would the command, rightly."""
 
-    def ignore() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def set_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
 
     return subprocess.Popen(
         [SHUTTLE, "fleet", "--watch"],
@@ -104,7 +106,7 @@ def _watch(cli: Cli, env: dict[str, str], *, ignore_sigint: bool = False) -> sub
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=ignore if ignore_sigint else None,
+        preexec_fn=set_sigint,
     )
 
 
