@@ -1,5 +1,6 @@
-"""MCP servers forked from one pre-imported parent: Warp's and Pattern's (docs/warp.md, "Many
-agents on one machine"; docs/pattern.md).
+"""Processes forked from one pre-imported parent: Warp's and Pattern's MCP servers, and
+Shuttle's commands (docs/warp.md, "Many agents on one machine"; docs/pattern.md;
+docs/shuttle.md).
 
 A Warp or a Pattern spends most of its start-up importing (the MCP SDK, nats-py, the models:
 a second or more of CPU on the two-core machine), and each process keeps a copy of all it
@@ -11,8 +12,10 @@ parent, which forks a child that runs exactly as the started process would have 
 settings, identity and connection; the parent never connects to anything).
 
 The started process stays as the child's stand-in, so whoever started it keeps the handle
-it expects: SIGTERM, SIGINT and SIGHUP are passed on, its exit status is the child's
-(a signal's death included), and when it dies, even by SIGKILL, the child kills itself.
+it expects: SIGTERM, SIGINT and SIGHUP are passed on (unless its starter ignored one, which
+the child then ignores too), the child handles them as a process of its own (SIGINT raises
+KeyboardInterrupt), its exit status is the child's (a signal's death included), and when it
+dies, even by SIGKILL, the child kills itself.
 No zygote answering: the program runs in its own process as always.
 
 This module is the mechanism, and what every such server imports beforehand; ``warp.zygote``
