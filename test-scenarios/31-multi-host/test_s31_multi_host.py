@@ -43,8 +43,9 @@ from typing import Any
 
 import httpx
 import pytest
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 from scenario_harness import Connection, WarpAgent, new_project_id
 from scenario_harness.agents import warp_agent
 from scenario_harness.cluster import jetstream_at, wait_jetstream
@@ -185,7 +186,12 @@ class Drill:
 
             async def all_current() -> bool:
                 behind.clear()
-                for info in await js.streams_info():
+                try:
+                    streams = await js.streams_info()
+                except (ServiceUnavailableError, NatsTimeoutError):  # a meta leader being elected
+                    behind.append("JetStream temporarily unavailable")
+                    return False
+                for info in streams:
                     cluster, name = info.cluster, info.config.name
                     replicas = (cluster.replicas or []) if cluster is not None else []
                     if cluster is None or not cluster.leader or len(replicas) != HOSTS - 1:
