@@ -64,7 +64,7 @@ class _Sweeper:
         """Keep every stream there is now (what a session fixture has just made), and every
         stream its projects make later."""
         if self.server is not None:
-            self.kept = _in_thread(_sweep(self.server.url, self.kept, ()))
+            self.kept = _in_thread(_listed(self.server.url))
             projects = {owner.project_id for name in self.kept if (owner := project_resource(name))}
             prefixes = {
                 prefix
@@ -78,14 +78,21 @@ class _Sweeper:
             self.kept = _in_thread(_sweep(self.server.url, self.kept, self.protected))
 
 
+async def _listed(url: str) -> set[str]:
+    """Every stream on the server."""
+    client = await connect(url=url, name="loom-test-sweep")
+    try:
+        return set(await stream_names(client))
+    finally:
+        await client.close()
+
+
 async def _sweep(url: str, kept: set[str], protected: tuple[str, ...]) -> set[str]:
-    """Delete the streams not in ``kept`` whose names start with none of ``protected`` (with
-    none given, delete nothing); the streams left afterwards."""
+    """Delete the streams not in ``kept`` whose names start with none of ``protected``; the
+    streams left afterwards."""
     client = await connect(url=url, name="loom-test-sweep")
     try:
         names = set(await stream_names(client))
-        if not protected:
-            return names
         doomed = sorted(n for n in names - kept if not n.startswith(protected))
         js = client.jetstream(timeout=30.0)  # a loaded machine deletes slowly, but does
         for start in range(0, len(doomed), _BATCH):

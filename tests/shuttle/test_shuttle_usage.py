@@ -4,7 +4,6 @@ are not Weft's: everything that can be checked without a Weft."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 from shuttle_helpers import run, run_process
 
 from shuttle.zygote import ZYGOTE_ENV
+from testsupport.env import without_fabric
 
 WORK_ID = "0" * 32
 
@@ -254,7 +254,7 @@ def _modules(*args: str) -> set[str]:
     """The modules a shuttle process of its own imported (from ``python -X importtime``; one
     forked from the suite's zygote imports nothing more than its stand-in needs)."""
     exe = str(Path(sys.executable).with_name("shuttle"))
-    env = {k: v for k, v in os.environ.items() if k != ZYGOTE_ENV}
+    env = without_fabric(also=(ZYGOTE_ENV,))
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", exe, *args], capture_output=True, text=True, timeout=60, env=env
     )

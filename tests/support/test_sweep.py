@@ -11,9 +11,8 @@ from nats.js.api import StorageType, StreamConfig
 
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, kv_stream
 from shared.nats.client import connect
-from shared.nats.jsapi import stream_names
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
-from testsupport.sweep import _NOT_ONE_PROJECT, _sweep
+from testsupport.sweep import _NOT_ONE_PROJECT, _listed, _sweep
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +33,11 @@ async def _add(url: str, *names: str) -> None:
         await client.close()
 
 
-async def _names(url: str) -> set[str]:
-    client = await connect(url=url, name="loom-test-sweep-test")
-    try:
-        return set(await stream_names(client))
-    finally:
-        await client.close()
-
-
 async def test_a_sweep_deletes_what_is_new_and_keeps_the_rest(server: EmbeddedNatsServer) -> None:
     default, finished = ProjectNames("sweep-default"), ProjectNames("t-sweep-finished")
     before = (ProjectNames("t-sweep-before").work_stream,)
     await _add(server.url, *before)
-    kept = await _sweep(server.url, set(), ())  # nothing given: only listed
+    kept = await _listed(server.url)
     assert set(before) <= kept
     protected = (_NOT_ONE_PROJECT, f"LOOM-{default.project_id}-", kv_stream(f"loom-{default.project_id}-"))
     made = (
@@ -59,7 +50,7 @@ async def test_a_sweep_deletes_what_is_new_and_keeps_the_rest(server: EmbeddedNa
     )
     await _add(server.url, *made)
     left = await _sweep(server.url, kept, protected)
-    on_server = await _names(server.url)
+    on_server = await _listed(server.url)
     assert left == on_server
     assert on_server >= {
         *before,
