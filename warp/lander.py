@@ -172,6 +172,7 @@ class Lander:
         lock = await self.locks.acquire(repository.target_branch, self.agent_id, ttl_s=self.lock_ttl_s)
         if lock is None:
             return 0
+        batch: _Batch | None = None
         try:
             items = await self._claim(repository.land_batch)
             if not items:
@@ -188,8 +189,10 @@ class Lander:
                 await self._land(batch)
             return len(items)
         finally:
+            # at the revision its keep-alive renewed it to last: the one it was taken at
+            # would no longer match, and the lock would stay until it expired
             with contextlib.suppress(Exception):
-                await self.locks.release(lock)
+                await self.locks.release(batch.lock if batch is not None else lock)
 
     async def _claim(self, size: int) -> list[WorkItem]:
         claimant = self._claimant()

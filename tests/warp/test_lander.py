@@ -204,6 +204,40 @@ async def test_a_lander_that_cannot_reach_the_repository_gives_the_batch_back_un
         assert await LandingLocks(nc.jetstream(), names).current("main") is None  # freed
 
 
+async def test_a_landing_longer_than_a_renewal_frees_the_lock_when_it_ends(
+    nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
+) -> None:
+    """The lock is renewed while the gate runs; freeing it at the end uses the revision of
+    the last renewal, so the next lander need not wait for it to expire."""
+    gate = tmp_path / "gate.py"
+    gate.write_text("import time\ntime.sleep(1.5)\n")
+    worker = clone(origin, tmp_path / "worker")
+    names = ProjectNames(project_id)
+    async with connected(nats_server.url) as nc:
+        await set_repository(nc, project_id, origin, gate=[sys.executable, str(gate)])
+        q = work_queue(nc, names, ack_wait_s=1.0)
+        item = await handed_in(q, worker, "slow", {"s.txt": "s\n"})
+        locks = LandingLocks(nc.jetstream(), names)
+        async with lander(nats_server.url, project_id, tmp_path / "l1", LANDER, lock_ttl_s=60.0) as landing:
+            seen: list[int] = []
+
+            async def watch() -> None:  # the revisions the lock goes through while it lands
+                while True:
+                    held = await locks.current("main")
+                    if held is not None and held.revision not in seen:
+                        seen.append(held.revision)
+                    await asyncio.sleep(0.05)
+
+            watcher = asyncio.create_task(watch())
+            try:
+                assert await landing.run_once() == 1
+            finally:
+                watcher.cancel()
+        assert len(seen) >= 3  # taken, given the batch, renewed at least once during the gate
+        assert await locks.current("main") is None
+        assert (await q.get(item.id)).status is S.COMPLETED
+
+
 async def test_two_landers_never_land_at_once_and_each_item_lands_once(
     nats_server: EmbeddedNatsServer, project_id: str, origin: Path, tmp_path: Path
 ) -> None:
