@@ -207,7 +207,8 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
                 async def all_final() -> dict[str, dict[str, Any]] | None:
                     for loop in loops:  # a worker that failed says why at once
                         if loop.done() and not loop.cancelled() and loop.exception() is not None:
-                            raise AssertionError("a worker failed") from loop.exception()
+                            failed = loop.exception()  # named here: the summary line shows it
+                            raise AssertionError(f"a worker failed: {failed!r}") from failed
                     async with fabric.api() as api:
                         items = {t: (await api.get(f"/api/work/{w}")).json() for t, w in ids.items()}
                     final = all(i["status"] in ("completed", "dead-lettered") for i in items.values())
