@@ -32,7 +32,8 @@ from testsupport.git import AUTHOR, clone, make_origin, run_git
 FAST = {"LOOM_WORK_ACK_WAIT_S": "5", "LOOM_CHECKPOINT_S": "0"}
 """5 s, not 2: a worker's claim, its edit and its hand-in (a commit and a push) took over 2 s
 once on a loaded machine, and the claim lapsed to another worker mid-way (a claim lives
-its ack wait unless progress is reported; the workers here report none)."""
+its ack wait unless progress is reported). The workers also report progress before they
+hand in: the lander's claims are the ones that must lapse quickly here (after its kill)."""
 BIN = Path(sys.executable).parent
 EDITS: dict[str, dict[str, str]] = {
     "a": {"a.txt": "a\n"},
@@ -120,6 +121,9 @@ async def worker(agent: WarpAgent, origin: Path, tasks: dict[str, str], stop: as
         else:  # a first attempt; or a gate failure, handed in again unchanged (a stubborn worker)
             for rel, text in EDITS[tasks[item["id"]]].items():
                 (directory / rel).write_text(text)
+        # As an agent does between steps: the claim's deadline starts again, so the hand-in
+        # (a commit and a push) has the whole ack wait however long the claim and merge took.
+        await agent.call("warp_work_progress", work_id=item["id"], percent=90, note="edited")
         await agent.call("warp_work_complete", work_id=item["id"], result="done")
 
 
