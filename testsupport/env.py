@@ -17,6 +17,7 @@ import pytest
 from pattern.zygote import ZYGOTE_ENV as PATTERN_ZYGOTE_ENV
 from shuttle.zygote import ZYGOTE_ENV as SHUTTLE_ZYGOTE_ENV
 from warp.zygote import ZYGOTE_ENV
+from weft.zygote import ZYGOTE_ENV as WEFT_ZYGOTE_ENV
 
 FABRIC_PREFIXES = ("NATS_", "LOOM_", "LOOMINAL_", "WEFT_", "PATTERN_")
 """What Loom's parts read (and the first wave's ``LOOMINAL_`` names, still refused loudly)."""
@@ -24,7 +25,12 @@ FABRIC_NAMES = frozenset({"MCP_PROJECT_PATH", "XDG_DATA_HOME"})
 """Unprefixed names a part reads: where the project is, where data goes."""
 TEST_SETTINGS = frozenset({"LOOM_CHROMIUM", "LOOM_CONSOLE_SCREENSHOTS", "LOOM_TEST_ZYGOTE"})
 """Read by the tests, not by any part (docs/testing.md): kept."""
-ZYGOTES = {"warp": ZYGOTE_ENV, "pattern": PATTERN_ZYGOTE_ENV, "shuttle": SHUTTLE_ZYGOTE_ENV}
+ZYGOTES = {
+    "warp": ZYGOTE_ENV,
+    "pattern": PATTERN_ZYGOTE_ENV,
+    "shuttle": SHUTTLE_ZYGOTE_ENV,
+    "weft": WEFT_ZYGOTE_ENV,
+}
 """Each program with a zygote, and the variable that points its processes at one (the one
 list: ``testsupport/zygote.py`` starts them, the bench's ``--forked`` keeps them)."""
 PROCESS_START = frozenset(ZYGOTES.values())

@@ -235,9 +235,9 @@ def main() -> int:
     parser.add_argument(
         "--forked",
         action="store_true",
-        help="keep LOOM_WARP_ZYGOTE, LOOM_PATTERN_ZYGOTE and LOOM_SHUTTLE_ZYGOTE: every Warp, Pattern "
-        "and Shuttle command forks from those zygotes (a smoke run: start-up and memory rows lose "
-        "their meaning)",
+        help="keep LOOM_WARP_ZYGOTE, LOOM_PATTERN_ZYGOTE, LOOM_SHUTTLE_ZYGOTE and LOOM_WEFT_ZYGOTE: "
+        "every Warp, Pattern, Shuttle command and Weft forks from those zygotes (a smoke run: "
+        "start-up and memory rows lose their meaning)",
     )
     args = parser.parse_args()
     # Each row's processes start as the row says: on their own as hosts start them, or forked from
@@ -258,7 +258,7 @@ def main() -> int:
     print(render_table(results))
     if forked:
         print(
-            "Warps, Patterns and Shuttle commands forked from the caller's zygotes: "
+            "Warps, Patterns, Shuttle commands and Wefts forked from the caller's zygotes: "
             "start-up and memory rows are not theirs"
         )
     text = render_curves(curves)

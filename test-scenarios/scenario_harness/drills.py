@@ -28,6 +28,7 @@ from scenario_harness.mcp_process import BIN, ToolCallError
 from scenario_harness.weft_server import RunningWeft
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from testsupport.mcp import is_outage
+from testsupport.zygote import zygote_env
 
 WEFT_START_TIMEOUT_S = 30.0
 
@@ -128,6 +129,8 @@ class WeftProcess:
             "LOOM_DATA_DIR": str(self.folder / "data"),
             "PYTHONUNBUFFERED": "1",
             **({"WEFT_API_TOKENS": f"operate:{self.token}"} if self.token else {}),
+            # forked from the test process's zygote, unless it runs on another "host"
+            **({} if self.launch else zygote_env()),
             **self.extra_env,
         }
 
@@ -169,10 +172,25 @@ class WeftProcess:
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
     async def kill(self) -> None:
-        """SIGKILL, the way a crashed pod goes."""
+        """SIGKILL, the way a crashed pod goes; returns once its port is free (a Weft forked
+        from a zygote dies just after its stand-in: it sees the stand-in gone)."""
         if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGKILL)
             await self.proc.wait()
+            await self._port_freed()
+
+    async def _port_freed(self, timeout: float = 10.0) -> None:
+        deadline = now() + timeout
+        while now() < deadline:
+            try:
+                _, writer = await asyncio.open_connection(self.host, self.port)
+            except OSError:
+                return
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"weft's port {self.port} still answers {timeout:g}s after its SIGKILL")
 
     async def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:

@@ -334,6 +334,9 @@ EXAMPLES: dict[tuple[str, str], Run | Skip] = {
     ("docs/shuttle.md", "shuttle --zygote /run/user/$UID/loom-shuttle.sock &     # im"): Skip(
         "starts a long-lived zygote; tests/shuttle/test_shuttle_zygote.py runs the same commands"
     ),
+    ("docs/weft.md", "weft --zygote /run/user/$UID/loom-weft.sock &     # imports "): Skip(
+        "starts a long-lived zygote and a Weft; tests/weft/test_weft_zygote.py runs the same commands"
+    ),
     ("docs/warp.md", '→ warp_registry_register {"capabilities": ["code", "review"]'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_registry_discover {"capability": "code", "status": "o'): Skip(TOOL_TRANSCRIPT),
     ("docs/warp.md", '→ warp_registry_get_info {"agent_id": "7b1e0c9d8a6f4e2d9c3b5'): Skip(TOOL_TRANSCRIPT),

@@ -20,12 +20,15 @@ from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from testsupport.env import without_fabric
 from testsupport.processes import maps_package
 from testsupport.serving import ws_connect
+from weft.zygote import ZYGOTE_ENV
 
 WEFT = str(Path(sys.executable).parent / "weft")
 
 
-def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = without_fabric()
+def clean_env(tmp_path: Path, *, forked: bool = True, **extra: str) -> dict[str, str]:
+    """``forked=False``: a Weft of its own, not forked from the suite's zygote (a test of
+    what the process itself holds)."""
+    env = without_fabric(also=() if forked else (ZYGOTE_ENV,))
     env.update(LOOM_DATA_DIR=str(tmp_path / "data"), WEFT_NATS_PORT="-1", WEFT_NATS_WS_PORT="-1", **extra)
     return env
 
@@ -158,7 +161,8 @@ async def test_serve_loads_the_websocket_transport_only_for_a_websocket_server(
         url = server.websocket_url if websocket else server.url
         assert url is not None
         port = free_port()
-        with weft_process(["serve", "--port", str(port)], clean_env(tmp_path, NATS_URL=url)) as proc:
+        env = clean_env(tmp_path, forked=False, NATS_URL=url)
+        with weft_process(["serve", "--port", str(port)], env) as proc:
             health = await wait_healthy(f"http://127.0.0.1:{port}", proc)
             assert health["nats"] == "connected"
             assert maps_package(proc.pid, "aiohttp") is websocket
