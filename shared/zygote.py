@@ -12,9 +12,10 @@ parent, which forks a child that runs exactly as the started process would have 
 settings, identity and connection; the parent never connects to anything).
 
 The started process stays as the child's stand-in, so whoever started it keeps the handle
-it expects: SIGTERM, SIGINT and SIGHUP are passed on (unless its starter ignored one, which
-the child then ignores too), the child handles them as a process of its own (SIGINT raises
-KeyboardInterrupt), its exit status is the child's (a signal's death included), and when it
+it expects: SIGTERM, SIGINT and SIGHUP are passed on, and the child starts with the
+dispositions a process of its own would have (SIGINT raises KeyboardInterrupt; one its
+starter ignored, ``nohup``, stays ignored unless the program sets a handler of its own, as
+uvicorn does), its exit status is the child's (a signal's death included), and when it
 dies, even by SIGKILL, the child kills itself.
 No zygote answering: the program runs in its own process as always.
 
@@ -123,9 +124,10 @@ def hand_off(path: str, argv: list[str]) -> int | None:
         with contextlib.suppress(OSError):  # the child is gone already; its status is on its way
             conn.sendall(f"{signum}\n".encode())
 
+    # Every one, even one its starter ignored: the child ignores that one too, unless its
+    # program sets a handler of its own, as a process of its own would (uvicorn does).
     for sig in FORWARDED:
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # its starter's choice stands (nohup)
-            signal.signal(sig, pass_on)
+        signal.signal(sig, pass_on)
     try:
         ended = replies.readline()
     finally:

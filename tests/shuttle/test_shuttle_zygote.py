@@ -136,7 +136,7 @@ def test_ctrl_c_ends_a_forked_command_as_it_ends_one_of_its_own(cli: Cli, zygote
 
 def test_a_signal_its_starter_ignored_stays_ignored(cli: Cli, zygote: ZygoteProcess) -> None:
     """Started with SIGINT ignored (as ``nohup`` or a shell's background job leaves it), the
-    stand-in does not pass it on and the child ignores it too: the command goes on."""
+    child ignores it too, as a command of its own would: the command goes on."""
     proc = _watch(cli, {**_own_env(cli, cli.project), ZYGOTE_ENV: zygote.path}, ignore_sigint=True)
     try:
         _next_screen(proc)

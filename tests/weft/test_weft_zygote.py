@@ -48,10 +48,19 @@ def _weft(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, st
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _serve(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+def _serve(
+    env: dict[str, str], port: int, log: Path, *, sigint: signal.Handlers = signal.SIG_DFL
+) -> subprocess.Popen[bytes]:
+    """``weft serve`` started with SIGINT at ``sigint`` (set either way: a test run started in
+    the background by a shell without job control has it ignored)."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [WEFT, "serve", "--port", str(port)], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+            [WEFT, "serve", "--port", str(port)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
         )
 
 
@@ -127,6 +136,36 @@ def test_a_forked_weft_serves_its_own_settings_and_stops_as_one_of_its_own(
     assert codes[1] == codes[2] == codes[0], codes
     assert not any(_answers(port) for port in ports)
     assert "Application shutdown complete" in first_log.read_text()  # a clean stop, not a kill
+
+
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"])
+def test_ctrl_c_stops_a_forked_weft_as_it_stops_one_of_its_own(
+    sigint: signal.Handlers, zygote: ZygoteProcess, nats_server: EmbeddedNatsServer, tmp_path: Path
+) -> None:
+    """SIGINT is a person's normal stop: a clean shutdown and status 0. Weft's server sets its
+    own handler, so even started with SIGINT ignored (``nohup``, a background job) a Weft of
+    its own stops on it; the stand-in passes it on, and the forked one does the same."""
+    logs = [tmp_path / "alone.log", tmp_path / "forked.log"]
+    ports = [free_port(), free_port()]
+    own = _own_env(tmp_path, nats_server, "zygote-ctrl-c")
+    procs = [
+        _serve(own, ports[0], logs[0], sigint=sigint),
+        _serve(own | {ZYGOTE_ENV: zygote.path}, ports[1], logs[1], sigint=sigint),
+    ]
+    try:
+        for port, proc, log in zip(ports, procs, logs, strict=True):
+            _healthy(port, proc, log)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+    try:
+        codes = [proc.wait(30) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert codes == [0, 0], codes
+    assert "ended (0)" in zygote.log.read_text()
 
 
 def test_killing_a_forked_wefts_stand_in_ends_the_weft(
