@@ -42,6 +42,9 @@ from weft.runtime import NatsRuntime, open_nats
 from weft.settings import WeftSettings
 
 ADMIN = "admin-token"
+ANSWER_S = 20.0
+"""How long a provisioning request may wait for Weft's answer: a liveness bound (nats-py's own
+default, 0.5 s, was once too short for a stream's creation on a loaded machine)."""
 
 
 @dataclass
@@ -205,13 +208,16 @@ async def test_provisioning_refuses_what_is_not_the_projects(scoped: Scoped, pro
             ({"name": names.channel_stream("x"), "subjects": [f"loom.{project_id}.>"]}, "subjects"),
         ):
             reply = await nc.request(
-                names.provision_subject, json.dumps({"kind": "stream", "config": config}).encode()
+                names.provision_subject,
+                json.dumps({"kind": "stream", "config": config}).encode(),
+                timeout=ANSWER_S,
             )
             answer = json.loads(reply.data)
             assert answer["ok"] is False and answer["error"].startswith(why), answer
         reply = await nc.request(
             names.provision_subject,
             json.dumps({"kind": "kv", "config": {"bucket": "loom-other-agents"}}).encode(),
+            timeout=ANSWER_S,
         )
         assert json.loads(reply.data)["ok"] is False
         # the agent cannot ask for another project's provisioning either
@@ -232,7 +238,7 @@ async def test_provisioning_makes_what_is_asked_keeps_what_exists_and_follows_a_
 
     async def ask(kind: str, config: dict[str, Any]) -> dict[str, Any]:
         body = json.dumps({"kind": kind, "config": config}).encode()
-        reply = await nc.request(names.provision_subject, body)
+        reply = await nc.request(names.provision_subject, body, timeout=ANSWER_S)
         return dict(json.loads(reply.data))
 
     channel = names.channel_stream("roadmap")
