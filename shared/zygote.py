@@ -290,6 +290,7 @@ class Zygote:
             self._say(f"request refused: {type(exc).__name__}: {exc}")
             conn.close()
             return
+        request["stand_in"] = _peer_pid(conn)  # the kernel's word, not the request's
         pid = os.fork()
         if pid == 0:  # the child: never returns into this loop
             code = 1
@@ -375,6 +376,13 @@ def _as_started(ignored: list[int]) -> None:
             signal.signal(sig, signal.default_int_handler)
         else:
             signal.signal(sig, signal.SIG_DFL)
+
+
+def _peer_pid(conn: socket.socket) -> int:
+    """The process at the other end of ``conn``: the stand-in (``SO_PEERCRED``)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, _uid, _gid = struct.unpack("3i", creds)
+    return int(pid)
 
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:

@@ -17,7 +17,9 @@ the hand-off, so a stand-in costs little to start.
 
 from __future__ import annotations
 
+import socket
 import sys
+from typing import Any
 
 from shared.zygote import Program, start
 
@@ -52,7 +54,18 @@ def _run(_argv: list[str]) -> int:
     return 0
 
 
-PROGRAM = Program("shuttle", ZYGOTE_ENV, _preload)
+def _in_child(_conn: socket.socket, request: dict[str, Any]) -> None:
+    """The shell a command was typed in is found by walking up from its process (Typer's
+    ``--install-completion``, through shellingham): a child's parents are the zygote's, so
+    the walk starts at its stand-in instead, whose parents are the command's own."""
+    import functools
+
+    import shellingham  # type: ignore[import-untyped]
+
+    shellingham.detect_shell = functools.partial(shellingham.detect_shell, pid=request["stand_in"])
+
+
+PROGRAM = Program("shuttle", ZYGOTE_ENV, _preload, _in_child)
 
 
 def main() -> int:

@@ -82,6 +82,27 @@ def test_each_forked_command_reads_its_own_environment(
     assert _started_children(zygote) == 3
 
 
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_a_forked_command_sees_the_shell_it_was_typed_in(
+    shell: str, cli: Cli, zygote: ZygoteProcess, tmp_path: Path
+) -> None:
+    """``--show-completion`` names the shell the command runs under, found by walking up
+    from its process: a forked command starts that walk at its stand-in, not at the
+    zygote (whose own parents are this test's). ``; true``: the shell cannot hand its
+    process to the command, so it stays the command's parent."""
+    own = _own_env(cli, cli.project) | {"HOME": str(tmp_path)}
+    line = f"{SHUTTLE} --show-completion; true"
+
+    def under_shell(env: dict[str, str]) -> tuple[int, str]:
+        proc = subprocess.run([shell, "-c", line], env=env, capture_output=True, text=True, timeout=60)
+        return proc.returncode, proc.stdout
+
+    alone = under_shell(own)
+    assert (shell == "bash") == ("complete" in alone[1]), alone  # bash has a script, sh none
+    assert under_shell({**own, ZYGOTE_ENV: zygote.path}) == alone
+    assert _started_children(zygote) == 1
+
+
 def test_with_no_zygote_at_the_path_the_command_runs_on_its_own_and_says_so(cli: Cli, tmp_path: Path) -> None:
     own = _own_env(cli, cli.project)
     alone = _shuttle(["work", "list", "--json"], own, tmp_path)
