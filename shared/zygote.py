@@ -290,7 +290,6 @@ class Zygote:
             self._say(f"request refused: {type(exc).__name__}: {exc}")
             conn.close()
             return
-        request["stand_in"] = _peer_pid(conn)  # the kernel's word, not the request's
         pid = os.fork()
         if pid == 0:  # the child: never returns into this loop
             code = 1
@@ -386,8 +385,10 @@ def _peer_pid(conn: socket.socket) -> int:
 
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """The stand-in's request and the three descriptors sent with it."""
+    """The stand-in's request and the three descriptors sent with it; the request gains the
+    stand-in's process id (``stand_in``), the kernel's word, not the request's."""
     conn.settimeout(REQUEST_TIMEOUT_S)
+    stand_in = _peer_pid(conn)
     fds = array.array("i")
     header, ancillary, _, _ = conn.recvmsg(HEADER.size, socket.CMSG_SPACE(len(STDIO) * fds.itemsize))
     for level, kind, data in ancillary:
@@ -425,6 +426,7 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
             os.close(fd)
         raise
     conn.settimeout(None)
+    request["stand_in"] = stand_in
     return request, received
 
 
