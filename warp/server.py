@@ -20,6 +20,7 @@ from shared.mcp.toolerrors import UnknownTools
 from warp import __version__
 from warp.handshake import INSTRUCTIONS, NAME, TITLE
 from warp.runtime import WarpRuntime
+from warp.stdio import END_OF_INPUT
 from warp.tools import all_tools
 
 if TYPE_CHECKING:
@@ -35,6 +36,11 @@ def build_server(rt: WarpRuntime, *, also: Sequence[Tool] = ()) -> MCPServer[War
         try:
             yield rt
         finally:
+            # The SDK's own stdio transport (stdin or stdout not a pipe) has no end-of-input
+            # hook: a forked Warp whose stand-in was killed dies here as killed, instead of
+            # stopping as a session that ended (deregistered). Warp's own pipes called it already.
+            for hook in END_OF_INPUT:
+                hook()
             with anyio.CancelScope(shield=True):
                 await rt.stop("MCP session ended")
 

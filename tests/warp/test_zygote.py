@@ -307,3 +307,46 @@ def test_at_the_end_of_its_input_a_child_whose_stand_in_is_gone_dies_killed(stan
     )
     assert done.returncode == code, done.stderr[-2000:]
     assert ("ended as sessions end" in done.stdout) is (stand_in == "alive")
+
+
+async def test_a_killed_stand_in_kills_its_child_on_the_sdks_own_transport_too(
+    warp_env: dict[str, str], zygote: ZygoteProcess, nc: NatsClient, tmp_path: Path
+) -> None:
+    """With stdout not a pipe, Warp serves through the SDK's own stdio transport, which has
+    no end-of-input hook of Warp's. A host that kills the stand-in then closes its stdin
+    (asyncio does so at once when it sees the process gone): the child still dies as
+    killed, and its registry entry stays online (lost, not stopped)."""
+    env = without_fabric(also=(ZYGOTE_ENV,)) | forked(warp_env, zygote)
+    log = tmp_path / "warp.stderr"
+    with log.open("wb") as errors:
+        proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child; starting it does not block
+            [WARP], env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors
+        )
+    registry = Registry(nc.jetstream(), ProjectNames(env["LOOM_PROJECT_ID"]))
+
+    async def registered() -> bool:
+        try:
+            return (await registry.get(env["LOOM_AGENT_ID"])).status is AgentStatus.ONLINE
+        except Exception:
+            return False
+
+    try:
+        await eventually(registered, what="the forked Warp registered")
+        assert "using the SDK's transport" in log.read_text()
+        (child,) = zygote.children
+        os.kill(child, signal.SIGSTOP)  # both ends reach it together: the stand-in's and its input's
+        try:
+            proc.kill()
+            assert proc.wait(30) == -signal.SIGKILL
+            assert proc.stdin is not None
+            proc.stdin.close()
+        finally:
+            os.kill(child, signal.SIGCONT)
+        await eventually(reaped(zygote, child), what="the zygote reaped the child")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert f"child {child} ended (-9)" in zygote.log.read_text()
+    assert (await registry.get(env["LOOM_AGENT_ID"])).status is AgentStatus.ONLINE
+    assert "MCP session ended" not in log.read_text()
