@@ -9,7 +9,7 @@ The server's name, title and instructions are :mod:`warp.handshake`'s, which ans
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -20,11 +20,16 @@ from shared.mcp.toolerrors import UnknownTools
 from warp import __version__
 from warp.handshake import INSTRUCTIONS, NAME, TITLE
 from warp.runtime import WarpRuntime
-from warp.stdio import END_OF_INPUT
 from warp.tools import all_tools
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.tools import Tool
+
+SESSION_ENDED: list[Callable[[], None]] = []
+"""Called when the MCP session ends, however it ends (stdin closed on Warp's own pipes or the
+SDK's transport, HTTP server stopping), before the runtime stops: a Warp forked by the zygote
+dies here as killed when its stand-in was (:func:`shared.zygote.die_if_stand_in_gone`),
+rather than deregistering as a session that ended."""
 
 
 def build_server(rt: WarpRuntime, *, also: Sequence[Tool] = ()) -> MCPServer[WarpRuntime]:
@@ -36,10 +41,7 @@ def build_server(rt: WarpRuntime, *, also: Sequence[Tool] = ()) -> MCPServer[War
         try:
             yield rt
         finally:
-            # The SDK's own stdio transport (stdin or stdout not a pipe) has no end-of-input
-            # hook: a forked Warp whose stand-in was killed dies here as killed, instead of
-            # stopping as a session that ended (deregistered). Warp's own pipes called it already.
-            for hook in END_OF_INPUT:
+            for hook in SESSION_ENDED:
                 hook()
             with anyio.CancelScope(shield=True):
                 await rt.stop("MCP session ended")

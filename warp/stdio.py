@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("loom.warp.stdio")
 
 _LINE_LIMIT = 64 * 1024 * 1024
-
-END_OF_INPUT: list[Callable[[], None]] = []
-"""Called when stdin ends, before the session closes (a Warp forked by the zygote ends here
-as killed when its stand-in was: :func:`shared.zygote.die_if_stand_in_gone`)."""
 
 
 class _Lines:
@@ -57,8 +52,6 @@ class _Lines:
     async def __anext__(self) -> str:
         line, self._first = self._first or await self._reader.readline(), b""
         if not line:
-            for hook in END_OF_INPUT:
-                hook()
             raise StopAsyncIteration
         return line.decode("utf-8", errors="replace")
 

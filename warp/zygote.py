@@ -46,10 +46,10 @@ def _preload() -> list[ToolSpec]:
 def _in_child(conn: socket.socket, request: dict[str, Any]) -> None:
     from shared.agents.local import forked_for
     from shared.zygote import die_if_stand_in_gone
-    from warp import stdio
+    from warp import server
 
     forked_for(int(request["host"]))  # its hooks look for it under their host's pid
-    stdio.END_OF_INPUT.append(lambda: die_if_stand_in_gone(conn))
+    server.SESSION_ENDED.append(lambda: die_if_stand_in_gone(conn))
 
 
 PROGRAM = Program("warp", ZYGOTE_ENV, agent_server_preload(_preload), _in_child)

@@ -280,18 +280,24 @@ def reaped(zygote: ZygoteProcess, child: int) -> Callable[[], Awaitable[bool]]:
 
 
 _ORPHANED = """
-import os, socket, sys
+import asyncio, socket, sys
+from pathlib import Path
 from shared import zygote
-from warp import stdio
+from shared.identity import Identity
+from warp import server
+from warp.runtime import WarpRuntime
+from warp.settings import WarpSettings
 child_end, stand_in_end = socket.socketpair()
-stdio.END_OF_INPUT.append(lambda: zygote.die_if_stand_in_gone(child_end))
+server.SESSION_ENDED.append(lambda: zygote.die_if_stand_in_gone(child_end))
 if sys.argv[1] == "dead":
     stand_in_end.close()
-import asyncio
+identity = Identity(
+    project_id="orphan", project_path=Path(sys.argv[2]), agent_id="a" * 32, base_agent_id="a" * 32,
+    hostname="host", handle="orphan", agent_type="generic", user_id="b" * 16,
+)
+mcp = server.build_server(WarpRuntime(identity, WarpSettings(), nats_url="nats://127.0.0.1:1"))
 async def main():
-    reader = asyncio.StreamReader()
-    reader.feed_eof()
-    async for _ in stdio._Lines(reader):
+    async with mcp.settings.lifespan(mcp):
         pass
 asyncio.run(main())
 print("ended as sessions end")
@@ -299,11 +305,18 @@ print("ended as sessions end")
 
 
 @pytest.mark.parametrize(("stand_in", "code"), [("alive", 0), ("dead", -signal.SIGKILL)])
-def test_at_the_end_of_its_input_a_child_whose_stand_in_is_gone_dies_killed(stand_in: str, code: int) -> None:
-    """The end of input, seen before the lifeline thread ran: the stand-in's closed end
-    decides (deterministic, unlike the race above)."""
+def test_at_the_end_of_its_session_a_child_whose_stand_in_is_gone_dies_killed(
+    stand_in: str, code: int, tmp_path: Path
+) -> None:
+    """The session's end, seen before the lifeline thread ran: the stand-in's closed end
+    decides (deterministic, unlike the races above and below). The server's lifespan is
+    where every session's end passes, on Warp's pipes, the SDK's transport or HTTP."""
     done = subprocess.run(
-        [sys.executable, "-c", _ORPHANED, stand_in], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", _ORPHANED, stand_in, str(tmp_path)],
+        env=without_fabric(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == code, done.stderr[-2000:]
     assert ("ended as sessions end" in done.stdout) is (stand_in == "alive")
@@ -313,7 +326,7 @@ async def test_a_killed_stand_in_kills_its_child_on_the_sdks_own_transport_too(
     warp_env: dict[str, str], zygote: ZygoteProcess, nc: NatsClient, tmp_path: Path
 ) -> None:
     """With stdout not a pipe, Warp serves through the SDK's own stdio transport, which has
-    no end-of-input hook of Warp's. A host that kills the stand-in then closes its stdin
+    no end-of-input hook. A host that kills the stand-in then closes its stdin
     (asyncio does so at once when it sees the process gone): the child still dies as
     killed, and its registry entry stays online (lost, not stopped)."""
     env = without_fabric(also=(ZYGOTE_ENV,)) | forked(warp_env, zygote)
