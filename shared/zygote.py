@@ -92,6 +92,22 @@ def start(
     return code
 
 
+def console_main(program: Program, run_here: Callable[[], None]) -> int:
+    """The whole ``main`` of a console script that leaves its arguments to its CLI (``weft``,
+    ``shuttle``): ``PROGRAM --zygote SOCKET`` serves as the zygote; any other command is
+    forked from the zygote ``program.env`` names, else runs here (``run_here`` reads
+    ``sys.argv``, which the zygote sets in a child as it was in the started process)."""
+
+    def run(_argv: list[str]) -> int:
+        run_here()
+        return 0
+
+    args = sys.argv[1:]
+    zygote = args[1] if len(args) == 2 and args[0] == "--zygote" else None
+    code = start(program, zygote, None, run)
+    return run(args) if code is None else code
+
+
 def hand_off(path: str, argv: list[str]) -> int | None:
     """Run this process's program as a child of the zygote listening at ``path`` and stand
     in for it until it ends: its exit status, or None when no zygote took it (the caller

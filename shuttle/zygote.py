@@ -18,10 +18,9 @@ the hand-off, so a stand-in costs little to start.
 from __future__ import annotations
 
 import socket
-import sys
 from typing import Any
 
-from shared.zygote import Program, start
+from shared.zygote import Program, console_main
 
 ZYGOTE_ENV = "LOOM_SHUTTLE_ZYGOTE"
 
@@ -45,13 +44,10 @@ def _preload() -> None:
     keep_startup_heap()  # frozen before forking: no child's collector walks (and copies) it
 
 
-def _run(_argv: list[str]) -> int:
-    """The command in this process (its arguments are ``sys.argv``, as the zygote sets them
-    in a child)."""
+def _run_here() -> None:
     from shuttle.cli import main
 
     main()
-    return 0
 
 
 def _in_child(_conn: socket.socket, request: dict[str, Any]) -> None:
@@ -71,7 +67,4 @@ PROGRAM = Program("shuttle", ZYGOTE_ENV, _preload, _in_child)
 def main() -> int:
     """Console-script entry point: ``shuttle --zygote SOCKET`` serves as the zygote; any
     other ``shuttle`` is forked from the one ``LOOM_SHUTTLE_ZYGOTE`` names, else runs here."""
-    args = sys.argv[1:]
-    zygote = args[1] if len(args) == 2 and args[0] == "--zygote" else None
-    code = start(PROGRAM, zygote, None, _run)
-    return _run(args) if code is None else code
+    return console_main(PROGRAM, _run_here)

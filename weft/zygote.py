@@ -17,9 +17,7 @@ the hand-off, so a stand-in costs little to start.
 
 from __future__ import annotations
 
-import sys
-
-from shared.zygote import Program, start
+from shared.zygote import Program, console_main
 
 ZYGOTE_ENV = "LOOM_WEFT_ZYGOTE"
 
@@ -49,13 +47,10 @@ def _preload() -> None:
     keep_startup_heap()  # frozen before forking: no child's collector walks (and copies) it
 
 
-def _run(_argv: list[str]) -> int:
-    """The command in this process (its arguments are ``sys.argv``, as the zygote sets them
-    in a child)."""
+def _run_here() -> None:
     from weft.cli import main
 
     main()
-    return 0
 
 
 PROGRAM = Program("weft", ZYGOTE_ENV, _preload)
@@ -64,7 +59,4 @@ PROGRAM = Program("weft", ZYGOTE_ENV, _preload)
 def main() -> int:
     """Console-script entry point: ``weft --zygote SOCKET`` serves as the zygote; any other
     ``weft`` is forked from the one ``LOOM_WEFT_ZYGOTE`` names, else runs here."""
-    args = sys.argv[1:]
-    zygote = args[1] if len(args) == 2 and args[0] == "--zygote" else None
-    code = start(PROGRAM, zygote, None, _run)
-    return _run(args) if code is None else code
+    return console_main(PROGRAM, _run_here)
