@@ -403,15 +403,24 @@ SETTLE_S = 0.5
 waiting to be published, Weft reading the last changes) is done by then."""
 
 
-async def _alternating(fleet: Fleet, weft: WeftProcess, nats_url: str, n: int, quick: bool) -> BenchResult:
+ALTERNATING_P99_ROW = (
+    f"fleet: claim's own cost above the floor at p99, alternating with raw, {PACED_CLAIMERS} at a time"
+)
+
+
+async def _alternating(
+    fleet: Fleet, weft: WeftProcess, nats_url: str, n: int, quick: bool
+) -> list[BenchResult]:
     """The paced claim's own cost, its three parts measured side by side: rounds of a raw
     block, a floor block and a Warp block (the order reversed every other round), each
     round's own cost from its own three p50s, and the median over the rounds. The raw p50
     moves by half from minute to minute on this machine; within a round all three meet the
-    same machine."""
+    same machine. The same at p99, over every round's samples pooled (a block of 100 has
+    no p99 of its own): the issue's p99 goal, held to the rule the project holds Warp to."""
     rounds, block = (2, 3 * PACED_CLAIMERS) if quick else (ALTERNATING_ROUNDS, ALTERNATING_BLOCK)
     claims, noops = _warp_claims(fleet, n), _warp_noops(fleet, n)
     p50s: dict[str, list[float]] = {"raw": [], "floor": [], "claim": []}
+    pooled: dict[str, list[float]] = {"raw": [], "floor": [], "claim": []}
     async with RawQueues(nats_url, n) as raw:
         # Each block's items are queued just before it (a block's last claims may overrun it
         # by a few), so neither queue holds the other's backlog while it is measured.
@@ -433,8 +442,21 @@ async def _alternating(fleet: Fleet, weft: WeftProcess, nats_url: str, n: int, q
                 await asyncio.sleep(SETTLE_S)
                 samples, _ = await blocks[part]()
                 p50s[part].append(percentile(samples, 50))
+                pooled[part] += samples
     ratios = [(c - f) / w for c, f, w in zip(p50s["claim"], p50s["floor"], p50s["raw"], strict=True)]
-    return BenchResult(
+    p99 = {part: percentile(samples, 99) for part, samples in pooled.items()}
+    at_p99 = BenchResult(
+        f"{ALTERNATING_P99_ROW} @ {n} agents",
+        unit="x raw",
+        value=(p99["claim"] - p99["floor"]) / p99["raw"],
+        target=TARGET_OWN,
+        extra={
+            "why": f"p99 over {rounds} rounds' samples pooled: (claim - floor) / raw",
+            **{f"{part} p99 (ms)": round(value, 1) for part, value in p99.items()},
+            **{f"{part} samples": len(samples) for part, samples in pooled.items()},
+        },
+    )
+    at_p50 = BenchResult(
         f"{ALTERNATING_ROW} @ {n} agents",
         unit="x raw",
         value=statistics.median(ratios),
@@ -445,6 +467,7 @@ async def _alternating(fleet: Fleet, weft: WeftProcess, nats_url: str, n: int, q
             **{f"{part} p50 per round": [round(x, 1) for x in values] for part, values in p50s.items()},
         },
     )
+    return [at_p50, at_p99]
 
 
 async def _catch_up(reader: Agent) -> None:
@@ -680,7 +703,7 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
                     summarize(f"{mode.raw_row} @ {n} agents", samples, throughput=len(samples) / wall)
                 )
             results += own_claim_costs(results, n)
-            results.append(await _alternating(fleet, weft, server.url, n, ctx.quick))
+            results += await _alternating(fleet, weft, server.url, n, ctx.quick)
 
             await watcher.flush()
             results.append(

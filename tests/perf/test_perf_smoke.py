@@ -142,6 +142,14 @@ def _spinup(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed
             f"fleet: claim's own cost above the floor, alternating with raw, 8 at a time @ {n} agents"
         ]
         assert alternating["value"] > 0 and len(alternating["extra"]["per round"]) == 2, alternating
+        at_p99 = results[
+            f"fleet: claim's own cost above the floor at p99, alternating with raw, 8 at a time @ {n} agents"
+        ]
+        # The difference of two tails from 48 samples may fall either side of 0; each tail is there.
+        assert all(
+            at_p99["extra"][f"{part} samples"] >= 48 and at_p99["extra"][f"{part} p99 (ms)"] > 0
+            for part in ("raw", "floor", "claim")
+        ), at_p99
 
 
 def _agents(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed: str) -> None:
