@@ -25,7 +25,7 @@ figures are that fleet's alone. Per size:
   measure of Warp's cost, as in ``bench_warp``), against each of the two raw runs, and
   again side by side: rounds of a raw block, a floor block and a Warp block, the median of
   each round's own cost (the raw p50 moves between minutes; within a round all three meet
-  the same machine).
+  the same machine), and the same at p99 over all the rounds' samples pooled.
 * **messages**: a DM (send -> the recipient's read) and a channel message (send -> visible to
   another agent) between random pairs, one at a time, with N agents live.
 * **false offline**: ``agent.offline`` events Weft published while every agent was alive;
@@ -33,7 +33,8 @@ figures are that fleet's alone. Per size:
 * **the same fleet forked from a zygote** (``warp --zygote``, docs/warp.md): once the fleet
   above has stopped, N Warps started through one pre-imported parent: cold start, memory
   (each Warp's RSS and PSS: the parent's imports are shared pages) and the CPU the N
-  Warps used to start, against the same N started on their own.
+  Warps used to start, against the same N started on their own; each start's row also
+  gives the CPU Weft and nats-server used meanwhile.
 
 ``run.py`` draws the ``... @ N agents`` rows as scale curves (per-agent cost, growth check).
 """
@@ -571,13 +572,30 @@ async def _cold_start(fleet: Fleet, weft: WeftProcess, n: int) -> tuple[float, f
     return ready_ms, (time.perf_counter() - started) * 1000
 
 
-async def _zygote_fleet(ctx: BenchContext, weft: WeftProcess, nats_url: str, n: int) -> list[BenchResult]:
+def _fabric_cpu(weft: WeftProcess, server: EmbeddedNatsServer) -> dict[str, float]:
+    """Weft's and nats-server's CPU seconds so far: what a phase cost the fabric's side."""
+    assert weft.proc is not None and server.pid is not None
+    return {"Weft": cpu_seconds(weft.proc.pid), "nats-server": cpu_seconds(server.pid)}
+
+
+def _fabric_cpu_since(
+    before: dict[str, float], weft: WeftProcess, server: EmbeddedNatsServer
+) -> dict[str, float]:
+    now = _fabric_cpu(weft, server)
+    return {f"{part}'s CPU meanwhile (s)": round(now[part] - before[part], 2) for part in now}
+
+
+async def _zygote_fleet(
+    ctx: BenchContext, weft: WeftProcess, server: EmbeddedNatsServer, n: int
+) -> list[BenchResult]:
     """N Warps forked from one ``warp --zygote``: cold start, memory and start-up CPU."""
     zygote = await asyncio.to_thread(start_zygote, ctx.scratch / "fleet-zygote.log")
     assert zygote is not None, f"fleet: the zygote did not start; see {ctx.scratch / 'fleet-zygote.log'}"
-    fleet = Fleet(ctx, nats_url, extra_env={ZYGOTE_ENV: zygote.path})
+    fleet = Fleet(ctx, server.url, extra_env={ZYGOTE_ENV: zygote.path})
     try:
+        fabric = _fabric_cpu(weft, server)
         ready_ms, online_ms = await _cold_start(fleet, weft, n)
+        fabric_meanwhile = _fabric_cpu_since(fabric, weft, server)
         warps = sorted(zygote.children)
         assert len(warps) == n, f"fleet: {len(warps)} of {n} Warps are the zygote's children"
         start_cpu = sum(cpu_seconds(pid) for pid in [*warps, *fleet.pids])
@@ -592,6 +610,7 @@ async def _zygote_fleet(ctx: BenchContext, weft: WeftProcess, nats_url: str, n: 
                 extra={
                     "why": "each Warp and its stand-in, from spawn to registered and answering",
                     "zygote's own CPU, once": cpu_seconds(zygote.proc.pid),
+                    **fabric_meanwhile,
                 },
             ),
         ]
@@ -620,7 +639,9 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
         await watcher.subscribe(ProjectNames(PROJECT).event_subject("agent", "offline"), cb=count_offline)
         fleet = Fleet(ctx, server.url)
         try:
+            fabric = _fabric_cpu(weft, server)
             ready_ms, online_ms = await _cold_start(fleet, weft, n)
+            fabric_meanwhile = _fabric_cpu_since(fabric, weft, server)
             results.append(BenchResult(f"fleet: cold start, all ready @ {n} agents", value=ready_ms))
             results.append(
                 BenchResult(f"fleet: cold start, all online in Weft @ {n} agents", value=online_ms)
@@ -634,7 +655,7 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
                     f"fleet: CPU to start, per Warp @ {n} agents",
                     unit="s",
                     value=start_cpu / n,
-                    extra={"why": "from spawn to registered and answering"},
+                    extra={"why": "from spawn to registered and answering", **fabric_meanwhile},
                 )
             )
             results += _memory_rows(pids, n, "started")
@@ -719,7 +740,7 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
             await fleet.stop()
             await watcher.close()
         try:
-            results += await _zygote_fleet(ctx, weft, server.url, n)
+            results += await _zygote_fleet(ctx, weft, server, n)
         finally:
             await weft.stop()
     return results
