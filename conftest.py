@@ -30,6 +30,7 @@ FIRST = (
 one of them last while the others have nothing left to do. Only the order changes."""
 
 
+@pytest.hookimpl(tryfirst=True)  # the groups set before xdist's own hook reads them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not hasattr(config, "workerinput"):  # not an xdist worker: order and groups untouched
         return
