@@ -563,26 +563,32 @@ async def _floor_rss() -> BenchResult:
     )
 
 
-async def _cold_start(fleet: Fleet, weft: WeftProcess, n: int) -> tuple[float, float]:
-    """Start the fleet's N Warps at once: ms until all are ready, and until Weft lists all online."""
-    started = time.perf_counter()
-    await fleet.start(n)
-    ready_ms = (time.perf_counter() - started) * 1000
-    await _online(weft, n, timeout=60 + n)
-    return ready_ms, (time.perf_counter() - started) * 1000
+@dataclass
+class ColdStart:
+    ready_ms: float
+    """Until every Warp of the fleet is registered and answering."""
+    online_ms: float
+    """Until Weft lists all of them online."""
+    fabric_cpu: dict[str, float]
+    """Weft's and nats-server's CPU seconds meanwhile: what the start cost the fabric's side."""
 
 
 def _fabric_cpu(weft: WeftProcess, server: EmbeddedNatsServer) -> dict[str, float]:
-    """Weft's and nats-server's CPU seconds so far: what a phase cost the fabric's side."""
     assert weft.proc is not None and server.pid is not None
     return {"Weft": cpu_seconds(weft.proc.pid), "nats-server": cpu_seconds(server.pid)}
 
 
-def _fabric_cpu_since(
-    before: dict[str, float], weft: WeftProcess, server: EmbeddedNatsServer
-) -> dict[str, float]:
-    now = _fabric_cpu(weft, server)
-    return {f"{part}'s CPU meanwhile (s)": round(now[part] - before[part], 2) for part in now}
+async def _cold_start(fleet: Fleet, weft: WeftProcess, server: EmbeddedNatsServer, n: int) -> ColdStart:
+    """Start the fleet's N Warps at once."""
+    before = _fabric_cpu(weft, server)
+    started = time.perf_counter()
+    await fleet.start(n)
+    ready_ms = (time.perf_counter() - started) * 1000
+    await _online(weft, n, timeout=60 + n)
+    online_ms = (time.perf_counter() - started) * 1000
+    after = _fabric_cpu(weft, server)
+    meanwhile = {f"{part}'s CPU meanwhile (s)": round(after[part] - before[part], 2) for part in after}
+    return ColdStart(ready_ms, online_ms, meanwhile)
 
 
 async def _zygote_fleet(
@@ -593,16 +599,14 @@ async def _zygote_fleet(
     assert zygote is not None, f"fleet: the zygote did not start; see {ctx.scratch / 'fleet-zygote.log'}"
     fleet = Fleet(ctx, server.url, extra_env={ZYGOTE_ENV: zygote.path})
     try:
-        fabric = _fabric_cpu(weft, server)
-        ready_ms, online_ms = await _cold_start(fleet, weft, n)
-        fabric_meanwhile = _fabric_cpu_since(fabric, weft, server)
+        start = await _cold_start(fleet, weft, server, n)
         warps = sorted(zygote.children)
         assert len(warps) == n, f"fleet: {len(warps)} of {n} Warps are the zygote's children"
         start_cpu = sum(cpu_seconds(pid) for pid in [*warps, *fleet.pids])
         forked = "fleet, forked from a zygote:"
         rows = [
-            BenchResult(f"{forked} cold start, all ready @ {n} agents", value=ready_ms),
-            BenchResult(f"{forked} cold start, all online in Weft @ {n} agents", value=online_ms),
+            BenchResult(f"{forked} cold start, all ready @ {n} agents", value=start.ready_ms),
+            BenchResult(f"{forked} cold start, all online in Weft @ {n} agents", value=start.online_ms),
             BenchResult(
                 f"{forked} CPU to start, per Warp @ {n} agents",
                 unit="s",
@@ -610,7 +614,7 @@ async def _zygote_fleet(
                 extra={
                     "why": "each Warp and its stand-in, from spawn to registered and answering",
                     "zygote's own CPU, once": cpu_seconds(zygote.proc.pid),
-                    **fabric_meanwhile,
+                    **start.fabric_cpu,
                 },
             ),
         ]
@@ -639,12 +643,10 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
         await watcher.subscribe(ProjectNames(PROJECT).event_subject("agent", "offline"), cb=count_offline)
         fleet = Fleet(ctx, server.url)
         try:
-            fabric = _fabric_cpu(weft, server)
-            ready_ms, online_ms = await _cold_start(fleet, weft, n)
-            fabric_meanwhile = _fabric_cpu_since(fabric, weft, server)
-            results.append(BenchResult(f"fleet: cold start, all ready @ {n} agents", value=ready_ms))
+            start = await _cold_start(fleet, weft, server, n)
+            results.append(BenchResult(f"fleet: cold start, all ready @ {n} agents", value=start.ready_ms))
             results.append(
-                BenchResult(f"fleet: cold start, all online in Weft @ {n} agents", value=online_ms)
+                BenchResult(f"fleet: cold start, all online in Weft @ {n} agents", value=start.online_ms)
             )
 
             phases = {"cold start": len(offline)}
@@ -655,7 +657,7 @@ async def _one_size(ctx: BenchContext, n: int) -> list[BenchResult]:
                     f"fleet: CPU to start, per Warp @ {n} agents",
                     unit="s",
                     value=start_cpu / n,
-                    extra={"why": "from spawn to registered and answering", **fabric_meanwhile},
+                    extra={"why": "from spawn to registered and answering", **start.fabric_cpu},
                 )
             )
             results += _memory_rows(pids, n, "started")
