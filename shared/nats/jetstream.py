@@ -12,6 +12,7 @@ import asyncio
 import copy
 import json
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -31,7 +32,7 @@ from nats.js.kv import KeyValue
 
 from shared.errors import Unavailable
 from shared.names import ProjectNames, kv_stream, kv_subject
-from shared.nats.watch import KeyWatch
+from shared.nats.watch import KeyChange, KeyWatch
 from shared.settings import DEFAULT_REPLICAS
 
 _provisioned: weakref.WeakKeyDictionary[NatsClient, str] = weakref.WeakKeyDictionary()
@@ -369,11 +370,13 @@ async def newest_stored_seq(js: JetStreamContext, bucket: str, keys: str = ">") 
     return int(newest.seq or 0)
 
 
-async def snapshot(kv: KeyValue) -> dict[str, bytes]:
+async def snapshot(kv: KeyValue, *, where: Callable[[bytes], bool] | None = None) -> dict[str, bytes]:
     """Every live key's current value, read in one pass (no per-key get).
 
     Read through :class:`shared.nats.watch.KeyWatch`, deletes too, up to the entry after
-    which the server has nothing pending.
+    which the server has nothing pending. ``where``: a cheap test of a value's bytes; a
+    value that fails it is left out before anyone parses it (a reader after a few records
+    among many pays for the bytes only).
     """
     status = await kv.status()
     if not status.values:
@@ -381,7 +384,7 @@ async def snapshot(kv: KeyValue) -> dict[str, bytes]:
     # nats-py keeps a bound bucket's JetStream context private; the watch needs it. A one-shot
     # read: its consumer must not outlive it by minutes (a sweep reads every few seconds, and
     # the server refuses a stream's 1,001st consumer).
-    return await _read_all(KeyWatch(kv._js, status.bucket, inactive_s=ONE_SHOT_INACTIVE_S))
+    return await _read_all(kv._js, status.bucket, ">", where)
 
 
 async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: str) -> dict[str, bytes]:
@@ -389,25 +392,38 @@ async def snapshot_keys(js: JetStreamContext, kv: KeyValue, bucket: str, keys: s
     info = await js.stream_info(kv_stream(bucket), subjects_filter=kv_subject(bucket, keys))
     if not info.state.subjects:  # nothing stored under the pattern, not even a delete marker
         return {}
-    return await _read_all(KeyWatch(js, bucket, keys, inactive_s=ONE_SHOT_INACTIVE_S))
+    return await _read_all(js, bucket, keys, None)
 
 
-async def _read_all(watch: KeyWatch) -> dict[str, bytes]:
+async def _read_all(
+    js: JetStreamContext, bucket: str, keys: str, where: Callable[[bytes], bool] | None
+) -> dict[str, bytes]:
+    """The values as the watch hands them over, kept in its callback: no queue and no
+    per-message timer, which cost more than the message itself in a bucket of thousands.
+    Fails when the server sends nothing for :data:`SNAPSHOT_TIMEOUT_S` before the end."""
     values: dict[str, bytes] = {}
+    received = 0
+
+    async def keep(change: KeyChange) -> None:
+        nonlocal received
+        if watch.loaded.is_set():
+            return  # a change after the end: newer than this read
+        received += 1
+        if change.removed or (where is not None and not where(change.value)):
+            values.pop(change.key, None)
+        else:
+            values[change.key] = change.value
+
+    watch = KeyWatch(js, bucket, keys, on_change=keep, inactive_s=ONE_SHOT_INACTIVE_S)
     await watch.start()
     try:
-        while True:
+        while not watch.loaded.is_set():
+            before = received
             try:
-                change = await asyncio.wait_for(anext(watch), SNAPSHOT_TIMEOUT_S)
+                await asyncio.wait_for(watch.loaded.wait(), SNAPSHOT_TIMEOUT_S)
             except TimeoutError:
-                raise NatsTimeoutError from None  # what nats-py's own watch raised here
-            if change is None:
-                continue
-            if change.removed:
-                values.pop(change.key, None)
-            else:
-                values[change.key] = change.value
-            if not change.pending:
-                return values
+                if received == before:
+                    raise NatsTimeoutError from None  # what nats-py's own watch raised here
+        return values
     finally:
         await watch.stop()

@@ -111,6 +111,13 @@ class WorkFilter:
             and (self.assigned_to is None or item.assigned_to == self.assigned_to)
         )
 
+    def may_match(self, raw: bytes) -> bool:
+        """Whether a stored record's JSON can match at all, read from its bytes: an agent's
+        own items among a project's thousands are found without parsing the others. Only a
+        necessary condition (:meth:`matches` decides): an agent id is hex, so it is stored
+        as it is written, between quotes."""
+        return self.assigned_to is None or b'"%s"' % self.assigned_to.encode() in raw
+
 
 @dataclass
 class DeadLetter:

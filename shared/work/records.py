@@ -215,9 +215,10 @@ class WorkRecords:
         record, _ = await self._load(work_id)
         return record
 
-    async def all_records(self) -> list[WorkRecord]:
-        """Every record in one pass over the bucket (no per-key get)."""
-        values = await snapshot(await self.records_bucket())
+    async def all_records(self, where: Callable[[bytes], bool] | None = None) -> list[WorkRecord]:
+        """Every record in one pass over the bucket (no per-key get); ``where``: only those
+        whose stored bytes pass it (see :meth:`WorkFilter.may_match`)."""
+        values = await snapshot(await self.records_bucket(), where=where)
         return [WorkRecord.model_validate_json(raw) for raw in values.values()]
 
     async def list_items(
@@ -228,7 +229,7 @@ class WorkRecords:
             raise WorkError("limit: must be between 1 and 1000", field="limit")
         wanted = filters or WorkFilter()
         after = decode_cursor(cursor)
-        items = [r.item for r in await self.all_records() if wanted.matches(r.item)]
+        items = [r.item for r in await self.all_records(wanted.may_match) if wanted.matches(r.item)]
         return page_items(items, limit=limit, after=after)
 
     # -- events ------------------------------------------------------------------

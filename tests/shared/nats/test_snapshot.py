@@ -20,6 +20,18 @@ async def test_snapshot_sees_every_live_key_and_no_deleted_one(nc: NatsClient, p
         assert len(values) == 299 and values["k0"] == b"new" and "k299" not in values
 
 
+async def test_snapshot_where_keeps_only_values_that_pass(nc: NatsClient, project_id: str) -> None:
+    """A key whose newest value fails the test is left out, even if an older one passed."""
+    kv = await ensure_kv(nc.jetstream(), f"snap-{project_id}-where")
+    for i in range(40):
+        await kv.put(f"k{i}", b"keep" if i % 4 == 0 else b"skip")
+    await kv.put("k0", b"skip now")
+    await kv.put("k1", b"keep now")
+    values = await snapshot(kv, where=lambda value: value.startswith(b"keep"))
+    assert values == {f"k{i}": b"keep" for i in range(4, 40, 4)} | {"k1": b"keep now"}
+    assert len(await snapshot(kv)) == 40
+
+
 async def test_snapshot_of_a_bucket_holding_only_delete_markers(nc: NatsClient, project_id: str) -> None:
     kv = await ensure_kv(nc.jetstream(), f"snap-{project_id}-gone")
     await kv.put("a", b"1")

@@ -209,6 +209,31 @@ async def test_list_filters_and_paging(nc: NatsClient, project_id: str) -> None:
         await q.list_items(cursor="garbage!")
 
 
+async def test_list_by_assignee_reads_only_that_agents_records(nc: NatsClient, project_id: str) -> None:
+    """The assignee filter skips other records by their bytes (``WorkFilter.may_match``) and
+    still finds every item of the agent's, whatever its status, and no one else's."""
+    q = work_queue(nc, ProjectNames(project_id))
+    for i in range(4):
+        await q.submit(sub(f"t{i}"))
+    first = await q.claim(coder(A))
+    second = await q.claim(coder(A))
+    other = await q.claim(coder(B))
+    assert first is not None and second is not None and other is not None
+    await q.complete(second.id, A, {"ok": True})
+    mine = await q.list_items(WorkFilter(assigned_to=A))
+    assert sorted(i.id for i in mine.items) == sorted([first.id, second.id])
+    assert [i.id for i in (await q.list_items(WorkFilter(assigned_to=B))).items] == [other.id]
+    assert (await q.list_items(WorkFilter(assigned_to="c" * 32))).items == []
+    records = await q.all_records()
+    assert len(records) == 4
+    for record in records:  # the byte test is necessary: it never drops a record that matches
+        raw = record.to_json_bytes()
+        for agent in (A, B, "c" * 32):
+            wanted = WorkFilter(assigned_to=agent)
+            assert wanted.may_match(raw) or not wanted.matches(record.item)
+    assert all(WorkFilter().may_match(r.to_json_bytes()) for r in records)
+
+
 async def test_projects_are_isolated(nc: NatsClient, project_id: str) -> None:
     q1 = work_queue(nc, ProjectNames(project_id))
     q2 = work_queue(nc, ProjectNames(project_id + "-other"))
