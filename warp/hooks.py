@@ -154,7 +154,7 @@ async def session_brief(identity: Identity, nats_settings: NatsSettings) -> str:
     from shared.models import FINAL_WORK_STATES
     from shared.names import ProjectNames
     from shared.nats.jetstream import snapshot
-    from shared.work.moves import WorkRecord
+    from shared.work.moves import WorkFilter, WorkRecord
     from warp.messages import InboxService
 
     names = ProjectNames(identity.project_id)
@@ -162,7 +162,9 @@ async def session_brief(identity: Identity, nats_settings: NatsSettings) -> str:
     try:
         js = nc.jetstream()
         try:
-            values = await snapshot(await js.key_value(names.work_records_bucket))
+            bucket = await js.key_value(names.work_records_bucket)
+            # only this agent's records are parsed, not the project's thousands
+            values = await snapshot(bucket, where=WorkFilter(assigned_to=identity.agent_id).may_match)
         except BucketNotFoundError:  # no work in the project yet
             values = {}
         items = (WorkRecord.model_validate_json(raw).item for raw in values.values())

@@ -27,6 +27,7 @@ from shared.leases.book import LeaseBook
 from shared.models import WorkSubmission
 from shared.names import ProjectNames
 from shared.nats.server import EmbeddedNatsServer, free_port
+from shared.work.moves import Claimant
 from testsupport.env import without_fabric
 from testsupport.git import clone, make_origin
 from testsupport.work import work_queue
@@ -132,7 +133,10 @@ async def test_the_session_start_hook_briefs_the_agent_and_installs_the_git_guar
     names = ProjectNames(project_id)
     config = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]["loom"]
     env = host_env(nats_server.url, project_id, tmp_path)
-    item = await work_queue(nc, names).submit(
+    queue = work_queue(nc, names)
+    theirs = await queue.submit(WorkSubmission(task_id="theirs", description="Not yours", capability="code"))
+    assert (await queue.claim(Claimant(agent_id=OTHER, agent_type="x", capabilities=("code",)))) is not None
+    item = await queue.submit(
         WorkSubmission(task_id="fix-login", description="Fix the login form\nmore", capability="code")
     )
     async with started_server(config, env, checkout, tmp_path / "warp.err", "CLAUDE_PLUGIN_ROOT") as session:
@@ -153,6 +157,7 @@ async def test_the_session_start_hook_briefs_the_agent_and_installs_the_git_guar
     said = done.stdout
     assert f"you are agent {me['handle']} ({me['agent_id']})" in said
     assert f"- {item.id} [claimed] fix-login: Fix the login form" in said
+    assert "Assigned to you: 1 item(s)." in said and theirs.id not in said  # another agent's item
     assert "1 direct message(s) waiting" in said
     hooks = checkout / ".git" / "hooks"
     assert (
