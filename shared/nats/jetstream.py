@@ -12,8 +12,8 @@ import asyncio
 import copy
 import json
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from nats.aio.client import Client as NatsClient
 from nats.errors import NoRespondersError
@@ -38,10 +38,46 @@ from shared.settings import DEFAULT_REPLICAS
 _provisioned: weakref.WeakKeyDictionary[NatsClient, str] = weakref.WeakKeyDictionary()
 _replicas: weakref.WeakKeyDictionary[NatsClient, int] = weakref.WeakKeyDictionary()
 PROVISION_TIMEOUT_S = 10.0
+PLACEMENT_WAIT_S = 30.0
+"""How long a create waits for the cluster to have a peer for each replica it asks for."""
+NO_PEERS_FOR_PLACEMENT = 10005
+"""JetStream's error code for a create whose replicas have too few live peers to go on."""
+_Created = TypeVar("_Created")
 
 
 class ProvisionError(Unavailable):
     """Weft did not create a stream or bucket this (scoped) connection may not create itself."""
+
+
+class PlacementError(Unavailable):
+    """The cluster has too few live peers for a stream's replicas, and had none by the deadline."""
+
+
+async def _placed(what: str, replicas: int, create: Callable[[], Awaitable[_Created]]) -> _Created:
+    """``create()``, asked again while the cluster has too few peers to place its replicas.
+
+    A cluster and the processes that use it often start together (a Kubernetes rollout, a
+    machine's boot): the first create of a replicated stream can reach a meta leader that
+    has not yet heard from every peer, and the server refuses it rather than waits. So does a
+    cluster with a node down for the moment. Once :data:`PLACEMENT_WAIT_S` has passed the
+    refusal stands, said plainly."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PLACEMENT_WAIT_S
+    pause = 0.1
+    while True:
+        try:
+            return await create()
+        except APIError as refused:
+            if refused.err_code != NO_PEERS_FOR_PLACEMENT:
+                raise
+            if loop.time() + pause > deadline:
+                raise PlacementError(
+                    f"{what}: the NATS cluster has fewer than {replicas} live JetStream peers for "
+                    f"its replicas (waited {PLACEMENT_WAIT_S:g} s); start the missing nodes or "
+                    "lower LOOM_JS_REPLICAS"
+                ) from None
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 def mark_provisioned(nc: NatsClient, project_id: str) -> None:
@@ -155,7 +191,7 @@ async def create_kv(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
         await _ask_weft(js, project, "kv", kv_request(config))
         return await js.key_value(config.bucket)
     try:
-        return await js.create_key_value(config)
+        return await _placed(f"bucket {config.bucket}", config.replicas, lambda: js.create_key_value(config))
     except APIError as refused:  # it exists, created otherwise: bound as it is...
         try:
             return await js.key_value(config.bucket)
@@ -219,7 +255,7 @@ async def create_or_keep_stream(js: JetStreamContext, config: StreamConfig) -> S
     when it is so now, else the info of the stream that exists with another configuration,
     left as it is."""
     try:
-        await js.add_stream(config)
+        await _placed(f"stream {config.name}", config.num_replicas or 1, lambda: js.add_stream(config))
         return None
     except APIError as refused:  # it exists, created otherwise (other limits or replicas)...
         try:

@@ -11,8 +11,9 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 
+from shared.nats import jetstream
 from shared.nats.client import connect
-from shared.nats.jetstream import ensure_kv, ensure_stream, replicas_of
+from shared.nats.jetstream import PlacementError, ensure_kv, ensure_stream, replicas_of
 from shared.nats.server import ClusterConfig, EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import load_loom_settings
 
@@ -70,12 +71,10 @@ async def test_a_stream_that_is_as_asked_is_neither_read_nor_updated(
         await watcher.close()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    """Three nats-servers on loopback in one JetStream cluster; their client URLs."""
-    folder: Path = tmp_path_factory.mktemp("cluster")
+def cluster_nodes(folder: Path) -> list[EmbeddedNatsServer]:
+    """Three nats-servers on loopback configured as one JetStream cluster, none started."""
     routes = [free_port() for _ in range(3)]
-    servers = [
+    return [
         EmbeddedNatsServer(
             ServerConfig(
                 port=free_port(),
@@ -91,6 +90,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
         )
         for i in range(3)
     ]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """Three nats-servers on loopback in one JetStream cluster; their client URLs."""
+    servers = cluster_nodes(tmp_path_factory.mktemp("cluster"))
     try:
         for server in servers:
             server.start(20)
@@ -141,3 +146,46 @@ async def test_processes_starting_together_on_a_cluster_wait_for_no_timeout(clus
     finally:
         for client in clients:
             await client.close()
+
+
+async def test_a_create_waits_for_a_live_peer_per_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster and Weft often start together: Weft's first R3 create can reach a meta
+    leader that has not heard from the third node yet, which the server refuses at once (a
+    Weft failed to start so). The create is asked again until the peer is there; a peer that
+    never comes is named as the cause once the wait is over."""
+    nodes = cluster_nodes(tmp_path)
+    client: NatsClient | None = None
+    try:
+        for node in nodes[:2]:
+            node.start(20)
+        client = await connect(url=nodes[0].url, replicas=3)
+        js = client.jetstream(timeout=2)
+        while True:  # until the two nodes have elected a meta leader
+            try:
+                await js.account_info()
+                break
+            except Exception:
+                await asyncio.sleep(0.2)
+        monkeypatch.setattr(jetstream, "PLACEMENT_WAIT_S", 0.5)
+        with pytest.raises(
+            PlacementError, match="bucket late-bucket: the NATS cluster has fewer than 3 live"
+        ) as refused:
+            await ensure_kv(js, "late-bucket")
+        assert "LOOM_JS_REPLICAS" in str(refused.value)
+        monkeypatch.setattr(jetstream, "PLACEMENT_WAIT_S", 60.0)
+        creates = await client.subscribe("$JS.API.STREAM.CREATE.LATE")
+        await client.flush()
+        waiting = asyncio.create_task(ensure_stream(js, StreamConfig(name="LATE", subjects=["late"])))
+        for _ in range(2):  # refused at least once, and asked again
+            await creates.next_msg(timeout=10)
+        assert not waiting.done()
+        nodes[2].start(20)
+        await asyncio.wait_for(waiting, 60)
+        assert (await js.stream_info("LATE")).config.num_replicas == 3
+    finally:
+        if client is not None:
+            await client.close()
+        for node in nodes:
+            node.kill()
