@@ -57,7 +57,7 @@ from typing import Any
 from bench_warp import TARGET_OWN, RawRpc, own_cost, warp_env
 from benchlib import BenchContext, BenchResult, percentile, summarize
 
-from shared.names import ProjectNames
+from shared.names import ProjectNames, kv_stream
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from testsupport.processes import cpu_seconds, memory_mb
@@ -591,10 +591,21 @@ async def _cold_start(fleet: Fleet, weft: WeftProcess, server: EmbeddedNatsServe
     return ColdStart(ready_ms, online_ms, meanwhile)
 
 
+async def _work_records(nats_url: str) -> int:
+    """Work records the load phases left (each Warp's start reads them once: scaling.md)."""
+    nc = await connect(url=nats_url, name="fleet-records")
+    try:
+        info = await nc.jetstream().stream_info(kv_stream(ProjectNames(PROJECT).work_records_bucket))
+        return int(info.state.messages)
+    finally:
+        await nc.close()
+
+
 async def _zygote_fleet(
     ctx: BenchContext, weft: WeftProcess, server: EmbeddedNatsServer, n: int
 ) -> list[BenchResult]:
     """N Warps forked from one ``warp --zygote``: cold start, memory and start-up CPU."""
+    records = await _work_records(server.url)
     zygote = await asyncio.to_thread(start_zygote, ctx.scratch / "fleet-zygote.log")
     assert zygote is not None, f"fleet: the zygote did not start; see {ctx.scratch / 'fleet-zygote.log'}"
     fleet = Fleet(ctx, server.url, extra_env={ZYGOTE_ENV: zygote.path})
@@ -614,6 +625,7 @@ async def _zygote_fleet(
                 extra={
                     "why": "each Warp and its stand-in, from spawn to registered and answering",
                     "zygote's own CPU, once": cpu_seconds(zygote.proc.pid),
+                    "work records in the project": records,
                     **start.fabric_cpu,
                 },
             ),
