@@ -37,9 +37,11 @@ from shared.settings import DEFAULT_REPLICAS
 
 _provisioned: weakref.WeakKeyDictionary[NatsClient, str] = weakref.WeakKeyDictionary()
 _replicas: weakref.WeakKeyDictionary[NatsClient, int] = weakref.WeakKeyDictionary()
-PROVISION_TIMEOUT_S = 10.0
 PLACEMENT_WAIT_S = 30.0
 """How long a create waits for the cluster to have a peer for each replica it asks for."""
+PROVISION_TIMEOUT_S = PLACEMENT_WAIT_S + 10.0
+"""How long an agent waits for Weft's answer: past Weft's own wait for the cluster's peers,
+so the agent hears why (with no Weft at all it hears at once: the request has no responders)."""
 NO_PEERS_FOR_PLACEMENT = 10005
 """JetStream's error code for a create whose replicas have too few live peers to go on."""
 _Created = TypeVar("_Created")

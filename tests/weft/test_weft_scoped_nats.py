@@ -31,7 +31,7 @@ from test_weft_cli import clean_env, run, wait_healthy, weft_process
 from shared.names import GLOBAL_REGISTRY_BUCKET, ProjectNames, agent_access, kv_stream
 from shared.nats.auth import Issuer, Permissions, agent_of, parse_creds
 from shared.nats.client import NatsConnectError, connect
-from shared.nats.jetstream import ensure_kv, ensure_stream
+from shared.nats.jetstream import ProvisionError, ensure_kv, ensure_stream
 from shared.nats.server import EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import NatsSettings
 from testsupport.env import without_fabric
@@ -220,6 +220,12 @@ async def test_provisioning_refuses_what_is_not_the_projects(scoped: Scoped, pro
             timeout=ANSWER_S,
         )
         assert json.loads(reply.data)["ok"] is False
+        # asked through the helpers every part uses, the refusal comes back as Weft gave it
+        with pytest.raises(ProvisionError, match=r"^Weft did not create LOOM-other-INBOX: name: "):
+            await ensure_stream(
+                nc.jetstream(timeout=ANSWER_S),
+                StreamConfig(name="LOOM-other-INBOX", subjects=["loom.other.inbox.>"]),
+            )
         # the agent cannot ask for another project's provisioning either
         await nc.publish("loom.other.provision", b"{}")
         await nc.flush()

@@ -13,7 +13,14 @@ from nats.js.api import StreamConfig
 
 from shared.nats import jetstream
 from shared.nats.client import connect
-from shared.nats.jetstream import PlacementError, ensure_kv, ensure_stream, replicas_of
+from shared.nats.jetstream import (
+    PlacementError,
+    ProvisionError,
+    ensure_kv,
+    ensure_stream,
+    mark_provisioned,
+    replicas_of,
+)
 from shared.nats.server import ClusterConfig, EmbeddedNatsServer, ServerConfig, free_port
 from shared.settings import load_loom_settings
 
@@ -189,3 +196,21 @@ async def test_a_create_waits_for_a_live_peer_per_replica(
             await client.close()
         for node in nodes:
             node.kill()
+
+
+async def test_a_scoped_connection_with_no_weft_to_ask_is_told_so_at_once(
+    nats_server: EmbeddedNatsServer, project_id: str
+) -> None:
+    """A connection holding an agent's scoped credentials asks Weft to create what it lacks;
+    with no Weft serving the project the request has no responders, and the error says what
+    to check without waiting out the provisioning timeout."""
+    agent = await connect(url=nats_server.url)
+    try:
+        mark_provisioned(agent, project_id)
+        with pytest.raises(ProvisionError, match=r"is Weft running for this project\?"):
+            await asyncio.wait_for(
+                ensure_kv(agent.jetstream(), f"{project_id}-missing"),
+                timeout=jetstream.PROVISION_TIMEOUT_S / 2,
+            )
+    finally:
+        await agent.close()
