@@ -72,6 +72,45 @@ async def test_parts_attach_in_order_stop_in_reverse_and_keep_a_busy_project(
     assert log[3:] == ["stop second", "stop first"]
 
 
+async def test_the_cap_drops_the_least_recently_used_but_never_one_in_use(
+    nc: NatsClient, project_id: str
+) -> None:
+    """Beyond ``max_projects`` the least recently used project stops being served, but not
+    the default one, a busy one, one whose events a client follows (its stream would go
+    silent with no error), nor the one just started for its caller. A session Weft with
+    every other project busy once dropped a project as it started: the WebSocket that had
+    asked for it never saw an event (CI run 170)."""
+    made: dict[str, Part] = {}
+
+    async def attach(project: ProjectContext) -> Part:
+        made[project.project_id] = Part(project.project_id)
+        return made[project.project_id]
+
+    hub = ProjectHub(
+        nc, WeftSettings(project_id=project_id, max_projects=2), Metrics(), None, extensions={"p": attach}
+    )
+    a, b, c, d = (f"{project_id}-{k}" for k in "abcd")
+
+    def served() -> set[str]:
+        return {context.project_id for context in hub.served()}
+
+    try:
+        await hub.get(project_id)
+        followed = await hub.get(a)
+        listener = followed.relay.listen(lambda kind: True)  # a WebSocket follows a's events
+        await hub.get(b)
+        made[b].busy_now = True  # b's agents still run
+        started = await hub.get(c)  # every other project is in use: c is over the cap, kept
+        assert served() == {project_id, a, b, c}
+        assert started.relay.listening == 0 and hub.served()[-1] is started
+        followed.relay.unlisten(listener)
+        made[b].busy_now = False
+        await hub.get(d)  # a and b are free again: the least recently used go first, c too
+        assert served() == {project_id, d}
+    finally:
+        await hub.close()
+
+
 def test_the_layer_imports_none_of_the_services_that_plug_into_it() -> None:
     found: list[str] = []
     for path in sorted((ROOT / "weft" / "project").glob("*.py")):

@@ -12,7 +12,8 @@ reads the same copies instead of keeping its own, and so do A2A push notificatio
 
 The :class:`ProjectHub` creates contexts on demand, publishes the boundary
 policy to each, and drops the least recently used beyond a cap (never one
-whose spin-up part still has agents to look after).
+whose spin-up part still has agents to look after, nor one whose events a client
+follows).
 """
 
 from __future__ import annotations
@@ -223,7 +224,10 @@ class ProjectContext:
         return part if isinstance(part, kind) else None
 
     def busy(self) -> bool:
-        return any(part.busy() for part in self.extensions.values())
+        """Whether stopping the project now would leave someone unattended: a part with
+        agents to look after, or a client following its events (a WebSocket, an A2A
+        stream), whose stream would go silent with no error to say why."""
+        return self.relay.listening > 0 or any(part.busy() for part in self.extensions.values())
 
     async def stop(self) -> None:
         parts: tuple[Stoppable, ...] = (
@@ -302,14 +306,17 @@ class ProjectHub:
             raise
         self._contexts[project_id] = context
         log.info("serving project %s", project_id)
-        await self._evict()
+        await self._evict(started=project_id)
         return context
 
-    async def _evict(self) -> None:
+    async def _evict(self, *, started: str) -> None:
+        """Stop serving the least recently used projects beyond the cap; never the default
+        one, a busy one, or the one just ``started`` for a caller about to use it (with
+        every other project busy, it would otherwise be the only one to go, stopped before
+        its first use)."""
         while len(self._contexts) > self.settings.max_projects:
-            candidates = [
-                c for c in self._contexts.values() if c.project_id != self.default_project and not c.busy()
-            ]
+            spared = (self.default_project, started)
+            candidates = [c for c in self._contexts.values() if c.project_id not in spared and not c.busy()]
             if not candidates:
                 return
             oldest = min(candidates, key=lambda c: c.last_used)
