@@ -99,32 +99,52 @@ def merge_target(directory: Path, origin: Path) -> None:
     run_git("commit", "--quiet", "--no-edit", cwd=directory)
 
 
-async def worker(agent: WarpAgent, origin: Path, tasks: dict[str, str], stop: asyncio.Event) -> None:
-    """Claim, do the task's edit (or review: approve), complete; a conflict is merged first."""
+async def worker(
+    agent: WarpAgent, origin: Path, tasks: dict[str, str], stop: asyncio.Event, said: list[str]
+) -> None:
+    """Claim and do items until stopped. A tool that refuses a step (the claim lapsed on a
+    loaded machine, Warp reconnecting) is noted in ``said`` and the worker goes on, as an
+    agent would: the item is redelivered, and the end state is checked in full."""
     while not stop.is_set():
         try:
-            out = await agent.call("warp_work_claim")
-        except ToolCallError:  # e.g. Warp busy reconnecting: try again
+            if not await work_once(agent, origin, tasks):
+                await asyncio.sleep(0.2)
+        except ToolCallError as exc:
+            said.append(f"{agent.name}: {exc}"[:600])
             await asyncio.sleep(0.2)
-            continue
-        if not out["claimed"]:
-            await asyncio.sleep(0.2)
-            continue
-        item = out["item"]
-        if out.get("review"):
-            await agent.call("warp_work_review", work_id=item["id"], verdict="approve")
-            continue
-        directory = Path(out["workstream"]["directory"])
-        attempts = (item.get("landing") or {}).get("attempts") or []
-        if attempts and attempts[-1]["outcome"] == "conflict":
-            merge_target(directory, origin)
-        else:  # a first attempt; or a gate failure, handed in again unchanged (a stubborn worker)
-            for rel, text in EDITS[tasks[item["id"]]].items():
-                (directory / rel).write_text(text)
-        # As an agent does between steps: the claim's deadline starts again, so the hand-in
-        # (a commit and a push) has the whole ack wait however long the claim and merge took.
-        await agent.call("warp_work_progress", work_id=item["id"], percent=90, note="edited")
-        await agent.call("warp_work_complete", work_id=item["id"], result="done")
+
+
+def worker_trouble(loops: list[asyncio.Task[None]], said: list[str]) -> str:
+    """Raise at once if a worker died; else what the workers' tools refused so far."""
+    for loop in loops:
+        if loop.done() and not loop.cancelled() and loop.exception() is not None:
+            failed = loop.exception()  # named here: the summary line shows it
+            raise AssertionError(f"a worker failed: {failed!r}; refused before: {said}") from failed
+    return "; ".join(said[-8:]) or "nothing"
+
+
+async def work_once(agent: WarpAgent, origin: Path, tasks: dict[str, str]) -> bool:
+    """Claim, do the task's edit (or review: approve), complete; a conflict is merged first.
+    False when nothing was claimed."""
+    out = await agent.call("warp_work_claim")
+    if not out["claimed"]:
+        return False
+    item = out["item"]
+    if out.get("review"):
+        await agent.call("warp_work_review", work_id=item["id"], verdict="approve")
+        return True
+    directory = Path(out["workstream"]["directory"])
+    attempts = (item.get("landing") or {}).get("attempts") or []
+    if attempts and attempts[-1]["outcome"] == "conflict":
+        merge_target(directory, origin)
+    else:  # a first attempt; or a gate failure, handed in again unchanged (a stubborn worker)
+        for rel, text in EDITS[tasks[item["id"]]].items():
+            (directory / rel).write_text(text)
+    # As an agent does between steps: the claim's deadline starts again, so the hand-in
+    # (a commit and a push) has the whole ack wait however long the claim and merge took.
+    await agent.call("warp_work_progress", work_id=item["id"], percent=90, note="edited")
+    await agent.call("warp_work_complete", work_id=item["id"], result="done")
+    return True
 
 
 def trailers(origin: Path) -> list[str]:
@@ -178,15 +198,23 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
             },
         )
         stop = asyncio.Event()
-        loops = [asyncio.create_task(worker(a, origin, tasks, stop)) for a in agents.values()]
+        said: list[str] = []  # what the workers' tools refused
+        loops = [asyncio.create_task(worker(a, origin, tasks, stop, said)) for a in agents.values()]
         try:
 
             async def queued_for_landing() -> dict[str, Any] | None:
+                worker_trouble(loops, said)
                 async with fabric.api() as api:
                     body: dict[str, Any] = (await api.get("/api/landing")).json()
                 return body if len(body["queue"]) == 5 else None
 
-            await eventually(queued_for_landing, timeout=60, what="a, c, d, e and g queued for landing")
+            try:
+                await eventually(queued_for_landing, timeout=60, what="a, c, d, e and g queued for landing")
+            except AssertionError as exc:  # say where each item stood, and what was refused
+                async with fabric.api() as api:
+                    stood = {t: (await api.get(f"/api/work/{w}")).json()["status"] for t, w in ids.items()}
+                refused = worker_trouble(loops, said)
+                raise AssertionError(f"{exc}\nitems: {stood}\nrefused: {refused}") from None
             hold.write_text("hold g's gate")
             first = await lander(fabric, fabric.workdir / "lander-1", "lander-1")
 
@@ -197,8 +225,8 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
                 gate_pid = int(await eventually(in_gate, timeout=120, what="the gate of g's batch running"))
             except AssertionError as exc:  # say how far the lander got, from its own output
                 runs = gate_log.read_text() if gate_log.exists() else "(none)\n"
-                said = (fabric.workdir / "logs" / "lander-1.log").read_text()[-3000:]
-                raise AssertionError(f"{exc}\ngate runs so far:\n{runs}lander-1 said:\n{said}") from None
+                output = (fabric.workdir / "logs" / "lander-1.log").read_text()[-3000:]
+                raise AssertionError(f"{exc}\ngate runs so far:\n{runs}lander-1 said:\n{output}") from None
             first.send_signal(signal.SIGKILL)  # mid-batch: its gate runs, nothing pushed yet
             await first.wait()
             os.kill(gate_pid, signal.SIGKILL)
@@ -209,10 +237,7 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
             try:
 
                 async def all_final() -> dict[str, dict[str, Any]] | None:
-                    for loop in loops:  # a worker that failed says why at once
-                        if loop.done() and not loop.cancelled() and loop.exception() is not None:
-                            failed = loop.exception()  # named here: the summary line shows it
-                            raise AssertionError(f"a worker failed: {failed!r}") from failed
+                    worker_trouble(loops, said)  # a worker that failed says why at once
                     async with fabric.api() as api:
                         items = {t: (await api.get(f"/api/work/{w}")).json() for t, w in ids.items()}
                     final = all(i["status"] in ("completed", "dead-lettered") for i in items.values())
