@@ -202,6 +202,12 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
         loops = [asyncio.create_task(worker(a, origin, tasks, stop, said)) for a in agents.values()]
         try:
 
+            async def stalled(exc: AssertionError) -> AssertionError:
+                """A phase that timed out, with where each item stood and what was refused."""
+                async with fabric.api() as api:
+                    stood = {t: (await api.get(f"/api/work/{w}")).json()["status"] for t, w in ids.items()}
+                return AssertionError(f"{exc}\nitems: {stood}\nrefused: {worker_trouble(loops, said)}")
+
             async def queued_for_landing() -> dict[str, Any] | None:
                 worker_trouble(loops, said)
                 async with fabric.api() as api:
@@ -210,11 +216,8 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
 
             try:
                 await eventually(queued_for_landing, timeout=60, what="a, c, d, e and g queued for landing")
-            except AssertionError as exc:  # say where each item stood, and what was refused
-                async with fabric.api() as api:
-                    stood = {t: (await api.get(f"/api/work/{w}")).json()["status"] for t, w in ids.items()}
-                refused = worker_trouble(loops, said)
-                raise AssertionError(f"{exc}\nitems: {stood}\nrefused: {refused}") from None
+            except AssertionError as exc:
+                raise await stalled(exc) from None
             hold.write_text("hold g's gate")
             first = await lander(fabric, fabric.workdir / "lander-1", "lander-1")
 
@@ -243,9 +246,12 @@ async def test_a_plan_lands_in_order_through_conflicts_a_bad_change_and_a_killed
                     final = all(i["status"] in ("completed", "dead-lettered") for i in items.values())
                     return items if final else None
 
-                items = await eventually(
-                    all_final, timeout=120, interval=0.5, what="every item landed or failed"
-                )
+                try:
+                    items = await eventually(
+                        all_final, timeout=120, interval=0.5, what="every item landed or failed"
+                    )
+                except AssertionError as exc:
+                    raise await stalled(exc) from None
             finally:
                 second.send_signal(signal.SIGTERM)
                 try:  # bounded: a lander that does not stop must not hold the run (SIGKILL then)
