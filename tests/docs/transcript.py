@@ -69,9 +69,13 @@ def commands(text: str) -> list[Command]:
 def run_shell(
     command: str, env: Mapping[str, str], cwd: Path, *, timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
-    """One command line, by bash, as a reader's shell would run it."""
+    """One command line, by bash, as a reader's shell would run it: read from stdin, so bash
+    stays the command's parent as in a terminal (``bash -c`` would exec a lone command, and
+    a CLI that looks for its shell among its ancestors, as ``shuttle --install-completion``
+    does, found none when ``make test`` was started outside a shell, e.g. by ``nohup``)."""
     return subprocess.run(
-        ["bash", "-o", "pipefail", "-c", command],
+        ["bash", "-o", "pipefail", "-s"],
+        input=command,
         env=dict(env),
         cwd=cwd,
         capture_output=True,
