@@ -20,7 +20,7 @@ import pytest
 pytest_plugins = ["testsupport.sweep", "testsupport.servers", "testsupport.zygote"]
 
 FIRST = (
-    "test-scenarios/31-multi-host/test_s31_multi_host.py",  # one test of about 100 s
+    "test-scenarios/31-multi-host/test_s31_multi_host.py",  # about 2 min; `make drill`, not `make test`
     "tests/perf/test_perf_smoke.py",  # four groups, one run each
     "tests/weft/test_weft_fuzz.py",
     "test-scenarios/17-nats-cluster/",

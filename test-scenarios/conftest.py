@@ -32,6 +32,9 @@ HERE = Path(__file__).parent
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario: a multi-agent end-to-end scenario (test-scenarios/)")
+    config.addinivalue_line(
+        "markers", "drill: the multi-host drill, run alone by `make drill` (CI's second stage)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
