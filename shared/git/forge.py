@@ -21,6 +21,7 @@ import httpx
 from shared.base import LoomModel
 from shared.errors import Conflict, Invalid
 from shared.redact import redact
+from shared.tls import client_tls
 
 API_VERSION: Final = "2022-11-28"
 TIMEOUT_S: Final = 20.0
@@ -71,7 +72,7 @@ class GitHub:
             "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": API_VERSION,
         }
-        return httpx.AsyncClient(headers=headers, timeout=TIMEOUT_S)
+        return httpx.AsyncClient(headers=headers, timeout=TIMEOUT_S, verify=client_tls(self._base))
 
     async def _call(self, method: str, path: str, **options: Any) -> httpx.Response:
         try:

@@ -50,6 +50,7 @@ from shared.names import ProjectNames
 from shared.nats.jetstream import bucket_exists, ensure_kv
 from shared.nats.mirror import BucketMirror
 from shared.tasks import raise_if_cancelling
+from shared.tls import default_tls
 from weft.a2a.errors import field_error
 from weft.a2a.mapping import item_of_event, task_of
 from weft.project.hub import Attach, ProjectContext, StartedOnUse
@@ -197,7 +198,7 @@ class PushDispatcher:
         self.names = names
         self.configs = configs
         self._own_http = http is None
-        self._http = http or httpx.AsyncClient(timeout=SEND_TIMEOUT_S)
+        self._http = http or httpx.AsyncClient(timeout=SEND_TIMEOUT_S, verify=default_tls())
         self.sender = BasePushNotificationSender(
             self._http,
             configs,

@@ -33,6 +33,7 @@ from shared.models import utcnow
 from shared.names import ProjectNames
 from shared.redact import redact
 from shared.tasks import raise_if_cancelling, stop_task
+from shared.tls import default_tls
 from weft.metrics import Metrics
 from weft.notify.rules import Notice, Sink, notice_of, wants
 from weft.notify.send import SEND_TIMEOUT_S, deliver
@@ -78,7 +79,7 @@ class NotifyDispatcher:
         self.metrics = metrics
         self.public_url = public_url
         self._own_http = http is None
-        self.http = http or httpx.AsyncClient(timeout=SEND_TIMEOUT_S)
+        self.http = http or httpx.AsyncClient(timeout=SEND_TIMEOUT_S, verify=default_tls())
         self._events = SharedEventConsumer(
             js,
             names,

@@ -20,6 +20,7 @@ from pydantic import Field, field_validator
 
 from shared.errors import shown_name
 from shared.models import utcnow
+from shared.tls import client_tls
 from weft.spinup.config import (
     MechanismConfig,
     check_placeholders,
@@ -143,6 +144,7 @@ class GithubActionsMechanism(Mechanism):
         token = secret_from_env(config.token_env, "token_env")
         return httpx.AsyncClient(
             base_url=config.api_url,
+            verify=client_tls(config.api_url),
             timeout=timeout or config.timeout_s,
             headers={
                 "Authorization": f"Bearer {token}",

@@ -24,6 +24,7 @@ from pydantic import Field, field_validator, model_validator
 from shared.errors import shown_name
 from shared.nats.auth import CREDS_CONTENT
 from shared.redact import register_secret
+from shared.tls import client_tls
 from weft.spinup.config import (
     K8S_NAME,
     MechanismConfig,
@@ -264,7 +265,7 @@ class KubernetesMechanism(Mechanism):
                 namespace = (self._sa_dir / "namespace").read_text().strip() or "default"
             except OSError:
                 namespace = "default"
-        verify: ssl.SSLContext | bool = True
+        verify: ssl.SSLContext | bool = client_tls(base_url)
         if config.insecure_skip_tls_verify:
             verify = False
         else:

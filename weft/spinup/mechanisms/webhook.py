@@ -19,6 +19,7 @@ import httpx
 from pydantic import Field, field_validator
 
 from shared.errors import shown_name
+from shared.tls import client_tls
 from weft.spinup.config import (
     HEADER_NAME,
     SECRET_ENV_NAME,
@@ -165,7 +166,7 @@ class WebhookMechanism(Mechanism):
         timeout: float,
     ) -> httpx.Response:
         try:
-            async with httpx.AsyncClient(timeout=timeout) as client:
+            async with httpx.AsyncClient(timeout=timeout, verify=client_tls(url)) as client:
                 return await client.request(method, url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             raise MechanismError(f"webhook {method} {url}: {type(exc).__name__}: {exc}") from None
