@@ -15,12 +15,14 @@ import functools
 import ssl
 from urllib.parse import urlsplit
 
-import httpx
-
 
 @functools.cache
 def default_tls() -> ssl.SSLContext:
-    """httpx's own default verification (its CA bundle, or the environment's), built once."""
+    """httpx's own default verification (its CA bundle, or the environment's), built once.
+    httpx is imported here, not above: a Shuttle command that makes no request (``shuttle
+    config path``) imports this module and must not pay for httpx."""
+    import httpx
+
     return httpx.create_ssl_context()
 
 
