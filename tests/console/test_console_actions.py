@@ -107,3 +107,27 @@ async def test_the_operator_pauses_and_resumes_the_project_from_the_queues_view(
         await page.get_by_role("button", name="Confirm pause").click()
         await expect(state).to_contain_text("held items stop at their next checkpoint")
         assert (await api.get("/api/pause")).json()["paused"]["stop_running"] is True
+
+
+async def test_a_live_update_leaves_unchanged_dead_letters_as_they_are(
+    console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient
+) -> None:
+    """The view draws again on every update; dead-letter rows drawn again from the same letters
+    replaced their buttons, and a press spanning the redraw (down on the old button, up on the
+    new) was lost (a CI run's discard never armed). Rows are drawn again only when they change."""
+    page = tab.page
+    await dead_letter(work_queue(nc, ProjectNames(project)), nc, project, "keep-me", "no")
+    async with console_weft.api(project) as api:
+        await sign_in(page, console_weft.console(project, "queues"))
+        letters = page.locator("#dead-letters")
+        discard = await letters.get_by_role("button", name="Discard keep-me", exact=True).element_handle()
+        # an update the view draws: work queued for a capability nothing else uses
+        body = {"task_id": "other", "description": "d", "capability": "elsewhere"}
+        assert (await api.post("/api/work", json=body)).status_code == 201
+        # stats are read again on a timer (main.js), so this may take a few seconds
+        depth = page.locator('#queue-depths tr[data-capability="elsewhere"]')
+        await expect(depth).to_be_visible(timeout=20_000)
+        assert await discard.evaluate("button => button.isConnected")  # the same button, not a copy
+        await discard.click()
+        confirm = letters.get_by_role("button", name="Confirm discard keep-me", exact=True)
+        await expect(confirm).to_be_focused()

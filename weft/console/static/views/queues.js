@@ -31,6 +31,7 @@ export function queuesView(ctx) {
   let paused; // undefined: not read yet; else the GET /api/pause answer's paused (null: not paused)
   let seenHold;
   let letters = null;
+  let drawnLetters = null; // what the dead-letter rows on the page were drawn from
   let landing; // undefined: not read yet; null: no repository
   let seenWork = -1;
   let reading = false;
@@ -138,9 +139,16 @@ export function queuesView(ctx) {
       : caps.map(([cap, depth]) => h("tr", { dataset: { capability: cap } }, h("th", { scope: "row" }, cap), h("td", { class: "num" }, depth), h("td", { class: "num" }, waiting.get(cap) || 0))));
     note.textContent = `${stats.work?.waiting_for_agent ?? 0} queued items have no eligible agent online; ${stats.dead_letters ?? 0} dead letters.`;
     if (letters === null) {
+      drawnLetters = null;
       replace(dlq.tbody, h("tr", null, h("td", { colspan: 6, class: "note" }, "Reading the dead-letter queue…")));
       return;
     }
+    // Every live update calls draw(); rows drawn again from the same letters would replace
+    // their buttons, and a press that spans the redraw (mouse down on the old button, up on
+    // the new) is lost. Only a change to the letters redraws them.
+    const shown = JSON.stringify(letters.map(({ item, dead_lettered_at: at }) => [item.id, item.task_id, item.capability, item.attempts, item.errors, item.error, at]));
+    if (shown === drawnLetters) return;
+    drawnLetters = shown;
     keepFocus(dlq.tbody, () => replace(dlq.tbody, letters.length === 0
       ? h("tr", null, h("td", { colspan: 6, class: "note" }, "The dead-letter queue is empty."))
       : letters.map(({ item, dead_lettered_at: at }) => {
