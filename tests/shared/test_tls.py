@@ -14,6 +14,16 @@ import pytest
 from shared.tls import client_tls, default_tls
 
 
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 def test_plain_http_gets_a_context_that_verifies_against_nothing() -> None:
     context = client_tls("http://127.0.0.1:8080")
     assert isinstance(context, ssl.SSLContext)
@@ -54,16 +64,6 @@ def test_the_shared_context_refuses_a_server_its_bundle_does_not_vouch_for() -> 
     finally:
         server.shutdown()
         server.server_close()
-
-
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def test_an_http_client_built_with_it_still_speaks_plain_http() -> None:

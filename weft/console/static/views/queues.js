@@ -143,10 +143,11 @@ export function queuesView(ctx) {
       replace(dlq.tbody, h("tr", null, h("td", { colspan: 6, class: "note" }, "Reading the dead-letter queue…")));
       return;
     }
-    // Every live update calls draw(); rows drawn again from the same letters would replace
-    // their buttons, and a press that spans the redraw (mouse down on the old button, up on
-    // the new) is lost. Only a change to the letters redraws them.
-    const shown = JSON.stringify(letters.map(({ item, dead_lettered_at: at }) => [item.id, item.task_id, item.capability, item.attempts, item.errors, item.error, at]));
+    // Every live update calls draw(), and every work change reads the letters again; rows
+    // drawn again from the same letters would replace their buttons, and a press that spans
+    // the redraw (mouse down on the old button, up on the new) is lost. Only a change to the
+    // letters (the whole answer, not a list of the fields drawn) redraws them.
+    const shown = JSON.stringify(letters);
     if (shown === drawnLetters) return;
     drawnLetters = shown;
     keepFocus(dlq.tbody, () => replace(dlq.tbody, letters.length === 0
