@@ -114,7 +114,7 @@ async def test_a_live_update_leaves_unchanged_dead_letters_as_they_are(
 ) -> None:
     """The view draws again on every update; dead-letter rows drawn again from the same letters
     replaced their buttons, and a press spanning the redraw (down on the old button, up on the
-    new) was lost (a CI run's discard never armed). Rows are drawn again only when they change."""
+    new) was lost (a CI run's discard never armed). Rows drawn the same are kept (``patch``)."""
     page = tab.page
     await dead_letter(work_queue(nc, ProjectNames(project)), nc, project, "keep-me", "no")
     async with console_weft.api(project) as api:

@@ -1,6 +1,8 @@
 // Small DOM helpers. Text always goes in through textContent: nothing the API returns is
 // ever parsed as HTML.
 
+const listening = new WeakSet(); // elements given a listener here (see patch)
+
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -8,7 +10,10 @@ export function h(tag, attrs, ...children) {
     if (key === "class") el.className = value;
     else if (key === "text") el.textContent = String(value);
     else if (key === "dataset") Object.assign(el.dataset, value);
-    else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+      listening.add(el);
+    }
     else el.setAttribute(key, value === true ? "" : String(value));
   }
   append(el, children);
@@ -25,6 +30,56 @@ function append(el, children) {
 export function replace(el, ...children) {
   el.replaceChildren();
   append(el, children);
+}
+
+/** Make ``el``'s children the given ones, keeping every node already there that would be drawn
+ * the same. Live updates draw a region again every few seconds (a clock moves "5 s ago" on);
+ * a region drawn anew would replace its buttons, and a press spanning the redraw (down on the
+ * old button, up on the new) is lost, for a person as for a test. A row whose only change is
+ * its clock keeps its button; a control drawn differently is replaced whole (its listeners
+ * hold what it acts on), and text in the field a person types in is theirs, not an attribute. */
+export function patch(el, ...children) {
+  const next = document.createDocumentFragment();
+  append(next, children);
+  patchChildren(el, [...next.childNodes]);
+}
+
+// Elements whose listeners act on what they were drawn from: kept only when drawn the same.
+const CONTROLS = new Set(["A", "BUTTON", "FORM", "INPUT", "SELECT", "TEXTAREA"]);
+
+function patchChildren(parent, wanted) {
+  const unused = new Map(); // a node's kind and attributes -> the old nodes of that kind, in order
+  for (const node of parent.childNodes) {
+    const kind = kindOf(node);
+    if (!unused.has(kind)) unused.set(kind, []);
+    unused.get(kind).push(node);
+  }
+  const result = wanted.map((node) => {
+    const old = unused.get(kindOf(node))?.shift();
+    return old ? patchNode(old, node) : node;
+  });
+  result.forEach((node, i) => {
+    const at = parent.childNodes[i];
+    if (at !== node) parent.insertBefore(node, at || null);
+  });
+  while (parent.childNodes.length > result.length) parent.lastChild.remove();
+}
+
+function patchNode(old, node) {
+  if (old.isEqualNode(node)) return old;
+  if (old.nodeType !== Node.ELEMENT_NODE) {
+    old.nodeValue = node.nodeValue;
+    return old;
+  }
+  if (CONTROLS.has(old.tagName) || listening.has(node)) return node;
+  patchChildren(old, [...node.childNodes]);
+  return old;
+}
+
+function kindOf(node) {
+  if (node.nodeType !== Node.ELEMENT_NODE) return `#${node.nodeType}`;
+  const attributes = [...node.attributes].map((a) => `${a.name}=${a.value}`).sort();
+  return `${node.tagName} ${JSON.stringify(attributes)}`;
 }
 
 export function statusText(value) {

@@ -2,7 +2,7 @@
 // heartbeat, capabilities and the target that started it; shut one down (admin tokens).
 
 import { HourChart } from "../chart.js";
-import { Pager, confirmButton, fillOptions, gist, h, keepFocus, replace, select, short, statusText, table, tags, time } from "../dom.js";
+import { Pager, confirmButton, fillOptions, gist, h, keepFocus, patch, select, short, statusText, table, tags, time } from "../dom.js";
 
 const state = { status: "", type: "", search: "" }; // kept while the page is open
 let painted = false; // the first fleet with its agents is marked for the Performance API
@@ -57,10 +57,10 @@ export function fleetView(ctx) {
     }
     const stats = store.stats || {};
     const depth = Object.values(stats.queue_depths || {}).reduce((a, b) => a + b, 0);
-    replace(cards,
+    patch(cards,
       card("Online", counts.online), card("Busy", counts.busy), card("Offline", counts.offline),
       card("Queued", stats.work?.by_status?.queued ?? depth), card("Dead letters", stats.dead_letters ?? 0));
-    replace(byType.tbody, [...types.entries()].sort().map(([name, row]) =>
+    patch(byType.tbody, [...types.entries()].sort().map(([name, row]) =>
       h("tr", null, h("th", { scope: "row" }, name), h("td", { class: "num" }, row.online), h("td", { class: "num" }, row.busy), h("td", { class: "num" }, row.offline))));
     fillOptions(type.el, [["", "any"], ...[...types.keys()].sort().map((t) => [t, t])], state.type);
     chart.update(store, now);
@@ -72,10 +72,10 @@ export function fleetView(ctx) {
       .filter((a) => !state.search || matches(a, state.search))
       .sort((a, b) => a.handle.localeCompare(b.handle) || a.agent_id.localeCompare(b.agent_id));
     const page = pager.slice(rows, "agents");
-    keepFocus(agents.tbody, () => replace(agents.tbody, page.length === 0
+    keepFocus(agents.tbody, () => patch(agents.tbody, page.length === 0
       ? h("tr", null, h("td", { colspan: 8, class: "note" }, all.length === 0 ? "No agent has registered in this project." : "No agent matches."))
       : page.map((agent) => row(agent, held.get(agent.agent_id) || [], now))));
-    replace(others.tbody, store.protocolAgents.length === 0
+    patch(others.tbody, store.protocolAgents.length === 0
       ? h("tr", null, h("td", { colspan: 5, class: "note" }, "No other agent of the protocol answers on this NATS account."))
       : store.protocolAgents.map((agent) => h("tr", { dataset: { instanceId: agent.instance_id } },
         h("th", { scope: "row", title: agent.prompt_subject }, agent.session_name),

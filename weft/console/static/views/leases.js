@@ -1,7 +1,7 @@
 // Leases: who holds which files (GET /api/leases, kept current by lease.* events), and
 // ending one as an operator. A Weft without leases (no /api/leases) is said to have none.
 
-import { confirmButton, gist, h, keepFocus, replace, short, table, tags, time } from "../dom.js";
+import { confirmButton, gist, h, keepFocus, patch, replace, short, table, tags, time } from "../dom.js";
 
 export function leasesView(ctx) {
   const { store, api } = ctx;
@@ -39,7 +39,7 @@ export function leasesView(ctx) {
     const now = Date.now();
     const leases = [...store.leases.values()].sort((a, b) => Date.parse(a.expires_at) - Date.parse(b.expires_at));
     if (!body.contains(list.el)) replace(body, list.el);
-    keepFocus(list.tbody, () => replace(list.tbody, leases.length === 0
+    keepFocus(list.tbody, () => patch(list.tbody, leases.length === 0
       ? h("tr", null, h("td", { colspan: 7, class: "note" }, "No leases."))
       : leases.map((lease) => h("tr", { dataset: { leaseId: lease.id } },
         h("th", { scope: "row" }, lease.holder_handle || store.handleOf(lease.holder)),

@@ -2,7 +2,7 @@
 // here; where else a person hears of them (the notification sinks, GET /api/notify/sinks,
 // read again at most every 10 s while the view is open); then the settled ones.
 
-import { h, keepFocus, replace, short, statusText, table, time, when } from "../dom.js";
+import { h, keepFocus, patch, short, statusText, table, time, when } from "../dom.js";
 
 const HOUR_MS = 3600 * 1000;
 const SINKS_MS = 10000; // the sinks are read again when the view updates, at most this often
@@ -54,7 +54,7 @@ export function questionsView(ctx) {
    * deliveries go through (a failing one in red). Never a URL: Weft does not send them. */
   function drawSinks() {
     const note = (text) => h("tr", null, h("td", { colspan: 5, class: "note" }, text));
-    replace(sinks.tbody, sinkList === undefined ? note("Reading the notification sinks…")
+    patch(sinks.tbody, sinkList === undefined ? note("Reading the notification sinks…")
       : sinkList.problem ? note(sinkList.problem)
         : sinkList.length === 0 ? note("No notification sinks: a person hears of questions only here (shuttle notify set, docs/operator.md)")
           : sinkList.map((s) => h("tr", { dataset: { sinkName: s.name } },
@@ -76,11 +76,11 @@ export function questionsView(ctx) {
     const now = Date.now();
     const all = [...store.questions.values()].sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
     const waiting = all.filter((q) => q.status === "open").sort(byUrgency(now));
-    keepFocus(open, () => replace(open, !store.loaded.questions
+    keepFocus(open, () => patch(open, !store.loaded.questions
       ? h("p", { class: "note" }, "Reading the questions…")
       : waiting.length === 0 ? h("p", { class: "note" }, "No agent is waiting for an answer.")
         : waiting.map((q) => answerForm(q, now))));
-    replace(past.tbody, all.filter((q) => q.status !== "open").slice(0, 200).map((q) => h("tr", { dataset: { questionId: q.id } },
+    patch(past.tbody, all.filter((q) => q.status !== "open").slice(0, 200).map((q) => h("tr", { dataset: { questionId: q.id } },
       h("th", { scope: "row" }, q.question), h("td", { class: "num" }, q.priority || "-"),
       h("td", null, q.asked_by_handle || short(q.asked_by)), h("td", null, statusText(q.status)),
       h("td", null, q.answer ?? q.resolution ?? "-", q.answered_by === "policy" ? " (default)" : null),

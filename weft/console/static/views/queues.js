@@ -2,7 +2,7 @@
 // resume), depth per capability (live from the stats topic), the landing queue (GET
 // /api/landing: who lands now, what waits to land) and the DLQ, with retry and discard.
 
-import { confirmButton, h, keepFocus, replace, statusText, table, when } from "../dom.js";
+import { confirmButton, h, keepFocus, patch, replace, statusText, table, when } from "../dom.js";
 
 export function queuesView(ctx) {
   const { store, api } = ctx;
@@ -31,7 +31,6 @@ export function queuesView(ctx) {
   let paused; // undefined: not read yet; else the GET /api/pause answer's paused (null: not paused)
   let seenHold;
   let letters = null;
-  let drawnLetters = null; // what the dead-letter rows on the page were drawn from
   let landing; // undefined: not read yet; null: no repository
   let seenWork = -1;
   let reading = false;
@@ -106,14 +105,14 @@ export function queuesView(ctx) {
     }
     if (landing === null || landing.error) {
       lander.textContent = landing ? landing.error : "No repository is set: nothing lands (the targets view sets one).";
-      replace(landingQueue.tbody, none("Nothing waits to land."));
+      patch(landingQueue.tbody, none("Nothing waits to land."));
       return;
     }
     const lock = landing.lock;
     lander.textContent = lock
       ? `Landing on ${landing.target} now: ${store.handleOf(lock.holder)}, ${lock.items.length} item(s).`
       : `Nobody is landing on ${landing.target} now.`;
-    replace(landingQueue.tbody, landing.queue.length === 0
+    patch(landingQueue.tbody, landing.queue.length === 0
       ? none("Nothing waits to land.")
       : landing.queue.map((e) => h("tr", { dataset: { workId: e.work_id } },
         h("th", { scope: "row" }, h("a", { href: `#work/${e.work_id}`, title: e.description.slice(0, 200) }, e.task_id)),
@@ -134,23 +133,16 @@ export function queuesView(ctx) {
       if (item.status === "queued" && item.waiting_reason) waiting.set(item.capability, (waiting.get(item.capability) || 0) + 1);
     }
     const caps = Object.entries(stats.queue_depths || {}).sort();
-    replace(depths.tbody, caps.length === 0
+    patch(depths.tbody, caps.length === 0
       ? h("tr", null, h("td", { colspan: 3, class: "note" }, "No queued work."))
       : caps.map(([cap, depth]) => h("tr", { dataset: { capability: cap } }, h("th", { scope: "row" }, cap), h("td", { class: "num" }, depth), h("td", { class: "num" }, waiting.get(cap) || 0))));
     note.textContent = `${stats.work?.waiting_for_agent ?? 0} queued items have no eligible agent online; ${stats.dead_letters ?? 0} dead letters.`;
     if (letters === null) {
-      drawnLetters = null;
-      replace(dlq.tbody, h("tr", null, h("td", { colspan: 6, class: "note" }, "Reading the dead-letter queue…")));
+      patch(dlq.tbody, h("tr", null, h("td", { colspan: 6, class: "note" }, "Reading the dead-letter queue…")));
       return;
     }
-    // Every live update calls draw(), and every work change reads the letters again; rows
-    // drawn again from the same letters would replace their buttons, and a press that spans
-    // the redraw (mouse down on the old button, up on the new) is lost. Only a change to the
-    // letters (the whole answer, not a list of the fields drawn) redraws them.
-    const shown = JSON.stringify(letters);
-    if (shown === drawnLetters) return;
-    drawnLetters = shown;
-    keepFocus(dlq.tbody, () => replace(dlq.tbody, letters.length === 0
+    // every live update draws the rows again: patch keeps those drawn the same, buttons and all
+    keepFocus(dlq.tbody, () => patch(dlq.tbody, letters.length === 0
       ? h("tr", null, h("td", { colspan: 6, class: "note" }, "The dead-letter queue is empty."))
       : letters.map(({ item, dead_lettered_at: at }) => {
         const last = item.errors && item.errors.length ? item.errors[item.errors.length - 1].error : item.error || "-";

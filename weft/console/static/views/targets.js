@@ -3,7 +3,7 @@
 // project's repository, where each item's branch and worktree come from
 // (docs/workstreams.md): read with a check of whether it answers, and set here (admin).
 
-import { gist, h, replace, short, statusText, table, tags, time, when } from "../dom.js";
+import { gist, h, patch, replace, short, statusText, table, tags, time, when } from "../dom.js";
 
 export function targetsView(ctx) {
   const { store, api } = ctx;
@@ -62,7 +62,7 @@ export function targetsView(ctx) {
       if (agent.target_id && agent.status !== "offline") agentsOf.set(agent.target_id, (agentsOf.get(agent.target_id) || 0) + 1);
     }
     const rows = [...store.targets.values()].sort((a, b) => a.name.localeCompare(b.name));
-    replace(targets.tbody, rows.length === 0
+    patch(targets.tbody, rows.length === 0
       ? h("tr", null, h("td", { colspan: 9, class: "note" }, "No targets: Weft cannot start agents in this project."))
       : rows.map((t) => h("tr", { dataset: { targetId: t.id } },
         h("th", { scope: "row" }, t.name), h("td", null, t.mechanism), h("td", null, t.agent_type),
@@ -74,9 +74,9 @@ export function targetsView(ctx) {
         h("td", { class: "num" }, agentsOf.get(t.id) || 0))));
     const spinups = store.stats?.spinups || { by_state: {}, mechanism: "-" };
     mechanism.textContent = `Spin-up manager: ${spinups.mechanism}; ${spinups.total ?? 0} spin-ups recorded.`;
-    replace(counts.tbody, Object.entries(spinups.by_state).sort().map(([s, n]) => h("tr", null, h("th", { scope: "row" }, statusText(s)), h("td", { class: "num" }, n))));
+    patch(counts.tbody, Object.entries(spinups.by_state).sort().map(([s, n]) => h("tr", null, h("th", { scope: "row" }, statusText(s)), h("td", { class: "num" }, n))));
     const seen = [...store.spinups.values()].sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at)).slice(0, 200);
-    replace(ops.tbody, seen.length === 0
+    patch(ops.tbody, seen.length === 0
       ? h("tr", null, h("td", { colspan: 7, class: "note" }, "None yet."))
       : seen.map((op) => h("tr", { dataset: { spinupId: op.id } },
         h("th", { scope: "row" }, op.target_name), h("td", null, statusText(op.state)), h("td", null, op.reason),

@@ -3,7 +3,7 @@
 // its work graph, its trace as a waterfall) with cancel and retry.
 
 import { FINAL } from "../store.js";
-import { Pager, confirmButton, fillOptions, gist, h, keepFocus, replace, select, short, statusText, table, tags, time, when } from "../dom.js";
+import { Pager, confirmButton, fillOptions, gist, h, keepFocus, patch, replace, select, short, statusText, table, tags, time, when } from "../dom.js";
 
 const STATUSES = ["submitted", "blocked", "queued", "claimed", "in-progress", "waiting-on-operator", "in-review", "reviewing", "landing", "merging", "completed", "failed", "cancelled", "expired", "dead-lettered"];
 const state = { status: "", capability: "", boundary: "", priority: "", search: "" };
@@ -55,7 +55,7 @@ export function workView(ctx) {
       (!state.search || item.task_id.toLowerCase().includes(state.search) || item.id.startsWith(state.search) ||
         item.description.toLowerCase().includes(state.search)));
     const page = pager.slice(wanted, "items");
-    keepFocus(list.tbody, () => replace(list.tbody, page.length === 0
+    keepFocus(list.tbody, () => patch(list.tbody, page.length === 0
       ? h("tr", null, h("td", { colspan: 9, class: "note" }, store.work.size === 0 ? "No work in this project." : "No item matches."))
       : page.map((item) => h("tr", { dataset: { workId: item.id } },
       h("th", { scope: "row" }, h("a", { href: `#work/${item.id}`, title: item.description.slice(0, 200), dataset: { focusKey: `work:${item.id}` } }, item.task_id)),
@@ -142,7 +142,7 @@ export function workItemView(ctx, workId) {
     if (heading) heading.textContent = `Work item ${item.task_id}`;
     const canCancel = !FINAL.has(item.status) && item.status !== "failed";
     const canRetry = item.status === "failed" || item.status === "dead-lettered";
-    keepFocus(actions, () => replace(actions,
+    keepFocus(actions, () => patch(actions,
       canCancel ? confirmButton("Cancel", "Confirm cancel", () => ctx.act(() => api.post(`/api/work/${item.id}/cancel`, { reason: "cancelled from the console" }), `Cancelled ${item.task_id}`), `cancel:${item.id}`) : null,
       canRetry ? h("button", { type: "button", dataset: { focusKey: `retry:${item.id}` }, onclick: () => ctx.act(() => api.post(`/api/work/${item.id}/retry`), `Retried ${item.task_id}`) }, "Retry") : null,
       item.question_id ? h("a", { href: "#questions" }, "Answer its question") : null));
