@@ -119,3 +119,24 @@ async def test_a_lease_keeps_its_end_button_while_its_clock_moves_on(
         await expect(row.get_by_role("button", name="Confirm end lease")).to_be_focused()
     finally:
         await book.stop()
+
+
+async def test_the_fleet_filter_keeps_its_options_while_the_fleet_is_drawn_again(
+    console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient
+) -> None:
+    """The fleet view fills its Type filter on every update; options made anew closed a list
+    a person had open. Options listed the same are kept, and so is what was picked."""
+    page = tab.page
+    await register(nc, project, "coder", "claude-code")
+    await register(nc, project, "helper", "generic")
+    await sign_in(page, console_weft.console(project, "fleet"))
+    choice = page.locator("#fleet-type")
+    await expect(choice.locator("option")).to_have_count(3)  # any, claude-code, generic
+    await choice.select_option("generic")
+    await expect(page.locator("#agents tbody tr")).to_have_count(1)
+    option = await choice.locator('option[value="generic"]').element_handle()
+    clock = page.locator("#agents tbody tr time")
+    shown = await clock.text_content()
+    await expect(clock).not_to_have_text(shown or "", timeout=20_000)  # drawn again since
+    assert await option.evaluate("option => option.isConnected")  # the same option, not a copy
+    await expect(choice).to_have_value("generic")

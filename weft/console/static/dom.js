@@ -146,10 +146,14 @@ export function select(id, label, options, value, onchange) {
   return { wrap: h("div", null, h("label", { for: id }, label), el), el };
 }
 
+/** Give the select ``options`` and the value ``value`` (or the one it has), or the first.
+ * Options listed the same are kept (``patch``): a live update (the fleet's every 5 s) must
+ * not close a list a person has open, nor move what they picked. */
 export function fillOptions(el, options, value) {
   const current = value ?? el.value;
-  el.replaceChildren(...options.map(([v, l]) => h("option", { value: v }, l)));
-  el.value = options.some(([v]) => v === current) ? current : options[0]?.[0] ?? "";
+  patch(el, options.map(([v, l]) => h("option", { value: v }, l)));
+  const wanted = options.some(([v]) => v === current) ? current : options[0]?.[0] ?? "";
+  if (el.value !== wanted) el.value = wanted;
 }
 
 /** Paging controls over a list of ``pageSize`` rows. */
