@@ -71,7 +71,7 @@ function patchNode(old, node) {
     old.nodeValue = node.nodeValue;
     return old;
   }
-  if (CONTROLS.has(old.tagName) || listening.has(node)) return node;
+  if (CONTROLS.has(old.tagName) || listening.has(old) || listening.has(node)) return node;
   patchChildren(old, [...node.childNodes]);
   return old;
 }
