@@ -96,6 +96,28 @@ async def test_patch_leaves_what_a_person_typed_in_a_field_drawn_the_same(
     assert typed == ["5 s ago", "half an answer"]
 
 
+async def test_patch_leaves_no_listener_on_an_element_drawn_differently(
+    console_weft: ConsoleWeft, tab: Tab, project: str
+) -> None:
+    """An element that is not a control but was given a listener is replaced whole when it is
+    drawn differently, whether the new one has a listener or not: the old listener acted on
+    what the old element was drawn from."""
+    await sign_in(tab.page, console_weft.console(project))
+    kept = await tab.page.evaluate(
+        """async () => {
+      const { h, patch } = await import("/console/dom.js");
+      const box = h("div");
+      window.pressed = null;
+      patch(box, h("span", { onclick: () => (window.pressed = "old") }, "one"));
+      const first = box.firstChild;
+      patch(box, h("span", null, "two"));  // no listener now, and other text
+      box.firstChild.click();
+      return { same: box.firstChild === first, pressed: window.pressed, text: box.textContent };
+    }"""
+    )
+    assert kept == {"same": False, "pressed": None, "text": "two"}
+
+
 async def test_a_lease_keeps_its_end_button_while_its_clock_moves_on(
     console_weft: ConsoleWeft, tab: Tab, project: str, nc: NatsClient
 ) -> None:
