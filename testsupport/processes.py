@@ -66,6 +66,23 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def holding_pipes(inodes: set[int]) -> set[int]:
+    """Every other process holding an end of one of the pipes ``inodes`` names (``os.fstat``
+    of this process's end): the process that reads what this one writes into a pipe, even
+    when it is not the one started on it (a Warp forked from a zygote holds its stand-in's
+    stdio, the stand-in none; docs/warp.md)."""
+    wanted = {f"pipe:[{inode}]" for inode in inodes}
+    me = os.getpid()
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) in wanted for fd in (entry / "fd").iterdir()):
+                found.add(int(entry.name))
+    return found
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL ``pid`` and everything below it, in sessions of their own or not."""
     below = descendants(pid)

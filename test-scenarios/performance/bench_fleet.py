@@ -25,7 +25,11 @@ figures are that fleet's alone. Per size:
   measure of Warp's cost, as in ``bench_warp``), against each of the two raw runs, and
   again side by side: rounds of a raw block, a floor block and a Warp block, the median of
   each round's own cost (the raw p50 moves between minutes; within a round all three meet
-  the same machine), and the same at p99 over all the rounds' samples pooled.
+  the same machine), and the same at p99 over all the rounds' samples pooled. The same
+  rounds hold a second raw baseline, N raw agents (``raw_agent.py``: processes with one
+  connection and the work queue each, forked from one parent, driven over pipes as the
+  Warps are) less their own no-op call: the queue's work when, as with the Warps, each
+  process serves one claim in N; the own cost against it, and each side's CPU per claim.
 * **messages**: a DM (send -> the recipient's read) and a channel message (send -> visible to
   another agent) between random pairs, one at a time, with N agents live.
 * **false offline**: ``agent.offline`` events Weft published while every agent was alive;
@@ -44,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import random
 import statistics
 import sys
@@ -60,7 +65,7 @@ from benchlib import BenchContext, BenchResult, percentile, summarize
 from shared.names import ProjectNames, kv_stream
 from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
-from testsupport.processes import cpu_seconds, memory_mb
+from testsupport.processes import cpu_seconds, holding_pipes, memory_mb
 from testsupport.zygote import start_zygote
 from warp.zygote import ZYGOTE_ENV
 from weft.settings import WeftSettings
@@ -146,7 +151,7 @@ class Fleet:
 
     @property
     def pids(self) -> list[int]:
-        return [a.rpc.proc.pid for a in self.agents]
+        return [a.rpc.pid for a in self.agents]
 
 
 async def _online(weft: WeftProcess, n: int, timeout: float) -> None:
@@ -277,33 +282,43 @@ async def _warm_fleet(fleet: Fleet, weft: WeftProcess, n: int) -> None:
     await asyncio.gather(*(agent.call("warp_handle_get") for agent in fleet.agents))
 
 
-def _warp_claims(fleet: Fleet, n: int) -> tuple[Claim, Finish]:
-    """A claim through the k-th agent (its item's id, None when it got none) and its completion."""
-    agents = fleet.agents
+def _claims_through(rpcs: list[RawRpc], claim_tool: str, complete_tool: str) -> tuple[Claim, Finish]:
+    """A claim through the k-th process (its item's id, None when it got none) and its completion."""
+    n = len(rpcs)
 
     async def claim(k: int) -> str | None:
-        got = await agents[k % n].call("warp_work_claim")
+        got = await rpcs[k % n].tool(claim_tool)
         return str(got["item"]["id"]) if got["claimed"] else None
 
     async def finish(k: int, item: str) -> None:
-        await agents[k % n].call("warp_work_complete", {"work_id": item})
+        await rpcs[k % n].tool(complete_tool, {"work_id": item})
 
     return claim, finish
 
 
-def _warp_noops(fleet: Fleet, n: int) -> tuple[Claim, Finish]:
-    """The floor's pair in place of the claim's: a no-op call (``warp_handle_get``: no NATS;
-    timed) through the k-th agent, then another for the completion."""
-    agents = fleet.agents
+def _noops_through(rpcs: list[RawRpc], tool: str) -> tuple[Claim, Finish]:
+    """The floor's pair in place of the claim's: a no-op call (no NATS; timed) through the
+    k-th process, then another for the completion."""
+    n = len(rpcs)
 
     async def noop(k: int) -> str:
-        await agents[k % n].call("warp_handle_get")
+        await rpcs[k % n].tool(tool)
         return "-"
 
     async def again(k: int, _: str) -> None:
         await noop(k)
 
     return noop, again
+
+
+def _warp_claims(fleet: Fleet, n: int) -> tuple[Claim, Finish]:
+    """A claim through the k-th of the first ``n`` agents and its completion."""
+    return _claims_through([agent.rpc for agent in fleet.agents[:n]], "warp_work_claim", "warp_work_complete")
+
+
+def _warp_noops(fleet: Fleet, n: int) -> tuple[Claim, Finish]:
+    """The floor's pair through the k-th of the first ``n`` agents (``warp_handle_get``)."""
+    return _noops_through([agent.rpc for agent in fleet.agents[:n]], "warp_handle_get")
 
 
 async def _claims_mcp(fleet: Fleet, weft: WeftProcess, n: int, mode: ClaimMode) -> tuple[list[float], float]:
@@ -385,6 +400,80 @@ class RawQueues:
         return await _drain(total, self.n, mode, self.claim, self.finish)
 
 
+RAW_AGENT = Path(__file__).resolve().parent / "raw_agent.py"
+
+
+@dataclass
+class RawAgents:
+    """N raw agents (``raw_agent.py``): each a process with one nats-py connection and the
+    work queue Warp uses, in the fleet's project, driven over a pair of pipes as the Warps
+    are over their stdio. The raw baseline spread over processes as the agents are: each
+    serves one claim in N, where :class:`RawQueues` keeps N connections in this one warm
+    process. They are forked from one parent that imported what they need (200 of them fit
+    beside 200 Warps; forked Warps cost what Warps of their own do per claim, performance.md)."""
+
+    nats_url: str
+    errlog: Any
+    rpcs: list[RawRpc] = field(default_factory=list)
+    parent: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> RawAgents:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await asyncio.gather(*(rpc.close() for rpc in self.rpcs), return_exceptions=True)
+        if self.parent is not None:  # it ends when its agents have
+            await self.parent.wait()
+
+    async def start(self, n: int) -> None:
+        requests = [os.pipe() for _ in range(n)]  # driver -> agent
+        answers = [os.pipe() for _ in range(n)]  # agent -> driver
+        theirs = [(request[0], answer[1]) for request, answer in zip(requests, answers, strict=True)]
+        try:
+            self.parent = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(RAW_AGENT),
+                self.nats_url,
+                PROJECT,
+                *(f"{r},{w}" for r, w in theirs),
+                pass_fds=[fd for pair in theirs for fd in pair],
+                stdout=asyncio.subprocess.PIPE,
+                stderr=self.errlog,
+                cwd=ROOT,
+            )
+        finally:
+            for r, w in theirs:
+                os.close(r)
+                os.close(w)
+        assert self.parent.stdout is not None
+        pids = [int(pid) for pid in (await self.parent.stdout.readline()).split()]
+        if len(pids) != n:  # the agents that did start end as their requests' pipes close
+            for (_, to_agent), (from_agent, _) in zip(requests, answers, strict=True):
+                os.close(to_agent)
+                os.close(from_agent)
+            raise RuntimeError(f"fleet: {len(pids)} of {n} raw agents started; see {self.errlog.name}")
+        loop = asyncio.get_running_loop()
+        for pid, (_, to_agent), (from_agent, _) in zip(pids, requests, answers, strict=True):
+            lines = asyncio.StreamReader(limit=16 * 1024 * 1024)
+            await loop.connect_read_pipe(
+                lambda lines=lines: asyncio.StreamReaderProtocol(lines), os.fdopen(from_agent, "rb", 0)
+            )
+            transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(to_agent, "wb", 0)
+            )
+            self.rpcs.append(RawRpc(lines, asyncio.StreamWriter(transport, protocol, None, loop), pid))
+
+    def claims(self) -> tuple[Claim, Finish]:
+        return _claims_through(self.rpcs, "claim", "complete")
+
+    def noops(self) -> tuple[Claim, Finish]:
+        return _noops_through(self.rpcs, "noop")
+
+    @property
+    def pids(self) -> list[int]:
+        return [rpc.pid for rpc in self.rpcs]
+
+
 async def _claims_raw(nats_url: str, n: int, mode: ClaimMode) -> tuple[list[float], float]:
     """The same with N nats-py connections and the project's work queue, as Warp uses it."""
     async with RawQueues(nats_url, n) as raw:
@@ -407,68 +496,140 @@ waiting to be published, Weft reading the last changes) is done by then."""
 ALTERNATING_P99_ROW = (
     f"fleet: claim's own cost above the floor at p99, alternating with raw, {PACED_CLAIMERS} at a time"
 )
+APART_ROW = (
+    f"fleet: claim's own cost above the floor, against raw agent processes, alternating, "
+    f"{PACED_CLAIMERS} at a time"
+)
+APART_P99_ROW = (
+    f"fleet: claim's own cost above the floor at p99, against raw agent processes, alternating, "
+    f"{PACED_CLAIMERS} at a time"
+)
+PARTS = ("raw", "apart", "apart floor", "floor", "claim")
+"""An alternating round's blocks: raw in this process, raw agent processes and their no-op,
+Warp's no-op and Warp's claim (in this order, then the reverse in the next round)."""
+MAIN_PARTS = ("raw", "floor", "claim")
+"""Those of the own cost against raw in this process."""
 
 
 async def _alternating(
     fleet: Fleet, weft: WeftProcess, nats_url: str, n: int, quick: bool
 ) -> list[BenchResult]:
-    """The paced claim's own cost, its three parts measured side by side: rounds of a raw
-    block, a floor block and a Warp block (the order reversed every other round), each
-    round's own cost from its own three p50s, and the median over the rounds. The raw p50
-    moves by half from minute to minute on this machine; within a round all three meet the
-    same machine. The same at p99, over every round's samples pooled (a block of 100 has
-    no p99 of its own): the issue's p99 goal, held to the rule the project holds Warp to."""
+    """The paced claim's own cost, its parts measured side by side: rounds of a block of each
+    of :data:`PARTS` (the order reversed every other round), each round's own cost from its
+    own p50s, and the median over the rounds. The raw p50 moves by half from minute to minute
+    on this machine; within a round all parts meet the same machine. The same at p99, over
+    every round's samples pooled (a block of 100 has no p99 of its own): the issue's p99
+    goal, held to the rule the project holds Warp to.
+
+    Against two raw baselines: N connections in this process (:class:`RawQueues`), and N
+    raw agent processes less their own no-op (:class:`RawAgents`): what the same queue work
+    costs when, like each Warp, a process serves one claim in N."""
     rounds, block = (2, 3 * PACED_CLAIMERS) if quick else (ALTERNATING_ROUNDS, ALTERNATING_BLOCK)
-    claims, noops = _warp_claims(fleet, n), _warp_noops(fleet, n)
-    p50s: dict[str, list[float]] = {"raw": [], "floor": [], "claim": []}
-    pooled: dict[str, list[float]] = {"raw": [], "floor": [], "claim": []}
-    async with RawQueues(nats_url, n) as raw:
+    p50s: dict[str, list[float]] = {part: [] for part in PARTS}
+    pooled: dict[str, list[float]] = {part: [] for part in PARTS}
+    cpu = dict.fromkeys(PARTS, 0.0)
+    async with RawQueues(nats_url, n) as raw, RawAgents(nats_url, fleet.errlog) as apart:
+        await apart.start(n)
         # Each block's items are queued just before it (a block's last claims may overrun it
         # by a few), so neither queue holds the other's backlog while it is measured.
-        blocks: dict[str, Callable[[], Awaitable[tuple[list[float], float]]]] = {
-            "raw": lambda: raw.drain(block, PACED),
-            "floor": lambda: _drain(block, n, PACED, *noops),
-            "claim": lambda: _drain(block, n, PACED, *claims),
+        blocks: dict[str, tuple[Claim, Finish]] = {
+            "apart": apart.claims(),
+            "apart floor": apart.noops(),
+            "floor": _warp_noops(fleet, n),
+            "claim": _warp_claims(fleet, n),
+        }
+        warps = sorted(holding_pipes({agent.rpc.input_pipe for agent in fleet.agents}))  # forked or not
+        pids: dict[str, list[int]] = {
+            "apart": apart.pids,
+            "apart floor": apart.pids,
+            "floor": warps,
+            "claim": warps,
         }
         # Not counted: the raw project's first claims (its consumer made, its connections'
-        # first requests) made the first round's raw p50 1.5 to 3.4 times the others'.
+        # first requests) made the first round's raw p50 1.5 to 3.4 times the others'; and
+        # each raw agent's first claim, as each Warp's was (_warm_fleet).
         await raw.submit(block + PACED_CLAIMERS)
         await raw.drain(block, PACED)
+        await _submit(weft, n, "warm-apart")
+        await _warm(n, *blocks["apart"])
         for r in range(rounds):
-            for part in ("raw", "floor", "claim") if r % 2 == 0 else ("claim", "floor", "raw"):
+            for part in PARTS if r % 2 == 0 else PARTS[::-1]:
                 if part == "raw":
                     await raw.submit(block + PACED_CLAIMERS)
-                elif part == "claim":
-                    await _submit(weft, block + PACED_CLAIMERS, f"alternating-{r}")
+                elif part in ("claim", "apart"):
+                    await _submit(weft, block + PACED_CLAIMERS, f"alternating-{part}-{r}")
                 await asyncio.sleep(SETTLE_S)
-                samples, _ = await blocks[part]()
+                before = sum(cpu_seconds(pid) for pid in pids.get(part, ()))
+                if part == "raw":
+                    samples, _ = await raw.drain(block, PACED)
+                else:
+                    samples, _ = await _drain(block, n, PACED, *blocks[part])
+                cpu[part] += sum(cpu_seconds(pid) for pid in pids.get(part, ())) - before
                 p50s[part].append(percentile(samples, 50))
                 pooled[part] += samples
-    ratios = [(c - f) / w for c, f, w in zip(p50s["claim"], p50s["floor"], p50s["raw"], strict=True)]
+    raw_apart = [c - f for c, f in zip(p50s["apart"], p50s["apart floor"], strict=True)]
+    own = [c - f for c, f in zip(p50s["claim"], p50s["floor"], strict=True)]
+    ratios = [o / w for o, w in zip(own, p50s["raw"], strict=True)]
+    apart_ratios = [o / w for o, w in zip(own, raw_apart, strict=True)]
     p99 = {part: percentile(samples, 99) for part, samples in pooled.items()}
-    at_p99 = BenchResult(
-        f"{ALTERNATING_P99_ROW} @ {n} agents",
-        unit="x raw",
-        value=(p99["claim"] - p99["floor"]) / p99["raw"],
-        target=TARGET_OWN,
-        extra={
-            "why": f"p99 over {rounds} rounds' samples pooled: (claim - floor) / raw",
-            **{f"{part} p99 (ms)": round(value, 1) for part, value in p99.items()},
-            **{f"{part} samples": len(samples) for part, samples in pooled.items()},
-        },
-    )
-    at_p50 = BenchResult(
-        f"{ALTERNATING_ROW} @ {n} agents",
-        unit="x raw",
-        value=statistics.median(ratios),
-        target=TARGET_OWN,
-        extra={
-            "why": f"median over {rounds} rounds of {block} claims each: raw, floor and Warp side by side",
-            "per round": [round(x, 2) for x in ratios],
-            **{f"{part} p50 per round": [round(x, 1) for x in values] for part, values in p50s.items()},
-        },
-    )
-    return [at_p50, at_p99]
+    # Each process's CPU per claim and completion, above that per pair of its no-op calls.
+    per_pair = {part: 1000 * cpu[part] / len(pooled[part]) for part in pids}
+    cpu_ms = {
+        "Warps' CPU per claim + completion (ms)": round(per_pair["claim"] - per_pair["floor"], 2),
+        "raw agents' CPU per claim + completion (ms)": round(per_pair["apart"] - per_pair["apart floor"], 2),
+    }
+    return [
+        BenchResult(
+            f"{ALTERNATING_ROW} @ {n} agents",
+            unit="x raw",
+            value=statistics.median(ratios),
+            target=TARGET_OWN,
+            extra={
+                "why": f"median over {rounds} rounds of {block} claims each: raw, floor, Warp side by side",
+                "per round": [round(x, 2) for x in ratios],
+                **{f"{part} p50 per round": [round(x, 1) for x in p50s[part]] for part in MAIN_PARTS},
+            },
+        ),
+        BenchResult(
+            f"{ALTERNATING_P99_ROW} @ {n} agents",
+            unit="x raw",
+            value=(p99["claim"] - p99["floor"]) / p99["raw"],
+            target=TARGET_OWN,
+            extra={
+                "why": f"p99 over {rounds} rounds' samples pooled: (claim - floor) / raw",
+                **{f"{part} p99 (ms)": round(p99[part], 1) for part in MAIN_PARTS},
+                **{f"{part} samples": len(pooled[part]) for part in MAIN_PARTS},
+            },
+        ),
+        BenchResult(
+            f"{APART_ROW} @ {n} agents",
+            unit="x raw",
+            value=statistics.median(apart_ratios),
+            target=TARGET_OWN,
+            extra={
+                "why": (
+                    f"median over {rounds} rounds of {block} claims each: (claim - floor) / "
+                    "(raw agent's claim - its no-op), all side by side"
+                ),
+                "per round": [round(x, 2) for x in apart_ratios],
+                "raw agents / raw in one process, per round": [
+                    round(a / w, 2) for a, w in zip(raw_apart, p50s["raw"], strict=True)
+                ],
+                **{f"{part} p50 per round": [round(x, 1) for x in p50s[part]] for part in PARTS},
+                **cpu_ms,
+            },
+        ),
+        BenchResult(
+            f"{APART_P99_ROW} @ {n} agents",
+            unit="x raw",
+            value=(p99["claim"] - p99["floor"]) / (p99["apart"] - p99["apart floor"]),
+            target=TARGET_OWN,
+            extra={
+                "why": f"p99 over {rounds} rounds' samples pooled: (claim - floor) / (raw agent - its no-op)",
+                **{f"{part} p99 (ms)": round(p99[part], 1) for part in PARTS},
+            },
+        ),
+    ]
 
 
 async def _catch_up(reader: Agent) -> None:

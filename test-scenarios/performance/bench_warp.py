@@ -200,18 +200,27 @@ async def _bench_mcp(ctx: BenchContext, project: str, n: int) -> list[BenchResul
 
 
 class RawRpc:
-    """A bare JSON-RPC client over the process's stdio: what Warp itself costs, without the
-    SDK client's per-call work (it re-validates every structured result with jsonschema).
-    Several calls may be in flight at once; one reader hands each answer to its caller."""
+    """A bare JSON-RPC client over a process's stdio (or another pair of pipes): what Warp
+    itself costs, without the SDK client's per-call work (it re-validates every structured
+    result with jsonschema). Several calls may be in flight at once; one reader hands each
+    answer to its caller."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pid: int,
+        proc: asyncio.subprocess.Process | None = None,
+    ) -> None:
+        self.pid, self.proc = pid, proc
+        self._lines, self._out = reader, writer
         self._id = 0
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
     async def start(cls, env: dict[str, str], errlog: Any) -> RawRpc:
+        """A Warp started with ``env`` and initialized."""
         proc = await asyncio.create_subprocess_exec(
             WARP,
             stdin=asyncio.subprocess.PIPE,
@@ -221,7 +230,8 @@ class RawRpc:
             cwd=env["LOOM_PROJECT_PATH"],
             limit=16 * 1024 * 1024,
         )
-        rpc = cls(proc)
+        assert proc.stdout is not None and proc.stdin is not None
+        rpc = cls(proc.stdout, proc.stdin, proc.pid, proc)
         await rpc.request(
             "initialize",
             {
@@ -233,21 +243,25 @@ class RawRpc:
         await rpc._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return rpc
 
+    @property
+    def input_pipe(self) -> int:
+        """The inode of the pipe this client writes the process's input into (the process
+        holds its other end: see ``testsupport.processes.holding_pipes``)."""
+        return os.fstat(self._out.get_extra_info("pipe").fileno()).st_ino
+
     async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
+        while line := await self._lines.readline():
             reply = json.loads(line)
             waiting = self._waiting.pop(reply.get("id"), None)  # notifications carry no id
             if waiting is not None and not waiting.done():
                 waiting.set_result(reply)
         for waiting in self._waiting.values():
             if not waiting.done():
-                waiting.set_exception(RuntimeError(f"warp exited ({self.proc.returncode})"))
+                waiting.set_exception(RuntimeError(f"process {self.pid} closed its output"))
 
     async def _send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        await self.proc.stdin.drain()
+        self._out.write(json.dumps(message).encode() + b"\n")
+        await self._out.drain()
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self._id += 1
@@ -266,9 +280,10 @@ class RawRpc:
         return dict(result["structuredContent"])
 
     async def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        await self.proc.wait()
+        """Close its input (the process ends on it) and wait for its output to end."""
+        self._out.close()
+        if self.proc is not None:
+            await self.proc.wait()
         await self._reader
 
 

@@ -150,6 +150,25 @@ def _spinup(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed
             at_p99["extra"][f"{part} samples"] >= 48 and at_p99["extra"][f"{part} p99 (ms)"] > 0
             for part in ("raw", "floor", "claim")
         ), at_p99
+        # ...and against raw agents, each a process of its own, in the same rounds
+        apart = results[
+            f"fleet: claim's own cost above the floor, against raw agent processes, alternating, "
+            f"8 at a time @ {n} agents"
+        ]
+        assert len(apart["extra"]["per round"]) == 2, apart
+        assert all(
+            len(apart["extra"][f"{part} p50 per round"]) == 2
+            for part in ("raw", "apart", "apart floor", "floor", "claim")
+        ), apart
+        # each side's CPU was counted: a claim and completion cost its processes more than
+        # the two no-op calls that stand in for them
+        assert apart["extra"]["raw agents' CPU per claim + completion (ms)"] > 0, apart
+        assert apart["extra"]["Warps' CPU per claim + completion (ms)"] > 0, apart
+        apart_p99 = results[
+            f"fleet: claim's own cost above the floor at p99, against raw agent processes, alternating, "
+            f"8 at a time @ {n} agents"
+        ]
+        assert apart_p99["extra"]["apart p99 (ms)"] > apart_p99["extra"]["apart floor p99 (ms)"], apart_p99
 
 
 def _agents(results: dict[str, Any], curves: dict[str, Any], stdout: str, failed: str) -> None:

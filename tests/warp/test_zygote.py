@@ -5,6 +5,7 @@ make a started ``warp`` run on its own instead."""
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ from shared.models import AgentStatus
 from shared.names import ProjectNames
 from shared.zygote import HEADER, namespaces
 from testsupport.env import without_fabric
-from testsupport.processes import children, pid_alive
+from testsupport.processes import children, holding_pipes, pid_alive
 from testsupport.zygote import ZygoteProcess, own_zygote
 from warp.zygote import ZYGOTE_ENV
 
@@ -57,6 +58,16 @@ def no_children(zygote: ZygoteProcess) -> Callable[[], Awaitable[bool]]:
     return check
 
 
+def our_pipes() -> set[int]:
+    """The inodes of the pipes this process holds an end of."""
+    found = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd).startswith("pipe:"):
+                found.add(os.stat(fd).st_ino)
+    return found
+
+
 async def test_two_warps_forked_from_one_zygote_each_serve_their_own_agent(
     warp_env: dict[str, str], zygote: ZygoteProcess, tmp_path: Path
 ) -> None:
@@ -72,6 +83,9 @@ async def test_two_warps_forked_from_one_zygote_each_serve_their_own_agent(
         # Each Warp runs in a child of the zygote; the started processes only stand in.
         assert len(zygote.children) == 2
         assert not children(first.pid) and not children(second.pid)
+        # ...holding the pipes this process started them on: how a bench finds a forked Warp
+        holders = holding_pipes(our_pipes())
+        assert zygote.children <= holders and not {first.pid, second.pid} & holders
     stdout_frames_only(first.stdout_lines)
     stdout_frames_only(second.stdout_lines)
     assert first.proc.returncode == 0 and second.proc.returncode == 0
