@@ -125,6 +125,19 @@ def _is_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
+async def pipe_streams(
+    read_fd: int, write_fd: int, *, limit: int = _LINE_LIMIT
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Asyncio streams over two pipe descriptors (taken over: closed with the streams)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0))
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(write_fd, "wb", 0)
+    )
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
 async def open_pipes() -> StdioPipes:
     """Take over fds 0 and 1 when both are pipes (what MCP clients give a server).
 
@@ -133,20 +146,14 @@ async def open_pipes() -> StdioPipes:
     """
     if not (_is_pipe(0) and _is_pipe(1)):
         raise ValueError("stdin/stdout are not both pipes")
-    loop = asyncio.get_running_loop()
     in_fd, out_fd = os.dup(0), os.dup(1)
     try:
-        reader = asyncio.StreamReader(limit=_LINE_LIMIT)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", 0))
-        transport, protocol = await loop.connect_write_pipe(
-            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(out_fd, "wb", 0)
-        )
+        reader, writer = await pipe_streams(in_fd, out_fd)
     except (OSError, ValueError):
         for fd in (in_fd, out_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
         raise
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

@@ -67,6 +67,7 @@ from shared.nats.client import connect
 from shared.nats.server import EmbeddedNatsServer, ServerConfig
 from testsupport.processes import cpu_seconds, holding_pipes, memory_mb
 from testsupport.zygote import start_zygote
+from warp.stdio import pipe_streams
 from warp.zygote import ZYGOTE_ENV
 from weft.settings import WeftSettings
 
@@ -452,16 +453,8 @@ class RawAgents:
                 os.close(to_agent)
                 os.close(from_agent)
             raise RuntimeError(f"fleet: {len(pids)} of {n} raw agents started; see {self.errlog.name}")
-        loop = asyncio.get_running_loop()
         for pid, (_, to_agent), (from_agent, _) in zip(pids, requests, answers, strict=True):
-            lines = asyncio.StreamReader(limit=16 * 1024 * 1024)
-            await loop.connect_read_pipe(
-                lambda lines=lines: asyncio.StreamReaderProtocol(lines), os.fdopen(from_agent, "rb", 0)
-            )
-            transport, protocol = await loop.connect_write_pipe(
-                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), os.fdopen(to_agent, "wb", 0)
-            )
-            self.rpcs.append(RawRpc(lines, asyncio.StreamWriter(transport, protocol, None, loop), pid))
+            self.rpcs.append(RawRpc(*await pipe_streams(from_agent, to_agent, limit=16 * 1024 * 1024), pid))
 
     def claims(self) -> tuple[Claim, Finish]:
         return _claims_through(self.rpcs, "claim", "complete")
@@ -533,6 +526,7 @@ async def _alternating(
         # Each block's items are queued just before it (a block's last claims may overrun it
         # by a few), so neither queue holds the other's backlog while it is measured.
         blocks: dict[str, tuple[Claim, Finish]] = {
+            "raw": (raw.claim, raw.finish),
             "apart": apart.claims(),
             "apart floor": apart.noops(),
             "floor": _warp_noops(fleet, n),
@@ -560,10 +554,7 @@ async def _alternating(
                     await _submit(weft, block + PACED_CLAIMERS, f"alternating-{part}-{r}")
                 await asyncio.sleep(SETTLE_S)
                 before = sum(cpu_seconds(pid) for pid in pids.get(part, ()))
-                if part == "raw":
-                    samples, _ = await raw.drain(block, PACED)
-                else:
-                    samples, _ = await _drain(block, n, PACED, *blocks[part])
+                samples, _ = await _drain(block, n, PACED, *blocks[part])
                 cpu[part] += sum(cpu_seconds(pid) for pid in pids.get(part, ())) - before
                 p50s[part].append(percentile(samples, 50))
                 pooled[part] += samples
